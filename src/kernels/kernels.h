@@ -1,0 +1,44 @@
+// Kernel dispatch table: dequantize, activation quantization and dot products per
+// weight dtype. One table per ISA (generic, avx2, avx512); the best one the CPU
+// supports is chosen once at start-up; LUMEN_FORCE_GENERIC=1 forces the scalar one.
+#ifndef LM_KERNELS_KERNELS_H
+#define LM_KERNELS_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tensor/dtype.h"
+
+// x: one row of n elements of the table's dtype -> y (n floats); n % block_size == 0
+typedef void (*lm_dequant_fn)(const void *x, float *y, int64_t n);
+// x (n floats) -> y: one row quantized to an activation type (q8_0, q8_1, q8_K, f16, bf16, f32)
+typedef void (*lm_quant_fn)(const float *x, void *y, int64_t n);
+// *s = dot(w, xq): w one weight row of n elements, xq the activation row already
+// quantized to lm_vec_dot_type(weight dtype); n % block_size == 0
+typedef void (*lm_vec_dot_fn)(int64_t n, float *s, const void *w, const void *xq);
+
+struct lm_kernels {
+    const char *name;                      // "generic", "avx2", "avx512", "avx512_vnni"
+    lm_dequant_fn dequant[LM_DTYPE_COUNT]; // indexed by the weight dtype
+    lm_quant_fn quant[LM_DTYPE_COUNT];     // indexed by the activation dtype produced
+    lm_vec_dot_fn vec_dot[LM_DTYPE_COUNT]; // indexed by the weight dtype
+};
+
+// Activation dtype the dot product of weight dtype t consumes (as llama.cpp's CPU
+// backend does, so numerics match): q4_0/q5_0/q8_0 -> q8_0, q4_1/q5_1 -> q8_1,
+// k-quants -> q8_K, f16 -> f16, bf16 -> bf16, f32 -> f32.
+enum lm_dtype lm_vec_dot_type(enum lm_dtype t);
+
+// Tables. lm_kernels_avx2/avx512 return NULL if not compiled in or the CPU lacks the ISA.
+const struct lm_kernels *lm_kernels_generic(void);
+const struct lm_kernels *lm_kernels_avx2(void);
+const struct lm_kernels *lm_kernels_avx512(void);
+// Best available table (cached); honours LUMEN_FORCE_GENERIC=1 and LUMEN_ISA=generic|avx2|avx512.
+const struct lm_kernels *lm_kernels_best(void);
+
+// y[r - r0] = dot(W row r, xq) for r in [r0, r1).
+// W: (n_rows, n_in) of dtype t, rows row_bytes apart; xq: activation row in lm_vec_dot_type(t).
+void lm_matvec_rows(const struct lm_kernels *k, enum lm_dtype t, const void *W, size_t row_bytes,
+                    int64_t n_in, const void *xq, float *y, int64_t r0, int64_t r1);
+
+#endif
