@@ -66,6 +66,8 @@ struct lm_batch_entry {
 enum lm_status lm_context_init(struct lm_context **out, struct lm_model *m,
                                const struct lm_context_params *params);
 void lm_context_free(struct lm_context *c);
+int32_t lm_context_n_threads(const struct lm_context *c);
+int32_t lm_context_n_ctx(const struct lm_context *c);
 
 // Runs the forward pass over n entries (prefill, decode, batched decode and
 // speculative verification are all this call). Entries of one sequence must have

@@ -1,3 +1,91 @@
-// lumen command line: run | info (more subcommands later).
+// lumen command line: dispatches to the subcommands (run, info).
+#include <stdarg.h>
 #include <stdio.h>
-int main(void) { puts("lumen: under construction"); return 0; }
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+
+#include "cli/cli.h"
+
+static const char *k_usage =
+    "lumen: LLM inference for GGUF models on CPUs, with a built-in profiler\n"
+    "\n"
+    "usage: lumen <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  run     generate text from a prompt (streams to stdout, stats on stderr)\n"
+    "  info    print a model's architecture, hyper-parameters, tokenizer and tensors\n"
+    "\n"
+    "`lumen <command> --help` shows each command's options.\n";
+
+void cli_usage_error(const char *cmd, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "lumen %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(LM_EXIT_USAGE);
+}
+
+const char *cli_value(const char *cmd, int argc, char **argv, int *i) {
+    if (*i + 1 >= argc) cli_usage_error(cmd, "option %s needs a value", argv[*i]);
+    return argv[++*i];
+}
+
+int64_t cli_int(const char *cmd, const char *flag, const char *v, int64_t lo, int64_t hi) {
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || end == v || *end)
+        cli_usage_error(cmd, "%s: '%s' is not an integer", flag, v);
+    if (x < lo || x > hi)
+        cli_usage_error(cmd, "%s: %lld is out of range [%lld, %lld]", flag, x, (long long)lo,
+                        (long long)hi);
+    return x;
+}
+
+double cli_float(const char *cmd, const char *flag, const char *v, double lo, double hi) {
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || end == v || *end || isnan(x))
+        cli_usage_error(cmd, "%s: '%s' is not a number", flag, v);
+    if (x < lo || x > hi) cli_usage_error(cmd, "%s: %g is out of range [%g, %g]", flag, x, lo, hi);
+    return x;
+}
+
+const char *cli_default_model(void) {
+    static char buf[PATH_MAX + 64];
+    const char *env = getenv("LUMEN_MODEL");
+    if (env && *env) return env;
+    if (access(LM_DEFAULT_MODEL, R_OK) == 0) return LM_DEFAULT_MODEL;
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = 0;
+            snprintf(buf, sizeof buf, "%s/../%s", exe, LM_DEFAULT_MODEL);
+            if (access(buf, R_OK) == 0) return buf;
+        }
+    }
+    return LM_DEFAULT_MODEL;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
+        !strcmp(argv[1], "help")) {
+        fputs(k_usage, argc < 2 ? stderr : stdout);
+        return argc < 2 ? LM_EXIT_USAGE : 0;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
+    if (!strcmp(cmd, "info")) return cmd_info(argc - 1, argv + 1);
+    fprintf(stderr, "lumen: unknown command '%s' (try `lumen --help`)\n", cmd);
+    return LM_EXIT_USAGE;
+}

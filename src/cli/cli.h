@@ -1,0 +1,27 @@
+// Shared helpers of the lumen subcommands: argument parsing with one-line errors
+// (exit 2), default model lookup.
+#ifndef LM_CLI_CLI_H
+#define LM_CLI_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define LM_DEFAULT_MODEL "models/gemma-3-270m-q4_k_m.gguf"
+
+// Exit code for usage errors (bad flag, value or path).
+#define LM_EXIT_USAGE 2
+
+// Prints "lumen <cmd>: <msg>" to stderr and exits with LM_EXIT_USAGE.
+void cli_usage_error(const char *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3), noreturn));
+// Value of flag argv[*i] (advances *i); usage error if missing.
+const char *cli_value(const char *cmd, int argc, char **argv, int *i);
+int64_t cli_int(const char *cmd, const char *flag, const char *v, int64_t lo, int64_t hi);
+double cli_float(const char *cmd, const char *flag, const char *v, double lo, double hi);
+// Default model: $LUMEN_MODEL, ./models/..., or <exe dir>/../models/...
+const char *cli_default_model(void);
+
+int cmd_run(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+
+#endif

@@ -1,0 +1,230 @@
+// `lumen run`: tokenize a prompt (optionally in the model's chat format), prefill
+// it, then sample and stream tokens; one stats line on stderr at the end.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/timer.h"
+#include "cli/cli.h"
+#include "lumen.h"
+#include "tokenizer/tokenizer.h"
+
+static const char *k_run_help =
+    "usage: lumen run [-m MODEL] (-p TEXT | -f FILE) [options]\n"
+    "\n"
+    "  -m, --model PATH      GGUF model (default: " LM_DEFAULT_MODEL ")\n"
+    "  -p, --prompt TEXT     prompt text\n"
+    "  -f, --file PATH       read the prompt from a file\n"
+    "  -n, --n-predict N     tokens to generate (default 128; stops early at end of generation)\n"
+    "      --chat            wrap the prompt in the model's chat turn format\n"
+    "      --temp T          temperature (default 0.8; 0 = greedy)\n"
+    "      --top-k K         keep the K most likely tokens (default 40; 0 = off)\n"
+    "      --top-p P         nucleus sampling (default 0.95; 1 = off)\n"
+    "      --min-p P         drop tokens below P x the top probability (default 0.05; 0 = off)\n"
+    "      --repeat-penalty R  penalize the last 64 tokens (default 1.0 = off)\n"
+    "      --seed S          RNG seed (default 0); same seed and flags give the same text\n"
+    "  -t, --threads N       threads (default: physical cores)\n"
+    "      --ctx N           context size (default: min(model's, 4096))\n"
+    "      --ignore-eos      keep generating past end-of-generation tokens\n"
+    "\n"
+    "Prints generated text to stdout as it is produced, then one stats line to stderr:\n"
+    "load ms, prompt tokens and tok/s, time to first token, generated tokens and tok/s.\n";
+
+static char *read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    while (buf) {
+        size_t r = fread(buf + n, 1, cap - n, f);
+        n += r;
+        if (n < cap) break;
+        cap *= 2;
+        char *nb = realloc(buf, cap + 1);
+        if (!nb) { free(buf); buf = NULL; }
+        buf = nb;
+    }
+    int err = ferror(f);
+    fclose(f);
+    if (!buf || err) { free(buf); return NULL; }
+    buf[n] = 0;
+    *len = n;
+    return buf;
+}
+
+int cmd_run(int argc, char **argv) {
+    const char *cmd = "run";
+    const char *model_path = NULL, *prompt = NULL, *prompt_file = NULL;
+    int64_t n_predict = 128, n_threads = 0, n_ctx = 0;
+    bool chat = false, ignore_eos = false;
+    struct lm_sampler_params sp = lm_sampler_params_default();
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(k_run_help, stdout); return 0; }
+        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) model_path = cli_value(cmd, argc, argv, &i);
+        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) prompt = cli_value(cmd, argc, argv, &i);
+        else if (!strcmp(a, "-f") || !strcmp(a, "--file")) prompt_file = cli_value(cmd, argc, argv, &i);
+        else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict"))
+            n_predict = cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 0, 1 << 20);
+        else if (!strcmp(a, "--chat")) chat = true;
+        else if (!strcmp(a, "--ignore-eos")) ignore_eos = true;
+        else if (!strcmp(a, "--temp"))
+            sp.temperature = (float)cli_float(cmd, a, cli_value(cmd, argc, argv, &i), 0, 100);
+        else if (!strcmp(a, "--top-k"))
+            sp.top_k = (int32_t)cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 0, 1 << 30);
+        else if (!strcmp(a, "--top-p"))
+            sp.top_p = (float)cli_float(cmd, a, cli_value(cmd, argc, argv, &i), 0, 1);
+        else if (!strcmp(a, "--min-p"))
+            sp.min_p = (float)cli_float(cmd, a, cli_value(cmd, argc, argv, &i), 0, 1);
+        else if (!strcmp(a, "--repeat-penalty"))
+            sp.repeat_penalty = (float)cli_float(cmd, a, cli_value(cmd, argc, argv, &i), 0.01, 100);
+        else if (!strcmp(a, "--seed"))
+            sp.seed = (uint64_t)cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 0, INT64_MAX);
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads"))
+            n_threads = cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 1, 256);
+        else if (!strcmp(a, "--ctx"))
+            n_ctx = cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 1, 1 << 24);
+        else cli_usage_error(cmd, "unknown option '%s' (try `lumen run --help`)", a);
+    }
+    if (!prompt && !prompt_file) cli_usage_error(cmd, "no prompt: give -p TEXT or -f FILE");
+    if (prompt && prompt_file) cli_usage_error(cmd, "give either -p or -f, not both");
+    char *file_text = NULL;
+    size_t prompt_len = 0;
+    if (prompt_file) {
+        file_text = read_file(prompt_file, &prompt_len);
+        if (!file_text) cli_usage_error(cmd, "cannot read prompt file '%s'", prompt_file);
+        prompt = file_text;
+    } else {
+        prompt_len = strlen(prompt);
+    }
+    if (!model_path) model_path = cli_default_model();
+
+    const uint64_t t_load0 = lm_now_ns();
+    struct lm_model *m = NULL;
+    enum lm_status st = lm_model_load(&m, model_path, NULL);
+    if (st != LM_OK) {
+        fprintf(stderr, "lumen run: %s\n", lm_error_msg());
+        free(file_text);
+        return st == LM_ERR_IO ? LM_EXIT_USAGE : 1;
+    }
+    const double load_ms = (double)(lm_now_ns() - t_load0) / 1e6;
+    const struct lm_tokenizer *tok = lm_model_tokenizer(m);
+
+    // ---- tokenize (the clock for TTFT starts here)
+    const uint64_t t0 = lm_now_ns();
+    char *chat_text = NULL;
+    const char *text = prompt;
+    size_t text_len = prompt_len;
+    if (chat) {
+        struct lm_chat_msg msg = {.role = "user", .content = prompt};
+        size_t chat_len = 0;
+        st = lm_chat_apply(LM_CHAT_TEMPLATE_GEMMA, &msg, 1, true, &chat_text, &chat_len);
+        if (st != LM_OK) {
+            fprintf(stderr, "lumen run: %s\n", lm_error_msg());
+            return 1;
+        }
+        text = chat_text;
+        text_len = strlen(chat_text);
+    }
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    st = lm_tokenize(tok, text, text_len, true, chat, &ids, &n_ids);
+    if (st != LM_OK) {
+        fprintf(stderr, "lumen run: %s\n", lm_error_msg());
+        return 1;
+    }
+    if (n_ids == 0) {
+        fprintf(stderr, "lumen run: the prompt tokenizes to nothing (no BOS in this vocab)\n");
+        return LM_EXIT_USAGE;
+    }
+    if (n_ctx == 0) {
+        n_ctx = lm_model_n_ctx_train(m) < 4096 ? lm_model_n_ctx_train(m) : 4096;
+        if ((int64_t)n_ids + n_predict > n_ctx && (int64_t)n_ids + n_predict <= lm_model_n_ctx_train(m))
+            n_ctx = (int64_t)n_ids + n_predict;
+    }
+    if (n_ctx > lm_model_n_ctx_train(m))
+        cli_usage_error(cmd, "--ctx %lld exceeds the model's context length %d", (long long)n_ctx,
+                        lm_model_n_ctx_train(m));
+    if ((int64_t)n_ids >= n_ctx)
+        cli_usage_error(cmd, "prompt is %zu tokens, context is %lld (raise --ctx)", n_ids,
+                        (long long)n_ctx);
+
+    struct lm_context_params cp = {.n_ctx = (int32_t)n_ctx, .n_seq_max = 1, .n_batch = 512,
+                                   .n_threads = (int32_t)n_threads};
+    struct lm_context *c = NULL;
+    if ((st = lm_context_init(&c, m, &cp)) != LM_OK) {
+        fprintf(stderr, "lumen run: %s\n", lm_error_msg());
+        return 1;
+    }
+    struct lm_sampler *smp = NULL;
+    if ((st = lm_sampler_init(&smp, &sp, lm_model_n_vocab(m))) != LM_OK) {
+        fprintf(stderr, "lumen run: %s\n", lm_error_msg());
+        return 1;
+    }
+    for (size_t i = 0; i < n_ids; i++) lm_sampler_accept(smp, ids[i]);
+
+    // ---- prefill in chunks of n_batch; logits only for the last prompt token
+    struct lm_batch_entry *batch = malloc(512 * sizeof *batch);
+    const uint64_t t_prefill0 = lm_now_ns();
+    for (size_t off = 0; off < n_ids; off += 512) {
+        const size_t nb = n_ids - off < 512 ? n_ids - off : 512;
+        for (size_t j = 0; j < nb; j++)
+            batch[j] = (struct lm_batch_entry){.token = ids[off + j], .pos = (int32_t)(off + j),
+                                               .seq = 0, .want_logits = off + j == n_ids - 1};
+        if ((st = lm_decode(c, batch, (int32_t)nb)) != LM_OK) {
+            fprintf(stderr, "lumen run: %s\n", lm_error_msg());
+            return 1;
+        }
+    }
+    const uint64_t t_prefill1 = lm_now_ns();
+
+    // ---- generate
+    struct lm_detok dt;
+    lm_detok_init(&dt, false);
+    const size_t piece_cap = lm_tokenizer_max_piece(tok) + 8;
+    char *piece = malloc(piece_cap);
+    int64_t n_gen = 0;
+    uint64_t t_first = 0, t_dec0 = 0;
+    int32_t pos = (int32_t)n_ids;
+    while (n_gen < n_predict) {
+        const int32_t id = lm_sampler_sample(smp, lm_get_logits(c, 0));
+        if (n_gen == 0) t_first = t_dec0 = lm_now_ns();
+        n_gen++;
+        lm_sampler_accept(smp, id);
+        if (!ignore_eos && lm_tokenizer_is_eog(tok, id)) break;
+        size_t np = 0;
+        lm_detok_push(tok, &dt, id, piece, piece_cap, &np);
+        fwrite(piece, 1, np, stdout);
+        fflush(stdout);
+        if (n_gen == n_predict) break;
+        if (pos >= n_ctx) break;
+        struct lm_batch_entry e = {.token = id, .pos = pos++, .seq = 0, .want_logits = true};
+        if ((st = lm_decode(c, &e, 1)) != LM_OK) {
+            fprintf(stderr, "\nlumen run: %s\n", lm_error_msg());
+            return 1;
+        }
+    }
+    size_t np = lm_detok_flush(&dt, piece, piece_cap);
+    fwrite(piece, 1, np, stdout);
+    fputc('\n', stdout);
+    fflush(stdout);
+    const uint64_t t_end = lm_now_ns();
+    const double prefill_s = (double)(t_prefill1 - t_prefill0) / 1e9;
+    const double ttft_ms = n_gen ? (double)(t_first - t0) / 1e6 : 0.0;
+    // decode rate counts the tokens produced after the first (each needed one forward)
+    const double dec_s = n_gen > 1 ? (double)(t_end - t_dec0) / 1e9 : 0.0;
+    fprintf(stderr,
+            "lumen: load %.1f ms | prompt %zu tok, %.1f tok/s | TTFT %.1f ms | "
+            "gen %lld tok, %.1f tok/s | threads %d\n",
+            load_ms, n_ids, prefill_s > 0 ? (double)n_ids / prefill_s : 0.0, ttft_ms,
+            (long long)n_gen, dec_s > 0 ? (double)(n_gen - 1) / dec_s : 0.0, lm_context_n_threads(c));
+    free(batch);
+    free(piece);
+    free(ids);
+    free(chat_text);
+    free(file_text);
+    lm_sampler_free(smp);
+    lm_context_free(c);
+    lm_model_free(m);
+    return 0;
+}

@@ -1,0 +1,155 @@
+// Model loading: open + validate the GGUF, pick the architecture from
+// general.architecture, let it read hyper-parameters and weight views, load the tokenizer.
+#include "model/model.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/timer.h"
+#include "tokenizer/tokenizer.h"
+
+static const struct lm_arch *const k_archs[] = {
+    &lm_arch_gemma3,
+};
+#define N_ARCHS (sizeof k_archs / sizeof k_archs[0])
+
+enum lm_status lm_model_weight(struct lm_model *m, struct lm_weight *w, const char *name,
+                               int64_t n_in, int64_t n_out, bool required) {
+    memset(w, 0, sizeof *w);
+    const struct lm_gguf_tensor *t = lm_gguf_find_tensor(&m->gguf, name);
+    if (!t) {
+        if (!required) return LM_OK;
+        return lm_error_set(LM_ERR_FORMAT, "model: %s: missing required tensor '%s'", m->path,
+                            name);
+    }
+    const struct lm_dtype_traits *tr = lm_dtype_traits(t->type);
+    if (!tr || !tr->supported)
+        return lm_error_set(LM_ERR_UNSUPPORTED,
+                            "model: %s: tensor '%s' has dtype %s, which lumen does not support",
+                            m->path, name, lm_dtype_name(t->type));
+    const bool vec = n_out == 1;
+    const bool ok = vec ? (t->n_dims == 1 && t->ne[0] == n_in)
+                        : (t->n_dims == 2 && t->ne[0] == n_in && t->ne[1] == n_out);
+    if (!ok) {
+        char got[96];
+        int o = snprintf(got, sizeof got, "[");
+        for (uint32_t d = 0; d < t->n_dims && o < (int)sizeof got - 24; d++)
+            o += snprintf(got + o, sizeof got - (size_t)o, "%s%lld", d ? ", " : "",
+                          (long long)t->ne[d]);
+        snprintf(got + o, sizeof got - (size_t)o, "]");
+        if (vec)
+            return lm_error_set(LM_ERR_FORMAT,
+                                "model: %s: tensor '%s' has shape %s, expected [%lld]", m->path,
+                                name, got, (long long)n_in);
+        return lm_error_set(LM_ERR_FORMAT,
+                            "model: %s: tensor '%s' has shape %s, expected [%lld, %lld]", m->path,
+                            name, got, (long long)n_in, (long long)n_out);
+    }
+    if (vec && t->type != LM_DTYPE_F32)
+        return lm_error_set(LM_ERR_UNSUPPORTED,
+                            "model: %s: tensor '%s' has dtype %s, expected f32 for a vector",
+                            m->path, name, lm_dtype_name(t->type));
+    w->name = NULL; // GGUF names are not NUL-terminated; ops name themselves
+    w->data = t->data;
+    w->type = t->type;
+    w->n_in = n_in;
+    w->n_out = n_out;
+    w->row_bytes = lm_dtype_row_size(t->type, n_in);
+    return LM_OK;
+}
+
+enum lm_status lm_model_weightf(struct lm_model *m, struct lm_weight *w, bool required,
+                                int64_t n_in, int64_t n_out, const char *fmt, ...) {
+    char name[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    return lm_model_weight(m, w, name, n_in, n_out, required);
+}
+
+enum lm_status lm_model_key_u32(struct lm_model *m, const char *suffix, uint32_t *out,
+                                bool required) {
+    char key[256];
+    snprintf(key, sizeof key, "%s.%s", m->arch->name, suffix);
+    return lm_gguf_get_u32(&m->gguf, key, out, required);
+}
+
+enum lm_status lm_model_key_f32(struct lm_model *m, const char *suffix, float *out,
+                                bool required) {
+    char key[256];
+    snprintf(key, sizeof key, "%s.%s", m->arch->name, suffix);
+    return lm_gguf_get_f32(&m->gguf, key, out, required);
+}
+
+enum lm_status lm_model_load(struct lm_model **out, const char *path,
+                             const struct lm_model_params *params) {
+    (void)params;
+    *out = NULL;
+    const uint64_t t0 = lm_now_ns();
+    struct lm_model *m = calloc(1, sizeof *m);
+    if (!m) return lm_error_set(LM_ERR_NOMEM, "model: out of memory");
+    snprintf(m->path, sizeof m->path, "%s", path);
+    enum lm_status st = lm_gguf_open(&m->gguf, path);
+    if (st != LM_OK) {
+        free(m);
+        return st;
+    }
+    struct lm_gguf_str arch;
+    if ((st = lm_gguf_get_str(&m->gguf, "general.architecture", &arch, true)) != LM_OK) goto fail;
+    for (size_t i = 0; i < N_ARCHS; i++)
+        if (lm_gguf_str_eq(arch, k_archs[i]->name)) m->arch = k_archs[i];
+    if (!m->arch) {
+        char names[256] = "";
+        for (size_t i = 0; i < N_ARCHS; i++) {
+            strncat(names, i ? ", " : "", sizeof names - strlen(names) - 1);
+            strncat(names, k_archs[i]->name, sizeof names - strlen(names) - 1);
+        }
+        st = lm_error_set(LM_ERR_UNSUPPORTED,
+                          "model: %s: unsupported architecture '%.*s' (supported: %s)", path,
+                          (int)(arch.len > 64 ? 64 : arch.len), arch.data, names);
+        goto fail;
+    }
+    uint32_t n_layer = 0;
+    if ((st = lm_model_key_u32(m, "block_count", &n_layer, true)) != LM_OK) goto fail;
+    if (n_layer == 0 || n_layer > 4096) {
+        st = lm_error_set(LM_ERR_FORMAT, "model: %s: %s.block_count = %u is out of range [1, 4096]",
+                          path, m->arch->name, n_layer);
+        goto fail;
+    }
+    m->layers = calloc(n_layer, sizeof *m->layers);
+    if (!m->layers) { st = lm_error_set(LM_ERR_NOMEM, "model: out of memory"); goto fail; }
+    if ((st = m->arch->load(m)) != LM_OK) goto fail;
+    if ((st = lm_tokenizer_load(&m->tok, &m->gguf)) != LM_OK) goto fail;
+    if (lm_tokenizer_n_vocab(m->tok) != m->hp.n_vocab) {
+        // llama.cpp allows a padded embedding; lumen requires the token count to fit
+        if (lm_tokenizer_n_vocab(m->tok) > m->hp.n_vocab) {
+            st = lm_error_set(LM_ERR_FORMAT,
+                              "model: %s: tokenizer has %d tokens but token_embd.weight has %d rows",
+                              path, lm_tokenizer_n_vocab(m->tok), m->hp.n_vocab);
+            goto fail;
+        }
+    }
+    for (uint64_t i = 0; i < m->gguf.n_tensors; i++) m->weight_bytes += m->gguf.tensors[i].nbytes;
+    m->load_ns = lm_now_ns() - t0;
+    *out = m;
+    return LM_OK;
+fail:
+    lm_model_free(m);
+    return st;
+}
+
+void lm_model_free(struct lm_model *m) {
+    if (!m) return;
+    if (m->tok) lm_tokenizer_free(m->tok);
+    free(m->layers);
+    lm_gguf_close(&m->gguf);
+    free(m);
+}
+
+int32_t lm_model_n_vocab(const struct lm_model *m) { return m->hp.n_vocab; }
+int32_t lm_model_n_ctx_train(const struct lm_model *m) { return m->hp.n_ctx_train; }
+const char *lm_model_arch(const struct lm_model *m) { return m->arch->name; }
+const struct lm_tokenizer *lm_model_tokenizer(const struct lm_model *m) { return m->tok; }

@@ -1,0 +1,110 @@
+// Model = mapped GGUF + hyper-parameters + weight views + tokenizer, and the
+// architecture registry (one file per architecture provides load + forward).
+#ifndef LM_MODEL_MODEL_H
+#define LM_MODEL_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "format/gguf.h"
+#include "lumen.h"
+#include "tensor/dtype.h"
+
+// A weight matrix view into the mapping. W (n_out, n_in): n_out rows of n_in elements.
+struct lm_weight {
+    const char *name;  // GGUF tensor name (points into the tensor table)
+    const void *data;  // NULL if the tensor is absent (optional weights)
+    enum lm_dtype type;
+    int64_t n_in;      // ne[0]
+    int64_t n_out;     // ne[1] (1 for vectors)
+    size_t row_bytes;
+};
+
+enum lm_rope_type {
+    LM_ROPE_NORM = 0, // rotate adjacent pairs (x[2i], x[2i+1]) (llama)
+    LM_ROPE_NEOX = 2, // rotate halves (x[i], x[i + n_rot/2]) (gemma, qwen)
+};
+
+struct lm_hparams {
+    int32_t n_vocab;
+    int32_t n_embd;
+    int32_t n_layer;
+    int32_t n_head;
+    int32_t n_head_kv;
+    int32_t head_dim_k;   // key/query head size
+    int32_t head_dim_v;   // value head size
+    int32_t n_ff;
+    int32_t n_ctx_train;
+    int32_t n_rot;        // rotated dims per head
+    int32_t n_swa;        // sliding window (0 = none)
+    int32_t swa_period;   // every swa_period-th layer is global (0 = all sliding)
+    float rms_eps;
+    float rope_base;      // global layers
+    float rope_base_swa;  // sliding-window layers
+    float rope_scale;     // 1 / linear scaling factor (global layers)
+    float attn_scale;     // applied to q before q.k
+    float embd_scale;     // applied to the token embeddings (sqrt(n_embd) for gemma)
+    float final_softcap;  // 0 = none
+    enum lm_rope_type rope_type;
+};
+
+struct lm_layer {
+    bool swa; // sliding-window layer
+    float rope_base;
+    float rope_scale;
+    struct lm_weight attn_norm;      // (n_embd)
+    struct lm_weight wq;             // (n_head*hd_k, n_embd)
+    struct lm_weight wk;             // (n_head_kv*hd_k, n_embd)
+    struct lm_weight wv;             // (n_head_kv*hd_v, n_embd)
+    struct lm_weight bq, bk, bv;     // optional biases (qwen2)
+    struct lm_weight q_norm, k_norm; // (hd_k), optional per-head norms
+    struct lm_weight wo;             // (n_embd, n_head*hd_v)
+    struct lm_weight post_attn_norm; // (n_embd), optional
+    struct lm_weight ffn_norm;       // (n_embd)
+    struct lm_weight gate;           // (n_ff, n_embd)
+    struct lm_weight up;             // (n_ff, n_embd)
+    struct lm_weight down;           // (n_embd, n_ff)
+    struct lm_weight post_ffw_norm;  // (n_embd), optional
+};
+
+struct lm_context;
+struct lm_batch_plan;
+
+struct lm_arch {
+    const char *name; // general.architecture value
+    enum lm_status (*load)(struct lm_model *m);
+    // Runs the whole forward pass for the planned batch on every pool thread.
+    void (*forward)(struct lm_context *c, int ith, int nth);
+};
+
+struct lm_model {
+    char path[512];
+    struct lm_gguf gguf;
+    const struct lm_arch *arch;
+    struct lm_hparams hp;
+    struct lm_layer *layers;
+    struct lm_weight tok_embd;    // (n_vocab, n_embd)
+    struct lm_weight output_norm; // (n_embd)
+    struct lm_weight output;      // (n_vocab, n_embd); == tok_embd when tied
+    bool tied_output;
+    struct lm_tokenizer *tok;
+    uint64_t load_ns;
+    uint64_t weight_bytes; // bytes of all tensors
+};
+
+// Helpers for architecture loaders: look up + validate shape; message names the
+// file, tensor, expected vs actual. required=false leaves w->data NULL if absent.
+enum lm_status lm_model_weight(struct lm_model *m, struct lm_weight *w, const char *name,
+                               int64_t n_in, int64_t n_out, bool required);
+enum lm_status lm_model_weightf(struct lm_model *m, struct lm_weight *w, bool required,
+                                int64_t n_in, int64_t n_out, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+// "<arch>.<suffix>" key helpers
+enum lm_status lm_model_key_u32(struct lm_model *m, const char *suffix, uint32_t *out,
+                                bool required);
+enum lm_status lm_model_key_f32(struct lm_model *m, const char *suffix, float *out,
+                                bool required);
+
+extern const struct lm_arch lm_arch_gemma3;
+
+#endif

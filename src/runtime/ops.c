@@ -1,0 +1,357 @@
+// Parallel ops of the forward pass (norms, matmul, rope, attention, activations,
+// embedding, output head). Each is called on every pool thread and splits rows.
+#include <math.h>
+#include <string.h>
+
+#include "runtime/runtime.h"
+
+#if defined(__F16C__) && defined(__AVX2__)
+#include <immintrin.h>
+#define LM_OPS_F16C 1
+#endif
+
+// [start, end) of n items for thread ith of nth
+static inline void split(int64_t n, int ith, int nth, int64_t *s, int64_t *e) {
+    int64_t per = (n + nth - 1) / nth;
+    *s = per * ith;
+    if (*s > n) *s = n;
+    *e = *s + per;
+    if (*e > n) *e = n;
+}
+
+// ================================================================ norms
+
+static void rmsnorm_row(float *y, const float *x, const float *w, int64_t dim, float eps) {
+    double sum = 0.0; // ggml accumulates the sum of squares in double
+    for (int64_t j = 0; j < dim; j++) sum += (double)(x[j] * x[j]);
+    const float scale = 1.0f / sqrtf((float)(sum / (double)dim) + eps);
+    if (w) {
+        for (int64_t j = 0; j < dim; j++) y[j] = (x[j] * scale) * w[j];
+    } else {
+        for (int64_t j = 0; j < dim; j++) y[j] = x[j] * scale;
+    }
+}
+
+void lm_op_rmsnorm(float *y, const float *x, const struct lm_weight *w, int64_t n_rows,
+                   int64_t dim, float eps, int ith, int nth) {
+    int64_t s, e;
+    split(n_rows, ith, nth, &s, &e);
+    const float *wf = (w && w->data) ? (const float *)w->data : NULL;
+    for (int64_t i = s; i < e; i++) rmsnorm_row(y + i * dim, x + i * dim, wf, dim, eps);
+}
+
+void lm_op_rmsnorm_heads(float *x, const struct lm_weight *w, int64_t n_rows, int64_t n_heads,
+                         int64_t dim, float eps, int ith, int nth) {
+    int64_t s, e;
+    split(n_rows * n_heads, ith, nth, &s, &e);
+    const float *wf = (w && w->data) ? (const float *)w->data : NULL;
+    for (int64_t i = s; i < e; i++) rmsnorm_row(x + i * dim, x + i * dim, wf, dim, eps);
+}
+
+// ================================================================ matmul
+
+// For each j: Ws[j] (n_out_j, n_in) @ X (n_rows, n_in) -> Ys[j] (n_rows, n_out_j).
+// X is quantized once per activation dtype the weights need (own buffer per dtype),
+// one barrier, then the rows of all weights are split across threads as one range
+// (fused QKV / gate+up: fewer barriers, better balance).
+void lm_op_matmul_multi(struct lm_context *c, int n_w, float *const *Ys, const float *X,
+                        const struct lm_weight *const *Ws, int64_t n_rows, int ith, int nth) {
+    const struct lm_kernels *k = c->kern;
+    const int64_t n_in = Ws[0]->n_in;
+    const void *xq[LM_MATMUL_MAX_W];
+    size_t xrow[LM_MATMUL_MAX_W];
+    bool done[LM_DTYPE_COUNT] = {false};
+    bool any = false;
+    LM_ASSERT(n_w >= 1 && n_w <= LM_MATMUL_MAX_W);
+    for (int j = 0; j < n_w; j++) {
+        const enum lm_dtype vt = lm_vec_dot_type(Ws[j]->type);
+        LM_ASSERT(Ws[j]->n_in == n_in);
+        if (vt == LM_DTYPE_F32) {
+            xq[j] = X;
+            xrow[j] = (size_t)n_in * sizeof(float);
+            continue;
+        }
+        xrow[j] = lm_dtype_row_size(vt, n_in);
+        xq[j] = c->xq[vt];
+        if (done[vt]) continue;
+        done[vt] = true;
+        any = true;
+        int64_t s, e;
+        split(n_rows, ith, nth, &s, &e);
+        for (int64_t i = s; i < e; i++)
+            k->quant[vt](X + i * n_in, (char *)c->xq[vt] + (size_t)i * xrow[j], n_in);
+    }
+    if (any) lm_pool_barrier(c->pool);
+    int64_t total = 0;
+    for (int j = 0; j < n_w; j++) total += Ws[j]->n_out;
+    int64_t r0, r1;
+    split(total, ith, nth, &r0, &r1);
+    int64_t base = 0;
+    for (int j = 0; j < n_w; j++) {
+        const struct lm_weight *W = Ws[j];
+        const int64_t n_out = W->n_out;
+        int64_t a = r0 - base, b = r1 - base;
+        base += n_out;
+        if (a < 0) a = 0;
+        if (b > n_out) b = n_out;
+        if (a >= b) continue;
+        lm_vec_dot_fn dot = k->vec_dot[W->type];
+        float *Y = Ys[j];
+        for (int64_t r = a; r < b; r++) {
+            const void *wr = (const char *)W->data + (size_t)r * W->row_bytes;
+            for (int64_t i = 0; i < n_rows; i++)
+                dot(n_in, &Y[i * n_out + r], wr, (const char *)xq[j] + (size_t)i * xrow[j]);
+        }
+    }
+}
+
+void lm_op_matmul(struct lm_context *c, float *Y, const float *X, const struct lm_weight *W,
+                  int64_t n_rows, int ith, int nth) {
+    lm_op_matmul_multi(c, 1, &Y, X, &W, n_rows, ith, nth);
+}
+
+void lm_op_add_bias(float *Y, const struct lm_weight *b, int64_t n_rows, int ith, int nth) {
+    int64_t s, e;
+    split(n_rows, ith, nth, &s, &e);
+    const float *bf = b->data;
+    for (int64_t i = s; i < e; i++)
+        for (int64_t j = 0; j < b->n_in; j++) Y[i * b->n_in + j] += bf[j];
+}
+
+void lm_op_add(float *x, const float *y, int64_t n_rows, int64_t dim, int ith, int nth) {
+    int64_t s, e;
+    split(n_rows, ith, nth, &s, &e);
+    for (int64_t i = s * dim; i < e * dim; i++) x[i] += y[i];
+}
+
+void lm_op_scale(float *x, float sc, int64_t n_rows, int64_t dim, int ith, int nth) {
+    int64_t s, e;
+    split(n_rows, ith, nth, &s, &e);
+    for (int64_t i = s * dim; i < e * dim; i++) x[i] *= sc;
+}
+
+// ================================================================ rope
+
+// Angles as ggml computes them: theta_i = pos * base^(-2i/n_rot), built by repeated
+// multiplication in float so rounding matches the reference.
+void lm_op_rope(struct lm_context *c, float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot,
+                float base, float scale, enum lm_rope_type type, int ith, int nth) {
+    int64_t s, e;
+    split(c->n_tokens, ith, nth, &s, &e);
+    const float theta_scale = powf(base, -2.0f / (float)n_rot);
+    float cs[1024]; // (n_rot/2) cos, sin pairs; head_dim <= 512 enforced at load
+    for (int64_t i = s; i < e; i++) {
+        float theta = (float)c->batch[i].pos;
+        for (int64_t d = 0; d < n_rot / 2; d++) {
+            const float t = theta * scale;
+            cs[2 * d] = cosf(t);
+            cs[2 * d + 1] = sinf(t);
+            theta *= theta_scale;
+        }
+        for (int64_t h = 0; h < n_heads; h++) {
+            float *v = x + (i * n_heads + h) * head_dim;
+            for (int64_t d = 0; d < n_rot / 2; d++) {
+                const float co = cs[2 * d], si = cs[2 * d + 1];
+                int64_t a, b;
+                if (type == LM_ROPE_NEOX) { a = d; b = d + n_rot / 2; }
+                else { a = 2 * d; b = 2 * d + 1; }
+                const float x0 = v[a], x1 = v[b];
+                v[a] = x0 * co - x1 * si;
+                v[b] = x0 * si + x1 * co;
+            }
+        }
+    }
+}
+
+// ================================================================ attention
+
+static inline float dot_f16_f32(const lm_f16 *a, const float *b, int64_t n) {
+#ifdef LM_OPS_F16C
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        __m256 a0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(a + j)));
+        __m256 a1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(a + j + 8)));
+        acc0 = _mm256_fmadd_ps(a0, _mm256_loadu_ps(b + j), acc0);
+        acc1 = _mm256_fmadd_ps(a1, _mm256_loadu_ps(b + j + 8), acc1);
+    }
+    acc0 = _mm256_add_ps(acc0, acc1);
+    __m128 r = _mm_add_ps(_mm256_castps256_ps128(acc0), _mm256_extractf128_ps(acc0, 1));
+    r = _mm_hadd_ps(r, r);
+    r = _mm_hadd_ps(r, r);
+    float sum = _mm_cvtss_f32(r);
+    for (; j < n; j++) sum += lm_f16_to_f32(a[j]) * b[j];
+    return sum;
+#else
+    float sum = 0.0f;
+    for (int64_t j = 0; j < n; j++) sum += lm_f16_to_f32(a[j]) * b[j];
+    return sum;
+#endif
+}
+
+// y += a * x (x in f16)
+static inline void axpy_f16(float *y, float a, const lm_f16 *x, int64_t n) {
+#ifdef LM_OPS_F16C
+    const __m256 va = _mm256_set1_ps(a);
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m256 xv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + j)));
+        _mm256_storeu_ps(y + j, _mm256_fmadd_ps(va, xv, _mm256_loadu_ps(y + j)));
+    }
+    for (; j < n; j++) y[j] += a * lm_f16_to_f32(x[j]);
+#else
+    for (int64_t j = 0; j < n; j++) y[j] += a * lm_f16_to_f32(x[j]);
+#endif
+}
+
+static inline void f32_to_f16_row(lm_f16 *y, const float *x, int64_t n) {
+    int64_t j = 0;
+#ifdef LM_OPS_F16C
+    for (; j + 8 <= n; j += 8)
+        _mm_storeu_si128((__m128i *)(y + j), _mm256_cvtps_ph(_mm256_loadu_ps(x + j), 0));
+#endif
+    for (; j < n; j++) y[j] = lm_f32_to_f16(x[j]);
+}
+
+void lm_op_kv_write(struct lm_context *c, int il, int ith, int nth) {
+    struct lm_kv_cache *kv = &c->kv;
+    const int32_t slots = kv->layer_slots[il];
+    int64_t s, e;
+    split(c->n_tokens, ith, nth, &s, &e);
+    for (int64_t i = s; i < e; i++) {
+        const struct lm_batch_entry *b = &c->batch[i];
+        const int32_t slot = b->pos % slots;
+        lm_f16 *kd = kv->k[b->seq * kv->n_layer + il] + (size_t)slot * kv->kv_dim_k;
+        lm_f16 *vd = kv->v[b->seq * kv->n_layer + il] + (size_t)slot * kv->kv_dim_v;
+        f32_to_f16_row(kd, c->k + i * kv->kv_dim_k, kv->kv_dim_k);
+        f32_to_f16_row(vd, c->v + i * kv->kv_dim_v, kv->kv_dim_v);
+    }
+}
+
+void lm_op_attention(struct lm_context *c, int il, int ith, int nth) {
+    const struct lm_hparams *hp = &c->m->hp;
+    const struct lm_layer *L = &c->m->layers[il];
+    struct lm_kv_cache *kv = &c->kv;
+    const int64_t hdk = hp->head_dim_k, hdv = hp->head_dim_v;
+    const int64_t n_head = hp->n_head, group = hp->n_head / hp->n_head_kv;
+    const int32_t slots = kv->layer_slots[il];
+    float *scores = c->scores + (size_t)ith * c->n_ctx;
+    float *qf = c->qtmp + (size_t)ith * hdk;
+    int64_t s, e;
+    split((int64_t)c->n_tokens * n_head, ith, nth, &s, &e);
+    for (int64_t t = s; t < e; t++) {
+        const int64_t i = t / n_head, h = t % n_head, g = h / group;
+        const struct lm_batch_entry *b = &c->batch[i];
+        const int32_t p = b->pos;
+        int32_t p0 = 0;
+        if (L->swa && hp->n_swa > 0 && p - hp->n_swa + 1 > 0) p0 = p - hp->n_swa + 1;
+        const lm_f16 *K = kv->k[b->seq * kv->n_layer + il];
+        const lm_f16 *V = kv->v[b->seq * kv->n_layer + il];
+        // q is rounded to f16 as llama.cpp's f16 K dot product does
+        const float *q = c->q + (i * n_head + h) * hdk;
+        for (int64_t d = 0; d < hdk; d++) qf[d] = lm_f16_to_f32(lm_f32_to_f16(q[d]));
+        float mx = -INFINITY;
+        const int32_t n = p - p0 + 1;
+        for (int32_t j = 0; j < n; j++) {
+            const int32_t slot = (p0 + j) % slots;
+            const float sc = dot_f16_f32(K + (size_t)slot * kv->kv_dim_k + g * hdk, qf, hdk);
+            scores[j] = sc;
+            if (sc > mx) mx = sc;
+        }
+        double sum = 0.0;
+        for (int32_t j = 0; j < n; j++) {
+            const float ex = expf(scores[j] - mx);
+            scores[j] = ex;
+            sum += ex;
+        }
+        const float inv = (float)(1.0 / sum);
+        float *out = c->att + (i * n_head + h) * hdv;
+        memset(out, 0, (size_t)hdv * sizeof(float));
+        for (int32_t j = 0; j < n; j++) {
+            const int32_t slot = (p0 + j) % slots;
+            // probabilities rounded to f16, as llama.cpp's f16 V x kq product does
+            const float pj = lm_f16_to_f32(lm_f32_to_f16(scores[j] * inv));
+            axpy_f16(out, pj, V + (size_t)slot * kv->kv_dim_v + g * hdv, hdv);
+        }
+    }
+}
+
+// ================================================================ activations
+
+static float g_gelu_table[65536];
+static int g_gelu_ready;
+
+// GELU (tanh approximation) tabulated over all f16 inputs, as ggml does by default
+// (GGML_GELU_FP16): the input is rounded to f16, the result too.
+static void gelu_table_init(void) {
+    for (int i = 0; i < 65536; i++) {
+        const float x = lm_f16_to_f32((lm_f16)i);
+        const float y = 0.5f * x * (1.0f + tanhf(0.79788456080286535587989211986876f * x *
+                                                 (1.0f + 0.044715f * x * x)));
+        g_gelu_table[i] = lm_f16_to_f32(lm_f32_to_f16(y));
+    }
+    __atomic_store_n(&g_gelu_ready, 1, __ATOMIC_RELEASE);
+}
+
+void lm_op_geglu(float *gate, const float *up, int64_t n, int ith, int nth) {
+    if (!__atomic_load_n(&g_gelu_ready, __ATOMIC_ACQUIRE)) {
+        // first use: one thread builds the table, others wait (rare, at warm-up)
+        static int building;
+        if (__atomic_exchange_n(&building, 1, __ATOMIC_ACQ_REL) == 0) gelu_table_init();
+        while (!__atomic_load_n(&g_gelu_ready, __ATOMIC_ACQUIRE)) { }
+    }
+    int64_t s, e;
+    split(n, ith, nth, &s, &e);
+    for (int64_t i = s; i < e; i++) {
+        const float x = gate[i];
+        float y;
+        if (x <= -10.0f) y = 0.0f;
+        else if (x >= 10.0f) y = x;
+        else y = g_gelu_table[lm_f32_to_f16(x)];
+        gate[i] = y * up[i];
+    }
+}
+
+void lm_op_swiglu(float *gate, const float *up, int64_t n, int ith, int nth) {
+    int64_t s, e;
+    split(n, ith, nth, &s, &e);
+    for (int64_t i = s; i < e; i++) {
+        const float x = gate[i];
+        gate[i] = x / (1.0f + expf(-x)) * up[i];
+    }
+}
+
+// ================================================================ embedding / output
+
+void lm_op_embed(struct lm_context *c, float scale, int ith, int nth) {
+    const struct lm_weight *E = &c->m->tok_embd;
+    const int64_t d = E->n_in;
+    int64_t s, e;
+    split(c->n_tokens, ith, nth, &s, &e);
+    for (int64_t i = s; i < e; i++) {
+        float *row = c->x + i * d;
+        const void *src = (const char *)E->data + (size_t)c->batch[i].token * E->row_bytes;
+        c->kern->dequant[E->type](src, row, d);
+        if (scale != 1.0f)
+            for (int64_t j = 0; j < d; j++) row[j] *= scale;
+    }
+}
+
+void lm_op_output(struct lm_context *c, int ith, int nth) {
+    const struct lm_model *m = c->m;
+    const int64_t d = m->hp.n_embd;
+    // gather + final norm of the rows that want logits (into xn)
+    int64_t s, e;
+    split(c->n_out, ith, nth, &s, &e);
+    for (int64_t r = s; r < e; r++)
+        rmsnorm_row(c->xn + r * d, c->x + (int64_t)c->out_rows[r] * d,
+                    (const float *)m->output_norm.data, d, m->hp.rms_eps);
+    lm_pool_barrier(c->pool);
+    lm_op_matmul(c, c->logits, c->xn, &m->output, c->n_out, ith, nth);
+    if (m->hp.final_softcap > 0.0f) {
+        lm_pool_barrier(c->pool);
+        const float cap = m->hp.final_softcap;
+        split((int64_t)c->n_out * m->hp.n_vocab, ith, nth, &s, &e);
+        for (int64_t i = s; i < e; i++) c->logits[i] = tanhf(c->logits[i] / cap) * cap;
+    }
+}

@@ -1,0 +1,101 @@
+// Runtime internals: the context (KV cache, scratch buffers, thread pool) and the
+// parallel ops every architecture's forward pass is built from. All ops are called
+// by every pool thread with (ith, nth) and split their work; the caller places
+// lm_pool_barrier() between dependent ops.
+#ifndef LM_RUNTIME_RUNTIME_H
+#define LM_RUNTIME_RUNTIME_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/threadpool.h"
+#include "kernels/kernels.h"
+#include "model/model.h"
+
+// ---------------------------------------------------------------- KV cache
+// Per sequence and layer, K and V rows in f16 (as llama.cpp stores them).
+// Global layers hold n_ctx slots; sliding-window layers a ring of
+// min(n_ctx, n_swa + n_batch) slots (slot = pos % size): a batch never overwrites a
+// position that one of its own entries still needs, and rollback by up to n_batch
+// positions (speculative decoding) stays valid.
+struct lm_kv_cache {
+    int32_t n_seq;
+    int32_t n_layer;
+    int32_t kv_dim_k; // n_head_kv * head_dim_k
+    int32_t kv_dim_v;
+    int32_t *layer_slots; // [n_layer]
+    lm_f16 **k;           // [seq * n_layer + l] -> (layer_slots[l], kv_dim_k)
+    lm_f16 **v;           // [seq * n_layer + l] -> (layer_slots[l], kv_dim_v)
+    int32_t *seq_len;     // [n_seq] positions 0..seq_len-1 are in the cache
+    uint64_t bytes;
+};
+
+// ---------------------------------------------------------------- context
+struct lm_context {
+    struct lm_model *m;
+    const struct lm_kernels *kern;
+    struct lm_pool *pool;
+    int32_t n_ctx, n_seq, n_batch, n_threads;
+    struct lm_kv_cache kv;
+
+    // current batch (set by lm_decode)
+    const struct lm_batch_entry *batch;
+    int32_t n_tokens;
+    int32_t n_out;       // entries wanting logits
+    int32_t *out_rows;   // [n_batch] batch index of each output row
+
+    // scratch, sized once for n_batch entries (no allocation in the hot path)
+    float *x;     // (n_batch, n_embd) residual stream
+    float *xn;    // (n_batch, n_embd) normed input of a block
+    float *q;     // (n_batch, n_head*hd_k)
+    float *k;     // (n_batch, n_head_kv*hd_k)
+    float *v;     // (n_batch, n_head_kv*hd_v)
+    float *att;   // (n_batch, n_head*hd_v)
+    float *o;     // (n_batch, n_embd)
+    float *gate;  // (n_batch, n_ff)
+    float *up;    // (n_batch, n_ff)
+    void *xq[LM_DTYPE_COUNT]; // quantized activations per activation dtype (q8_0, q8_1,
+                              // q8_K, f16, bf16), (n_batch, row bytes of the widest input)
+    float *scores;  // (n_threads, n_ctx) attention scores per thread
+    float *qtmp;    // (n_threads, hd_k) q rounded to f16 precision, per thread
+    float *logits;  // (n_batch, n_vocab)
+    uint64_t scratch_bytes;
+};
+
+// ---------------------------------------------------------------- ops
+// y[i] = rmsnorm(x[i]) * w for rows i in [0, n)  (w may be NULL: plain rmsnorm)
+void lm_op_rmsnorm(float *y, const float *x, const struct lm_weight *w, int64_t n_rows,
+                   int64_t dim, float eps, int ith, int nth);
+// Same, applied to every head slice of width dim in rows of n_heads*dim (QK-norm).
+void lm_op_rmsnorm_heads(float *x, const struct lm_weight *w, int64_t n_rows, int64_t n_heads,
+                         int64_t dim, float eps, int ith, int nth);
+#define LM_MATMUL_MAX_W 4
+// Y (n_rows, W.n_out) = X (n_rows, W.n_in) @ W^T. Quantizes X, barrier, computes:
+// the caller places the barrier after it. _multi: several weights sharing X.
+void lm_op_matmul_multi(struct lm_context *c, int n_w, float *const *Ys, const float *X,
+                        const struct lm_weight *const *Ws, int64_t n_rows, int ith, int nth);
+void lm_op_matmul(struct lm_context *c, float *Y, const float *X, const struct lm_weight *W,
+                  int64_t n_rows, int ith, int nth);
+// Y += b per row (bias)
+void lm_op_add_bias(float *Y, const struct lm_weight *b, int64_t n_rows, int ith, int nth);
+// x += y over (n_rows, dim)
+void lm_op_add(float *x, const float *y, int64_t n_rows, int64_t dim, int ith, int nth);
+// RoPE in place on (n_rows, n_heads*head_dim) at the batch positions.
+void lm_op_rope(struct lm_context *c, float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot,
+                float base, float scale, enum lm_rope_type type, int ith, int nth);
+// x (n_rows, dim) *= s
+void lm_op_scale(float *x, float s, int64_t n_rows, int64_t dim, int ith, int nth);
+// Writes the batch's K and V rows of layer il into the cache.
+void lm_op_kv_write(struct lm_context *c, int il, int ith, int nth);
+// att (n_tokens, n_head*hd_v) = softmax(q k^T + mask) v over the cache of layer il.
+void lm_op_attention(struct lm_context *c, int il, int ith, int nth);
+// gate = gelu_tanh(gate) * up (gelu as llama.cpp computes it: via f16 table)
+void lm_op_geglu(float *gate, const float *up, int64_t n, int ith, int nth);
+// gate = silu(gate) * up
+void lm_op_swiglu(float *gate, const float *up, int64_t n, int ith, int nth);
+// x (n_tokens, n_embd) = embedding rows of the batch tokens * scale
+void lm_op_embed(struct lm_context *c, float scale, int ith, int nth);
+// logits of the output rows: gathers rows of x, final norm, lm_head, softcap.
+void lm_op_output(struct lm_context *c, int ith, int nth);
+
+#endif

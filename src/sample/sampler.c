@@ -1,0 +1,183 @@
+// Sampler chain: repetition penalty -> top-k -> top-p -> min-p -> temperature ->
+// draw from a seeded RNG (temperature <= 0: greedy argmax). Same seed and
+// parameters give the same tokens.
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lumen.h"
+
+struct lm_cand {
+    int32_t id;
+    float logit;
+};
+
+struct lm_sampler {
+    struct lm_sampler_params p;
+    int32_t n_vocab;
+    uint64_t rng[4];      // xoshiro256**
+    struct lm_cand *cand; // (n_vocab) reused: no allocation per token
+    float *penalized;     // (n_vocab) logits copy when a penalty applies
+    int32_t *recent;      // ring of the last repeat_last_n accepted tokens
+    int32_t n_recent, recent_pos;
+};
+
+static uint64_t splitmix64(uint64_t *x) {
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static uint64_t rng_next(uint64_t s[4]) {
+    const uint64_t r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0]; s[3] ^= s[1]; s[1] ^= s[2]; s[0] ^= s[3];
+    s[2] ^= t; s[3] = rotl(s[3], 45);
+    return r;
+}
+
+// uniform in [0, 1)
+static double rng_uniform(uint64_t s[4]) { return (double)(rng_next(s) >> 11) * 0x1.0p-53; }
+
+struct lm_sampler_params lm_sampler_params_default(void) {
+    struct lm_sampler_params p = {
+        .temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f,
+        .repeat_penalty = 1.0f, .repeat_last_n = 64, .seed = 0,
+    };
+    return p;
+}
+
+enum lm_status lm_sampler_init(struct lm_sampler **out, const struct lm_sampler_params *p,
+                               int32_t n_vocab) {
+    *out = NULL;
+    if (n_vocab <= 0) return lm_error_set(LM_ERR_ARG, "sampler: n_vocab %d", n_vocab);
+    if (!(p->temperature == p->temperature) || !(p->top_p == p->top_p) || p->top_p < 0.0f ||
+        !(p->min_p == p->min_p) || p->min_p > 1.0f || !(p->repeat_penalty > 0.0f) ||
+        p->repeat_last_n < 0 || p->repeat_last_n > 1 << 20)
+        return lm_error_set(LM_ERR_ARG, "sampler: invalid parameters (temp %g, top_p %g, min_p %g, "
+                            "repeat_penalty %g, repeat_last_n %d)", p->temperature, p->top_p,
+                            p->min_p, p->repeat_penalty, p->repeat_last_n);
+    struct lm_sampler *s = calloc(1, sizeof *s);
+    if (!s) return lm_error_set(LM_ERR_NOMEM, "sampler: out of memory");
+    s->p = *p;
+    s->n_vocab = n_vocab;
+    uint64_t seed = p->seed;
+    for (int i = 0; i < 4; i++) s->rng[i] = splitmix64(&seed);
+    s->cand = malloc((size_t)n_vocab * sizeof *s->cand);
+    s->penalized = malloc((size_t)n_vocab * sizeof *s->penalized);
+    s->recent = malloc((size_t)(p->repeat_last_n > 0 ? p->repeat_last_n : 1) * sizeof(int32_t));
+    if (!s->cand || !s->penalized || !s->recent) {
+        lm_sampler_free(s);
+        return lm_error_set(LM_ERR_NOMEM, "sampler: out of memory");
+    }
+    *out = s;
+    return LM_OK;
+}
+
+void lm_sampler_free(struct lm_sampler *s) {
+    if (!s) return;
+    free(s->cand);
+    free(s->penalized);
+    free(s->recent);
+    free(s);
+}
+
+void lm_sampler_accept(struct lm_sampler *s, int32_t token) {
+    if (s->p.repeat_last_n <= 0) return;
+    s->recent[s->recent_pos] = token;
+    s->recent_pos = (s->recent_pos + 1) % s->p.repeat_last_n;
+    if (s->n_recent < s->p.repeat_last_n) s->n_recent++;
+}
+
+static int cand_desc(const void *a, const void *b) {
+    const struct lm_cand *x = a, *y = b;
+    if (x->logit > y->logit) return -1;
+    if (x->logit < y->logit) return 1;
+    return x->id - y->id; // deterministic order for ties
+}
+
+// Moves the k largest to the front, sorted descending: a size-k min-heap over
+// all candidates, O(n log k), then a sort of the k survivors.
+static void heap_sift(struct lm_cand *h, int32_t k, int32_t i) {
+    for (;;) {
+        int32_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < k && cand_desc(&h[l], &h[m]) > 0) m = l; // "smaller" = later in desc order
+        if (r < k && cand_desc(&h[r], &h[m]) > 0) m = r;
+        if (m == i) return;
+        struct lm_cand t = h[i]; h[i] = h[m]; h[m] = t;
+        i = m;
+    }
+}
+
+static void top_k_sort(struct lm_cand *c, int32_t n, int32_t k) {
+    if (k < n) {
+        for (int32_t i = k / 2 - 1; i >= 0; i--) heap_sift(c, k, i);
+        for (int32_t i = k; i < n; i++)
+            if (cand_desc(&c[i], &c[0]) < 0) { // better than the worst kept
+                c[0] = c[i];
+                heap_sift(c, k, 0);
+            }
+    }
+    qsort(c, (size_t)(k < n ? k : n), sizeof *c, cand_desc);
+}
+
+int32_t lm_sampler_sample(struct lm_sampler *s, const float *logits) {
+    const int32_t nv = s->n_vocab;
+    const struct lm_sampler_params *p = &s->p;
+    if (p->repeat_penalty != 1.0f && s->n_recent > 0) {
+        memcpy(s->penalized, logits, (size_t)nv * sizeof(float));
+        for (int32_t i = 0; i < s->n_recent; i++) {
+            const int32_t t = s->recent[i];
+            if (t < 0 || t >= nv) continue;
+            // each distinct token is penalized once (as llama.cpp does)
+            int dup = 0;
+            for (int32_t j = 0; j < i; j++) if (s->recent[j] == t) { dup = 1; break; }
+            if (dup) continue;
+            float *l = &s->penalized[t];
+            *l = *l > 0.0f ? *l / p->repeat_penalty : *l * p->repeat_penalty;
+        }
+        logits = s->penalized;
+    }
+    if (p->temperature <= 0.0f) {
+        int32_t best = 0;
+        for (int32_t i = 1; i < nv; i++) if (logits[i] > logits[best]) best = i;
+        return best;
+    }
+    struct lm_cand *c = s->cand;
+    for (int32_t i = 0; i < nv; i++) { c[i].id = i; c[i].logit = logits[i]; }
+    int32_t n = nv;
+    const int32_t k = (p->top_k > 0 && p->top_k < nv) ? p->top_k : nv;
+    top_k_sort(c, n, k);
+    n = k;
+    // probabilities at temperature 1 for the top-p / min-p filters (llama.cpp order)
+    double sum = 0.0;
+    const float mx = c[0].logit;
+    for (int32_t i = 0; i < n; i++) sum += exp((double)(c[i].logit - mx));
+    if (p->top_p < 1.0f) {
+        double cum = 0.0;
+        int32_t keep = n;
+        for (int32_t i = 0; i < n; i++) {
+            cum += exp((double)(c[i].logit - mx)) / sum;
+            if (cum >= p->top_p) { keep = i + 1; break; }
+        }
+        n = keep;
+    }
+    if (p->min_p > 0.0f) {
+        const double thr = log((double)p->min_p); // p_i / p_max >= min_p
+        int32_t keep = 1;
+        while (keep < n && (double)(c[keep].logit - mx) >= thr) keep++;
+        n = keep;
+    }
+    // temperature, softmax, draw
+    double tot = 0.0;
+    for (int32_t i = 0; i < n; i++) tot += exp((double)(c[i].logit - mx) / p->temperature);
+    const double r = rng_uniform(s->rng) * tot;
+    double acc = 0.0;
+    for (int32_t i = 0; i < n; i++) {
+        acc += exp((double)(c[i].logit - mx) / p->temperature);
+        if (r < acc) return c[i].id;
+    }
+    return c[n - 1].id;
+}
