@@ -1,0 +1,845 @@
+// GGUF v2/v3 reader: mmap (or a caller buffer), parse, and validate every count,
+// length, type, dim, offset and size against the file and against overflow.
+// Lookups by key / tensor name go through open-addressing hash indices (O(1)).
+#include "format/gguf.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <float.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define GGUF_MAX_KEY_LEN (1u << 20)    // keys and tensor names
+#define GGUF_MAX_COUNT (1ull << 24)    // n_kv, n_tensors (sanity, beside the size bound)
+#define GGUF_MAX_NEST 8                // nesting depth of arrays of arrays
+#define GGUF_DEFAULT_ALIGNMENT 32
+#define GGUF_MIN_KV_BYTES 13           // key len (8) + type (4) + smallest value (1)
+#define GGUF_MIN_TENSOR_BYTES 32       // name len (8) + n_dims (4) + ne (8) + type (4) + offset (8)
+
+// ============================================================================
+// Internal state (g->owned)
+// ============================================================================
+
+struct gguf_index {
+    uint32_t *slots; // index + 1, 0 = empty
+    uint64_t mask;
+};
+
+struct gguf_owned {
+    struct lm_gguf_str *kv_strs; // one per kv; used by STRING scalars
+    void **allocs;               // string-array element tables
+    size_t n_allocs, cap_allocs;
+    struct gguf_index kv_index;
+    struct gguf_index tensor_index;
+};
+
+// ============================================================================
+// Messages
+// ============================================================================
+
+__attribute__((format(printf, 3, 4))) static enum lm_status gerr(const struct lm_gguf *g,
+                                                                 enum lm_status st,
+                                                                 const char *fmt, ...) {
+    char buf[900];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    return lm_error_set(st, "gguf: %s: %s", g->path, buf);
+}
+
+// Printable, bounded copy of a file string for messages (keeps messages one line).
+static const char *show(char *buf, size_t cap, struct lm_gguf_str s) {
+    size_t n = 0, lim = cap - 4;
+    for (uint64_t i = 0; i < s.len && n < lim; i++) {
+        unsigned char c = (unsigned char)s.data[i];
+        buf[n++] = (c >= 0x20 && c < 0x7f) ? (char)c : '?';
+    }
+    if (s.len > lim) {
+        memcpy(buf + n, "...", 3);
+        n += 3;
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
+// ============================================================================
+// Type helpers
+// ============================================================================
+
+static size_t scalar_size(uint32_t t) {
+    switch (t) {
+    case LM_GGUF_TYPE_UINT8: case LM_GGUF_TYPE_INT8: case LM_GGUF_TYPE_BOOL: return 1;
+    case LM_GGUF_TYPE_UINT16: case LM_GGUF_TYPE_INT16: return 2;
+    case LM_GGUF_TYPE_UINT32: case LM_GGUF_TYPE_INT32: case LM_GGUF_TYPE_FLOAT32: return 4;
+    case LM_GGUF_TYPE_UINT64: case LM_GGUF_TYPE_INT64: case LM_GGUF_TYPE_FLOAT64: return 8;
+    default: return 0; // STRING, ARRAY, unknown
+    }
+}
+
+const char *lm_gguf_type_name(enum lm_gguf_type t) {
+    switch (t) {
+    case LM_GGUF_TYPE_UINT8: return "uint8";
+    case LM_GGUF_TYPE_INT8: return "int8";
+    case LM_GGUF_TYPE_UINT16: return "uint16";
+    case LM_GGUF_TYPE_INT16: return "int16";
+    case LM_GGUF_TYPE_UINT32: return "uint32";
+    case LM_GGUF_TYPE_INT32: return "int32";
+    case LM_GGUF_TYPE_FLOAT32: return "float32";
+    case LM_GGUF_TYPE_BOOL: return "bool";
+    case LM_GGUF_TYPE_STRING: return "string";
+    case LM_GGUF_TYPE_ARRAY: return "array";
+    case LM_GGUF_TYPE_UINT64: return "uint64";
+    case LM_GGUF_TYPE_INT64: return "int64";
+    case LM_GGUF_TYPE_FLOAT64: return "float64";
+    case LM_GGUF_TYPE_COUNT: break;
+    }
+    return "?";
+}
+
+bool lm_gguf_str_eq(struct lm_gguf_str s, const char *c) {
+    size_t n = strlen(c);
+    return s.len == n && (n == 0 || memcmp(s.data, c, n) == 0);
+}
+
+// ============================================================================
+// Hash index (FNV-1a, linear probing)
+// ============================================================================
+
+static uint64_t hash_bytes(const char *p, uint64_t n) {
+    uint64_t h = 1469598103934665603ull;
+    for (uint64_t i = 0; i < n; i++) {
+        h ^= (unsigned char)p[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+static bool index_init(struct gguf_index *ix, uint64_t n) {
+    uint64_t cap = 16;
+    while (cap < 2 * n) cap <<= 1;
+    ix->slots = calloc((size_t)cap, sizeof *ix->slots);
+    ix->mask = cap - 1;
+    return ix->slots != NULL;
+}
+
+// Slot for (p, n): either the matching entry or the empty slot where it would go.
+// name_at(i) gives the string of entry i.
+#define INDEX_PROBE(ix, p, n, name_at, out_slot)                                          \
+    do {                                                                                  \
+        uint64_t h_ = hash_bytes((p), (n)) & (ix)->mask;                                  \
+        for (;;) {                                                                        \
+            uint32_t v_ = (ix)->slots[h_];                                                \
+            if (v_ == 0) break;                                                           \
+            struct lm_gguf_str s_ = name_at(v_ - 1);                                      \
+            if (s_.len == (n) && ((n) == 0 || memcmp(s_.data, (p), (size_t)(n)) == 0))    \
+                break;                                                                    \
+            h_ = (h_ + 1) & (ix)->mask;                                                   \
+        }                                                                                 \
+        (out_slot) = h_;                                                                  \
+    } while (0)
+
+// ============================================================================
+// Bounded reader
+// ============================================================================
+
+struct rd {
+    const uint8_t *p;
+    size_t size;
+    size_t pos;
+};
+
+static size_t rd_left(const struct rd *r) { return r->size - r->pos; }
+
+static bool rd_bytes(struct rd *r, void *out, size_t n) {
+    if (rd_left(r) < n) return false;
+    if (n) memcpy(out, r->p + r->pos, n);
+    r->pos += n;
+    return true;
+}
+static bool rd_u32(struct rd *r, uint32_t *v) { return rd_bytes(r, v, 4); } // LE host
+static bool rd_u64(struct rd *r, uint64_t *v) { return rd_bytes(r, v, 8); }
+
+static bool rd_skip(struct rd *r, uint64_t n) {
+    if ((uint64_t)rd_left(r) < n) return false;
+    r->pos += (size_t)n;
+    return true;
+}
+
+// String: u64 length + bytes. Returns 0 ok, 1 truncated length, 2 length past end, 3 cap.
+static int rd_str(struct rd *r, struct lm_gguf_str *s, uint64_t cap) {
+    uint64_t len;
+    if (!rd_u64(r, &len)) return 1;
+    if (len > (uint64_t)rd_left(r)) return 2;
+    if (len > cap) return 3;
+    s->len = len;
+    s->data = (const char *)(r->p + r->pos);
+    r->pos += (size_t)len;
+    return 0;
+}
+
+static enum lm_status err_trunc(const struct lm_gguf *g, const struct rd *r, const char *what) {
+    return gerr(g, LM_ERR_FORMAT, "truncated: %s at offset %zu needs more bytes (file is %zu bytes)",
+                what, r->pos, r->size);
+}
+
+static enum lm_status err_str(const struct lm_gguf *g, const struct rd *r, int rc,
+                              const char *what, uint64_t cap) {
+    if (rc == 1) return err_trunc(g, r, what);
+    uint64_t len;
+    memcpy(&len, r->p + r->pos - 8, 8);
+    if (rc == 2)
+        return gerr(g, LM_ERR_FORMAT,
+                    "%s: string length %llu at offset %zu extends past end of file "
+                    "(%zu bytes left)",
+                    what, (unsigned long long)len, r->pos - 8, rd_left(r));
+    return gerr(g, LM_ERR_FORMAT, "%s: string length %llu exceeds the limit of %llu", what,
+                (unsigned long long)len, (unsigned long long)cap);
+}
+
+// ============================================================================
+// Owned allocations
+// ============================================================================
+
+static void *owned_alloc(struct gguf_owned *o, size_t bytes) {
+    if (o->n_allocs == o->cap_allocs) {
+        size_t nc = o->cap_allocs ? o->cap_allocs * 2 : 16;
+        void **na = realloc(o->allocs, nc * sizeof *na);
+        if (!na) return NULL;
+        o->allocs = na;
+        o->cap_allocs = nc;
+    }
+    void *p = malloc(bytes ? bytes : 1);
+    if (p) o->allocs[o->n_allocs++] = p;
+    return p;
+}
+
+static void owned_free(struct gguf_owned *o) {
+    if (!o) return;
+    for (size_t i = 0; i < o->n_allocs; i++) free(o->allocs[i]);
+    free(o->allocs);
+    free(o->kv_strs);
+    free(o->kv_index.slots);
+    free(o->tensor_index.slots);
+    free(o);
+}
+
+// ============================================================================
+// Key/value section
+// ============================================================================
+
+// Validate and skip an array body (elem type + count + elements) nested at `depth`.
+static enum lm_status skip_array(const struct lm_gguf *g, struct rd *r, const char *key,
+                                 int depth) {
+    if (depth > GGUF_MAX_NEST)
+        return gerr(g, LM_ERR_FORMAT, "key '%s': arrays nested deeper than %d", key,
+                    GGUF_MAX_NEST);
+    uint32_t et;
+    uint64_t n;
+    if (!rd_u32(r, &et)) return err_trunc(g, r, "nested array element type");
+    if (!rd_u64(r, &n)) return err_trunc(g, r, "nested array count");
+    if (et >= LM_GGUF_TYPE_COUNT)
+        return gerr(g, LM_ERR_FORMAT, "key '%s': nested array has unknown element type %u", key,
+                    et);
+    if (et == LM_GGUF_TYPE_STRING) {
+        if (n > rd_left(r) / 8)
+            return gerr(g, LM_ERR_FORMAT,
+                        "key '%s': nested array of %llu strings cannot fit in the %zu bytes left",
+                        key, (unsigned long long)n, rd_left(r));
+        for (uint64_t i = 0; i < n; i++) {
+            struct lm_gguf_str s;
+            int rc = rd_str(r, &s, UINT64_MAX);
+            if (rc) return err_str(g, r, rc, "nested array string", UINT64_MAX);
+        }
+    } else if (et == LM_GGUF_TYPE_ARRAY) {
+        if (n > rd_left(r) / 12)
+            return gerr(g, LM_ERR_FORMAT,
+                        "key '%s': nested array of %llu arrays cannot fit in the %zu bytes left",
+                        key, (unsigned long long)n, rd_left(r));
+        for (uint64_t i = 0; i < n; i++) {
+            enum lm_status st = skip_array(g, r, key, depth + 1);
+            if (st) return st;
+        }
+    } else {
+        uint64_t bytes;
+        if (__builtin_mul_overflow(n, (uint64_t)scalar_size(et), &bytes) ||
+            bytes > rd_left(r))
+            return gerr(g, LM_ERR_FORMAT,
+                        "key '%s': nested array of %llu %s extends past end of file "
+                        "(%zu bytes left)",
+                        key, (unsigned long long)n, lm_gguf_type_name((enum lm_gguf_type)et),
+                        rd_left(r));
+        r->pos += (size_t)bytes;
+    }
+    return LM_OK;
+}
+
+static enum lm_status parse_value(struct lm_gguf *g, struct gguf_owned *o, struct rd *r,
+                                  uint64_t i, const char *key) {
+    struct lm_gguf_kv *kv = &g->kv[i];
+    char what[300];
+    if (kv->type == LM_GGUF_TYPE_STRING) {
+        snprintf(what, sizeof what, "value of key '%s'", key);
+        int rc = rd_str(r, &o->kv_strs[i], UINT64_MAX);
+        if (rc) return err_str(g, r, rc, what, UINT64_MAX);
+        kv->data = &o->kv_strs[i];
+        return LM_OK;
+    }
+    if (kv->type != LM_GGUF_TYPE_ARRAY) {
+        size_t sz = scalar_size(kv->type);
+        kv->data = r->p + r->pos;
+        if (!rd_skip(r, sz)) {
+            snprintf(what, sizeof what, "%s value of key '%s'",
+                     lm_gguf_type_name(kv->type), key);
+            return err_trunc(g, r, what);
+        }
+        return LM_OK;
+    }
+    // array
+    uint32_t et;
+    uint64_t n;
+    snprintf(what, sizeof what, "array header of key '%s'", key);
+    if (!rd_u32(r, &et) || !rd_u64(r, &n)) return err_trunc(g, r, what);
+    if (et >= LM_GGUF_TYPE_COUNT)
+        return gerr(g, LM_ERR_FORMAT, "key '%s': unknown array element type %u (expected 0..%d)",
+                    key, et, LM_GGUF_TYPE_COUNT - 1);
+    kv->arr_type = (enum lm_gguf_type)et;
+    kv->arr_n = n;
+    if (et == LM_GGUF_TYPE_STRING) {
+        if (n > rd_left(r) / 8)
+            return gerr(g, LM_ERR_FORMAT,
+                        "key '%s': array of %llu strings cannot fit in the %zu bytes left", key,
+                        (unsigned long long)n, rd_left(r));
+        // n <= size / 8, so n * 16 cannot overflow size_t.
+        struct lm_gguf_str *arr = owned_alloc(o, (size_t)n * sizeof *arr);
+        if (!arr)
+            return gerr(g, LM_ERR_NOMEM, "key '%s': cannot allocate %llu strings", key,
+                        (unsigned long long)n);
+        for (uint64_t j = 0; j < n; j++) {
+            int rc = rd_str(r, &arr[j], UINT64_MAX);
+            if (rc) {
+                snprintf(what, sizeof what, "element %llu of key '%s'", (unsigned long long)j,
+                         key);
+                return err_str(g, r, rc, what, UINT64_MAX);
+            }
+        }
+        kv->data = arr;
+    } else if (et == LM_GGUF_TYPE_ARRAY) {
+        if (n > rd_left(r) / 12)
+            return gerr(g, LM_ERR_FORMAT,
+                        "key '%s': array of %llu arrays cannot fit in the %zu bytes left", key,
+                        (unsigned long long)n, rd_left(r));
+        for (uint64_t j = 0; j < n; j++) {
+            enum lm_status st = skip_array(g, r, key, 2);
+            if (st) return st;
+        }
+        kv->data = NULL;
+    } else {
+        uint64_t bytes;
+        if (__builtin_mul_overflow(n, (uint64_t)scalar_size(et), &bytes))
+            return gerr(g, LM_ERR_FORMAT, "key '%s': array of %llu %s overflows (n * %zu bytes)",
+                        key, (unsigned long long)n, lm_gguf_type_name(kv->arr_type),
+                        scalar_size(et));
+        if (bytes > rd_left(r))
+            return gerr(g, LM_ERR_FORMAT,
+                        "key '%s': array of %llu %s (%llu bytes) extends past end of file "
+                        "(%zu bytes left)",
+                        key, (unsigned long long)n, lm_gguf_type_name(kv->arr_type),
+                        (unsigned long long)bytes, rd_left(r));
+        kv->data = r->p + r->pos;
+        r->pos += (size_t)bytes;
+    }
+    return LM_OK;
+}
+
+static struct lm_gguf_str kv_name_at_g(const struct lm_gguf *g, uint64_t i) {
+    return g->kv[i].key;
+}
+static struct lm_gguf_str tensor_name_at_g(const struct lm_gguf *g, uint64_t i) {
+    return g->tensors[i].name;
+}
+
+static enum lm_status parse_kvs(struct lm_gguf *g, struct gguf_owned *o, struct rd *r) {
+    char kbuf[200], what[300];
+    for (uint64_t i = 0; i < g->n_kv; i++) {
+        struct lm_gguf_kv *kv = &g->kv[i];
+        snprintf(what, sizeof what, "key #%llu", (unsigned long long)i);
+        int rc = rd_str(r, &kv->key, GGUF_MAX_KEY_LEN);
+        if (rc) return err_str(g, r, rc, what, GGUF_MAX_KEY_LEN);
+        const char *key = show(kbuf, sizeof kbuf, kv->key);
+
+        uint64_t slot;
+#define KV_NAME_AT(j) kv_name_at_g(g, (j))
+        INDEX_PROBE(&o->kv_index, kv->key.data, kv->key.len, KV_NAME_AT, slot);
+#undef KV_NAME_AT
+        if (o->kv_index.slots[slot] != 0)
+            return gerr(g, LM_ERR_FORMAT, "duplicate key '%s' (kv #%u and #%llu)", key,
+                        o->kv_index.slots[slot] - 1, (unsigned long long)i);
+        o->kv_index.slots[slot] = (uint32_t)(i + 1);
+
+        uint32_t t;
+        snprintf(what, sizeof what, "type of key '%s'", key);
+        if (!rd_u32(r, &t)) return err_trunc(g, r, what);
+        if (t >= LM_GGUF_TYPE_COUNT)
+            return gerr(g, LM_ERR_FORMAT, "key '%s': unknown value type %u (expected 0..%d)", key,
+                        t, LM_GGUF_TYPE_COUNT - 1);
+        kv->type = (enum lm_gguf_type)t;
+        kv->arr_type = LM_GGUF_TYPE_COUNT;
+        enum lm_status st = parse_value(g, o, r, i, key);
+        if (st) return st;
+    }
+    return LM_OK;
+}
+
+// ============================================================================
+// Tensor infos
+// ============================================================================
+
+static enum lm_status parse_tensors(struct lm_gguf *g, struct gguf_owned *o, struct rd *r) {
+    char nbuf[200], what[300];
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        struct lm_gguf_tensor *t = &g->tensors[i];
+        snprintf(what, sizeof what, "name of tensor #%llu", (unsigned long long)i);
+        int rc = rd_str(r, &t->name, GGUF_MAX_KEY_LEN);
+        if (rc) return err_str(g, r, rc, what, GGUF_MAX_KEY_LEN);
+        const char *name = show(nbuf, sizeof nbuf, t->name);
+
+        uint64_t slot;
+#define T_NAME_AT(j) tensor_name_at_g(g, (j))
+        INDEX_PROBE(&o->tensor_index, t->name.data, t->name.len, T_NAME_AT, slot);
+#undef T_NAME_AT
+        if (o->tensor_index.slots[slot] != 0)
+            return gerr(g, LM_ERR_FORMAT, "duplicate tensor name '%s' (tensors #%u and #%llu)",
+                        name, o->tensor_index.slots[slot] - 1, (unsigned long long)i);
+        o->tensor_index.slots[slot] = (uint32_t)(i + 1);
+
+        snprintf(what, sizeof what, "info of tensor '%s'", name);
+        if (!rd_u32(r, &t->n_dims)) return err_trunc(g, r, what);
+        if (t->n_dims < 1 || t->n_dims > LM_GGUF_MAX_DIMS)
+            return gerr(g, LM_ERR_FORMAT, "tensor '%s': n_dims %u out of range (expected 1..%d)",
+                        name, t->n_dims, LM_GGUF_MAX_DIMS);
+        for (int d = 0; d < LM_GGUF_MAX_DIMS; d++) t->ne[d] = 1;
+        for (uint32_t d = 0; d < t->n_dims; d++) {
+            uint64_t ne;
+            if (!rd_u64(r, &ne)) return err_trunc(g, r, what);
+            if (ne == 0 || ne > (uint64_t)INT64_MAX)
+                return gerr(g, LM_ERR_FORMAT,
+                            "tensor '%s': ne[%u] = %lld is invalid (expected >= 1)", name, d,
+                            (long long)ne);
+            t->ne[d] = (int64_t)ne;
+        }
+        uint32_t type;
+        if (!rd_u32(r, &type)) return err_trunc(g, r, what);
+        if (!rd_u64(r, &t->offset)) return err_trunc(g, r, what);
+        const struct lm_dtype_traits *tr = type < LM_DTYPE_COUNT ? lm_dtype_traits((int)type) : NULL;
+        if (!tr)
+            return gerr(g, LM_ERR_UNSUPPORTED, "tensor '%s': unknown dtype id %u", name, type);
+        t->type = (enum lm_dtype)type;
+
+        int64_t nel = t->ne[0];
+        for (int d = 1; d < LM_GGUF_MAX_DIMS; d++)
+            if (__builtin_mul_overflow(nel, t->ne[d], &nel))
+                return gerr(g, LM_ERR_FORMAT,
+                            "tensor '%s': element count overflows (ne = {%lld, %lld, %lld, %lld})",
+                            name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
+                            (long long)t->ne[3]);
+        if (t->ne[0] % tr->block_size != 0)
+            return gerr(g, LM_ERR_FORMAT,
+                        "tensor '%s': ne[0] = %lld is not a multiple of the %s block size %lld",
+                        name, (long long)t->ne[0], tr->name, (long long)tr->block_size);
+        uint64_t row = (uint64_t)(t->ne[0] / tr->block_size), bytes;
+        uint64_t rows = (uint64_t)(nel / t->ne[0]);
+        if (__builtin_mul_overflow(row, (uint64_t)tr->type_size, &row) ||
+            __builtin_mul_overflow(row, rows, &bytes) || bytes > (uint64_t)SIZE_MAX)
+            return gerr(g, LM_ERR_FORMAT, "tensor '%s': byte size overflows", name);
+        t->nbytes = bytes;
+    }
+    return LM_OK;
+}
+
+// Offsets and sizes, once the data section start is known.
+static enum lm_status check_tensor_data(struct lm_gguf *g) {
+    char nbuf[200];
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        struct lm_gguf_tensor *t = &g->tensors[i];
+        const char *name = show(nbuf, sizeof nbuf, t->name);
+        if (t->offset % g->alignment != 0)
+            return gerr(g, LM_ERR_FORMAT,
+                        "tensor '%s': offset %llu is not a multiple of the alignment %llu", name,
+                        (unsigned long long)t->offset, (unsigned long long)g->alignment);
+        uint64_t start, end;
+        if (__builtin_add_overflow(g->data_offset, t->offset, &start) || start > g->size)
+            return gerr(g, LM_ERR_FORMAT,
+                        "tensor '%s' starts past end of file (data offset %llu + offset %llu > "
+                        "%zu)",
+                        name, (unsigned long long)g->data_offset, (unsigned long long)t->offset,
+                        g->size);
+        if (__builtin_add_overflow(start, t->nbytes, &end) || end > g->size)
+            return gerr(g, LM_ERR_FORMAT,
+                        "tensor '%s' extends past end of file (offset %llu + %llu > %zu)", name,
+                        (unsigned long long)start, (unsigned long long)t->nbytes, g->size);
+        t->data = g->base + start;
+    }
+    return LM_OK;
+}
+
+// ============================================================================
+// Open / close
+// ============================================================================
+
+static enum lm_status parse(struct lm_gguf *g) {
+    struct rd r = {g->base, g->size, 0};
+    char magic[4];
+    if (!rd_bytes(&r, magic, 4)) return err_trunc(g, &r, "magic");
+    if (memcmp(magic, "GGUF", 4) != 0)
+        return gerr(g, LM_ERR_FORMAT, "bad magic %02x %02x %02x %02x (expected \"GGUF\")",
+                    (unsigned char)magic[0], (unsigned char)magic[1], (unsigned char)magic[2],
+                    (unsigned char)magic[3]);
+    if (!rd_u32(&r, &g->version)) return err_trunc(g, &r, "version");
+    if (g->version != 2 && g->version != 3) {
+        if (g->version == 0x02000000u || g->version == 0x03000000u)
+            return gerr(g, LM_ERR_UNSUPPORTED,
+                        "version field 0x%08x looks big-endian; only little-endian GGUF is "
+                        "supported",
+                        g->version);
+        return gerr(g, LM_ERR_UNSUPPORTED, "GGUF version %u is not supported (expected 2 or 3)",
+                    g->version);
+    }
+    if (!rd_u64(&r, &g->n_tensors)) return err_trunc(g, &r, "n_tensors");
+    if (!rd_u64(&r, &g->n_kv)) return err_trunc(g, &r, "n_kv");
+    size_t left = rd_left(&r);
+    if (g->n_kv > GGUF_MAX_COUNT || g->n_kv > left / GGUF_MIN_KV_BYTES)
+        return gerr(g, LM_ERR_FORMAT,
+                    "n_kv %llu is more than the %zu bytes left can hold (at least %d bytes each)",
+                    (unsigned long long)g->n_kv, left, GGUF_MIN_KV_BYTES);
+    left -= (size_t)g->n_kv * GGUF_MIN_KV_BYTES;
+    if (g->n_tensors > GGUF_MAX_COUNT || g->n_tensors > left / GGUF_MIN_TENSOR_BYTES)
+        return gerr(g, LM_ERR_FORMAT,
+                    "n_tensors %llu is more than the bytes left after the kv section can hold "
+                    "(at least %d bytes each)",
+                    (unsigned long long)g->n_tensors, GGUF_MIN_TENSOR_BYTES);
+
+    struct gguf_owned *o = calloc(1, sizeof *o);
+    if (!o) return gerr(g, LM_ERR_NOMEM, "cannot allocate reader state");
+    g->owned = o;
+    g->kv = calloc((size_t)g->n_kv + 1, sizeof *g->kv);
+    g->tensors = calloc((size_t)g->n_tensors + 1, sizeof *g->tensors);
+    o->kv_strs = calloc((size_t)g->n_kv + 1, sizeof *o->kv_strs);
+    if (!g->kv || !g->tensors || !o->kv_strs || !index_init(&o->kv_index, g->n_kv) ||
+        !index_init(&o->tensor_index, g->n_tensors))
+        return gerr(g, LM_ERR_NOMEM, "cannot allocate %llu kvs / %llu tensors",
+                    (unsigned long long)g->n_kv, (unsigned long long)g->n_tensors);
+
+    enum lm_status st = parse_kvs(g, o, &r);
+    if (st) return st;
+
+    g->alignment = GGUF_DEFAULT_ALIGNMENT;
+    const struct lm_gguf_kv *akv = lm_gguf_find_kv(g, "general.alignment");
+    if (akv) {
+        if (akv->type != LM_GGUF_TYPE_UINT32)
+            return gerr(g, LM_ERR_FORMAT, "key 'general.alignment' has type %s, expected uint32",
+                        lm_gguf_type_name(akv->type));
+        uint32_t a;
+        memcpy(&a, akv->data, 4);
+        if (a == 0 || (a & (a - 1)) != 0)
+            return gerr(g, LM_ERR_FORMAT,
+                        "key 'general.alignment' = %u is not a nonzero power of two", a);
+        g->alignment = a;
+    }
+
+    st = parse_tensors(g, o, &r);
+    if (st) return st;
+
+    // Data section: aligned end of the tensor infos (may lie past EOF only if no tensor data).
+    uint64_t end = r.pos, pad = (g->alignment - end % g->alignment) % g->alignment;
+    g->data_offset = end + pad; // end <= size_t max, pad < 2^32: no overflow in uint64
+    return check_tensor_data(g);
+}
+
+static void set_path(struct lm_gguf *g, const char *name) {
+    snprintf(g->path, sizeof g->path, "%s", name ? name : "<memory>");
+}
+
+enum lm_status lm_gguf_open_memory(struct lm_gguf *g, const void *buf, size_t size,
+                                   const char *name) {
+    if (!g) return lm_error_set(LM_ERR_ARG, "gguf: lm_gguf_open_memory: g is NULL");
+    memset(g, 0, sizeof *g);
+    set_path(g, name);
+    if (!buf && size) return gerr(g, LM_ERR_ARG, "buffer is NULL");
+    g->base = buf;
+    g->size = buf ? size : 0;
+    enum lm_status st = parse(g);
+    if (st) lm_gguf_close(g);
+    return st;
+}
+
+enum lm_status lm_gguf_open(struct lm_gguf *g, const char *path) {
+    if (!g || !path) return lm_error_set(LM_ERR_ARG, "gguf: lm_gguf_open: NULL argument");
+    memset(g, 0, sizeof *g);
+    set_path(g, path);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return gerr(g, LM_ERR_IO, "cannot open: %s", strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        int e = errno;
+        close(fd);
+        return gerr(g, LM_ERR_IO, "cannot stat: %s", strerror(e));
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        close(fd);
+        return gerr(g, LM_ERR_IO, "not a regular file");
+    }
+    if (sb.st_size == 0) {
+        close(fd);
+        return gerr(g, LM_ERR_FORMAT, "file is empty");
+    }
+    if ((uint64_t)sb.st_size > (uint64_t)SIZE_MAX) {
+        close(fd);
+        return gerr(g, LM_ERR_NOMEM, "file of %lld bytes does not fit in memory",
+                    (long long)sb.st_size);
+    }
+    size_t size = (size_t)sb.st_size;
+    void *m = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    int e = errno;
+    close(fd);
+    if (m == MAP_FAILED) return gerr(g, LM_ERR_IO, "mmap of %zu bytes failed: %s", size, strerror(e));
+    g->base = m;
+    g->size = size;
+    g->mapped = true;
+    enum lm_status st = parse(g);
+    if (st) lm_gguf_close(g);
+    return st;
+}
+
+void lm_gguf_close(struct lm_gguf *g) {
+    if (!g) return;
+    owned_free(g->owned);
+    free(g->kv);
+    free(g->tensors);
+    if (g->mapped && g->base) munmap((void *)g->base, g->size);
+    char path[sizeof g->path];
+    memcpy(path, g->path, sizeof path);
+    memset(g, 0, sizeof *g);
+    memcpy(g->path, path, sizeof path); // keep the name for late messages
+}
+
+// ============================================================================
+// Lookup
+// ============================================================================
+
+const struct lm_gguf_kv *lm_gguf_find_kv(const struct lm_gguf *g, const char *key) {
+    if (!g || !g->owned || !key) return NULL;
+    const struct gguf_owned *o = g->owned;
+    uint64_t n = strlen(key), slot;
+#define KV_NAME_AT(j) kv_name_at_g(g, (j))
+    INDEX_PROBE(&o->kv_index, key, n, KV_NAME_AT, slot);
+#undef KV_NAME_AT
+    uint32_t v = o->kv_index.slots[slot];
+    return v ? &g->kv[v - 1] : NULL;
+}
+
+const struct lm_gguf_tensor *lm_gguf_find_tensor(const struct lm_gguf *g, const char *name) {
+    if (!g || !g->owned || !name) return NULL;
+    const struct gguf_owned *o = g->owned;
+    uint64_t n = strlen(name), slot;
+#define T_NAME_AT(j) tensor_name_at_g(g, (j))
+    INDEX_PROBE(&o->tensor_index, name, n, T_NAME_AT, slot);
+#undef T_NAME_AT
+    uint32_t v = o->tensor_index.slots[slot];
+    return v ? &g->tensors[v - 1] : NULL;
+}
+
+// ============================================================================
+// Typed getters
+// ============================================================================
+
+// Looks up key; returns NULL with *st set (LM_OK if absent and optional).
+static const struct lm_gguf_kv *get_kv(const struct lm_gguf *g, const char *key, bool required,
+                                       enum lm_status *st) {
+    const struct lm_gguf_kv *kv = lm_gguf_find_kv(g, key);
+    *st = LM_OK;
+    if (!kv && required) *st = gerr(g, LM_ERR_FORMAT, "missing required key '%s'", key);
+    return kv;
+}
+
+static enum lm_status wrong_type(const struct lm_gguf *g, const char *key,
+                                 const struct lm_gguf_kv *kv, const char *expected) {
+    if (kv->type == LM_GGUF_TYPE_ARRAY)
+        return gerr(g, LM_ERR_FORMAT, "key '%s' has type array of %s, expected %s", key,
+                    lm_gguf_type_name(kv->arr_type), expected);
+    return gerr(g, LM_ERR_FORMAT, "key '%s' has type %s, expected %s", key,
+                lm_gguf_type_name(kv->type), expected);
+}
+
+// Integer value of kv: *neg set if negative (then *mag holds the magnitude as -v).
+static bool kv_int(const struct lm_gguf_kv *kv, bool *neg, uint64_t *mag) {
+    int64_t s = 0;
+    uint64_t u = 0;
+    bool is_signed = false;
+    switch (kv->type) {
+    case LM_GGUF_TYPE_UINT8: { uint8_t v; memcpy(&v, kv->data, 1); u = v; break; }
+    case LM_GGUF_TYPE_UINT16: { uint16_t v; memcpy(&v, kv->data, 2); u = v; break; }
+    case LM_GGUF_TYPE_UINT32: { uint32_t v; memcpy(&v, kv->data, 4); u = v; break; }
+    case LM_GGUF_TYPE_UINT64: { memcpy(&u, kv->data, 8); break; }
+    case LM_GGUF_TYPE_INT8: { int8_t v; memcpy(&v, kv->data, 1); s = v; is_signed = true; break; }
+    case LM_GGUF_TYPE_INT16: { int16_t v; memcpy(&v, kv->data, 2); s = v; is_signed = true; break; }
+    case LM_GGUF_TYPE_INT32: { int32_t v; memcpy(&v, kv->data, 4); s = v; is_signed = true; break; }
+    case LM_GGUF_TYPE_INT64: { memcpy(&s, kv->data, 8); is_signed = true; break; }
+    default: return false;
+    }
+    if (is_signed && s < 0) {
+        *neg = true;
+        *mag = (uint64_t)0 - (uint64_t)s;
+    } else {
+        *neg = false;
+        *mag = is_signed ? (uint64_t)s : u;
+    }
+    return true;
+}
+
+static enum lm_status out_of_range(const struct lm_gguf *g, const char *key, bool neg,
+                                   uint64_t mag, const struct lm_gguf_kv *kv, const char *to) {
+    return gerr(g, LM_ERR_FORMAT, "key '%s' = %s%llu (%s) is out of range for %s", key,
+                neg ? "-" : "", (unsigned long long)mag, lm_gguf_type_name(kv->type), to);
+}
+
+enum lm_status lm_gguf_get_u64(const struct lm_gguf *g, const char *key, uint64_t *out,
+                               bool required) {
+    enum lm_status st;
+    const struct lm_gguf_kv *kv = get_kv(g, key, required, &st);
+    if (!kv) return st;
+    bool neg;
+    uint64_t mag;
+    if (!kv_int(kv, &neg, &mag)) return wrong_type(g, key, kv, "an integer (uint64)");
+    if (neg) return out_of_range(g, key, neg, mag, kv, "uint64");
+    *out = mag;
+    return LM_OK;
+}
+
+enum lm_status lm_gguf_get_u32(const struct lm_gguf *g, const char *key, uint32_t *out,
+                               bool required) {
+    enum lm_status st;
+    const struct lm_gguf_kv *kv = get_kv(g, key, required, &st);
+    if (!kv) return st;
+    bool neg;
+    uint64_t mag;
+    if (!kv_int(kv, &neg, &mag)) return wrong_type(g, key, kv, "an integer (uint32)");
+    if (neg || mag > UINT32_MAX) return out_of_range(g, key, neg, mag, kv, "uint32");
+    *out = (uint32_t)mag;
+    return LM_OK;
+}
+
+enum lm_status lm_gguf_get_i32(const struct lm_gguf *g, const char *key, int32_t *out,
+                               bool required) {
+    enum lm_status st;
+    const struct lm_gguf_kv *kv = get_kv(g, key, required, &st);
+    if (!kv) return st;
+    bool neg;
+    uint64_t mag;
+    if (!kv_int(kv, &neg, &mag)) return wrong_type(g, key, kv, "an integer (int32)");
+    if (neg ? mag > (uint64_t)INT32_MAX + 1 : mag > INT32_MAX)
+        return out_of_range(g, key, neg, mag, kv, "int32");
+    *out = neg ? (int32_t)(-(int64_t)mag) : (int32_t)mag;
+    return LM_OK;
+}
+
+enum lm_status lm_gguf_get_f32(const struct lm_gguf *g, const char *key, float *out,
+                               bool required) {
+    enum lm_status st;
+    const struct lm_gguf_kv *kv = get_kv(g, key, required, &st);
+    if (!kv) return st;
+    if (kv->type == LM_GGUF_TYPE_FLOAT32) {
+        memcpy(out, kv->data, 4);
+        return LM_OK;
+    }
+    if (kv->type != LM_GGUF_TYPE_FLOAT64) return wrong_type(g, key, kv, "float32 or float64");
+    double d;
+    memcpy(&d, kv->data, 8);
+    if (isfinite(d) && fabs(d) > FLT_MAX)
+        return gerr(g, LM_ERR_FORMAT, "key '%s' = %g (float64) is out of range for float32", key,
+                    d);
+    *out = (float)d;
+    return LM_OK;
+}
+
+enum lm_status lm_gguf_get_bool(const struct lm_gguf *g, const char *key, bool *out,
+                                bool required) {
+    enum lm_status st;
+    const struct lm_gguf_kv *kv = get_kv(g, key, required, &st);
+    if (!kv) return st;
+    if (kv->type != LM_GGUF_TYPE_BOOL) return wrong_type(g, key, kv, "bool");
+    uint8_t v;
+    memcpy(&v, kv->data, 1);
+    *out = v != 0;
+    return LM_OK;
+}
+
+enum lm_status lm_gguf_get_str(const struct lm_gguf *g, const char *key,
+                               struct lm_gguf_str *out, bool required) {
+    enum lm_status st;
+    const struct lm_gguf_kv *kv = get_kv(g, key, required, &st);
+    if (!kv) return st;
+    if (kv->type != LM_GGUF_TYPE_STRING) return wrong_type(g, key, kv, "string");
+    *out = *(const struct lm_gguf_str *)kv->data;
+    return LM_OK;
+}
+
+enum lm_status lm_gguf_get_arr(const struct lm_gguf *g, const char *key,
+                               enum lm_gguf_type elem_type, uint64_t *n, const void **data,
+                               bool required) {
+    enum lm_status st;
+    const struct lm_gguf_kv *kv = get_kv(g, key, required, &st);
+    if (!kv) return st;
+    if (kv->type != LM_GGUF_TYPE_ARRAY || kv->arr_type != elem_type) {
+        char exp[64];
+        snprintf(exp, sizeof exp, "array of %s", lm_gguf_type_name(elem_type));
+        return wrong_type(g, key, kv, exp);
+    }
+    *n = kv->arr_n;
+    *data = kv->data;
+    return LM_OK;
+}
+
+// ============================================================================
+// Tensor shape checks
+// ============================================================================
+
+static void fmt_shape(char *buf, size_t cap, uint32_t n_dims, const int64_t *ne) {
+    size_t n = 0;
+    n += (size_t)snprintf(buf + n, cap - n, "{");
+    for (uint32_t d = 0; d < n_dims && n < cap; d++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s%lld", d ? ", " : "", (long long)ne[d]);
+    if (n < cap) snprintf(buf + n, cap - n, "}");
+}
+
+enum lm_status lm_gguf_expect_tensor(const struct lm_gguf *g, const char *name, uint32_t n_dims,
+                                     const int64_t *ne, const struct lm_gguf_tensor **out) {
+    if (n_dims < 1 || n_dims > LM_GGUF_MAX_DIMS || !ne || !name)
+        return gerr(g, LM_ERR_ARG, "lm_gguf_expect_tensor: bad arguments for '%s'",
+                    name ? name : "(null)");
+    const struct lm_gguf_tensor *t = lm_gguf_find_tensor(g, name);
+    if (!t) return gerr(g, LM_ERR_FORMAT, "missing tensor '%s'", name);
+    // Trailing dims of 1 are equivalent ({640} == {640, 1}).
+    bool same = true;
+    for (int d = 0; d < LM_GGUF_MAX_DIMS; d++) {
+        int64_t want = (uint32_t)d < n_dims ? ne[d] : 1;
+        if (t->ne[d] != want) same = false;
+    }
+    if (!same) {
+        char a[128], e[128];
+        fmt_shape(a, sizeof a, t->n_dims, t->ne);
+        fmt_shape(e, sizeof e, n_dims, ne);
+        return gerr(g, LM_ERR_FORMAT, "tensor '%s' has shape %s, expected %s", name, a, e);
+    }
+    const struct lm_dtype_traits *tr = lm_dtype_traits((int)t->type);
+    if (!tr || !tr->supported)
+        return gerr(g, LM_ERR_UNSUPPORTED, "tensor '%s' has dtype %s, which lumen does not support",
+                    name, lm_dtype_name((int)t->type));
+    if (out) *out = t;
+    return LM_OK;
+}

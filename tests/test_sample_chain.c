@@ -1,0 +1,133 @@
+// Sampler chain: greedy, top-k, top-p, min-p, temperature, repetition penalty, and
+// seeded reproducibility, on small synthetic logit vectors with known answers.
+// LM_TEST_LABELS: unit
+#include "lm_test.h"
+#include "lumen.h"
+
+static struct lm_sampler *mk(struct lm_sampler_params p, int n) {
+    struct lm_sampler *s = NULL;
+    CHECK(lm_sampler_init(&s, &p, n) == LM_OK);
+    return s;
+}
+
+int main(void) {
+    const float logits[8] = {1.0f, 3.0f, 2.5f, -1.0f, 0.0f, 2.9f, -5.0f, 1.5f};
+    struct lm_sampler_params p = lm_sampler_params_default();
+
+    // greedy
+    p.temperature = 0.0f;
+    struct lm_sampler *s = mk(p, 8);
+    CHECK(lm_sampler_sample(s, logits) == 1);
+    lm_sampler_free(s);
+
+    // top-k = 1 is greedy at any temperature
+    p = lm_sampler_params_default();
+    p.temperature = 5.0f; p.top_k = 1; p.top_p = 1.0f; p.min_p = 0.0f;
+    s = mk(p, 8);
+    for (int i = 0; i < 100; i++) CHECK(lm_sampler_sample(s, logits) == 1);
+    lm_sampler_free(s);
+
+    // top-k = 3 only ever returns ids {1, 5, 2}
+    p.top_k = 3;
+    s = mk(p, 8);
+    int seen[8] = {0};
+    for (int i = 0; i < 3000; i++) seen[lm_sampler_sample(s, logits)]++;
+    CHECK(seen[1] > 0 && seen[5] > 0 && seen[2] > 0);
+    CHECK(seen[0] + seen[3] + seen[4] + seen[6] + seen[7] == 0);
+    lm_sampler_free(s);
+
+    // temperature 1, no filters: frequencies follow softmax (4-sigma bound per id)
+    p = lm_sampler_params_default();
+    p.temperature = 1.0f; p.top_k = 0; p.top_p = 1.0f; p.min_p = 0.0f; p.seed = 42;
+    s = mk(p, 8);
+    double z = 0, prob[8];
+    for (int i = 0; i < 8; i++) z += exp(logits[i]);
+    for (int i = 0; i < 8; i++) prob[i] = exp(logits[i]) / z;
+    int cnt[8] = {0};
+    const int N = 200000;
+    for (int i = 0; i < N; i++) cnt[lm_sampler_sample(s, logits)]++;
+    for (int i = 0; i < 8; i++) {
+        const double sd = sqrt(N * prob[i] * (1 - prob[i])) + 1;
+        CHECKF(fabs(cnt[i] - N * prob[i]) < 4 * sd, "id %d: %d draws, expected %.0f", i, cnt[i],
+               N * prob[i]);
+    }
+    lm_sampler_free(s);
+
+    // top-p 0.5: the nucleus of {1: .30, 5: .27, 2: .18 ...} is {1, 5}
+    p.top_p = 0.5f;
+    s = mk(p, 8);
+    memset(seen, 0, sizeof seen);
+    for (int i = 0; i < 5000; i++) seen[lm_sampler_sample(s, logits)]++;
+    CHECK(seen[1] > 0 && seen[5] > 0);
+    CHECK(seen[1] + seen[5] == 5000);
+    lm_sampler_free(s);
+
+    // min-p 0.5: keep p_i >= 0.5 * p_max  <=> logit >= 3 - ln 2 = 2.307: {1, 5, 2}
+    p.top_p = 1.0f; p.min_p = 0.5f;
+    s = mk(p, 8);
+    memset(seen, 0, sizeof seen);
+    for (int i = 0; i < 5000; i++) seen[lm_sampler_sample(s, logits)]++;
+    CHECK(seen[1] > 0 && seen[5] > 0 && seen[2] > 0);
+    CHECK(seen[1] + seen[5] + seen[2] == 5000);
+    lm_sampler_free(s);
+
+    // same seed -> same sequence; different seed -> (almost surely) different
+    p = lm_sampler_params_default();
+    p.temperature = 1.0f; p.top_k = 0; p.top_p = 1.0f; p.min_p = 0.0f; p.seed = 7;
+    struct lm_sampler *a = mk(p, 8), *b = mk(p, 8);
+    p.seed = 8;
+    struct lm_sampler *c = mk(p, 8);
+    int same = 1, diff = 0;
+    for (int i = 0; i < 200; i++) {
+        int x = lm_sampler_sample(a, logits), y = lm_sampler_sample(b, logits);
+        int w = lm_sampler_sample(c, logits);
+        if (x != y) same = 0;
+        if (x != w) diff = 1;
+    }
+    CHECK(same);
+    CHECK(diff);
+    lm_sampler_free(a); lm_sampler_free(b); lm_sampler_free(c);
+
+    // repetition penalty: after accepting token 1, greedy picks 5 (3/1.2=2.5 < 2.9)
+    p = lm_sampler_params_default();
+    p.temperature = 0.0f; p.repeat_penalty = 1.2f;
+    s = mk(p, 8);
+    CHECK(lm_sampler_sample(s, logits) == 1);
+    lm_sampler_accept(s, 1);
+    CHECK(lm_sampler_sample(s, logits) == 5);
+    // negative logits are multiplied: token 4 (0.0) stays, token 3 (-1) goes to -1.2
+    lm_sampler_free(s);
+
+    // window: with repeat_last_n = 1, the penalty follows only the last token
+    p.repeat_last_n = 1;
+    s = mk(p, 8);
+    lm_sampler_accept(s, 1);
+    lm_sampler_accept(s, 3);
+    CHECK(lm_sampler_sample(s, logits) == 1);
+    lm_sampler_free(s);
+
+    // bad parameters are rejected with a message
+    p = lm_sampler_params_default();
+    p.repeat_penalty = 0.0f;
+    struct lm_sampler *bad = NULL;
+    CHECK(lm_sampler_init(&bad, &p, 8) == LM_ERR_ARG && bad == NULL);
+    CHECK(strstr(lm_error_msg(), "sampler") != NULL);
+    p = lm_sampler_params_default();
+    CHECK(lm_sampler_init(&bad, &p, 0) == LM_ERR_ARG);
+
+    // large vocabulary with top-k: the heap keeps exactly the k largest
+    enum { NV = 100003 };
+    static float big[NV];
+    for (int i = 0; i < NV; i++) big[i] = (float)((i * 7919) % NV) / NV; // a permutation
+    p = lm_sampler_params_default();
+    p.temperature = 0.01f; p.top_k = 5; p.top_p = 1.0f; p.min_p = 0.0f;
+    s = mk(p, NV);
+    int best = 0;
+    for (int i = 1; i < NV; i++) if (big[i] > big[best]) best = i;
+    for (int i = 0; i < 200; i++) { // only the 5 largest (values within 5/NV of the max) appear
+        const int id = lm_sampler_sample(s, big);
+        if (!(big[id] > big[best] - 5.5f / NV)) { CHECKF(0, "id %d (%g) not in the top 5", id, big[id]); break; }
+    }
+    lm_sampler_free(s);
+    return lm_test_finish();
+}
