@@ -35,6 +35,9 @@ const struct lm_kernels *lm_kernels_avx2(void);
 const struct lm_kernels *lm_kernels_avx512(void);
 // Best available table (cached); honours LUMEN_FORCE_GENERIC=1 and LUMEN_ISA=generic|avx2|avx512.
 const struct lm_kernels *lm_kernels_best(void);
+// The choice lm_kernels_best() makes, re-read from the environment on every call (uncached;
+// for tests and tools). Unsupported LUMEN_ISA values fall back with a warning on stderr.
+const struct lm_kernels *lm_kernels_pick(void);
 
 // y[r - r0] = dot(W row r, xq) for r in [r0, r1).
 // W: (n_rows, n_in) of dtype t, rows row_bytes apart; xq: activation row in lm_vec_dot_type(t).

@@ -121,8 +121,8 @@ static inline float lm_f16_to_f32(lm_f16 h) {
             mant &= 0x3ff;
             bits = sign | (exp << 23) | (mant << 13);
         }
-    } else if (exp == 31) {
-        bits = sign | 0x7f800000u | (mant << 13);
+    } else if (exp == 31) { // inf; NaN comes out quiet with its payload, as F16C does
+        bits = sign | 0x7f800000u | (mant << 13) | (mant ? 0x400000u : 0);
     } else {
         bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
     }
@@ -135,7 +135,8 @@ static inline lm_f16 lm_f32_to_f16(float f) {
     union { float f; uint32_t u; } v = {f};
     uint32_t x = v.u, sign = (x >> 16) & 0x8000;
     uint32_t ax = x & 0x7fffffffu;
-    if (ax >= 0x7f800000u) return (lm_f16)(sign | 0x7c00 | (ax > 0x7f800000u ? 0x200 : 0));
+    if (ax > 0x7f800000u) return (lm_f16)(sign | 0x7e00 | ((ax >> 13) & 0x3ff)); // NaN: quiet, top payload
+    if (ax == 0x7f800000u) return (lm_f16)(sign | 0x7c00);
     if (ax >= 0x477ff000u) return (lm_f16)(sign | 0x7c00); // overflow -> inf
     if (ax < 0x38800000u) { // subnormal or zero in half
         if (ax < 0x33000000u) return (lm_f16)sign;
@@ -154,6 +155,13 @@ static inline lm_f16 lm_f32_to_f16(float f) {
 static inline float lm_bf16_to_f32(lm_bf16 h) {
     union { uint32_t u; float f; } v = {(uint32_t)h << 16};
     return v.f;
+}
+
+// Round-to-nearest-even; NaN stays a (quiet) NaN. Same as ggml's GGML_FP32_TO_BF16.
+static inline lm_bf16 lm_f32_to_bf16(float f) {
+    union { float f; uint32_t u; } v = {f};
+    if ((v.u & 0x7fffffffu) > 0x7f800000u) return (lm_bf16)((v.u >> 16) | 64);
+    return (lm_bf16)((v.u + (0x7fffu + ((v.u >> 16) & 1))) >> 16);
 }
 
 #endif

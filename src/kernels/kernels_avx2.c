@@ -1,0 +1,508 @@
+// AVX2 + FMA + F16C kernels: dot products for every weight dtype but q2_K / q3_K, the q8_0 /
+// q8_K activation quantizers and the hot dequantizers. Entries not specialized here point at
+// the generic table. Dequant and quant results are bit-identical to the generic ones.
+#pragma GCC optimize("fp-contract=off") // see kernels_generic.c: d*q - m must not become an FMA
+
+#include "kernels/kernels.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+
+#include <cpuid.h>
+#include <immintrin.h>
+#include <pthread.h>
+#include <string.h>
+
+// ============================================================================
+// helpers
+// ============================================================================
+
+static inline float f16_to_f32(lm_f16 h) { return _cvtsh_ss(h); }
+
+static inline float hsum_f32x8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline int hsum_i32x8(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(s);
+}
+
+static inline float hmax_f32x8(__m256 v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+}
+
+// unsigned bytes xu (0..127) * signed bytes y -> 8 x i32, each the sum of 4 products
+static inline __m256i dot_u8i8(__m256i xu, __m256i y) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(xu, y), _mm256_set1_epi16(1));
+}
+
+// signed x signed: move x's sign onto y so maddubs sees |x| (unsigned) * (y * sign(x))
+static inline __m256i dot_i8i8(__m256i x, __m256i y) {
+    return dot_u8i8(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
+}
+
+// 32 bits -> 32 bytes, 0xff where the bit is set (byte i <- bit i)
+static inline __m256i bits_to_bytes(uint32_t bits) {
+    const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), shuf);
+    return _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+}
+
+// q4_0 / q4_1 block: 16 bytes -> 32 nibbles in element order (low nibbles first)
+static inline __m256i unpack_nibbles32(const uint8_t *qs) {
+    __m128i t = _mm_loadu_si128((const __m128i *)qs);
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(0x0f));
+}
+
+// q5_0 / q5_1 block: unsigned 5-bit values 0..31
+static inline __m256i unpack_q5(const uint8_t *qs, const uint8_t *qh4) {
+    uint32_t qh;
+    memcpy(&qh, qh4, 4);
+    __m256i hb = _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(0x10));
+    return _mm256_or_si256(unpack_nibbles32(qs), hb);
+}
+
+static inline void k4_scale_min(const uint8_t *s, int j, uint8_t *sc, uint8_t *m) {
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *m = s[j + 4] & 63;
+    } else {
+        *sc = (uint8_t)((s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4));
+        *m = (uint8_t)((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
+    }
+}
+
+// 8 x i32 -> 8 x i8 in the low 8 bytes (values already within int8 range)
+static inline void store_i32x32_as_i8(int8_t *dst, __m256i i0, __m256i i1, __m256i i2, __m256i i3) {
+    i0 = _mm256_packs_epi32(i0, i1); // 0-3 8-11 4-7 12-15
+    i2 = _mm256_packs_epi32(i2, i3); // 16-19 24-27 20-23 28-31
+    i0 = _mm256_packs_epi16(i0, i2); // 0-3 8-11 16-19 24-27 4-7 12-15 20-23 28-31
+    i0 = _mm256_permutevar8x32_epi32(i0, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256((__m256i *)dst, i0);
+}
+
+
+// ============================================================================
+// dequantize
+// ============================================================================
+
+static void dequant_f16(const void *x, float *y, int64_t n) {
+    const lm_f16 *h = x;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i))));
+    for (; i < n; i++) y[i] = f16_to_f32(h[i]);
+}
+
+static void dequant_q8_0(const void *x, float *y, int64_t n) {
+    const struct lm_block_q8_0 *b = x;
+    for (int64_t i = 0; i < n / 32; i++, y += 32) {
+        __m256 d = _mm256_set1_ps(f16_to_f32(b[i].d));
+        for (int j = 0; j < 32; j += 8) {
+            __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b[i].qs + j)));
+            _mm256_storeu_ps(y + j, _mm256_mul_ps(_mm256_cvtepi32_ps(q), d));
+        }
+    }
+}
+
+static void dequant_q5_0(const void *x, float *y, int64_t n) {
+    const struct lm_block_q5_0 *b = x;
+    int8_t q[32];
+    for (int64_t i = 0; i < n / 32; i++, y += 32) {
+        __m256 d = _mm256_set1_ps(f16_to_f32(b[i].d));
+        _mm256_storeu_si256((__m256i *)q, _mm256_sub_epi8(unpack_q5(b[i].qs, b[i].qh), _mm256_set1_epi8(16)));
+        for (int j = 0; j < 32; j += 8) {
+            __m256i v = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(q + j)));
+            _mm256_storeu_ps(y + j, _mm256_mul_ps(_mm256_cvtepi32_ps(v), d));
+        }
+    }
+}
+
+static void dequant_q4_K(const void *x, float *y, int64_t n) {
+    const struct lm_block_q4_K *b = x;
+    uint8_t q[64];
+    for (int64_t i = 0; i < n / LM_QK_K; i++) {
+        const float d = f16_to_f32(b[i].d), dmin = f16_to_f32(b[i].dmin);
+        for (int c = 0; c < 4; c++) {
+            __m256i raw = _mm256_loadu_si256((const __m256i *)(b[i].qs + 32 * c));
+            _mm256_storeu_si256((__m256i *)q, _mm256_and_si256(raw, _mm256_set1_epi8(0x0f)));
+            _mm256_storeu_si256((__m256i *)(q + 32),
+                                _mm256_and_si256(_mm256_srli_epi16(raw, 4), _mm256_set1_epi8(0x0f)));
+            for (int h = 0; h < 2; h++) {
+                uint8_t sc, mn;
+                k4_scale_min(b[i].scales, 2 * c + h, &sc, &mn);
+                __m256 dl = _mm256_set1_ps(d * (float)sc), ml = _mm256_set1_ps(dmin * (float)mn);
+                for (int j = 0; j < 32; j += 8, y += 8) {
+                    __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(q + 32 * h + j)));
+                    _mm256_storeu_ps(y, _mm256_sub_ps(_mm256_mul_ps(dl, _mm256_cvtepi32_ps(v)), ml));
+                }
+            }
+        }
+    }
+}
+
+static void dequant_q6_K(const void *x, float *y, int64_t n) {
+    const struct lm_block_q6_K *b = x;
+    int8_t q[128];
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m3 = _mm256_set1_epi8(3), k32 = _mm256_set1_epi8(32);
+    for (int64_t i = 0; i < n / LM_QK_K; i++) {
+        const float d = f16_to_f32(b[i].d);
+        for (int h = 0; h < 2; h++) {
+            __m256i ql0 = _mm256_loadu_si256((const __m256i *)(b[i].ql + 64 * h));
+            __m256i ql1 = _mm256_loadu_si256((const __m256i *)(b[i].ql + 64 * h + 32));
+            __m256i qh = _mm256_loadu_si256((const __m256i *)(b[i].qh + 32 * h));
+            __m256i lo[4] = {_mm256_and_si256(ql0, m4), _mm256_and_si256(ql1, m4),
+                             _mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                             _mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4)};
+            for (int k = 0; k < 4; k++) {
+                __m256i hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), m3), 4);
+                _mm256_storeu_si256((__m256i *)(q + 32 * k), _mm256_sub_epi8(_mm256_or_si256(lo[k], hi), k32));
+            }
+            for (int g = 0; g < 8; g++) {
+                __m256 dl = _mm256_set1_ps(d * (float)b[i].scales[8 * h + g]);
+                for (int j = 0; j < 16; j += 8, y += 8) {
+                    __m256i v = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(q + 16 * g + j)));
+                    _mm256_storeu_ps(y, _mm256_mul_ps(dl, _mm256_cvtepi32_ps(v)));
+                }
+            }
+        }
+    }
+}
+
+// ============================================================================
+// activation quantizers (bit-identical to the generic ones)
+// ============================================================================
+
+static void quant_q8_0(const float *x, void *vy, int64_t n) {
+    struct lm_block_q8_0 *y = vy;
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t i = 0; i < n / 32; i++, x += 32) {
+        __m256 v[4], m = _mm256_setzero_ps();
+        for (int k = 0; k < 4; k++) {
+            v[k] = _mm256_loadu_ps(x + 8 * k);
+            m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v[k]));
+        }
+        const float amax = hmax_f32x8(m);
+        const float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        y[i].d = (lm_f16)_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+        __m256i q[4];
+        for (int k = 0; k < 4; k++)
+            q[k] = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], _mm256_set1_ps(id))); // half to even
+        store_i32x32_as_i8(y[i].qs, q[0], q[1], q[2], q[3]);
+    }
+}
+
+static void quant_q8_K(const float *x, void *vy, int64_t n) {
+    struct lm_block_q8_K *y = vy;
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t i = 0; i < n / LM_QK_K; i++, x += LM_QK_K) {
+        __m256 m = _mm256_setzero_ps();
+        for (int j = 0; j < LM_QK_K; j += 8) m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + j)));
+        const float amax = hmax_f32x8(m);
+        if (amax == 0.0f) {
+            memset(&y[i], 0, sizeof y[i]);
+            continue;
+        }
+        // max: the first element of largest magnitude (the reference scans with a strict >)
+        float max = amax;
+        for (int j = 0; j < LM_QK_K; j += 8) {
+            __m256 a = _mm256_andnot_ps(sign, _mm256_loadu_ps(x + j));
+            int mask = _mm256_movemask_ps(_mm256_cmp_ps(a, _mm256_set1_ps(amax), _CMP_EQ_OQ));
+            if (mask) {
+                max = x[j + __builtin_ctz((unsigned)mask)];
+                break;
+            }
+        }
+        const float iscale = -127.0f / max;
+        const __m256 vs = _mm256_set1_ps(iscale);
+        const __m256i cap = _mm256_set1_epi32(127);
+        for (int j = 0; j < LM_QK_K; j += 32) {
+            __m256i q[4];
+            for (int k = 0; k < 4; k++) // cvtps rounds half to even, as nearest_int
+                q[k] = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(vs, _mm256_loadu_ps(x + j + 8 * k))), cap);
+            y[i].bsums[j / 16] = (int16_t)hsum_i32x8(_mm256_add_epi32(q[0], q[1]));
+            y[i].bsums[j / 16 + 1] = (int16_t)hsum_i32x8(_mm256_add_epi32(q[2], q[3]));
+            store_i32x32_as_i8(y[i].qs + j, q[0], q[1], q[2], q[3]);
+        }
+        y[i].d = 1.0f / iscale;
+    }
+}
+
+// ============================================================================
+// dot products
+// ============================================================================
+
+// w (n) . x (n), f32; 4 accumulators of 8
+static void vec_dot_f32(int64_t n, float *s, const void *w, const void *xq) {
+    const float *a = w, *b = xq;
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        for (int k = 0; k < 4; k++)
+            acc[k] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8 * k), _mm256_loadu_ps(b + i + 8 * k), acc[k]);
+    for (; i + 8 <= n; i += 8) acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc[0]);
+    float sum = hsum_f32x8(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+    for (; i < n; i++) sum += a[i] * b[i];
+    *s = sum;
+}
+
+static void vec_dot_f16(int64_t n, float *s, const void *w, const void *xq) {
+    const lm_f16 *a = w, *b = xq;
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+#define LD16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        for (int k = 0; k < 4; k++) acc[k] = _mm256_fmadd_ps(LD16(a + i + 8 * k), LD16(b + i + 8 * k), acc[k]);
+    for (; i + 8 <= n; i += 8) acc[0] = _mm256_fmadd_ps(LD16(a + i), LD16(b + i), acc[0]);
+#undef LD16
+    float sum = hsum_f32x8(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+    for (; i < n; i++) sum += f16_to_f32(a[i]) * f16_to_f32(b[i]);
+    *s = sum;
+}
+
+static void vec_dot_bf16(int64_t n, float *s, const void *w, const void *xq) {
+    const lm_bf16 *a = w, *b = xq;
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+#define LDB(p) _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p))), 16))
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int k = 0; k < 2; k++) acc[k] = _mm256_fmadd_ps(LDB(a + i + 8 * k), LDB(b + i + 8 * k), acc[k]);
+    for (; i + 8 <= n; i += 8) acc[0] = _mm256_fmadd_ps(LDB(a + i), LDB(b + i), acc[0]);
+#undef LDB
+    float sum = hsum_f32x8(_mm256_add_ps(acc[0], acc[1]));
+    for (; i < n; i++) sum += lm_bf16_to_f32(a[i]) * lm_bf16_to_f32(b[i]);
+    *s = sum;
+}
+
+// w (n) q4_0 . x (n) q8_0
+static void vec_dot_q4_0(int64_t n, float *s, const void *w, const void *xq) {
+    const struct lm_block_q4_0 *x = w;
+    const struct lm_block_q8_0 *y = xq;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 32; i++) {
+        __m256i qx = _mm256_sub_epi8(unpack_nibbles32(x[i].qs), _mm256_set1_epi8(8));
+        __m256i qy = _mm256_loadu_si256((const __m256i *)y[i].qs);
+        __m256 d = _mm256_set1_ps(f16_to_f32(x[i].d) * f16_to_f32(y[i].d));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_i8i8(qx, qy)), acc);
+    }
+    *s = hsum_f32x8(acc);
+}
+
+// w (n) q4_1 . x (n) q8_1
+static void vec_dot_q4_1(int64_t n, float *s, const void *w, const void *xq) {
+    const struct lm_block_q4_1 *x = w;
+    const struct lm_block_q8_1 *y = xq;
+    __m256 acc = _mm256_setzero_ps();
+    float summs = 0.0f;
+    for (int64_t i = 0; i < n / 32; i++) {
+        __m256i qy = _mm256_loadu_si256((const __m256i *)y[i].qs);
+        __m256 d = _mm256_set1_ps(f16_to_f32(x[i].d) * f16_to_f32(y[i].d));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_u8i8(unpack_nibbles32(x[i].qs), qy)), acc);
+        summs += f16_to_f32(x[i].m) * f16_to_f32(y[i].s);
+    }
+    *s = hsum_f32x8(acc) + summs;
+}
+
+// w (n) q5_0 . x (n) q8_0
+static void vec_dot_q5_0(int64_t n, float *s, const void *w, const void *xq) {
+    const struct lm_block_q5_0 *x = w;
+    const struct lm_block_q8_0 *y = xq;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 32; i++) {
+        __m256i qx = _mm256_sub_epi8(unpack_q5(x[i].qs, x[i].qh), _mm256_set1_epi8(16));
+        __m256i qy = _mm256_loadu_si256((const __m256i *)y[i].qs);
+        __m256 d = _mm256_set1_ps(f16_to_f32(x[i].d) * f16_to_f32(y[i].d));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_i8i8(qx, qy)), acc);
+    }
+    *s = hsum_f32x8(acc);
+}
+
+// w (n) q5_1 . x (n) q8_1
+static void vec_dot_q5_1(int64_t n, float *s, const void *w, const void *xq) {
+    const struct lm_block_q5_1 *x = w;
+    const struct lm_block_q8_1 *y = xq;
+    __m256 acc = _mm256_setzero_ps();
+    float summs = 0.0f;
+    for (int64_t i = 0; i < n / 32; i++) {
+        __m256i qy = _mm256_loadu_si256((const __m256i *)y[i].qs);
+        __m256 d = _mm256_set1_ps(f16_to_f32(x[i].d) * f16_to_f32(y[i].d));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_u8i8(unpack_q5(x[i].qs, x[i].qh), qy)), acc);
+        summs += f16_to_f32(x[i].m) * f16_to_f32(y[i].s);
+    }
+    *s = hsum_f32x8(acc) + summs;
+}
+
+// w (n) q8_0 . x (n) q8_0
+static void vec_dot_q8_0(int64_t n, float *s, const void *w, const void *xq) {
+    const struct lm_block_q8_0 *x = w;
+    const struct lm_block_q8_0 *y = xq;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t i = 0, nb = n / 32;
+    for (; i + 2 <= nb; i += 2) {
+        __m256 d0 = _mm256_set1_ps(f16_to_f32(x[i].d) * f16_to_f32(y[i].d));
+        __m256 d1 = _mm256_set1_ps(f16_to_f32(x[i + 1].d) * f16_to_f32(y[i + 1].d));
+        __m256i p0 = dot_i8i8(_mm256_loadu_si256((const __m256i *)x[i].qs), _mm256_loadu_si256((const __m256i *)y[i].qs));
+        __m256i p1 = dot_i8i8(_mm256_loadu_si256((const __m256i *)x[i + 1].qs),
+                              _mm256_loadu_si256((const __m256i *)y[i + 1].qs));
+        acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(p0), acc0);
+        acc1 = _mm256_fmadd_ps(d1, _mm256_cvtepi32_ps(p1), acc1);
+    }
+    for (; i < nb; i++) {
+        __m256 d0 = _mm256_set1_ps(f16_to_f32(x[i].d) * f16_to_f32(y[i].d));
+        __m256i p0 = dot_i8i8(_mm256_loadu_si256((const __m256i *)x[i].qs), _mm256_loadu_si256((const __m256i *)y[i].qs));
+        acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(p0), acc0);
+    }
+    *s = hsum_f32x8(_mm256_add_ps(acc0, acc1));
+}
+
+// K-quants: exact int32 per super-block, then the same float steps as the generic kernel,
+// so these agree with generic bit for bit.
+
+// w (n) q4_K . x (n) q8_K
+static void vec_dot_q4_K(int64_t n, float *s, const void *w, const void *xq) {
+    const struct lm_block_q4_K *x = w;
+    const struct lm_block_q8_K *y = xq;
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / LM_QK_K; i++) {
+        uint8_t sc[8], mn[8];
+        int summs = 0;
+        for (int j = 0; j < 8; j++) {
+            k4_scale_min(x[i].scales, j, &sc[j], &mn[j]);
+            summs += mn[j] * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
+        }
+        __m256i acc = _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++) {
+            __m256i raw = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * c));
+            __m256i ylo = _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * c));
+            __m256i yhi = _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * c + 32));
+            __m256i plo = _mm256_maddubs_epi16(_mm256_and_si256(raw, m4), ylo);
+            __m256i phi = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(raw, 4), m4), yhi);
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(plo, _mm256_set1_epi16(sc[2 * c])));
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(phi, _mm256_set1_epi16(sc[2 * c + 1])));
+        }
+        int isum = hsum_i32x8(acc);
+        sum += (f16_to_f32(x[i].d) * y[i].d) * (float)isum - (f16_to_f32(x[i].dmin) * y[i].d) * (float)summs;
+    }
+    *s = sum;
+}
+
+// w (n) q5_K . x (n) q8_K
+static void vec_dot_q5_K(int64_t n, float *s, const void *w, const void *xq) {
+    const struct lm_block_q5_K *x = w;
+    const struct lm_block_q8_K *y = xq;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m1 = _mm256_set1_epi8(1);
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / LM_QK_K; i++) {
+        uint8_t sc[8], mn[8];
+        int summs = 0;
+        for (int j = 0; j < 8; j++) {
+            k4_scale_min(x[i].scales, j, &sc[j], &mn[j]);
+            summs += mn[j] * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
+        }
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)x[i].qh);
+        __m256i acc = _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++) {
+            __m256i raw = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * c));
+            __m256i hlo = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), m1), 4);
+            __m256i hhi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), m1), 4);
+            __m256i qlo = _mm256_or_si256(_mm256_and_si256(raw, m4), hlo);
+            __m256i qhi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw, 4), m4), hhi);
+            __m256i plo = _mm256_maddubs_epi16(qlo, _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * c)));
+            __m256i phi = _mm256_maddubs_epi16(qhi, _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * c + 32)));
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(plo, _mm256_set1_epi16(sc[2 * c])));
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(phi, _mm256_set1_epi16(sc[2 * c + 1])));
+        }
+        int isum = hsum_i32x8(acc);
+        sum += (f16_to_f32(x[i].d) * y[i].d) * (float)isum - (f16_to_f32(x[i].dmin) * y[i].d) * (float)summs;
+    }
+    *s = sum;
+}
+
+// w (n) q6_K . x (n) q8_K. Quants are used unsigned (0..63) and the -32 offset is taken
+// out afterwards with the activation's bsums: sum sc*(q-32)*y = sum sc*q*y - 32*sum sc*bsum.
+static void vec_dot_q6_K(int64_t n, float *s, const void *w, const void *xq) {
+    const struct lm_block_q6_K *x = w;
+    const struct lm_block_q8_K *y = xq;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m3 = _mm256_set1_epi8(3);
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / LM_QK_K; i++) {
+        int corr = 0;
+        for (int j = 0; j < 16; j++) corr += x[i].scales[j] * y[i].bsums[j];
+        __m256i acc = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            __m256i ql0 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h));
+            __m256i ql1 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h + 32));
+            __m256i qh = _mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h));
+            __m256i lo[4] = {_mm256_and_si256(ql0, m4), _mm256_and_si256(ql1, m4),
+                             _mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                             _mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4)};
+            const int8_t *sc = x[i].scales + 8 * h;
+            for (int k = 0; k < 4; k++) {
+                __m256i hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), m3), 4);
+                __m256i q = _mm256_or_si256(lo[k], hi);
+                __m256i yy = _mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * h + 32 * k));
+                __m256i scv = _mm256_set_m128i(_mm_set1_epi16(sc[2 * k + 1]), _mm_set1_epi16(sc[2 * k]));
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(q, yy), scv));
+            }
+        }
+        int isum = hsum_i32x8(acc) - 32 * corr;
+        sum += (f16_to_f32(x[i].d) * y[i].d) * (float)isum;
+    }
+    *s = sum;
+}
+
+// ============================================================================
+// table
+// ============================================================================
+
+static struct lm_kernels k_avx2;
+static pthread_once_t k_avx2_once = PTHREAD_ONCE_INIT;
+
+static void avx2_init(void) {
+    k_avx2 = *lm_kernels_generic();
+    k_avx2.name = "avx2";
+    k_avx2.dequant[LM_DTYPE_F16] = dequant_f16;
+    k_avx2.dequant[LM_DTYPE_Q8_0] = dequant_q8_0;
+    k_avx2.dequant[LM_DTYPE_Q5_0] = dequant_q5_0;
+    k_avx2.dequant[LM_DTYPE_Q4_K] = dequant_q4_K;
+    k_avx2.dequant[LM_DTYPE_Q6_K] = dequant_q6_K;
+    k_avx2.quant[LM_DTYPE_Q8_0] = quant_q8_0;
+    k_avx2.quant[LM_DTYPE_Q8_K] = quant_q8_K;
+    k_avx2.vec_dot[LM_DTYPE_F32] = vec_dot_f32;
+    k_avx2.vec_dot[LM_DTYPE_F16] = vec_dot_f16;
+    k_avx2.vec_dot[LM_DTYPE_BF16] = vec_dot_bf16;
+    k_avx2.vec_dot[LM_DTYPE_Q4_0] = vec_dot_q4_0;
+    k_avx2.vec_dot[LM_DTYPE_Q4_1] = vec_dot_q4_1;
+    k_avx2.vec_dot[LM_DTYPE_Q5_0] = vec_dot_q5_0;
+    k_avx2.vec_dot[LM_DTYPE_Q5_1] = vec_dot_q5_1;
+    k_avx2.vec_dot[LM_DTYPE_Q8_0] = vec_dot_q8_0;
+    k_avx2.vec_dot[LM_DTYPE_Q4_K] = vec_dot_q4_K;
+    k_avx2.vec_dot[LM_DTYPE_Q5_K] = vec_dot_q5_K;
+    k_avx2.vec_dot[LM_DTYPE_Q6_K] = vec_dot_q6_K;
+}
+
+const struct lm_kernels *lm_kernels_avx2(void) {
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return NULL;
+    // F16C straight from cpuid: GCC 12's __builtin_cpu_supports("f16c") reports 0 on CPUs that have it.
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_F16C)) return NULL;
+    pthread_once(&k_avx2_once, avx2_init);
+    return &k_avx2;
+}
+
+#else // not x86
+
+const struct lm_kernels *lm_kernels_avx2(void) { return NULL; }
+
+#endif

@@ -1,0 +1,290 @@
+// AVX-512 (F/BW/VL/DQ + VNNI) kernels: f32/f16 dots on 16 lanes with masked tails; int8
+// dots with vpdpbusd (unsigned x signed, 4 products per i32 lane) in place of the AVX2
+// maddubs + madd pair. Entries not specialized here come from the AVX2 table.
+#pragma GCC optimize("fp-contract=off") // see kernels_generic.c
+
+#include "kernels/kernels.h"
+
+#if defined(__x86_64__)
+
+#include <immintrin.h>
+#include <pthread.h>
+#include <string.h>
+
+// ============================================================================
+// helpers
+// ============================================================================
+
+static inline float f16_to_f32(lm_f16 h) { return _cvtsh_ss(h); }
+
+static inline float hsum_f32x8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+// signed x signed int8 -> 8 x i32 (sum of 4): vpdpbusd wants unsigned x signed, so move
+// x's sign onto y: |x| * (y * sign(x)).
+static inline __m256i dot_i8i8(__m256i x, __m256i y) {
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
+}
+
+static inline __m256i bits_to_bytes(uint32_t bits) {
+    const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), shuf);
+    return _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+}
+
+static inline __m256i unpack_nibbles32(const uint8_t *qs) {
+    __m128i t = _mm_loadu_si128((const __m128i *)qs);
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(0x0f));
+}
+
+static inline void k4_scale_min(const uint8_t *s, int j, uint8_t *sc, uint8_t *m) {
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *m = s[j + 4] & 63;
+    } else {
+        *sc = (uint8_t)((s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4));
+        *m = (uint8_t)((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
+    }
+}
+
+// ============================================================================
+// dot products
+// ============================================================================
+
+// w (n) . x (n), f32; 4 accumulators of 16, masked tail
+static void vec_dot_f32(int64_t n, float *s, const void *w, const void *xq) {
+    const float *a = w, *b = xq;
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64)
+        for (int k = 0; k < 4; k++)
+            acc[k] = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16 * k), _mm512_loadu_ps(b + i + 16 * k), acc[k]);
+    for (; i + 16 <= n; i += 16) acc[0] = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc[0]);
+    if (i < n) {
+        __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        acc[1] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), acc[1]);
+    }
+    *s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
+}
+
+static void vec_dot_f16(int64_t n, float *s, const void *w, const void *xq) {
+    const lm_f16 *a = w, *b = xq;
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+#define LD16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64)
+        for (int k = 0; k < 4; k++) acc[k] = _mm512_fmadd_ps(LD16(a + i + 16 * k), LD16(b + i + 16 * k), acc[k]);
+    for (; i + 16 <= n; i += 16) acc[0] = _mm512_fmadd_ps(LD16(a + i), LD16(b + i), acc[0]);
+#undef LD16
+    if (i < n) {
+        __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        __m512 va = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, a + i));
+        __m512 vb = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, b + i));
+        acc[1] = _mm512_fmadd_ps(va, vb, acc[1]);
+    }
+    *s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
+}
+
+// w (n) q8_0 . x (n) q8_0
+static void vec_dot_q8_0(int64_t n, float *s, const void *w, const void *xq) {
+    const struct lm_block_q8_0 *x = w;
+    const struct lm_block_q8_0 *y = xq;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t i = 0, nb = n / 32;
+    for (; i + 2 <= nb; i += 2) {
+        __m256 d0 = _mm256_set1_ps(f16_to_f32(x[i].d) * f16_to_f32(y[i].d));
+        __m256 d1 = _mm256_set1_ps(f16_to_f32(x[i + 1].d) * f16_to_f32(y[i + 1].d));
+        __m256i p0 = dot_i8i8(_mm256_loadu_si256((const __m256i *)x[i].qs), _mm256_loadu_si256((const __m256i *)y[i].qs));
+        __m256i p1 = dot_i8i8(_mm256_loadu_si256((const __m256i *)x[i + 1].qs),
+                              _mm256_loadu_si256((const __m256i *)y[i + 1].qs));
+        acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(p0), acc0);
+        acc1 = _mm256_fmadd_ps(d1, _mm256_cvtepi32_ps(p1), acc1);
+    }
+    for (; i < nb; i++) {
+        __m256 d0 = _mm256_set1_ps(f16_to_f32(x[i].d) * f16_to_f32(y[i].d));
+        __m256i p0 = dot_i8i8(_mm256_loadu_si256((const __m256i *)x[i].qs), _mm256_loadu_si256((const __m256i *)y[i].qs));
+        acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(p0), acc0);
+    }
+    *s = hsum_f32x8(_mm256_add_ps(acc0, acc1));
+}
+
+// w (n) q4_0 . x (n) q8_0
+static void vec_dot_q4_0(int64_t n, float *s, const void *w, const void *xq) {
+    const struct lm_block_q4_0 *x = w;
+    const struct lm_block_q8_0 *y = xq;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 32; i++) {
+        __m256i qx = _mm256_sub_epi8(unpack_nibbles32(x[i].qs), _mm256_set1_epi8(8));
+        __m256i qy = _mm256_loadu_si256((const __m256i *)y[i].qs);
+        __m256 d = _mm256_set1_ps(f16_to_f32(x[i].d) * f16_to_f32(y[i].d));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_i8i8(qx, qy)), acc);
+    }
+    *s = hsum_f32x8(acc);
+}
+
+// w (n) q5_0 . x (n) q8_0
+static void vec_dot_q5_0(int64_t n, float *s, const void *w, const void *xq) {
+    const struct lm_block_q5_0 *x = w;
+    const struct lm_block_q8_0 *y = xq;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 32; i++) {
+        uint32_t qh;
+        memcpy(&qh, x[i].qh, 4);
+        __m256i q5 = _mm256_or_si256(unpack_nibbles32(x[i].qs), _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(0x10)));
+        __m256i qx = _mm256_sub_epi8(q5, _mm256_set1_epi8(16));
+        __m256i qy = _mm256_loadu_si256((const __m256i *)y[i].qs);
+        __m256 d = _mm256_set1_ps(f16_to_f32(x[i].d) * f16_to_f32(y[i].d));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_i8i8(qx, qy)), acc);
+    }
+    *s = hsum_f32x8(acc);
+}
+
+// K-quants: 64 quants per zmm (two 32-element sub-blocks), vpdpbusd per sub-block, lanes
+// scaled with vpmulld; exact int32 per super-block, then the generic kernel's float steps
+// (bit-identical to generic).
+
+// w (n) q4_K . x (n) q8_K
+static void vec_dot_q4_K(int64_t n, float *s, const void *w, const void *xq) {
+    const struct lm_block_q4_K *x = w;
+    const struct lm_block_q8_K *y = xq;
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / LM_QK_K; i++) {
+        uint8_t sc[8], mn[8];
+        int summs = 0;
+        for (int j = 0; j < 8; j++) {
+            k4_scale_min(x[i].scales, j, &sc[j], &mn[j]);
+            summs += mn[j] * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
+        }
+        __m512i acc = _mm512_setzero_si512();
+        for (int c = 0; c < 4; c++) {
+            __m256i raw = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * c));
+            // low nibbles -> elements 0..31 of the chunk, high nibbles -> 32..63
+            __m512i r2 = _mm512_inserti64x4(_mm512_castsi256_si512(raw), _mm256_srli_epi16(raw, 4), 1);
+            __m512i q = _mm512_and_si512(r2, m4);
+            __m512i yy = _mm512_loadu_si512((const void *)(y[i].qs + 64 * c));
+            __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, yy);
+            __m512i scv = _mm512_inserti64x4(_mm512_set1_epi32(sc[2 * c]), _mm256_set1_epi32(sc[2 * c + 1]), 1);
+            acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(p, scv));
+        }
+        int isum = _mm512_reduce_add_epi32(acc);
+        sum += (f16_to_f32(x[i].d) * y[i].d) * (float)isum - (f16_to_f32(x[i].dmin) * y[i].d) * (float)summs;
+    }
+    *s = sum;
+}
+
+// w (n) q5_K . x (n) q8_K
+static void vec_dot_q5_K(int64_t n, float *s, const void *w, const void *xq) {
+    const struct lm_block_q5_K *x = w;
+    const struct lm_block_q8_K *y = xq;
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m1 = _mm512_set1_epi8(1);
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / LM_QK_K; i++) {
+        uint8_t sc[8], mn[8];
+        int summs = 0;
+        for (int j = 0; j < 8; j++) {
+            k4_scale_min(x[i].scales, j, &sc[j], &mn[j]);
+            summs += mn[j] * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
+        }
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)x[i].qh);
+        __m512i acc = _mm512_setzero_si512();
+        for (int c = 0; c < 4; c++) {
+            __m256i raw = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * c));
+            __m512i r2 = _mm512_inserti64x4(_mm512_castsi256_si512(raw), _mm256_srli_epi16(raw, 4), 1);
+            __m512i h2 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_srli_epi16(qh, 2 * c)),
+                                            _mm256_srli_epi16(qh, 2 * c + 1), 1);
+            __m512i q = _mm512_or_si512(_mm512_and_si512(r2, m4), _mm512_slli_epi16(_mm512_and_si512(h2, m1), 4));
+            __m512i yy = _mm512_loadu_si512((const void *)(y[i].qs + 64 * c));
+            __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, yy);
+            __m512i scv = _mm512_inserti64x4(_mm512_set1_epi32(sc[2 * c]), _mm256_set1_epi32(sc[2 * c + 1]), 1);
+            acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(p, scv));
+        }
+        int isum = _mm512_reduce_add_epi32(acc);
+        sum += (f16_to_f32(x[i].d) * y[i].d) * (float)isum - (f16_to_f32(x[i].dmin) * y[i].d) * (float)summs;
+    }
+    *s = sum;
+}
+
+// w (n) q6_K . x (n) q8_K; unsigned quants (0..63), -32 offset removed with bsums
+static void vec_dot_q6_K(int64_t n, float *s, const void *w, const void *xq) {
+    const struct lm_block_q6_K *x = w;
+    const struct lm_block_q8_K *y = xq;
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m3 = _mm512_set1_epi8(3);
+    // i32 lane -> its group of 16 within 64 elements (4 lanes per group)
+    const __m512i grp = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / LM_QK_K; i++) {
+        int corr = 0;
+        for (int j = 0; j < 16; j++) corr += x[i].scales[j] * y[i].bsums[j];
+        __m512i acc = _mm512_setzero_si512();
+        for (int h = 0; h < 2; h++) {
+            __m256i ql0 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h));
+            __m256i ql1 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h + 32));
+            __m256i qh = _mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h));
+            // zmm a: elements 0..63 of this half (ql0, ql1 low nibbles; qh bits 0-1, 2-3)
+            // zmm b: elements 64..127 (high nibbles; qh bits 4-5, 6-7)
+            __m512i l2 = _mm512_inserti64x4(_mm512_castsi256_si512(ql0), ql1, 1);
+            __m512i h2 = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
+            __m512i qa = _mm512_or_si512(_mm512_and_si512(l2, m4), _mm512_slli_epi16(_mm512_and_si512(h2, m3), 4));
+            __m512i qb = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l2, 4), m4),
+                                         _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h2, 4), m3), 4));
+            const int8_t *sc = x[i].scales + 8 * h;
+            int32_t sa, sb;
+            memcpy(&sa, sc, 4);
+            memcpy(&sb, sc + 4, 4);
+            __m512i sca = _mm512_permutexvar_epi32(grp, _mm512_castsi128_si512(_mm_cvtepi8_epi32(_mm_cvtsi32_si128(sa))));
+            __m512i scb = _mm512_permutexvar_epi32(grp, _mm512_castsi128_si512(_mm_cvtepi8_epi32(_mm_cvtsi32_si128(sb))));
+            __m512i ya = _mm512_loadu_si512((const void *)(y[i].qs + 128 * h));
+            __m512i yb = _mm512_loadu_si512((const void *)(y[i].qs + 128 * h + 64));
+            __m512i pa = _mm512_dpbusd_epi32(_mm512_setzero_si512(), qa, ya);
+            __m512i pb = _mm512_dpbusd_epi32(_mm512_setzero_si512(), qb, yb);
+            acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(pa, sca));
+            acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(pb, scb));
+        }
+        int isum = _mm512_reduce_add_epi32(acc) - 32 * corr;
+        sum += (f16_to_f32(x[i].d) * y[i].d) * (float)isum;
+    }
+    *s = sum;
+}
+
+// ============================================================================
+// table
+// ============================================================================
+
+static struct lm_kernels k_avx512;
+static pthread_once_t k_avx512_once = PTHREAD_ONCE_INIT;
+
+static void avx512_init(void) {
+    k_avx512 = *lm_kernels_avx2(); // dequant / quant / remaining dots
+    k_avx512.name = "avx512";
+    k_avx512.vec_dot[LM_DTYPE_F32] = vec_dot_f32;
+    k_avx512.vec_dot[LM_DTYPE_F16] = vec_dot_f16;
+    k_avx512.vec_dot[LM_DTYPE_Q4_0] = vec_dot_q4_0;
+    k_avx512.vec_dot[LM_DTYPE_Q5_0] = vec_dot_q5_0;
+    k_avx512.vec_dot[LM_DTYPE_Q8_0] = vec_dot_q8_0;
+    k_avx512.vec_dot[LM_DTYPE_Q4_K] = vec_dot_q4_K;
+    k_avx512.vec_dot[LM_DTYPE_Q5_K] = vec_dot_q5_K;
+    k_avx512.vec_dot[LM_DTYPE_Q6_K] = vec_dot_q6_K;
+}
+
+const struct lm_kernels *lm_kernels_avx512(void) {
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
+        !__builtin_cpu_supports("avx512vl") || !__builtin_cpu_supports("avx512dq") ||
+        !__builtin_cpu_supports("avx512vnni") || !lm_kernels_avx2())
+        return NULL;
+    pthread_once(&k_avx512_once, avx512_init);
+    return &k_avx512;
+}
+
+#else
+
+const struct lm_kernels *lm_kernels_avx512(void) { return NULL; }
+
+#endif

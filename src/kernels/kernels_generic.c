@@ -1,0 +1,536 @@
+// Scalar reference kernels: dequantization, activation quantizers (bit-exact with
+// llama.cpp's quantize_row_q8_0_ref / q8_1_ref / q8_K_ref) and dot products. These are
+// the test oracle for every ISA table; they favour clarity over speed.
+//
+// fp-contract is off in every kernel file: GCC would otherwise fuse d*q - m into an FMA
+// under -march=native, and dequantized values must match llama.cpp / gguf-py (which
+// round the product first) and the ISA tables bit for bit.
+#pragma GCC optimize("fp-contract=off")
+
+#include <math.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+
+// llama.cpp's nearest_int: adding 1.5*2^23 rounds half to even; |fval| <= 2^22.
+static inline int nearest_int(float fval) {
+    float val = fval + 12582912.0f;
+    int32_t i;
+    memcpy(&i, &val, sizeof i);
+    return (i & 0x007fffff) - 0x00400000;
+}
+
+// ============================================================================
+// block unpacking (shared by dequant and vec_dot)
+// ============================================================================
+
+// q5_0 / q5_1: 4-bit low part in qs (element j low nibble, j+16 high nibble), bit 4 in qh.
+static inline void unpack_q5(const uint8_t qs[16], const uint8_t qh4[4], uint8_t q[32]) {
+    uint32_t qh;
+    memcpy(&qh, qh4, 4);
+    for (int j = 0; j < 16; j++) {
+        q[j] = (uint8_t)((qs[j] & 0x0f) | (((qh >> j) & 1) << 4));
+        q[j + 16] = (uint8_t)((qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4));
+    }
+}
+
+// 6-bit scale and min of sub-block j (0..7) of a q4_K / q5_K block.
+static inline void k4_scale_min(const uint8_t *s, int j, uint8_t *sc, uint8_t *m) {
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *m = s[j + 4] & 63;
+    } else {
+        *sc = (uint8_t)((s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4));
+        *m = (uint8_t)((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
+    }
+}
+
+// q2_K: q[256] in 0..3, sc/mn[16] 4-bit scale and min per 16 elements.
+static void unpack_q2_K(const struct lm_block_q2_K *b, int8_t q[LM_QK_K], uint8_t sc[16], uint8_t mn[16]) {
+    for (int e = 0; e < LM_QK_K; e++) {
+        int half = e / 128, r = e % 128;
+        q[e] = (int8_t)((b->qs[32 * half + r % 32] >> (2 * (r / 32))) & 3);
+    }
+    for (int j = 0; j < 16; j++) {
+        sc[j] = b->scales[j] & 0x0f;
+        mn[j] = b->scales[j] >> 4;
+    }
+}
+
+// q3_K: q[256] in -4..3, sc[16] signed 6-bit scales (already minus 32).
+static void unpack_q3_K(const struct lm_block_q3_K *b, int8_t q[LM_QK_K], int8_t sc[16]) {
+    for (int e = 0; e < LM_QK_K; e++) {
+        int half = e / 128, r = e % 128, l = r % 32;
+        int v = (b->qs[32 * half + l] >> (2 * (r / 32))) & 3;
+        q[e] = (int8_t)(v - ((b->hmask[l] >> (e / 32)) & 1 ? 0 : 4));
+    }
+    for (int j = 0; j < 16; j++) {
+        int lo = j < 8 ? (b->scales[j] & 0x0f) : (b->scales[j - 8] >> 4);
+        int hi = (b->scales[8 + j % 4] >> (2 * (j / 4))) & 3;
+        sc[j] = (int8_t)((lo | (hi << 4)) - 32);
+    }
+}
+
+// q4_K: q[256] in 0..15, sc/mn[8] per 32 elements.
+static void unpack_q4_K(const struct lm_block_q4_K *b, int8_t q[LM_QK_K], uint8_t sc[8], uint8_t mn[8]) {
+    for (int e = 0; e < LM_QK_K; e++) {
+        int c = e / 64, r = e % 64;
+        uint8_t byte = b->qs[32 * c + r % 32];
+        q[e] = (int8_t)(r < 32 ? byte & 0x0f : byte >> 4);
+    }
+    for (int j = 0; j < 8; j++) k4_scale_min(b->scales, j, &sc[j], &mn[j]);
+}
+
+// q5_K: q[256] in 0..31, sc/mn[8] per 32 elements.
+static void unpack_q5_K(const struct lm_block_q5_K *b, int8_t q[LM_QK_K], uint8_t sc[8], uint8_t mn[8]) {
+    for (int e = 0; e < LM_QK_K; e++) {
+        int c = e / 64, r = e % 64, l = r % 32;
+        uint8_t byte = b->qs[32 * c + l];
+        int v = r < 32 ? byte & 0x0f : byte >> 4;
+        q[e] = (int8_t)(v | (((b->qh[l] >> (e / 32)) & 1) << 4));
+    }
+    for (int j = 0; j < 8; j++) k4_scale_min(b->scales, j, &sc[j], &mn[j]);
+}
+
+// q6_K: q[256] in -32..31; scales are b->scales[16] per 16 elements.
+static void unpack_q6_K(const struct lm_block_q6_K *b, int8_t q[LM_QK_K]) {
+    for (int e = 0; e < LM_QK_K; e++) {
+        int h = e / 128, r = e % 128, k = r / 32, l = r % 32;
+        uint8_t lo = b->ql[64 * h + l + (k & 1) * 32];
+        int v = (k < 2 ? lo & 0x0f : lo >> 4) | (((b->qh[32 * h + l] >> (2 * k)) & 3) << 4);
+        q[e] = (int8_t)(v - 32);
+    }
+}
+
+// ============================================================================
+// dequantize: one row of n elements -> y (n floats)
+// ============================================================================
+
+static void dequant_f32(const void *x, float *y, int64_t n) { memcpy(y, x, (size_t)n * sizeof(float)); }
+
+static void dequant_f16(const void *x, float *y, int64_t n) {
+    const lm_f16 *h = x;
+    for (int64_t i = 0; i < n; i++) y[i] = lm_f16_to_f32(h[i]);
+}
+
+static void dequant_bf16(const void *x, float *y, int64_t n) {
+    const lm_bf16 *h = x;
+    for (int64_t i = 0; i < n; i++) y[i] = lm_bf16_to_f32(h[i]);
+}
+
+static void dequant_q4_0(const void *x, float *y, int64_t n) {
+    const struct lm_block_q4_0 *b = x;
+    for (int64_t i = 0; i < n / LM_QK4_0; i++, y += 32) {
+        float d = lm_f16_to_f32(b[i].d);
+        for (int j = 0; j < 16; j++) {
+            y[j] = (float)((b[i].qs[j] & 0x0f) - 8) * d;
+            y[j + 16] = (float)((b[i].qs[j] >> 4) - 8) * d;
+        }
+    }
+}
+
+static void dequant_q4_1(const void *x, float *y, int64_t n) {
+    const struct lm_block_q4_1 *b = x;
+    for (int64_t i = 0; i < n / LM_QK4_1; i++, y += 32) {
+        float d = lm_f16_to_f32(b[i].d), m = lm_f16_to_f32(b[i].m);
+        for (int j = 0; j < 16; j++) {
+            y[j] = (float)(b[i].qs[j] & 0x0f) * d + m;
+            y[j + 16] = (float)(b[i].qs[j] >> 4) * d + m;
+        }
+    }
+}
+
+static void dequant_q5_0(const void *x, float *y, int64_t n) {
+    const struct lm_block_q5_0 *b = x;
+    uint8_t q[32];
+    for (int64_t i = 0; i < n / LM_QK5_0; i++, y += 32) {
+        float d = lm_f16_to_f32(b[i].d);
+        unpack_q5(b[i].qs, b[i].qh, q);
+        for (int j = 0; j < 32; j++) y[j] = (float)(q[j] - 16) * d;
+    }
+}
+
+static void dequant_q5_1(const void *x, float *y, int64_t n) {
+    const struct lm_block_q5_1 *b = x;
+    uint8_t q[32];
+    for (int64_t i = 0; i < n / LM_QK5_1; i++, y += 32) {
+        float d = lm_f16_to_f32(b[i].d), m = lm_f16_to_f32(b[i].m);
+        unpack_q5(b[i].qs, b[i].qh, q);
+        for (int j = 0; j < 32; j++) y[j] = (float)q[j] * d + m;
+    }
+}
+
+static void dequant_q8_0(const void *x, float *y, int64_t n) {
+    const struct lm_block_q8_0 *b = x;
+    for (int64_t i = 0; i < n / LM_QK8_0; i++, y += 32) {
+        float d = lm_f16_to_f32(b[i].d);
+        for (int j = 0; j < 32; j++) y[j] = (float)b[i].qs[j] * d;
+    }
+}
+
+static void dequant_q2_K(const void *x, float *y, int64_t n) {
+    const struct lm_block_q2_K *b = x;
+    int8_t q[LM_QK_K];
+    uint8_t sc[16], mn[16];
+    for (int64_t i = 0; i < n / LM_QK_K; i++, y += LM_QK_K) {
+        float d = lm_f16_to_f32(b[i].d), dmin = lm_f16_to_f32(b[i].dmin);
+        unpack_q2_K(&b[i], q, sc, mn);
+        for (int e = 0; e < LM_QK_K; e++) {
+            float dl = d * (float)sc[e / 16], ml = dmin * (float)mn[e / 16];
+            y[e] = dl * (float)q[e] - ml;
+        }
+    }
+}
+
+static void dequant_q3_K(const void *x, float *y, int64_t n) {
+    const struct lm_block_q3_K *b = x;
+    int8_t q[LM_QK_K], sc[16];
+    for (int64_t i = 0; i < n / LM_QK_K; i++, y += LM_QK_K) {
+        float d = lm_f16_to_f32(b[i].d);
+        unpack_q3_K(&b[i], q, sc);
+        for (int e = 0; e < LM_QK_K; e++) y[e] = (d * (float)sc[e / 16]) * (float)q[e];
+    }
+}
+
+static void dequant_q4_K(const void *x, float *y, int64_t n) {
+    const struct lm_block_q4_K *b = x;
+    int8_t q[LM_QK_K];
+    uint8_t sc[8], mn[8];
+    for (int64_t i = 0; i < n / LM_QK_K; i++, y += LM_QK_K) {
+        float d = lm_f16_to_f32(b[i].d), dmin = lm_f16_to_f32(b[i].dmin);
+        unpack_q4_K(&b[i], q, sc, mn);
+        for (int e = 0; e < LM_QK_K; e++) {
+            float dl = d * (float)sc[e / 32], ml = dmin * (float)mn[e / 32];
+            y[e] = dl * (float)q[e] - ml;
+        }
+    }
+}
+
+static void dequant_q5_K(const void *x, float *y, int64_t n) {
+    const struct lm_block_q5_K *b = x;
+    int8_t q[LM_QK_K];
+    uint8_t sc[8], mn[8];
+    for (int64_t i = 0; i < n / LM_QK_K; i++, y += LM_QK_K) {
+        float d = lm_f16_to_f32(b[i].d), dmin = lm_f16_to_f32(b[i].dmin);
+        unpack_q5_K(&b[i], q, sc, mn);
+        for (int e = 0; e < LM_QK_K; e++) {
+            float dl = d * (float)sc[e / 32], ml = dmin * (float)mn[e / 32];
+            y[e] = dl * (float)q[e] - ml;
+        }
+    }
+}
+
+static void dequant_q6_K(const void *x, float *y, int64_t n) {
+    const struct lm_block_q6_K *b = x;
+    int8_t q[LM_QK_K];
+    for (int64_t i = 0; i < n / LM_QK_K; i++, y += LM_QK_K) {
+        float d = lm_f16_to_f32(b[i].d);
+        unpack_q6_K(&b[i], q);
+        for (int e = 0; e < LM_QK_K; e++) y[e] = (d * (float)b[i].scales[e / 16]) * (float)q[e];
+    }
+}
+
+// ============================================================================
+// activation quantizers (x (n floats) -> y)
+// ============================================================================
+
+static void quant_f32(const float *x, void *y, int64_t n) { memcpy(y, x, (size_t)n * sizeof(float)); }
+
+static void quant_f16(const float *x, void *y, int64_t n) {
+    lm_f16 *h = y;
+    for (int64_t i = 0; i < n; i++) h[i] = lm_f32_to_f16(x[i]);
+}
+
+static void quant_bf16(const float *x, void *y, int64_t n) {
+    lm_bf16 *h = y;
+    for (int64_t i = 0; i < n; i++) h[i] = lm_f32_to_bf16(x[i]);
+}
+
+// As llama.cpp's x86 quantize_row_q8_0 (the code its CPU backend runs here, not the _ref):
+// d = amax/127, q = round-half-even(x * (127/amax)). Matching it keeps logits comparable.
+static void quant_q8_0(const float *x, void *vy, int64_t n) {
+    struct lm_block_q8_0 *y = vy;
+    for (int64_t i = 0; i < n / LM_QK8_0; i++, x += 32) {
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
+        const float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        y[i].d = lm_f32_to_f16(d);
+        for (int j = 0; j < 32; j++) y[i].qs[j] = (int8_t)nearbyintf(x[j] * id);
+    }
+}
+
+// As llama.cpp's x86 quantize_row_q8_1: q8_0 plus s = fp16(d * sum(q)).
+static void quant_q8_1(const float *x, void *vy, int64_t n) {
+    struct lm_block_q8_1 *y = vy;
+    for (int64_t i = 0; i < n / LM_QK8_1; i++, x += 32) {
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
+        const float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        y[i].d = lm_f32_to_f16(d);
+        int sum = 0;
+        for (int j = 0; j < 32; j++) {
+            y[i].qs[j] = (int8_t)nearbyintf(x[j] * id);
+            sum += y[i].qs[j];
+        }
+        y[i].s = lm_f32_to_f16((float)sum * d);
+    }
+}
+
+// As quantize_row_q8_K_ref: iscale = -127/max where max is the first element of largest
+// magnitude; q = nearest_int(iscale * x) (round half to even of the rounded product), capped at
+// 127; d = 1/iscale; bsums = sums of 16 quants.
+static void quant_q8_K(const float *x, void *vy, int64_t n) {
+    struct lm_block_q8_K *y = vy;
+    for (int64_t i = 0; i < n / LM_QK_K; i++, x += LM_QK_K) {
+        float max = 0.0f, amax = 0.0f;
+        for (int j = 0; j < LM_QK_K; j++) {
+            float ax = fabsf(x[j]);
+            if (ax > amax) { amax = ax; max = x[j]; }
+        }
+        if (amax == 0.0f) {
+            memset(&y[i], 0, sizeof y[i]);
+            continue;
+        }
+        const float iscale = -127.0f / max;
+        for (int j = 0; j < LM_QK_K; j++) {
+            int v = nearest_int(iscale * x[j]);
+            y[i].qs[j] = (int8_t)(v < 127 ? v : 127);
+        }
+        for (int j = 0; j < LM_QK_K / 16; j++) {
+            int sum = 0;
+            for (int l = 0; l < 16; l++) sum += y[i].qs[16 * j + l];
+            y[i].bsums[j] = (int16_t)sum;
+        }
+        y[i].d = 1.0f / iscale;
+    }
+}
+
+// ============================================================================
+// dot products: *s = dot(w (n), xq (n))
+// ============================================================================
+
+// Plain types accumulate in double, as ggml's scalar ggml_vec_dot_f32/f16/bf16 do.
+static void vec_dot_f32(int64_t n, float *s, const void *w, const void *xq) {
+    const float *a = w, *b = xq;
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) sum += (double)(a[i] * b[i]);
+    *s = (float)sum;
+}
+
+static void vec_dot_f16(int64_t n, float *s, const void *w, const void *xq) {
+    const lm_f16 *a = w, *b = xq;
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) sum += (double)(lm_f16_to_f32(a[i]) * lm_f16_to_f32(b[i]));
+    *s = (float)sum;
+}
+
+static void vec_dot_bf16(int64_t n, float *s, const void *w, const void *xq) {
+    const lm_bf16 *a = w, *b = xq;
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) sum += (double)(lm_bf16_to_f32(a[i]) * lm_bf16_to_f32(b[i]));
+    *s = (float)sum;
+}
+
+// 32-blocks: exact int32 dot per block, then sum += sumi * (dw * dx) in float.
+static void vec_dot_q4_0(int64_t n, float *s, const void *w, const void *xq) {
+    const struct lm_block_q4_0 *x = w;
+    const struct lm_block_q8_0 *y = xq;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / 32; i++) {
+        int sumi = 0;
+        for (int j = 0; j < 16; j++) {
+            sumi += ((x[i].qs[j] & 0x0f) - 8) * y[i].qs[j];
+            sumi += ((x[i].qs[j] >> 4) - 8) * y[i].qs[j + 16];
+        }
+        sum += (float)sumi * (lm_f16_to_f32(x[i].d) * lm_f16_to_f32(y[i].d));
+    }
+    *s = sum;
+}
+
+static void vec_dot_q4_1(int64_t n, float *s, const void *w, const void *xq) {
+    const struct lm_block_q4_1 *x = w;
+    const struct lm_block_q8_1 *y = xq;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / 32; i++) {
+        int sumi = 0;
+        for (int j = 0; j < 16; j++) {
+            sumi += (x[i].qs[j] & 0x0f) * y[i].qs[j];
+            sumi += (x[i].qs[j] >> 4) * y[i].qs[j + 16];
+        }
+        sum += (float)sumi * (lm_f16_to_f32(x[i].d) * lm_f16_to_f32(y[i].d)) +
+               lm_f16_to_f32(x[i].m) * lm_f16_to_f32(y[i].s);
+    }
+    *s = sum;
+}
+
+static void vec_dot_q5_0(int64_t n, float *s, const void *w, const void *xq) {
+    const struct lm_block_q5_0 *x = w;
+    const struct lm_block_q8_0 *y = xq;
+    uint8_t q[32];
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / 32; i++) {
+        unpack_q5(x[i].qs, x[i].qh, q);
+        int sumi = 0;
+        for (int j = 0; j < 32; j++) sumi += (q[j] - 16) * y[i].qs[j];
+        sum += (float)sumi * (lm_f16_to_f32(x[i].d) * lm_f16_to_f32(y[i].d));
+    }
+    *s = sum;
+}
+
+static void vec_dot_q5_1(int64_t n, float *s, const void *w, const void *xq) {
+    const struct lm_block_q5_1 *x = w;
+    const struct lm_block_q8_1 *y = xq;
+    uint8_t q[32];
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / 32; i++) {
+        unpack_q5(x[i].qs, x[i].qh, q);
+        int sumi = 0;
+        for (int j = 0; j < 32; j++) sumi += q[j] * y[i].qs[j];
+        sum += (float)sumi * (lm_f16_to_f32(x[i].d) * lm_f16_to_f32(y[i].d)) +
+               lm_f16_to_f32(x[i].m) * lm_f16_to_f32(y[i].s);
+    }
+    *s = sum;
+}
+
+static void vec_dot_q8_0(int64_t n, float *s, const void *w, const void *xq) {
+    const struct lm_block_q8_0 *x = w;
+    const struct lm_block_q8_0 *y = xq;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / 32; i++) {
+        int sumi = 0;
+        for (int j = 0; j < 32; j++) sumi += x[i].qs[j] * y[i].qs[j];
+        sum += (float)sumi * (lm_f16_to_f32(x[i].d) * lm_f16_to_f32(y[i].d));
+    }
+    *s = sum;
+}
+
+// K-quants: exact int32 sums per super-block (sum over sub-blocks of scale * dot), then
+// sum += (d * y.d) * isum - (dmin * y.d) * (sum of mins * bsums), as ggml does.
+static void vec_dot_q2_K(int64_t n, float *s, const void *w, const void *xq) {
+    const struct lm_block_q2_K *x = w;
+    const struct lm_block_q8_K *y = xq;
+    int8_t q[LM_QK_K];
+    uint8_t sc[16], mn[16];
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / LM_QK_K; i++) {
+        unpack_q2_K(&x[i], q, sc, mn);
+        int isum = 0, summs = 0;
+        for (int j = 0; j < 16; j++) {
+            int d = 0;
+            for (int l = 0; l < 16; l++) d += q[16 * j + l] * y[i].qs[16 * j + l];
+            isum += sc[j] * d;
+            summs += mn[j] * y[i].bsums[j];
+        }
+        sum += (lm_f16_to_f32(x[i].d) * y[i].d) * (float)isum -
+               (lm_f16_to_f32(x[i].dmin) * y[i].d) * (float)summs;
+    }
+    *s = sum;
+}
+
+static void vec_dot_q3_K(int64_t n, float *s, const void *w, const void *xq) {
+    const struct lm_block_q3_K *x = w;
+    const struct lm_block_q8_K *y = xq;
+    int8_t q[LM_QK_K], sc[16];
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / LM_QK_K; i++) {
+        unpack_q3_K(&x[i], q, sc);
+        int isum = 0;
+        for (int j = 0; j < 16; j++) {
+            int d = 0;
+            for (int l = 0; l < 16; l++) d += q[16 * j + l] * y[i].qs[16 * j + l];
+            isum += sc[j] * d;
+        }
+        sum += (lm_f16_to_f32(x[i].d) * y[i].d) * (float)isum;
+    }
+    *s = sum;
+}
+
+static void vec_dot_q4_K(int64_t n, float *s, const void *w, const void *xq) {
+    const struct lm_block_q4_K *x = w;
+    const struct lm_block_q8_K *y = xq;
+    int8_t q[LM_QK_K];
+    uint8_t sc[8], mn[8];
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / LM_QK_K; i++) {
+        unpack_q4_K(&x[i], q, sc, mn);
+        int isum = 0, summs = 0;
+        for (int j = 0; j < 8; j++) {
+            int d = 0;
+            for (int l = 0; l < 32; l++) d += q[32 * j + l] * y[i].qs[32 * j + l];
+            isum += sc[j] * d;
+            summs += mn[j] * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
+        }
+        sum += (lm_f16_to_f32(x[i].d) * y[i].d) * (float)isum -
+               (lm_f16_to_f32(x[i].dmin) * y[i].d) * (float)summs;
+    }
+    *s = sum;
+}
+
+static void vec_dot_q5_K(int64_t n, float *s, const void *w, const void *xq) {
+    const struct lm_block_q5_K *x = w;
+    const struct lm_block_q8_K *y = xq;
+    int8_t q[LM_QK_K];
+    uint8_t sc[8], mn[8];
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / LM_QK_K; i++) {
+        unpack_q5_K(&x[i], q, sc, mn);
+        int isum = 0, summs = 0;
+        for (int j = 0; j < 8; j++) {
+            int d = 0;
+            for (int l = 0; l < 32; l++) d += q[32 * j + l] * y[i].qs[32 * j + l];
+            isum += sc[j] * d;
+            summs += mn[j] * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
+        }
+        sum += (lm_f16_to_f32(x[i].d) * y[i].d) * (float)isum -
+               (lm_f16_to_f32(x[i].dmin) * y[i].d) * (float)summs;
+    }
+    *s = sum;
+}
+
+static void vec_dot_q6_K(int64_t n, float *s, const void *w, const void *xq) {
+    const struct lm_block_q6_K *x = w;
+    const struct lm_block_q8_K *y = xq;
+    int8_t q[LM_QK_K];
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / LM_QK_K; i++) {
+        unpack_q6_K(&x[i], q);
+        int isum = 0;
+        for (int j = 0; j < 16; j++) {
+            int d = 0;
+            for (int l = 0; l < 16; l++) d += q[16 * j + l] * y[i].qs[16 * j + l];
+            isum += x[i].scales[j] * d;
+        }
+        sum += (lm_f16_to_f32(x[i].d) * y[i].d) * (float)isum;
+    }
+    *s = sum;
+}
+
+// ============================================================================
+// table
+// ============================================================================
+
+static const struct lm_kernels k_generic = {
+    .name = "generic",
+    .dequant = {
+        [LM_DTYPE_F32] = dequant_f32, [LM_DTYPE_F16] = dequant_f16, [LM_DTYPE_BF16] = dequant_bf16,
+        [LM_DTYPE_Q4_0] = dequant_q4_0, [LM_DTYPE_Q4_1] = dequant_q4_1,
+        [LM_DTYPE_Q5_0] = dequant_q5_0, [LM_DTYPE_Q5_1] = dequant_q5_1,
+        [LM_DTYPE_Q8_0] = dequant_q8_0, [LM_DTYPE_Q2_K] = dequant_q2_K,
+        [LM_DTYPE_Q3_K] = dequant_q3_K, [LM_DTYPE_Q4_K] = dequant_q4_K,
+        [LM_DTYPE_Q5_K] = dequant_q5_K, [LM_DTYPE_Q6_K] = dequant_q6_K,
+    },
+    .quant = {
+        [LM_DTYPE_F32] = quant_f32, [LM_DTYPE_F16] = quant_f16, [LM_DTYPE_BF16] = quant_bf16,
+        [LM_DTYPE_Q8_0] = quant_q8_0, [LM_DTYPE_Q8_1] = quant_q8_1, [LM_DTYPE_Q8_K] = quant_q8_K,
+    },
+    .vec_dot = {
+        [LM_DTYPE_F32] = vec_dot_f32, [LM_DTYPE_F16] = vec_dot_f16, [LM_DTYPE_BF16] = vec_dot_bf16,
+        [LM_DTYPE_Q4_0] = vec_dot_q4_0, [LM_DTYPE_Q4_1] = vec_dot_q4_1,
+        [LM_DTYPE_Q5_0] = vec_dot_q5_0, [LM_DTYPE_Q5_1] = vec_dot_q5_1,
+        [LM_DTYPE_Q8_0] = vec_dot_q8_0, [LM_DTYPE_Q2_K] = vec_dot_q2_K,
+        [LM_DTYPE_Q3_K] = vec_dot_q3_K, [LM_DTYPE_Q4_K] = vec_dot_q4_K,
+        [LM_DTYPE_Q5_K] = vec_dot_q5_K, [LM_DTYPE_Q6_K] = vec_dot_q6_K,
+    },
+};
+
+const struct lm_kernels *lm_kernels_generic(void) { return &k_generic; }

@@ -1,0 +1,695 @@
+// Tokenizer vocabulary: load + validate tokenizer.ggml.* metadata into owned arrays, the
+// text -> id hash, special-token attributes exactly as llama.cpp derives them, pieces,
+// whole-sequence and streaming detokenization. Encoding lives in spm.c.
+#include "tokenizer/tokenizer.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "format/gguf.h"
+
+#define LM_TOK_MAX_VOCAB (1 << 26)
+
+// ============================================================================
+// Hash table (text -> id)
+// ============================================================================
+
+static uint32_t lm_tok_hash(const char *s, size_t n) {
+    uint32_t h = 2166136261u; // FNV-1a
+    for (size_t i = 0; i < n; i++) {
+        h ^= (uint8_t)s[i];
+        h *= 16777619u;
+    }
+    return h ^ (h >> 15);
+}
+
+int32_t lm_tokenizer_find(const struct lm_tokenizer *t, const char *text, size_t len) {
+    uint32_t i = lm_tok_hash(text, len) & t->ht_mask;
+    for (;;) {
+        uint32_t id = t->ht[i];
+        if (id == UINT32_MAX) return -1;
+        uint32_t o = t->off[id], n = t->off[id + 1] - o;
+        if (n == len && memcmp(t->blob + o, text, len) == 0) return (int32_t)id;
+        i = (i + 1) & t->ht_mask;
+    }
+}
+
+// ============================================================================
+// Build from a description
+// ============================================================================
+
+void lm_tokenizer_free(struct lm_tokenizer *t) {
+    if (!t) return;
+    free(t->blob);
+    free(t->off);
+    free(t->scores);
+    free(t->attr);
+    free(t->ht);
+    free(t->special);
+    free(t->trie);
+    free(t);
+}
+
+static int hexval(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+// Byte value of a "<0xXX>" text, or -1.
+static int byte_token_value(const char *s, size_t n) {
+    if (n != 6 || s[0] != '<' || s[1] != '0' || s[2] != 'x' || s[5] != '>') return -1;
+    int hi = hexval(s[3]), lo = hexval(s[4]);
+    return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
+}
+
+static uint16_t attr_of_type(int32_t type) {
+    switch (type) {
+    case LM_TOK_TYPE_UNKNOWN: return LM_TOK_ATTR_UNKNOWN;
+    case LM_TOK_TYPE_UNUSED: return LM_TOK_ATTR_UNUSED;
+    case LM_TOK_TYPE_NORMAL: return LM_TOK_ATTR_NORMAL;
+    case LM_TOK_TYPE_CONTROL: return LM_TOK_ATTR_CONTROL;
+    case LM_TOK_TYPE_USER_DEFINED: return LM_TOK_ATTR_USER_DEFINED;
+    case LM_TOK_TYPE_BYTE: return LM_TOK_ATTR_BYTE;
+    default: return 0; // UNDEFINED
+    }
+}
+
+// Lowest id whose text is in list, or -1.
+static int32_t find_first(const struct lm_tokenizer *t, const char *const *list) {
+    int32_t best = -1;
+    for (; *list; list++) {
+        int32_t id = lm_tokenizer_find(t, *list, strlen(*list));
+        if (id >= 0 && (best < 0 || id < best)) best = id;
+    }
+    return best;
+}
+
+// llama.cpp (llama-vocab.cpp, load): texts that identify EOT/EOM/FIM tokens when the
+// metadata does not name them, and the texts that end generation. Matching tokens that
+// are not CONTROL are forced to CONTROL.
+static const char *const k_eot_texts[] = {
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
+    "<EOT>", "_<EOT>", "[EOT]", "<\xef\xbd\x9c" "end\xe2\x96\x81" "of\xe2\x96\x81" "sentence\xef\xbd\x9c>",
+    "<end_of_utterance>", NULL};
+static const char *const k_eom_texts[] = {"<|eom_id|>", NULL};
+static const char *const k_fim_pre_texts[] = {
+    "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "begin\xef\xbd\x9c>",
+    "<PRE>", "\xe2\x96\x81<PRE>", "<|code_prefix|>", "<|prefix|>", NULL};
+static const char *const k_fim_suf_texts[] = {
+    "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "hole\xef\xbd\x9c>",
+    "<SUF>", "\xe2\x96\x81<SUF>", "<|code_suffix|>", "<|suffix|>", NULL};
+static const char *const k_fim_mid_texts[] = {
+    "<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "end\xef\xbd\x9c>",
+    "<MID>", "\xe2\x96\x81<MID>", "<|code_middle|>", "<|middle|>", NULL};
+static const char *const k_fim_pad_texts[] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]", NULL};
+static const char *const k_fim_rep_texts[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>",
+                                              "<reponame>", NULL};
+static const char *const k_fim_sep_texts[] = {"<|file_sep|>", NULL};
+static const char *const k_eog_texts[] = {
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
+    "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
+    "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
+    "<\xef\xbd\x9c" "end\xe2\x96\x81" "of\xe2\x96\x81" "sentence\xef\xbd\x9c>", "[e~[", NULL};
+static const char *const k_force_user_defined[] = {"<|channel|>", "<|message|>", "<|start|>",
+                                                    "<|constrain|>", NULL};
+
+// Some EOG token whose text is in list, or -1.
+static int32_t eog_with_text(const struct lm_tokenizer *t, const char *const *list) {
+    for (; *list; list++) {
+        int32_t id = lm_tokenizer_find(t, *list, strlen(*list));
+        if (id >= 0 && (t->attr[id] & LM_TOK_FLAG_EOG)) return id;
+    }
+    return -1;
+}
+
+// Special-token attributes and the end-of-generation set, in llama.cpp's order. llama.cpp
+// walks an unordered_map for the text-based detection, so when a vocabulary holds several
+// candidates for one role its pick is unspecified; lumen takes the lowest id.
+static void derive_special_attrs(struct lm_tokenizer *t, int32_t fim_pad, int32_t fim_rep,
+                                 int32_t fim_sep) {
+    int32_t fim_pre = -1, fim_suf = -1, fim_mid = -1;
+    struct {
+        int32_t *id;
+        const char *const *texts;
+    } detect[] = {{&t->eot, k_eot_texts},         {&t->eom, k_eom_texts},
+                  {&fim_pre, k_fim_pre_texts},    {&fim_suf, k_fim_suf_texts},
+                  {&fim_mid, k_fim_mid_texts},    {&fim_pad, k_fim_pad_texts},
+                  {&fim_rep, k_fim_rep_texts},    {&fim_sep, k_fim_sep_texts}};
+    for (size_t k = 0; k < sizeof detect / sizeof detect[0]; k++) {
+        if (*detect[k].id >= 0) continue;
+        *detect[k].id = find_first(t, detect[k].texts);
+        if (*detect[k].id >= 0) t->attr[*detect[k].id] |= LM_TOK_ATTR_CONTROL;
+    }
+    for (int32_t id = 0; id < t->n_vocab; id++) {
+        if ((t->attr[id] & LM_TOK_ATTR_CONTROL) && !(t->attr[id] & LM_TOK_ATTR_UNUSED)) {
+            uint32_t o = t->off[id], n = t->off[id + 1] - o;
+            // strstr semantics: the text up to its first NUL contains "unused"
+            const char *p = t->blob + o;
+            size_t m = strnlen(p, n);
+            for (size_t i = 0; i + 6 <= m; i++)
+                if (memcmp(p + i, "unused", 6) == 0) {
+                    t->attr[id] |= LM_TOK_ATTR_UNUSED;
+                    break;
+                }
+        }
+    }
+    int32_t extra[] = {fim_pad, fim_rep, fim_sep};
+    for (size_t k = 0; k < 3; k++)
+        if (extra[k] >= 0) t->attr[extra[k]] |= LM_TOK_FLAG_EOG;
+    for (const char *const *p = k_eog_texts; *p; p++) {
+        int32_t id = lm_tokenizer_find(t, *p, strlen(*p));
+        if (id >= 0) t->attr[id] |= LM_TOK_FLAG_EOG | LM_TOK_ATTR_CONTROL;
+    }
+    for (const char *const *p = k_force_user_defined; *p; p++) {
+        int32_t id = lm_tokenizer_find(t, *p, strlen(*p));
+        if (id >= 0) t->attr[id] = LM_TOK_ATTR_USER_DEFINED | (t->attr[id] & LM_TOK_FLAG_EOG);
+    }
+    int32_t named[] = {t->eos, t->eot, t->eom};
+    for (size_t k = 0; k < 3; k++)
+        if (named[k] >= 0) t->attr[named[k]] |= LM_TOK_FLAG_EOG;
+    // o200k_harmony / solar-open: "<|end|>" is not EOG when "<|return|>"+"<|call|>" (or
+    // "<|calls|>"+"<|flush|>") are; "</s>" is a normal token when "<|tool_response>" or
+    // "<|plamo:eos|>" is EOG (gemma4, plamo).
+    const char *const k_ret[] = {"<|return|>", NULL}, *const k_call[] = {"<|call|>", "<|calls|>", NULL},
+                      *const k_flush[] = {"<|flush|>", NULL}, *const k_end[] = {"<|end|>", NULL},
+                      *const k_norm_s[] = {"<|tool_response>", "<|plamo:eos|>", NULL}, *const k_s[] = {"</s>", NULL};
+    bool has_return = eog_with_text(t, k_ret) >= 0, has_call = eog_with_text(t, k_call) >= 0;
+    bool has_flush = eog_with_text(t, k_flush) >= 0;
+    int32_t end_id = eog_with_text(t, k_end);
+    if (end_id >= 0 && has_call && (has_return || has_flush)) t->attr[end_id] = LM_TOK_ATTR_USER_DEFINED;
+    bool has_normal_s = eog_with_text(t, k_norm_s) >= 0;
+    int32_t s_id = eog_with_text(t, k_s);
+    if (has_normal_s && s_id >= 0) t->attr[s_id] = LM_TOK_ATTR_NORMAL;
+}
+
+static int cmp_special(const void *a, const void *b, void *ctx) {
+    const struct lm_tokenizer *t = ctx;
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    uint32_t lx = t->off[x + 1] - t->off[x], ly = t->off[y + 1] - t->off[y];
+    if (lx != ly) return lx > ly ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
+// Insertion sort is too slow for thousands of specials; a small merge sort with a context.
+static void sort_special(struct lm_tokenizer *t, int32_t *a, int32_t *tmp, int32_t n) {
+    if (n < 2) return;
+    int32_t h = n / 2;
+    sort_special(t, a, tmp, h);
+    sort_special(t, a + h, tmp, n - h);
+    int32_t i = 0, j = h, k = 0;
+    while (i < h && j < n) tmp[k++] = cmp_special(&a[j], &a[i], t) < 0 ? a[j++] : a[i++];
+    while (i < h) tmp[k++] = a[i++];
+    while (j < n) tmp[k++] = a[j++];
+    memcpy(a, tmp, (size_t)n * sizeof *a);
+}
+
+static enum lm_status build_special(struct lm_tokenizer *t) {
+    int32_t n = 0;
+    size_t trie_cap = 1;
+    for (int32_t id = 0; id < t->n_vocab; id++)
+        if (t->attr[id] & (LM_TOK_ATTR_CONTROL | LM_TOK_ATTR_USER_DEFINED | LM_TOK_ATTR_UNKNOWN)) {
+            n++;
+            trie_cap += t->off[id + 1] - t->off[id];
+        }
+    t->n_special = n;
+    t->special = malloc((size_t)(n ? n : 1) * sizeof *t->special);
+    int32_t *tmp = malloc((size_t)(n ? n : 1) * sizeof *tmp);
+    t->trie = malloc(trie_cap * sizeof *t->trie);
+    if (!t->special || !tmp || !t->trie) {
+        free(tmp);
+        return lm_error_set(LM_ERR_NOMEM, "tokenizer: out of memory for %d special tokens", n);
+    }
+    n = 0;
+    for (int32_t id = 0; id < t->n_vocab; id++)
+        if (t->attr[id] & (LM_TOK_ATTR_CONTROL | LM_TOK_ATTR_USER_DEFINED | LM_TOK_ATTR_UNKNOWN))
+            t->special[n++] = id;
+    sort_special(t, t->special, tmp, n);
+    free(tmp);
+    // byte trie; node 0 is a placeholder so 0 can mean "none"
+    t->n_trie = 1;
+    memset(t->trie_root, 0, sizeof t->trie_root);
+    for (int32_t k = 0; k < n; k++) {
+        int32_t id = t->special[k];
+        const uint8_t *s = (const uint8_t *)t->blob + t->off[id];
+        uint32_t len = t->off[id + 1] - t->off[id];
+        uint32_t *link = &t->trie_root[s[0]];
+        uint32_t node = 0;
+        for (uint32_t i = 0; i < len; i++) {
+            if (i > 0) link = &t->trie[node].child;
+            uint32_t c = *link;
+            while (c && t->trie[c].byte != s[i]) c = t->trie[c].sibling;
+            if (!c) { // trie has room for every byte of every text: no realloc, link stays valid
+                c = t->n_trie++;
+                t->trie[c] = (struct lm_tok_trie_node){.child = 0, .sibling = *link, .special = -1, .byte = s[i]};
+                *link = c;
+            }
+            node = c;
+        }
+        if (t->trie[node].special < 0) t->trie[node].special = k;
+    }
+    return LM_OK;
+}
+
+static enum lm_status check_id(const char *name, const char *key, int64_t id, int32_t n_vocab,
+                               int32_t *out) {
+    if (id < 0) return LM_OK;
+    if (id >= n_vocab)
+        return lm_error_set(LM_ERR_FORMAT, "tokenizer: %s: %s = %lld out of range (vocab has %d tokens)",
+                            name, key, (long long)id, n_vocab);
+    *out = (int32_t)id;
+    return LM_OK;
+}
+
+enum lm_status lm_tokenizer_init_desc(struct lm_tokenizer **out, const struct lm_tokenizer_desc *d,
+                                      const char *name) {
+    *out = NULL;
+    if (!name) name = "(memory)";
+    enum lm_tok_kind kind;
+    if (d->model && strcmp(d->model, "llama") == 0) kind = LM_TOK_KIND_SPM;
+    else
+        return lm_error_set(LM_ERR_UNSUPPORTED, "tokenizer: %s: tokenizer.ggml.model '%s' not supported (expected 'llama')",
+                            name, d->model ? d->model : "(null)");
+    if (d->n_vocab <= 0 || d->n_vocab > LM_TOK_MAX_VOCAB)
+        return lm_error_set(LM_ERR_FORMAT, "tokenizer: %s: tokenizer.ggml.tokens has %d entries (expected 1..%d)",
+                            name, d->n_vocab, LM_TOK_MAX_VOCAB);
+    int32_t nv = d->n_vocab;
+    struct lm_tokenizer *t = calloc(1, sizeof *t);
+    if (!t) return lm_error_set(LM_ERR_NOMEM, "tokenizer: out of memory");
+    t->kind = kind;
+    t->n_vocab = nv;
+    enum lm_status st = LM_OK;
+
+    // texts: empty ones become "[EMPTY_<id>]" as in llama.cpp
+    uint64_t total = 0;
+    for (int32_t i = 0; i < nv; i++) total += d->lens[i] ? d->lens[i] : 24;
+    if (total >= UINT32_MAX) {
+        st = lm_error_set(LM_ERR_FORMAT, "tokenizer: %s: token texts total %llu bytes (limit 4 GiB)", name,
+                          (unsigned long long)total);
+        goto fail;
+    }
+    t->blob = malloc(total + 1);
+    t->off = malloc(((size_t)nv + 1) * sizeof *t->off);
+    t->scores = malloc((size_t)nv * sizeof *t->scores);
+    t->attr = malloc((size_t)nv * sizeof *t->attr);
+    uint32_t slots = 1;
+    while (slots < 2u * (uint32_t)nv) slots <<= 1;
+    t->ht = malloc((size_t)slots * sizeof *t->ht);
+    if (!t->blob || !t->off || !t->scores || !t->attr || !t->ht) {
+        st = lm_error_set(LM_ERR_NOMEM, "tokenizer: %s: out of memory for %d tokens", name, nv);
+        goto fail;
+    }
+    t->ht_mask = slots - 1;
+    memset(t->ht, 0xff, (size_t)slots * sizeof *t->ht);
+    uint32_t pos = 0;
+    for (int32_t i = 0; i < nv; i++) {
+        t->off[i] = pos;
+        if (d->lens[i]) {
+            memcpy(t->blob + pos, d->texts[i], d->lens[i]);
+            pos += d->lens[i];
+        } else {
+            pos += (uint32_t)snprintf(t->blob + pos, 24, "[EMPTY_%d]", i);
+        }
+        if (pos - t->off[i] > t->max_token_len) t->max_token_len = pos - t->off[i];
+    }
+    t->off[nv] = pos;
+    t->blob[pos] = 0;
+
+    for (int32_t i = 0; i < nv; i++) {
+        float s = d->scores ? d->scores[i] : 0.0f;
+        if (isnan(s)) {
+            st = lm_error_set(LM_ERR_FORMAT, "tokenizer: %s: tokenizer.ggml.scores[%d] is NaN", name, i);
+            goto fail;
+        }
+        t->scores[i] = s;
+        int32_t ty = d->types ? d->types[i] : LM_TOK_TYPE_NORMAL;
+        if (ty < LM_TOK_TYPE_UNDEFINED || ty > LM_TOK_TYPE_BYTE) {
+            st = lm_error_set(LM_ERR_FORMAT, "tokenizer: %s: tokenizer.ggml.token_type[%d] = %d (expected 0..6)",
+                              name, i, ty);
+            goto fail;
+        }
+        t->attr[i] = attr_of_type(ty);
+        const char *txt = t->blob + t->off[i];
+        uint32_t len = t->off[i + 1] - t->off[i];
+        if (ty == LM_TOK_TYPE_BYTE && byte_token_value(txt, len) < 0) {
+            st = lm_error_set(LM_ERR_FORMAT, "tokenizer: %s: byte token %d is not spelled <0xXX> (%u bytes)", name,
+                              i, len);
+            goto fail;
+        }
+        uint32_t h = lm_tok_hash(txt, len) & t->ht_mask;
+        while (t->ht[h] != UINT32_MAX) {
+            uint32_t o = t->ht[h];
+            if (t->off[o + 1] - t->off[o] == len && memcmp(t->blob + t->off[o], txt, len) == 0) {
+                st = lm_error_set(LM_ERR_FORMAT, "tokenizer: %s: tokens %u and %d have the same text (%u bytes)",
+                                  name, o, i, len);
+                goto fail;
+            }
+            h = (h + 1) & t->ht_mask;
+        }
+        t->ht[h] = (uint32_t)i;
+    }
+
+    // special ids: SPM defaults (bos 1, eos 2, unk 0) are dropped when out of range, as
+    // llama.cpp does; explicit metadata ids out of range are an error.
+    t->bos = nv > 1 ? 1 : -1;
+    t->eos = nv > 2 ? 2 : -1;
+    t->unk = 0;
+    t->pad = t->eot = t->eom = -1;
+    int32_t fim_pad = -1, fim_rep = -1, fim_sep = -1;
+    if ((st = check_id(name, "tokenizer.ggml.bos_token_id", d->bos, nv, &t->bos)) ||
+        (st = check_id(name, "tokenizer.ggml.eos_token_id", d->eos, nv, &t->eos)) ||
+        (st = check_id(name, "tokenizer.ggml.unknown_token_id", d->unk, nv, &t->unk)) ||
+        (st = check_id(name, "tokenizer.ggml.padding_token_id", d->pad, nv, &t->pad)) ||
+        (st = check_id(name, "tokenizer.ggml.eot_token_id", d->eot, nv, &t->eot)) ||
+        (st = check_id(name, "tokenizer.ggml.eom_token_id", d->eom, nv, &t->eom)) ||
+        (st = check_id(name, "tokenizer.ggml.fim_pad_token_id", d->fim_pad, nv, &fim_pad)) ||
+        (st = check_id(name, "tokenizer.ggml.fim_rep_token_id", d->fim_rep, nv, &fim_rep)) ||
+        (st = check_id(name, "tokenizer.ggml.fim_sep_token_id", d->fim_sep, nv, &fim_sep)))
+        goto fail;
+    t->add_bos = d->add_bos < 0 ? true : d->add_bos != 0;
+    t->add_eos = d->add_eos < 0 ? false : d->add_eos != 0;
+    t->add_space_prefix = d->add_space_prefix < 0 ? true : d->add_space_prefix != 0;
+    if (t->add_bos && t->bos < 0) {
+        st = lm_error_set(LM_ERR_FORMAT, "tokenizer: %s: add_bos_token is true but there is no bos token", name);
+        goto fail;
+    }
+    if (t->add_eos && t->eos < 0) {
+        st = lm_error_set(LM_ERR_FORMAT, "tokenizer: %s: add_eos_token is true but there is no eos token", name);
+        goto fail;
+    }
+
+    derive_special_attrs(t, fim_pad, fim_rep, fim_sep);
+    if ((st = build_special(t)) != LM_OK) goto fail;
+
+    // byte fallback: "<0xXX>", else the raw one-byte token (llama_vocab::byte_to_token)
+    for (int b = 0; b < 256; b++) {
+        char hex[7];
+        snprintf(hex, sizeof hex, "<0x%02X>", b);
+        int32_t id = lm_tokenizer_find(t, hex, 6);
+        if (id < 0) {
+            char c = (char)b;
+            id = lm_tokenizer_find(t, &c, 1);
+        }
+        t->byte_tok[b] = id;
+    }
+    *out = t;
+    return LM_OK;
+fail:
+    lm_tokenizer_free(t);
+    return st;
+}
+
+// ============================================================================
+// Load from GGUF
+// ============================================================================
+
+static enum lm_status get_id(const struct lm_gguf *g, const char *key, int64_t *out) {
+    uint64_t v;
+    enum lm_status st = lm_gguf_get_u64(g, key, &v, false);
+    if (st != LM_OK) return st;
+    if (lm_gguf_find_kv(g, key)) *out = v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v;
+    return LM_OK;
+}
+
+static enum lm_status get_flag(const struct lm_gguf *g, const char *key, int *out) {
+    bool b;
+    if (!lm_gguf_find_kv(g, key)) return LM_OK;
+    enum lm_status st = lm_gguf_get_bool(g, key, &b, true);
+    if (st == LM_OK) *out = b;
+    return st;
+}
+
+enum lm_status lm_tokenizer_load(struct lm_tokenizer **out, const struct lm_gguf *g) {
+    *out = NULL;
+    const char *name = g->path;
+    struct lm_gguf_str model;
+    enum lm_status st = lm_gguf_get_str(g, "tokenizer.ggml.model", &model, true);
+    if (st != LM_OK) return st;
+    char model_c[64];
+    snprintf(model_c, sizeof model_c, "%.*s", (int)(model.len < 63 ? model.len : 63), model.data);
+    if (!lm_gguf_str_eq(model, "llama"))
+        return lm_error_set(LM_ERR_UNSUPPORTED,
+                            "tokenizer: %s: tokenizer.ggml.model '%s' not supported (only 'llama' = SentencePiece)",
+                            name, model_c);
+
+    uint64_t n = 0;
+    const void *tok_data = NULL;
+    if ((st = lm_gguf_get_arr(g, "tokenizer.ggml.tokens", LM_GGUF_TYPE_STRING, &n, &tok_data, true)) != LM_OK)
+        return st;
+    if (n == 0 || n > LM_TOK_MAX_VOCAB)
+        return lm_error_set(LM_ERR_FORMAT, "tokenizer: %s: tokenizer.ggml.tokens has %llu entries (expected 1..%d)",
+                            name, (unsigned long long)n, LM_TOK_MAX_VOCAB);
+    const struct lm_gguf_str *toks = tok_data;
+
+    struct lm_tokenizer_desc d = {.model = model_c, .n_vocab = (int32_t)n,
+                                  .bos = -1, .eos = -1, .unk = -1, .pad = -1, .eot = -1, .eom = -1,
+                                  .fim_pad = -1, .fim_rep = -1, .fim_sep = -1,
+                                  .add_bos = -1, .add_eos = -1, .add_space_prefix = -1};
+    const char **texts = malloc(n * sizeof *texts);
+    uint32_t *lens = malloc(n * sizeof *lens);
+    float *scores = NULL;
+    int32_t *types = NULL;
+    if (!texts || !lens) {
+        st = lm_error_set(LM_ERR_NOMEM, "tokenizer: %s: out of memory", name);
+        goto done;
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        if (toks[i].len > (1u << 20)) {
+            st = lm_error_set(LM_ERR_FORMAT, "tokenizer: %s: tokenizer.ggml.tokens[%llu] is %llu bytes (limit 1 MiB)",
+                              name, (unsigned long long)i, (unsigned long long)toks[i].len);
+            goto done;
+        }
+        texts[i] = toks[i].data;
+        lens[i] = (uint32_t)toks[i].len;
+    }
+    d.texts = texts;
+    d.lens = lens;
+
+    const struct lm_gguf_kv *kv = lm_gguf_find_kv(g, "tokenizer.ggml.scores");
+    if (kv) {
+        if (kv->type != LM_GGUF_TYPE_ARRAY ||
+            (kv->arr_type != LM_GGUF_TYPE_FLOAT32 && kv->arr_type != LM_GGUF_TYPE_INT32)) {
+            st = lm_error_set(LM_ERR_FORMAT, "tokenizer: %s: tokenizer.ggml.scores: expected array of float32, got %s%s%s",
+                              name, lm_gguf_type_name(kv->type), kv->type == LM_GGUF_TYPE_ARRAY ? " of " : "",
+                              kv->type == LM_GGUF_TYPE_ARRAY ? lm_gguf_type_name(kv->arr_type) : "");
+            goto done;
+        }
+        if (kv->arr_n != n) {
+            st = lm_error_set(LM_ERR_FORMAT, "tokenizer: %s: tokenizer.ggml.scores has %llu entries, tokens has %llu",
+                              name, (unsigned long long)kv->arr_n, (unsigned long long)n);
+            goto done;
+        }
+        scores = malloc(n * sizeof *scores);
+        if (!scores) {
+            st = lm_error_set(LM_ERR_NOMEM, "tokenizer: %s: out of memory", name);
+            goto done;
+        }
+        const uint8_t *p = kv->data;
+        for (uint64_t i = 0; i < n; i++) {
+            if (kv->arr_type == LM_GGUF_TYPE_FLOAT32) {
+                memcpy(&scores[i], p + 4 * i, 4);
+            } else {
+                int32_t v;
+                memcpy(&v, p + 4 * i, 4);
+                scores[i] = (float)v;
+            }
+        }
+        d.scores = scores;
+    }
+    kv = lm_gguf_find_kv(g, "tokenizer.ggml.token_type");
+    if (kv) {
+        uint64_t nt;
+        const void *td;
+        if ((st = lm_gguf_get_arr(g, "tokenizer.ggml.token_type", LM_GGUF_TYPE_INT32, &nt, &td, true)) != LM_OK)
+            goto done;
+        if (nt != n) {
+            st = lm_error_set(LM_ERR_FORMAT, "tokenizer: %s: tokenizer.ggml.token_type has %llu entries, tokens has %llu",
+                              name, (unsigned long long)nt, (unsigned long long)n);
+            goto done;
+        }
+        types = malloc(n * sizeof *types);
+        if (!types) {
+            st = lm_error_set(LM_ERR_NOMEM, "tokenizer: %s: out of memory", name);
+            goto done;
+        }
+        memcpy(types, td, n * sizeof *types);
+        d.types = types;
+    }
+    if ((st = get_id(g, "tokenizer.ggml.bos_token_id", &d.bos)) ||
+        (st = get_id(g, "tokenizer.ggml.eos_token_id", &d.eos)) ||
+        (st = get_id(g, "tokenizer.ggml.unknown_token_id", &d.unk)) ||
+        (st = get_id(g, "tokenizer.ggml.padding_token_id", &d.pad)) ||
+        (st = get_id(g, "tokenizer.ggml.eot_token_id", &d.eot)) ||
+        (st = get_id(g, "tokenizer.ggml.eom_token_id", &d.eom)) ||
+        (st = get_id(g, "tokenizer.ggml.fim_pad_token_id", &d.fim_pad)) ||
+        (st = get_id(g, "tokenizer.ggml.fim_rep_token_id", &d.fim_rep)) ||
+        (st = get_id(g, "tokenizer.ggml.fim_sep_token_id", &d.fim_sep)) ||
+        (st = get_flag(g, "tokenizer.ggml.add_bos_token", &d.add_bos)) ||
+        (st = get_flag(g, "tokenizer.ggml.add_eos_token", &d.add_eos)) ||
+        (st = get_flag(g, "tokenizer.ggml.add_space_prefix", &d.add_space_prefix)))
+        goto done;
+    st = lm_tokenizer_init_desc(out, &d, name);
+done:
+    free(texts);
+    free(lens);
+    free(scores);
+    free(types);
+    return st;
+}
+
+// ============================================================================
+// Queries and pieces
+// ============================================================================
+
+int32_t lm_tokenizer_n_vocab(const struct lm_tokenizer *t) { return t->n_vocab; }
+int32_t lm_tokenizer_bos(const struct lm_tokenizer *t) { return t->bos; }
+int32_t lm_tokenizer_eos(const struct lm_tokenizer *t) { return t->eos; }
+
+bool lm_tokenizer_is_eog(const struct lm_tokenizer *t, int32_t id) {
+    return id >= 0 && id < t->n_vocab && (t->attr[id] & LM_TOK_FLAG_EOG);
+}
+
+const char *lm_tokenizer_text(const struct lm_tokenizer *t, int32_t id, size_t *len) {
+    if (id < 0 || id >= t->n_vocab) return NULL;
+    *len = t->off[id + 1] - t->off[id];
+    return t->blob + t->off[id];
+}
+
+uint32_t lm_tokenizer_attr(const struct lm_tokenizer *t, int32_t id) {
+    return id >= 0 && id < t->n_vocab ? t->attr[id] : 0;
+}
+
+size_t lm_tokenizer_max_piece(const struct lm_tokenizer *t) { return t->max_token_len; }
+
+// As llama_vocab::token_to_piece (SPM): CONTROL/UNKNOWN give "" unless render_special,
+// then their raw text; USER_DEFINED its raw text; NORMAL its text with U+2581 -> ' ';
+// BYTE its byte; UNUSED and UNDEFINED give "".
+size_t lm_token_to_piece(const struct lm_tokenizer *t, int32_t id, char *buf, size_t cap,
+                         bool render_special) {
+    if (id < 0 || id >= t->n_vocab) return 0;
+    uint32_t a = t->attr[id];
+    const char *s = t->blob + t->off[id];
+    size_t n = t->off[id + 1] - t->off[id];
+    if (!render_special && (a & (LM_TOK_ATTR_UNKNOWN | LM_TOK_ATTR_CONTROL))) return 0;
+    if (a & (LM_TOK_ATTR_UNKNOWN | LM_TOK_ATTR_CONTROL | LM_TOK_ATTR_USER_DEFINED)) {
+        memcpy(buf, s, n < cap ? n : cap);
+        return n;
+    }
+    if (a & LM_TOK_ATTR_NORMAL) {
+        size_t o = 0;
+        for (size_t i = 0; i < n;) {
+            char c;
+            if (i + 3 <= n && (uint8_t)s[i] == 0xE2 && (uint8_t)s[i + 1] == 0x96 && (uint8_t)s[i + 2] == 0x81) {
+                c = ' ';
+                i += 3;
+            } else {
+                c = s[i++];
+            }
+            if (o < cap) buf[o] = c;
+            o++;
+        }
+        return o;
+    }
+    if (a & LM_TOK_ATTR_BYTE) {
+        if (cap) buf[0] = (char)byte_token_value(s, n);
+        return 1;
+    }
+    return 0;
+}
+
+// ============================================================================
+// Detokenization
+// ============================================================================
+
+enum lm_status lm_tokenizer_detokenize(const struct lm_tokenizer *t, const int32_t *ids, size_t n,
+                                       bool remove_special, bool unparse_special, char **out,
+                                       size_t *n_out) {
+    *out = NULL;
+    *n_out = 0;
+    bool remove_space = t->add_space_prefix;
+    if (remove_special && t->add_bos && n > 0 && ids[0] == t->bos) {
+        remove_space = false;
+        ids++;
+        n--;
+    }
+    if (remove_special && t->add_eos && n > 0 && ids[n - 1] == t->eos) n--;
+    size_t cap = 16, len = 0;
+    char *s = malloc(cap);
+    if (!s) return lm_error_set(LM_ERR_NOMEM, "tokenizer: detokenize: out of memory");
+    for (size_t i = 0; i < n; i++) {
+        size_t need = t->max_token_len + 1;
+        if (len + need > cap) {
+            while (len + need > cap) cap *= 2;
+            char *ns = realloc(s, cap);
+            if (!ns) {
+                free(s);
+                return lm_error_set(LM_ERR_NOMEM, "tokenizer: detokenize: out of memory");
+            }
+            s = ns;
+        }
+        size_t k = lm_token_to_piece(t, ids[i], s + len, cap - len, unparse_special);
+        if (remove_space && k > 0 && s[len] == ' ') {
+            memmove(s + len, s + len + 1, k - 1);
+            k--;
+        }
+        remove_space = false;
+        len += k;
+    }
+    s[len] = 0;
+    *out = s;
+    *n_out = len;
+    return LM_OK;
+}
+
+void lm_detok_init(struct lm_detok *d, bool render_special) {
+    memset(d, 0, sizeof *d);
+    d->render_special = render_special;
+}
+
+// Length a UTF-8 sequence starting with lead byte c should have; 0 if c cannot start one.
+static int utf8_seq_len(uint8_t c) {
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF) return 2;
+    if (c >= 0xE0 && c <= 0xEF) return 3;
+    if (c >= 0xF0 && c <= 0xF4) return 4;
+    return 0;
+}
+
+enum lm_status lm_detok_push(const struct lm_tokenizer *t, struct lm_detok *d, int32_t id, char *out,
+                             size_t cap, size_t *n_out) {
+    *n_out = 0;
+    if (cap < (size_t)t->max_token_len + 4)
+        return lm_error_set(LM_ERR_ARG, "lm_detok_push: cap %zu < %u (max piece + 4)", cap,
+                            t->max_token_len + 4);
+    memcpy(out, d->pend, d->n_pend);
+    size_t n = d->n_pend;
+    n += lm_token_to_piece(t, id, out + n, cap - n, d->render_special);
+    d->n_pend = 0;
+    // find the start of the last (possibly incomplete) sequence: back over <= 3 continuation bytes
+    size_t i = n, back = 0;
+    while (i > 0 && back < 3 && ((uint8_t)out[i - 1] & 0xC0) == 0x80) {
+        i--;
+        back++;
+    }
+    if (i > 0) {
+        int need = utf8_seq_len((uint8_t)out[i - 1]);
+        size_t have = n - (i - 1);
+        if (need > 1 && (size_t)need > have) { // incomplete: hold it back
+            d->n_pend = (uint8_t)have;
+            memcpy(d->pend, out + i - 1, have);
+            n = i - 1;
+        }
+    }
+    *n_out = n;
+    return LM_OK;
+}
+
+size_t lm_detok_flush(struct lm_detok *d, char *out, size_t cap) {
+    size_t n = d->n_pend < cap ? d->n_pend : cap;
+    memcpy(out, d->pend, n);
+    d->n_pend = 0;
+    return n;
+}

@@ -1,0 +1,159 @@
+// Tokenizer: vocabulary from GGUF tokenizer.ggml.* metadata, SentencePiece (SPM) encoding
+// that matches llama.cpp token for token, pieces, streaming detokenizer, chat templates.
+// The tokenizer owns copies of everything it uses: the GGUF may be closed after load.
+#ifndef LM_TOKENIZER_TOKENIZER_H
+#define LM_TOKENIZER_TOKENIZER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/status.h"
+#include "lumen.h"
+
+struct lm_gguf;
+
+// ---------------------------------------------------------------- types
+
+enum lm_tok_kind {
+    LM_TOK_KIND_SPM = 1, // tokenizer.ggml.model "llama": SentencePiece BPE with byte fallback
+    LM_TOK_KIND_BPE = 2, // "gpt2": byte-level BPE with regex pre-tokenizer (not yet implemented)
+};
+
+// GGUF tokenizer.ggml.token_type values (llama.cpp's LLAMA_TOKEN_TYPE_*).
+enum lm_tok_type {
+    LM_TOK_TYPE_UNDEFINED = 0,
+    LM_TOK_TYPE_NORMAL = 1,
+    LM_TOK_TYPE_UNKNOWN = 2,
+    LM_TOK_TYPE_CONTROL = 3,
+    LM_TOK_TYPE_USER_DEFINED = 4,
+    LM_TOK_TYPE_UNUSED = 5,
+    LM_TOK_TYPE_BYTE = 6,
+};
+
+// Per-token attribute bits (llama.cpp's LLAMA_TOKEN_ATTR_*; same values). Derived from the
+// token type, then adjusted by text the way llama.cpp does (e.g. "<end_of_turn>" and "</s>"
+// get CONTROL, control tokens containing "unused" get UNUSED).
+enum lm_tok_attr {
+    LM_TOK_ATTR_UNKNOWN = 1 << 0,
+    LM_TOK_ATTR_UNUSED = 1 << 1,
+    LM_TOK_ATTR_NORMAL = 1 << 2,
+    LM_TOK_ATTR_CONTROL = 1 << 3,
+    LM_TOK_ATTR_USER_DEFINED = 1 << 4,
+    LM_TOK_ATTR_BYTE = 1 << 5,
+    LM_TOK_FLAG_EOG = 1 << 12, // lumen-only: token ends generation
+};
+
+// Byte trie over special-token texts (first-child / next-sibling lists).
+struct lm_tok_trie_node {
+    uint32_t child, sibling; // node indices, 0 = none
+    int32_t special;         // index into lm_tokenizer.special whose text ends here, or -1
+    uint8_t byte;
+};
+
+struct lm_tokenizer {
+    enum lm_tok_kind kind;
+    int32_t n_vocab;
+    // token texts: text of id i is blob[off[i] .. off[i+1]) (not NUL-terminated)
+    char *blob;
+    uint32_t *off;      // n_vocab + 1
+    float *scores;      // n_vocab (0 if the file has none)
+    uint16_t *attr;     // n_vocab, enum lm_tok_attr bits
+    uint32_t max_token_len;
+    // text -> id: open addressing, linear probe, UINT32_MAX = empty; ht_mask + 1 slots
+    uint32_t *ht;
+    uint32_t ht_mask;
+    int32_t byte_tok[256]; // SPM byte fallback "<0xXX>" (or the raw byte's token); -1 if none
+    // special ids (-1 = none)
+    int32_t bos, eos, unk, pad, eot, eom;
+    bool add_bos, add_eos, add_space_prefix;
+    // tokens split out before SPM (CONTROL, USER_DEFINED, UNKNOWN), longest text first
+    // (ties: lower id first), and a byte trie over their texts -> index into this list
+    int32_t *special;
+    int32_t n_special;
+    struct lm_tok_trie_node *trie;
+    uint32_t n_trie;
+    uint32_t trie_root[256]; // node index of each first byte's child, 0 = none
+};
+
+// A tokenizer described by plain arrays (what lm_tokenizer_load reads from GGUF); also the
+// way unit tests build synthetic vocabularies. Every pointer is only read during the call.
+struct lm_tokenizer_desc {
+    const char *model;        // "llama" (SPM); "gpt2" -> LM_ERR_UNSUPPORTED for now
+    int32_t n_vocab;
+    const char *const *texts; // n_vocab texts
+    const uint32_t *lens;     // their byte lengths
+    const float *scores;      // n_vocab or NULL
+    const int32_t *types;     // n_vocab enum lm_tok_type values or NULL (all NORMAL)
+    int64_t bos, eos, unk, pad, eot, eom; // -1 = absent (the SPM defaults 1, 2, 0 apply to bos, eos, unk)
+    int64_t fim_pad, fim_rep, fim_sep;    // -1 = absent (these end generation)
+    int add_bos, add_eos, add_space_prefix; // -1 = absent (SPM defaults: 1, 0, 1)
+};
+
+// ---------------------------------------------------------------- load
+
+// Reads tokenizer.ggml.{model,tokens,scores,token_type,*_token_id,add_*} and validates:
+// array types, scores/types at least n_tokens long, type values 0..6, special ids in range,
+// byte tokens spelled <0xXX>, no duplicate texts. On error *out is NULL and lm_error_msg()
+// names the key, expected vs actual.
+enum lm_status lm_tokenizer_load(struct lm_tokenizer **out, const struct lm_gguf *g);
+enum lm_status lm_tokenizer_init_desc(struct lm_tokenizer **out, const struct lm_tokenizer_desc *d,
+                                      const char *name /* for messages */);
+void lm_tokenizer_free(struct lm_tokenizer *t);
+
+// ---------------------------------------------------------------- lookups
+
+// Token id of an exact text, or -1.
+int32_t lm_tokenizer_find(const struct lm_tokenizer *t, const char *text, size_t len);
+// Raw vocabulary text of id (no unescaping); *len its length. NULL if out of range.
+const char *lm_tokenizer_text(const struct lm_tokenizer *t, int32_t id, size_t *len);
+uint32_t lm_tokenizer_attr(const struct lm_tokenizer *t, int32_t id); // 0 if out of range
+// Upper bound on lm_token_to_piece() byte counts for this vocabulary.
+size_t lm_tokenizer_max_piece(const struct lm_tokenizer *t);
+
+// Whole-sequence detokenization as llama_detokenize(): remove_special drops a leading BOS
+// and trailing EOS (when the vocab adds them), unparse_special renders control tokens, and
+// with add_space_prefix the first piece loses one leading space. *out is malloc'd and
+// NUL-terminated; *n_out excludes the NUL.
+enum lm_status lm_tokenizer_detokenize(const struct lm_tokenizer *t, const int32_t *ids, size_t n,
+                                       bool remove_special, bool unparse_special, char **out,
+                                       size_t *n_out);
+
+// ---------------------------------------------------------------- streaming detokenizer
+
+// Holds back the bytes of a UTF-8 sequence that is split across tokens (byte-fallback
+// tokens of an emoji, say) so every chunk handed out ends on a character boundary.
+// Invalid bytes (stray continuation bytes, 0xF8..0xFF) are passed through, never held.
+struct lm_detok {
+    uint8_t pend[4];
+    uint8_t n_pend;
+    bool render_special;
+};
+
+void lm_detok_init(struct lm_detok *d, bool render_special);
+// Appends the piece of id; writes the complete characters to out and sets *n_out.
+// cap must be >= lm_tokenizer_max_piece(t) + 4, else LM_ERR_ARG and d is unchanged.
+enum lm_status lm_detok_push(const struct lm_tokenizer *t, struct lm_detok *d, int32_t id, char *out,
+                             size_t cap, size_t *n_out);
+// Emits whatever is still held (an incomplete sequence at end of stream); at most 4 bytes.
+size_t lm_detok_flush(struct lm_detok *d, char *out, size_t cap);
+
+// ---------------------------------------------------------------- chat templates
+
+enum lm_chat_template {
+    LM_CHAT_TEMPLATE_GEMMA = 0, // <start_of_turn>role\n...<end_of_turn>\n
+};
+
+struct lm_chat_msg {
+    const char *role;    // "system", "user", "assistant" (Gemma: -> "model"), or any other
+    const char *content;
+};
+
+// Writes the prompt text for msgs as llama.cpp's llm_chat_apply_template does (Gemma:
+// system messages are trimmed and merged into the next non-model turn; contents are
+// trimmed of ASCII whitespace). add_generation_prompt appends the opening of a model turn.
+// *out is malloc'd and NUL-terminated; *n_out excludes the NUL.
+enum lm_status lm_chat_apply(enum lm_chat_template tmpl, const struct lm_chat_msg *msgs, size_t n,
+                             bool add_generation_prompt, char **out, size_t *n_out);
+
+#endif

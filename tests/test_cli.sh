@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# CLI behaviour: --help everywhere, bad flags/values/paths give one line and exit 2,
+# malformed models give one line naming file + key/tensor and a non-zero exit.
+# LM_TEST_LABELS: unit
+set -u
+ROOT="${LUMEN_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}"
+BIN="${LUMEN_BIN:-$ROOT/build/lumen}"
+PY="$ROOT/.venv/bin/python"
+TMP="$(mktemp -d)"
+trap 'rm -rf "$TMP"' EXIT
+pass=0; fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+
+# expect CODE PATTERN -- command...: exit code, stderr has exactly one line matching PATTERN
+expect() {
+  local code="$1" pat="$2"; shift 3
+  "$@" >"$TMP/out" 2>"$TMP/err"
+  local got=$?
+  local lines; lines=$(wc -l <"$TMP/err")
+  if [[ $got -ne $code ]]; then bad "$*: exit $got, expected $code; stderr: $(head -c 300 "$TMP/err")"; return; fi
+  if [[ $code -ne 0 && $lines -ne 1 ]]; then bad "$*: $lines stderr lines, expected 1: $(head -c 300 "$TMP/err")"; return; fi
+  if [[ -n "$pat" ]] && ! grep -qE -- "$pat" "$TMP/err"; then bad "$*: stderr lacks /$pat/: $(cat "$TMP/err")"; return; fi
+  ok
+}
+
+# help
+for sub in "" run info; do
+  if "$BIN" $sub --help >"$TMP/out" 2>&1 && grep -q "usage" "$TMP/out"; then ok; else bad "lumen $sub --help"; fi
+done
+expect 2 "unknown command" -- "$BIN" frobnicate
+expect 2 "unknown option '--bogus'" -- "$BIN" run --bogus
+expect 2 "needs a value" -- "$BIN" run -p
+expect 2 "not an integer" -- "$BIN" run -p hi -n many
+expect 2 "out of range" -- "$BIN" run -p hi -n -5
+expect 2 "not a number" -- "$BIN" run -p hi --temp warm
+expect 2 "out of range" -- "$BIN" run -p hi --top-p 1.5
+expect 2 "no prompt" -- "$BIN" run
+expect 2 "cannot read prompt file" -- "$BIN" run -f "$TMP/nope.txt"
+expect 2 "nope.gguf" -- "$BIN" run -m "$TMP/nope.gguf" -p hi
+expect 2 "nope.gguf" -- "$BIN" info "$TMP/nope.gguf"
+expect 2 "unknown option" -- "$BIN" info --what
+printf 'not a gguf file at all' >"$TMP/junk.gguf"
+expect 1 "junk.gguf.*magic" -- "$BIN" info "$TMP/junk.gguf"
+: >"$TMP/empty.gguf"
+expect 1 "empty.gguf" -- "$BIN" info "$TMP/empty.gguf"
+
+if [[ -x "$PY" ]]; then
+  "$PY" "$ROOT/tools/make_tiny_gguf.py" "$TMP" >/dev/null || bad "make_tiny_gguf.py failed"
+  expect 0 "" -- "$BIN" info "$TMP/tiny_ok.gguf"
+  expect 1 "unsupported architecture 'llama2000' \(supported: .*gemma3" -- "$BIN" info "$TMP/tiny_bad_arch.gguf"
+  expect 1 "tiny_no_embedding_length.gguf.*gemma3.embedding_length" -- "$BIN" info "$TMP/tiny_no_embedding_length.gguf"
+  expect 1 "tiny_no_eps.gguf.*layer_norm_rms_epsilon" -- "$BIN" info "$TMP/tiny_no_eps.gguf"
+  expect 1 "tiny_missing_tensor.gguf.*blk.1.ffn_up.weight" -- "$BIN" info "$TMP/tiny_missing_tensor.gguf"
+  expect 1 "tiny_wrong_shape.gguf.*blk.0.attn_q.weight.*expected \[64, 64\]" -- "$BIN" info "$TMP/tiny_wrong_shape.gguf"
+  # truncated copy of a valid file
+  head -c 100000 "$TMP/tiny_ok.gguf" >"$TMP/trunc.gguf"
+  expect 1 "trunc.gguf.*(past end|truncated)" -- "$BIN" info "$TMP/trunc.gguf"
+  # the tiny model generates (random weights: any text) without crashing
+  expect 0 "" -- "$BIN" run -m "$TMP/tiny_ok.gguf" -p "the cat" -n 8 -t 2 --seed 1
+  if grep -q "gen .* tok/s" "$TMP/err"; then ok; else bad "stats line missing: $(cat "$TMP/err")"; fi
+  expect 2 "exceeds the model's context length 256" -- "$BIN" run -m "$TMP/tiny_ok.gguf" -p hi --ctx 1000
+else
+  bad "no venv python at $PY (run scripts/setup.sh)"
+fi
+echo "$pass passed, $fail failed"
+[[ $fail -eq 0 ]]
