@@ -91,7 +91,7 @@ void lm_context_free(struct lm_context *c) {
     kv_free(&c->kv);
     free(c->out_rows);
     free(c->x); free(c->xn); free(c->q); free(c->k); free(c->v); free(c->att); free(c->o);
-    free(c->gate); free(c->up); free(c->scores); free(c->qtmp); free(c->logits);
+    free(c->gate); free(c->up); free(c->scores); free(c->attn_acc); free(c->qtmp); free(c->logits);
     for (int i = 0; i < LM_DTYPE_COUNT; i++) free(c->xq[i]);
     free(c);
 }
@@ -112,6 +112,9 @@ enum lm_status lm_context_init(struct lm_context **out, struct lm_model *m,
     if (p.n_batch > 8192) return lm_error_set(LM_ERR_ARG, "context: n_batch %d > 8192", p.n_batch);
     if (p.n_threads <= 0) p.n_threads = lm_cpu_physical_cores();
     if (p.n_threads > 256) return lm_error_set(LM_ERR_ARG, "context: %d threads > 256", p.n_threads);
+    if (hp->head_dim_k % 16 != 0 || hp->head_dim_v % 16 != 0)
+        return lm_error_set(LM_ERR_UNSUPPORTED, "context: head size %d/%d is not a multiple of 16",
+                            hp->head_dim_k, hp->head_dim_v);
 
     struct lm_context *c = calloc(1, sizeof *c);
     if (!c) return lm_error_set(LM_ERR_NOMEM, "context: out of memory");
@@ -141,7 +144,8 @@ enum lm_status lm_context_init(struct lm_context **out, struct lm_model *m,
     c->o = xalloc(c, B * E * sizeof(float), &ok);
     c->gate = xalloc(c, B * (size_t)hp->n_ff * sizeof(float), &ok);
     c->up = xalloc(c, B * (size_t)hp->n_ff * sizeof(float), &ok);
-    c->scores = xalloc(c, (size_t)p.n_threads * (size_t)p.n_ctx * sizeof(float), &ok);
+    c->scores = xalloc(c, (size_t)p.n_threads * ((size_t)p.n_ctx + 64) * sizeof(float), &ok);
+    c->attn_acc = xalloc(c, (size_t)p.n_threads * 64 * (size_t)hp->head_dim_v * sizeof(float), &ok);
     c->qtmp = xalloc(c, (size_t)p.n_threads * (size_t)hp->head_dim_k * sizeof(float), &ok);
     c->logits = xalloc(c, B * (size_t)hp->n_vocab * sizeof(float), &ok);
     const enum lm_dtype act[] = {LM_DTYPE_Q8_0, LM_DTYPE_Q8_1, LM_DTYPE_Q8_K, LM_DTYPE_F16,

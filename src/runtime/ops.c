@@ -228,6 +228,60 @@ void lm_op_kv_write(struct lm_context *c, int il, int ith, int nth) {
     }
 }
 
+#if defined(__AVX512F__)
+// ---- llama.cpp-order attention (AVX-512)
+// Gemma 3 amplifies rounding differences chaotically (a 1e-5 change in one attention
+// sum can move a logit by 0.3 a few layers later; llama.cpp itself differs by ~0.2
+// between its batch sizes). To agree with the reference token for token, attention
+// reproduces the exact float operation order of llama.cpp's CPU single-token path:
+//   q.k      ggml_vec_dot_f16: 4 accumulators x 16 lanes over 64-element steps,
+//            (acc0+acc2)+(acc1+acc3), horizontal _mm512_reduce_add_ps, tail in double
+//   softmax  exp(x - max) by the same range-reduced polynomial as ggml_v_expf, summed
+//            per 16 cells with _mm512_reduce_add_ps into a double; p = e * (float)(1/sum)
+//   p.v      p rounded to f16, then ggml_vec_dot_f16 over the cells as above
+// Cells are positions (a fresh llama.cpp cache places position i in cell i); masked
+// cells contribute exact zeros, so only the valid window is visited.
+
+// exp(x) as ggml_v_expf: x = n*ln2 + b, 2^n * poly(b), with the same constants.
+static inline __m512 expf_512(__m512 x) {
+    const __m512 r = _mm512_set1_ps(0x1.8p23f);
+    const __m512 z = _mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), r);
+    const __m512 n = _mm512_sub_ps(z, r);
+    const __m512 b = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f),
+                                      _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
+    const __mmask16 big = _mm512_cmp_ps_mask(_mm512_abs_ps(n), _mm512_set1_ps(192), _CMP_GT_OQ);
+    const __m512 u = _mm512_mul_ps(b, b);
+    const __m512 j = _mm512_fmadd_ps(
+        _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b,
+                                        _mm512_set1_ps(0x1.573e2ep-5f)),
+                        u,
+                        _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b,
+                                        _mm512_set1_ps(0x1.fffdb6p-2f))),
+        u, _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), b, _mm512_set1_ps(1.0f)));
+    const __m512 res = _mm512_scalef_ps(j, n);
+    if (!big) return res;
+    const __m512 alt = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(n, _mm512_setzero_ps(), _CMP_LE_OQ),
+                                            _mm512_set1_ps(INFINITY), _mm512_setzero_ps());
+    return _mm512_mask_blend_ps(big, res, alt);
+}
+
+// x (n, f16) . y (n, f32 holding f16 values), in ggml_vec_dot_f16's order
+static inline float dot_f16_ggml(const lm_f16 *x, const float *y, int64_t n) {
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                     _mm512_setzero_ps()};
+    const int64_t np = n & ~(int64_t)63;
+    for (int64_t i = 0; i < np; i += 64)
+        for (int j = 0; j < 4; j++)
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + i + 16 * j))),
+                                     _mm512_loadu_ps(y + i + 16 * j), acc[j]);
+    acc[0] = _mm512_add_ps(acc[0], acc[2]);
+    acc[1] = _mm512_add_ps(acc[1], acc[3]);
+    acc[0] = _mm512_add_ps(acc[0], acc[1]);
+    double sum = (double)_mm512_reduce_add_ps(acc[0]);
+    for (int64_t i = np; i < n; i++) sum += (double)(lm_f16_to_f32(x[i]) * y[i]);
+    return (float)sum;
+}
+
 void lm_op_attention(struct lm_context *c, int il, int ith, int nth) {
     const struct lm_hparams *hp = &c->m->hp;
     const struct lm_layer *L = &c->m->layers[il];
@@ -235,7 +289,82 @@ void lm_op_attention(struct lm_context *c, int il, int ith, int nth) {
     const int64_t hdk = hp->head_dim_k, hdv = hp->head_dim_v;
     const int64_t n_head = hp->n_head, group = hp->n_head / hp->n_head_kv;
     const int32_t slots = kv->layer_slots[il];
-    float *scores = c->scores + (size_t)ith * c->n_ctx;
+    float *e = c->scores + (size_t)ith * (c->n_ctx + 64); // exp values, by position - base
+    float *qf = c->qtmp + (size_t)ith * hdk;
+    float *acc = c->attn_acc + (size_t)ith * 64 * hdv;     // (64 cells mod 64, hdv)
+    int64_t s, en;
+    split((int64_t)c->n_tokens * n_head, ith, nth, &s, &en);
+    for (int64_t t = s; t < en; t++) {
+        const int64_t i = t / n_head, h = t % n_head, g = h / group;
+        const struct lm_batch_entry *b = &c->batch[i];
+        const int32_t p = b->pos;
+        int32_t p0 = 0;
+        if (L->swa && hp->n_swa > 0 && p - hp->n_swa + 1 > 0) p0 = p - hp->n_swa + 1;
+        const int32_t base = p0 & ~15; // 16-cell chunk alignment of the softmax sums
+        const lm_f16 *K = kv->k[b->seq * kv->n_layer + il];
+        const lm_f16 *V = kv->v[b->seq * kv->n_layer + il];
+        const float *q = c->q + (i * n_head + h) * hdk;
+        for (int64_t d = 0; d < hdk; d++) qf[d] = lm_f16_to_f32(lm_f32_to_f16(q[d]));
+        // scores, with masked cells of the first/last chunk as -inf
+        float mx = -INFINITY;
+        const int32_t end = (p + 16) & ~15;
+        for (int32_t pos = base; pos < end; pos++) {
+            float sc = -INFINITY;
+            if (pos >= p0 && pos <= p) {
+                sc = dot_f16_ggml(K + (size_t)(pos % slots) * kv->kv_dim_k + g * hdk, qf, hdk);
+                if (sc > mx) mx = sc;
+            }
+            e[pos - base] = sc;
+        }
+        double sum = 0.0;
+        const __m512 vmx = _mm512_set1_ps(mx);
+        for (int32_t pos = base; pos < end; pos += 16) {
+            const __m512 x = _mm512_loadu_ps(e + (pos - base));
+            const __mmask16 valid = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-INFINITY), _CMP_NEQ_OQ);
+            const __m512 ex = _mm512_maskz_mov_ps(valid, expf_512(_mm512_sub_ps(x, vmx)));
+            _mm512_storeu_ps(e + (pos - base), ex);
+            sum += (double)_mm512_reduce_add_ps(ex);
+        }
+        const float inv = (float)(1.0 / sum);
+        // p.v: per output dim, cells accumulate into slot (cell % 64) as the 4x16-lane
+        // accumulators of ggml_vec_dot_f16 do, then the same reduction
+        memset(acc, 0, sizeof(float) * 64 * (size_t)hdv);
+        for (int32_t pos = p0; pos <= p; pos++) {
+            const float pj = lm_f16_to_f32(lm_f32_to_f16(e[pos - base] * inv));
+            const __m512 vp = _mm512_set1_ps(pj);
+            const lm_f16 *vr = V + (size_t)(pos % slots) * kv->kv_dim_v + g * hdv;
+            float *ar = acc + (size_t)(pos & 63) * hdv;
+            for (int64_t d = 0; d < hdv; d += 16) {
+                const __m512 vv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(vr + d)));
+                _mm512_storeu_ps(ar + d, _mm512_fmadd_ps(vv, vp, _mm512_loadu_ps(ar + d)));
+            }
+        }
+        float *out = c->att + (i * n_head + h) * hdv;
+        for (int64_t d = 0; d < hdv; d += 16) { // x0 = (acc0 + acc2) + (acc1 + acc3), per lane
+            for (int l = 0; l < 16; l++) {
+                float *a0 = acc + (size_t)l * hdv + d, *a1 = acc + (size_t)(16 + l) * hdv + d;
+                const float *a2 = acc + (size_t)(32 + l) * hdv + d, *a3 = acc + (size_t)(48 + l) * hdv + d;
+                const __m512 x0 = _mm512_add_ps(_mm512_loadu_ps(a0), _mm512_loadu_ps(a2));
+                const __m512 x1 = _mm512_add_ps(_mm512_loadu_ps(a1), _mm512_loadu_ps(a3));
+                _mm512_storeu_ps(a0, _mm512_add_ps(x0, x1));
+            }
+            for (int64_t dd = d; dd < d + 16; dd++) {
+                float lanes[16];
+                for (int l = 0; l < 16; l++) lanes[l] = acc[(size_t)l * hdv + dd];
+                out[dd] = _mm512_reduce_add_ps(_mm512_loadu_ps(lanes));
+            }
+        }
+    }
+}
+#else
+void lm_op_attention(struct lm_context *c, int il, int ith, int nth) {
+    const struct lm_hparams *hp = &c->m->hp;
+    const struct lm_layer *L = &c->m->layers[il];
+    struct lm_kv_cache *kv = &c->kv;
+    const int64_t hdk = hp->head_dim_k, hdv = hp->head_dim_v;
+    const int64_t n_head = hp->n_head, group = hp->n_head / hp->n_head_kv;
+    const int32_t slots = kv->layer_slots[il];
+    float *scores = c->scores + (size_t)ith * (c->n_ctx + 64);
     float *qf = c->qtmp + (size_t)ith * hdk;
     int64_t s, e;
     split((int64_t)c->n_tokens * n_head, ith, nth, &s, &e);
@@ -275,6 +404,8 @@ void lm_op_attention(struct lm_context *c, int il, int ith, int nth) {
         }
     }
 }
+
+#endif
 
 // ================================================================ activations
 

@@ -56,7 +56,8 @@ struct lm_context {
     float *up;    // (n_batch, n_ff)
     void *xq[LM_DTYPE_COUNT]; // quantized activations per activation dtype (q8_0, q8_1,
                               // q8_K, f16, bf16), (n_batch, row bytes of the widest input)
-    float *scores;  // (n_threads, n_ctx) attention scores per thread
+    float *scores;  // (n_threads, n_ctx + 64) attention scores per thread
+    float *attn_acc; // (n_threads, 64, hd_v) attention accumulators (llama.cpp order)
     float *qtmp;    // (n_threads, hd_k) q rounded to f16 precision, per thread
     float *logits;  // (n_batch, n_vocab)
     uint64_t scratch_bytes;
