@@ -1,0 +1,884 @@
+// `lumen analyze`: loads a lumen JSONL trace (schema docs/profiling.md) with a small
+// strict JSON-object-line parser, validates every line, aggregates the events into
+// report sections with exact (nearest-rank) percentiles, and prints the text report.
+#define _GNU_SOURCE
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "prof/prof_report.h"
+
+const char *const lm_r_mem_names[5] = {"weights_mapped", "kv_cache", "scratch", "rss",
+                                        "rss_peak"};
+
+static const char *const k_sec_names[LM_RS_COUNT] = {
+    "type", "phase", "phase_op", "layer", "op", "barrier_phase", "barrier_op", "matmul",
+    "variant", "mm_variant", "step",
+};
+
+const char *lm_r_section_name(int sec) {
+    return sec >= 0 && sec < LM_RS_COUNT ? k_sec_names[sec] : "?";
+}
+
+// ============================================================================
+// sections: insertion-ordered string -> group map
+// ============================================================================
+
+static uint64_t hash_key(const char *s) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *s; s++) h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
+    return h;
+}
+
+const struct lm_rgroup *lm_r_find(const struct lm_rsection *s, const char *key) {
+    if (!s->n_slot) return NULL;
+    size_t mask = s->n_slot - 1;
+    for (size_t i = hash_key(key) & mask;; i = (i + 1) & mask) {
+        if (!s->slot[i]) return NULL;
+        if (!strcmp(s->g[s->slot[i] - 1].key, key)) return &s->g[s->slot[i] - 1];
+    }
+}
+
+static bool sec_rehash(struct lm_rsection *s, size_t n_slot) {
+    size_t *slot = calloc(n_slot, sizeof *slot);
+    if (!slot) return false;
+    for (size_t j = 0; j < s->n; j++) {
+        size_t i = hash_key(s->g[j].key) & (n_slot - 1);
+        while (slot[i]) i = (i + 1) & (n_slot - 1);
+        slot[i] = j + 1;
+    }
+    free(s->slot);
+    s->slot = slot;
+    s->n_slot = n_slot;
+    return true;
+}
+
+// Group for key (created if new); NULL on allocation failure.
+static struct lm_rgroup *sec_get(struct lm_rsection *s, const char *key) {
+    if (s->n_slot) {
+        size_t mask = s->n_slot - 1;
+        for (size_t i = hash_key(key) & mask; s->slot[i]; i = (i + 1) & mask)
+            if (!strcmp(s->g[s->slot[i] - 1].key, key)) return &s->g[s->slot[i] - 1];
+    }
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 16;
+        struct lm_rgroup *g = realloc(s->g, cap * sizeof *g);
+        if (!g) return NULL;
+        s->g = g;
+        s->cap = cap;
+    }
+    if ((s->n + 1) * 2 > s->n_slot && !sec_rehash(s, s->n_slot ? s->n_slot * 2 : 32)) return NULL;
+    struct lm_rgroup *g = &s->g[s->n];
+    memset(g, 0, sizeof *g);
+    g->key = strdup(key);
+    if (!g->key) return NULL;
+    size_t mask = s->n_slot - 1, i = hash_key(key) & mask;
+    while (s->slot[i]) i = (i + 1) & mask;
+    s->slot[i] = ++s->n;
+    return g;
+}
+
+static bool grp_add(struct lm_rgroup *g, uint64_t v) {
+    if (g->n == g->cap) {
+        size_t cap = g->cap ? g->cap * 2 : 16;
+        uint64_t *nv = realloc(g->v, cap * sizeof *nv);
+        if (!nv) return false;
+        g->v = nv;
+        g->cap = cap;
+    }
+    g->v[g->n++] = v;
+    g->sum += (double)v;
+    return true;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+// Nearest-rank percentile of sorted v: the smallest value with at least p% of the
+// samples <= it, i.e. v[ceil(p/100 * n) - 1].
+static double nearest_rank(const uint64_t *v, size_t n, double p) {
+    if (!n) return 0;
+    size_t r = (size_t)ceil(p / 100.0 * (double)n - 1e-9);
+    if (r < 1) r = 1;
+    if (r > n) r = n;
+    return (double)v[r - 1];
+}
+
+static void grp_finalize(struct lm_rgroup *g, bool keep_order) {
+    struct lm_prof_row *r = &g->row;
+    memset(r, 0, sizeof *r);
+    r->count = g->n;
+    if (!g->n || !g->v) return; // count-only groups (untimed event types, variants)
+    uint64_t *v = g->v;
+    uint64_t *tmp = NULL;
+    if (keep_order) {
+        tmp = malloc(g->n * sizeof *tmp);
+        if (tmp) {
+            memcpy(tmp, g->v, g->n * sizeof *tmp);
+            v = tmp;
+        }
+    }
+    qsort(v, g->n, sizeof *v, cmp_u64);
+    r->total = g->sum;
+    r->avg = g->sum / (double)g->n;
+    r->min = (double)v[0];
+    r->max = (double)v[g->n - 1];
+    r->p95 = nearest_rank(v, g->n, 95);
+    r->p99 = nearest_rank(v, g->n, 99);
+    free(tmp);
+}
+
+static int cmp_grp_total(const void *a, const void *b) {
+    const struct lm_rgroup *x = *(struct lm_rgroup *const *)a, *y = *(struct lm_rgroup *const *)b;
+    if (x->sum != y->sum) return x->sum < y->sum ? 1 : -1;
+    if (x->n != y->n) return x->n < y->n ? 1 : -1;
+    return strcmp(x->key, y->key);
+}
+
+struct lm_rgroup **lm_r_sorted(const struct lm_rsection *s, bool by_total) {
+    struct lm_rgroup **a = malloc((s->n ? s->n : 1) * sizeof *a);
+    if (!a) return NULL;
+    for (size_t i = 0; i < s->n; i++) a[i] = &s->g[i];
+    if (by_total) qsort(a, s->n, sizeof *a, cmp_grp_total);
+    return a;
+}
+
+// ============================================================================
+// JSON object line parser (flat objects of strings, numbers, booleans, null)
+// ============================================================================
+
+enum { JV_STR = 1, JV_NUM, JV_BOOL, JV_NULL };
+
+#define JMAX_FIELDS 32
+struct jfield {
+    const char *key;
+    int type;
+    const char *s; // JV_STR (NUL-terminated, decoded)
+    double num;
+    bool is_int;   // JV_NUM written without fraction/exponent
+    long long i;
+};
+
+struct jline {
+    struct jfield f[JMAX_FIELDS];
+    int n;
+    char *buf; // decoded strings
+    size_t cap, used;
+    char err[160];
+};
+
+static bool jerr(struct jline *j, size_t col, const char *fmt, ...) {
+    char msg[128];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    snprintf(j->err, sizeof j->err, "column %zu: %s", col + 1, msg);
+    return false;
+}
+
+static void skip_ws(const char *p, size_t *i) {
+    while (p[*i] == ' ' || p[*i] == '\t' || p[*i] == '\r') (*i)++;
+}
+
+static int hexval(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+// Parses a string at p[*i] == '"' into j->buf; returns its start or NULL.
+static const char *parse_str(struct jline *j, const char *p, size_t *i) {
+    size_t start = *i;
+    (*i)++;
+    char *out = j->buf + j->used;
+    size_t o = 0;
+    for (;;) {
+        unsigned char c = (unsigned char)p[*i];
+        if (c == 0) {
+            jerr(j, start, "unterminated string");
+            return NULL;
+        }
+        if (c < 0x20) {
+            jerr(j, *i, "control character in string");
+            return NULL;
+        }
+        (*i)++;
+        if (c == '"') break;
+        if (c != '\\') {
+            out[o++] = (char)c;
+            continue;
+        }
+        char e = p[(*i)++];
+        switch (e) {
+        case '"': out[o++] = '"'; break;
+        case '\\': out[o++] = '\\'; break;
+        case '/': out[o++] = '/'; break;
+        case 'b': out[o++] = '\b'; break;
+        case 'f': out[o++] = '\f'; break;
+        case 'n': out[o++] = '\n'; break;
+        case 'r': out[o++] = '\r'; break;
+        case 't': out[o++] = '\t'; break;
+        case 'u': {
+            unsigned cp = 0;
+            for (int k = 0; k < 4; k++) {
+                int h = hexval(p[*i]);
+                if (h < 0) {
+                    jerr(j, *i, "bad \\u escape");
+                    return NULL;
+                }
+                cp = cp * 16 + (unsigned)h;
+                (*i)++;
+            }
+            if (cp >= 0xD800 && cp <= 0xDFFF) cp = 0xFFFD; // no surrogate pairs in our schema
+            if (cp < 0x80) out[o++] = (char)cp;
+            else if (cp < 0x800) {
+                out[o++] = (char)(0xC0 | (cp >> 6));
+                out[o++] = (char)(0x80 | (cp & 0x3F));
+            } else {
+                out[o++] = (char)(0xE0 | (cp >> 12));
+                out[o++] = (char)(0x80 | ((cp >> 6) & 0x3F));
+                out[o++] = (char)(0x80 | (cp & 0x3F));
+            }
+            break;
+        }
+        default: jerr(j, *i - 1, "bad escape '\\%c'", e ? e : '0'); return NULL;
+        }
+    }
+    out[o++] = 0;
+    j->used += o;
+    return out;
+}
+
+static bool parse_num(struct jline *j, const char *p, size_t *i, struct jfield *f) {
+    size_t s = *i;
+    bool is_int = true;
+    if (p[*i] == '-') (*i)++;
+    if (p[*i] == '0') (*i)++;
+    else if (p[*i] >= '1' && p[*i] <= '9')
+        while (p[*i] >= '0' && p[*i] <= '9') (*i)++;
+    else return jerr(j, s, "bad number");
+    if (p[*i] == '.') {
+        is_int = false;
+        (*i)++;
+        if (!(p[*i] >= '0' && p[*i] <= '9')) return jerr(j, s, "bad number");
+        while (p[*i] >= '0' && p[*i] <= '9') (*i)++;
+    }
+    if (p[*i] == 'e' || p[*i] == 'E') {
+        is_int = false;
+        (*i)++;
+        if (p[*i] == '+' || p[*i] == '-') (*i)++;
+        if (!(p[*i] >= '0' && p[*i] <= '9')) return jerr(j, s, "bad number");
+        while (p[*i] >= '0' && p[*i] <= '9') (*i)++;
+    }
+    char tmp[64];
+    size_t len = *i - s;
+    if (len >= sizeof tmp) return jerr(j, s, "number too long");
+    memcpy(tmp, p + s, len);
+    tmp[len] = 0;
+    f->type = JV_NUM;
+    f->num = strtod(tmp, NULL);
+    f->is_int = is_int;
+    if (is_int) {
+        errno = 0;
+        f->i = strtoll(tmp, NULL, 10);
+        if (errno) return jerr(j, s, "integer out of range");
+    }
+    return true;
+}
+
+// Parses one line (NUL-terminated, no newline) holding one flat JSON object.
+static bool jline_parse(struct jline *j, const char *p, size_t len) {
+    j->n = 0;
+    j->used = 0;
+    j->err[0] = 0;
+    if (len + 1 > j->cap) {
+        char *b = realloc(j->buf, len + 64);
+        if (!b) return jerr(j, 0, "out of memory");
+        j->buf = b;
+        j->cap = len + 64;
+    }
+    size_t i = 0;
+    skip_ws(p, &i);
+    if (p[i] != '{') return jerr(j, i, "expected '{'");
+    i++;
+    skip_ws(p, &i);
+    if (p[i] == '}') {
+        i++;
+    } else {
+        for (;;) {
+            skip_ws(p, &i);
+            if (p[i] != '"') return jerr(j, i, "expected a key string");
+            if (j->n >= JMAX_FIELDS) return jerr(j, i, "more than %d keys", JMAX_FIELDS);
+            struct jfield *f = &j->f[j->n];
+            memset(f, 0, sizeof *f);
+            if (!(f->key = parse_str(j, p, &i))) return false;
+            for (int k = 0; k < j->n; k++)
+                if (!strcmp(j->f[k].key, f->key)) return jerr(j, i, "duplicate key '%s'", f->key);
+            skip_ws(p, &i);
+            if (p[i] != ':') return jerr(j, i, "expected ':'");
+            i++;
+            skip_ws(p, &i);
+            char c = p[i];
+            if (c == '"') {
+                f->type = JV_STR;
+                if (!(f->s = parse_str(j, p, &i))) return false;
+            } else if (c == '-' || (c >= '0' && c <= '9')) {
+                if (!parse_num(j, p, &i, f)) return false;
+            } else if (!strncmp(p + i, "true", 4) || !strncmp(p + i, "false", 5)) {
+                f->type = JV_BOOL;
+                f->i = c == 't';
+                i += c == 't' ? 4 : 5;
+            } else if (!strncmp(p + i, "null", 4)) {
+                f->type = JV_NULL;
+                i += 4;
+            } else if (c == '{' || c == '[') {
+                return jerr(j, i, "nested value for key '%s' (schema v1 objects are flat)", f->key);
+            } else {
+                return jerr(j, i, c ? "unexpected character '%c'" : "unexpected end of line%.0s",
+                            c ? c : ' ');
+            }
+            j->n++;
+            skip_ws(p, &i);
+            if (p[i] == ',') {
+                i++;
+                continue;
+            }
+            if (p[i] == '}') {
+                i++;
+                break;
+            }
+            return jerr(j, i, p[i] ? "expected ',' or '}'" : "unexpected end of line (truncated object?)");
+        }
+    }
+    skip_ws(p, &i);
+    if (i != len) return jerr(j, i, "trailing characters after the object");
+    return true;
+}
+
+static const struct jfield *jget(const struct jline *j, const char *key) {
+    for (int k = 0; k < j->n; k++)
+        if (!strcmp(j->f[k].key, key)) return &j->f[k];
+    return NULL;
+}
+
+// ============================================================================
+// schema validation + aggregation
+// ============================================================================
+
+struct loader {
+    struct lm_prof_report *r;
+    const char *path;
+    size_t line;
+    struct jline j;
+    // tid-0 block reconstruction
+    bool blk_open;
+    int blk_layer, blk_phase, blk_step;
+    uint64_t blk_t0, blk_t1;
+};
+
+static enum lm_status lerr(struct loader *L, enum lm_status st, const char *fmt, ...) {
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return lm_error_set(st, "%s:%zu: %s", L->path, L->line, msg);
+}
+
+// Required key of a type: 's' string, 'u' non-negative integer, 'i' integer.
+static enum lm_status need(struct loader *L, const char *type, const char *key, char kind,
+                           const struct jfield **out) {
+    const struct jfield *f = jget(&L->j, key);
+    if (!f) return lerr(L, LM_ERR_FORMAT, "%s event lacks required key '%s'", type, key);
+    bool ok = kind == 's' ? f->type == JV_STR
+                          : f->type == JV_NUM && f->is_int && (kind == 'i' || f->i >= 0);
+    if (!ok)
+        return lerr(L, LM_ERR_FORMAT, "%s event: key '%s' must be %s", type, key,
+                    kind == 's' ? "a string" : kind == 'u' ? "a non-negative integer"
+                                                           : "an integer");
+    *out = f;
+    return LM_OK;
+}
+
+static int phase_index(const char *s) {
+    for (int p = 0; p < LM_PHASE_COUNT; p++)
+        if (!strcmp(s, lm_prof_phase_name((enum lm_prof_phase)p))) return p;
+    return !strcmp(s, "-") ? LM_PHASE_COUNT : -1;
+}
+
+static int op_index(const char *s) {
+    for (int o = 0; o < LM_OP_COUNT; o++)
+        if (!strcmp(s, lm_prof_op_name((enum lm_prof_op)o))) return o;
+    return -1;
+}
+
+static int op_group(int op) {
+    if (op >= LM_OP_ATTN_NORM && op <= LM_OP_ATTN_RESIDUAL) return LM_RG_ATTN;
+    if (op >= LM_OP_FFN_NORM && op <= LM_OP_FFN_RESIDUAL) return LM_RG_FFN;
+    return LM_RG_OTHER;
+}
+
+#define NEED(type, key, kind, var)                                                      \
+    const struct jfield *var;                                                           \
+    if ((st = need(L, type, key, kind, &var))) return st
+
+static enum lm_status add(struct loader *L, int sec, const char *key, uint64_t v) {
+    struct lm_rgroup *g = sec_get(&L->r->sec[sec], key);
+    if (!g || !grp_add(g, v)) return lerr(L, LM_ERR_NOMEM, "out of memory");
+    return LM_OK;
+}
+
+static enum lm_status count_only(struct loader *L, int sec, const char *key) {
+    struct lm_rgroup *g = sec_get(&L->r->sec[sec], key);
+    if (!g) return lerr(L, LM_ERR_NOMEM, "out of memory");
+    g->n++;
+    return LM_OK;
+}
+
+static enum lm_status blk_close(struct loader *L) {
+    if (!L->blk_open) return LM_OK;
+    L->blk_open = false;
+    char key[96];
+    snprintf(key, sizeof key, "%s :: block_%d",
+             lm_prof_phase_name((enum lm_prof_phase)L->blk_phase), L->blk_layer);
+    return add(L, LM_RS_LAYER, key, L->blk_t1 - L->blk_t0);
+}
+
+static enum lm_status on_event(struct loader *L, const char *type) {
+    struct lm_prof_report *r = L->r;
+    enum lm_status st;
+    char key[256];
+    static const char *const known[] = {"phase", "op", "barrier", "matmul", "variant", "memory"};
+    bool is_known = false;
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) is_known |= !strcmp(type, known[i]);
+    if (!is_known) return lerr(L, LM_ERR_FORMAT, "unknown event type '%s'", type);
+    NEED(type, "tid", 'u', ftid);
+    NEED(type, "ts_ns", 'u', fts);
+    if (ftid->i >= LM_PROF_MAX_THREADS)
+        return lerr(L, LM_ERR_FORMAT, "tid %lld >= %d", ftid->i, LM_PROF_MAX_THREADS);
+    int tid = (int)ftid->i;
+    bool timed = !strcmp(type, "phase") || !strcmp(type, "op") || !strcmp(type, "barrier") ||
+                 !strcmp(type, "matmul");
+    uint64_t dur = 0;
+    int ph = LM_PHASE_COUNT, step = -1;
+    if (timed) {
+        NEED(type, "dur_ns", 'u', fdur);
+        NEED(type, "phase", 's', fph);
+        NEED(type, "step", 'i', fstep);
+        dur = (uint64_t)fdur->i;
+        ph = phase_index(fph->s);
+        if (ph < 0) return lerr(L, LM_ERR_FORMAT, "%s event: unknown phase '%s'", type, fph->s);
+        step = (int)fstep->i;
+        if ((st = add(L, LM_RS_TYPE, type, dur))) return st;
+    } else {
+        if ((st = count_only(L, LM_RS_TYPE, type))) return st;
+    }
+    const char *phn = lm_prof_phase_name((enum lm_prof_phase)ph);
+    if (!strcmp(type, "phase")) {
+        if (ph == LM_PHASE_COUNT) return lerr(L, LM_ERR_FORMAT, "phase event with phase '-'");
+        NEED(type, "n_tokens", 'i', fnt);
+        if (fnt->i > 0) r->tokens[ph] += (uint64_t)fnt->i;
+        if ((st = add(L, LM_RS_PHASE, phn, dur))) return st;
+        if ((st = add(L, LM_RS_STEP, phn, dur))) return st;
+        return LM_OK;
+    }
+    if (!strcmp(type, "op") || !strcmp(type, "barrier") || !strcmp(type, "matmul")) {
+        NEED(type, "op", 's', fop);
+        NEED(type, "layer", 'i', flayer);
+        int op = op_index(fop->s);
+        if (op < 0) return lerr(L, LM_ERR_FORMAT, "%s event: unknown op '%s'", type, fop->s);
+        long long layer = flayer->i;
+        if (layer < -1 || layer >= LM_PROF_MAX_LAYERS)
+            return lerr(L, LM_ERR_FORMAT, "%s event: layer %lld outside [-1, %d)", type, layer,
+                        LM_PROF_MAX_LAYERS);
+        if (layer > r->max_layer) r->max_layer = (int)layer;
+        if (!strcmp(type, "matmul")) {
+            NEED(type, "weight", 's', fw);
+            NEED(type, "m", 'u', fm);
+            NEED(type, "n", 'u', fn);
+            NEED(type, "k", 'u', fk);
+            NEED(type, "dtype", 's', fdt);
+            NEED(type, "variant", 's', fv);
+            NEED(type, "reason", 's', frs);
+            NEED(type, "bytes", 'u', fb);
+            NEED(type, "flops", 'u', ffl);
+            (void)fw;
+            snprintf(key, sizeof key, "%s m=%lld n=%lld k=%lld %s %s", fop->s, fm->i, fn->i,
+                     fk->i, fdt->s, fv->s[0] ? fv->s : "-");
+            if ((st = add(L, LM_RS_MATMUL, key, dur))) return st;
+            struct lm_rgroup *g = sec_get(&r->sec[LM_RS_MATMUL], key);
+            g->bytes += (double)fb->i;
+            g->flops += (double)ffl->i;
+            snprintf(key, sizeof key, "%s %s -> %s (%s)", fop->s, fdt->s,
+                     fv->s[0] ? fv->s : "-", frs->s[0] ? frs->s : "-");
+            return count_only(L, LM_RS_MM_VARIANT, key);
+        }
+        bool bar = !strcmp(type, "barrier");
+        int lslot = layer < 0 ? 0 : (int)layer + 1;
+        r->layer_grp[ph][lslot][bar ? LM_RG_BARRIER : op_group(op)] += (double)dur;
+        if (bar) {
+            r->th[tid].wait += (double)dur;
+            r->th[tid].n_bar++;
+            if ((st = add(L, LM_RS_BARRIER_PHASE, phn, dur))) return st;
+            snprintf(key, sizeof key, "%s :: %s", phn, fop->s);
+            if ((st = add(L, LM_RS_BARRIER_OP, key, dur))) return st;
+        } else {
+            r->th[tid].busy += (double)dur;
+            snprintf(key, sizeof key, "%s :: %s", phn, fop->s);
+            if ((st = add(L, LM_RS_PHASE_OP, key, dur))) return st;
+            if ((st = add(L, LM_RS_OP, fop->s, dur))) return st;
+        }
+        // thread 0's runs of one layer = that layer's wall span (barriers included)
+        if (tid == 0) {
+            uint64_t t0 = (uint64_t)fts->i, t1 = t0 + dur;
+            if (L->blk_open && layer == L->blk_layer && ph == L->blk_phase && step == L->blk_step) {
+                if (t1 > L->blk_t1) L->blk_t1 = t1;
+            } else {
+                if ((st = blk_close(L))) return st;
+                if (layer >= 0) {
+                    L->blk_open = true;
+                    L->blk_layer = (int)layer;
+                    L->blk_phase = ph;
+                    L->blk_step = step;
+                    L->blk_t0 = t0;
+                    L->blk_t1 = t1;
+                }
+            }
+        }
+        return LM_OK;
+    }
+    if (!strcmp(type, "variant")) {
+        NEED(type, "kernel", 's', fk);
+        NEED(type, "variant", 's', fv);
+        NEED(type, "reason", 's', frs);
+        snprintf(key, sizeof key, "%s -> %s (%s)", fk->s, fv->s, frs->s[0] ? frs->s : "-");
+        return count_only(L, LM_RS_VARIANT, key);
+    }
+    if (!strcmp(type, "memory")) {
+        r->have_mem = true;
+        r->n_mem++;
+        for (int i = 0; i < 5; i++) {
+            NEED(type, lm_r_mem_names[i], 'u', fv);
+            r->mem_last[i] = (uint64_t)fv->i;
+            if (r->mem_last[i] > r->mem_peak[i]) r->mem_peak[i] = r->mem_last[i];
+        }
+        return LM_OK;
+    }
+    return lerr(L, LM_ERR_FORMAT, "unknown event type '%s'", type);
+}
+
+// ============================================================================
+// loading
+// ============================================================================
+
+void lm_prof_report_free(struct lm_prof_report *r) {
+    if (!r) return;
+    for (int s = 0; s < LM_RS_COUNT; s++) {
+        for (size_t i = 0; i < r->sec[s].n; i++) {
+            free(r->sec[s].g[i].key);
+            free(r->sec[s].g[i].v);
+        }
+        free(r->sec[s].g);
+        free(r->sec[s].slot);
+    }
+    free(r->path);
+    free(r->steps);
+    free(r);
+}
+
+enum lm_status lm_prof_report_load(const char *path, struct lm_prof_report **out) {
+    *out = NULL;
+    FILE *f = fopen(path, "r");
+    if (!f) return lm_error_set(LM_ERR_IO, "%s: %s", path, strerror(errno));
+    struct lm_prof_report *r = calloc(1, sizeof *r);
+    struct loader L = {.r = r, .path = path};
+    if (!r || !(r->path = strdup(path))) {
+        fclose(f);
+        free(r);
+        return lm_error_set(LM_ERR_NOMEM, "%s: out of memory", path);
+    }
+    r->max_layer = -1;
+    char *line = NULL;
+    size_t lcap = 0;
+    ssize_t len;
+    enum lm_status st = LM_OK;
+    bool header = false, end = false;
+    uint64_t end_events = 0;
+    while ((len = getline(&line, &lcap, f)) >= 0) {
+        L.line++;
+        if (len == 0 || line[len - 1] != '\n') {
+            st = lerr(&L, LM_ERR_FORMAT, "truncated: last line has no newline");
+            break;
+        }
+        line[--len] = 0;
+        if (len && line[len - 1] == '\r') line[--len] = 0;
+        if (strlen(line) != (size_t)len) {
+            st = lerr(&L, LM_ERR_FORMAT, "NUL byte in line");
+            break;
+        }
+        size_t k = 0;
+        skip_ws(line, &k);
+        if (line[k] == 0) continue; // blank lines are allowed
+        if (end) {
+            st = lerr(&L, LM_ERR_FORMAT, "data after the end record");
+            break;
+        }
+        if (!jline_parse(&L.j, line, (size_t)len)) {
+            st = lerr(&L, LM_ERR_FORMAT, "bad JSON: %s", L.j.err);
+            break;
+        }
+        const struct jfield *ft = jget(&L.j, "type");
+        if (!ft || ft->type != JV_STR) {
+            st = lerr(&L, LM_ERR_FORMAT, "object lacks a string \"type\"");
+            break;
+        }
+        const char *type = ft->s;
+        if (!header) {
+            if (strcmp(type, "header")) {
+                st = lerr(&L, LM_ERR_FORMAT, "first record is '%s', expected the header", type);
+                break;
+            }
+            const struct jfield *fs = jget(&L.j, "schema"), *fv = jget(&L.j, "version");
+            if (!fs || fs->type != JV_STR || strcmp(fs->s, LM_PROF_JSONL_SCHEMA)) {
+                st = lerr(&L, LM_ERR_FORMAT, "header: schema is not \"%s\"", LM_PROF_JSONL_SCHEMA);
+                break;
+            }
+            if (!fv || fv->type != JV_NUM || !fv->is_int) {
+                st = lerr(&L, LM_ERR_FORMAT, "header: version must be an integer");
+                break;
+            }
+            if (fv->i != LM_PROF_JSONL_VERSION) {
+                st = lerr(&L, LM_ERR_UNSUPPORTED, "unsupported trace version %lld (this lumen reads %d)",
+                          fv->i, LM_PROF_JSONL_VERSION);
+                break;
+            }
+            const struct jfield *fn = jget(&L.j, "n_threads"), *fd = jget(&L.j, "dropped"),
+                                *fc = jget(&L.j, "clock");
+            if (!fn || fn->type != JV_NUM || !fn->is_int || fn->i < 1 || fn->i > LM_PROF_MAX_THREADS) {
+                st = lerr(&L, LM_ERR_FORMAT, "header: n_threads must be an integer in [1, %d]",
+                          LM_PROF_MAX_THREADS);
+                break;
+            }
+            r->n_threads = (int)fn->i;
+            if (fd && fd->type == JV_NUM && fd->is_int && fd->i > 0) r->dropped = (uint64_t)fd->i;
+            if (fc && fc->type == JV_STR) snprintf(r->clock, sizeof r->clock, "%s", fc->s);
+            header = true;
+            continue;
+        }
+        if (!strcmp(type, "header")) {
+            st = lerr(&L, LM_ERR_FORMAT, "second header record");
+            break;
+        }
+        if (!strcmp(type, "end")) {
+            const struct jfield *fe = jget(&L.j, "events");
+            if (!fe || fe->type != JV_NUM || !fe->is_int || fe->i < 0) {
+                st = lerr(&L, LM_ERR_FORMAT, "end record lacks an integer 'events'");
+                break;
+            }
+            end_events = (uint64_t)fe->i;
+            end = true;
+            continue;
+        }
+        r->n_events++;
+        if ((st = on_event(&L, type))) break;
+        const struct jfield *ftid = jget(&L.j, "tid");
+        if (ftid->i >= r->n_threads) {
+            st = lerr(&L, LM_ERR_FORMAT, "tid %lld >= header n_threads %d", ftid->i, r->n_threads);
+            break;
+        }
+    }
+    if (!st && ferror(f)) st = lm_error_set(LM_ERR_IO, "%s: read error", path);
+    if (!st && !header) st = lm_error_set(LM_ERR_FORMAT, "%s:%zu: empty file (no header record)", path, L.line);
+    if (!st && !end)
+        st = lm_error_set(LM_ERR_FORMAT, "%s:%zu: truncated: no end record after %llu events", path,
+                          L.line, (unsigned long long)r->n_events);
+    if (!st && end_events != r->n_events)
+        st = lm_error_set(LM_ERR_FORMAT, "%s:%zu: truncated or edited: end record says %llu events, file has %llu",
+                          path, L.line, (unsigned long long)end_events, (unsigned long long)r->n_events);
+    if (!st) st = blk_close(&L);
+    free(line);
+    free(L.j.buf);
+    fclose(f);
+    if (st) {
+        lm_prof_report_free(r);
+        return st;
+    }
+    // decode step series for the chart (file order = time order)
+    const struct lm_rgroup *g = lm_r_find(&r->sec[LM_RS_STEP], "decode");
+    if (g && g->n) {
+        r->steps = malloc(g->n * sizeof *r->steps);
+        if (r->steps) {
+            for (size_t i = 0; i < g->n; i++) r->steps[i] = (double)g->v[i];
+            r->n_steps = r->cap_steps = g->n;
+        }
+    }
+    for (int s = 0; s < LM_RS_COUNT; s++)
+        for (size_t i = 0; i < r->sec[s].n; i++) grp_finalize(&r->sec[s].g[i], s == LM_RS_STEP);
+    *out = r;
+    return LM_OK;
+}
+
+bool lm_prof_report_row(const struct lm_prof_report *r, const char *section, const char *key,
+                        struct lm_prof_row *out) {
+    for (int s = 0; s < LM_RS_COUNT; s++) {
+        if (strcmp(section, k_sec_names[s])) continue;
+        const struct lm_rgroup *g = lm_r_find(&r->sec[s], key);
+        if (!g) return false;
+        *out = g->row;
+        out->count = g->n;
+        return true;
+    }
+    return false;
+}
+
+// ============================================================================
+// text report
+// ============================================================================
+
+const char *lm_r_fmt_ms(char *buf, size_t n, double ns) {
+    snprintf(buf, n, "%.4fms", ns / 1e6);
+    return buf;
+}
+
+static void print_row(FILE *f, const char *indent, const char *key, const struct lm_prof_row *r) {
+    fprintf(f, "%s%s: count=%llu | total=%.3fms | avg=%.4fms | min=%.4fms | max=%.4fms | "
+               "p95=%.4fms | p99=%.4fms\n",
+            indent, key, (unsigned long long)r->count, r->total / 1e6, r->avg / 1e6, r->min / 1e6,
+            r->max / 1e6, r->p95 / 1e6, r->p99 / 1e6);
+}
+
+static void print_section(FILE *f, const struct lm_prof_report *r, int sec, const char *title,
+                          bool by_total, size_t limit) {
+    const struct lm_rsection *s = &r->sec[sec];
+    fprintf(f, "\n%s:\n", title);
+    if (!s->n) {
+        fprintf(f, "  no samples\n");
+        return;
+    }
+    struct lm_rgroup **a = lm_r_sorted(s, by_total);
+    if (!a) return;
+    for (size_t i = 0; i < s->n && i < limit; i++) print_row(f, "  ", a[i]->key, &a[i]->row);
+    if (s->n > limit) fprintf(f, "  ... %zu more\n", s->n - limit);
+    free(a);
+}
+
+static int cmp_layer_key(const void *a, const void *b) {
+    const struct lm_rgroup *x = *(struct lm_rgroup *const *)a, *y = *(struct lm_rgroup *const *)b;
+    const char *bx = strstr(x->key, "block_"), *by = strstr(y->key, "block_");
+    int c = strncmp(x->key, y->key, (size_t)(bx - x->key) < (size_t)(by - y->key)
+                                         ? (size_t)(bx - x->key) : (size_t)(by - y->key));
+    if (c) return c;
+    return atoi(bx + 6) - atoi(by + 6);
+}
+
+void lm_prof_report_print(const struct lm_prof_report *r, FILE *f) {
+    fprintf(f, "\n=== Analyzing %s ===\n", r->path);
+    fprintf(f, "Total events: %llu (threads: %d, clock: %s, dropped: %llu)\n",
+            (unsigned long long)r->n_events, r->n_threads, r->clock[0] ? r->clock : "?",
+            (unsigned long long)r->dropped);
+    fprintf(f, "Percentiles are exact, nearest-rank (p95 = v[ceil(0.95 n)] of the sorted samples).\n");
+
+    // event types: timed ones with rows, others "no samples"
+    const struct lm_rsection *ts = &r->sec[LM_RS_TYPE];
+    fprintf(f, "\nEvent type summary:\n");
+    struct lm_rgroup **a = lm_r_sorted(ts, false);
+    if (a) {
+        // by count desc
+        for (size_t i = 0; i < ts->n; i++)
+            for (size_t j = i + 1; j < ts->n; j++)
+                if (a[j]->n > a[i]->n) {
+                    struct lm_rgroup *t = a[i];
+                    a[i] = a[j];
+                    a[j] = t;
+                }
+        for (size_t i = 0; i < ts->n; i++) {
+            char k[96];
+            snprintf(k, sizeof k, "%s (count=%zu)", a[i]->key, a[i]->n);
+            if (a[i]->v) print_row(f, "  ", k, &a[i]->row);
+            else fprintf(f, "  %s: no samples\n", k);
+        }
+        free(a);
+    }
+
+    fprintf(f, "\nBy phase:\n");
+    for (int p = 0; p < LM_PHASE_COUNT; p++) {
+        const char *pn = lm_prof_phase_name((enum lm_prof_phase)p);
+        const struct lm_rgroup *g = lm_r_find(&r->sec[LM_RS_PHASE], pn);
+        if (!g) continue;
+        print_row(f, "  ", pn, &g->row);
+        if ((p == LM_PHASE_PREFILL || p == LM_PHASE_DECODE) && g->sum > 0 && r->tokens[p])
+            fprintf(f, "    %s: %llu tokens, %.2f tok/s\n", pn, (unsigned long long)r->tokens[p],
+                    (double)r->tokens[p] / (g->sum * 1e-9));
+    }
+    if (!r->sec[LM_RS_PHASE].n) fprintf(f, "  no samples\n");
+
+    print_section(f, r, LM_RS_PHASE_OP, "By phase/op (per-thread spans, all layers)", true, 64);
+
+    // per-layer, ordered by phase then layer
+    fprintf(f, "\nPer-layer totals (block_N = thread 0's span over the layer's ops and barriers):\n");
+    const struct lm_rsection *ls = &r->sec[LM_RS_LAYER];
+    if (!ls->n) fprintf(f, "  no samples\n");
+    a = lm_r_sorted(ls, false);
+    if (a) {
+        qsort(a, ls->n, sizeof *a, cmp_layer_key);
+        for (size_t i = 0; i < ls->n; i++) print_row(f, "  ", a[i]->key, &a[i]->row);
+        free(a);
+    }
+
+    print_section(f, r, LM_RS_OP, "Op aggregate (all phases, layers and threads)", true, 64);
+
+    // matmul shape x variant with throughput
+    const struct lm_rsection *ms = &r->sec[LM_RS_MATMUL];
+    fprintf(f, "\nMatmul shape x variant (W (m,k) @ X (k,n); thread-0 time):\n");
+    if (!ms->n) fprintf(f, "  no samples\n");
+    a = lm_r_sorted(ms, true);
+    if (a) {
+        for (size_t i = 0; i < ms->n; i++) {
+            print_row(f, "  ", a[i]->key, &a[i]->row);
+            fprintf(f, "    bytes=%.0f flops=%.0f | %.2f GB/s | %.2f GFLOP/s\n", a[i]->bytes,
+                    a[i]->flops, a[i]->sum > 0 ? a[i]->bytes / a[i]->sum : 0.0,
+                    a[i]->sum > 0 ? a[i]->flops / a[i]->sum : 0.0);
+        }
+        free(a);
+    }
+
+    print_section(f, r, LM_RS_BARRIER_PHASE, "Barrier wait by phase", true, 64);
+    print_section(f, r, LM_RS_BARRIER_OP, "Barrier wait by phase/op (barrier after op)", true, 64);
+
+    fprintf(f, "\nThreads (busy = op spans, wait = barrier spans):\n");
+    uint64_t tokens = r->tokens[LM_PHASE_PREFILL] + r->tokens[LM_PHASE_DECODE];
+    for (int t = 0; t < r->n_threads; t++) {
+        const struct lm_rthread *th = &r->th[t];
+        double tot = th->busy + th->wait;
+        fprintf(f, "  thread %d: busy=%.3fms | wait=%.3fms | wait_share=%.1f%% | barriers=%llu",
+                t, th->busy / 1e6, th->wait / 1e6, tot > 0 ? 100.0 * th->wait / tot : 0.0,
+                (unsigned long long)th->n_bar);
+        if (tokens) fprintf(f, " | barriers/token=%.1f", (double)th->n_bar / (double)tokens);
+        fputc('\n', f);
+    }
+
+    fprintf(f, "\nVariant selection (kernel -> variant (reason)):\n");
+    const int vs[2] = {LM_RS_VARIANT, LM_RS_MM_VARIANT};
+    bool any = false;
+    for (int k = 0; k < 2; k++) {
+        const struct lm_rsection *s = &r->sec[vs[k]];
+        for (size_t i = 0; i < s->n; i++) {
+            fprintf(f, "  %s%s: count=%zu\n", k ? "matmul " : "", s->g[i].key, s->g[i].n);
+            any = true;
+        }
+    }
+    if (!any) fprintf(f, "  no samples\n");
+
+    fprintf(f, "\nMemory (%llu records):\n", (unsigned long long)r->n_mem);
+    if (!r->have_mem) fprintf(f, "  no samples\n");
+    else
+        for (int i = 0; i < 5; i++)
+            fprintf(f, "  %s: last=%.2fMiB | peak=%.2fMiB\n", lm_r_mem_names[i],
+                    (double)r->mem_last[i] / 1048576.0, (double)r->mem_peak[i] / 1048576.0);
+}
