@@ -137,6 +137,11 @@ else
     mv -f "$tmp" "$MODEL"
 fi
 
+# ---------------------------------------------------------------- 3b. BPE test vocabularies
+# llama.cpp's vocab-only test files (Llama 3, Qwen2, ...) from llama-cpp-python's sdist on
+# PyPI, for the byte-level BPE tokenizer tests; idempotent, skipped when present.
+"$VPY" tools/fetch_bpe_vocabs.py || die "tools/fetch_bpe_vocabs.py failed"
+
 # ---------------------------------------------------------------- 4. build
 say "building build/ (Release, native) with -j$JOBS"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DLUMEN_NATIVE=ON >/dev/null ||

@@ -539,10 +539,10 @@ static void test_tensors(void) {
     EXPECT_FAIL(&w, LM_ERR_FORMAT, "bad?name");
 
     // expect_tensor on an unsupported dtype
-    one_tensor(&w, 1, (uint64_t[]){256}, LM_DTYPE_Q2_K, 0, 84);
+    one_tensor(&w, 1, (uint64_t[]){256}, LM_DTYPE_IQ2_XXS, 0, 66);
     CHECKF(wb_open(&w, &g) == LM_OK, "%s", lm_error_msg());
     CHECK(lm_gguf_expect_tensor(&g, "x.weight", 1, (int64_t[]){256}, NULL) == LM_ERR_UNSUPPORTED);
-    CHECK(strstr(lm_error_msg(), "q2_K") != NULL);
+    CHECK(strstr(lm_error_msg(), "iq2_xxs") != NULL);
     lm_gguf_close(&g);
     free(w.p);
 }

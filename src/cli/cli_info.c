@@ -64,16 +64,48 @@ int cmd_info(int argc, char **argv) {
            hp->n_rot, hp->rope_base);
     if (hp->n_swa > 0) printf(", base %g (sliding)", hp->rope_base_swa);
     if (hp->rope_scale != 1.0f) printf(", linear scaling x%g", 1.0f / hp->rope_scale);
+    if (hp->rope_scaling == LM_ROPE_SCALING_LLAMA3 && m->rope_freqs) {
+        // llama3: per-dimension frequency divisors (1 = high frequencies untouched)
+        const int half = hp->n_rot / 2;
+        float lo = m->rope_freqs[0], hi = m->rope_freqs[0];
+        for (int i = 1; i < half; i++) {
+            if (m->rope_freqs[i] < lo) lo = m->rope_freqs[i];
+            if (m->rope_freqs[i] > hi) hi = m->rope_freqs[i];
+        }
+        printf(", llama3 scaling (frequency factors %g..%g, %s)", lo, hi,
+               m->rope_freqs == m->rope_freqs_buf ? "from rope.scaling.* metadata"
+                                                  : "rope_freqs.weight");
+    }
     printf("\n");
     if (hp->n_swa > 0) {
-        printf("  sliding window %d tokens; global layers:", hp->n_swa);
+        int n_global = 0;
+        for (int l = 0; l < hp->n_layer; l++) n_global += !m->layers[l].swa;
+        printf("  sliding window %d tokens, pattern: every %d%s layer global (%d sliding, %d "
+               "global); global layers:",
+               hp->n_swa, hp->swa_period,
+               hp->swa_period == 1 ? "st" : hp->swa_period == 2 ? "nd" : hp->swa_period == 3 ? "rd" : "th",
+               hp->n_layer - n_global, n_global);
         for (int l = 0; l < hp->n_layer; l++) if (!m->layers[l].swa) printf(" %d", l);
         printf("\n");
+    } else {
+        printf("  attention      full (no sliding window)\n");
+    }
+    {
+        int nb = 0, nqk = 0, npost = 0;
+        for (int l = 0; l < hp->n_layer; l++) {
+            nb += m->layers[l].bq.data || m->layers[l].bk.data || m->layers[l].bv.data;
+            nqk += m->layers[l].q_norm.data != NULL;
+            npost += m->layers[l].post_attn_norm.data != NULL;
+        }
+        printf("  qkv biases     %s\n", nb ? (nb == hp->n_layer ? "yes (all layers)" : "some layers") : "no");
+        printf("  qk-norm        %s\n", nqk ? "per-head RMS norm on q and k" : "no");
+        printf("  post norms     %s\n", npost ? "after attention and FFN" : "no");
     }
     printf("  attn scale     %g\n", hp->attn_scale);
     printf("  embd scale     %g\n", hp->embd_scale);
     if (hp->final_softcap > 0) printf("  logit softcap  %g\n", hp->final_softcap);
-    printf("  output         %s\n", m->tied_output ? "tied to token_embd" : "separate output.weight");
+    printf("  output         %s%s\n", m->tied_output ? "tied to token_embd" : "separate output.weight",
+           m->output_b.data ? " + output.bias" : "");
     printf("\ntokenizer\n");
     printf("  kind           %s\n", m->tok->kind == LM_TOK_KIND_SPM ? "SentencePiece (llama)" : "byte-level BPE (gpt2)");
     printf("  tokens         %d (bos %d, eos %d)\n", lm_tokenizer_n_vocab(m->tok),

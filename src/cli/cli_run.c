@@ -7,6 +7,11 @@
 #include "base/timer.h"
 #include "cli/cli.h"
 #include "lumen.h"
+#include "base/threadpool.h"
+#include "kernels/kernels.h"
+#include "model/model.h"
+#include "prof/prof.h"
+#include "runtime/runtime.h"
 #include "tokenizer/tokenizer.h"
 
 static const char *k_run_help =
@@ -26,6 +31,10 @@ static const char *k_run_help =
     "  -t, --threads N       threads (default: physical cores)\n"
     "      --ctx N           context size (default: min(model's, 4096))\n"
     "      --ignore-eos      keep generating past end-of-generation tokens\n"
+    "      --profile         print the profiler's summary (phases, ops, matmuls, barriers,\n"
+    "                        memory) to stderr at the end\n"
+    "      --trace FILE      write every profiler event as JSONL (docs/profiling.md)\n"
+    "      --perfetto FILE   write a Chrome trace (open it in ui.perfetto.dev)\n"
     "\n"
     "Prints generated text to stdout as it is produced, then one stats line to stderr:\n"
     "load ms, prompt tokens and tok/s, time to first token, generated tokens and tok/s.\n";
@@ -56,7 +65,8 @@ int cmd_run(int argc, char **argv) {
     const char *cmd = "run";
     const char *model_path = NULL, *prompt = NULL, *prompt_file = NULL;
     int64_t n_predict = 128, n_threads = 0, n_ctx = 0;
-    bool chat = false, ignore_eos = false;
+    bool chat = false, ignore_eos = false, profile = false;
+    const char *trace_path = NULL, *perfetto_path = NULL;
     struct lm_sampler_params sp = lm_sampler_params_default();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -68,6 +78,9 @@ int cmd_run(int argc, char **argv) {
             n_predict = cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 0, 1 << 20);
         else if (!strcmp(a, "--chat")) chat = true;
         else if (!strcmp(a, "--ignore-eos")) ignore_eos = true;
+        else if (!strcmp(a, "--profile")) profile = true;
+        else if (!strcmp(a, "--trace")) trace_path = cli_value(cmd, argc, argv, &i);
+        else if (!strcmp(a, "--perfetto")) perfetto_path = cli_value(cmd, argc, argv, &i);
         else if (!strcmp(a, "--temp"))
             sp.temperature = (float)cli_float(cmd, a, cli_value(cmd, argc, argv, &i), 0, 100);
         else if (!strcmp(a, "--top-k"))
@@ -99,9 +112,23 @@ int cmd_run(int argc, char **argv) {
     }
     if (!model_path) model_path = cli_default_model();
 
+    // profiler: summary for --profile, full events for --trace / --perfetto
+    const enum lm_prof_level level = (trace_path || perfetto_path) ? LM_PROF_TRACE
+                                     : profile                      ? LM_PROF_SUMMARY
+                                                                    : LM_PROF_OFF;
+    if (level != LM_PROF_OFF) {
+        const int nt = n_threads > 0 ? (int)n_threads : lm_cpu_physical_cores();
+        if (lm_prof_init(level, nt, 0) != LM_OK) {
+            fprintf(stderr, "lumen run: %s\n", lm_error_msg());
+            return 1;
+        }
+    }
+
     const uint64_t t_load0 = lm_now_ns();
+    uint64_t tp = lm_prof_phase_begin(LM_PHASE_LOAD);
     struct lm_model *m = NULL;
     enum lm_status st = lm_model_load(&m, model_path, NULL);
+    lm_prof_phase(LM_PHASE_LOAD, tp, lm_prof_ticks(), -1, 0);
     if (st != LM_OK) {
         fprintf(stderr, "lumen run: %s\n", lm_error_msg());
         free(file_text);
@@ -112,13 +139,25 @@ int cmd_run(int argc, char **argv) {
 
     // ---- tokenize (the clock for TTFT starts here)
     const uint64_t t0 = lm_now_ns();
+    tp = lm_prof_phase_begin(LM_PHASE_TOKENIZE);
     char *chat_text = NULL;
     const char *text = prompt;
     size_t text_len = prompt_len;
     if (chat) {
         struct lm_chat_msg msg = {.role = "user", .content = prompt};
         size_t chat_len = 0;
-        st = lm_chat_apply(LM_CHAT_TEMPLATE_GEMMA, &msg, 1, true, &chat_text, &chat_len);
+        // template from the model's metadata (tokenizer.chat_template, vocab, architecture)
+        struct lm_gguf_str tmpl_s = {0, NULL};
+        lm_gguf_get_str(&m->gguf, "tokenizer.chat_template", &tmpl_s, false);
+        char *tmpl_text = NULL;
+        if (tmpl_s.data && (tmpl_text = malloc(tmpl_s.len + 1))) {
+            memcpy(tmpl_text, tmpl_s.data, tmpl_s.len);
+            tmpl_text[tmpl_s.len] = 0;
+        }
+        enum lm_chat_template tmpl = lm_chat_template_detect(tok, lm_model_arch(m), tmpl_text);
+        free(tmpl_text);
+        if (tmpl == LM_CHAT_TEMPLATE_NONE) tmpl = LM_CHAT_TEMPLATE_CHATML; // llama.cpp's fallback
+        st = lm_chat_apply(tmpl, &msg, 1, true, &chat_text, &chat_len);
         if (st != LM_OK) {
             fprintf(stderr, "lumen run: %s\n", lm_error_msg());
             return 1;
@@ -133,6 +172,7 @@ int cmd_run(int argc, char **argv) {
         fprintf(stderr, "lumen run: %s\n", lm_error_msg());
         return 1;
     }
+    lm_prof_phase(LM_PHASE_TOKENIZE, tp, lm_prof_ticks(), -1, (int32_t)n_ids);
     if (n_ids == 0) {
         fprintf(stderr, "lumen run: the prompt tokenizes to nothing (no BOS in this vocab)\n");
         return LM_EXIT_USAGE;
@@ -156,6 +196,24 @@ int cmd_run(int argc, char **argv) {
         fprintf(stderr, "lumen run: %s\n", lm_error_msg());
         return 1;
     }
+    if (lm_prof_on()) {
+        const struct lm_kernels *kk = lm_kernels_best();
+        for (uint64_t ti = 0; ti < m->gguf.n_tensors; ti++) { // one selection per weight dtype
+            const enum lm_dtype dt = m->gguf.tensors[ti].type;
+            bool seen = false;
+            for (uint64_t tj = 0; tj < ti; tj++) seen = seen || m->gguf.tensors[tj].type == dt;
+            if (seen || lm_vec_dot_type(dt) == LM_DTYPE_COUNT) continue;
+            char kname[32], var[48];
+            snprintf(kname, sizeof kname, "dot_%s", lm_dtype_name(dt));
+            snprintf(var, sizeof var, "%s_%s%s", lm_dtype_name(dt), kk->name,
+                     kk->vec_dot_n[dt] ? " (+multitoken)" : "");
+            lm_prof_variant(kname, var, lm_kernels_reason());
+        }
+        struct lm_prof_memory mem = {.weights_mapped = m->gguf.size, .kv_cache = c->kv.bytes,
+                                     .scratch = c->scratch_bytes};
+        lm_prof_read_rss(&mem.rss, &mem.rss_peak);
+        lm_prof_memory(&mem);
+    }
     struct lm_sampler *smp = NULL;
     if ((st = lm_sampler_init(&smp, &sp, lm_model_n_vocab(m))) != LM_OK) {
         fprintf(stderr, "lumen run: %s\n", lm_error_msg());
@@ -171,10 +229,12 @@ int cmd_run(int argc, char **argv) {
         for (size_t j = 0; j < nb; j++)
             batch[j] = (struct lm_batch_entry){.token = ids[off + j], .pos = (int32_t)(off + j),
                                                .seq = 0, .want_logits = off + j == n_ids - 1};
+        tp = lm_prof_phase_begin(LM_PHASE_PREFILL);
         if ((st = lm_decode(c, batch, (int32_t)nb)) != LM_OK) {
             fprintf(stderr, "lumen run: %s\n", lm_error_msg());
             return 1;
         }
+        lm_prof_phase(LM_PHASE_PREFILL, tp, lm_prof_ticks(), -1, (int32_t)nb);
     }
     const uint64_t t_prefill1 = lm_now_ns();
 
@@ -187,22 +247,28 @@ int cmd_run(int argc, char **argv) {
     uint64_t t_first = 0, t_dec0 = 0;
     int32_t pos = (int32_t)n_ids;
     while (n_gen < n_predict) {
+        tp = lm_prof_phase_begin(LM_PHASE_SAMPLE);
         const int32_t id = lm_sampler_sample(smp, lm_get_logits(c, 0));
+        lm_sampler_accept(smp, id);
+        lm_prof_phase(LM_PHASE_SAMPLE, tp, lm_prof_ticks(), (int32_t)n_gen, 1);
         if (n_gen == 0) t_first = t_dec0 = lm_now_ns();
         n_gen++;
-        lm_sampler_accept(smp, id);
         if (!ignore_eos && lm_tokenizer_is_eog(tok, id)) break;
         size_t np = 0;
+        tp = lm_prof_phase_begin(LM_PHASE_DETOKENIZE);
         lm_detok_push(tok, &dt, id, piece, piece_cap, &np);
         fwrite(piece, 1, np, stdout);
         fflush(stdout);
+        lm_prof_phase(LM_PHASE_DETOKENIZE, tp, lm_prof_ticks(), (int32_t)n_gen - 1, 1);
         if (n_gen == n_predict) break;
         if (pos >= n_ctx) break;
         struct lm_batch_entry e = {.token = id, .pos = pos++, .seq = 0, .want_logits = true};
+        tp = lm_prof_phase_begin(LM_PHASE_DECODE);
         if ((st = lm_decode(c, &e, 1)) != LM_OK) {
             fprintf(stderr, "\nlumen run: %s\n", lm_error_msg());
             return 1;
         }
+        lm_prof_phase(LM_PHASE_DECODE, tp, lm_prof_ticks(), (int32_t)n_gen - 1, 1);
     }
     size_t np = lm_detok_flush(&dt, piece, piece_cap);
     fwrite(piece, 1, np, stdout);
@@ -218,6 +284,23 @@ int cmd_run(int argc, char **argv) {
             "gen %lld tok, %.1f tok/s | threads %d\n",
             load_ms, n_ids, prefill_s > 0 ? (double)n_ids / prefill_s : 0.0, ttft_ms,
             (long long)n_gen, dec_s > 0 ? (double)(n_gen - 1) / dec_s : 0.0, lm_context_n_threads(c));
+    int rc = 0;
+    if (lm_prof_on()) {
+        struct lm_prof_memory mem = {.weights_mapped = m->gguf.size, .kv_cache = c->kv.bytes,
+                                     .scratch = c->scratch_bytes};
+        lm_prof_read_rss(&mem.rss, &mem.rss_peak);
+        lm_prof_memory(&mem);
+        if (profile) lm_prof_print_summary(stderr);
+        if (trace_path && lm_prof_write_jsonl(trace_path) != LM_OK) {
+            fprintf(stderr, "lumen run: %s\n", lm_error_msg());
+            rc = 1;
+        }
+        if (perfetto_path && lm_prof_write_perfetto(perfetto_path) != LM_OK) {
+            fprintf(stderr, "lumen run: %s\n", lm_error_msg());
+            rc = 1;
+        }
+        lm_prof_shutdown();
+    }
     free(batch);
     free(piece);
     free(ids);
@@ -226,5 +309,5 @@ int cmd_run(int argc, char **argv) {
     lm_sampler_free(smp);
     lm_context_free(c);
     lm_model_free(m);
-    return 0;
+    return rc;
 }

@@ -27,12 +27,20 @@ enum lm_dtype lm_vec_dot_type(enum lm_dtype t) {
     }
 }
 
+static const char *g_reason = "cpu_feature";
+
+const char *lm_kernels_reason(void) { return g_reason; }
+
 const struct lm_kernels *lm_kernels_pick(void) {
     const char *fg = getenv("LUMEN_FORCE_GENERIC");
-    if (fg && fg[0] && strcmp(fg, "0") != 0) return lm_kernels_generic();
+    if (fg && fg[0] && strcmp(fg, "0") != 0) {
+        g_reason = "forced LUMEN_FORCE_GENERIC=1";
+        return lm_kernels_generic();
+    }
     const char *isa = getenv("LUMEN_ISA");
     if (isa && isa[0]) {
         const struct lm_kernels *k = NULL;
+        g_reason = "forced LUMEN_ISA";
         if (strcmp(isa, "generic") == 0) return lm_kernels_generic();
         if (strcmp(isa, "avx2") == 0) {
             k = lm_kernels_avx2();
@@ -42,13 +50,16 @@ const struct lm_kernels *lm_kernels_pick(void) {
             fprintf(stderr, "lumen: LUMEN_ISA='%s' is not one of generic|avx2|avx512; using the best available\n", isa);
         }
         if (k) return k;
+        g_reason = "cpu_feature (LUMEN_ISA not available)";
         if (strcmp(isa, "avx2") == 0 || strcmp(isa, "avx512") == 0)
             fprintf(stderr, "lumen: LUMEN_ISA=%s: not supported by this CPU; using the best available\n", isa);
     }
     const struct lm_kernels *k = lm_kernels_avx512();
-    if (!k) k = lm_kernels_avx2();
-    if (!k) k = lm_kernels_generic();
-    return k;
+    if (k) { g_reason = "cpu_feature avx512f+bw+vl+dq+vnni"; return k; }
+    k = lm_kernels_avx2();
+    if (k) { g_reason = "cpu_feature avx2+fma+f16c (no avx512 vnni)"; return k; }
+    g_reason = "no avx2 on this cpu";
+    return lm_kernels_generic();
 }
 
 static const struct lm_kernels *g_best;

@@ -17,11 +17,19 @@ typedef void (*lm_quant_fn)(const float *x, void *y, int64_t n);
 // quantized to lm_vec_dot_type(weight dtype); n % block_size == 0
 typedef void (*lm_vec_dot_fn)(int64_t n, float *s, const void *w, const void *xq);
 
+// s[t * ss] = dot(w, xq + t * xs) for t in [0, nt), 1 <= nt <= LM_VEC_DOT_MAX_NT: one weight
+// row against several activation rows (prefill), each weight block decoded once. Results
+// are bit-identical to vec_dot on each row. NULL in a table: callers loop over vec_dot.
+#define LM_VEC_DOT_MAX_NT 8
+typedef void (*lm_vec_dot_n_fn)(int64_t n, int nt, float *s, size_t ss, const void *w,
+                                const void *xq, size_t xs);
+
 struct lm_kernels {
     const char *name;                      // "generic", "avx2", "avx512", "avx512_vnni"
     lm_dequant_fn dequant[LM_DTYPE_COUNT]; // indexed by the weight dtype
     lm_quant_fn quant[LM_DTYPE_COUNT];     // indexed by the activation dtype produced
     lm_vec_dot_fn vec_dot[LM_DTYPE_COUNT]; // indexed by the weight dtype
+    lm_vec_dot_n_fn vec_dot_n[LM_DTYPE_COUNT]; // multi-token variants (may be NULL)
 };
 
 // Activation dtype the dot product of weight dtype t consumes (as llama.cpp's CPU
@@ -35,6 +43,8 @@ const struct lm_kernels *lm_kernels_avx2(void);
 const struct lm_kernels *lm_kernels_avx512(void);
 // Best available table (cached); honours LUMEN_FORCE_GENERIC=1 and LUMEN_ISA=generic|avx2|avx512.
 const struct lm_kernels *lm_kernels_best(void);
+// Why lm_kernels_pick() chose its table ("cpu_feature avx512f+bw+vl+dq+vnni", "forced ...").
+const char *lm_kernels_reason(void);
 // The choice lm_kernels_best() makes, re-read from the environment on every call (uncached;
 // for tests and tools). Unsupported LUMEN_ISA values fall back with a warning on stderr.
 const struct lm_kernels *lm_kernels_pick(void);

@@ -4,6 +4,7 @@
 #pragma GCC optimize("fp-contract=off") // see kernels_generic.c
 
 #include "kernels/kernels.h"
+#include "kernels/kernels_internal.h"
 
 #if defined(__x86_64__)
 
@@ -271,6 +272,7 @@ static void avx512_init(void) {
     k_avx512.vec_dot[LM_DTYPE_Q4_K] = vec_dot_q4_K;
     k_avx512.vec_dot[LM_DTYPE_Q5_K] = vec_dot_q5_K;
     k_avx512.vec_dot[LM_DTYPE_Q6_K] = vec_dot_q6_K;
+    lm_kernels_avx512_fill_multi(&k_avx512);
 }
 
 const struct lm_kernels *lm_kernels_avx512(void) {

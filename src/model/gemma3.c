@@ -112,66 +112,79 @@ static enum lm_status gemma3_load(struct lm_model *m) {
 
 // ================================================================ forward
 
-// Runs on every pool thread; barriers separate dependent ops.
+// Runs on every pool thread; each SYNC ends an op (recording its span and the barrier
+// wait when profiling is on) and starts the next.
 static void gemma3_forward(struct lm_context *c, int ith, int nth) {
     const struct lm_model *m = c->m;
     const struct lm_hparams *hp = &m->hp;
-    struct lm_pool *pool = c->pool;
     const int64_t N = c->n_tokens, E = hp->n_embd;
+    uint64_t t = lm_prof_now();
+#define SYNC(op, layer) t = lm_fwd_sync(c, ith, op, layer, t)
+#define SYNC_MM(op, layer, ws, n) t = lm_fwd_sync_mm(c, ith, op, layer, t, ws, n)
 
     lm_op_embed(c, hp->embd_scale, ith, nth);
-    lm_pool_barrier(pool);
+    SYNC(LM_OP_EMBED, -1);
     for (int il = 0; il < hp->n_layer; il++) {
         const struct lm_layer *L = &m->layers[il];
         // ---- attention block
         lm_op_rmsnorm(c->xn, c->x, &L->attn_norm, N, E, hp->rms_eps, ith, nth);
-        lm_pool_barrier(pool);
+        SYNC(LM_OP_ATTN_NORM, il);
+        const struct lm_weight *const qkv[3] = {&L->wq, &L->wk, &L->wv};
         {
             float *const ys[3] = {c->q, c->k, c->v};
-            const struct lm_weight *const ws[3] = {&L->wq, &L->wk, &L->wv};
-            lm_op_matmul_multi(c, 3, ys, c->xn, ws, N, ith, nth);
+            lm_op_matmul_multi(c, 3, ys, c->xn, qkv, N, ith, nth);
         }
-        lm_pool_barrier(pool);
+        SYNC_MM(LM_OP_QKV, il, qkv, 3);
         lm_op_rmsnorm_heads(c->q, &L->q_norm, N, hp->n_head, hp->head_dim_k, hp->rms_eps, ith,
                             nth);
         lm_op_rmsnorm_heads(c->k, &L->k_norm, N, hp->n_head_kv, hp->head_dim_k, hp->rms_eps,
                             ith, nth);
-        lm_pool_barrier(pool);
+        SYNC(LM_OP_QK_NORM, il);
         lm_op_rope(c, c->q, hp->n_head, hp->head_dim_k, hp->n_rot, L->rope_base, L->rope_scale,
                    hp->rope_type, ith, nth);
         lm_op_rope(c, c->k, hp->n_head_kv, hp->head_dim_k, hp->n_rot, L->rope_base,
                    L->rope_scale, hp->rope_type, ith, nth);
-        lm_pool_barrier(pool);
+        SYNC(LM_OP_ROPE, il);
         lm_op_scale(c->q, hp->attn_scale, N, (int64_t)hp->n_head * hp->head_dim_k, ith, nth);
         lm_op_kv_write(c, il, ith, nth);
-        lm_pool_barrier(pool);
+        SYNC(LM_OP_KV_WRITE, il);
         lm_op_attention(c, il, ith, nth);
-        lm_pool_barrier(pool);
+        SYNC(LM_OP_ATTENTION, il);
+        const struct lm_weight *const wo[1] = {&L->wo};
         lm_op_matmul(c, c->o, c->att, &L->wo, N, ith, nth);
-        lm_pool_barrier(pool);
+        SYNC_MM(LM_OP_O_PROJ, il, wo, 1);
         lm_op_rmsnorm(c->o, c->o, &L->post_attn_norm, N, E, hp->rms_eps, ith, nth);
-        lm_pool_barrier(pool);
+        SYNC(LM_OP_POST_ATTN_NORM, il);
         lm_op_add(c->x, c->o, N, E, ith, nth);
-        lm_pool_barrier(pool);
+        SYNC(LM_OP_ATTN_RESIDUAL, il);
         // ---- feed-forward block
         lm_op_rmsnorm(c->xn, c->x, &L->ffn_norm, N, E, hp->rms_eps, ith, nth);
-        lm_pool_barrier(pool);
+        SYNC(LM_OP_FFN_NORM, il);
+        const struct lm_weight *const gu[2] = {&L->gate, &L->up};
         {
             float *const ys[2] = {c->gate, c->up};
-            const struct lm_weight *const ws[2] = {&L->gate, &L->up};
-            lm_op_matmul_multi(c, 2, ys, c->xn, ws, N, ith, nth);
+            lm_op_matmul_multi(c, 2, ys, c->xn, gu, N, ith, nth);
         }
-        lm_pool_barrier(pool);
+        SYNC_MM(LM_OP_GATE_UP, il, gu, 2);
         lm_op_geglu(c->gate, c->up, N * hp->n_ff, ith, nth);
-        lm_pool_barrier(pool);
+        SYNC(LM_OP_ACTIVATION, il);
+        const struct lm_weight *const down[1] = {&L->down};
         lm_op_matmul(c, c->o, c->gate, &L->down, N, ith, nth);
-        lm_pool_barrier(pool);
+        SYNC_MM(LM_OP_DOWN, il, down, 1);
         lm_op_rmsnorm(c->o, c->o, &L->post_ffw_norm, N, E, hp->rms_eps, ith, nth);
-        lm_pool_barrier(pool);
+        SYNC(LM_OP_POST_FFW_NORM, il);
         lm_op_add(c->x, c->o, N, E, ith, nth);
-        lm_pool_barrier(pool);
+        SYNC(LM_OP_FFN_RESIDUAL, il);
     }
-    if (c->n_out > 0) lm_op_output(c, ith, nth);
+    if (c->n_out > 0) {
+        lm_op_output_norm(c, ith, nth);
+        SYNC(LM_OP_OUTPUT_NORM, -1);
+        const struct lm_weight *const head[1] = {&m->output};
+        lm_op_lm_head(c, ith, nth);
+        SYNC_MM(LM_OP_LM_HEAD, -1, head, 1);
+    }
+#undef SYNC
+#undef SYNC_MM
 }
 
 const struct lm_arch lm_arch_gemma3 = {

@@ -12,6 +12,9 @@
 
 static const struct lm_arch *const k_archs[] = {
     &lm_arch_gemma3,
+    &lm_arch_llama,
+    &lm_arch_qwen2,
+    &lm_arch_qwen3,
 };
 #define N_ARCHS (sizeof k_archs / sizeof k_archs[0])
 
@@ -51,7 +54,7 @@ enum lm_status lm_model_weight(struct lm_model *m, struct lm_weight *w, const ch
         return lm_error_set(LM_ERR_UNSUPPORTED,
                             "model: %s: tensor '%s' has dtype %s, expected f32 for a vector",
                             m->path, name, lm_dtype_name(t->type));
-    w->name = NULL; // GGUF names are not NUL-terminated; ops name themselves
+    snprintf(w->name, sizeof w->name, "%s", name);
     w->data = t->data;
     w->type = t->type;
     w->n_in = n_in;

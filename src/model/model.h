@@ -12,7 +12,7 @@
 
 // A weight matrix view into the mapping. W (n_out, n_in): n_out rows of n_in elements.
 struct lm_weight {
-    const char *name;  // GGUF tensor name (points into the tensor table)
+    char name[64];     // GGUF tensor name (truncated), for the profiler and messages
     const void *data;  // NULL if the tensor is absent (optional weights)
     enum lm_dtype type;
     int64_t n_in;      // ne[0]
@@ -23,6 +23,12 @@ struct lm_weight {
 enum lm_rope_type {
     LM_ROPE_NORM = 0, // rotate adjacent pairs (x[2i], x[2i+1]) (llama)
     LM_ROPE_NEOX = 2, // rotate halves (x[i], x[i + n_rot/2]) (gemma, qwen)
+};
+
+enum lm_rope_scaling {
+    LM_ROPE_SCALING_NONE = 0,
+    LM_ROPE_SCALING_LINEAR,  // positions * rope_scale
+    LM_ROPE_SCALING_LLAMA3,  // per-dimension frequency factors (lm_model.rope_freqs)
 };
 
 struct lm_hparams {
@@ -46,6 +52,7 @@ struct lm_hparams {
     float embd_scale;     // applied to the token embeddings (sqrt(n_embd) for gemma)
     float final_softcap;  // 0 = none
     enum lm_rope_type rope_type;
+    enum lm_rope_scaling rope_scaling;
 };
 
 struct lm_layer {
@@ -87,6 +94,10 @@ struct lm_model {
     struct lm_weight output_norm; // (n_embd)
     struct lm_weight output;      // (n_vocab, n_embd); == tok_embd when tied
     bool tied_output;
+    struct lm_weight output_b;    // (n_vocab), optional output bias (qwen2)
+    const float *rope_freqs;      // (n_rot/2) llama3 frequency factors, NULL if none:
+                                  // rope_freqs.weight or computed into rope_freqs_buf
+    float rope_freqs_buf[256];
     struct lm_tokenizer *tok;
     uint64_t load_ns;
     uint64_t weight_bytes; // bytes of all tensors
@@ -106,5 +117,8 @@ enum lm_status lm_model_key_f32(struct lm_model *m, const char *suffix, float *o
                                 bool required);
 
 extern const struct lm_arch lm_arch_gemma3;
+extern const struct lm_arch lm_arch_llama; // llama.c: llama, qwen2, qwen3
+extern const struct lm_arch lm_arch_qwen2;
+extern const struct lm_arch lm_arch_qwen3;
 
 #endif

@@ -2,6 +2,7 @@
 // embedding, output head). Each is called on every pool thread and splits rows.
 #include <math.h>
 #include <string.h>
+#include <stdlib.h>
 
 #include "runtime/runtime.h"
 
@@ -96,11 +97,18 @@ void lm_op_matmul_multi(struct lm_context *c, int n_w, float *const *Ys, const f
         if (b > n_out) b = n_out;
         if (a >= b) continue;
         lm_vec_dot_fn dot = k->vec_dot[W->type];
+        lm_vec_dot_n_fn dotn = k->vec_dot_n[W->type];
         float *Y = Ys[j];
+        const char *xj = (const char *)xq[j];
         for (int64_t r = a; r < b; r++) {
             const void *wr = (const char *)W->data + (size_t)r * W->row_bytes;
-            for (int64_t i = 0; i < n_rows; i++)
-                dot(n_in, &Y[i * n_out + r], wr, (const char *)xq[j] + (size_t)i * xrow[j]);
+            int64_t i = 0;
+            if (dotn) // several tokens per decoded weight block (prefill, batched decode)
+                for (; i + 1 < n_rows; i += LM_VEC_DOT_MAX_NT) {
+                    const int nt = n_rows - i < LM_VEC_DOT_MAX_NT ? (int)(n_rows - i) : LM_VEC_DOT_MAX_NT;
+                    dotn(n_in, nt, &Y[i * n_out + r], (size_t)n_out, wr, xj + (size_t)i * xrow[j], xrow[j]);
+                }
+            for (; i < n_rows; i++) dot(n_in, &Y[i * n_out + r], wr, xj + (size_t)i * xrow[j]);
         }
     }
 }
@@ -468,21 +476,33 @@ void lm_op_embed(struct lm_context *c, float scale, int ith, int nth) {
     }
 }
 
-void lm_op_output(struct lm_context *c, int ith, int nth) {
+// xn rows = final norm of the residual rows that want logits (gathered)
+void lm_op_output_norm(struct lm_context *c, int ith, int nth) {
     const struct lm_model *m = c->m;
     const int64_t d = m->hp.n_embd;
-    // gather + final norm of the rows that want logits (into xn)
     int64_t s, e;
     split(c->n_out, ith, nth, &s, &e);
     for (int64_t r = s; r < e; r++)
         rmsnorm_row(c->xn + r * d, c->x + (int64_t)c->out_rows[r] * d,
                     (const float *)m->output_norm.data, d, m->hp.rms_eps);
-    lm_pool_barrier(c->pool);
+}
+
+// logits (n_out, n_vocab) = lm_head(xn rows), then the optional final soft-capping
+void lm_op_lm_head(struct lm_context *c, int ith, int nth) {
+    const struct lm_model *m = c->m;
     lm_op_matmul(c, c->logits, c->xn, &m->output, c->n_out, ith, nth);
     if (m->hp.final_softcap > 0.0f) {
         lm_pool_barrier(c->pool);
         const float cap = m->hp.final_softcap;
+        int64_t s, e;
         split((int64_t)c->n_out * m->hp.n_vocab, ith, nth, &s, &e);
         for (int64_t i = s; i < e; i++) c->logits[i] = tanhf(c->logits[i] / cap) * cap;
     }
+}
+
+// output norm + barrier + lm_head, for forward passes that do not profile the two apart
+void lm_op_output(struct lm_context *c, int ith, int nth) {
+    lm_op_output_norm(c, ith, nth);
+    lm_pool_barrier(c->pool);
+    lm_op_lm_head(c, ith, nth);
 }

@@ -1,5 +1,6 @@
 // Ops added for the llama / qwen2 / qwen3 families, kept apart from ops.c: RoPE with
-// per-dimension frequency factors (llama3 rope_freqs). Same calling convention as
+// per-dimension frequency factors (llama3 rope_freqs), in ops_rope.c. Same calling
+// convention as
 // runtime.h: every pool thread calls with (ith, nth); the caller places barriers.
 #ifndef LM_RUNTIME_OPS_EXT_H
 #define LM_RUNTIME_OPS_EXT_H

@@ -11,6 +11,7 @@
 #include "base/threadpool.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
+#include "prof/prof.h"
 
 // ---------------------------------------------------------------- KV cache
 // Per sequence and layer, K and V rows in f16 (as llama.cpp stores them).
@@ -96,7 +97,37 @@ void lm_op_geglu(float *gate, const float *up, int64_t n, int ith, int nth);
 void lm_op_swiglu(float *gate, const float *up, int64_t n, int ith, int nth);
 // x (n_tokens, n_embd) = embedding rows of the batch tokens * scale
 void lm_op_embed(struct lm_context *c, float scale, int ith, int nth);
-// logits of the output rows: gathers rows of x, final norm, lm_head, softcap.
+// xn rows = final norm of the x rows that want logits (gathered by out_rows)
+void lm_op_output_norm(struct lm_context *c, int ith, int nth);
+// logits = lm_head(xn rows) (+ final soft-capping); has an internal barrier if capping
+void lm_op_lm_head(struct lm_context *c, int ith, int nth);
+// both, with a barrier between
 void lm_op_output(struct lm_context *c, int ith, int nth);
+
+// ---------------------------------------------------------------- profiling hooks
+// Ends op `op` of `layer` on this thread (started at t0 = lm_prof_now() or the previous
+// sync's return), waits at the barrier, records both spans when profiling is on, and
+// returns the start time of the next op. With profiling off: just the barrier.
+// mm/n_mm: the op's weights, recorded by thread 0 as one matmul event (fused ops: m is
+// the sum of the rows).
+uint64_t lm_fwd_sync_rec(struct lm_context *c, int ith, enum lm_prof_op op, int layer,
+                         uint64_t t0, const struct lm_weight *const *mm, int n_mm);
+static inline uint64_t lm_fwd_sync(struct lm_context *c, int ith, enum lm_prof_op op, int layer,
+                                   uint64_t t0) {
+    if (!lm_prof_on()) {
+        lm_pool_barrier(c->pool);
+        return 0;
+    }
+    return lm_fwd_sync_rec(c, ith, op, layer, t0, NULL, 0);
+}
+static inline uint64_t lm_fwd_sync_mm(struct lm_context *c, int ith, enum lm_prof_op op,
+                                      int layer, uint64_t t0, const struct lm_weight *const *mm,
+                                      int n_mm) {
+    if (!lm_prof_on()) {
+        lm_pool_barrier(c->pool);
+        return 0;
+    }
+    return lm_fwd_sync_rec(c, ith, op, layer, t0, mm, n_mm);
+}
 
 #endif

@@ -1,5 +1,6 @@
 // Chat templates: turn a list of {role, content} messages into prompt text, matching
-// llama.cpp's built-in llm_chat_apply_template (src/llama-chat.cpp) byte for byte.
+// llama.cpp's built-in llm_chat_apply_template (src/llama-chat.cpp) byte for byte, and pick
+// the template from a model's metadata as llm_chat_detect_template does.
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,11 +42,35 @@ static void sb_trimmed(struct sbuf *b, const char *s) {
     sb_put(b, s + i, n - i);
 }
 
+// Llama 3: every message trimmed, no BOS (the tokenizer adds it).
+static void apply_llama3(struct sbuf *b, const struct lm_chat_msg *msgs, size_t n, bool add_generation_prompt) {
+    for (size_t i = 0; i < n; i++) {
+        sb_str(b, "<|start_header_id|>");
+        sb_str(b, msgs[i].role);
+        sb_str(b, "<|end_header_id|>\n\n");
+        sb_trimmed(b, msgs[i].content);
+        sb_str(b, "<|eot_id|>");
+    }
+    if (add_generation_prompt) sb_str(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+}
+
+// ChatML: contents verbatim.
+static void apply_chatml(struct sbuf *b, const struct lm_chat_msg *msgs, size_t n, bool add_generation_prompt) {
+    for (size_t i = 0; i < n; i++) {
+        sb_str(b, "<|im_start|>");
+        sb_str(b, msgs[i].role);
+        sb_str(b, "\n");
+        sb_str(b, msgs[i].content);
+        sb_str(b, "<|im_end|>\n");
+    }
+    if (add_generation_prompt) sb_str(b, "<|im_start|>assistant\n");
+}
+
 enum lm_status lm_chat_apply(enum lm_chat_template tmpl, const struct lm_chat_msg *msgs, size_t n,
                              bool add_generation_prompt, char **out, size_t *n_out) {
     *out = NULL;
     *n_out = 0;
-    if (tmpl != LM_CHAT_TEMPLATE_GEMMA)
+    if (tmpl != LM_CHAT_TEMPLATE_GEMMA && tmpl != LM_CHAT_TEMPLATE_LLAMA3 && tmpl != LM_CHAT_TEMPLATE_CHATML)
         return lm_error_set(LM_ERR_UNSUPPORTED, "lm_chat_apply: unknown template %d", (int)tmpl);
     for (size_t i = 0; i < n; i++)
         if (!msgs[i].role || !msgs[i].content)
@@ -53,7 +78,9 @@ enum lm_status lm_chat_apply(enum lm_chat_template tmpl, const struct lm_chat_ms
     struct sbuf b = {0};
     struct sbuf sys = {0}; // pending system prompt (concatenated, each trimmed)
     sb_put(&b, "", 0);
-    for (size_t i = 0; i < n; i++) {
+    if (tmpl == LM_CHAT_TEMPLATE_LLAMA3) apply_llama3(&b, msgs, n, add_generation_prompt);
+    if (tmpl == LM_CHAT_TEMPLATE_CHATML) apply_chatml(&b, msgs, n, add_generation_prompt);
+    for (size_t i = 0; tmpl == LM_CHAT_TEMPLATE_GEMMA && i < n; i++) {
         const char *role = msgs[i].role;
         if (strcmp(role, "system") == 0) {
             sb_trimmed(&sys, msgs[i].content);
@@ -71,7 +98,7 @@ enum lm_status lm_chat_apply(enum lm_chat_template tmpl, const struct lm_chat_ms
         sb_trimmed(&b, msgs[i].content);
         sb_str(&b, "<end_of_turn>\n");
     }
-    if (add_generation_prompt) sb_str(&b, "<start_of_turn>model\n");
+    if (tmpl == LM_CHAT_TEMPLATE_GEMMA && add_generation_prompt) sb_str(&b, "<start_of_turn>model\n");
     bool oom = b.oom || sys.oom;
     free(sys.s);
     if (oom) {
@@ -81,4 +108,58 @@ enum lm_status lm_chat_apply(enum lm_chat_template tmpl, const struct lm_chat_ms
     *out = b.s;
     *n_out = b.n;
     return LM_OK;
+}
+
+// ============================================================================
+// Template detection
+// ============================================================================
+
+const char *lm_chat_template_name(enum lm_chat_template tmpl) {
+    switch (tmpl) {
+    case LM_CHAT_TEMPLATE_GEMMA: return "gemma";
+    case LM_CHAT_TEMPLATE_LLAMA3: return "llama3";
+    case LM_CHAT_TEMPLATE_CHATML: return "chatml";
+    default: return "none";
+    }
+}
+
+static bool has(const char *s, const char *needle) { return strstr(s, needle) != NULL; }
+
+static bool vocab_has(const struct lm_tokenizer *t, const char *text) {
+    return t && lm_tokenizer_find(t, text, strlen(text)) >= 0;
+}
+
+// llm_chat_detect_template's checks in its order, up to the last template lumen has; a
+// text that llama.cpp would give to another template yields NONE, never a wrong guess.
+static enum lm_chat_template detect_text(const char *s) {
+    if (strcmp(s, "chatml") == 0) return LM_CHAT_TEMPLATE_CHATML;
+    if (strcmp(s, "llama3") == 0) return LM_CHAT_TEMPLATE_LLAMA3;
+    if (strcmp(s, "gemma") == 0) return LM_CHAT_TEMPLATE_GEMMA;
+    if (has(s, "<|im_start|>"))
+        return has(s, "<|im_sep|>") || has(s, "<end_of_utterance>") ? LM_CHAT_TEMPLATE_NONE // phi4, smolvlm
+                                                                     : LM_CHAT_TEMPLATE_CHATML;
+    if (strncmp(s, "mistral", 7) == 0 || has(s, "[INST]")) return LM_CHAT_TEMPLATE_NONE;
+    if (has(s, "<|assistant|>") && has(s, "<|end|>")) return LM_CHAT_TEMPLATE_NONE;
+    if (has(s, "[gMASK]<sop>")) return LM_CHAT_TEMPLATE_NONE;
+    if (has(s, "<|assistant|>") && has(s, "<|user|>")) return LM_CHAT_TEMPLATE_NONE;
+    if (has(s, "<|{{ item['role'] }}|>") && has(s, "<|begin_of_image|>")) return LM_CHAT_TEMPLATE_NONE;
+    if (has(s, "<|user|>") && has(s, "<|endoftext|>")) return LM_CHAT_TEMPLATE_NONE;
+    if (has(s, "bos_token + message['role']")) return LM_CHAT_TEMPLATE_NONE;
+    if (has(s, "<start_of_turn>")) return LM_CHAT_TEMPLATE_GEMMA;
+    if (has(s, "'\\n\\nAssistant: ' + eos_token") || has(s, "GPT4 Correct ") ||
+        (has(s, "USER: ") && has(s, "ASSISTANT: ")) || (has(s, "### Instruction:") && has(s, "<|EOT|>")) ||
+        (has(s, "<|START_OF_TURN_TOKEN|>") && has(s, "<|USER_TOKEN|>")))
+        return LM_CHAT_TEMPLATE_NONE;
+    if (has(s, "<|start_header_id|>") && has(s, "<|end_header_id|>")) return LM_CHAT_TEMPLATE_LLAMA3;
+    return LM_CHAT_TEMPLATE_NONE;
+}
+
+enum lm_chat_template lm_chat_template_detect(const struct lm_tokenizer *t, const char *arch,
+                                              const char *template_text) {
+    if (template_text && *template_text) return detect_text(template_text);
+    if (vocab_has(t, "<|start_header_id|>") && vocab_has(t, "<|eot_id|>")) return LM_CHAT_TEMPLATE_LLAMA3;
+    if (vocab_has(t, "<|im_start|>") && vocab_has(t, "<|im_end|>")) return LM_CHAT_TEMPLATE_CHATML;
+    if (vocab_has(t, "<start_of_turn>")) return LM_CHAT_TEMPLATE_GEMMA;
+    if (arch && strncmp(arch, "gemma", 5) == 0) return LM_CHAT_TEMPLATE_GEMMA;
+    return LM_CHAT_TEMPLATE_NONE;
 }

@@ -1,6 +1,7 @@
-// Encoding: special-token partitioning (llama.cpp's tokenizer_st_partition) followed by
-// SentencePiece BPE over each raw fragment (llm_tokenizer_spm_session): spaces -> U+2581,
-// highest-score bigram merged first (ties: leftmost), byte fallback for leftover characters.
+// Encoding: special-token partitioning (llama.cpp's tokenizer_st_partition, shared by both
+// kinds) followed by SentencePiece BPE over each raw fragment (llm_tokenizer_spm_session):
+// spaces -> U+2581, highest-score bigram merged first (ties: leftmost), byte fallback for
+// leftover characters; byte-level BPE fragments go to bpe.c.
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,12 +9,7 @@
 
 #define LM_TOK_MAX_INPUT ((size_t)1 << 29) // keeps escaped offsets (<= 3x) inside int32
 
-struct ivec {
-    int32_t *v;
-    size_t n, cap;
-};
-
-static bool ivec_push(struct ivec *a, int32_t x) {
+bool lm_tok_ids_push(struct lm_tok_ids *a, int32_t x) {
     if (a->n == a->cap) {
         size_t nc = a->cap ? a->cap * 2 : 64;
         int32_t *nv = realloc(a->v, nc * sizeof *nv);
@@ -216,7 +212,7 @@ static inline uint32_t spm_char_len(uint8_t c) {
 }
 
 static enum lm_status spm_fragment(const struct lm_tokenizer *t, struct spm_scratch *s, const char *raw,
-                                   size_t raw_len, bool space_prefix, struct ivec *out) {
+                                   size_t raw_len, bool space_prefix, struct lm_tok_ids *out) {
     // escape: optional leading space, then ' ' -> U+2581 (e2 96 81)
     size_t need = 3 * (raw_len + 1);
     if (need > s->text_cap) {
@@ -273,13 +269,13 @@ static enum lm_status spm_fragment(const struct lm_tokenizer *t, struct spm_scra
         const struct sym *y = &s->sym[i];
         int32_t id = lm_tokenizer_find(t, s->text + y->off, y->n);
         if (id >= 0) {
-            if (!ivec_push(out, id)) goto nomem;
+            if (!lm_tok_ids_push(out, id)) goto nomem;
             continue;
         }
         for (uint32_t j = 0; j < y->n; j++) {
             int32_t bt = t->byte_tok[(uint8_t)s->text[y->off + j]];
             // llama.cpp throws when a vocabulary lacks the byte token; lumen emits unk
-            if (!ivec_push(out, bt >= 0 ? bt : t->unk)) goto nomem;
+            if (!lm_tok_ids_push(out, bt >= 0 ? bt : t->unk)) goto nomem;
         }
     }
     return LM_OK;
@@ -300,29 +296,33 @@ enum lm_status lm_tokenize(const struct lm_tokenizer *t, const char *text, size_
     if (len > LM_TOK_MAX_INPUT)
         return lm_error_set(LM_ERR_ARG, "lm_tokenize: input of %zu bytes exceeds the %zu byte limit", len,
                             LM_TOK_MAX_INPUT);
-    if (t->kind != LM_TOK_KIND_SPM)
+    if (t->kind != LM_TOK_KIND_SPM && t->kind != LM_TOK_KIND_BPE)
         return lm_error_set(LM_ERR_UNSUPPORTED, "lm_tokenize: tokenizer kind %d not implemented", (int)t->kind);
 
     struct fvec frags = {0};
-    struct ivec ids = {0};
+    struct lm_tok_ids ids = {0};
     struct spm_scratch s = {0};
+    struct lm_bpe_scratch *bs = NULL;
     enum lm_status st = partition(t, text, len, parse_special, &frags);
     if (st != LM_OK) goto done;
 
     bool prev_special = true; // a leading space prefix goes on the first fragment
-    if (add_special && t->add_bos && !ivec_push(&ids, t->bos)) goto nomem;
+    if (add_special && t->add_bos && !lm_tok_ids_push(&ids, t->bos)) goto nomem;
     for (size_t f = 0; f < frags.n; f++) {
         const struct frag *fr = &frags.v[f];
         if (fr->tok >= 0) {
-            if (!ivec_push(&ids, fr->tok)) goto nomem;
+            if (!lm_tok_ids_push(&ids, fr->tok)) goto nomem;
             prev_special = true;
             continue;
         }
-        st = spm_fragment(t, &s, text + fr->off, fr->len, t->add_space_prefix && prev_special, &ids);
+        if (t->kind == LM_TOK_KIND_BPE) // no space prefix: llama.cpp's BPE path ignores add_space_prefix
+            st = lm_bpe_fragment(t, &bs, text + fr->off, fr->len, &ids);
+        else
+            st = spm_fragment(t, &s, text + fr->off, fr->len, t->add_space_prefix && prev_special, &ids);
         if (st != LM_OK) goto done;
         prev_special = false;
     }
-    if (add_special && t->add_eos && !ivec_push(&ids, t->eos)) goto nomem;
+    if (add_special && t->add_eos && !lm_tok_ids_push(&ids, t->eos)) goto nomem;
     if (!ids.v && !(ids.v = malloc(sizeof *ids.v))) goto nomem; // non-NULL even when empty
     *out = ids.v;
     *n_out = ids.n;
@@ -336,5 +336,6 @@ done:
     free(s.text);
     free(s.sym);
     free(s.heap);
+    lm_bpe_scratch_free(bs);
     return st;
 }

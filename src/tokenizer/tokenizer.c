@@ -1,6 +1,6 @@
 // Tokenizer vocabulary: load + validate tokenizer.ggml.* metadata into owned arrays, the
 // text -> id hash, special-token attributes exactly as llama.cpp derives them, pieces,
-// whole-sequence and streaming detokenization. Encoding lives in spm.c.
+// whole-sequence and streaming detokenization. Encoding lives in spm.c and bpe.c.
 #include "tokenizer/tokenizer.h"
 
 #include <math.h>
@@ -49,6 +49,7 @@ void lm_tokenizer_free(struct lm_tokenizer *t) {
     free(t->ht);
     free(t->special);
     free(t->trie);
+    lm_bpe_free(t->bpe);
     free(t);
 }
 
@@ -269,10 +270,18 @@ enum lm_status lm_tokenizer_init_desc(struct lm_tokenizer **out, const struct lm
     *out = NULL;
     if (!name) name = "(memory)";
     enum lm_tok_kind kind;
-    if (d->model && strcmp(d->model, "llama") == 0) kind = LM_TOK_KIND_SPM;
-    else
-        return lm_error_set(LM_ERR_UNSUPPORTED, "tokenizer: %s: tokenizer.ggml.model '%s' not supported (expected 'llama')",
-                            name, d->model ? d->model : "(null)");
+    struct lm_bpe_info bpe_info = {0};
+    if (d->model && strcmp(d->model, "llama") == 0) {
+        kind = LM_TOK_KIND_SPM;
+    } else if (d->model && strcmp(d->model, "gpt2") == 0) {
+        kind = LM_TOK_KIND_BPE;
+        enum lm_status st = lm_bpe_pre_info(d->pre, name, &bpe_info);
+        if (st != LM_OK) return st;
+    } else {
+        return lm_error_set(LM_ERR_UNSUPPORTED,
+                            "tokenizer: %s: tokenizer.ggml.model '%s' not supported (expected 'llama' or 'gpt2')", name,
+                            d->model ? d->model : "(null)");
+    }
     if (d->n_vocab <= 0 || d->n_vocab > LM_TOK_MAX_VOCAB)
         return lm_error_set(LM_ERR_FORMAT, "tokenizer: %s: tokenizer.ggml.tokens has %d entries (expected 1..%d)",
                             name, d->n_vocab, LM_TOK_MAX_VOCAB);
@@ -352,11 +361,16 @@ enum lm_status lm_tokenizer_init_desc(struct lm_tokenizer **out, const struct lm
         t->ht[h] = (uint32_t)i;
     }
 
-    // special ids: SPM defaults (bos 1, eos 2, unk 0) are dropped when out of range, as
-    // llama.cpp does; explicit metadata ids out of range are an error.
-    t->bos = nv > 1 ? 1 : -1;
-    t->eos = nv > 2 ? 2 : -1;
-    t->unk = 0;
+    // special ids: defaults (SPM bos 1, eos 2, unk 0; BPE bos = eos = 11) are dropped when
+    // out of range, as llama.cpp does; explicit metadata ids out of range are an error.
+    if (kind == LM_TOK_KIND_SPM) {
+        t->bos = nv > 1 ? 1 : -1;
+        t->eos = nv > 2 ? 2 : -1;
+        t->unk = 0;
+    } else {
+        t->bos = t->eos = nv > 11 ? 11 : -1;
+        t->unk = -1;
+    }
     t->pad = t->eot = t->eom = -1;
     int32_t fim_pad = -1, fim_rep = -1, fim_sep = -1;
     if ((st = check_id(name, "tokenizer.ggml.bos_token_id", d->bos, nv, &t->bos)) ||
@@ -369,9 +383,11 @@ enum lm_status lm_tokenizer_init_desc(struct lm_tokenizer **out, const struct lm
         (st = check_id(name, "tokenizer.ggml.fim_rep_token_id", d->fim_rep, nv, &fim_rep)) ||
         (st = check_id(name, "tokenizer.ggml.fim_sep_token_id", d->fim_sep, nv, &fim_sep)))
         goto fail;
-    t->add_bos = d->add_bos < 0 ? true : d->add_bos != 0;
+    bool spm = kind == LM_TOK_KIND_SPM;
+    t->add_bos = d->add_bos < 0 ? (spm || bpe_info.add_bos) : d->add_bos != 0;
     t->add_eos = d->add_eos < 0 ? false : d->add_eos != 0;
-    t->add_space_prefix = d->add_space_prefix < 0 ? true : d->add_space_prefix != 0;
+    t->add_space_prefix = d->add_space_prefix < 0 ? spm : d->add_space_prefix != 0;
+    t->clean_spaces = !spm && bpe_info.clean_spaces;
     if (t->add_bos && t->bos < 0) {
         st = lm_error_set(LM_ERR_FORMAT, "tokenizer: %s: add_bos_token is true but there is no bos token", name);
         goto fail;
@@ -394,6 +410,24 @@ enum lm_status lm_tokenizer_init_desc(struct lm_tokenizer **out, const struct lm
             id = lm_tokenizer_find(t, &c, 1);
         }
         t->byte_tok[b] = id;
+    }
+    t->max_piece = t->max_token_len;
+    if (kind == LM_TOK_KIND_BPE) {
+        if ((st = lm_bpe_init(t, d, name)) != LM_OK) goto fail;
+        // a NORMAL piece is at most its text long, unless it holds characters outside the
+        // byte mapping (llama.cpp spells those out as "[UNK_BYTE_0x..]")
+        t->max_piece = 0;
+        for (int32_t i = 0; i < nv; i++) {
+            uint32_t o = t->off[i], n = t->off[i + 1] - o;
+            size_t k = (t->attr[i] & (LM_TOK_ATTR_UNKNOWN | LM_TOK_ATTR_CONTROL | LM_TOK_ATTR_USER_DEFINED)) ? n
+                       : (t->attr[i] & LM_TOK_ATTR_NORMAL) ? lm_bpe_decode_piece(t->blob + o, n, NULL, 0)
+                                                            : 1;
+            if (k > UINT32_MAX / 2) {
+                st = lm_error_set(LM_ERR_FORMAT, "tokenizer: %s: token %d decodes to %zu bytes", name, i, k);
+                goto fail;
+            }
+            if (k > t->max_piece) t->max_piece = (uint32_t)k;
+        }
     }
     *out = t;
     return LM_OK;
@@ -430,9 +464,10 @@ enum lm_status lm_tokenizer_load(struct lm_tokenizer **out, const struct lm_gguf
     if (st != LM_OK) return st;
     char model_c[64];
     snprintf(model_c, sizeof model_c, "%.*s", (int)(model.len < 63 ? model.len : 63), model.data);
-    if (!lm_gguf_str_eq(model, "llama"))
+    if (!lm_gguf_str_eq(model, "llama") && !lm_gguf_str_eq(model, "gpt2"))
         return lm_error_set(LM_ERR_UNSUPPORTED,
-                            "tokenizer: %s: tokenizer.ggml.model '%s' not supported (only 'llama' = SentencePiece)",
+                            "tokenizer: %s: tokenizer.ggml.model '%s' not supported ('llama' = SentencePiece, "
+                            "'gpt2' = byte-level BPE)",
                             name, model_c);
 
     uint64_t n = 0;
@@ -452,6 +487,9 @@ enum lm_status lm_tokenizer_load(struct lm_tokenizer **out, const struct lm_gguf
     uint32_t *lens = malloc(n * sizeof *lens);
     float *scores = NULL;
     int32_t *types = NULL;
+    const char **mtexts = NULL;
+    uint32_t *mlens = NULL;
+    char pre_c[64] = "";
     if (!texts || !lens) {
         st = lm_error_set(LM_ERR_NOMEM, "tokenizer: %s: out of memory", name);
         goto done;
@@ -531,8 +569,56 @@ enum lm_status lm_tokenizer_load(struct lm_tokenizer **out, const struct lm_gguf
         (st = get_flag(g, "tokenizer.ggml.add_eos_token", &d.add_eos)) ||
         (st = get_flag(g, "tokenizer.ggml.add_space_prefix", &d.add_space_prefix)))
         goto done;
+    if (lm_gguf_str_eq(model, "gpt2")) {
+        struct lm_gguf_str pre = {0};
+        if ((st = lm_gguf_get_str(g, "tokenizer.ggml.pre", &pre, false)) != LM_OK) goto done;
+        if (pre.len >= sizeof pre_c) {
+            st = lm_error_set(LM_ERR_UNSUPPORTED, "tokenizer: %s: tokenizer.ggml.pre is %llu bytes long (not a known name)",
+                              name, (unsigned long long)pre.len);
+            goto done;
+        }
+        if (pre.len) memcpy(pre_c, pre.data, pre.len);
+        pre_c[pre.len] = 0;
+        if (strlen(pre_c) != pre.len) {
+            st = lm_error_set(LM_ERR_FORMAT, "tokenizer: %s: tokenizer.ggml.pre contains a NUL byte", name);
+            goto done;
+        }
+        d.pre = pre_c;
+        if (lm_gguf_find_kv(g, "tokenizer.ggml.merges")) {
+            uint64_t nm;
+            const void *md;
+            if ((st = lm_gguf_get_arr(g, "tokenizer.ggml.merges", LM_GGUF_TYPE_STRING, &nm, &md, true)) != LM_OK)
+                goto done;
+            if (nm > ((uint64_t)1 << 26)) {
+                st = lm_error_set(LM_ERR_FORMAT, "tokenizer: %s: tokenizer.ggml.merges has %llu entries (limit %d)", name,
+                                  (unsigned long long)nm, 1 << 26);
+                goto done;
+            }
+            const struct lm_gguf_str *ms = md;
+            mtexts = malloc((nm ? nm : 1) * sizeof *mtexts);
+            mlens = malloc((nm ? nm : 1) * sizeof *mlens);
+            if (!mtexts || !mlens) {
+                st = lm_error_set(LM_ERR_NOMEM, "tokenizer: %s: out of memory", name);
+                goto done;
+            }
+            for (uint64_t i = 0; i < nm; i++) {
+                if (ms[i].len > (1u << 20)) {
+                    st = lm_error_set(LM_ERR_FORMAT, "tokenizer: %s: tokenizer.ggml.merges[%llu] is %llu bytes (limit 1 MiB)",
+                                      name, (unsigned long long)i, (unsigned long long)ms[i].len);
+                    goto done;
+                }
+                mtexts[i] = ms[i].data;
+                mlens[i] = (uint32_t)ms[i].len;
+            }
+            d.merges = mtexts;
+            d.merge_lens = mlens;
+            d.n_merges = (int64_t)nm;
+        }
+    }
     st = lm_tokenizer_init_desc(out, &d, name);
 done:
+    free(mtexts);
+    free(mlens);
     free(texts);
     free(lens);
     free(scores);
@@ -562,7 +648,7 @@ uint32_t lm_tokenizer_attr(const struct lm_tokenizer *t, int32_t id) {
     return id >= 0 && id < t->n_vocab ? t->attr[id] : 0;
 }
 
-size_t lm_tokenizer_max_piece(const struct lm_tokenizer *t) { return t->max_token_len; }
+size_t lm_tokenizer_max_piece(const struct lm_tokenizer *t) { return t->max_piece; }
 
 // As llama_vocab::token_to_piece (SPM): CONTROL/UNKNOWN give "" unless render_special,
 // then their raw text; USER_DEFINED its raw text; NORMAL its text with U+2581 -> ' ';
@@ -578,6 +664,7 @@ size_t lm_token_to_piece(const struct lm_tokenizer *t, int32_t id, char *buf, si
         memcpy(buf, s, n < cap ? n : cap);
         return n;
     }
+    if ((a & LM_TOK_ATTR_NORMAL) && t->kind == LM_TOK_KIND_BPE) return lm_bpe_decode_piece(s, n, buf, cap);
     if (a & LM_TOK_ATTR_NORMAL) {
         size_t o = 0;
         for (size_t i = 0; i < n;) {
@@ -604,6 +691,46 @@ size_t lm_token_to_piece(const struct lm_tokenizer *t, int32_t id, char *buf, si
 // Detokenization
 // ============================================================================
 
+// llama_vocab::impl::detokenize's clean_spaces passes, kept literally (in place, reading
+// the partly rewritten buffer as llama.cpp does): " ?" " !" " ." " ," lose the space; a
+// lone " ' " loses both; " 's" " 'm" " 're" " 've" lose the space.
+static size_t clean_spaces(char *text, size_t n) {
+    size_t total = n;
+    size_t total1 = total;
+    total = total ? 1 : 0;
+    for (size_t i = 1; i < total1; ++i) {
+        const char x = text[i];
+        if (text[i - 1] == ' ' && (x == '?' || x == '!' || x == '.' || x == ',')) total--;
+        text[total++] = x;
+    }
+    size_t total2 = total;
+    total = total ? 1 : 0;
+    for (size_t i = 1; i < total2; ++i) {
+        const char x = text[i];
+        if (x == '\'' && i + 1 < total2 && text[i - 1] == ' ' && text[i + 1] == ' ') {
+            total--;
+            text[++i] = '\0';
+        }
+        text[total++] = x;
+    }
+    size_t total3 = total;
+    total = total ? 1 : 0;
+    for (size_t i = 1; i < total3; ++i) {
+        const char x = text[i];
+        if (text[i - 1] == ' ' && x == '\'' && i + 1 < total3) {
+            const char x1 = text[i + 1];
+            if (x1 == 's' || x1 == 'm') {
+                total--;
+            } else if (i + 2 < total3) {
+                const char x2 = text[i + 2];
+                if ((x1 == 'r' && x2 == 'e') || (x1 == 'v' && x2 == 'e')) total--;
+            }
+        }
+        text[total++] = x;
+    }
+    return total;
+}
+
 enum lm_status lm_tokenizer_detokenize(const struct lm_tokenizer *t, const int32_t *ids, size_t n,
                                        bool remove_special, bool unparse_special, char **out,
                                        size_t *n_out) {
@@ -620,7 +747,7 @@ enum lm_status lm_tokenizer_detokenize(const struct lm_tokenizer *t, const int32
     char *s = malloc(cap);
     if (!s) return lm_error_set(LM_ERR_NOMEM, "tokenizer: detokenize: out of memory");
     for (size_t i = 0; i < n; i++) {
-        size_t need = t->max_token_len + 1;
+        size_t need = (size_t)t->max_piece + 1;
         if (len + need > cap) {
             while (len + need > cap) cap *= 2;
             char *ns = realloc(s, cap);
@@ -638,6 +765,7 @@ enum lm_status lm_tokenizer_detokenize(const struct lm_tokenizer *t, const int32
         remove_space = false;
         len += k;
     }
+    if (t->clean_spaces) len = clean_spaces(s, len);
     s[len] = 0;
     *out = s;
     *n_out = len;
@@ -661,9 +789,8 @@ static int utf8_seq_len(uint8_t c) {
 enum lm_status lm_detok_push(const struct lm_tokenizer *t, struct lm_detok *d, int32_t id, char *out,
                              size_t cap, size_t *n_out) {
     *n_out = 0;
-    if (cap < (size_t)t->max_token_len + 4)
-        return lm_error_set(LM_ERR_ARG, "lm_detok_push: cap %zu < %u (max piece + 4)", cap,
-                            t->max_token_len + 4);
+    if (cap < (size_t)t->max_piece + 4)
+        return lm_error_set(LM_ERR_ARG, "lm_detok_push: cap %zu < %u (max piece + 4)", cap, t->max_piece + 4);
     memcpy(out, d->pend, d->n_pend);
     size_t n = d->n_pend;
     n += lm_token_to_piece(t, id, out + n, cap - n, d->render_special);

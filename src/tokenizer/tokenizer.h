@@ -1,5 +1,5 @@
-// Tokenizer: vocabulary from GGUF tokenizer.ggml.* metadata, SentencePiece (SPM) encoding
-// that matches llama.cpp token for token, pieces, streaming detokenizer, chat templates.
+// Tokenizer: vocabulary from GGUF tokenizer.ggml.* metadata, SentencePiece (SPM) and byte-level
+// BPE encoding that match llama.cpp token for token, pieces, streaming detokenizer, chat templates.
 // The tokenizer owns copies of everything it uses: the GGUF may be closed after load.
 #ifndef LM_TOKENIZER_TOKENIZER_H
 #define LM_TOKENIZER_TOKENIZER_H
@@ -17,7 +17,7 @@ struct lm_gguf;
 
 enum lm_tok_kind {
     LM_TOK_KIND_SPM = 1, // tokenizer.ggml.model "llama": SentencePiece BPE with byte fallback
-    LM_TOK_KIND_BPE = 2, // "gpt2": byte-level BPE with regex pre-tokenizer (not yet implemented)
+    LM_TOK_KIND_BPE = 2, // "gpt2": byte-level BPE with regex pre-tokenizer (bpe.c)
 };
 
 // GGUF tokenizer.ggml.token_type values (llama.cpp's LLAMA_TOKEN_TYPE_*).
@@ -74,12 +74,16 @@ struct lm_tokenizer {
     struct lm_tok_trie_node *trie;
     uint32_t n_trie;
     uint32_t trie_root[256]; // node index of each first byte's child, 0 = none
+    uint32_t max_piece;      // longest lm_token_to_piece() output (render_special on)
+    // byte-level BPE only (kind == LM_TOK_KIND_BPE)
+    struct lm_bpe *bpe;      // pre-tokenizer regexes + merge ranks, owned (bpe.c)
+    bool clean_spaces;       // detokenize drops spaces before ?!., and in contractions (llama.cpp)
 };
 
 // A tokenizer described by plain arrays (what lm_tokenizer_load reads from GGUF); also the
 // way unit tests build synthetic vocabularies. Every pointer is only read during the call.
 struct lm_tokenizer_desc {
-    const char *model;        // "llama" (SPM); "gpt2" -> LM_ERR_UNSUPPORTED for now
+    const char *model;        // "llama" (SPM) or "gpt2" (byte-level BPE)
     int32_t n_vocab;
     const char *const *texts; // n_vocab texts
     const uint32_t *lens;     // their byte lengths
@@ -87,14 +91,21 @@ struct lm_tokenizer_desc {
     const int32_t *types;     // n_vocab enum lm_tok_type values or NULL (all NORMAL)
     int64_t bos, eos, unk, pad, eot, eom; // -1 = absent (the SPM defaults 1, 2, 0 apply to bos, eos, unk)
     int64_t fim_pad, fim_rep, fim_sep;    // -1 = absent (these end generation)
-    int add_bos, add_eos, add_space_prefix; // -1 = absent (SPM defaults: 1, 0, 1)
+    int add_bos, add_eos, add_space_prefix; // -1 = absent (SPM defaults: 1, 0, 1; BPE: per pre, 0, 0)
+    // BPE only: pre-tokenizer name (tokenizer.ggml.pre; NULL or "" = "default") and the
+    // merges "left right", rank = index. merges NULL = key absent (an error for BPE).
+    const char *pre;
+    const char *const *merges;
+    const uint32_t *merge_lens;
+    int64_t n_merges;
 };
 
 // ---------------------------------------------------------------- load
 
-// Reads tokenizer.ggml.{model,tokens,scores,token_type,*_token_id,add_*} and validates:
-// array types, scores/types at least n_tokens long, type values 0..6, special ids in range,
-// byte tokens spelled <0xXX>, no duplicate texts. On error *out is NULL and lm_error_msg()
+// Reads tokenizer.ggml.{model,tokens,scores,token_type,*_token_id,add_*} (+ pre, merges for
+// "gpt2") and validates: array types, scores/types at least n_tokens long, type values 0..6,
+// special ids in range, byte tokens spelled <0xXX>, no duplicate texts; BPE: a known pre-
+// tokenizer, merges present as strings "left right" whose parts are both tokens. On error *out is NULL and lm_error_msg()
 // names the key, expected vs actual.
 enum lm_status lm_tokenizer_load(struct lm_tokenizer **out, const struct lm_gguf *g);
 enum lm_status lm_tokenizer_init_desc(struct lm_tokenizer **out, const struct lm_tokenizer_desc *d,
@@ -141,7 +152,10 @@ size_t lm_detok_flush(struct lm_detok *d, char *out, size_t cap);
 // ---------------------------------------------------------------- chat templates
 
 enum lm_chat_template {
-    LM_CHAT_TEMPLATE_GEMMA = 0, // <start_of_turn>role\n...<end_of_turn>\n
+    LM_CHAT_TEMPLATE_NONE = -1,   // not detected / not supported
+    LM_CHAT_TEMPLATE_GEMMA = 0,   // <start_of_turn>role\n...<end_of_turn>\n
+    LM_CHAT_TEMPLATE_LLAMA3 = 1,  // <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|>
+    LM_CHAT_TEMPLATE_CHATML = 2,  // <|im_start|>role\n...<|im_end|>\n
 };
 
 struct lm_chat_msg {
@@ -155,5 +169,43 @@ struct lm_chat_msg {
 // *out is malloc'd and NUL-terminated; *n_out excludes the NUL.
 enum lm_status lm_chat_apply(enum lm_chat_template tmpl, const struct lm_chat_msg *msgs, size_t n,
                              bool add_generation_prompt, char **out, size_t *n_out);
+
+// Picks the template for a model. template_text (tokenizer.chat_template, may be NULL) is
+// matched as llama.cpp's llm_chat_detect_template does (a bare name "chatml", "llama3",
+// "gemma" or the markers in the Jinja text), returning NONE when it names a template lumen
+// lacks. Without a template text: the vocabulary's turn tokens (<|start_header_id|> +
+// <|eot_id|>, <|im_start|> + <|im_end|>, <start_of_turn>), then arch ("gemma*"). The turn
+// end tokens of all three are end-of-generation tokens (lm_tokenizer_is_eog).
+enum lm_chat_template lm_chat_template_detect(const struct lm_tokenizer *t, const char *arch,
+                                              const char *template_text);
+const char *lm_chat_template_name(enum lm_chat_template tmpl); // "gemma", ..., "none"
+
+// ---------------------------------------------------------------- internal (tokenizer/*.c)
+
+struct lm_tok_ids {
+    int32_t *v;
+    size_t n, cap;
+};
+bool lm_tok_ids_push(struct lm_tok_ids *a, int32_t x);
+
+// Pre-tokenizer properties llama.cpp derives from tokenizer.ggml.pre.
+struct lm_bpe_info {
+    bool ignore_merges; // a pre-token that is a whole vocabulary entry is emitted as is
+    bool clean_spaces;
+    bool add_bos;       // default of add_bos_token
+};
+enum lm_status lm_bpe_pre_info(const char *pre, const char *name, struct lm_bpe_info *out);
+// Compiles the pre-tokenizer and the merge table into t->bpe (t's texts and hash are built).
+enum lm_status lm_bpe_init(struct lm_tokenizer *t, const struct lm_tokenizer_desc *d, const char *name);
+void lm_bpe_free(struct lm_bpe *b);
+// Encodes one raw fragment (no special tokens in it) and appends its ids to out. *scratch
+// is allocated on first use and reused; free with lm_bpe_scratch_free.
+struct lm_bpe_scratch;
+enum lm_status lm_bpe_fragment(const struct lm_tokenizer *t, struct lm_bpe_scratch **scratch, const char *text,
+                               size_t len, struct lm_tok_ids *out);
+void lm_bpe_scratch_free(struct lm_bpe_scratch *s);
+// Bytes of a NORMAL BPE token text (GPT-2 byte-to-unicode mapping undone, as llama.cpp's
+// llama_decode_text); writes at most cap bytes, returns the full length.
+size_t lm_bpe_decode_piece(const char *s, size_t n, char *buf, size_t cap);
 
 #endif

@@ -1,0 +1,228 @@
+// Multi-token dot products (AVX-512 VNNI) for prefill and batched decode: one weight
+// row against up to 8 activation rows, decoding each weight block once and reusing it
+// for every token. Per token the float operations are exactly those of the single-row
+// vec_dot of the same table, so batch results are bit-identical to token-by-token ones.
+// no FMA contraction: the float steps must be exactly the single-row kernels' steps
+#pragma GCC optimize("fp-contract=off")
+
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "kernels/kernels_internal.h"
+
+#if defined(__AVX512F__) && defined(__AVX512VNNI__)
+
+#define AI static inline __attribute__((always_inline))
+
+AI float f16f(lm_f16 h) { return _cvtsh_ss(h); }
+
+AI float hsum8(__m256 v) { // same reduction as the single-row kernels' hsum_f32x8
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+AI __m256i bits_to_bytes(uint32_t bits) {
+    const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), shuf);
+    return _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+}
+
+AI __m256i unpack_nibbles32(const uint8_t *qs) {
+    __m128i t = _mm_loadu_si128((const __m128i *)qs);
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(0x0f));
+}
+
+// ============================================================================
+// q8_0 / q5_0 weights x q8_0 activations
+// ============================================================================
+
+// W row (n) q8_0 . X rows (nt, n) q8_0 -> s[t * ss]; 2 accumulators per token (even / odd
+// blocks) as the single-row kernel
+AI void q8_0_n(const int NT, int64_t n, float *s, size_t ss, const void *w, const void *xq,
+               size_t xs) {
+    const struct lm_block_q8_0 *x = w;
+    __m256 acc0[8], acc1[8];
+    for (int t = 0; t < NT; t++) acc0[t] = acc1[t] = _mm256_setzero_ps();
+    const int64_t nb = n / 32;
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        const __m256i w0 = _mm256_loadu_si256((const __m256i *)x[i].qs);
+        const __m256i w1 = _mm256_loadu_si256((const __m256i *)x[i + 1].qs);
+        const __m256i a0 = _mm256_sign_epi8(w0, w0), a1 = _mm256_sign_epi8(w1, w1);
+        const float dw0 = f16f(x[i].d), dw1 = f16f(x[i + 1].d);
+        for (int t = 0; t < NT; t++) {
+            const struct lm_block_q8_0 *y = (const struct lm_block_q8_0 *)((const char *)xq + t * xs);
+            const __m256i p0 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), a0,
+                _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)y[i].qs), w0));
+            const __m256i p1 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), a1,
+                _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)y[i + 1].qs), w1));
+            acc0[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw0 * f16f(y[i].d)), _mm256_cvtepi32_ps(p0), acc0[t]);
+            acc1[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw1 * f16f(y[i + 1].d)), _mm256_cvtepi32_ps(p1), acc1[t]);
+        }
+    }
+    for (; i < nb; i++) {
+        const __m256i w0 = _mm256_loadu_si256((const __m256i *)x[i].qs);
+        const __m256i a0 = _mm256_sign_epi8(w0, w0);
+        const float dw0 = f16f(x[i].d);
+        for (int t = 0; t < NT; t++) {
+            const struct lm_block_q8_0 *y = (const struct lm_block_q8_0 *)((const char *)xq + t * xs);
+            const __m256i p0 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), a0,
+                _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)y[i].qs), w0));
+            acc0[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw0 * f16f(y[i].d)), _mm256_cvtepi32_ps(p0), acc0[t]);
+        }
+    }
+    for (int t = 0; t < NT; t++) s[t * ss] = hsum8(_mm256_add_ps(acc0[t], acc1[t]));
+}
+
+// W row (n) q5_0 . X rows (nt, n) q8_0 -> s[t * ss]; one accumulator per token
+AI void q5_0_n(const int NT, int64_t n, float *s, size_t ss, const void *w, const void *xq,
+               size_t xs) {
+    const struct lm_block_q5_0 *x = w;
+    __m256 acc[8];
+    for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 32; i++) {
+        uint32_t qh;
+        memcpy(&qh, x[i].qh, 4);
+        const __m256i q5 = _mm256_or_si256(unpack_nibbles32(x[i].qs),
+                                           _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(0x10)));
+        const __m256i qx = _mm256_sub_epi8(q5, _mm256_set1_epi8(16));
+        const __m256i ax = _mm256_sign_epi8(qx, qx);
+        const float dw = f16f(x[i].d);
+        for (int t = 0; t < NT; t++) {
+            const struct lm_block_q8_0 *y = (const struct lm_block_q8_0 *)((const char *)xq + t * xs);
+            const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ax,
+                _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)y[i].qs), qx));
+            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw * f16f(y[i].d)), _mm256_cvtepi32_ps(p), acc[t]);
+        }
+    }
+    for (int t = 0; t < NT; t++) s[t * ss] = hsum8(acc[t]);
+}
+
+// ============================================================================
+// k-quants x q8_K: exact int32 per super-block, then the single-row float steps
+// ============================================================================
+
+AI void k4_scale_min(const uint8_t *s, int j, uint8_t *sc, uint8_t *m) {
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *m = s[j + 4] & 63;
+    } else {
+        *sc = (uint8_t)((s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4));
+        *m = (uint8_t)((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
+    }
+}
+
+AI void q4_K_n(const int NT, int64_t n, float *s, size_t ss, const void *w, const void *xq,
+               size_t xs) {
+    const struct lm_block_q4_K *x = w;
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    float sum[8] = {0};
+    for (int64_t i = 0; i < n / LM_QK_K; i++) {
+        uint8_t sc[8], mn[8];
+        for (int j = 0; j < 8; j++) k4_scale_min(x[i].scales, j, &sc[j], &mn[j]);
+        __m512i q[4], scv[4];
+        for (int c = 0; c < 4; c++) {
+            const __m256i raw = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * c));
+            q[c] = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(raw), _mm256_srli_epi16(raw, 4), 1), m4);
+            scv[c] = _mm512_inserti64x4(_mm512_set1_epi32(sc[2 * c]), _mm256_set1_epi32(sc[2 * c + 1]), 1);
+        }
+        const float dx = f16f(x[i].d), dmx = f16f(x[i].dmin);
+        for (int t = 0; t < NT; t++) {
+            const struct lm_block_q8_K *y = (const struct lm_block_q8_K *)((const char *)xq + t * xs);
+            int summs = 0;
+            for (int j = 0; j < 8; j++) summs += mn[j] * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
+            __m512i acc = _mm512_setzero_si512();
+            for (int c = 0; c < 4; c++) {
+                const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[c],
+                                                      _mm512_loadu_si512((const void *)(y[i].qs + 64 * c)));
+                acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(p, scv[c]));
+            }
+            const int isum = _mm512_reduce_add_epi32(acc);
+            sum[t] += (dx * y[i].d) * (float)isum - (dmx * y[i].d) * (float)summs;
+        }
+    }
+    for (int t = 0; t < NT; t++) s[t * ss] = sum[t];
+}
+
+AI void q6_K_n(const int NT, int64_t n, float *s, size_t ss, const void *w, const void *xq,
+               size_t xs) {
+    const struct lm_block_q6_K *x = w;
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m3 = _mm512_set1_epi8(3);
+    const __m512i grp = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    float sum[8] = {0};
+    for (int64_t i = 0; i < n / LM_QK_K; i++) {
+        __m512i qa[2], qb[2], sca[2], scb[2];
+        for (int h = 0; h < 2; h++) {
+            const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h));
+            const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h + 32));
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h));
+            const __m512i l2 = _mm512_inserti64x4(_mm512_castsi256_si512(ql0), ql1, 1);
+            const __m512i h2 = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
+            qa[h] = _mm512_or_si512(_mm512_and_si512(l2, m4), _mm512_slli_epi16(_mm512_and_si512(h2, m3), 4));
+            qb[h] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l2, 4), m4),
+                                    _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h2, 4), m3), 4));
+            int32_t sa, sb;
+            memcpy(&sa, x[i].scales + 8 * h, 4);
+            memcpy(&sb, x[i].scales + 8 * h + 4, 4);
+            sca[h] = _mm512_permutexvar_epi32(grp, _mm512_castsi128_si512(_mm_cvtepi8_epi32(_mm_cvtsi32_si128(sa))));
+            scb[h] = _mm512_permutexvar_epi32(grp, _mm512_castsi128_si512(_mm_cvtepi8_epi32(_mm_cvtsi32_si128(sb))));
+        }
+        const float dx = f16f(x[i].d);
+        for (int t = 0; t < NT; t++) {
+            const struct lm_block_q8_K *y = (const struct lm_block_q8_K *)((const char *)xq + t * xs);
+            int corr = 0;
+            for (int j = 0; j < 16; j++) corr += x[i].scales[j] * y[i].bsums[j];
+            __m512i acc = _mm512_setzero_si512();
+            for (int h = 0; h < 2; h++) {
+                const __m512i pa = _mm512_dpbusd_epi32(_mm512_setzero_si512(), qa[h],
+                                                       _mm512_loadu_si512((const void *)(y[i].qs + 128 * h)));
+                const __m512i pb = _mm512_dpbusd_epi32(_mm512_setzero_si512(), qb[h],
+                                                       _mm512_loadu_si512((const void *)(y[i].qs + 128 * h + 64)));
+                acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(pa, sca[h]));
+                acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(pb, scb[h]));
+            }
+            const int isum = _mm512_reduce_add_epi32(acc) - 32 * corr;
+            sum[t] += (dx * y[i].d) * (float)isum;
+        }
+    }
+    for (int t = 0; t < NT; t++) s[t * ss] = sum[t];
+}
+
+// ============================================================================
+// dispatch on the token count (compile-time NT so accumulators stay in registers)
+// ============================================================================
+
+#define LM_DEF_N(name)                                                                         \
+    static void name##_multi(int64_t n, int nt, float *s, size_t ss, const void *w,            \
+                             const void *xq, size_t xs) {                                      \
+        switch (nt) {                                                                          \
+        case 1: name##_n(1, n, s, ss, w, xq, xs); break;                                       \
+        case 2: name##_n(2, n, s, ss, w, xq, xs); break;                                       \
+        case 3: name##_n(3, n, s, ss, w, xq, xs); break;                                       \
+        case 4: name##_n(4, n, s, ss, w, xq, xs); break;                                       \
+        case 5: name##_n(5, n, s, ss, w, xq, xs); break;                                       \
+        case 6: name##_n(6, n, s, ss, w, xq, xs); break;                                       \
+        case 7: name##_n(7, n, s, ss, w, xq, xs); break;                                       \
+        default: name##_n(8, n, s, ss, w, xq, xs); break;                                      \
+        }                                                                                      \
+    }
+LM_DEF_N(q8_0)
+LM_DEF_N(q5_0)
+LM_DEF_N(q4_K)
+LM_DEF_N(q6_K)
+
+void lm_kernels_avx512_fill_multi(struct lm_kernels *k) {
+    k->vec_dot_n[LM_DTYPE_Q8_0] = q8_0_multi;
+    k->vec_dot_n[LM_DTYPE_Q5_0] = q5_0_multi;
+    k->vec_dot_n[LM_DTYPE_Q4_K] = q4_K_multi;
+    k->vec_dot_n[LM_DTYPE_Q6_K] = q6_K_multi;
+}
+
+#else
+void lm_kernels_avx512_fill_multi(struct lm_kernels *k) { (void)k; }
+#endif

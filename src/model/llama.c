@@ -1,0 +1,314 @@
+// Llama-style decoder families sharing one loader and forward pass, as llama.cpp builds
+// them (src/models/llama.cpp, qwen2.cpp, qwen3.cpp): pre-norm blocks, GQA attention,
+// SwiGLU FFN, separate or tied LM head. llama: NORM RoPE, linear or llama3 (rope_freqs)
+// scaling; qwen2: q/k/v biases, NEOX RoPE; qwen3: per-head QK-norm before NEOX RoPE.
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "runtime/ops_ext.h"
+#include "runtime/runtime.h"
+
+// What differs between the families.
+struct llama_variant {
+    enum lm_rope_type rope_type;
+    bool qk_norm;      // attn_q_norm / attn_k_norm required (qwen3)
+    bool rope_freqs;   // rope_freqs.weight is looked for (llama)
+    bool output_bias;  // output.bias is looked for (qwen2)
+};
+
+static const struct llama_variant k_llama = {LM_ROPE_NORM, false, true, false};
+static const struct llama_variant k_qwen2 = {LM_ROPE_NEOX, false, false, true};
+static const struct llama_variant k_qwen3 = {LM_ROPE_NEOX, true, false, false};
+
+static const struct llama_variant *variant_of(const struct lm_model *m) {
+    if (m->arch == &lm_arch_qwen2) return &k_qwen2;
+    if (m->arch == &lm_arch_qwen3) return &k_qwen3;
+    return &k_llama;
+}
+
+// ================================================================ load
+
+static enum lm_status load_rope_scaling(struct lm_model *m, const struct llama_variant *v) {
+    struct lm_hparams *hp = &m->hp;
+    enum lm_status st;
+    char type[32] = "";
+    struct lm_gguf_str s = {0, ""};
+    char key[128];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", m->arch->name);
+    if ((st = lm_gguf_get_str(&m->gguf, key, &s, false))) return st;
+    snprintf(type, sizeof type, "%.*s", (int)(s.len < 31 ? s.len : 31), s.data);
+    float factor = 0.0f;
+    if ((st = lm_model_key_f32(m, "rope.scaling.factor", &factor, false))) return st;
+    if (factor == 0.0f && (st = lm_model_key_f32(m, "rope.scale_linear", &factor, false)))
+        return st;
+    if (!(factor >= 0.0f && factor < 1e6f))
+        return lm_error_set(LM_ERR_FORMAT, "%s: %s: rope.scaling.factor = %g is out of range",
+                            m->arch->name, m->path, factor);
+    hp->rope_scale = 1.0f;
+    hp->rope_scaling = LM_ROPE_SCALING_NONE;
+    m->rope_freqs = NULL;
+
+    if (v->rope_freqs) {
+        // llama 3.x: the converter stores the factors as a tensor (llama.cpp uses it as is)
+        struct lm_weight rf;
+        if ((st = lm_model_weight(m, &rf, "rope_freqs.weight", hp->n_rot / 2, 1, false)))
+            return st;
+        if (rf.data) {
+            m->rope_freqs = rf.data;
+            hp->rope_scaling = LM_ROPE_SCALING_LLAMA3;
+        }
+    }
+    if (!strcmp(type, "") || !strcmp(type, "linear") || !strcmp(type, "none")) {
+        // llama.cpp: a missing type means linear; the factor alone decides
+        if (strcmp(type, "none") && factor > 0.0f && factor != 1.0f) {
+            hp->rope_scale = 1.0f / factor;
+            if (hp->rope_scaling == LM_ROPE_SCALING_NONE) hp->rope_scaling = LM_ROPE_SCALING_LINEAR;
+        }
+        return LM_OK;
+    }
+    if (!strcmp(type, "llama3") && v->rope_freqs) {
+        // not written by convert_hf_to_gguf (llama.cpp rejects it); accepted from other
+        // writers: compute the factors the converter would have stored
+        if (m->rope_freqs) return LM_OK; // the tensor wins
+        float lo = 1.0f, hi = 4.0f, orig = 8192.0f;
+        uint32_t u = 8192;
+        if ((st = lm_model_key_f32(m, "rope.scaling.low_freq_factor", &lo, false))) return st;
+        if ((st = lm_model_key_f32(m, "rope.scaling.high_freq_factor", &hi, false))) return st;
+        if ((st = lm_model_key_u32(m, "rope.scaling.original_context_length", &u, false)))
+            return st;
+        orig = (float)u;
+        if (factor <= 0.0f) factor = 8.0f;
+        if (!(hi > lo) || u == 0 || hp->n_rot / 2 > 256)
+            return lm_error_set(LM_ERR_FORMAT,
+                                "%s: %s: llama3 rope scaling needs high_freq_factor > "
+                                "low_freq_factor and original_context_length > 0 (got %g, %g, %u)",
+                                m->arch->name, m->path, hi, lo, u);
+        lm_rope_llama3_factors(m->rope_freqs_buf, hp->n_rot, hp->rope_base, factor, lo, hi, orig);
+        m->rope_freqs = m->rope_freqs_buf;
+        hp->rope_scaling = LM_ROPE_SCALING_LLAMA3;
+        return LM_OK;
+    }
+    return lm_error_set(LM_ERR_UNSUPPORTED,
+                        "%s: %s: rope scaling type '%s' is not supported (supported: none, "
+                        "linear%s)",
+                        m->arch->name, m->path, type, v->rope_freqs ? ", llama3" : "");
+}
+
+// Tensors llama.cpp would use but lumen does not implement: refuse rather than compute
+// something else.
+static enum lm_status reject_unsupported(struct lm_model *m, int il) {
+    static const char *const k_names[] = {"attn_qkv.weight", "attn_output.bias",
+                                          "ffn_gate.bias",   "ffn_up.bias",
+                                          "ffn_down.bias",   "ffn_gate_inp.weight"};
+    char name[96];
+    for (size_t k = 0; k < sizeof k_names / sizeof k_names[0]; k++) {
+        snprintf(name, sizeof name, "blk.%d.%s", il, k_names[k]);
+        if (lm_gguf_find_tensor(&m->gguf, name))
+            return lm_error_set(LM_ERR_UNSUPPORTED,
+                                "%s: %s: tensor '%s' (fused QKV, output/FFN bias or MoE) is not "
+                                "supported",
+                                m->arch->name, m->path, name);
+    }
+    return LM_OK;
+}
+
+static enum lm_status llama_load(struct lm_model *m) {
+    const struct llama_variant *v = variant_of(m);
+    struct lm_hparams *hp = &m->hp;
+    enum lm_status st;
+    uint32_t u;
+#define REQ_U32(key, field)                                                         \
+    do {                                                                            \
+        if ((st = lm_model_key_u32(m, key, &u, true)) != LM_OK) return st;          \
+        hp->field = (int32_t)u;                                                     \
+    } while (0)
+#define OPT_U32(key, field, dflt)                                                   \
+    do {                                                                            \
+        u = (uint32_t)(dflt);                                                       \
+        if ((st = lm_model_key_u32(m, key, &u, false)) != LM_OK) return st;         \
+        hp->field = (int32_t)u;                                                     \
+    } while (0)
+    REQ_U32("embedding_length", n_embd);
+    REQ_U32("block_count", n_layer);
+    REQ_U32("feed_forward_length", n_ff);
+    REQ_U32("attention.head_count", n_head);
+    OPT_U32("attention.head_count_kv", n_head_kv, hp->n_head);
+    OPT_U32("attention.key_length", head_dim_k, hp->n_head ? hp->n_embd / hp->n_head : 0);
+    OPT_U32("attention.value_length", head_dim_v, hp->n_head ? hp->n_embd / hp->n_head : 0);
+    OPT_U32("rope.dimension_count", n_rot, hp->head_dim_k);
+    OPT_U32("context_length", n_ctx_train, 4096);
+    u = 0;
+    if ((st = lm_model_key_u32(m, "expert_count", &u, false))) return st;
+    if (u > 0)
+        return lm_error_set(LM_ERR_UNSUPPORTED,
+                            "%s: %s: mixture-of-experts models (expert_count %u) are not supported",
+                            m->arch->name, m->path, u);
+#undef REQ_U32
+#undef OPT_U32
+    if ((st = lm_model_key_f32(m, "attention.layer_norm_rms_epsilon", &hp->rms_eps, true)))
+        return st;
+    if (hp->n_embd <= 0 || hp->n_layer <= 0 || hp->n_head <= 0 || hp->n_head_kv <= 0 ||
+        hp->n_head % hp->n_head_kv != 0 || hp->head_dim_k <= 0 || hp->head_dim_k > 512 ||
+        hp->head_dim_v <= 0 || hp->head_dim_v > 512 || hp->n_ff <= 0 || hp->n_layer > 4096 ||
+        hp->head_dim_k % 2 != 0 || hp->n_ctx_train <= 0)
+        return lm_error_set(LM_ERR_FORMAT,
+                            "%s: %s: inconsistent hyper-parameters (n_embd %d, n_layer %d, "
+                            "n_head %d, n_head_kv %d, head_dim %d/%d, n_ff %d, n_ctx %d)",
+                            m->arch->name, m->path, hp->n_embd, hp->n_layer, hp->n_head,
+                            hp->n_head_kv, hp->head_dim_k, hp->head_dim_v, hp->n_ff,
+                            hp->n_ctx_train);
+    // llama.cpp's graphs for these families assert head size == n_rot (no partial RoPE)
+    if (hp->n_rot != hp->head_dim_k || hp->head_dim_k != hp->head_dim_v)
+        return lm_error_set(LM_ERR_UNSUPPORTED,
+                            "%s: %s: rope.dimension_count %d / head sizes %d, %d: partial RoPE or "
+                            "k/v head sizes that differ are not supported",
+                            m->arch->name, m->path, hp->n_rot, hp->head_dim_k, hp->head_dim_v);
+    hp->rope_base = 10000.0f;
+    if ((st = lm_model_key_f32(m, "rope.freq_base", &hp->rope_base, false))) return st;
+    if (!(hp->rope_base > 0.0f))
+        return lm_error_set(LM_ERR_FORMAT, "%s: %s: rope.freq_base = %g must be > 0",
+                            m->arch->name, m->path, hp->rope_base);
+    hp->rope_base_swa = hp->rope_base;
+    hp->rope_type = v->rope_type;
+    hp->n_swa = 0; // llama.cpp ignores sliding windows for these families
+    hp->swa_period = 0;
+    hp->embd_scale = 1.0f;
+    hp->final_softcap = 0.0f;
+    hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim_k);
+    float as = 0.0f; // llama: optional attention.scale overrides 1/sqrt(head_dim)
+    if (v->rope_freqs && (st = lm_model_key_f32(m, "attention.scale", &as, false))) return st;
+    if (as != 0.0f) hp->attn_scale = as;
+
+    const int64_t E = hp->n_embd, qd = (int64_t)hp->n_head * hp->head_dim_k,
+                  kd = (int64_t)hp->n_head_kv * hp->head_dim_k,
+                  vd = (int64_t)hp->n_head_kv * hp->head_dim_v, F = hp->n_ff;
+    const struct lm_gguf_tensor *te = lm_gguf_find_tensor(&m->gguf, "token_embd.weight");
+    if (!te || te->n_dims != 2 || te->ne[1] <= 0 || te->ne[1] > INT32_MAX)
+        return lm_error_set(LM_ERR_FORMAT,
+                            "%s: %s: missing or malformed tensor 'token_embd.weight'",
+                            m->arch->name, m->path);
+    hp->n_vocab = (int32_t)te->ne[1];
+    if ((st = lm_model_weight(m, &m->tok_embd, "token_embd.weight", E, hp->n_vocab, true)))
+        return st;
+    if ((st = lm_model_weight(m, &m->output_norm, "output_norm.weight", E, 1, true))) return st;
+    if ((st = lm_model_weight(m, &m->output, "output.weight", E, hp->n_vocab, false))) return st;
+    m->tied_output = m->output.data == NULL;
+    if (m->tied_output) m->output = m->tok_embd;
+    memset(&m->output_b, 0, sizeof m->output_b);
+    if (v->output_bias &&
+        (st = lm_model_weight(m, &m->output_b, "output.bias", hp->n_vocab, 1, false)))
+        return st;
+    if ((st = load_rope_scaling(m, v))) return st;
+
+    for (int il = 0; il < hp->n_layer; il++) {
+        struct lm_layer *L = &m->layers[il];
+        L->swa = false;
+        L->rope_base = hp->rope_base;
+        L->rope_scale = hp->rope_scale;
+        if ((st = reject_unsupported(m, il))) return st;
+#define W(field, req, nm, nin, nout)                                                   \
+    if ((st = lm_model_weightf(m, &L->field, req, nin, nout, "blk.%d." nm, il))) return st
+        W(attn_norm, true, "attn_norm.weight", E, 1);
+        W(wq, true, "attn_q.weight", E, qd);
+        W(wk, true, "attn_k.weight", E, kd);
+        W(wv, true, "attn_v.weight", E, vd);
+        W(bq, false, "attn_q.bias", qd, 1);
+        W(bk, false, "attn_k.bias", kd, 1);
+        W(bv, false, "attn_v.bias", vd, 1);
+        W(q_norm, v->qk_norm, "attn_q_norm.weight", hp->head_dim_k, 1);
+        W(k_norm, v->qk_norm, "attn_k_norm.weight", hp->head_dim_k, 1);
+        W(wo, true, "attn_output.weight", qd, E);
+        W(ffn_norm, true, "ffn_norm.weight", E, 1);
+        W(gate, true, "ffn_gate.weight", E, F);
+        W(up, true, "ffn_up.weight", E, F);
+        W(down, true, "ffn_down.weight", F, E);
+#undef W
+        if (!v->qk_norm) { // llama.cpp only reads QK-norm weights for qwen3
+            memset(&L->q_norm, 0, sizeof L->q_norm);
+            memset(&L->k_norm, 0, sizeof L->k_norm);
+        }
+    }
+    return LM_OK;
+}
+
+// ================================================================ forward
+
+// Runs on every pool thread; barriers separate dependent ops.
+static void llama_forward(struct lm_context *c, int ith, int nth) {
+    const struct lm_model *m = c->m;
+    const struct lm_hparams *hp = &m->hp;
+    struct lm_pool *pool = c->pool;
+    const int64_t N = c->n_tokens, E = hp->n_embd;
+
+    lm_op_embed(c, hp->embd_scale, ith, nth);
+    lm_pool_barrier(pool);
+    for (int il = 0; il < hp->n_layer; il++) {
+        const struct lm_layer *L = &m->layers[il];
+        // ---- attention block
+        lm_op_rmsnorm(c->xn, c->x, &L->attn_norm, N, E, hp->rms_eps, ith, nth);
+        lm_pool_barrier(pool);
+        {
+            float *const ys[3] = {c->q, c->k, c->v};
+            const struct lm_weight *const ws[3] = {&L->wq, &L->wk, &L->wv};
+            lm_op_matmul_multi(c, 3, ys, c->xn, ws, N, ith, nth);
+        }
+        lm_pool_barrier(pool);
+        if (L->bq.data || L->bk.data || L->bv.data) { // qwen2
+            if (L->bq.data) lm_op_add_bias(c->q, &L->bq, N, ith, nth);
+            if (L->bk.data) lm_op_add_bias(c->k, &L->bk, N, ith, nth);
+            if (L->bv.data) lm_op_add_bias(c->v, &L->bv, N, ith, nth);
+            lm_pool_barrier(pool);
+        }
+        if (L->q_norm.data) { // qwen3: per-head RMS norm before RoPE
+            lm_op_rmsnorm_heads(c->q, &L->q_norm, N, hp->n_head, hp->head_dim_k, hp->rms_eps,
+                                ith, nth);
+            lm_op_rmsnorm_heads(c->k, &L->k_norm, N, hp->n_head_kv, hp->head_dim_k,
+                                hp->rms_eps, ith, nth);
+            lm_pool_barrier(pool);
+        }
+        lm_op_rope_ff(c, c->q, hp->n_head, hp->head_dim_k, hp->n_rot, L->rope_base,
+                      L->rope_scale, m->rope_freqs, hp->rope_type, ith, nth);
+        lm_op_rope_ff(c, c->k, hp->n_head_kv, hp->head_dim_k, hp->n_rot, L->rope_base,
+                      L->rope_scale, m->rope_freqs, hp->rope_type, ith, nth);
+        lm_pool_barrier(pool);
+        // llama.cpp scales q.k inside the softmax; lumen's attention takes a pre-scaled q
+        // (exact for power-of-two scales such as 1/sqrt(64); otherwise differs only in the
+        // f16 rounding of q)
+        lm_op_scale(c->q, hp->attn_scale, N, (int64_t)hp->n_head * hp->head_dim_k, ith, nth);
+        lm_op_kv_write(c, il, ith, nth);
+        lm_pool_barrier(pool);
+        lm_op_attention(c, il, ith, nth);
+        lm_pool_barrier(pool);
+        lm_op_matmul(c, c->o, c->att, &L->wo, N, ith, nth);
+        lm_pool_barrier(pool);
+        lm_op_add(c->x, c->o, N, E, ith, nth);
+        lm_pool_barrier(pool);
+        // ---- feed-forward block (SwiGLU)
+        lm_op_rmsnorm(c->xn, c->x, &L->ffn_norm, N, E, hp->rms_eps, ith, nth);
+        lm_pool_barrier(pool);
+        {
+            float *const ys[2] = {c->gate, c->up};
+            const struct lm_weight *const ws[2] = {&L->gate, &L->up};
+            lm_op_matmul_multi(c, 2, ys, c->xn, ws, N, ith, nth);
+        }
+        lm_pool_barrier(pool);
+        lm_op_swiglu(c->gate, c->up, N * hp->n_ff, ith, nth);
+        lm_pool_barrier(pool);
+        lm_op_matmul(c, c->o, c->gate, &L->down, N, ith, nth);
+        lm_pool_barrier(pool);
+        lm_op_add(c->x, c->o, N, E, ith, nth);
+        lm_pool_barrier(pool);
+    }
+    if (c->n_out > 0) {
+        lm_op_output(c, ith, nth);
+        if (m->output_b.data) { // qwen2 with an output bias
+            lm_pool_barrier(pool);
+            lm_op_add_bias(c->logits, &m->output_b, c->n_out, ith, nth);
+        }
+    }
+}
+
+const struct lm_arch lm_arch_llama = {.name = "llama", .load = llama_load, .forward = llama_forward};
+const struct lm_arch lm_arch_qwen2 = {.name = "qwen2", .load = llama_load, .forward = llama_forward};
+const struct lm_arch lm_arch_qwen3 = {.name = "qwen3", .load = llama_load, .forward = llama_forward};
