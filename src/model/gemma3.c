@@ -112,8 +112,10 @@ static enum lm_status gemma3_load(struct lm_model *m) {
 
 // ================================================================ forward
 
-// Runs on every pool thread; each SYNC ends an op (recording its span and the barrier
-// wait when profiling is on) and starts the next.
+// Runs on every pool thread. SYNC ends an op at a barrier (recording its span and the
+// wait when profiling); MARK ends an op without one, where the next op works on the same
+// rows of the same thread (row-aligned chains: norm -> residual -> norm, q/k norm ->
+// rope -> kv write, gate/up -> activation). Decode has 8 barriers per layer.
 static void gemma3_forward(struct lm_context *c, int ith, int nth) {
     const struct lm_model *m = c->m;
     const struct lm_hparams *hp = &m->hp;
@@ -121,32 +123,23 @@ static void gemma3_forward(struct lm_context *c, int ith, int nth) {
     uint64_t t = lm_prof_now();
 #define SYNC(op, layer) t = lm_fwd_sync(c, ith, op, layer, t)
 #define SYNC_MM(op, layer, ws, n) t = lm_fwd_sync_mm(c, ith, op, layer, t, ws, n)
+#define MARK(op, layer) t = lm_fwd_mark(ith, op, layer, t)
 
     lm_op_embed(c, hp->embd_scale, ith, nth);
-    SYNC(LM_OP_EMBED, -1);
+    lm_op_rope_cache(c, ith, nth);
+    MARK(LM_OP_EMBED, -1);
+    lm_op_rmsnorm(c->xn, c->x, &m->layers[0].attn_norm, N, E, hp->rms_eps, ith, nth);
+    SYNC(LM_OP_ATTN_NORM, 0);
     for (int il = 0; il < hp->n_layer; il++) {
         const struct lm_layer *L = &m->layers[il];
-        // ---- attention block
-        lm_op_rmsnorm(c->xn, c->x, &L->attn_norm, N, E, hp->rms_eps, ith, nth);
-        SYNC(LM_OP_ATTN_NORM, il);
+        // ---- attention block (xn = attn_norm(x) from the previous step)
         const struct lm_weight *const qkv[3] = {&L->wq, &L->wk, &L->wv};
         {
             float *const ys[3] = {c->q, c->k, c->v};
             lm_op_matmul_multi(c, 3, ys, c->xn, qkv, N, ith, nth);
         }
         SYNC_MM(LM_OP_QKV, il, qkv, 3);
-        lm_op_rmsnorm_heads(c->q, &L->q_norm, N, hp->n_head, hp->head_dim_k, hp->rms_eps, ith,
-                            nth);
-        lm_op_rmsnorm_heads(c->k, &L->k_norm, N, hp->n_head_kv, hp->head_dim_k, hp->rms_eps,
-                            ith, nth);
-        SYNC(LM_OP_QK_NORM, il);
-        lm_op_rope(c, c->q, hp->n_head, hp->head_dim_k, hp->n_rot, L->rope_base, L->rope_scale,
-                   hp->rope_type, ith, nth);
-        lm_op_rope(c, c->k, hp->n_head_kv, hp->head_dim_k, hp->n_rot, L->rope_base,
-                   L->rope_scale, hp->rope_type, ith, nth);
-        SYNC(LM_OP_ROPE, il);
-        lm_op_scale(c->q, hp->attn_scale, N, (int64_t)hp->n_head * hp->head_dim_k, ith, nth);
-        lm_op_kv_write(c, il, ith, nth);
+        lm_op_qk_rope_kv(c, il, ith, nth, &t); // records qk_norm and rope itself
         SYNC(LM_OP_KV_WRITE, il);
         lm_op_attention(c, il, ith, nth);
         SYNC(LM_OP_ATTENTION, il);
@@ -154,27 +147,27 @@ static void gemma3_forward(struct lm_context *c, int ith, int nth) {
         lm_op_matmul(c, c->o, c->att, &L->wo, N, ith, nth);
         SYNC_MM(LM_OP_O_PROJ, il, wo, 1);
         lm_op_rmsnorm(c->o, c->o, &L->post_attn_norm, N, E, hp->rms_eps, ith, nth);
-        SYNC(LM_OP_POST_ATTN_NORM, il);
+        MARK(LM_OP_POST_ATTN_NORM, il);
         lm_op_add(c->x, c->o, N, E, ith, nth);
-        SYNC(LM_OP_ATTN_RESIDUAL, il);
+        MARK(LM_OP_ATTN_RESIDUAL, il);
         // ---- feed-forward block
         lm_op_rmsnorm(c->xn, c->x, &L->ffn_norm, N, E, hp->rms_eps, ith, nth);
         SYNC(LM_OP_FFN_NORM, il);
-        const struct lm_weight *const gu[2] = {&L->gate, &L->up};
-        {
-            float *const ys[2] = {c->gate, c->up};
-            lm_op_matmul_multi(c, 2, ys, c->xn, gu, N, ith, nth);
-        }
-        SYNC_MM(LM_OP_GATE_UP, il, gu, 2);
-        lm_op_geglu(c->gate, c->up, N * hp->n_ff, ith, nth);
+        lm_op_gate_up_act(c, c->gate, c->up, c->xn, &L->gate, &L->up, N, 0, il, ith, nth, &t);
         SYNC(LM_OP_ACTIVATION, il);
         const struct lm_weight *const down[1] = {&L->down};
         lm_op_matmul(c, c->o, c->gate, &L->down, N, ith, nth);
         SYNC_MM(LM_OP_DOWN, il, down, 1);
         lm_op_rmsnorm(c->o, c->o, &L->post_ffw_norm, N, E, hp->rms_eps, ith, nth);
-        SYNC(LM_OP_POST_FFW_NORM, il);
+        MARK(LM_OP_POST_FFW_NORM, il);
         lm_op_add(c->x, c->o, N, E, ith, nth);
-        SYNC(LM_OP_FFN_RESIDUAL, il);
+        if (il + 1 < hp->n_layer) {
+            MARK(LM_OP_FFN_RESIDUAL, il);
+            lm_op_rmsnorm(c->xn, c->x, &m->layers[il + 1].attn_norm, N, E, hp->rms_eps, ith, nth);
+            SYNC(LM_OP_ATTN_NORM, il + 1);
+        } else {
+            SYNC(LM_OP_FFN_RESIDUAL, il);
+        }
     }
     if (c->n_out > 0) {
         lm_op_output_norm(c, ith, nth);
@@ -185,6 +178,7 @@ static void gemma3_forward(struct lm_context *c, int ith, int nth) {
     }
 #undef SYNC
 #undef SYNC_MM
+#undef MARK
 }
 
 const struct lm_arch lm_arch_gemma3 = {

@@ -71,10 +71,17 @@ static inline uint64_t lm_prof_ticks(void) {
 }
 double lm_prof_ticks_to_ns(uint64_t ticks);
 // Timestamp only when profiling is on (0 otherwise): `uint64_t t0 = lm_prof_now();`
+// Built with -DLUMEN_PROFILER=OFF (LM_PROF_COMPILED_OUT), every hook folds to nothing:
+// the reference point for the "compiled in but off" overhead benchmark.
+#ifdef LM_PROF_COMPILED_OUT
+static inline uint64_t lm_prof_now(void) { return 0; }
+static inline bool lm_prof_on(void) { return false; }
+#else
 static inline uint64_t lm_prof_now(void) {
     return __builtin_expect(lm_prof_level_g != LM_PROF_OFF, 0) ? lm_prof_ticks() : 0;
 }
 static inline bool lm_prof_on(void) { return __builtin_expect(lm_prof_level_g != LM_PROF_OFF, 0); }
+#endif
 
 // Allocates buffers for n_threads threads (trace mode: room for max_events per thread,
 // older events are NOT overwritten: recording stops and a 'dropped' counter grows).

@@ -80,7 +80,8 @@ static void *xalloc(struct lm_context *c, size_t bytes, bool *ok) {
         *ok = false;
         return NULL;
     }
-    memset(p, 0, bytes);
+    // not cleared: every op writes before it reads, and untouched pages of the large
+    // logits buffer (n_batch x n_vocab floats) then never become resident
     c->scratch_bytes += bytes;
     return p;
 }
@@ -93,6 +94,11 @@ void lm_context_free(struct lm_context *c) {
     free(c->x); free(c->xn); free(c->q); free(c->k); free(c->v); free(c->att); free(c->o);
     free(c->gate); free(c->up); free(c->scores); free(c->attn_acc); free(c->qtmp); free(c->logits);
     for (int i = 0; i < LM_DTYPE_COUNT; i++) free(c->xq[i]);
+    if (c->xq_priv)
+        for (int i = 0; i < c->n_threads * LM_DTYPE_COUNT; i++) free(c->xq_priv[i]);
+    free(c->xq_priv);
+    for (int i = 0; i < c->n_rope_slots; i++) free(c->rope_cs[i]);
+    free(c->rope_slot);
     free(c);
 }
 
@@ -155,6 +161,31 @@ enum lm_status lm_context_init(struct lm_context **out, struct lm_model *m,
         const size_t row = (widest + (size_t)tr->block_size - 1) / (size_t)tr->block_size *
                            tr->type_size;
         c->xq[act[i]] = xalloc(c, B * row, &ok);
+    }
+    c->xq_priv = calloc((size_t)p.n_threads * LM_DTYPE_COUNT, sizeof(void *));
+    if (!c->xq_priv) ok = false;
+    for (int t = 0; ok && t < p.n_threads; t++)
+        for (size_t i = 0; i < sizeof act / sizeof act[0]; i++) {
+            const struct lm_dtype_traits *tr = lm_dtype_traits(act[i]);
+            const size_t row = (widest + (size_t)tr->block_size - 1) / (size_t)tr->block_size *
+                               tr->type_size;
+            c->xq_priv[t * LM_DTYPE_COUNT + act[i]] = xalloc(c, LM_PRIVATE_QUANT_ROWS * row, &ok);
+        }
+    // distinct RoPE (base, scale) pairs of the layers -> cached cos/sin slots
+    c->rope_slot = calloc((size_t)hp->n_layer, 1);
+    if (!c->rope_slot) ok = false;
+    for (int l = 0; ok && l < hp->n_layer; l++) {
+        const float b = m->layers[l].rope_base, sc = m->layers[l].rope_scale;
+        int sl = 0;
+        while (sl < c->n_rope_slots && !(c->rope_base[sl] == b && c->rope_scale[sl] == sc)) sl++;
+        if (sl == c->n_rope_slots) {
+            if (sl == 4) { ok = false; break; }
+            c->rope_base[sl] = b;
+            c->rope_scale[sl] = sc;
+            c->rope_cs[sl] = xalloc(c, B * (size_t)hp->n_rot * sizeof(float), &ok);
+            c->n_rope_slots++;
+        }
+        c->rope_slot[l] = (int8_t)sl;
     }
     if (!ok) {
         lm_context_free(c);

@@ -73,9 +73,15 @@ void lm_op_matmul_multi(struct lm_context *c, int n_w, float *const *Ys, const f
             continue;
         }
         xrow[j] = lm_dtype_row_size(vt, n_in);
-        xq[j] = c->xq[vt];
+        const bool priv = n_rows <= LM_PRIVATE_QUANT_ROWS;
+        xq[j] = priv ? c->xq_priv[ith * LM_DTYPE_COUNT + vt] : c->xq[vt];
         if (done[vt]) continue;
         done[vt] = true;
+        if (priv) { // every thread quantizes all rows into its own buffer: no barrier
+            for (int64_t i = 0; i < n_rows; i++)
+                k->quant[vt](X + i * n_in, (char *)xq[j] + (size_t)i * xrow[j], n_in);
+            continue;
+        }
         any = true;
         int64_t s, e;
         split(n_rows, ith, nth, &s, &e);
@@ -415,6 +421,147 @@ void lm_op_attention(struct lm_context *c, int il, int ith, int nth) {
 
 #endif
 
+// ================================================================ fused, barrier-free chains
+
+// rows [a, b) of W (n_out, n_in) for every token, from quantized activations xq
+static void matmul_rows(const struct lm_kernels *k, float *Y, const struct lm_weight *W,
+                        const char *xq, size_t xrow, int64_t n_rows, int64_t a, int64_t b) {
+    lm_vec_dot_fn dot = k->vec_dot[W->type];
+    lm_vec_dot_n_fn dotn = k->vec_dot_n[W->type];
+    const int64_t n_in = W->n_in, n_out = W->n_out;
+    for (int64_t r = a; r < b; r++) {
+        const void *wr = (const char *)W->data + (size_t)r * W->row_bytes;
+        int64_t i = 0;
+        if (dotn)
+            for (; i + 1 < n_rows; i += LM_VEC_DOT_MAX_NT) {
+                const int nt = n_rows - i < LM_VEC_DOT_MAX_NT ? (int)(n_rows - i) : LM_VEC_DOT_MAX_NT;
+                dotn(n_in, nt, &Y[i * n_out + r], (size_t)n_out, wr, xq + (size_t)i * xrow, xrow);
+            }
+        for (; i < n_rows; i++) dot(n_in, &Y[i * n_out + r], wr, xq + (size_t)i * xrow);
+    }
+}
+
+static float gelu_f16_table(float x);
+
+void lm_op_gate_up_act(struct lm_context *c, float *gate, float *up, const float *X,
+                       const struct lm_weight *Wg, const struct lm_weight *Wu, int64_t n_rows,
+                       int act, int il, int ith, int nth, uint64_t *t) {
+    const struct lm_kernels *k = c->kern;
+    const int64_t n_in = Wg->n_in, F = Wg->n_out;
+    LM_ASSERT(Wu->n_out == F && Wu->n_in == n_in);
+    const enum lm_dtype tg = lm_vec_dot_type(Wg->type), tu = lm_vec_dot_type(Wu->type);
+    const bool priv = n_rows <= LM_PRIVATE_QUANT_ROWS;
+    const enum lm_dtype vts[2] = {tg, tu};
+    const char *xq[2];
+    size_t xrow[2];
+    bool any = false;
+    for (int j = 0; j < 2; j++) {
+        const enum lm_dtype vt = vts[j];
+        if (vt == LM_DTYPE_F32) {
+            xq[j] = (const char *)X;
+            xrow[j] = (size_t)n_in * sizeof(float);
+            continue;
+        }
+        xrow[j] = lm_dtype_row_size(vt, n_in);
+        char *buf = priv ? c->xq_priv[ith * LM_DTYPE_COUNT + vt] : c->xq[vt];
+        xq[j] = buf;
+        if (j == 1 && vt == tg) continue; // same activation type: already quantized
+        if (priv) {
+            for (int64_t i = 0; i < n_rows; i++) k->quant[vt](X + i * n_in, buf + (size_t)i * xrow[j], n_in);
+        } else {
+            int64_t s, e;
+            split(n_rows, ith, nth, &s, &e);
+            for (int64_t i = s; i < e; i++) k->quant[vt](X + i * n_in, buf + (size_t)i * xrow[j], n_in);
+            any = true;
+        }
+    }
+    if (any) lm_pool_barrier(c->pool);
+    int64_t a, b;
+    split(F, ith, nth, &a, &b);
+    matmul_rows(k, gate, Wg, xq[0], xrow[0], n_rows, a, b);
+    matmul_rows(k, up, Wu, xq[1], xrow[1], n_rows, a, b);
+    if (lm_prof_on()) { // the activation is its own op in the profile
+        const uint64_t t1 = lm_prof_ticks();
+        lm_prof_op(ith, LM_OP_GATE_UP, il, *t, t1);
+        if (ith == 0) {
+            const struct lm_weight *const mm[2] = {Wg, Wu};
+            lm_fwd_matmul_event(c, LM_OP_GATE_UP, il, *t, t1, mm, 2);
+        }
+        *t = t1;
+    }
+    for (int64_t i = 0; i < n_rows; i++) {
+        float *g = gate + i * F;
+        const float *u = up + i * F;
+        if (act == 0)
+            for (int64_t j = a; j < b; j++) g[j] = gelu_f16_table(g[j]) * u[j];
+        else
+            for (int64_t j = a; j < b; j++) g[j] = g[j] / (1.0f + expf(-g[j])) * u[j];
+    }
+}
+
+void lm_op_rope_cache(struct lm_context *c, int ith, int nth) {
+    const int64_t n_rot = c->m->hp.n_rot;
+    int64_t s, e;
+    split(c->n_tokens, ith, nth, &s, &e);
+    for (int sl = 0; sl < c->n_rope_slots; sl++) {
+        const float theta_scale = powf(c->rope_base[sl], -2.0f / (float)n_rot);
+        const float scale = c->rope_scale[sl];
+        for (int64_t i = s; i < e; i++) {
+            float *cs = c->rope_cs[sl] + i * n_rot;
+            float theta = (float)c->batch[i].pos;
+            for (int64_t d = 0; d < n_rot / 2; d++) {
+                const float t = theta * scale;
+                cs[2 * d] = cosf(t);
+                cs[2 * d + 1] = sinf(t);
+                theta *= theta_scale;
+            }
+        }
+    }
+}
+
+static void rope_row(float *v, const float *cs, int64_t n_rot, enum lm_rope_type type) {
+    for (int64_t d = 0; d < n_rot / 2; d++) {
+        const float co = cs[2 * d], si = cs[2 * d + 1];
+        int64_t a, b;
+        if (type == LM_ROPE_NEOX) { a = d; b = d + n_rot / 2; }
+        else { a = 2 * d; b = 2 * d + 1; }
+        const float x0 = v[a], x1 = v[b];
+        v[a] = x0 * co - x1 * si;
+        v[b] = x0 * si + x1 * co;
+    }
+}
+
+void lm_op_qk_rope_kv(struct lm_context *c, int il, int ith, int nth, uint64_t *t) {
+    const struct lm_hparams *hp = &c->m->hp;
+    const struct lm_layer *L = &c->m->layers[il];
+    const int64_t hd = hp->head_dim_k, nh = hp->n_head, nkv = hp->n_head_kv;
+    const float *qw = L->q_norm.data, *kw = L->k_norm.data;
+    const float *cs0 = c->rope_cs[c->rope_slot[il]];
+    int64_t s, e;
+    split(c->n_tokens, ith, nth, &s, &e);
+    // qk_norm
+    if (qw || kw)
+        for (int64_t i = s; i < e; i++) {
+            if (qw)
+                for (int64_t h = 0; h < nh; h++) rmsnorm_row(c->q + (i * nh + h) * hd, c->q + (i * nh + h) * hd, qw, hd, hp->rms_eps);
+            if (kw)
+                for (int64_t h = 0; h < nkv; h++) rmsnorm_row(c->k + (i * nkv + h) * hd, c->k + (i * nkv + h) * hd, kw, hd, hp->rms_eps);
+        }
+    if (lm_prof_on()) { const uint64_t t1 = lm_prof_ticks(); lm_prof_op(ith, LM_OP_QK_NORM, il, *t, t1); *t = t1; }
+    // rope, then q *= attn_scale (after rope, as llama.cpp)
+    for (int64_t i = s; i < e; i++) {
+        const float *cs = cs0 + i * hp->n_rot;
+        for (int64_t h = 0; h < nh; h++) {
+            float *v = c->q + (i * nh + h) * hd;
+            rope_row(v, cs, hp->n_rot, hp->rope_type);
+            for (int64_t d = 0; d < hd; d++) v[d] *= hp->attn_scale;
+        }
+        for (int64_t h = 0; h < nkv; h++) rope_row(c->k + (i * nkv + h) * hd, cs, hp->n_rot, hp->rope_type);
+    }
+    if (lm_prof_on()) { const uint64_t t1 = lm_prof_ticks(); lm_prof_op(ith, LM_OP_ROPE, il, *t, t1); *t = t1; }
+    lm_op_kv_write(c, il, ith, nth);
+}
+
 // ================================================================ activations
 
 static float g_gelu_table[65536];
@@ -430,6 +577,17 @@ static void gelu_table_init(void) {
         g_gelu_table[i] = lm_f16_to_f32(lm_f32_to_f16(y));
     }
     __atomic_store_n(&g_gelu_ready, 1, __ATOMIC_RELEASE);
+}
+
+static float gelu_f16_table(float x) {
+    if (!__atomic_load_n(&g_gelu_ready, __ATOMIC_ACQUIRE)) {
+        static int building;
+        if (__atomic_exchange_n(&building, 1, __ATOMIC_ACQ_REL) == 0) gelu_table_init();
+        while (!__atomic_load_n(&g_gelu_ready, __ATOMIC_ACQUIRE)) { }
+    }
+    if (x <= -10.0f) return 0.0f;
+    if (x >= 10.0f) return x;
+    return g_gelu_table[lm_f32_to_f16(x)];
 }
 
 void lm_op_geglu(float *gate, const float *up, int64_t n, int ith, int nth) {

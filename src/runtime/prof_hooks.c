@@ -5,7 +5,7 @@
 
 #include "runtime/runtime.h"
 
-static void matmul_event(struct lm_context *c, enum lm_prof_op op, int layer, uint64_t t0,
+void lm_fwd_matmul_event(struct lm_context *c, enum lm_prof_op op, int layer, uint64_t t0,
                          uint64_t t1, const struct lm_weight *const *mm, int n_mm) {
     struct lm_prof_matmul ev = {.op = op, .layer = layer, .n = c->n_tokens, .k = mm[0]->n_in,
                                 .wtype = mm[0]->type, .reason = lm_kernels_reason()};
@@ -51,7 +51,7 @@ uint64_t lm_fwd_sync_rec(struct lm_context *c, int ith, enum lm_prof_op op, int 
                          uint64_t t0, const struct lm_weight *const *mm, int n_mm) {
     const uint64_t t1 = lm_prof_ticks();
     lm_prof_op(ith, op, layer, t0, t1);
-    if (ith == 0 && n_mm > 0) matmul_event(c, op, layer, t0, t1, mm, n_mm);
+    if (ith == 0 && n_mm > 0) lm_fwd_matmul_event(c, op, layer, t0, t1, mm, n_mm);
     lm_pool_barrier(c->pool);
     const uint64_t t2 = lm_prof_ticks();
     lm_prof_barrier(ith, op, layer, t1, t2);

@@ -61,6 +61,15 @@ struct lm_context {
     float *attn_acc; // (n_threads, 64, hd_v) attention accumulators (llama.cpp order)
     float *qtmp;    // (n_threads, hd_k) q rounded to f16 precision, per thread
     float *logits;  // (n_batch, n_vocab)
+    // per-thread quantized activations for small batches (no barrier needed):
+    // xq_priv[ith * LM_DTYPE_COUNT + dtype] -> (LM_PRIVATE_QUANT_ROWS, widest row bytes)
+    void **xq_priv;
+    // RoPE cos/sin per batch entry for each distinct (base, scale) of the layers:
+    // rope_cs[slot] -> (n_batch, n_rot) as (cos, sin) pairs; rope_slot[layer] -> slot
+    int32_t n_rope_slots;
+    float rope_base[4], rope_scale[4];
+    float *rope_cs[4];
+    int8_t *rope_slot;
     uint64_t scratch_bytes;
 };
 
@@ -72,12 +81,28 @@ void lm_op_rmsnorm(float *y, const float *x, const struct lm_weight *w, int64_t 
 void lm_op_rmsnorm_heads(float *x, const struct lm_weight *w, int64_t n_rows, int64_t n_heads,
                          int64_t dim, float eps, int ith, int nth);
 #define LM_MATMUL_MAX_W 4
+// Batches up to this many rows quantize their activations per thread (redundantly)
+// instead of splitting the work and waiting at a barrier: cheaper for decode.
+#define LM_PRIVATE_QUANT_ROWS 4
 // Y (n_rows, W.n_out) = X (n_rows, W.n_in) @ W^T. Quantizes X, barrier, computes:
 // the caller places the barrier after it. _multi: several weights sharing X.
 void lm_op_matmul_multi(struct lm_context *c, int n_w, float *const *Ys, const float *X,
                         const struct lm_weight *const *Ws, int64_t n_rows, int ith, int nth);
 void lm_op_matmul(struct lm_context *c, float *Y, const float *X, const struct lm_weight *W,
                   int64_t n_rows, int ith, int nth);
+// Gate/up pair with aligned row ranges: thread ith computes rows [a, b) of BOTH weights
+// (same n_out), then applies act(gate) * up on those columns for every token, so no
+// barrier is needed between the matmul and the activation. act: 0 = GELU(tanh, f16
+// table as llama.cpp), 1 = SiLU.
+void lm_op_gate_up_act(struct lm_context *c, float *gate, float *up, const float *X,
+                       const struct lm_weight *Wg, const struct lm_weight *Wu, int64_t n_rows,
+                       int act, int il, int ith, int nth, uint64_t *t);
+// RoPE cos/sin tables of the batch for every slot (token split, like lm_op_embed)
+void lm_op_rope_cache(struct lm_context *c, int ith, int nth);
+// q/k head norms (optional weights), RoPE from the cache, q *= attn_scale, K/V into the
+// cache: all per token (token split, no barrier inside), so it follows the QKV matmul
+// with one barrier. Records its sub-op spans when profiling.
+void lm_op_qk_rope_kv(struct lm_context *c, int il, int ith, int nth, uint64_t *t);
 // Y += b per row (bias)
 void lm_op_add_bias(float *Y, const struct lm_weight *b, int64_t n_rows, int ith, int nth);
 // x += y over (n_rows, dim)
@@ -110,6 +135,17 @@ void lm_op_output(struct lm_context *c, int ith, int nth);
 // returns the start time of the next op. With profiling off: just the barrier.
 // mm/n_mm: the op's weights, recorded by thread 0 as one matmul event (fused ops: m is
 // the sum of the rows).
+// One matmul event (thread 0) for weights mm over [t0, t1].
+void lm_fwd_matmul_event(struct lm_context *c, enum lm_prof_op op, int layer, uint64_t t0,
+                         uint64_t t1, const struct lm_weight *const *mm, int n_mm);
+// Records op span [t0, now] on this thread without a barrier (the next op uses the same
+// row partition); returns now. No-op (returns 0) when profiling is off.
+static inline uint64_t lm_fwd_mark(int ith, enum lm_prof_op op, int layer, uint64_t t0) {
+    if (!lm_prof_on()) return 0;
+    const uint64_t t1 = lm_prof_ticks();
+    lm_prof_op(ith, op, layer, t0, t1);
+    return t1;
+}
 uint64_t lm_fwd_sync_rec(struct lm_context *c, int ith, enum lm_prof_op op, int layer,
                          uint64_t t0, const struct lm_weight *const *mm, int n_mm);
 static inline uint64_t lm_fwd_sync(struct lm_context *c, int ith, enum lm_prof_op op, int layer,
