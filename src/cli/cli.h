@@ -24,5 +24,6 @@ const char *cli_default_model(void);
 int cmd_run(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_analyze(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 
 #endif

@@ -19,6 +19,7 @@ static const char *k_usage =
     "  run     generate text from a prompt (streams to stdout, stats on stderr)\n"
     "  info    print a model's architecture, hyper-parameters, tokenizer and tensors\n"
     "  analyze report on a JSONL profile trace (text, optional --html page)\n"
+    "  bench   throughput tests (pp/tg/TTFT), bandwidth roofline, --breakdown report\n"
     "\n"
     "`lumen <command> --help` shows each command's options.\n";
 
@@ -88,6 +89,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
     if (!strcmp(cmd, "info")) return cmd_info(argc - 1, argv + 1);
     if (!strcmp(cmd, "analyze")) return cmd_analyze(argc - 1, argv + 1);
+    if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
     fprintf(stderr, "lumen: unknown command '%s' (try `lumen --help`)\n", cmd);
     return LM_EXIT_USAGE;
 }

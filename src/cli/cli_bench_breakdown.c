@@ -1,0 +1,685 @@
+// `lumen bench --breakdown`: one profiled generation (profiler in SUMMARY mode) reported
+// as phases, per-layer attention vs FFN, totals by component, matmul shapes, and a
+// bottleneck analysis whose every statement and suggestion cites a measured number.
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/threadpool.h"
+#include "base/timer.h"
+#include "cli/cli_bench.h"
+#include "lumen.h"
+#include "model/model.h"
+#include "prof/prof.h"
+#include "prof/prof_internal.h"
+#include "runtime/runtime.h"
+#include "tokenizer/tokenizer.h"
+
+// ================================================================ result
+
+enum { BD_TOKENIZE = 0, BD_PREFILL, BD_SAMPLE, BD_DECODE, BD_DETOK, BD_NPH };
+static const char *const k_ph_label[BD_NPH] = {
+    "1. Tokenization (encode)", "2. Prefill (full prompt)", "3. Sampling",
+    "4. Decode forward", "5. Detokenization (decode)"};
+
+#define BD_MAX_COMP 16
+#define BD_MAX_MM 32
+#define BD_MAX_LINES 16
+#define BD_LINE 480
+
+struct bd_comp {
+    const char *name;
+    double ms;       // decode total, mean over threads
+    uint64_t bytes;  // weight bytes per step read by it (matmuls), else 0
+};
+
+struct bd_mm {
+    char op[24], dtype[16], variant[64];
+    int64_t m, n, k;
+    uint64_t count;
+    double ms, gbps;
+};
+
+struct lm_bench_breakdown {
+    const struct lm_bench_model_info *mi;
+    int n_threads, n_prompt, n_gen, n_tok_text;
+    double ph_ms[BD_NPH];
+    int ph_count[BD_NPH];
+    double ttft_ms, total_ms;
+    char output[200];
+    // per-op data (profiler)
+    bool have_ops, have_prof_barriers;
+    int n_layer;
+    double *l_attn, *l_ffn; // [n_layer] decode ms (compute + barrier waits), thread means
+    struct bd_comp comp[BD_MAX_COMP];
+    int n_comp;
+    double ops_ms, bar_ms, other_ms;
+    uint64_t n_barriers; // decode, thread 0
+    struct bd_mm mm[BD_MAX_MM];
+    int n_mm;
+    // derived
+    double dec_ts, pre_ts, dec_ms_tok, bytes_tok, ach_gbps, bw_gbps, roof_frac, tg_ref_ts;
+    char find[BD_MAX_LINES][BD_LINE];
+    int n_find;
+    char sugg[BD_MAX_LINES][BD_LINE];
+    int n_sugg;
+    const char *primary;
+};
+
+void lm_bench_breakdown_free(struct lm_bench_breakdown *b) {
+    if (!b) return;
+    free(b->l_attn);
+    free(b->l_ffn);
+    free(b);
+}
+
+// ================================================================ profiler aggregates
+// Read straight from the SUMMARY tables (prof_internal.h): prof.h has no query API for
+// in-memory aggregates yet. Times are means over the pool's threads, in ms.
+
+static double prof_ms(int ph, int op, int layer, bool bar, uint64_t *count0) {
+    const struct lm_prof_state *s = &lm_prof_g;
+    if (!s->th || s->n_threads < 1) return 0;
+    const size_t slot = lm_prof_slot(ph, op, layer);
+    double sum = 0;
+    for (int t = 0; t < s->n_threads; t++) {
+        const struct lm_prof_stat *st = (bar ? s->th[t].bar : s->th[t].op) + slot;
+        sum += (double)st->sum;
+        if (t == 0 && count0) *count0 += st->n;
+    }
+    return sum / s->n_threads * s->ns_per_tick / 1e6;
+}
+
+// Sum over layers -1..n_layer-1 of one op (compute or barrier) in phase ph.
+static double prof_op_all(int ph, int op, int n_layer, bool bar, uint64_t *count0) {
+    double ms = 0;
+    for (int l = -1; l < n_layer && l < LM_PROF_MAX_LAYERS; l++) ms += prof_ms(ph, op, l, bar, count0);
+    return ms;
+}
+
+static const int k_attn_ops[] = {LM_OP_ATTN_NORM, LM_OP_QKV, LM_OP_QK_NORM, LM_OP_ROPE,
+                                 LM_OP_KV_WRITE, LM_OP_ATTENTION, LM_OP_O_PROJ,
+                                 LM_OP_POST_ATTN_NORM, LM_OP_ATTN_RESIDUAL};
+static const int k_ffn_ops[] = {LM_OP_FFN_NORM, LM_OP_GATE_UP, LM_OP_ACTIVATION, LM_OP_DOWN,
+                                LM_OP_POST_FFW_NORM, LM_OP_FFN_RESIDUAL};
+#define NELEM(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+static void collect_ops(struct lm_bench_breakdown *b, double pool_wait_ms) {
+    const int ph = LM_PHASE_DECODE, L = b->n_layer;
+    const struct lm_bench_model_info *mi = b->mi;
+    uint64_t n_ops = 0, n_bar = 0;
+    for (int op = 0; op < LM_OP_COUNT; op++) {
+        b->ops_ms += prof_op_all(ph, op, L, false, &n_ops);
+        b->bar_ms += prof_op_all(ph, op, L, true, &n_bar);
+    }
+    b->have_ops = n_ops > 0;
+    b->have_prof_barriers = n_bar > 0;
+    if (b->have_prof_barriers) b->n_barriers = n_bar;
+    else b->bar_ms = pool_wait_ms; // the pool's own accounting (lm_pool_stats)
+    if (!b->have_ops) return;
+
+    for (int l = 0; l < L; l++) {
+        for (int i = 0; i < NELEM(k_attn_ops); i++)
+            b->l_attn[l] += prof_ms(ph, k_attn_ops[i], l, false, NULL) +
+                            prof_ms(ph, k_attn_ops[i], l, true, NULL);
+        for (int i = 0; i < NELEM(k_ffn_ops); i++)
+            b->l_ffn[l] += prof_ms(ph, k_ffn_ops[i], l, false, NULL) +
+                           prof_ms(ph, k_ffn_ops[i], l, true, NULL);
+    }
+    struct {
+        const char *name;
+        int ops[6];
+        int n;
+        int grp; // weight group or -1
+    } defs[] = {
+        {"matmul attn_q/k/v", {LM_OP_QKV}, 1, LM_BENCH_GRP_QKV},
+        {"matmul attn_output", {LM_OP_O_PROJ}, 1, LM_BENCH_GRP_O},
+        {"matmul ffn_gate+up", {LM_OP_GATE_UP}, 1, LM_BENCH_GRP_GATE_UP},
+        {"matmul ffn_down", {LM_OP_DOWN}, 1, LM_BENCH_GRP_DOWN},
+        {"lm_head (output matmul)", {LM_OP_LM_HEAD}, 1, LM_BENCH_GRP_HEAD},
+        {"attention (rope, kv write, softmax.V)", {LM_OP_ROPE, LM_OP_KV_WRITE, LM_OP_ATTENTION}, 3, -1},
+        {"norms (rms, qk, post, output)", {LM_OP_ATTN_NORM, LM_OP_QK_NORM, LM_OP_POST_ATTN_NORM,
+                                           LM_OP_FFN_NORM, LM_OP_POST_FFW_NORM, LM_OP_OUTPUT_NORM}, 6, -1},
+        {"activations (gated GELU/SiLU)", {LM_OP_ACTIVATION}, 1, -1},
+        {"residual adds", {LM_OP_ATTN_RESIDUAL, LM_OP_FFN_RESIDUAL}, 2, -1},
+        {"embedding", {LM_OP_EMBED}, 1, -1},
+    };
+    for (int d = 0; d < NELEM(defs); d++) {
+        struct bd_comp *c = &b->comp[b->n_comp++];
+        c->name = defs[d].name;
+        for (int i = 0; i < defs[d].n; i++) c->ms += prof_op_all(ph, defs[d].ops[i], L, false, NULL);
+        c->bytes = defs[d].grp >= 0 ? mi->grp_bytes[defs[d].grp] : 0;
+    }
+    // matmul shapes (time on thread 0 per execution), all phases
+    const struct lm_prof_state *s = &lm_prof_g;
+    for (int i = 0; i < s->n_mm_sum && b->n_mm < BD_MAX_MM; i++) {
+        const struct lm_prof_mm_sum *e = &s->mm_sum[i];
+        struct bd_mm *x = &b->mm[b->n_mm++];
+        snprintf(x->op, sizeof x->op, "%s", lm_prof_op_name((enum lm_prof_op)e->op));
+        snprintf(x->dtype, sizeof x->dtype, "%s", lm_dtype_name((enum lm_dtype)e->wtype));
+        snprintf(x->variant, sizeof x->variant, "%s", e->variant[0] ? e->variant : "-");
+        x->m = e->m;
+        x->n = e->n;
+        x->k = e->k;
+        x->count = e->st.n;
+        const double ns = (double)e->st.sum * s->ns_per_tick;
+        x->ms = ns / 1e6;
+        x->gbps = ns > 0 ? (double)e->bytes / ns : 0;
+    }
+}
+
+// ================================================================ run
+
+// A prefix of the (repeated) fixed text that tokenizes to at least n tokens.
+static char *prompt_text(const struct lm_tokenizer *tok, int n, size_t *len_out) {
+    const size_t tl = strlen(lm_bench_text);
+    size_t len = 64;
+    for (int iter = 0; iter < 64; iter++) {
+        char *text = malloc(len + 1);
+        if (!text) return NULL;
+        for (size_t i = 0; i < len; i++) text[i] = lm_bench_text[i % tl];
+        text[len] = 0;
+        int32_t *ids = NULL;
+        size_t n_ids = 0;
+        if (lm_tokenize(tok, text, len, true, false, &ids, &n_ids) != LM_OK) {
+            free(text);
+            return NULL;
+        }
+        free(ids);
+        if (n_ids >= (size_t)n) {
+            *len_out = len;
+            return text;
+        }
+        free(text);
+        // grow by the observed bytes/token, with 10% margin
+        const double bpt = n_ids ? (double)len / (double)n_ids : 4.0;
+        size_t next = (size_t)(bpt * n * 1.1) + 16;
+        len = next > len ? next : len * 2;
+    }
+    lm_error_set(LM_ERR_ARG, "bench: cannot build a %d-token prompt", n);
+    return NULL;
+}
+
+static void add_line(char (*lines)[BD_LINE], int *n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void add_line(char (*lines)[BD_LINE], int *n, const char *fmt, ...) {
+    if (*n >= BD_MAX_LINES) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(lines[(*n)++], BD_LINE, fmt, ap);
+    va_end(ap);
+}
+
+static void analyze(struct lm_bench_breakdown *b);
+
+enum lm_status lm_bench_breakdown_run(struct lm_model *m, const struct lm_bench_model_info *mi,
+                                      const struct lm_bench_bw *bw, int n_bw,
+                                      const struct lm_bench_breakdown_params *p,
+                                      struct lm_bench_breakdown **out) {
+    *out = NULL;
+    struct lm_bench_breakdown *b = calloc(1, sizeof *b);
+    if (!b) return lm_error_set(LM_ERR_NOMEM, "bench: out of memory");
+    b->mi = mi;
+    b->n_threads = p->n_threads;
+    b->n_prompt = p->n_prompt;
+    b->n_gen = p->n_gen < 1 ? 1 : p->n_gen;
+    b->n_layer = mi->n_layer;
+    b->tg_ref_ts = p->tg_ref_ts;
+    b->bw_gbps = lm_bench_bw_for(bw, n_bw, p->n_threads);
+    b->l_attn = calloc((size_t)(b->n_layer > 0 ? b->n_layer : 1), sizeof(double));
+    b->l_ffn = calloc((size_t)(b->n_layer > 0 ? b->n_layer : 1), sizeof(double));
+    const struct lm_tokenizer *tok = lm_model_tokenizer(m);
+    size_t text_len = 0;
+    char *text = b->l_attn && b->l_ffn ? prompt_text(tok, b->n_prompt, &text_len) : NULL;
+    struct lm_batch_entry *batch = malloc(512 * sizeof *batch);
+    const size_t piece_cap = lm_tokenizer_max_piece(tok) + 8;
+    char *piece = malloc(piece_cap);
+    struct lm_context *c = NULL;
+    struct lm_sampler *smp = NULL;
+    int32_t *ids = NULL;
+    enum lm_status st = LM_OK;
+    if (!text || !batch || !piece) {
+        st = text ? lm_error_set(LM_ERR_NOMEM, "bench: out of memory") : LM_ERR_ARG;
+        goto done;
+    }
+    struct lm_context_params cp = {.n_ctx = b->n_prompt + b->n_gen, .n_seq_max = 1,
+                                   .n_batch = 512, .n_threads = p->n_threads};
+    if ((st = lm_context_init(&c, m, &cp)) != LM_OK) goto done;
+    struct lm_sampler_params sp = lm_sampler_params_default();
+    if ((st = lm_sampler_init(&smp, &sp, mi->n_vocab)) != LM_OK) goto done;
+
+    // ---- warm-up (unprofiled): prompt + a few steps
+    if (p->warmup > 0) {
+        int32_t *w = lm_bench_tokens(m, b->n_prompt + 4);
+        if (!w) { st = LM_ERR_NOMEM; goto done; }
+        st = lm_bench_prefill(c, w, b->n_prompt, batch);
+        for (int i = 0; i < 4 && st == LM_OK && b->n_prompt + i < cp.n_ctx; i++) {
+            struct lm_batch_entry e = {.token = w[b->n_prompt + i], .pos = b->n_prompt + i, .seq = 0,
+                                       .want_logits = true};
+            st = lm_decode(c, &e, 1);
+        }
+        free(w);
+        lm_kv_cache_seq_rm(c, 0, 0, -1);
+        if (st != LM_OK) goto done;
+    }
+
+    if ((st = lm_prof_init(LM_PROF_SUMMARY, p->n_threads, 0)) != LM_OK) goto done;
+    // ---- 1. tokenize
+    uint64_t w0 = lm_now_ns(), pt = lm_prof_phase_begin(LM_PHASE_TOKENIZE);
+    size_t n_ids = 0;
+    st = lm_tokenize(tok, text, text_len, true, false, &ids, &n_ids);
+    lm_prof_phase(LM_PHASE_TOKENIZE, pt, lm_prof_ticks(), -1, (int32_t)n_ids);
+    b->ph_ms[BD_TOKENIZE] = (double)(lm_now_ns() - w0) / 1e6;
+    b->ph_count[BD_TOKENIZE] = 1;
+    b->n_tok_text = (int)n_ids;
+    const uint64_t t_start = w0;
+    if (st != LM_OK) goto done;
+
+    // ---- 2. prefill (chunks of 512, logits on the last prompt token)
+    for (int off = 0; off < b->n_prompt; off += 512) {
+        const int nb = b->n_prompt - off < 512 ? b->n_prompt - off : 512;
+        for (int j = 0; j < nb; j++)
+            batch[j] = (struct lm_batch_entry){.token = ids[off + j], .pos = off + j, .seq = 0,
+                                               .want_logits = off + j == b->n_prompt - 1};
+        w0 = lm_now_ns();
+        pt = lm_prof_phase_begin(LM_PHASE_PREFILL);
+        st = lm_decode(c, batch, nb);
+        lm_prof_phase(LM_PHASE_PREFILL, pt, lm_prof_ticks(), -1, nb);
+        b->ph_ms[BD_PREFILL] += (double)(lm_now_ns() - w0) / 1e6;
+        b->ph_count[BD_PREFILL]++;
+        if (st != LM_OK) goto done;
+    }
+    for (int i = 0; i < b->n_prompt; i++) lm_sampler_accept(smp, ids[i]);
+
+    // ---- 3-5. sample, detokenize, decode
+    lm_pool_stats_reset(c->pool);
+    struct lm_detok dt;
+    lm_detok_init(&dt, false);
+    size_t out_len = 0;
+    for (int i = 0; i < b->n_gen; i++) {
+        w0 = lm_now_ns();
+        pt = lm_prof_phase_begin(LM_PHASE_SAMPLE);
+        const int32_t id = lm_sampler_sample(smp, lm_get_logits(c, 0));
+        lm_sampler_accept(smp, id);
+        lm_prof_phase(LM_PHASE_SAMPLE, pt, lm_prof_ticks(), i, 1);
+        const uint64_t w1 = lm_now_ns();
+        b->ph_ms[BD_SAMPLE] += (double)(w1 - w0) / 1e6;
+        b->ph_count[BD_SAMPLE]++;
+        if (i == 0) b->ttft_ms = (double)(w1 - t_start) / 1e6;
+
+        pt = lm_prof_phase_begin(LM_PHASE_DETOKENIZE);
+        size_t np = 0;
+        st = lm_detok_push(tok, &dt, id, piece, piece_cap, &np);
+        lm_prof_phase(LM_PHASE_DETOKENIZE, pt, lm_prof_ticks(), i, 1);
+        b->ph_ms[BD_DETOK] += (double)(lm_now_ns() - w1) / 1e6;
+        b->ph_count[BD_DETOK]++;
+        if (st != LM_OK) goto done;
+        for (size_t k = 0; k < np && out_len + 2 < sizeof b->output; k++) { // printable preview
+            const char ch = piece[k];
+            if (ch == '\n' || ch == '\r' || ch == '\t') {
+                b->output[out_len++] = '\\';
+                b->output[out_len++] = ch == '\n' ? 'n' : ch == '\r' ? 'r' : 't';
+            } else {
+                b->output[out_len++] = ch;
+            }
+        }
+        b->output[out_len] = 0;
+        if (i == b->n_gen - 1) break; // the last sampled token needs no forward pass
+
+        struct lm_batch_entry e = {.token = id, .pos = b->n_prompt + i, .seq = 0, .want_logits = true};
+        w0 = lm_now_ns();
+        pt = lm_prof_phase_begin(LM_PHASE_DECODE);
+        st = lm_decode(c, &e, 1);
+        lm_prof_phase(LM_PHASE_DECODE, pt, lm_prof_ticks(), i, 1);
+        b->ph_ms[BD_DECODE] += (double)(lm_now_ns() - w0) / 1e6;
+        b->ph_count[BD_DECODE]++;
+        if (st != LM_OK) goto done;
+    }
+    b->total_ms = 0;
+    for (int i = 0; i < BD_NPH; i++) b->total_ms += b->ph_ms[i];
+
+    // barrier waits during the decode steps (sampling/detok run no barriers)
+    double wait_ns = 0;
+    uint64_t n_barriers = 0;
+    for (int t = 0; t < lm_pool_size(c->pool); t++) {
+        struct lm_pool_stats ps;
+        lm_pool_stats_get(c->pool, t, &ps);
+        wait_ns += (double)ps.wait_ns;
+        if (t == 0) n_barriers = ps.n_barriers;
+    }
+    b->n_barriers = n_barriers;
+    collect_ops(b, wait_ns / lm_pool_size(c->pool) / 1e6);
+    analyze(b);
+
+done:
+    lm_prof_shutdown();
+    free(ids);
+    free(text);
+    free(batch);
+    free(piece);
+    lm_sampler_free(smp);
+    lm_context_free(c);
+    if (st != LM_OK) {
+        lm_bench_breakdown_free(b);
+        return st;
+    }
+    *out = b;
+    return LM_OK;
+}
+
+// ================================================================ analysis
+
+static double pct(double x, double tot) { return tot > 0 ? 100.0 * x / tot : 0.0; }
+
+static void analyze(struct lm_bench_breakdown *b) {
+    const struct lm_bench_model_info *mi = b->mi;
+    const double dec = b->ph_ms[BD_DECODE];
+    const int steps = b->ph_count[BD_DECODE];
+    const double mb = 1e6;
+    b->dec_ms_tok = steps ? dec / steps : 0;
+    b->dec_ts = dec > 0 ? steps / (dec / 1e3) : 0;
+    b->pre_ts = b->ph_ms[BD_PREFILL] > 0 ? b->n_prompt / (b->ph_ms[BD_PREFILL] / 1e3) : 0;
+    b->bytes_tok = (double)mi->bytes_per_token;
+    b->ach_gbps = b->bytes_tok * b->dec_ts / 1e9;
+    b->roof_frac = b->bw_gbps > 0 ? b->ach_gbps / b->bw_gbps : 0;
+    b->other_ms = b->have_ops ? dec - b->ops_ms - b->bar_ms : 0;
+
+    // ---- primary phase
+    int top = 0;
+    for (int i = 1; i < BD_NPH; i++) if (b->ph_ms[i] > b->ph_ms[top]) top = i;
+    b->primary = k_ph_label[top] + 3;
+    add_line(b->find, &b->n_find, "primary bottleneck: %s, %.1f ms (%.1f%% of the run)",
+             b->primary, b->ph_ms[top], pct(b->ph_ms[top], b->total_ms));
+
+    // ---- decode vs the roofline
+    if (steps > 0 && b->bw_gbps > 0)
+        add_line(b->find, &b->n_find,
+                 "decode: %.2f tok/s (%.2f ms/token); %.1f MB of weights per token -> %.2f GB/s "
+                 "achieved = %.0f%% of the %.2f GB/s read bandwidth measured with %d thread%s "
+                 "(roofline %.1f tok/s)",
+                 b->dec_ts, b->dec_ms_tok, b->bytes_tok / mb, b->ach_gbps, 100 * b->roof_frac,
+                 b->bw_gbps, b->n_threads, b->n_threads == 1 ? "" : "s",
+                 b->bw_gbps * 1e9 / b->bytes_tok);
+    else if (steps > 0)
+        add_line(b->find, &b->n_find, "decode: %.2f tok/s, %.2f GB/s of weights (no bandwidth probe: --bw-mib 0)",
+                 b->dec_ts, b->ach_gbps);
+    if (b->roof_frac > 1.05 || (b->bw_gbps > 0 && b->bytes_tok <= 32.0 * (1 << 20)))
+        add_line(b->find, &b->n_find,
+                 "caution: %s; the roofline fraction is not a DRAM bound here",
+                 b->roof_frac > 1.05 ? "decode beats the measured bandwidth (probe disturbed by "
+                                       "other load, or weights served from cache)"
+                                     : "the weights per token (<= 32 MiB) may fit in the last-level cache");
+    const double head_share = (double)mi->grp_bytes[LM_BENCH_GRP_HEAD] / b->bytes_tok;
+    add_line(b->find, &b->n_find, "output head: %.1f MB (%s) = %.0f%% of the bytes read per token",
+             (double)mi->grp_bytes[LM_BENCH_GRP_HEAD] / mb, mi->head_dtype, 100 * head_share);
+
+    // ---- components
+    const struct bd_comp *big = NULL, *head = NULL, *attn = NULL;
+    for (int i = 0; i < b->n_comp; i++) {
+        if (!big || b->comp[i].ms > big->ms) big = &b->comp[i];
+        if (!strncmp(b->comp[i].name, "lm_head", 7)) head = &b->comp[i];
+        if (!strncmp(b->comp[i].name, "attention", 9)) attn = &b->comp[i];
+    }
+    if (!b->have_ops) {
+        add_line(b->find, &b->n_find,
+                 "per-op times: none recorded (the forward pass of this build does not call "
+                 "lm_prof_op); components and per-layer rows are omitted");
+    } else if (big) {
+        if (big->bytes && steps)
+            add_line(b->find, &b->n_find,
+                     "largest decode component: %s, %.1f%% of decode time, reading %.1f MB/token "
+                     "at %.2f GB/s (%.0f%% of measured bandwidth)",
+                     big->name, pct(big->ms, dec), (double)big->bytes / mb,
+                     (double)big->bytes * steps / (big->ms * 1e6),
+                     b->bw_gbps > 0 ? 100 * ((double)big->bytes * steps / (big->ms * 1e6)) / b->bw_gbps : 0);
+        else
+            add_line(b->find, &b->n_find, "largest decode component: %s, %.1f%% of decode time",
+                     big->name, pct(big->ms, dec));
+    }
+    const double bar_share = pct(b->bar_ms, dec);
+    if (b->n_threads > 1 && steps)
+        add_line(b->find, &b->n_find,
+                 "barrier waits: %.1f%% of decode time (%.0f barriers/token, %.1f us mean wait per "
+                 "barrier per thread)%s",
+                 bar_share, (double)b->n_barriers / steps,
+                 b->n_barriers ? b->bar_ms * 1e3 / (double)b->n_barriers : 0.0,
+                 b->have_prof_barriers ? "" : " [thread-pool accounting]");
+    if (b->have_ops && b->other_ms > 0.05 * dec)
+        add_line(b->find, &b->n_find, "outside recorded ops (dispatch, batch checks): %.1f%% of decode time",
+                 pct(b->other_ms, dec));
+    const double smp_tok = b->ph_count[BD_SAMPLE] ? b->ph_ms[BD_SAMPLE] / b->ph_count[BD_SAMPLE] : 0;
+    add_line(b->find, &b->n_find, "sampling: %.3f ms/token = %.1f%% of a decode step (n_vocab %d)",
+             smp_tok, pct(smp_tok, b->dec_ms_tok), mi->n_vocab);
+    const double gflops = 2.0 * (double)mi->layer_params * b->pre_ts / 1e9;
+    add_line(b->find, &b->n_find, "prefill: %.1f tok/s = %.1f GFLOP/s in the layer matmuls "
+             "(2 x %.1f M layer weights x tok/s); %.1fx the decode rate",
+             b->pre_ts, gflops, (double)mi->layer_params / 1e6, b->dec_ts > 0 ? b->pre_ts / b->dec_ts : 0);
+    if (b->tg_ref_ts > 0 && b->dec_ts > 0)
+        add_line(b->find, &b->n_find, "profiler cost: decode %.2f tok/s profiled vs %.2f tok/s in "
+                 "the unprofiled tg test (unprofiled/profiled = %.2fx; < 1 means run-to-run noise "
+                 "exceeds the cost)",
+                 b->dec_ts, b->tg_ref_ts, b->tg_ref_ts / b->dec_ts);
+
+    // ---- suggestions, each tied to a number above
+    if (b->roof_frac >= 0.6) {
+        add_line(b->sugg, &b->n_sugg,
+                 "decode is memory-bound (%.0f%% of measured bandwidth): only fewer bytes per token "
+                 "help: smaller weight dtypes, or amortizing each weight read over more tokens "
+                 "(batched decode, speculative decoding)", 100 * b->roof_frac);
+    } else if (b->bw_gbps > 0 && steps) {
+        add_line(b->sugg, &b->n_sugg,
+                 "decode reaches %.0f%% of the bandwidth roofline: time goes to compute and "
+                 "overhead, not DRAM; faster kernels and fewer synchronizations are the lever "
+                 "(up to %.1fx before memory limits)", 100 * b->roof_frac,
+                 b->roof_frac > 0 ? 1 / b->roof_frac : 0);
+    }
+    if (head_share >= 0.3) {
+        // q8_0 = 8.5 bits/weight, q6_K = 6.5625, q4_K = 4.5
+        const double hp = (double)mi->head_params;
+        if (head && steps && head->ms > 0) {
+            const double g = (double)head->bytes * steps / (head->ms * 1e6);
+            add_line(b->sugg, &b->n_sugg,
+                     "lm_head is %.0f%% of decode time at %.2f GB/s = %.0f%% of measured bandwidth: "
+                     "%s; a smaller output dtype would help (q6_K: %.1f MB, q4_K: %.1f MB vs %.1f MB now)",
+                     pct(head->ms, dec), g, b->bw_gbps > 0 ? 100 * g / b->bw_gbps : 0,
+                     b->bw_gbps > 0 && g / b->bw_gbps >= 0.6 ? "memory-bound" : "below bandwidth, so its kernel matters too",
+                     hp * 6.5625 / 8 / mb, hp * 4.5 / 8 / mb, (double)mi->grp_bytes[LM_BENCH_GRP_HEAD] / mb);
+        } else {
+            add_line(b->sugg, &b->n_sugg,
+                     "the output head is %.0f%% of the bytes per token: a smaller output dtype would "
+                     "help most (q6_K: %.1f MB, q4_K: %.1f MB vs %.1f MB now)", 100 * head_share,
+                     hp * 6.5625 / 8 / mb, hp * 4.5 / 8 / mb, (double)mi->grp_bytes[LM_BENCH_GRP_HEAD] / mb);
+        }
+    }
+    if (b->have_ops && big && big != head && big->bytes && steps && b->bw_gbps > 0) {
+        const double g = (double)big->bytes * steps / (big->ms * 1e6);
+        if (g / b->bw_gbps < 0.5)
+            add_line(b->sugg, &b->n_sugg,
+                     "%s streams its weights at %.2f GB/s, %.0f%% of bandwidth: its dot-product "
+                     "kernel (%s table) is compute-bound; check the variant in the matmul table",
+                     big->name, g, 100 * g / b->bw_gbps, mi->kernels);
+    }
+    if (b->n_threads > 1 && bar_share >= 10)
+        add_line(b->sugg, &b->n_sugg,
+                 "barrier waits are %.1f%% of decode time over %.0f barriers/token: fuse element-wise "
+                 "ops (norm + residual, rope + kv write) to cut barriers, or balance the matmul split",
+                 bar_share, steps ? (double)b->n_barriers / steps : 0);
+    if (attn && pct(attn->ms, dec) >= 20)
+        add_line(b->sugg, &b->n_sugg,
+                 "attention is %.0f%% of decode time at context %d: a fused/vectorized f16 KV path "
+                 "would help; it grows with context length", pct(attn->ms, dec),
+                 b->n_prompt + b->n_gen);
+    if (pct(smp_tok, b->dec_ms_tok) >= 10)
+        add_line(b->sugg, &b->n_sugg,
+                 "sampling costs %.0f%% of a decode step (%.3f ms over %d logits): select the top-k "
+                 "before the softmax/sort", pct(smp_tok, b->dec_ms_tok), smp_tok, mi->n_vocab);
+    if (pct(b->ph_ms[BD_TOKENIZE] + b->ph_ms[BD_DETOK], b->total_ms) >= 5)
+        add_line(b->sugg, &b->n_sugg, "tokenizer work is %.1f%% of the run: worth optimizing",
+                 pct(b->ph_ms[BD_TOKENIZE] + b->ph_ms[BD_DETOK], b->total_ms));
+    if (b->n_sugg == 0)
+        add_line(b->sugg, &b->n_sugg, "no single cost stands out (largest phase %s, %.0f%%)",
+                 b->primary, pct(b->ph_ms[top], b->total_ms));
+}
+
+// ================================================================ text report
+
+static const char *k_rule = "======================================================================";
+static const char *k_dash = "----------------------------------------------------------------------";
+
+void lm_bench_breakdown_print(const struct lm_bench_breakdown *b, FILE *f) {
+    const struct lm_bench_model_info *mi = b->mi;
+    fprintf(f, "\n%s\nlumen Inference Breakdown Benchmark\n%s\n", k_rule, k_rule);
+    fprintf(f, "Device: CPU, %d thread%s, kernels %s\n", b->n_threads, b->n_threads == 1 ? "" : "s",
+            mi->kernels);
+    fprintf(f, "Model: %s (%s), %d layers, %.1f MB weights read per decoded token\n", mi->desc,
+            mi->path, mi->n_layer, (double)mi->bytes_per_token / 1e6);
+    fprintf(f, "Prompt: %d tokens of a fixed English text (%d tokenized); generated %d tokens "
+               "(default sampler, seed 0, EOS ignored)\n",
+            b->n_prompt, b->n_tok_text, b->n_gen);
+    fprintf(f, "Profiler: SUMMARY; op times are means over the %d pool threads\n", b->n_threads);
+    fprintf(f, "Output: %s%s\n", b->output, strlen(b->output) >= sizeof b->output - 3 ? "..." : "");
+
+    // ---- phases, largest first
+    fprintf(f, "\n%s\nTIMING BREAKDOWN\n%s\n", k_rule, k_rule);
+    fprintf(f, "%-30s %10s %8s %10s %8s\n%s\n", "Operation", "Total (ms)", "Count", "Avg (ms)", "%", k_dash);
+    int order[BD_NPH];
+    for (int i = 0; i < BD_NPH; i++) order[i] = i;
+    for (int i = 0; i < BD_NPH; i++)
+        for (int j = i + 1; j < BD_NPH; j++)
+            if (b->ph_ms[order[j]] > b->ph_ms[order[i]]) { int t = order[i]; order[i] = order[j]; order[j] = t; }
+    for (int k = 0; k < BD_NPH; k++) {
+        const int i = order[k];
+        fprintf(f, "%-30s %10.1f %8d %10.3f %7.1f%%\n", k_ph_label[i], b->ph_ms[i], b->ph_count[i],
+                b->ph_count[i] ? b->ph_ms[i] / b->ph_count[i] : 0.0, pct(b->ph_ms[i], b->total_ms));
+    }
+    fprintf(f, "%s\n%-30s %10.1f\n%s\n", k_dash, "TOTAL", b->total_ms, k_rule);
+    fprintf(f, "\nDerived Metrics:\n");
+    fprintf(f, "  Total time: %.1f ms\n", b->total_ms);
+    fprintf(f, "  Prefill: %d tokens, %.1f tok/s\n", b->n_prompt, b->pre_ts);
+    fprintf(f, "  Time to first token (tokenize + prefill + sample): %.1f ms\n", b->ttft_ms);
+    fprintf(f, "  Decode steps: %d\n  Avg decode latency: %.3f ms/token\n  Decode throughput: %.2f tok/s\n",
+            b->ph_count[BD_DECODE], b->dec_ms_tok, b->dec_ts);
+    fprintf(f, "  Achieved weight bandwidth: %.2f GB/s", b->ach_gbps);
+    if (b->bw_gbps > 0) fprintf(f, " = %.0f%% of %.2f GB/s measured\n", 100 * b->roof_frac, b->bw_gbps);
+    else fputc('\n', f);
+
+    const double dec = b->ph_ms[BD_DECODE];
+    const int steps = b->ph_count[BD_DECODE];
+    if (b->have_ops) {
+        // ---- per layer
+        fprintf(f, "\n%s\nPER-LAYER BREAKDOWN (decode; compute + barrier waits after each op)\n%s\n",
+                k_rule, k_rule);
+        fprintf(f, "%-8s %12s %10s %7s %12s %10s %7s\n%s\n", "Layer", "Attn (ms)", "Avg (ms)", "%",
+                "FFN (ms)", "Avg (ms)", "%", k_dash);
+        double ta = 0, tf = 0;
+        for (int l = 0; l < b->n_layer; l++) {
+            ta += b->l_attn[l];
+            tf += b->l_ffn[l];
+            fprintf(f, "%-8d %12.2f %10.4f %6.1f%% %12.2f %10.4f %6.1f%%\n", l, b->l_attn[l],
+                    steps ? b->l_attn[l] / steps : 0, pct(b->l_attn[l], dec), b->l_ffn[l],
+                    steps ? b->l_ffn[l] / steps : 0, pct(b->l_ffn[l], dec));
+        }
+        fprintf(f, "%s\n%-8s %12.2f %10.4f %6.1f%% %12.2f %10.4f %6.1f%%\n", k_dash, "all", ta,
+                steps ? ta / steps : 0, pct(ta, dec), tf, steps ? tf / steps : 0, pct(tf, dec));
+
+        // ---- components
+        fprintf(f, "\n%s\nAGGREGATED BY COMPONENT (decode, %d steps)\n%s\n", k_rule, steps, k_rule);
+        fprintf(f, "%-38s %10s %7s %9s %8s %7s\n%s\n", "Component", "Time (ms)", "%", "ms/token",
+                "GB/s", "% BW", k_dash);
+        int ord[BD_MAX_COMP];
+        for (int i = 0; i < b->n_comp; i++) ord[i] = i;
+        for (int i = 0; i < b->n_comp; i++)
+            for (int j = i + 1; j < b->n_comp; j++)
+                if (b->comp[ord[j]].ms > b->comp[ord[i]].ms) { int t = ord[i]; ord[i] = ord[j]; ord[j] = t; }
+        for (int k = 0; k < b->n_comp; k++) {
+            const struct bd_comp *c = &b->comp[ord[k]];
+            fprintf(f, "%-38s %10.2f %6.1f%% %9.4f", c->name, c->ms, pct(c->ms, dec),
+                    steps ? c->ms / steps : 0);
+            if (c->bytes && c->ms > 0) {
+                const double g = (double)c->bytes * steps / (c->ms * 1e6);
+                fprintf(f, " %8.2f", g);
+                if (b->bw_gbps > 0) fprintf(f, " %6.0f%%", 100 * g / b->bw_gbps);
+            }
+            fputc('\n', f);
+        }
+        fprintf(f, "%-38s %10.2f %6.1f%% %9.4f\n", "barrier waits", b->bar_ms, pct(b->bar_ms, dec),
+                steps ? b->bar_ms / steps : 0);
+        fprintf(f, "%-38s %10.2f %6.1f%% %9.4f\n%s\n", "other (outside recorded ops)", b->other_ms,
+                pct(b->other_ms, dec), steps ? b->other_ms / steps : 0, k_dash);
+        fprintf(f, "%-38s %10.2f %6.1f%% %9.4f\n", "decode forward (wall)", dec, 100.0,
+                steps ? dec / steps : 0);
+    } else {
+        fprintf(f, "\nper-op times: none recorded (the forward pass of this build does not call "
+                   "lm_prof_op)\nbarrier waits (thread pool): %.2f ms = %.1f%% of decode\n",
+                b->bar_ms, pct(b->bar_ms, dec));
+    }
+    if (b->n_mm) {
+        fprintf(f, "\n%s\nMATMUL SHAPES (W (m,k) @ X (k,n); time on thread 0)\n%s\n", k_rule, k_rule);
+        fprintf(f, "%-10s %7s %5s %7s %-6s %-28s %7s %10s %8s\n%s\n", "op", "m", "n", "k", "dtype",
+                "variant", "count", "total ms", "GB/s", k_dash);
+        for (int i = 0; i < b->n_mm; i++) {
+            const struct bd_mm *x = &b->mm[i];
+            fprintf(f, "%-10s %7lld %5lld %7lld %-6s %-28s %7llu %10.2f %8.2f\n", x->op,
+                    (long long)x->m, (long long)x->n, (long long)x->k, x->dtype, x->variant,
+                    (unsigned long long)x->count, x->ms, x->gbps);
+        }
+    }
+
+    fprintf(f, "\n%s\nBOTTLENECK ANALYSIS\n%s\n\n", k_rule, k_rule);
+    for (int i = 0; i < b->n_find; i++) fprintf(f, "  %s\n", b->find[i]);
+    fprintf(f, "\n  Suggestions:\n");
+    for (int i = 0; i < b->n_sugg; i++) fprintf(f, "    - %s\n", b->sugg[i]);
+}
+
+// ================================================================ JSON
+
+void lm_bench_breakdown_print_json(const struct lm_bench_breakdown *b, FILE *f) {
+    static const char *const keys[BD_NPH] = {"tokenize", "prefill", "sample", "decode", "detokenize"};
+    fprintf(f, "{\n    \"n_threads\": %d, \"n_prompt\": %d, \"n_gen\": %d, \"total_ms\": %.4f, "
+               "\"ttft_ms\": %.4f,\n    \"phases\": {",
+            b->n_threads, b->n_prompt, b->n_gen, b->total_ms, b->ttft_ms);
+    for (int i = 0; i < BD_NPH; i++)
+        fprintf(f, "%s\"%s\": {\"ms\": %.4f, \"count\": %d, \"pct\": %.3f}", i ? ", " : "", keys[i],
+                b->ph_ms[i], b->ph_count[i], pct(b->ph_ms[i], b->total_ms));
+    fprintf(f, "},\n    \"decode_tok_per_s\": %.4f, \"prefill_tok_per_s\": %.4f, "
+               "\"achieved_gbps\": %.4f, \"bandwidth_gbps\": %.4f, \"roofline_frac\": %.4f,\n",
+            b->dec_ts, b->pre_ts, b->ach_gbps, b->bw_gbps, b->roof_frac);
+    fprintf(f, "    \"per_op_recorded\": %s, \"barrier_ms\": %.4f, \"barriers\": %llu, "
+               "\"other_ms\": %.4f,\n    \"layers\": [",
+            b->have_ops ? "true" : "false", b->bar_ms, (unsigned long long)b->n_barriers, b->other_ms);
+    for (int l = 0; b->have_ops && l < b->n_layer; l++)
+        fprintf(f, "%s{\"layer\": %d, \"attn_ms\": %.4f, \"ffn_ms\": %.4f}", l ? ", " : "", l,
+                b->l_attn[l], b->l_ffn[l]);
+    fprintf(f, "],\n    \"components\": [");
+    for (int i = 0; i < b->n_comp; i++) {
+        fprintf(f, "%s{\"name\": ", i ? ", " : "");
+        lm_bench_json_str(f, b->comp[i].name);
+        fprintf(f, ", \"ms\": %.4f, \"bytes_per_token\": %llu}", b->comp[i].ms,
+                (unsigned long long)b->comp[i].bytes);
+    }
+    fprintf(f, "],\n    \"matmuls\": [");
+    for (int i = 0; i < b->n_mm; i++) {
+        const struct bd_mm *x = &b->mm[i];
+        fprintf(f, "%s{\"op\": \"%s\", \"m\": %lld, \"n\": %lld, \"k\": %lld, \"dtype\": \"%s\", "
+                   "\"variant\": ",
+                i ? ", " : "", x->op, (long long)x->m, (long long)x->n, (long long)x->k, x->dtype);
+        lm_bench_json_str(f, x->variant);
+        fprintf(f, ", \"count\": %llu, \"ms\": %.4f, \"gbps\": %.4f}", (unsigned long long)x->count,
+                x->ms, x->gbps);
+    }
+    fprintf(f, "],\n    \"primary\": ");
+    lm_bench_json_str(f, b->primary);
+    fprintf(f, ",\n    \"findings\": [");
+    for (int i = 0; i < b->n_find; i++) {
+        fprintf(f, "%s\n      ", i ? "," : "");
+        lm_bench_json_str(f, b->find[i]);
+    }
+    fprintf(f, "],\n    \"suggestions\": [");
+    for (int i = 0; i < b->n_sugg; i++) {
+        fprintf(f, "%s\n      ", i ? "," : "");
+        lm_bench_json_str(f, b->sugg[i]);
+    }
+    fprintf(f, "]\n  }");
+}

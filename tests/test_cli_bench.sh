@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# `lumen bench`: bad flags give one line and exit 2; on the tiny random-weight model
+# (tools/make_tiny_gguf.py) the md, csv and json outputs carry the expected fields.
+# LM_TEST_LABELS: unit
+set -u
+ROOT="${LUMEN_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}"
+BIN="${LUMEN_BIN:-$ROOT/build/lumen}"
+PY="$ROOT/.venv/bin/python"
+TMP="$(mktemp -d)"
+trap 'rm -rf "$TMP"' EXIT
+pass=0; fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+
+# expect CODE PATTERN -- command...: exit code, stderr has exactly one line matching PATTERN
+expect() {
+  local code="$1" pat="$2"; shift 3
+  "$@" >"$TMP/out" 2>"$TMP/err"
+  local got=$?
+  local lines; lines=$(wc -l <"$TMP/err")
+  if [[ $got -ne $code ]]; then bad "$*: exit $got, expected $code; stderr: $(head -c 300 "$TMP/err")"; return; fi
+  if [[ $code -ne 0 && $lines -ne 1 ]]; then bad "$*: $lines stderr lines, expected 1: $(head -c 300 "$TMP/err")"; return; fi
+  if [[ -n "$pat" ]] && ! grep -qE -- "$pat" "$TMP/err"; then bad "$*: stderr lacks /$pat/: $(cat "$TMP/err")"; return; fi
+  ok
+}
+
+# ---- help and bad flags (no model needed: parsed before loading)
+if "$BIN" bench --help >"$TMP/out" 2>&1 && grep -q "usage: lumen bench" "$TMP/out"; then ok; else bad "bench --help"; fi
+if "$BIN" --help | grep -q "bench"; then ok; else bad "lumen --help lacks bench"; fi
+expect 2 "unknown option '--bogus'" -- "$BIN" bench --bogus
+expect 2 "needs a value" -- "$BIN" bench -p
+expect 2 "not an integer" -- "$BIN" bench -p 128,abc
+expect 2 "out of range" -- "$BIN" bench -r 0
+expect 2 "out of range" -- "$BIN" bench -t 0
+expect 2 "out of range" -- "$BIN" bench -t 1,1000
+expect 2 "empty list" -- "$BIN" bench -n ,
+expect 2 "not one of md, csv, json" -- "$BIN" bench -o xml
+expect 2 "not an integer" -- "$BIN" bench --warmup x
+expect 2 "nope.gguf" -- "$BIN" bench -m "$TMP/nope.gguf"
+
+if [[ ! -x "$PY" ]]; then
+  echo "test_cli_bench: $PY missing, skipping the tiny-model runs" >&2
+  echo "test_cli_bench: $pass passed, $fail failed"
+  [[ $fail -eq 0 ]]; exit
+fi
+"$PY" "$ROOT/tools/make_tiny_gguf.py" "$TMP" >/dev/null || bad "make_tiny_gguf.py failed"
+M="$TMP/tiny_ok.gguf"
+Q=(-m "$M" -p 16,32 -n 4 -r 2 --warmup 0 --bw-mib 8)
+
+# tests longer than the model's context (256) are a usage error
+expect 2 "context is 256" -- "$BIN" bench -m "$M" -p 1000 --bw-mib 0
+
+# ---- json (two thread counts, TTFT, breakdown)
+if "$BIN" bench "${Q[@]}" -t 1,2 --ttft 8 --breakdown -o json >"$TMP/b.json" 2>"$TMP/err"; then
+  "$PY" - "$TMP/b.json" <<'EOF' || bad "json output: fields"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["schema"] == "lumen-bench" and d["version"] == 1
+m = d["model"]
+assert m["bytes_per_token"] > 0 and m["n_params"] > 0 and m["size_bytes"] > 0 and m["load_ms"] >= 0
+assert sum(m["bytes_per_token_by_group"].values()) == m["bytes_per_token"]
+assert [b["threads"] for b in d["bandwidth"]] == [1, 2] and all(b["gbps"] > 0 for b in d["bandwidth"])
+names = [(t["test"], t["n_threads"]) for t in d["tests"]]
+for want in [("pp16", 1), ("pp32", 1), ("tg4", 1), ("ttft8", 1), ("pp16", 2), ("tg4", 2),
+             ("ttft8", 2), ("tokenize", 1), ("sample", 1)]:
+    assert want in names, (want, names)
+for t in d["tests"]:
+    assert t["reps"] == 2 and len(t["samples_ns"]) == 2, t
+    assert t["avg_ts"] > 0 and t["median_ts"] > 0 and t["stddev_ts"] >= 0, t
+    assert t["min_ts"] <= t["median_ts"] <= t["max_ts"], t
+    if t["kind"] == "tg":
+        assert t["gbps"] > 0 and t["roofline_frac"] > 0, t
+    else:
+        assert t["gbps"] is None, t
+bd = d["breakdown"]
+assert set(bd["phases"]) == {"tokenize", "prefill", "sample", "decode", "detokenize"}
+assert bd["phases"]["sample"]["count"] == 4 and bd["phases"]["decode"]["count"] == 3
+assert bd["n_threads"] == 2 and bd["findings"] and bd["suggestions"]
+if bd["per_op_recorded"]:
+    assert len(bd["layers"]) == 2 and bd["components"]
+EOF
+  ok
+else
+  bad "bench -o json: exit $?: $(head -c 300 "$TMP/err")"
+fi
+
+# ---- csv
+if "$BIN" bench "${Q[@]}" -t 1 -o csv >"$TMP/b.csv" 2>"$TMP/err"; then
+  "$PY" - "$TMP/b.csv" <<'EOF' || bad "csv output: fields"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+for k in ["model", "threads", "test", "avg_ts", "stddev_ts", "median_ts", "gbps", "roofline_frac",
+          "bytes_per_token"]:
+    assert k in rows[0], k
+tests = [r["test"] for r in rows]
+assert tests == ["pp16", "pp32", "tg4", "tokenize", "sample", "membw"], tests
+assert float(rows[2]["gbps"]) > 0 and float(rows[0]["avg_ts"]) > 0
+EOF
+  ok
+else
+  bad "bench -o csv: exit $?: $(head -c 300 "$TMP/err")"
+fi
+
+# ---- markdown (default) with the breakdown report
+if "$BIN" bench "${Q[@]}" -t 1 --breakdown >"$TMP/b.md" 2>"$TMP/err"; then
+  for pat in '^\| model \| size \| params \| backend \| threads \| test \| t/s' '\| pp16 \|' '\| tg4 \|' \
+             '^read bandwidth' '^weights read per decoded token' 'TIMING BREAKDOWN' \
+             '4\. Decode forward' 'BOTTLENECK ANALYSIS' 'Suggestions:'; do
+    grep -qE -- "$pat" "$TMP/b.md" && ok || bad "md output lacks /$pat/"
+  done
+else
+  bad "bench (md): exit $?: $(head -c 300 "$TMP/err")"
+fi
+
+echo "test_cli_bench: $pass passed, $fail failed"
+[[ $fail -eq 0 ]]
