@@ -1,0 +1,368 @@
+#!/usr/bin/env python3
+"""Random-weight GGUF models of real architecture shapes (TinyLlama 1.1B, Llama 3.2 1B,
+Qwen2.5 0.5B, Qwen3 0.6B, Gemma 3 1B) for lumen's per-architecture golden tests.
+
+Weights are deterministic in (family, seed): N(0, 0.02) matrices (embeddings 0.05, so
+logits are not degenerate), norms ~ 1 + N(0, 0.05), biases N(0, 0.02). Gemma 3 scales its
+tied embeddings by sqrt(n_embd), so with random weights every position would predict its
+own input token by a margin of ~30: its embeddings are N(0, 0.06) and its post-attention /
+post-FFN norms ~12, so the blocks' outputs dominate the residual stream. The tokenizer is a
+synthetic SentencePiece ('llama') vocabulary of exactly as many tokens as the embedding
+has rows (3 specials, 256 <0xXX> byte tokens, then '\u2581w<n>' pieces), so lumen and
+llama.cpp can load every family before lumen has a byte-level BPE tokenizer.
+
+dtype 'f16': matrices F16, vectors F32. dtype 'qmix': a Q4_K_M-like mix written without
+llama.cpp: Q4_K for q/k/o/gate/up, Q6_K for v/down/embeddings/output where the row length
+is a multiple of 256; rows that are not (n_embd 896, 1152) fall back to Q5_0 / Q8_0 as
+llama.cpp's quantizer does. The K-quant packers below are simple min/max quantizers (not
+llama.cpp's search), which is fine: the golden data comes from llama.cpp on the same file.
+
+usage:
+  make_arch_gguf.py --family qwen3 [--layers N] [--vocab N] [--dtype f16|qmix] OUT.gguf
+  make_arch_gguf.py --ci OUT_DIR     # the reduced copies the tests use (+ OUT_DIR/manifest.txt)
+"""
+import argparse
+import hashlib
+import os
+import sys
+
+import numpy as np
+import gguf
+from gguf import GGMLQuantizationType as QT
+from gguf import quants
+
+# Real shapes. rope_freqs: llama3 scaling (factor, low_freq_factor, high_freq_factor,
+# original_context_length) written as the rope_freqs.weight tensor as convert_hf_to_gguf does.
+FAMILIES = {
+    "tinyllama": dict(arch="llama", n_embd=2048, n_layer=22, n_head=32, n_head_kv=4, head_dim=64,
+                      n_ff=5632, n_vocab=32000, n_ctx=2048, rope_base=10000.0, eps=1e-5,
+                      tied=False, bias=False, qk_norm=False),
+    "llama32": dict(arch="llama", n_embd=2048, n_layer=16, n_head=32, n_head_kv=8, head_dim=64,
+                    n_ff=8192, n_vocab=128256, n_ctx=131072, rope_base=500000.0, eps=1e-5,
+                    tied=True, bias=False, qk_norm=False, rope_freqs=(32.0, 1.0, 4.0, 8192)),
+    "qwen25": dict(arch="qwen2", n_embd=896, n_layer=24, n_head=14, n_head_kv=2, head_dim=64,
+                   n_ff=4864, n_vocab=151936, n_ctx=32768, rope_base=1000000.0, eps=1e-6,
+                   tied=True, bias=True, qk_norm=False),
+    "qwen3": dict(arch="qwen3", n_embd=1024, n_layer=28, n_head=16, n_head_kv=8, head_dim=128,
+                  n_ff=3072, n_vocab=151936, n_ctx=40960, rope_base=1000000.0, eps=1e-6,
+                  tied=True, bias=False, qk_norm=True),
+    "gemma3": dict(arch="gemma3", n_embd=1152, n_layer=26, n_head=4, n_head_kv=1, head_dim=256,
+                   n_ff=6912, n_vocab=262144, n_ctx=32768, rope_base=1000000.0,
+                   rope_base_swa=10000.0, eps=1e-6, tied=True, bias=False, qk_norm=True,
+                   sliding_window=512, emb_std=0.06, post_norm_mean=12.0),
+}
+
+# The copies tests/test_model_arch_golden.c compares (and tools/gen_golden_arch.py feeds
+# to llama.cpp): real widths, few layers, a reduced vocabulary so the whole test stays well
+# under a minute. gemma3: sliding_window_pattern 2 makes layer 0 sliding and layer 1 global.
+CI_MODELS = [
+    # name, family, layers, vocab, dtype, extra metadata
+    ("tinyllama", "tinyllama", 2, 8192, ("f16", "qmix"), {}),
+    ("llama32", "llama32", 1, 8192, ("f16", "qmix"), {}),
+    ("qwen25", "qwen25", 2, 8192, ("f16", "qmix"), {}),
+    ("qwen3", "qwen3", 2, 8192, ("f16", "qmix"), {}),
+    ("gemma3", "gemma3", 2, 8192, ("f16", "qmix"), {"sliding_window_pattern": 2}),
+]
+CI_SEED = 20240601
+
+
+# ============================================================ vocabulary
+
+def spm_vocab(n):
+    """n tokens: <unk> <s> </s>, 256 byte tokens, then word pieces with descending scores."""
+    assert n >= 3 + 256 + 1
+    toks = ["<unk>", "<s>", "</s>"] + ["<0x%02X>" % b for b in range(256)]
+    types = [2, 3, 3] + [6] * 256
+    k = n - len(toks)
+    toks += ["\u2581w%d" % i for i in range(k)]
+    types += [1] * k
+    scores = np.zeros(n, np.float32)
+    scores[259:] = -np.arange(k, dtype=np.float32)
+    return toks, scores.tolist(), types
+
+
+# ============================================================ weights
+
+class Rand:
+    """Fast deterministic pseudo-normal weights: a 65536-entry table of sorted N(0,1)
+    samples indexed by random uint16 (a resample of that table; ~10x faster than
+    drawing normals, which keeps test-time generation of ~300M weights short)."""
+
+    def __init__(self, seed):
+        self.rng = np.random.default_rng(seed)
+        self.lut = np.sort(self.rng.standard_normal(65536).astype(np.float32))
+
+    def normal(self, shape, std, mean=0.0):
+        n = int(np.prod(shape))
+        idx = self.rng.integers(0, 65536, n, dtype=np.uint16)
+        x = self.lut[idx]
+        x *= np.float32(std)
+        if mean:
+            x += np.float32(mean)
+        return x.reshape(shape)
+
+
+def llama3_rope_factors(base, dim, factor, low, high, orig):
+    """As convert_hf_to_gguf (conversion/llama.py) computes rope_freqs.weight."""
+    freqs = 1.0 / (np.float32(base) ** (np.arange(0, dim, 2, dtype=np.float32) / np.float32(dim)))
+    lo_wl, hi_wl = orig / low, orig / high
+    out = []
+    for f in freqs.astype(np.float32):
+        wl = 2 * np.pi / float(f)
+        if wl < hi_wl:
+            out.append(1.0)
+        elif wl > lo_wl:
+            out.append(factor)
+        else:
+            s = (orig / wl - low) / (high - low)
+            out.append(1.0 / ((1 - s) / factor + s))
+    return np.array(out, np.float32)
+
+
+# ============================================================ K-quant packers
+
+def _f16(x):
+    return x.astype(np.float16)
+
+
+def quant_q4_k(x):
+    """x (rows, n) float32, n % 256 == 0 -> (rows, n/256*144) uint8 Q4_K blocks."""
+    rows, n = x.shape
+    b = x.reshape(-1, 8, 32)                                   # (nb, sub, 32)
+    mn = np.minimum(b.min(axis=2), 0.0)                        # (nb, 8)
+    mx = b.max(axis=2)
+    scale = (mx - mn) / 15.0
+    d = _f16(scale.max(axis=1) / 63.0)                        # (nb,)
+    dmin = _f16((-mn).max(axis=1) / 63.0)
+    df, dminf = d.astype(np.float32), dmin.astype(np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sc = np.where(df[:, None] > 0, np.rint(scale / df[:, None]), 0)
+        m = np.where(dminf[:, None] > 0, np.rint(-mn / dminf[:, None]), 0)
+    sc = np.clip(sc, 0, 63).astype(np.uint8)
+    m = np.clip(m, 0, 63).astype(np.uint8)
+    step = df[:, None] * sc.astype(np.float32)                # (nb, 8)
+    off = dminf[:, None] * m.astype(np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = np.where(step[:, :, None] > 0, np.rint((b + off[:, :, None]) / step[:, :, None]), 0)
+    q = np.clip(q, 0, 15).astype(np.uint8)                    # (nb, 8, 32)
+    scales = np.empty((b.shape[0], 12), np.uint8)
+    scales[:, 0:4] = sc[:, 0:4] | ((sc[:, 4:8] >> 4) << 6)
+    scales[:, 4:8] = m[:, 0:4] | ((m[:, 4:8] >> 4) << 6)
+    scales[:, 8:12] = (sc[:, 4:8] & 0xF) | ((m[:, 4:8] & 0xF) << 4)
+    qs = (q[:, 0::2, :] | (q[:, 1::2, :] << 4)).reshape(-1, 128)  # pairs of sub-blocks
+    out = np.concatenate([d.view(np.uint8).reshape(-1, 2), dmin.view(np.uint8).reshape(-1, 2),
+                          scales, qs], axis=1)
+    return out.reshape(rows, -1)
+
+
+def quant_q6_k(x):
+    """x (rows, n) float32, n % 256 == 0 -> (rows, n/256*210) uint8 Q6_K blocks."""
+    rows, n = x.shape
+    b = x.reshape(-1, 16, 16)                                  # (nb, sub, 16)
+    amax = np.abs(b).max(axis=2)
+    scale = amax / 31.0
+    d = _f16(scale.max(axis=1) / 127.0)
+    df = d.astype(np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sc = np.where(df[:, None] > 0, np.rint(scale / df[:, None]), 0)
+    sc = np.clip(sc, 0, 127).astype(np.int8)
+    step = df[:, None] * sc.astype(np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = np.where(step[:, :, None] > 0, np.rint(b / step[:, :, None]), 0)
+    q = (np.clip(q, -32, 31) + 32).astype(np.uint8).reshape(-1, 2, 128)  # two halves of 128
+    ql = np.empty((q.shape[0], 2, 64), np.uint8)
+    ql[:, :, 0:32] = (q[:, :, 0:32] & 0xF) | ((q[:, :, 64:96] & 0xF) << 4)
+    ql[:, :, 32:64] = (q[:, :, 32:64] & 0xF) | ((q[:, :, 96:128] & 0xF) << 4)
+    qh = ((q[:, :, 0:32] >> 4) | ((q[:, :, 32:64] >> 4) << 2) | ((q[:, :, 64:96] >> 4) << 4)
+          | ((q[:, :, 96:128] >> 4) << 6)).astype(np.uint8)
+    out = np.concatenate([ql.reshape(-1, 128), qh.reshape(-1, 64), sc.view(np.uint8),
+                          d.view(np.uint8).reshape(-1, 2)], axis=1)
+    return out.reshape(rows, -1)
+
+
+QMIX_HIGH = ("attn_v.weight", "ffn_down.weight", "token_embd.weight", "output.weight")
+
+
+def encode(name, arr, dtype):
+    """(array, raw_dtype) to hand to GGUFWriter.add_tensor for one tensor."""
+    if arr.ndim == 1:
+        return arr.astype(np.float32), None
+    if dtype == "f16":
+        return arr.astype(np.float16), None
+    high = name.endswith(QMIX_HIGH)
+    n = arr.shape[1]
+    if n % 256 == 0:
+        if high:
+            return quant_q6_k(arr), QT.Q6_K
+        return quant_q4_k(arr), QT.Q4_K
+    qt = QT.Q8_0 if high else QT.Q5_0
+    return quants.quantize(arr, qt), qt
+
+
+# ============================================================ writer
+
+def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_SEED,
+                extra=None, quiet=False):
+    f = dict(FAMILIES[family])
+    if n_layer:
+        f["n_layer"] = n_layer
+    if n_vocab:
+        f["n_vocab"] = n_vocab
+    extra = extra or {}
+    arch = f["arch"]
+    E, L, H, HKV, HD, FF, V = (f["n_embd"], f["n_layer"], f["n_head"], f["n_head_kv"],
+                               f["head_dim"], f["n_ff"], f["n_vocab"])
+    # one stream per family: the f16 and qmix files hold the same underlying weights
+    rnd = Rand(seed + sum(map(ord, family)))
+    tmp = str(path) + ".tmp"
+    w = gguf.GGUFWriter(tmp, arch)
+    w.add_name("lumen-random-%s-%dL-%s" % (family, L, dtype))
+    w.add_context_length(f["n_ctx"])
+    w.add_embedding_length(E)
+    w.add_block_count(L)
+    w.add_feed_forward_length(FF)
+    w.add_head_count(H)
+    w.add_head_count_kv(HKV)
+    if HD * H != E or arch in ("qwen3", "gemma3"):
+        w.add_key_length(HD)
+        w.add_value_length(HD)
+    w.add_rope_dimension_count(HD)
+    w.add_rope_freq_base(f["rope_base"])
+    w.add_layer_norm_rms_eps(f["eps"])
+    if "sliding_window" in f:
+        w.add_sliding_window(f["sliding_window"])
+        if "rope_base_swa" in f:
+            w.add_float32("%s.rope.freq_base_swa" % arch, f["rope_base_swa"])
+    if "sliding_window_pattern" in extra:
+        w.add_uint32("%s.attention.sliding_window_pattern" % arch, extra["sliding_window_pattern"])
+    w.add_file_type(1 if dtype == "f16" else 15)  # MOSTLY_F16 / MOSTLY_Q4_K_M
+
+    toks, scores, types = spm_vocab(V)
+    w.add_tokenizer_model("llama")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(toks)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_unk_token_id(0)
+    w.add_add_bos_token(True)
+    w.add_add_eos_token(False)
+
+    def t(name, shape, std=0.02, mean=0.0):
+        # shape is numpy order (outermost first): matrices (n_out, n_in)
+        arr = rnd.normal(shape, std, mean)
+        data, raw = encode(name, arr, dtype)
+        if raw is None:
+            w.add_tensor(name, data)
+        else:
+            w.add_tensor(name, data, raw_shape=data.shape, raw_dtype=raw)
+
+    t("token_embd.weight", (V, E), f.get("emb_std", 0.05))
+    if "rope_freqs" in f:
+        fac, lo, hi, orig = f["rope_freqs"]
+        w.add_tensor("rope_freqs.weight", llama3_rope_factors(f["rope_base"], HD, fac, lo, hi, orig))
+    t("output_norm.weight", (E,), 0.05, 1.0)
+    if not f["tied"]:
+        t("output.weight", (V, E), 0.05)
+    for i in range(L):
+        p = "blk.%d." % i
+        t(p + "attn_norm.weight", (E,), 0.05, 1.0)
+        t(p + "attn_q.weight", (H * HD, E))
+        t(p + "attn_k.weight", (HKV * HD, E))
+        t(p + "attn_v.weight", (HKV * HD, E))
+        if f["bias"]:
+            t(p + "attn_q.bias", (H * HD,))
+            t(p + "attn_k.bias", (HKV * HD,))
+            t(p + "attn_v.bias", (HKV * HD,))
+        if f["qk_norm"]:
+            t(p + "attn_q_norm.weight", (HD,), 0.05, 1.0)
+            t(p + "attn_k_norm.weight", (HD,), 0.05, 1.0)
+        t(p + "attn_output.weight", (E, H * HD))
+        if arch == "gemma3":
+            t(p + "post_attention_norm.weight", (E,), 0.05, f.get("post_norm_mean", 1.0))
+        t(p + "ffn_norm.weight", (E,), 0.05, 1.0)
+        t(p + "ffn_gate.weight", (FF, E))
+        t(p + "ffn_up.weight", (FF, E))
+        t(p + "ffn_down.weight", (E, FF))
+        if arch == "gemma3":
+            t(p + "post_ffw_norm.weight", (E,), 0.05, f.get("post_norm_mean", 1.0))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    os.replace(tmp, path)
+    if not quiet:
+        print("wrote %s (%.1f MB)" % (path, os.path.getsize(path) / 1e6))
+
+
+def sha256_file(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def ci_files():
+    """[(file name, family, layers, vocab, dtype, extra)] of the CI copies."""
+    out = []
+    for name, fam, layers, vocab, dtypes, extra in CI_MODELS:
+        for dt in dtypes:
+            out.append(("arch_%s_%s.gguf" % (name, dt), fam, layers, vocab, dt, extra))
+    return out
+
+
+def write_ci(out_dir):
+    """Writes the CI copies into out_dir unless a stamp says they are current (same
+    generator source, numpy and gguf versions); then writes out_dir/manifest.txt."""
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.abspath(__file__), "rb") as fh:
+        src = hashlib.sha256(fh.read()).hexdigest()
+    stamp_txt = "%s numpy %s gguf %s\n" % (src, np.__version__, getattr(gguf, "__version__", "?"))
+    stamp = os.path.join(out_dir, "stamp.txt")
+    manifest = os.path.join(out_dir, "manifest.txt")
+    files = ci_files()
+    current = (os.path.exists(stamp) and open(stamp).read() == stamp_txt and
+               os.path.exists(manifest) and
+               all(os.path.exists(os.path.join(out_dir, f[0])) for f in files))
+    if current:
+        print("make_arch_gguf: %s is current" % out_dir)
+        return
+    if os.path.exists(stamp):
+        os.remove(stamp)
+    lines = []
+    for fname, fam, layers, vocab, dt, extra in files:
+        p = os.path.join(out_dir, fname)
+        write_model(p, fam, layers, vocab, dt, CI_SEED, extra)
+        lines.append("%s %s" % (fname, sha256_file(p)))
+    with open(manifest, "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+    with open(stamp, "w") as fh:
+        fh.write(stamp_txt)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("out", help="output .gguf (or directory with --ci)")
+    ap.add_argument("--ci", action="store_true", help="write the CI copies into the directory")
+    ap.add_argument("--family", choices=sorted(FAMILIES))
+    ap.add_argument("--layers", type=int, default=0, help="reduced layer count (0 = real)")
+    ap.add_argument("--vocab", type=int, default=0, help="reduced vocabulary (0 = real)")
+    ap.add_argument("--dtype", choices=("f16", "qmix"), default="f16")
+    ap.add_argument("--seed", type=int, default=CI_SEED)
+    ap.add_argument("--swa-pattern", type=int, default=0,
+                    help="write <arch>.attention.sliding_window_pattern (gemma3)")
+    a = ap.parse_args()
+    if a.ci:
+        write_ci(a.out)
+        return 0
+    if not a.family:
+        ap.error("--family is required without --ci")
+    extra = {"sliding_window_pattern": a.swa_pattern} if a.swa_pattern else {}
+    write_model(a.out, a.family, a.layers or None, a.vocab or None, a.dtype, a.seed, extra)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
