@@ -62,6 +62,8 @@ else
             say "ASan pass excludes labels matching '$LUMEN_ASAN_LABEL_EXCLUDE'"
             asan_args=(-LE "$LUMEN_ASAN_LABEL_EXCLUDE")
         fi
+        # model tests do less work under the sanitizers (fewer positions; see each test)
+        export LUMEN_TEST_QUICK=1
         export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
         export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
         run_ctest asan build-asan "${asan_args[@]}" "$@"

@@ -27,6 +27,14 @@
 #define LM_GOLDEN_MEAN_FACTOR 1.25  // allowed factor on llama.cpp's own mean |diff|
 #define LM_GOLDEN_GREEDY_GAP 0.5    // a greedy split needs llama.cpp's gap below this
 
+// LUMEN_TEST_QUICK=1 (the sanitizer pass): leave out the 864-token prompt and compare 16
+// greedy steps; the same limits, computed over the same subset, still apply.
+static int quick_mode(void) {
+    const char *q = getenv("LUMEN_TEST_QUICK");
+    return q && *q && strcmp(q, "0") != 0;
+}
+static int skip_prompt(const char *name) { return quick_mode() && !strcmp(name, "long"); }
+
 struct agree {
     int n_pos, top1, bad_top1, top5_bad;
     double max_abs, sum_abs;
@@ -377,6 +385,7 @@ static void run_file(const char *file, struct agree *tot) {
 
     for (int pi = 0; pi < g.n_prompts; pi++) {
         const struct golden_prompt *gp = &g.p[pi];
+        if (skip_prompt(gp->name)) continue;
 
         // ---- tokenization
         int32_t *ids = NULL;
@@ -432,7 +441,8 @@ static void run_file(const char *file, struct agree *tot) {
                lm_kv_cache_seq_len(c, 0));
         if (!decode_prompt(c, gp->tokens, gp->n_tokens, 0, NULL, NULL)) continue;
         int first_div = -1, n_match = 0, bad = 0;
-        for (int k = 0; k < gp->n_greedy; k++) {
+        const int n_greedy = quick_mode() && gp->n_greedy > 16 ? 16 : gp->n_greedy;
+        for (int k = 0; k < n_greedy; k++) {
             const float *l = lm_get_logits(c, 0);
             CHECKF(l != NULL, "[%s] greedy step %d: no logits", gp->name, k);
             if (!l) break;
@@ -457,12 +467,12 @@ static void run_file(const char *file, struct agree *tot) {
             if (st != LM_OK) break;
         }
         printf("[%-13s] greedy %d/%d match, first divergence %d\n", gp->name, n_match,
-               gp->n_greedy, first_div);
-        tot->greedy += gp->n_greedy;
+               n_greedy, first_div);
+        tot->greedy += n_greedy;
         tot->greedy_match += n_match;
         tot->greedy_bad += bad;
         tot_greedy_match += n_match;
-        tot_greedy += gp->n_greedy;
+        tot_greedy += n_greedy;
     }
 
     printf("TOTAL: %d prompts, tokenization mismatches %d, top1 %d/%d (%.2f%%), max|d| %.4f "
@@ -482,6 +492,7 @@ static void run_file(const char *file, struct agree *tot) {
 static void ref_agreement(const struct golden *ref, const struct golden *cand, struct agree *a) {
     for (int pi = 0; pi < ref->n_prompts && pi < cand->n_prompts; pi++) {
         const struct golden_prompt *r = &ref->p[pi], *c = &cand->p[pi];
+        if (skip_prompt(r->name)) continue;
         const int nt = ref->n_top;
         for (int pos = 0; pos < r->n_tokens && pos < c->n_tokens; pos++) {
             const int32_t *ri = r->top_id + (size_t)pos * nt, *ci = c->top_id + (size_t)pos * nt;
@@ -530,7 +541,8 @@ int main(void) {
     print_agree("lumen vs llama.cpp GEMV", &lum);
     print_agree("lumen vs llama.cpp batched", &lum_b);
     const double n = lum.n_pos ? lum.n_pos : 1, nr = ref.n_pos ? ref.n_pos : 1;
-    CHECKF(lum.n_pos == ref.n_pos && lum.n_pos > 1000, "positions compared: %d vs %d", lum.n_pos, ref.n_pos);
+    CHECKF(lum.n_pos == ref.n_pos && lum.n_pos > (quick_mode() ? 150 : 1000),
+           "positions compared: %d vs %d", lum.n_pos, ref.n_pos);
     CHECKF(lum.top1 / n >= ref.top1 / nr - LM_GOLDEN_MARGIN, "top-1 agreement %.4f < llama.cpp's own %.4f - %.3f",
            lum.top1 / n, ref.top1 / nr, LM_GOLDEN_MARGIN);
     CHECKF(lum.bad_top1 / n <= ref.bad_top1 / nr + LM_GOLDEN_MARGIN,
