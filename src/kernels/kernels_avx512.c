@@ -129,21 +129,32 @@ static void vec_dot_q4_0(int64_t n, float *s, const void *w, const void *xq) {
     *s = hsum_f32x8(acc);
 }
 
-// w (n) q5_0 . x (n) q8_0
+// w (n) q5_0 . x (n) q8_0, two blocks per zmm: nibbles of blocks i and i+1 unpacked into
+// 64 bytes, the 5th bits applied from a 64-bit mask (no byte shuffles), |w| and sign(w)*y
+// from a sign mask, one vpdpbusd; lanes 0-7 accumulate even blocks, 8-15 odd ones.
+// kernels_gemm_avx512.c repeats exactly these steps per token (bit-identical batches).
 static void vec_dot_q5_0(int64_t n, float *s, const void *w, const void *xq) {
     const struct lm_block_q5_0 *x = w;
     const struct lm_block_q8_0 *y = xq;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / 32; i++) {
-        uint32_t qh;
-        memcpy(&qh, x[i].qh, 4);
-        __m256i q5 = _mm256_or_si256(unpack_nibbles32(x[i].qs), _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(0x10)));
-        __m256i qx = _mm256_sub_epi8(q5, _mm256_set1_epi8(16));
-        __m256i qy = _mm256_loadu_si256((const __m256i *)y[i].qs);
-        __m256 d = _mm256_set1_ps(f16_to_f32(x[i].d) * f16_to_f32(y[i].d));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_i8i8(qx, qy)), acc);
+    const int64_t nb = n / 32;
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i += 2) {
+        const int two = i + 1 < nb;
+        const struct lm_block_q5_0 *x1 = two ? &x[i + 1] : &x[i];
+        const struct lm_block_q8_0 *y1 = two ? &y[i + 1] : &y[i];
+        __m512i qx;
+        __mmask64 neg;
+        lm_q5_0_pair_avx512(&x[i], x1, &qx, &neg);
+        const __m512i yy = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)y[i].qs)),
+                                              _mm256_loadu_si256((const __m256i *)y1->qs), 1);
+        const __m512i sy = _mm512_mask_sub_epi8(yy, neg, _mm512_setzero_si512(), yy);
+        const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(qx), sy);
+        const float d0 = f16_to_f32(x[i].d) * f16_to_f32(y[i].d);
+        const float d1 = two ? f16_to_f32(x1->d) * f16_to_f32(y1->d) : 0.0f;
+        const __m512 d = _mm512_insertf32x8(_mm512_set1_ps(d0), _mm256_set1_ps(d1), 1);
+        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(p), acc);
     }
-    *s = hsum_f32x8(acc);
+    *s = hsum_f32x8(_mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1)));
 }
 
 // K-quants: 64 quants per zmm (two 32-element sub-blocks), vpdpbusd per sub-block, lanes

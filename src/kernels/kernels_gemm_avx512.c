@@ -79,28 +79,37 @@ AI void q8_0_n(const int NT, int64_t n, float *s, size_t ss, const void *w, cons
     for (int t = 0; t < NT; t++) s[t * ss] = hsum8(_mm256_add_ps(acc0[t], acc1[t]));
 }
 
-// W row (n) q5_0 . X rows (nt, n) q8_0 -> s[t * ss]; one accumulator per token
+// W row (n) q5_0 . X rows (nt, n) q8_0 -> s[t * ss]; the single-row kernel's steps (two
+// blocks per zmm) with the weight pair decoded once for all tokens
 AI void q5_0_n(const int NT, int64_t n, float *s, size_t ss, const void *w, const void *xq,
                size_t xs) {
     const struct lm_block_q5_0 *x = w;
-    __m256 acc[8];
-    for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / 32; i++) {
-        uint32_t qh;
-        memcpy(&qh, x[i].qh, 4);
-        const __m256i q5 = _mm256_or_si256(unpack_nibbles32(x[i].qs),
-                                           _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(0x10)));
-        const __m256i qx = _mm256_sub_epi8(q5, _mm256_set1_epi8(16));
-        const __m256i ax = _mm256_sign_epi8(qx, qx);
-        const float dw = f16f(x[i].d);
+    const int64_t nb = n / 32;
+    __m512 acc[8];
+    for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i += 2) {
+        const int two = i + 1 < nb;
+        const struct lm_block_q5_0 *x1 = two ? &x[i + 1] : &x[i];
+        __m512i qx;
+        __mmask64 neg;
+        lm_q5_0_pair_avx512(&x[i], x1, &qx, &neg);
+        const __m512i ax = _mm512_abs_epi8(qx);
+        const float dw0 = f16f(x[i].d), dw1 = f16f(x1->d);
         for (int t = 0; t < NT; t++) {
             const struct lm_block_q8_0 *y = (const struct lm_block_q8_0 *)((const char *)xq + t * xs);
-            const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ax,
-                _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)y[i].qs), qx));
-            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw * f16f(y[i].d)), _mm256_cvtepi32_ps(p), acc[t]);
+            const struct lm_block_q8_0 *y1 = two ? &y[i + 1] : &y[i];
+            const __m512i yy = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)y[i].qs)),
+                                                  _mm256_loadu_si256((const __m256i *)y1->qs), 1);
+            const __m512i sy = _mm512_mask_sub_epi8(yy, neg, _mm512_setzero_si512(), yy);
+            const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ax, sy);
+            const float d0 = dw0 * f16f(y[i].d);
+            const float d1 = two ? dw1 * f16f(y1->d) : 0.0f;
+            const __m512 d = _mm512_insertf32x8(_mm512_set1_ps(d0), _mm256_set1_ps(d1), 1);
+            acc[t] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(p), acc[t]);
         }
     }
-    for (int t = 0; t < NT; t++) s[t * ss] = hsum8(acc[t]);
+    for (int t = 0; t < NT; t++)
+        s[t * ss] = hsum8(_mm256_add_ps(_mm512_castps512_ps256(acc[t]), _mm512_extractf32x8_ps(acc[t], 1)));
 }
 
 // ============================================================================

@@ -7,4 +7,30 @@
 // Adds the AVX-512 multi-token dot products (kernels_gemm_avx512.c) to a table.
 void lm_kernels_avx512_fill_multi(struct lm_kernels *k);
 
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+#include <immintrin.h>
+#include <string.h>
+// Two q5_0 blocks -> 64 signed quants (q - 16) in one zmm, and the mask of negative ones.
+static inline __attribute__((always_inline)) void
+lm_q5_0_pair_avx512(const struct lm_block_q5_0 *a, const struct lm_block_q5_0 *b, __m512i *qx,
+                    __mmask64 *neg) {
+    const __m256i t = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)b->qs),
+                                       _mm_loadu_si128((const __m128i *)a->qs));
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m256i lo = _mm256_and_si256(t, m4), hi = _mm256_and_si256(_mm256_srli_epi16(t, 4), m4);
+    // [lo_a, lo_b, hi_a, hi_b] -> [lo_a, hi_a, lo_b, hi_b]: element order of each block
+    const __m512i z = _mm512_shuffle_i64x2(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1),
+                                           _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1),
+                                           _MM_SHUFFLE(3, 1, 2, 0));
+    uint32_t ha, hb;
+    memcpy(&ha, a->qh, 4);
+    memcpy(&hb, b->qh, 4);
+    const __mmask64 k = (__mmask64)ha | ((__mmask64)hb << 32);
+    const __m512i q = _mm512_mask_add_epi8(_mm512_sub_epi8(z, _mm512_set1_epi8(16)), k,
+                                           _mm512_sub_epi8(z, _mm512_set1_epi8(16)), _mm512_set1_epi8(16));
+    *qx = q;
+    *neg = _mm512_movepi8_mask(q);
+}
+#endif
+
 #endif
