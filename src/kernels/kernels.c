@@ -79,3 +79,16 @@ void lm_matvec_rows(const struct lm_kernels *k, enum lm_dtype t, const void *W, 
     const char *w = (const char *)W;
     for (int64_t r = r0; r < r1; r++) dot(n_in, &y[r - r0], w + (size_t)r * row_bytes, xq);
 }
+
+void lm_q8_0_repack_u8(const void *xq, int64_t n, uint8_t *xu, float *dyv) {
+    const struct lm_block_q8_0 *y = xq;
+    const int64_t nb = n / 32;
+    for (int64_t i = 0; i < nb; i++) {
+        for (int j = 0; j < 32; j++) xu[i * 32 + j] = (uint8_t)(y[i].qs[j] + 128);
+        const float d = lm_f16_to_f32(y[i].d);
+        float *v = dyv + (i / 2) * 16 + (i % 2) * 8;
+        for (int j = 0; j < 8; j++) v[j] = d;
+    }
+    if (nb % 2)
+        for (int j = 0; j < 8; j++) dyv[(nb / 2) * 16 + 8 + j] = 0.0f;
+}

@@ -24,13 +24,24 @@ typedef void (*lm_vec_dot_fn)(int64_t n, float *s, const void *w, const void *xq
 typedef void (*lm_vec_dot_n_fn)(int64_t n, int nt, float *s, size_t ss, const void *w,
                                 const void *xq, size_t xs);
 
+// Multi-token dot against q8_0 activations repacked for VNNI (lm_q8_0_repack_u8): xu rows of
+// unsigned bytes (q + 128, row stride xus bytes) and per block pair a 16-float scale vector
+// {d(2p) x8, d(2p+1) x8} (row stride dys floats). Same results as vec_dot_n / vec_dot.
+typedef void (*lm_vec_dot_n_u8_fn)(int64_t n, int nt, float *s, size_t ss, const void *w,
+                                   const uint8_t *xu, size_t xus, const float *dyv, size_t dys);
+
 struct lm_kernels {
     const char *name;                      // "generic", "avx2", "avx512", "avx512_vnni"
     lm_dequant_fn dequant[LM_DTYPE_COUNT]; // indexed by the weight dtype
     lm_quant_fn quant[LM_DTYPE_COUNT];     // indexed by the activation dtype produced
     lm_vec_dot_fn vec_dot[LM_DTYPE_COUNT]; // indexed by the weight dtype
     lm_vec_dot_n_fn vec_dot_n[LM_DTYPE_COUNT]; // multi-token variants (may be NULL)
+    lm_vec_dot_n_u8_fn vec_dot_n_u8[LM_DTYPE_COUNT]; // on repacked q8_0 activations (may be NULL)
 };
+
+// q8_0 row (n elements) -> xu (n bytes, q + 128) and dyv ((n/64 rounded up) x 16 floats;
+// a lone last block gets zero scales for its missing partner).
+void lm_q8_0_repack_u8(const void *xq, int64_t n, uint8_t *xu, float *dyv);
 
 // Activation dtype the dot product of weight dtype t consumes (as llama.cpp's CPU
 // backend does, so numerics match): q4_0/q5_0/q8_0 -> q8_0, q4_1/q5_1 -> q8_1,

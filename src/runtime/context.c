@@ -97,6 +97,8 @@ void lm_context_free(struct lm_context *c) {
     if (c->xq_priv)
         for (int i = 0; i < c->n_threads * LM_DTYPE_COUNT; i++) free(c->xq_priv[i]);
     free(c->xq_priv);
+    free(c->xu8);
+    free(c->xdyv);
     for (int i = 0; i < c->n_rope_slots; i++) free(c->rope_cs[i]);
     free(c->rope_slot);
     free(c);
@@ -162,6 +164,10 @@ enum lm_status lm_context_init(struct lm_context **out, struct lm_model *m,
                            tr->type_size;
         c->xq[act[i]] = xalloc(c, B * row, &ok);
     }
+    c->xu8_stride = widest;
+    c->xdyv_stride = ((widest / 32 + 1) / 2 + 1) * 16;
+    c->xu8 = xalloc(c, B * c->xu8_stride, &ok);
+    c->xdyv = xalloc(c, B * c->xdyv_stride * sizeof(float), &ok);
     c->xq_priv = calloc((size_t)p.n_threads * LM_DTYPE_COUNT, sizeof(void *));
     if (!c->xq_priv) ok = false;
     for (int t = 0; ok && t < p.n_threads; t++)

@@ -51,6 +51,41 @@ void lm_op_rmsnorm_heads(float *x, const struct lm_weight *w, int64_t n_rows, in
 
 // ================================================================ matmul
 
+// Rows [a, b) of W against all n_rows repacked activation rows. Blocks of 16 weight rows
+// (~7 KB of q5_0 at n_in 640) stay in L1 while tiles of 8 tokens stream past them; going
+// row by row instead re-read every token's activations from L2 once per weight row.
+#define LM_GEMM_ROW_BLOCK 16
+static void lm_matmul_rows_u8(const struct lm_context *c, lm_vec_dot_n_u8_fn dotu, float *Y,
+                              const struct lm_weight *W, int64_t n_rows, int64_t a, int64_t b) {
+    const int64_t n_in = W->n_in, n_out = W->n_out;
+    for (int64_t rb = a; rb < b; rb += LM_GEMM_ROW_BLOCK) {
+        const int64_t re = rb + LM_GEMM_ROW_BLOCK < b ? rb + LM_GEMM_ROW_BLOCK : b;
+        for (int64_t i = 0; i < n_rows; i += LM_VEC_DOT_MAX_NT) {
+            const int nt = n_rows - i < LM_VEC_DOT_MAX_NT ? (int)(n_rows - i) : LM_VEC_DOT_MAX_NT;
+            const uint8_t *xu = c->xu8 + (size_t)i * c->xu8_stride;
+            const float *dy = c->xdyv + (size_t)i * c->xdyv_stride;
+            for (int64_t r = rb; r < re; r++)
+                dotu(n_in, nt, &Y[i * n_out + r], (size_t)n_out,
+                     (const char *)W->data + (size_t)r * W->row_bytes, xu, c->xu8_stride, dy,
+                     c->xdyv_stride);
+        }
+    }
+}
+
+static void lm_matmul_rows_n(lm_vec_dot_n_fn dotn, float *Y, const struct lm_weight *W,
+                             const char *xq, size_t xrow, int64_t n_rows, int64_t a, int64_t b) {
+    const int64_t n_in = W->n_in, n_out = W->n_out;
+    for (int64_t rb = a; rb < b; rb += LM_GEMM_ROW_BLOCK) {
+        const int64_t re = rb + LM_GEMM_ROW_BLOCK < b ? rb + LM_GEMM_ROW_BLOCK : b;
+        for (int64_t i = 0; i < n_rows; i += LM_VEC_DOT_MAX_NT) {
+            const int nt = n_rows - i < LM_VEC_DOT_MAX_NT ? (int)(n_rows - i) : LM_VEC_DOT_MAX_NT;
+            for (int64_t r = rb; r < re; r++)
+                dotn(n_in, nt, &Y[i * n_out + r], (size_t)n_out,
+                     (const char *)W->data + (size_t)r * W->row_bytes, xq + (size_t)i * xrow, xrow);
+        }
+    }
+}
+
 // For each j: Ws[j] (n_out_j, n_in) @ X (n_rows, n_in) -> Ys[j] (n_rows, n_out_j).
 // X is quantized once per activation dtype the weights need (own buffer per dtype),
 // one barrier, then the rows of all weights are split across threads as one range
@@ -85,8 +120,12 @@ void lm_op_matmul_multi(struct lm_context *c, int n_w, float *const *Ys, const f
         any = true;
         int64_t s, e;
         split(n_rows, ith, nth, &s, &e);
-        for (int64_t i = s; i < e; i++)
+        for (int64_t i = s; i < e; i++) {
             k->quant[vt](X + i * n_in, (char *)c->xq[vt] + (size_t)i * xrow[j], n_in);
+            if (vt == LM_DTYPE_Q8_0) // for the VNNI multi-token kernels
+                lm_q8_0_repack_u8((char *)c->xq[vt] + (size_t)i * xrow[j], n_in,
+                                  c->xu8 + (size_t)i * c->xu8_stride, c->xdyv + (size_t)i * c->xdyv_stride);
+        }
     }
     if (any) lm_pool_barrier(c->pool);
     int64_t total = 0;
@@ -104,8 +143,18 @@ void lm_op_matmul_multi(struct lm_context *c, int n_w, float *const *Ys, const f
         if (a >= b) continue;
         lm_vec_dot_fn dot = k->vec_dot[W->type];
         lm_vec_dot_n_fn dotn = k->vec_dot_n[W->type];
+        lm_vec_dot_n_u8_fn dotu = n_rows > LM_PRIVATE_QUANT_ROWS && lm_vec_dot_type(W->type) == LM_DTYPE_Q8_0
+                                      ? k->vec_dot_n_u8[W->type] : NULL;
         float *Y = Ys[j];
         const char *xj = (const char *)xq[j];
+        if (dotu) { // repacked activations (prefill): blocks of rows x tiles of tokens
+            lm_matmul_rows_u8(c, dotu, Y, W, n_rows, a, b);
+            continue;
+        }
+        if (dotn && n_rows > LM_PRIVATE_QUANT_ROWS) { // same blocking for the other dtypes
+            lm_matmul_rows_n(dotn, Y, W, xj, xrow[j], n_rows, a, b);
+            continue;
+        }
         for (int64_t r = a; r < b; r++) {
             const void *wr = (const char *)W->data + (size_t)r * W->row_bytes;
             int64_t i = 0;
@@ -437,11 +486,22 @@ void lm_op_attention(struct lm_context *c, int il, int ith, int nth) {
 // ================================================================ fused, barrier-free chains
 
 // rows [a, b) of W (n_out, n_in) for every token, from quantized activations xq
-static void matmul_rows(const struct lm_kernels *k, float *Y, const struct lm_weight *W,
+static void matmul_rows(const struct lm_context *c, float *Y, const struct lm_weight *W,
                         const char *xq, size_t xrow, int64_t n_rows, int64_t a, int64_t b) {
+    const struct lm_kernels *k = c->kern;
     lm_vec_dot_fn dot = k->vec_dot[W->type];
     lm_vec_dot_n_fn dotn = k->vec_dot_n[W->type];
+    lm_vec_dot_n_u8_fn dotu = n_rows > LM_PRIVATE_QUANT_ROWS && lm_vec_dot_type(W->type) == LM_DTYPE_Q8_0
+                                  ? k->vec_dot_n_u8[W->type] : NULL;
     const int64_t n_in = W->n_in, n_out = W->n_out;
+    if (dotu) {
+        lm_matmul_rows_u8(c, dotu, Y, W, n_rows, a, b);
+        return;
+    }
+    if (dotn && n_rows > LM_PRIVATE_QUANT_ROWS) {
+        lm_matmul_rows_n(dotn, Y, W, xq, xrow, n_rows, a, b);
+        return;
+    }
     for (int64_t r = a; r < b; r++) {
         const void *wr = (const char *)W->data + (size_t)r * W->row_bytes;
         int64_t i = 0;
@@ -484,15 +544,20 @@ void lm_op_gate_up_act(struct lm_context *c, float *gate, float *up, const float
         } else {
             int64_t s, e;
             split(n_rows, ith, nth, &s, &e);
-            for (int64_t i = s; i < e; i++) k->quant[vt](X + i * n_in, buf + (size_t)i * xrow[j], n_in);
+            for (int64_t i = s; i < e; i++) {
+                k->quant[vt](X + i * n_in, buf + (size_t)i * xrow[j], n_in);
+                if (vt == LM_DTYPE_Q8_0)
+                    lm_q8_0_repack_u8(buf + (size_t)i * xrow[j], n_in, c->xu8 + (size_t)i * c->xu8_stride,
+                                      c->xdyv + (size_t)i * c->xdyv_stride);
+            }
             any = true;
         }
     }
     if (any) lm_pool_barrier(c->pool);
     int64_t a, b;
     split(F, ith, nth, &a, &b);
-    matmul_rows(k, gate, Wg, xq[0], xrow[0], n_rows, a, b);
-    matmul_rows(k, up, Wu, xq[1], xrow[1], n_rows, a, b);
+    matmul_rows(c, gate, Wg, xq[0], xrow[0], n_rows, a, b);
+    matmul_rows(c, up, Wu, xq[1], xrow[1], n_rows, a, b);
     if (lm_prof_on()) { // the activation is its own op in the profile
         const uint64_t t1 = lm_prof_ticks();
         lm_prof_op(ith, LM_OP_GATE_UP, il, *t, t1);

@@ -64,6 +64,11 @@ struct lm_context {
     // per-thread quantized activations for small batches (no barrier needed):
     // xq_priv[ith * LM_DTYPE_COUNT + dtype] -> (LM_PRIVATE_QUANT_ROWS, widest row bytes)
     void **xq_priv;
+    // q8_0 activations of large batches repacked for the VNNI multi-token kernels
+    // (lm_q8_0_repack_u8): xu8 (n_batch, xu8_stride bytes), xdyv (n_batch, xdyv_stride floats)
+    uint8_t *xu8;
+    float *xdyv;
+    size_t xu8_stride, xdyv_stride;
     // RoPE cos/sin per batch entry for each distinct (base, scale) of the layers:
     // rope_cs[slot] -> (n_batch, n_rot) as (cos, sin) pairs; rope_slot[layer] -> slot
     int32_t n_rope_slots;
