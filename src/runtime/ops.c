@@ -195,8 +195,31 @@ void lm_op_scale(float *x, float sc, int64_t n_rows, int64_t dim, int ith, int n
 
 // ================================================================ rope
 
-// Angles as ggml computes them: theta_i = pos * base^(-2i/n_rot), built by repeated
-// multiplication in float so rounding matches the reference.
+// cs = n_rot/2 (cos, sin) pairs of position pos, as ggml computes them:
+// theta_i = pos * base^(-2i/n_rot) built by repeated multiplication in float, so the
+// rounding matches the reference.
+static void rope_angles(float *cs, int32_t pos, int64_t n_rot, float theta_scale, float scale) {
+    float theta = (float)pos;
+    for (int64_t d = 0; d < n_rot / 2; d++) {
+        const float t = theta * scale;
+        cs[2 * d] = cosf(t);
+        cs[2 * d + 1] = sinf(t);
+        theta *= theta_scale;
+    }
+}
+
+static void rope_row(float *v, const float *cs, int64_t n_rot, enum lm_rope_type type) {
+    for (int64_t d = 0; d < n_rot / 2; d++) {
+        const float co = cs[2 * d], si = cs[2 * d + 1];
+        int64_t a, b;
+        if (type == LM_ROPE_NEOX) { a = d; b = d + n_rot / 2; }
+        else { a = 2 * d; b = 2 * d + 1; }
+        const float x0 = v[a], x1 = v[b];
+        v[a] = x0 * co - x1 * si;
+        v[b] = x0 * si + x1 * co;
+    }
+}
+
 void lm_op_rope(struct lm_context *c, float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot,
                 float base, float scale, enum lm_rope_type type, int ith, int nth) {
     int64_t s, e;
@@ -204,25 +227,8 @@ void lm_op_rope(struct lm_context *c, float *x, int64_t n_heads, int64_t head_di
     const float theta_scale = powf(base, -2.0f / (float)n_rot);
     float cs[1024]; // (n_rot/2) cos, sin pairs; head_dim <= 512 enforced at load
     for (int64_t i = s; i < e; i++) {
-        float theta = (float)c->batch[i].pos;
-        for (int64_t d = 0; d < n_rot / 2; d++) {
-            const float t = theta * scale;
-            cs[2 * d] = cosf(t);
-            cs[2 * d + 1] = sinf(t);
-            theta *= theta_scale;
-        }
-        for (int64_t h = 0; h < n_heads; h++) {
-            float *v = x + (i * n_heads + h) * head_dim;
-            for (int64_t d = 0; d < n_rot / 2; d++) {
-                const float co = cs[2 * d], si = cs[2 * d + 1];
-                int64_t a, b;
-                if (type == LM_ROPE_NEOX) { a = d; b = d + n_rot / 2; }
-                else { a = 2 * d; b = 2 * d + 1; }
-                const float x0 = v[a], x1 = v[b];
-                v[a] = x0 * co - x1 * si;
-                v[b] = x0 * si + x1 * co;
-            }
-        }
+        rope_angles(cs, c->batch[i].pos, n_rot, theta_scale, scale);
+        for (int64_t h = 0; h < n_heads; h++) rope_row(x + (i * n_heads + h) * head_dim, cs, n_rot, type);
     }
 }
 
@@ -584,28 +590,8 @@ void lm_op_rope_cache(struct lm_context *c, int ith, int nth) {
     for (int sl = 0; sl < c->n_rope_slots; sl++) {
         const float theta_scale = powf(c->rope_base[sl], -2.0f / (float)n_rot);
         const float scale = c->rope_scale[sl];
-        for (int64_t i = s; i < e; i++) {
-            float *cs = c->rope_cs[sl] + i * n_rot;
-            float theta = (float)c->batch[i].pos;
-            for (int64_t d = 0; d < n_rot / 2; d++) {
-                const float t = theta * scale;
-                cs[2 * d] = cosf(t);
-                cs[2 * d + 1] = sinf(t);
-                theta *= theta_scale;
-            }
-        }
-    }
-}
-
-static void rope_row(float *v, const float *cs, int64_t n_rot, enum lm_rope_type type) {
-    for (int64_t d = 0; d < n_rot / 2; d++) {
-        const float co = cs[2 * d], si = cs[2 * d + 1];
-        int64_t a, b;
-        if (type == LM_ROPE_NEOX) { a = d; b = d + n_rot / 2; }
-        else { a = 2 * d; b = 2 * d + 1; }
-        const float x0 = v[a], x1 = v[b];
-        v[a] = x0 * co - x1 * si;
-        v[b] = x0 * si + x1 * co;
+        for (int64_t i = s; i < e; i++)
+            rope_angles(c->rope_cs[sl] + i * n_rot, c->batch[i].pos, n_rot, theta_scale, scale);
     }
 }
 
