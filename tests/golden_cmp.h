@@ -39,7 +39,7 @@ struct golden {
     struct golden_prompt *p;
 };
 
-static char *golden_read_file(const char *path, size_t *len) {
+static inline char *golden_read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
     if (fseek(f, 0, SEEK_END) != 0) { fclose(f); return NULL; }
@@ -54,14 +54,14 @@ static char *golden_read_file(const char *path, size_t *len) {
     return buf;
 }
 
-static int golden_hexval(int c) {
+static inline int golden_hexval(int c) {
     if (c >= '0' && c <= '9') return c - '0';
     if (c >= 'a' && c <= 'f') return c - 'a' + 10;
     if (c >= 'A' && c <= 'F') return c - 'A' + 10;
     return -1;
 }
 
-static void golden_free(struct golden *g) {
+static inline void golden_free(struct golden *g) {
     for (int i = 0; g->p && i < g->n_prompts; i++) {
         struct golden_prompt *p = &g->p[i];
         free(p->text); free(p->tokens); free(p->top_id); free(p->top_val);
@@ -83,7 +83,7 @@ static void golden_free(struct golden *g) {
     } while (0)
 
 // Parses the whole file; returns 1 on success. Lines are split in place.
-static int golden_load(struct golden *g, const char *path) {
+static inline int golden_load(struct golden *g, const char *path) {
     memset(g, 0, sizeof *g);
     size_t len;
     char *buf = golden_read_file(path, &len);
@@ -210,7 +210,7 @@ static int golden_load(struct golden *g, const char *path) {
 // =====================================================================  helpers
 
 // Indices of the k largest logits, by value desc then id asc (same order as the golden file).
-static void golden_top_k(const float *x, int n, int k, int32_t *out) {
+static inline void golden_top_k(const float *x, int n, int k, int32_t *out) {
     for (int j = 0; j < k; j++) out[j] = -1;
     for (int i = 0; i < n; i++) {
         float v = x[i];
@@ -224,7 +224,7 @@ static void golden_top_k(const float *x, int n, int k, int32_t *out) {
     }
 }
 
-static int golden_argmax(const float *x, int n) {
+static inline int golden_argmax(const float *x, int n) {
     int b = 0;
     for (int i = 1; i < n; i++)
         if (x[i] > x[b]) b = i;
@@ -234,7 +234,7 @@ static int golden_argmax(const float *x, int n) {
 // Decodes toks[0..n) at positions 0.. of seq 0 in chunks of n_batch. If all_logits, calls
 // fn(ud, pos, logits) for every position; otherwise only the last entry has logits.
 typedef void (*golden_logits_fn)(void *ud, int pos, const float *logits);
-static int golden_decode(struct lm_context *c, const int32_t *toks, int n, int n_batch,
+static inline int golden_decode(struct lm_context *c, const int32_t *toks, int n, int n_batch,
                          int all_logits, golden_logits_fn fn, void *ud) {
     struct lm_batch_entry *e = malloc(sizeof *e * (size_t)n_batch);
     for (int p0 = 0; p0 < n; p0 += n_batch) {
@@ -276,7 +276,7 @@ struct golden_cmp {
 };
 
 // golden_logits_fn: compares one position's logits with the golden top-20.
-static void golden_compare_position(void *ud, int pos, const float *logits) {
+static inline void golden_compare_position(void *ud, int pos, const float *logits) {
     struct golden_cmp *s = ud;
     const int nt = s->g->n_top;
     const int32_t *gid = s->gp->top_id + (size_t)pos * nt;

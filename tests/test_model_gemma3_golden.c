@@ -7,12 +7,11 @@
 // LM_TEST_LABELS: model
 #include "lm_test.h"
 #include "lumen.h"
+#include "golden_cmp.h" // golden file format, parser, top-k helpers
 
 #include <stdint.h>
 #include <time.h>
 
-#define LM_GOLDEN_NEAR_TIE 0.1 // top-1/top-2 gap (llama.cpp) below which order may differ
-#define LM_GOLDEN_MIN_TOP5_OVERLAP 4
 #define LM_GOLDEN_BATCH 512
 
 // How close is close enough is calibrated by llama.cpp itself: its batched path
@@ -43,213 +42,7 @@ struct agree {
     int greedy, greedy_match, greedy_bad;
 };
 
-// =====================================================================  golden file parsing
-
-struct golden_prompt {
-    char name[64];
-    int special;
-    char *text;       // UTF-8, NUL-terminated
-    size_t text_len;
-    int n_tokens;
-    int32_t *tokens;  // [n_tokens]
-    int32_t *top_id;  // [n_tokens][n_top]
-    float *top_val;   // [n_tokens][n_top]
-    int n_greedy;
-    int32_t *greedy_id;  // [n_greedy]
-    float *greedy_gap;   // [n_greedy] llama.cpp top1 - top2 logit
-};
-
-struct golden {
-    int n_prompts, n_top, n_greedy;
-    struct golden_prompt *p;
-};
-
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    if (fseek(f, 0, SEEK_END) != 0) { fclose(f); return NULL; }
-    long n = ftell(f);
-    if (n < 0) { fclose(f); return NULL; }
-    rewind(f);
-    char *buf = malloc((size_t)n + 1);
-    if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n) { free(buf); fclose(f); return NULL; }
-    fclose(f);
-    buf[n] = 0;
-    *len = (size_t)n;
-    return buf;
-}
-
-static int hexval(int c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
-static void golden_free(struct golden *g);
-
-#define PARSE_FAIL(...)                                                   \
-    do {                                                                  \
-        fprintf(stderr, "golden: %s:%d: ", path, lineno);                 \
-        fprintf(stderr, __VA_ARGS__);                                     \
-        fputc('\n', stderr);                                              \
-        free(buf);                                                        \
-        golden_free(g);                                                   \
-        return 0;                                                         \
-    } while (0)
-
-// Parses the whole file; returns 1 on success. Lines are split in place.
-static int golden_load(struct golden *g, const char *path) {
-    memset(g, 0, sizeof *g);
-    size_t len;
-    char *buf = read_file(path, &len);
-    int lineno = 0;
-    if (!buf) PARSE_FAIL("cannot read");
-    struct golden_prompt *cur = NULL;
-    int n_pos_seen = 0, idx = 0;
-    char *line = buf;
-    while (line && *line) {
-        char *nl = strchr(line, '\n');
-        if (nl) *nl = 0;
-        lineno++;
-        char *s = line;
-        line = nl ? nl + 1 : NULL;
-        if (*s == '#' || *s == 0) continue;
-        char *rest;
-        if (!strncmp(s, "n_prompts ", 10)) {
-            g->n_prompts = atoi(s + 10);
-            if (g->n_prompts <= 0 || g->n_prompts > 1000) PARSE_FAIL("bad n_prompts");
-            g->p = calloc((size_t)g->n_prompts, sizeof *g->p);
-        } else if (!strncmp(s, "n_top ", 6)) {
-            g->n_top = atoi(s + 6);
-            if (g->n_top < 5 || g->n_top > 1000) PARSE_FAIL("bad n_top");
-        } else if (!strncmp(s, "n_greedy ", 9)) {
-            g->n_greedy = atoi(s + 9);
-            if (g->n_greedy < 0 || g->n_greedy > 100000) PARSE_FAIL("bad n_greedy");
-        } else if (!strncmp(s, "prompt ", 7)) {
-            if (!g->p || !g->n_top) PARSE_FAIL("prompt before header");
-            int n_tok = 0;
-            char name[64] = {0};
-            if (sscanf(s + 7, "%d %d %63s", &idx, &n_tok, name) != 3) PARSE_FAIL("bad prompt line");
-            if (idx < 0 || idx >= g->n_prompts || n_tok <= 0 || n_tok > 1000000)
-                PARSE_FAIL("prompt index/count out of range");
-            cur = &g->p[idx];
-            snprintf(cur->name, sizeof cur->name, "%s", name);
-            cur->n_tokens = n_tok;
-            cur->tokens = calloc((size_t)n_tok, sizeof(int32_t));
-            cur->top_id = calloc((size_t)n_tok * (size_t)g->n_top, sizeof(int32_t));
-            cur->top_val = calloc((size_t)n_tok * (size_t)g->n_top, sizeof(float));
-            cur->greedy_id = calloc((size_t)g->n_greedy + 1, sizeof(int32_t));
-            cur->greedy_gap = calloc((size_t)g->n_greedy + 1, sizeof(float));
-            n_pos_seen = 0;
-        } else if (!cur) {
-            PARSE_FAIL("unexpected line before 'prompt'");
-        } else if (!strncmp(s, "special ", 8)) {
-            cur->special = atoi(s + 8);
-        } else if (!strncmp(s, "text ", 5)) {
-            const char *h = s + 5;
-            size_t hl = strlen(h);
-            if (hl % 2) PARSE_FAIL("odd hex length");
-            cur->text = malloc(hl / 2 + 1);
-            for (size_t i = 0; i < hl / 2; i++) {
-                int hi = hexval(h[2 * i]), lo = hexval(h[2 * i + 1]);
-                if (hi < 0 || lo < 0) PARSE_FAIL("bad hex");
-                cur->text[i] = (char)(hi * 16 + lo);
-            }
-            cur->text[hl / 2] = 0;
-            cur->text_len = hl / 2;
-        } else if (!strncmp(s, "tokens ", 7)) {
-            rest = s + 7;
-            for (int i = 0; i < cur->n_tokens; i++) {
-                char *e;
-                long v = strtol(rest, &e, 10);
-                if (e == rest) PARSE_FAIL("too few tokens");
-                cur->tokens[i] = (int32_t)v;
-                rest = e;
-            }
-        } else if (!strncmp(s, "pos ", 4)) {
-            char *e;
-            long p = strtol(s + 4, &e, 10);
-            if (p != n_pos_seen || p >= cur->n_tokens) PARSE_FAIL("pos %ld out of order", p);
-            rest = e;
-            for (int k = 0; k < g->n_top; k++) {
-                long id = strtol(rest, &e, 10);
-                if (e == rest || *e != ':') PARSE_FAIL("bad pair %d at pos %ld", k, p);
-                rest = e + 1;
-                float v = strtof(rest, &e);
-                if (e == rest) PARSE_FAIL("bad value %d at pos %ld", k, p);
-                rest = e;
-                cur->top_id[(size_t)p * g->n_top + k] = (int32_t)id;
-                cur->top_val[(size_t)p * g->n_top + k] = v;
-            }
-            n_pos_seen++;
-        } else if (!strncmp(s, "greedy", 6)) {
-            rest = s + 6;
-            for (int k = 0; k < g->n_greedy; k++) {
-                char *e;
-                long id = strtol(rest, &e, 10);
-                if (e == rest || *e != ':') PARSE_FAIL("bad greedy item %d", k);
-                rest = e + 1;
-                float v = strtof(rest, &e);
-                if (e == rest) PARSE_FAIL("bad greedy gap %d", k);
-                rest = e;
-                cur->greedy_id[k] = (int32_t)id;
-                cur->greedy_gap[k] = v;
-            }
-            cur->n_greedy = g->n_greedy;
-        } else if (!strcmp(s, "end")) {
-            if (n_pos_seen != cur->n_tokens || !cur->text)
-                PARSE_FAIL("prompt %d incomplete (%d/%d positions)", idx, n_pos_seen, cur->n_tokens);
-            cur = NULL;
-        } else {
-            PARSE_FAIL("unknown line '%.20s'", s);
-        }
-    }
-    free(buf);
-    if (!g->p) { fprintf(stderr, "golden: %s: no prompts\n", path); return 0; }
-    for (int i = 0; i < g->n_prompts; i++)
-        if (!g->p[i].tokens || !g->p[i].text || g->p[i].n_greedy != g->n_greedy) {
-            fprintf(stderr, "golden: %s: prompt %d missing or incomplete\n", path, i);
-            golden_free(g);
-            return 0;
-        }
-    return 1;
-}
-
-static void golden_free(struct golden *g) {
-    for (int i = 0; g->p && i < g->n_prompts; i++) {
-        struct golden_prompt *p = &g->p[i];
-        free(p->text); free(p->tokens); free(p->top_id); free(p->top_val);
-        free(p->greedy_id); free(p->greedy_gap);
-    }
-    free(g->p);
-    g->p = NULL;
-    g->n_prompts = 0;
-}
-
 // =====================================================================  helpers
-
-// Indices of the k largest logits, by value desc then id asc (same order as the golden file).
-static void top_k(const float *x, int n, int k, int32_t *out) {
-    for (int j = 0; j < k; j++) out[j] = -1;
-    for (int i = 0; i < n; i++) {
-        float v = x[i];
-        if (out[k - 1] >= 0 && !(v > x[out[k - 1]])) continue;
-        int j = k - 1;
-        while (j > 0 && (out[j - 1] < 0 || v > x[out[j - 1]])) {
-            out[j] = out[j - 1];
-            j--;
-        }
-        out[j] = i;
-    }
-}
-
-static int argmax(const float *x, int n) {
-    int b = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return b;
-}
 
 static double now_s(void) {
     struct timespec ts;
@@ -306,7 +99,7 @@ static void compare_position(void *ud, int pos, const float *logits) {
     const int32_t *gid = s->gp->top_id + (size_t)pos * nt;
     const float *gval = s->gp->top_val + (size_t)pos * nt;
     int32_t mine[5];
-    top_k(logits, s->n_vocab, 5, mine);
+    golden_top_k(logits, s->n_vocab, 5, mine);
     s->n_pos++;
     if (mine[0] == gid[0]) {
         s->top1_agree++;
@@ -447,7 +240,7 @@ static void run_file(const char *file, struct agree *tot) {
             const float *l = lm_get_logits(c, 0);
             CHECKF(l != NULL, "[%s] greedy step %d: no logits", gp->name, k);
             if (!l) break;
-            int t = argmax(l, n_vocab);
+            int t = golden_argmax(l, n_vocab);
             int want = gp->greedy_id[k];
             if (t == want) {
                 n_match++;
