@@ -13,7 +13,6 @@
 #include "lumen.h"
 #include "model/model.h"
 #include "prof/prof.h"
-#include "prof/prof_internal.h"
 #include "runtime/runtime.h"
 #include "tokenizer/tokenizer.h"
 
@@ -76,20 +75,10 @@ void lm_bench_breakdown_free(struct lm_bench_breakdown *b) {
 }
 
 // ================================================================ profiler aggregates
-// Read straight from the SUMMARY tables (prof_internal.h): prof.h has no query API for
-// in-memory aggregates yet. Times are means over the pool's threads, in ms.
+// Times are means over the pool's threads, in ms (lm_prof_query_ms).
 
 static double prof_ms(int ph, int op, int layer, bool bar, uint64_t *count0) {
-    const struct lm_prof_state *s = &lm_prof_g;
-    if (!s->th || s->n_threads < 1) return 0;
-    const size_t slot = lm_prof_slot(ph, op, layer);
-    double sum = 0;
-    for (int t = 0; t < s->n_threads; t++) {
-        const struct lm_prof_stat *st = (bar ? s->th[t].bar : s->th[t].op) + slot;
-        sum += (double)st->sum;
-        if (t == 0 && count0) *count0 += st->n;
-    }
-    return sum / s->n_threads * s->ns_per_tick / 1e6;
+    return lm_prof_query_ms((enum lm_prof_phase)ph, (enum lm_prof_op)op, layer, bar, count0);
 }
 
 // Sum over layers -1..n_layer-1 of one op (compute or barrier) in phase ph.
@@ -153,20 +142,19 @@ static void collect_ops(struct lm_bench_breakdown *b, double pool_wait_ms) {
         c->bytes = defs[d].grp >= 0 ? mi->grp_bytes[defs[d].grp] : 0;
     }
     // matmul shapes (time on thread 0 per execution), all phases
-    const struct lm_prof_state *s = &lm_prof_g;
-    for (int i = 0; i < s->n_mm_sum && b->n_mm < BD_MAX_MM; i++) {
-        const struct lm_prof_mm_sum *e = &s->mm_sum[i];
+    struct lm_prof_matmul_agg e;
+    for (int i = 0; i < lm_prof_matmul_count() && b->n_mm < BD_MAX_MM; i++) {
+        if (!lm_prof_matmul_get(i, &e)) break;
         struct bd_mm *x = &b->mm[b->n_mm++];
-        snprintf(x->op, sizeof x->op, "%s", lm_prof_op_name((enum lm_prof_op)e->op));
-        snprintf(x->dtype, sizeof x->dtype, "%s", lm_dtype_name((enum lm_dtype)e->wtype));
-        snprintf(x->variant, sizeof x->variant, "%s", e->variant[0] ? e->variant : "-");
-        x->m = e->m;
-        x->n = e->n;
-        x->k = e->k;
-        x->count = e->st.n;
-        const double ns = (double)e->st.sum * s->ns_per_tick;
-        x->ms = ns / 1e6;
-        x->gbps = ns > 0 ? (double)e->bytes / ns : 0;
+        snprintf(x->op, sizeof x->op, "%s", lm_prof_op_name(e.op));
+        snprintf(x->dtype, sizeof x->dtype, "%s", lm_dtype_name(e.wtype));
+        snprintf(x->variant, sizeof x->variant, "%s", e.variant[0] ? e.variant : "-");
+        x->m = e.m;
+        x->n = e.n;
+        x->k = e.k;
+        x->count = e.count;
+        x->ms = e.total_ms;
+        x->gbps = e.total_ms > 0 ? (double)e.bytes / (e.total_ms * 1e6) : 0;
     }
 }
 

@@ -472,3 +472,36 @@ void lm_prof_stat_merge(struct lm_prof_stat *dst, const struct lm_prof_stat *src
     dst->n += src->n;
     dst->sum += src->sum;
 }
+
+// ============================================================================
+// queries on the SUMMARY aggregates
+// ============================================================================
+
+double lm_prof_query_ms(enum lm_prof_phase ph, enum lm_prof_op op, int layer, bool barrier,
+                        uint64_t *count) {
+    const struct lm_prof_state *s = &lm_prof_g;
+    if (!s->th || s->n_threads < 1 || (unsigned)op >= LM_OP_COUNT || (unsigned)ph >= LM_PHASE_COUNT ||
+        layer < -1 || layer >= LM_PROF_MAX_LAYERS)
+        return 0.0;
+    const size_t slot = lm_prof_slot(ph, op, layer);
+    double sum = 0;
+    for (int t = 0; t < s->n_threads; t++) {
+        const struct lm_prof_stat *st = (barrier ? s->th[t].bar : s->th[t].op) + slot;
+        sum += (double)st->sum;
+        if (t == 0 && count) *count += st->n;
+    }
+    return sum / s->n_threads * s->ns_per_tick / 1e6;
+}
+
+int lm_prof_matmul_count(void) { return lm_prof_g.mm_sum ? lm_prof_g.n_mm_sum : 0; }
+
+bool lm_prof_matmul_get(int i, struct lm_prof_matmul_agg *out) {
+    const struct lm_prof_state *s = &lm_prof_g;
+    if (!s->mm_sum || i < 0 || i >= s->n_mm_sum) return false;
+    const struct lm_prof_mm_sum *e = &s->mm_sum[i];
+    *out = (struct lm_prof_matmul_agg){
+        .op = (enum lm_prof_op)e->op, .wtype = (enum lm_dtype)e->wtype, .m = e->m, .n = e->n,
+        .k = e->k, .variant = e->variant, .count = e->st.n,
+        .total_ms = (double)e->st.sum * s->ns_per_tick / 1e6, .bytes = e->bytes};
+    return true;
+}

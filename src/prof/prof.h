@@ -165,6 +165,25 @@ static inline void lm_prof_memory(const struct lm_prof_memory *mem) {
 // Current RSS and peak RSS of the process from /proc/self/status (0 if unavailable).
 void lm_prof_read_rss(uint64_t *rss, uint64_t *rss_peak);
 
+// ---- queries on the in-memory SUMMARY aggregates (for lumen bench --breakdown)
+// Total ms of op in phase ph at layer (-1 = not per layer): its compute spans, or with
+// barrier = true the waits at the barrier after it; averaged over the pool threads.
+// *count (if not NULL) is incremented by the number of executions on thread 0.
+double lm_prof_query_ms(enum lm_prof_phase ph, enum lm_prof_op op, int layer, bool barrier,
+                        uint64_t *count);
+// Matmul shape x variant aggregates over the whole run.
+struct lm_prof_matmul_agg {
+    enum lm_prof_op op;
+    enum lm_dtype wtype;
+    int64_t m, n, k;
+    const char *variant; // valid until lm_prof_shutdown()
+    uint64_t count;      // executions
+    double total_ms;     // time on thread 0
+    uint64_t bytes;      // total over all executions
+};
+int lm_prof_matmul_count(void);
+bool lm_prof_matmul_get(int i, struct lm_prof_matmul_agg *out);
+
 // ---- output
 // End-of-run summary (the --profile table) to f.
 void lm_prof_print_summary(FILE *f);
