@@ -37,9 +37,15 @@ void lm_fwd_matmul_event(struct lm_context *c, enum lm_prof_op op, int layer, ui
         }
     }
     const size_t vlen = strlen(variant);
-    const bool multi = ev.n > 1 && c->kern->vec_dot_n[mm[0]->type] != NULL;
-    snprintf(variant + vlen, sizeof variant - vlen, "_%s%s", c->kern->name,
-             multi ? "_multitoken" : "");
+    // which path lm_op_matmul* takes: repacked-activation GEMM tiles, multi-token dots, or
+    // one dot per (row, token)
+    const enum lm_dtype w0 = mm[0]->type;
+    const char *path = "";
+    if (ev.n > LM_PRIVATE_QUANT_ROWS && lm_vec_dot_type(w0) == LM_DTYPE_Q8_0 && c->kern->vec_dot_n_u8[w0])
+        path = "_gemm_u8";
+    else if (ev.n > 1 && c->kern->vec_dot_n[w0])
+        path = "_multitoken";
+    snprintf(variant + vlen, sizeof variant - vlen, "_%s%s", c->kern->name, path);
     ev.weight = name;
     ev.variant = variant;
     ev.bytes = wbytes + (uint64_t)ev.n * (uint64_t)(ev.k + ev.m) * sizeof(float);
