@@ -99,6 +99,8 @@ void lm_context_free(struct lm_context *c) {
     free(c->xq_priv);
     free(c->xu8);
     free(c->xdyv);
+    free(c->xu8_priv);
+    free(c->xdyv_priv);
     for (int i = 0; i < c->n_rope_slots; i++) free(c->rope_cs[i]);
     free(c->rope_slot);
     free(c);
@@ -168,6 +170,8 @@ enum lm_status lm_context_init(struct lm_context **out, struct lm_model *m,
     c->xdyv_stride = ((widest / 32 + 1) / 2 + 1) * 16;
     c->xu8 = xalloc(c, B * c->xu8_stride, &ok);
     c->xdyv = xalloc(c, B * c->xdyv_stride * sizeof(float), &ok);
+    c->xu8_priv = xalloc(c, (size_t)p.n_threads * LM_PRIVATE_QUANT_ROWS * c->xu8_stride, &ok);
+    c->xdyv_priv = xalloc(c, (size_t)p.n_threads * LM_PRIVATE_QUANT_ROWS * c->xdyv_stride * sizeof(float), &ok);
     c->xq_priv = calloc((size_t)p.n_threads * LM_DTYPE_COUNT, sizeof(void *));
     if (!c->xq_priv) ok = false;
     for (int t = 0; ok && t < p.n_threads; t++)

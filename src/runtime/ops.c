@@ -11,6 +11,10 @@
 #define LM_OPS_F16C 1
 #endif
 
+// this thread's repacked q8_0 activations for small batches (LM_PRIVATE_QUANT_ROWS rows)
+#define XU8_PRIV(c, ith) ((c)->xu8_priv + (size_t)(ith) * LM_PRIVATE_QUANT_ROWS * (c)->xu8_stride)
+#define XDY_PRIV(c, ith) ((c)->xdyv_priv + (size_t)(ith) * LM_PRIVATE_QUANT_ROWS * (c)->xdyv_stride)
+
 // [start, end) of n items for thread ith of nth
 static inline void split(int64_t n, int ith, int nth, int64_t *s, int64_t *e) {
     int64_t per = (n + nth - 1) / nth;
@@ -56,14 +60,15 @@ void lm_op_rmsnorm_heads(float *x, const struct lm_weight *w, int64_t n_rows, in
 // row by row instead re-read every token's activations from L2 once per weight row.
 #define LM_GEMM_ROW_BLOCK 16
 static void lm_matmul_rows_u8(const struct lm_context *c, lm_vec_dot_n_u8_fn dotu, float *Y,
-                              const struct lm_weight *W, int64_t n_rows, int64_t a, int64_t b) {
+                              const struct lm_weight *W, const uint8_t *xu0, const float *xdy0,
+                              int64_t n_rows, int64_t a, int64_t b) {
     const int64_t n_in = W->n_in, n_out = W->n_out;
     for (int64_t rb = a; rb < b; rb += LM_GEMM_ROW_BLOCK) {
         const int64_t re = rb + LM_GEMM_ROW_BLOCK < b ? rb + LM_GEMM_ROW_BLOCK : b;
         for (int64_t i = 0; i < n_rows; i += LM_VEC_DOT_MAX_NT) {
             const int nt = n_rows - i < LM_VEC_DOT_MAX_NT ? (int)(n_rows - i) : LM_VEC_DOT_MAX_NT;
-            const uint8_t *xu = c->xu8 + (size_t)i * c->xu8_stride;
-            const float *dy = c->xdyv + (size_t)i * c->xdyv_stride;
+            const uint8_t *xu = xu0 + (size_t)i * c->xu8_stride;
+            const float *dy = xdy0 + (size_t)i * c->xdyv_stride;
             for (int64_t r = rb; r < re; r++)
                 dotu(n_in, nt, &Y[i * n_out + r], (size_t)n_out,
                      (const char *)W->data + (size_t)r * W->row_bytes, xu, c->xu8_stride, dy,
@@ -113,8 +118,12 @@ void lm_op_matmul_multi(struct lm_context *c, int n_w, float *const *Ys, const f
         if (done[vt]) continue;
         done[vt] = true;
         if (priv) { // every thread quantizes all rows into its own buffer: no barrier
-            for (int64_t i = 0; i < n_rows; i++)
+            for (int64_t i = 0; i < n_rows; i++) {
                 k->quant[vt](X + i * n_in, (char *)xq[j] + (size_t)i * xrow[j], n_in);
+                if (vt == LM_DTYPE_Q8_0)
+                    lm_q8_0_repack_u8((char *)xq[j] + (size_t)i * xrow[j], n_in, XU8_PRIV(c, ith) + (size_t)i * c->xu8_stride,
+                                      XDY_PRIV(c, ith) + (size_t)i * c->xdyv_stride);
+            }
             continue;
         }
         any = true;
@@ -143,12 +152,13 @@ void lm_op_matmul_multi(struct lm_context *c, int n_w, float *const *Ys, const f
         if (a >= b) continue;
         lm_vec_dot_fn dot = k->vec_dot[W->type];
         lm_vec_dot_n_fn dotn = k->vec_dot_n[W->type];
-        lm_vec_dot_n_u8_fn dotu = n_rows > LM_PRIVATE_QUANT_ROWS && lm_vec_dot_type(W->type) == LM_DTYPE_Q8_0
-                                      ? k->vec_dot_n_u8[W->type] : NULL;
+        lm_vec_dot_n_u8_fn dotu = lm_vec_dot_type(W->type) == LM_DTYPE_Q8_0 ? k->vec_dot_n_u8[W->type] : NULL;
         float *Y = Ys[j];
         const char *xj = (const char *)xq[j];
-        if (dotu) { // repacked activations (prefill): blocks of rows x tiles of tokens
-            lm_matmul_rows_u8(c, dotu, Y, W, n_rows, a, b);
+        if (dotu) { // repacked activations: blocks of rows x tiles of tokens (also 1 token)
+            const bool priv = n_rows <= LM_PRIVATE_QUANT_ROWS;
+            lm_matmul_rows_u8(c, dotu, Y, W, priv ? XU8_PRIV(c, ith) : c->xu8,
+                              priv ? XDY_PRIV(c, ith) : c->xdyv, n_rows, a, b);
             continue;
         }
         if (dotn && n_rows > LM_PRIVATE_QUANT_ROWS) { // same blocking for the other dtypes
@@ -492,16 +502,17 @@ void lm_op_attention(struct lm_context *c, int il, int ith, int nth) {
 // ================================================================ fused, barrier-free chains
 
 // rows [a, b) of W (n_out, n_in) for every token, from quantized activations xq
-static void matmul_rows(const struct lm_context *c, float *Y, const struct lm_weight *W,
+static void matmul_rows(const struct lm_context *c, int ith, float *Y, const struct lm_weight *W,
                         const char *xq, size_t xrow, int64_t n_rows, int64_t a, int64_t b) {
     const struct lm_kernels *k = c->kern;
     lm_vec_dot_fn dot = k->vec_dot[W->type];
     lm_vec_dot_n_fn dotn = k->vec_dot_n[W->type];
-    lm_vec_dot_n_u8_fn dotu = n_rows > LM_PRIVATE_QUANT_ROWS && lm_vec_dot_type(W->type) == LM_DTYPE_Q8_0
-                                  ? k->vec_dot_n_u8[W->type] : NULL;
+    lm_vec_dot_n_u8_fn dotu = lm_vec_dot_type(W->type) == LM_DTYPE_Q8_0 ? k->vec_dot_n_u8[W->type] : NULL;
     const int64_t n_in = W->n_in, n_out = W->n_out;
     if (dotu) {
-        lm_matmul_rows_u8(c, dotu, Y, W, n_rows, a, b);
+        const bool priv = n_rows <= LM_PRIVATE_QUANT_ROWS;
+        lm_matmul_rows_u8(c, dotu, Y, W, priv ? XU8_PRIV(c, ith) : c->xu8, priv ? XDY_PRIV(c, ith) : c->xdyv,
+                          n_rows, a, b);
         return;
     }
     if (dotn && n_rows > LM_PRIVATE_QUANT_ROWS) {
@@ -546,7 +557,12 @@ void lm_op_gate_up_act(struct lm_context *c, float *gate, float *up, const float
         xq[j] = buf;
         if (j == 1 && vt == tg) continue; // same activation type: already quantized
         if (priv) {
-            for (int64_t i = 0; i < n_rows; i++) k->quant[vt](X + i * n_in, buf + (size_t)i * xrow[j], n_in);
+            for (int64_t i = 0; i < n_rows; i++) {
+                k->quant[vt](X + i * n_in, buf + (size_t)i * xrow[j], n_in);
+                if (vt == LM_DTYPE_Q8_0)
+                    lm_q8_0_repack_u8(buf + (size_t)i * xrow[j], n_in, XU8_PRIV(c, ith) + (size_t)i * c->xu8_stride,
+                                      XDY_PRIV(c, ith) + (size_t)i * c->xdyv_stride);
+            }
         } else {
             int64_t s, e;
             split(n_rows, ith, nth, &s, &e);
@@ -562,8 +578,8 @@ void lm_op_gate_up_act(struct lm_context *c, float *gate, float *up, const float
     if (any) lm_pool_barrier(c->pool);
     int64_t a, b;
     split(F, ith, nth, &a, &b);
-    matmul_rows(c, gate, Wg, xq[0], xrow[0], n_rows, a, b);
-    matmul_rows(c, up, Wu, xq[1], xrow[1], n_rows, a, b);
+    matmul_rows(c, ith, gate, Wg, xq[0], xrow[0], n_rows, a, b);
+    matmul_rows(c, ith, up, Wu, xq[1], xrow[1], n_rows, a, b);
     if (lm_prof_on()) { // the activation is its own op in the profile
         const uint64_t t1 = lm_prof_ticks();
         lm_prof_op(ith, LM_OP_GATE_UP, il, *t, t1);

@@ -68,6 +68,8 @@ struct lm_context {
     // (lm_q8_0_repack_u8): xu8 (n_batch, xu8_stride bytes), xdyv (n_batch, xdyv_stride floats)
     uint8_t *xu8;
     float *xdyv;
+    uint8_t *xu8_priv; // (n_threads, LM_PRIVATE_QUANT_ROWS, xu8_stride): small batches
+    float *xdyv_priv;  // (n_threads, LM_PRIVATE_QUANT_ROWS, xdyv_stride)
     size_t xu8_stride, xdyv_stride;
     // RoPE cos/sin per batch entry for each distinct (base, scale) of the layers:
     // rope_cs[slot] -> (n_batch, n_rot) as (cos, sin) pairs; rope_slot[layer] -> slot
