@@ -232,8 +232,8 @@ LM_DEF_N(q6_K)
 // dpbusd starts at -128 * sum(w) (per i32 lane, once per weight pair), so per token the
 // work is one load, one vpdpbusd, one convert, one multiply and one fma per 64 weights.
 
-AI void pair_u8_n(const int NT, const __m512i qx, const __m512 dwv, int64_t pair, float *s,
-                  const uint8_t *xu, size_t xus, const float *dyv, size_t dys, __m512 *acc) {
+AI void pair_u8_n(const int NT, const __m512i qx, const __m512 dwv, int64_t pair, const uint8_t *xu,
+                  size_t xus, const float *dyv, size_t dys, __m512 *acc) {
     const __m512i negc = _mm512_sub_epi32(_mm512_setzero_si512(),
                                           _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8((char)0x80), qx));
     for (int t = 0; t < NT; t++) {
@@ -242,7 +242,6 @@ AI void pair_u8_n(const int NT, const __m512i qx, const __m512 dwv, int64_t pair
         const __m512 d = _mm512_mul_ps(dwv, _mm512_loadu_ps(dyv + t * dys + pair * 16));
         acc[t] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(p), acc[t]);
     }
-    (void)s;
 }
 
 AI void q5_0_u8_n(const int NT, int64_t n, float *s, size_t ss, const void *w, const uint8_t *xu,
@@ -258,7 +257,7 @@ AI void q5_0_u8_n(const int NT, int64_t n, float *s, size_t ss, const void *w, c
         __mmask64 neg;
         lm_q5_0_pair_avx512(&x[i], x1, &qx, &neg);
         const __m512 dwv = _mm512_insertf32x8(_mm512_set1_ps(f16f(x[i].d)), _mm256_set1_ps(f16f(x1->d)), 1);
-        pair_u8_n(NT, qx, dwv, i / 2, s, xu, xus, dyv, dys, acc);
+        pair_u8_n(NT, qx, dwv, i / 2, xu, xus, dyv, dys, acc);
     }
     for (int t = 0; t < NT; t++)
         s[t * ss] = hsum8(_mm256_add_ps(_mm512_castps512_ps256(acc[t]), _mm512_extractf32x8_ps(acc[t], 1)));
@@ -276,7 +275,7 @@ AI void q8_0_u8_n(const int NT, int64_t n, float *s, size_t ss, const void *w, c
         const __m512i qx = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)x[i].qs)),
                                               _mm256_loadu_si256((const __m256i *)x1->qs), 1);
         const __m512 dwv = _mm512_insertf32x8(_mm512_set1_ps(f16f(x[i].d)), _mm256_set1_ps(f16f(x1->d)), 1);
-        pair_u8_n(NT, qx, dwv, i / 2, s, xu, xus, dyv, dys, acc);
+        pair_u8_n(NT, qx, dwv, i / 2, xu, xus, dyv, dys, acc);
     }
     for (int t = 0; t < NT; t++)
         s[t * ss] = hsum8(_mm256_add_ps(_mm512_castps512_ps256(acc[t]), _mm512_extractf32x8_ps(acc[t], 1)));
@@ -309,79 +308,5 @@ void lm_kernels_avx512_fill_multi(struct lm_kernels *k) {
 }
 
 #else
-// ============================================================================
-// q5_0 / q8_0 weights x repacked activations (u8 = q + 128, scale vectors per pair)
-// ============================================================================
-// sum_j (y_j + 128) w_j - 128 sum_j w_j = sum_j y_j w_j exactly: the accumulator of each
-// dpbusd starts at -128 * sum(w) (per i32 lane, once per weight pair), so per token the
-// work is one load, one vpdpbusd, one convert, one multiply and one fma per 64 weights.
-
-AI void pair_u8_n(const int NT, const __m512i qx, const __m512 dwv, int64_t pair, float *s,
-                  const uint8_t *xu, size_t xus, const float *dyv, size_t dys, __m512 *acc) {
-    const __m512i negc = _mm512_sub_epi32(_mm512_setzero_si512(),
-                                          _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8((char)0x80), qx));
-    for (int t = 0; t < NT; t++) {
-        const __m512i yu = _mm512_loadu_si512((const void *)(xu + t * xus + pair * 64));
-        const __m512i p = _mm512_dpbusd_epi32(negc, yu, qx);
-        const __m512 d = _mm512_mul_ps(dwv, _mm512_loadu_ps(dyv + t * dys + pair * 16));
-        acc[t] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(p), acc[t]);
-    }
-    (void)s;
-}
-
-AI void q5_0_u8_n(const int NT, int64_t n, float *s, size_t ss, const void *w, const uint8_t *xu,
-                  size_t xus, const float *dyv, size_t dys) {
-    const struct lm_block_q5_0 *x = w;
-    const int64_t nb = n / 32;
-    __m512 acc[8];
-    for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
-    for (int64_t i = 0; i < nb; i += 2) {
-        const int two = i + 1 < nb;
-        const struct lm_block_q5_0 *x1 = two ? &x[i + 1] : &x[i];
-        __m512i qx;
-        __mmask64 neg;
-        lm_q5_0_pair_avx512(&x[i], x1, &qx, &neg);
-        const __m512 dwv = _mm512_insertf32x8(_mm512_set1_ps(f16f(x[i].d)), _mm256_set1_ps(f16f(x1->d)), 1);
-        pair_u8_n(NT, qx, dwv, i / 2, s, xu, xus, dyv, dys, acc);
-    }
-    for (int t = 0; t < NT; t++)
-        s[t * ss] = hsum8(_mm256_add_ps(_mm512_castps512_ps256(acc[t]), _mm512_extractf32x8_ps(acc[t], 1)));
-}
-
-AI void q8_0_u8_n(const int NT, int64_t n, float *s, size_t ss, const void *w, const uint8_t *xu,
-                  size_t xus, const float *dyv, size_t dys) {
-    const struct lm_block_q8_0 *x = w;
-    const int64_t nb = n / 32;
-    __m512 acc[8];
-    for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
-    for (int64_t i = 0; i < nb; i += 2) {
-        const int two = i + 1 < nb;
-        const struct lm_block_q8_0 *x1 = two ? &x[i + 1] : &x[i];
-        const __m512i qx = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)x[i].qs)),
-                                              _mm256_loadu_si256((const __m256i *)x1->qs), 1);
-        const __m512 dwv = _mm512_insertf32x8(_mm512_set1_ps(f16f(x[i].d)), _mm256_set1_ps(f16f(x1->d)), 1);
-        pair_u8_n(NT, qx, dwv, i / 2, s, xu, xus, dyv, dys, acc);
-    }
-    for (int t = 0; t < NT; t++)
-        s[t * ss] = hsum8(_mm256_add_ps(_mm512_castps512_ps256(acc[t]), _mm512_extractf32x8_ps(acc[t], 1)));
-}
-
-#define LM_DEF_U8(name)                                                                        \
-    static void name##_multi(int64_t n, int nt, float *s, size_t ss, const void *w,            \
-                             const uint8_t *xu, size_t xus, const float *dyv, size_t dys) {    \
-        switch (nt) {                                                                          \
-        case 1: name##_n(1, n, s, ss, w, xu, xus, dyv, dys); break;                           \
-        case 2: name##_n(2, n, s, ss, w, xu, xus, dyv, dys); break;                           \
-        case 3: name##_n(3, n, s, ss, w, xu, xus, dyv, dys); break;                           \
-        case 4: name##_n(4, n, s, ss, w, xu, xus, dyv, dys); break;                           \
-        case 5: name##_n(5, n, s, ss, w, xu, xus, dyv, dys); break;                           \
-        case 6: name##_n(6, n, s, ss, w, xu, xus, dyv, dys); break;                           \
-        case 7: name##_n(7, n, s, ss, w, xu, xus, dyv, dys); break;                           \
-        default: name##_n(8, n, s, ss, w, xu, xus, dyv, dys); break;                          \
-        }                                                                                      \
-    }
-LM_DEF_U8(q5_0_u8)
-LM_DEF_U8(q8_0_u8)
-
 void lm_kernels_avx512_fill_multi(struct lm_kernels *k) { (void)k; }
 #endif
