@@ -8,40 +8,7 @@
 #include "format/gguf.h"
 #include "lm_test.h"
 #include "tokenizer/tokenizer.h"
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static int hexnib(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    return -1;
-}
-
-// Decodes hex [s, s+n) into a malloc'd buffer; *len its length.
-static char *unhex(const char *s, size_t n, size_t *len) {
-    char *b = malloc(n / 2 + 1);
-    for (size_t i = 0; i + 1 < n; i += 2) b[i / 2] = (char)(hexnib(s[i]) * 16 + hexnib(s[i + 1]));
-    *len = n / 2;
-    b[*len] = 0;
-    return b;
-}
-
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    *len = fread(b, 1, (size_t)n, f);
-    b[*len] = 0;
-    fclose(f);
-    return b;
-}
+#include "tok_golden.h" // hex, file and printing helpers shared with the BPE tests
 
 // Splits line into up to max tab-separated fields (in place).
 static int split_tabs(char *line, char **fields, int max) {
@@ -53,22 +20,6 @@ static int split_tabs(char *line, char **fields, int max) {
             fields[n++] = p + 1;
         }
     return n;
-}
-
-static void show_text(const char *s, size_t n) {
-    fputc('"', stderr);
-    for (size_t i = 0; i < n && i < 80; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') fputc(c, stderr);
-        else fprintf(stderr, "\\x%02x", c);
-    }
-    fprintf(stderr, n > 80 ? "\"...(%zu bytes)" : "\"", n);
-}
-
-static void show_ids(const char *label, const int32_t *ids, size_t n) {
-    fprintf(stderr, "    %s (%zu):", label, n);
-    for (size_t i = 0; i < n && i < 40; i++) fprintf(stderr, " %d", ids[i]);
-    fprintf(stderr, n > 40 ? " ...\n" : "\n");
 }
 
 static bool valid_utf8_complete(const char *s, size_t n) {
@@ -91,7 +42,7 @@ static bool find_u2581(const char *s, size_t n) {
 
 static void test_golden_tokens(const struct lm_tokenizer *t) {
     size_t flen;
-    char *file = read_file(lm_test_path("tests/golden/tokens_gemma3.tsv"), &flen);
+    char *file = tg_read_file(lm_test_path("tests/golden/tokens_gemma3.tsv"), &flen);
     CHECKF(file != NULL, "missing tests/golden/tokens_gemma3.tsv (run tools/gen_golden_tokens.py)");
     if (!file) return;
     int total = 0, matched = 0, detok_ok = 0, shown = 0, rt_total = 0, rt_ok = 0;
@@ -105,8 +56,8 @@ static void test_golden_tokens(const struct lm_tokenizer *t) {
             continue;
         }
         size_t in_len, dt_len;
-        char *in = unhex(f[0], strlen(f[0]), &in_len);
-        char *dt = unhex(f[4], strlen(f[4]), &dt_len);
+        char *in = tg_unhex(f[0], &in_len);
+        char *dt = tg_unhex(f[4], &dt_len);
         bool add_bos = f[1][0] == '1', special = f[2][0] == '1';
         size_t n_exp = 0;
         for (char *p = f[3]; *p;) {
@@ -123,10 +74,10 @@ static void test_golden_tokens(const struct lm_tokenizer *t) {
         } else if (shown++ < 8) {
             fprintf(stderr, "  mismatch case %d add_bos=%d special=%d status=%s input=", total, add_bos, special,
                     lm_status_name(st));
-            show_text(in, in_len);
+            tg_show(in, in_len);
             fputc('\n', stderr);
-            show_ids("llama.cpp", exp, n_exp);
-            show_ids("lumen    ", got, n_got);
+            tg_show_ids("llama.cpp", exp, n_exp);
+            tg_show_ids("lumen    ", got, n_got);
         }
         char *text = NULL;
         size_t n_text = 0;
@@ -135,9 +86,9 @@ static void test_golden_tokens(const struct lm_tokenizer *t) {
             detok_ok++;
         else if (shown++ < 8) {
             fprintf(stderr, "  detokenize mismatch case %d: want ", total);
-            show_text(dt, dt_len);
+            tg_show(dt, dt_len);
             fprintf(stderr, " got ");
-            show_text(text ? text : "", n_text);
+            tg_show(text ? text : "", n_text);
             fputc('\n', stderr);
         }
         free(text);
@@ -153,7 +104,7 @@ static void test_golden_tokens(const struct lm_tokenizer *t) {
                 rt_ok++;
             else if (shown++ < 8) {
                 fprintf(stderr, "  round trip failed case %d: ", total);
-                show_text(in, in_len);
+                tg_show(in, in_len);
                 fputc('\n', stderr);
             }
             free(back);
@@ -174,7 +125,7 @@ static void test_golden_tokens(const struct lm_tokenizer *t) {
 
 static void test_golden_pieces(const struct lm_tokenizer *t) {
     size_t flen;
-    char *file = read_file(lm_test_path("tests/golden/pieces_gemma3.tsv"), &flen);
+    char *file = tg_read_file(lm_test_path("tests/golden/pieces_gemma3.tsv"), &flen);
     CHECKF(file != NULL, "missing tests/golden/pieces_gemma3.tsv");
     if (!file) return;
     int total = 0, ok = 0;
@@ -186,16 +137,16 @@ static void test_golden_pieces(const struct lm_tokenizer *t) {
         int32_t id = (int32_t)atoi(f[0]);
         bool special = f[1][0] == '1';
         size_t n_exp;
-        char *want = unhex(f[2], strlen(f[2]), &n_exp);
+        char *want = tg_unhex(f[2], &n_exp);
         char buf[512];
         size_t n = lm_token_to_piece(t, id, buf, sizeof buf, special);
         total++;
         if (n == n_exp && memcmp(buf, want, n) == 0) ok++;
         else if (total - ok <= 8) {
             fprintf(stderr, "  piece mismatch id %d special=%d: want ", id, special);
-            show_text(want, n_exp);
+            tg_show(want, n_exp);
             fprintf(stderr, " got ");
-            show_text(buf, n < sizeof buf ? n : sizeof buf);
+            tg_show(buf, n < sizeof buf ? n : sizeof buf);
             fputc('\n', stderr);
         }
         free(want);
@@ -305,9 +256,9 @@ static void bench(const struct lm_tokenizer *t) {
     big[n] = 0;
     int32_t *ids;
     size_t n_ids;
-    double t0 = now_ms();
+    double t0 = tg_now_ms();
     CHECK(lm_tokenize(t, big, n, true, false, &ids, &n_ids) == LM_OK);
-    double ms = now_ms() - t0;
+    double ms = tg_now_ms() - t0;
     printf("encode: %zu bytes -> %zu tokens in %.1f ms (%.2f MB/s, %.0f tokens/s)\n", n, n_ids, ms,
            n / ms / 1e3, n_ids / ms * 1e3);
     free(ids);
@@ -329,9 +280,9 @@ int main(void) {
     struct lm_gguf g;
     CHECKF(lm_gguf_open(&g, path) == LM_OK, "%s", lm_error_msg());
     struct lm_tokenizer *t = NULL;
-    double t0 = now_ms();
+    double t0 = tg_now_ms();
     enum lm_status st = lm_tokenizer_load(&t, &g);
-    double load_ms = now_ms() - t0;
+    double load_ms = tg_now_ms() - t0;
     CHECKF(st == LM_OK, "%s", lm_error_msg());
     lm_gguf_close(&g); // the tokenizer owns its copies
     if (!t) return lm_test_finish();

@@ -17,13 +17,13 @@ static inline double tg_now_ms(void) {
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-static int tg_hexnib(char c) {
+static inline int tg_hexnib(char c) {
     if (c >= '0' && c <= '9') return c - '0';
     if (c >= 'a' && c <= 'f') return c - 'a' + 10;
     return 0;
 }
 
-static char *tg_unhex(const char *s, size_t *len) {
+static inline char *tg_unhex(const char *s, size_t *len) {
     size_t n = strlen(s);
     char *b = malloc(n / 2 + 1);
     for (size_t i = 0; i + 1 < n; i += 2) b[i / 2] = (char)(tg_hexnib(s[i]) * 16 + tg_hexnib(s[i + 1]));
@@ -32,7 +32,7 @@ static char *tg_unhex(const char *s, size_t *len) {
     return b;
 }
 
-static char *tg_read_file(const char *path, size_t *len) {
+static inline char *tg_read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
     fseek(f, 0, SEEK_END);
@@ -51,7 +51,7 @@ static inline bool tg_file_exists(const char *path) {
     return f != NULL;
 }
 
-static void tg_show(const char *s, size_t n) {
+static inline void tg_show(const char *s, size_t n) {
     fputc('"', stderr);
     for (size_t i = 0; i < n && i < 80; i++) {
         unsigned char c = (unsigned char)s[i];
@@ -61,13 +61,13 @@ static void tg_show(const char *s, size_t n) {
     fprintf(stderr, n > 80 ? "\"...(%zu bytes)" : "\"", n);
 }
 
-static void tg_show_ids(const char *label, const int32_t *ids, size_t n) {
+static inline void tg_show_ids(const char *label, const int32_t *ids, size_t n) {
     fprintf(stderr, "    %s (%zu):", label, n);
     for (size_t i = 0; i < n && i < 40; i++) fprintf(stderr, " %d", ids[i]);
     fprintf(stderr, n > 40 ? " ...\n" : "\n");
 }
 
-static bool tg_valid_utf8(const char *s, size_t n) {
+static inline bool tg_valid_utf8(const char *s, size_t n) {
     for (size_t i = 0; i < n;) {
         unsigned char c = (unsigned char)s[i];
         size_t k = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
@@ -85,7 +85,7 @@ static bool tg_valid_utf8(const char *s, size_t n) {
 
 // Whether every byte of s has a token for its GPT-2 character (else llama.cpp drops the
 // byte, e.g. falcon has no "\x0b", so the text cannot come back).
-static bool tg_bytes_covered(const struct lm_tokenizer *t, const char *s, size_t n) {
+static inline bool tg_bytes_covered(const struct lm_tokenizer *t, const char *s, size_t n) {
     for (size_t i = 0; i < n; i++) {
         unsigned b = (unsigned char)s[i];
         unsigned c = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE ? b
@@ -110,7 +110,7 @@ struct tg_result {
 };
 
 // Checks every case of a golden file; prints a summary line tagged with name.
-static struct tg_result tg_check_golden(const struct lm_tokenizer *t, const char *rel, const char *name) {
+static inline struct tg_result tg_check_golden(const struct lm_tokenizer *t, const char *rel, const char *name) {
     struct tg_result r = {0};
     size_t flen;
     char *file = tg_read_file(lm_test_path(rel), &flen);
