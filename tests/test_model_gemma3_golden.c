@@ -50,37 +50,6 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-// Decodes toks[0..n) at positions 0.. of seq 0 in chunks of LM_GOLDEN_BATCH. If all_logits,
-// calls on_logits(pos, logits) for every position; otherwise only the last entry has logits.
-typedef void (*logits_fn)(void *ud, int pos, const float *logits);
-static int decode_prompt(struct lm_context *c, const int32_t *toks, int n, int all_logits,
-                         logits_fn fn, void *ud) {
-    struct lm_batch_entry *e = malloc(sizeof *e * LM_GOLDEN_BATCH);
-    for (int p0 = 0; p0 < n; p0 += LM_GOLDEN_BATCH) {
-        int m = n - p0 < LM_GOLDEN_BATCH ? n - p0 : LM_GOLDEN_BATCH;
-        for (int i = 0; i < m; i++) {
-            e[i].token = toks[p0 + i];
-            e[i].pos = p0 + i;
-            e[i].seq = 0;
-            e[i].want_logits = all_logits || p0 + i == n - 1;
-        }
-        enum lm_status st = lm_decode(c, e, m);
-        CHECKF(st == LM_OK, "lm_decode(%d entries at pos %d): %s: %s", m, p0,
-               lm_status_name(st), lm_error_msg());
-        if (st != LM_OK) { free(e); return 0; }
-        if (all_logits && fn) {
-            for (int i = 0; i < m; i++) {
-                const float *l = lm_get_logits(c, i);
-                CHECKF(l != NULL, "lm_get_logits(%d) after chunk at %d", i, p0);
-                if (!l) { free(e); return 0; }
-                fn(ud, p0 + i, l);
-            }
-        }
-    }
-    free(e);
-    return 1;
-}
-
 // =====================================================================  per-position comparison
 
 struct cmp_state {
@@ -205,7 +174,7 @@ static void run_file(const char *file, struct agree *tot) {
         struct cmp_state s = {.g = &g, .gp = gp, .n_vocab = n_vocab, .max_abs_pos = -1};
         lm_kv_cache_seq_rm(c, 0, 0, -1);
         double tp = now_s();
-        int ok = decode_prompt(c, gp->tokens, gp->n_tokens, 1, compare_position, &s);
+        int ok = golden_decode(c, gp->tokens, gp->n_tokens, LM_GOLDEN_BATCH, 1, compare_position, &s);
         tp = now_s() - tp;
         if (!ok) continue;
         double rate = s.n_pos ? (double)s.top1_agree / s.n_pos : 0;
@@ -233,7 +202,7 @@ static void run_file(const char *file, struct agree *tot) {
         lm_kv_cache_seq_rm(c, 0, 0, -1);
         CHECKF(lm_kv_cache_seq_len(c, 0) == 0, "[%s] seq_len after clear = %d", gp->name,
                lm_kv_cache_seq_len(c, 0));
-        if (!decode_prompt(c, gp->tokens, gp->n_tokens, 0, NULL, NULL)) continue;
+        if (!golden_decode(c, gp->tokens, gp->n_tokens, LM_GOLDEN_BATCH, 0, NULL, NULL)) continue;
         int first_div = -1, n_match = 0, bad = 0;
         const int n_greedy = quick_mode() && gp->n_greedy > 16 ? 16 : gp->n_greedy;
         for (int k = 0; k < n_greedy; k++) {
