@@ -91,90 +91,97 @@ static void lm_matmul_rows_n(lm_vec_dot_n_fn dotn, float *Y, const struct lm_wei
     }
 }
 
-// For each j: Ws[j] (n_out_j, n_in) @ X (n_rows, n_in) -> Ys[j] (n_rows, n_out_j).
-// X is quantized once per activation dtype the weights need (own buffer per dtype),
-// one barrier, then the rows of all weights are split across threads as one range
-// (fused QKV / gate+up: fewer barriers, better balance).
-void lm_op_matmul_multi(struct lm_context *c, int n_w, float *const *Ys, const float *X,
-                        const struct lm_weight *const *Ws, int64_t n_rows, int ith, int nth) {
+// X (n_rows, n_in) quantized once per activation dtype the weights Ws consume, into
+// xq[j] / xrow[j] for weight j (F32 weights read X itself). Small batches: every thread
+// quantizes all rows into its own buffers (no barrier); larger ones: rows split across
+// threads, then one barrier. q8_0 rows are also repacked for the VNNI kernels.
+static void quantize_inputs(struct lm_context *c, const struct lm_weight *const *Ws, int n_w,
+                            const float *X, int64_t n_rows, int ith, int nth, const char **xq,
+                            size_t *xrow) {
     const struct lm_kernels *k = c->kern;
     const int64_t n_in = Ws[0]->n_in;
-    const void *xq[LM_MATMUL_MAX_W];
-    size_t xrow[LM_MATMUL_MAX_W];
+    const bool priv = n_rows <= LM_PRIVATE_QUANT_ROWS;
+    uint8_t *xu = priv ? XU8_PRIV(c, ith) : c->xu8;
+    float *xdy = priv ? XDY_PRIV(c, ith) : c->xdyv;
     bool done[LM_DTYPE_COUNT] = {false};
     bool any = false;
-    LM_ASSERT(n_w >= 1 && n_w <= LM_MATMUL_MAX_W);
+    int64_t s = 0, e = n_rows;
+    if (!priv) split(n_rows, ith, nth, &s, &e);
     for (int j = 0; j < n_w; j++) {
         const enum lm_dtype vt = lm_vec_dot_type(Ws[j]->type);
         LM_ASSERT(Ws[j]->n_in == n_in);
         if (vt == LM_DTYPE_F32) {
-            xq[j] = X;
+            xq[j] = (const char *)X;
             xrow[j] = (size_t)n_in * sizeof(float);
             continue;
         }
         xrow[j] = lm_dtype_row_size(vt, n_in);
-        const bool priv = n_rows <= LM_PRIVATE_QUANT_ROWS;
-        xq[j] = priv ? c->xq_priv[ith * LM_DTYPE_COUNT + vt] : c->xq[vt];
+        char *buf = priv ? c->xq_priv[ith * LM_DTYPE_COUNT + vt] : c->xq[vt];
+        xq[j] = buf;
         if (done[vt]) continue;
         done[vt] = true;
-        if (priv) { // every thread quantizes all rows into its own buffer: no barrier
-            for (int64_t i = 0; i < n_rows; i++) {
-                k->quant[vt](X + i * n_in, (char *)xq[j] + (size_t)i * xrow[j], n_in);
-                if (vt == LM_DTYPE_Q8_0)
-                    lm_q8_0_repack_u8((char *)xq[j] + (size_t)i * xrow[j], n_in, XU8_PRIV(c, ith) + (size_t)i * c->xu8_stride,
-                                      XDY_PRIV(c, ith) + (size_t)i * c->xdyv_stride);
-            }
-            continue;
-        }
-        any = true;
-        int64_t s, e;
-        split(n_rows, ith, nth, &s, &e);
+        any = any || !priv;
         for (int64_t i = s; i < e; i++) {
-            k->quant[vt](X + i * n_in, (char *)c->xq[vt] + (size_t)i * xrow[j], n_in);
-            if (vt == LM_DTYPE_Q8_0) // for the VNNI multi-token kernels
-                lm_q8_0_repack_u8((char *)c->xq[vt] + (size_t)i * xrow[j], n_in,
-                                  c->xu8 + (size_t)i * c->xu8_stride, c->xdyv + (size_t)i * c->xdyv_stride);
+            k->quant[vt](X + i * n_in, buf + (size_t)i * xrow[j], n_in);
+            if (vt == LM_DTYPE_Q8_0)
+                lm_q8_0_repack_u8(buf + (size_t)i * xrow[j], n_in, xu + (size_t)i * c->xu8_stride,
+                                  xdy + (size_t)i * c->xdyv_stride);
         }
     }
     if (any) lm_pool_barrier(c->pool);
+}
+
+// rows [a, b) of W (n_out, n_in) for every token, from quantized activations xq
+static void matmul_rows(const struct lm_context *c, int ith, float *Y, const struct lm_weight *W,
+                        const char *xq, size_t xrow, int64_t n_rows, int64_t a, int64_t b) {
+    const struct lm_kernels *k = c->kern;
+    lm_vec_dot_fn dot = k->vec_dot[W->type];
+    lm_vec_dot_n_fn dotn = k->vec_dot_n[W->type];
+    lm_vec_dot_n_u8_fn dotu = lm_vec_dot_type(W->type) == LM_DTYPE_Q8_0 ? k->vec_dot_n_u8[W->type] : NULL;
+    const int64_t n_in = W->n_in, n_out = W->n_out;
+    if (dotu) {
+        const bool priv = n_rows <= LM_PRIVATE_QUANT_ROWS;
+        lm_matmul_rows_u8(c, dotu, Y, W, priv ? XU8_PRIV(c, ith) : c->xu8, priv ? XDY_PRIV(c, ith) : c->xdyv,
+                          n_rows, a, b);
+        return;
+    }
+    if (dotn && n_rows > LM_PRIVATE_QUANT_ROWS) {
+        lm_matmul_rows_n(dotn, Y, W, xq, xrow, n_rows, a, b);
+        return;
+    }
+    for (int64_t r = a; r < b; r++) {
+        const void *wr = (const char *)W->data + (size_t)r * W->row_bytes;
+        int64_t i = 0;
+        if (dotn)
+            for (; i + 1 < n_rows; i += LM_VEC_DOT_MAX_NT) {
+                const int nt = n_rows - i < LM_VEC_DOT_MAX_NT ? (int)(n_rows - i) : LM_VEC_DOT_MAX_NT;
+                dotn(n_in, nt, &Y[i * n_out + r], (size_t)n_out, wr, xq + (size_t)i * xrow, xrow);
+            }
+        for (; i < n_rows; i++) dot(n_in, &Y[i * n_out + r], wr, xq + (size_t)i * xrow);
+    }
+}
+
+// For each j: Ws[j] (n_out_j, n_in) @ X (n_rows, n_in) -> Ys[j] (n_rows, n_out_j).
+// The rows of all weights are split across threads as one range (fused QKV: fewer
+// barriers, better balance).
+void lm_op_matmul_multi(struct lm_context *c, int n_w, float *const *Ys, const float *X,
+                        const struct lm_weight *const *Ws, int64_t n_rows, int ith, int nth) {
+    const char *xq[LM_MATMUL_MAX_W];
+    size_t xrow[LM_MATMUL_MAX_W];
+    LM_ASSERT(n_w >= 1 && n_w <= LM_MATMUL_MAX_W);
+    quantize_inputs(c, Ws, n_w, X, n_rows, ith, nth, xq, xrow);
     int64_t total = 0;
     for (int j = 0; j < n_w; j++) total += Ws[j]->n_out;
     int64_t r0, r1;
     split(total, ith, nth, &r0, &r1);
     int64_t base = 0;
     for (int j = 0; j < n_w; j++) {
-        const struct lm_weight *W = Ws[j];
-        const int64_t n_out = W->n_out;
+        const int64_t n_out = Ws[j]->n_out;
         int64_t a = r0 - base, b = r1 - base;
         base += n_out;
         if (a < 0) a = 0;
         if (b > n_out) b = n_out;
-        if (a >= b) continue;
-        lm_vec_dot_fn dot = k->vec_dot[W->type];
-        lm_vec_dot_n_fn dotn = k->vec_dot_n[W->type];
-        lm_vec_dot_n_u8_fn dotu = lm_vec_dot_type(W->type) == LM_DTYPE_Q8_0 ? k->vec_dot_n_u8[W->type] : NULL;
-        float *Y = Ys[j];
-        const char *xj = (const char *)xq[j];
-        if (dotu) { // repacked activations: blocks of rows x tiles of tokens (also 1 token)
-            const bool priv = n_rows <= LM_PRIVATE_QUANT_ROWS;
-            lm_matmul_rows_u8(c, dotu, Y, W, priv ? XU8_PRIV(c, ith) : c->xu8,
-                              priv ? XDY_PRIV(c, ith) : c->xdyv, n_rows, a, b);
-            continue;
-        }
-        if (dotn && n_rows > LM_PRIVATE_QUANT_ROWS) { // same blocking for the other dtypes
-            lm_matmul_rows_n(dotn, Y, W, xj, xrow[j], n_rows, a, b);
-            continue;
-        }
-        for (int64_t r = a; r < b; r++) {
-            const void *wr = (const char *)W->data + (size_t)r * W->row_bytes;
-            int64_t i = 0;
-            if (dotn) // several tokens per decoded weight block (prefill, batched decode)
-                for (; i + 1 < n_rows; i += LM_VEC_DOT_MAX_NT) {
-                    const int nt = n_rows - i < LM_VEC_DOT_MAX_NT ? (int)(n_rows - i) : LM_VEC_DOT_MAX_NT;
-                    dotn(n_in, nt, &Y[i * n_out + r], (size_t)n_out, wr, xj + (size_t)i * xrow[j], xrow[j]);
-                }
-            for (; i < n_rows; i++) dot(n_in, &Y[i * n_out + r], wr, xj + (size_t)i * xrow[j]);
-        }
+        if (a < b) matmul_rows(c, ith, Ys[j], Ws[j], xq[j], xrow[j], n_rows, a, b);
     }
 }
 
@@ -501,81 +508,17 @@ void lm_op_attention(struct lm_context *c, int il, int ith, int nth) {
 
 // ================================================================ fused, barrier-free chains
 
-// rows [a, b) of W (n_out, n_in) for every token, from quantized activations xq
-static void matmul_rows(const struct lm_context *c, int ith, float *Y, const struct lm_weight *W,
-                        const char *xq, size_t xrow, int64_t n_rows, int64_t a, int64_t b) {
-    const struct lm_kernels *k = c->kern;
-    lm_vec_dot_fn dot = k->vec_dot[W->type];
-    lm_vec_dot_n_fn dotn = k->vec_dot_n[W->type];
-    lm_vec_dot_n_u8_fn dotu = lm_vec_dot_type(W->type) == LM_DTYPE_Q8_0 ? k->vec_dot_n_u8[W->type] : NULL;
-    const int64_t n_in = W->n_in, n_out = W->n_out;
-    if (dotu) {
-        const bool priv = n_rows <= LM_PRIVATE_QUANT_ROWS;
-        lm_matmul_rows_u8(c, dotu, Y, W, priv ? XU8_PRIV(c, ith) : c->xu8, priv ? XDY_PRIV(c, ith) : c->xdyv,
-                          n_rows, a, b);
-        return;
-    }
-    if (dotn && n_rows > LM_PRIVATE_QUANT_ROWS) {
-        lm_matmul_rows_n(dotn, Y, W, xq, xrow, n_rows, a, b);
-        return;
-    }
-    for (int64_t r = a; r < b; r++) {
-        const void *wr = (const char *)W->data + (size_t)r * W->row_bytes;
-        int64_t i = 0;
-        if (dotn)
-            for (; i + 1 < n_rows; i += LM_VEC_DOT_MAX_NT) {
-                const int nt = n_rows - i < LM_VEC_DOT_MAX_NT ? (int)(n_rows - i) : LM_VEC_DOT_MAX_NT;
-                dotn(n_in, nt, &Y[i * n_out + r], (size_t)n_out, wr, xq + (size_t)i * xrow, xrow);
-            }
-        for (; i < n_rows; i++) dot(n_in, &Y[i * n_out + r], wr, xq + (size_t)i * xrow);
-    }
-}
-
 static float gelu_f16_table(float x);
 
 void lm_op_gate_up_act(struct lm_context *c, float *gate, float *up, const float *X,
                        const struct lm_weight *Wg, const struct lm_weight *Wu, int64_t n_rows,
                        int act, int il, int ith, int nth, uint64_t *t) {
-    const struct lm_kernels *k = c->kern;
-    const int64_t n_in = Wg->n_in, F = Wg->n_out;
-    LM_ASSERT(Wu->n_out == F && Wu->n_in == n_in);
-    const enum lm_dtype tg = lm_vec_dot_type(Wg->type), tu = lm_vec_dot_type(Wu->type);
-    const bool priv = n_rows <= LM_PRIVATE_QUANT_ROWS;
-    const enum lm_dtype vts[2] = {tg, tu};
+    const int64_t F = Wg->n_out;
+    LM_ASSERT(Wu->n_out == F && Wu->n_in == Wg->n_in);
+    const struct lm_weight *const ws[2] = {Wg, Wu};
     const char *xq[2];
     size_t xrow[2];
-    bool any = false;
-    for (int j = 0; j < 2; j++) {
-        const enum lm_dtype vt = vts[j];
-        if (vt == LM_DTYPE_F32) {
-            xq[j] = (const char *)X;
-            xrow[j] = (size_t)n_in * sizeof(float);
-            continue;
-        }
-        xrow[j] = lm_dtype_row_size(vt, n_in);
-        char *buf = priv ? c->xq_priv[ith * LM_DTYPE_COUNT + vt] : c->xq[vt];
-        xq[j] = buf;
-        if (j == 1 && vt == tg) continue; // same activation type: already quantized
-        if (priv) {
-            for (int64_t i = 0; i < n_rows; i++) {
-                k->quant[vt](X + i * n_in, buf + (size_t)i * xrow[j], n_in);
-                if (vt == LM_DTYPE_Q8_0)
-                    lm_q8_0_repack_u8(buf + (size_t)i * xrow[j], n_in, XU8_PRIV(c, ith) + (size_t)i * c->xu8_stride,
-                                      XDY_PRIV(c, ith) + (size_t)i * c->xdyv_stride);
-            }
-        } else {
-            int64_t s, e;
-            split(n_rows, ith, nth, &s, &e);
-            for (int64_t i = s; i < e; i++) {
-                k->quant[vt](X + i * n_in, buf + (size_t)i * xrow[j], n_in);
-                if (vt == LM_DTYPE_Q8_0)
-                    lm_q8_0_repack_u8(buf + (size_t)i * xrow[j], n_in, c->xu8 + (size_t)i * c->xu8_stride,
-                                      c->xdyv + (size_t)i * c->xdyv_stride);
-            }
-            any = true;
-        }
-    }
-    if (any) lm_pool_barrier(c->pool);
+    quantize_inputs(c, ws, 2, X, n_rows, ith, nth, xq, xrow);
     int64_t a, b;
     split(F, ith, nth, &a, &b);
     matmul_rows(c, ith, gate, Wg, xq[0], xrow[0], n_rows, a, b);
