@@ -4,6 +4,7 @@
 #ifndef LM_KERNELS_KERNELS_H
 #define LM_KERNELS_KERNELS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,6 +31,22 @@ typedef void (*lm_vec_dot_n_fn)(int64_t n, int nt, float *s, size_t ss, const vo
 typedef void (*lm_vec_dot_n_u8_fn)(int64_t n, int nt, float *s, size_t ss, const void *w,
                                    const uint8_t *xu, size_t xus, const float *dyv, size_t dys);
 
+// ---- Row-interleaved ("il") weights: matmul weights repacked at load into groups of
+// LM_IL_ROWS output rows whose bytes the kernels stream linearly, every weight decoded
+// once per group and reused for up to LM_IL_MAX_NT tokens. Layouts are ISA-independent
+// (kernels_il.c); each table's il_gemm computes on them. Numerics per dtype:
+//   q8_0, q5_0: exact int32 per 32-block, then acc = fma(d_w * d_x, (float)isum, acc) over
+//               the blocks in order, acc starting at 0 (ggml's reference order)
+//   q4_K, q6_K: bit-identical to vec_dot of the same dtype (exact int32 per super-block,
+//               then the single-row float steps)
+// Same results for any nt, any table, any thread split.
+#define LM_IL_ROWS 16
+#define LM_IL_MAX_NT 16
+// wg: one group in the dtype's il layout; xa: nt activation rows in the dtype's il activation
+// layout (lm_il_act_*), xas bytes apart -> y[t * ys + r] for r < LM_IL_ROWS, t < nt.
+typedef void (*lm_il_gemm_fn)(int64_t n_in, int nt, float *y, size_t ys, const void *wg,
+                              const void *xa, size_t xas);
+
 struct lm_kernels {
     const char *name;                      // "generic", "avx2", "avx512", "avx512_vnni"
     lm_dequant_fn dequant[LM_DTYPE_COUNT]; // indexed by the weight dtype
@@ -37,7 +54,20 @@ struct lm_kernels {
     lm_vec_dot_fn vec_dot[LM_DTYPE_COUNT]; // indexed by the weight dtype
     lm_vec_dot_n_fn vec_dot_n[LM_DTYPE_COUNT]; // multi-token variants (may be NULL)
     lm_vec_dot_n_u8_fn vec_dot_n_u8[LM_DTYPE_COUNT]; // on repacked q8_0 activations (may be NULL)
+    lm_il_gemm_fn il_gemm[LM_DTYPE_COUNT]; // on il weights (set for every lm_il_supported dtype)
 };
+
+// True if weight (n_out, n_in) of dtype t has an il layout: q8_0, q5_0, q4_K, q6_K with
+// n_out % LM_IL_ROWS == 0 (and n_in a whole number of blocks).
+bool lm_il_supported(enum lm_dtype t, int64_t n_out, int64_t n_in);
+// Bytes of one group (LM_IL_ROWS rows of n_in elements) in t's il layout.
+size_t lm_il_group_bytes(enum lm_dtype t, int64_t n_in);
+// LM_IL_ROWS consecutive rows at src (row_bytes apart, ggml layout) -> one group at dst.
+void lm_il_pack_group(enum lm_dtype t, void *dst, const void *src, size_t row_bytes, int64_t n_in);
+// Activation rows for t's il kernels, made from the lm_vec_dot_type(t) row xq (n_in elements):
+// q8_0/q5_0 -> "xq8" rows (layout in kernels_il.c); k-quants -> the q8_K row itself.
+size_t lm_il_act_row_bytes(enum lm_dtype t, int64_t n_in);
+void lm_il_act_from(enum lm_dtype t, const void *xq, int64_t n_in, void *xa);
 
 // q8_0 row (n elements) -> xu (n bytes, q + 128) and dyv ((n/64 rounded up) x 16 floats;
 // a lone last block gets zero scales for its missing partner).

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "kernels/il_kq.h"
 #include "kernels/kernels_internal.h"
 
 #if defined(__AVX512F__) && defined(__AVX512VNNI__)
@@ -305,6 +306,10 @@ void lm_kernels_avx512_fill_multi(struct lm_kernels *k) {
     k->vec_dot_n[LM_DTYPE_Q6_K] = q6_K_multi;
     k->vec_dot_n_u8[LM_DTYPE_Q5_0] = q5_0_u8_multi;
     k->vec_dot_n_u8[LM_DTYPE_Q8_0] = q8_0_u8_multi;
+    k->il_gemm[LM_DTYPE_Q8_0] = lm_il_gemm_q8_0_avx512;
+    k->il_gemm[LM_DTYPE_Q5_0] = lm_il_gemm_q5_0_avx512;
+    k->il_gemm[LM_DTYPE_Q4_K] = lm_il_gemm_q4_K_avx512;
+    k->il_gemm[LM_DTYPE_Q6_K] = lm_il_gemm_q6_K_avx512;
 }
 
 #else

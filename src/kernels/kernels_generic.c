@@ -11,6 +11,8 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "kernels/il_kq.h"
+#include "kernels/kernels_internal.h"
 
 // llama.cpp's nearest_int: adding 1.5*2^23 rounds half to even; |fval| <= 2^22.
 static inline int nearest_int(float fval) {
@@ -530,6 +532,10 @@ static const struct lm_kernels k_generic = {
         [LM_DTYPE_Q8_0] = vec_dot_q8_0, [LM_DTYPE_Q2_K] = vec_dot_q2_K,
         [LM_DTYPE_Q3_K] = vec_dot_q3_K, [LM_DTYPE_Q4_K] = vec_dot_q4_K,
         [LM_DTYPE_Q5_K] = vec_dot_q5_K, [LM_DTYPE_Q6_K] = vec_dot_q6_K,
+    },
+    .il_gemm = {
+        [LM_DTYPE_Q8_0] = lm_il_gemm_q8_0_generic, [LM_DTYPE_Q5_0] = lm_il_gemm_q5_0_generic,
+        [LM_DTYPE_Q4_K] = lm_il_gemm_q4_K_generic, [LM_DTYPE_Q6_K] = lm_il_gemm_q6_K_generic,
     },
 };
 

@@ -7,6 +7,20 @@
 // Adds the AVX-512 multi-token dot products (kernels_gemm_avx512.c) to a table.
 void lm_kernels_avx512_fill_multi(struct lm_kernels *k);
 
+// il layouts of q8_0 / q5_0 (kernels_il.c): bytes of one 32-element block record of a
+// 16-row group, and of one block of an "xq8" activation row
+#define LM_IL_Q8_0_REC (32 + 512)
+#define LM_IL_Q5_0_REC (32 + 256 + 64)
+#define LM_IL_XQ8_BLOCK (32 + 4 + 4 + 4)
+void lm_il_gemm_q8_0_generic(int64_t n_in, int nt, float *y, size_t ys, const void *wg,
+                             const void *xa, size_t xas);
+void lm_il_gemm_q5_0_generic(int64_t n_in, int nt, float *y, size_t ys, const void *wg,
+                             const void *xa, size_t xas);
+void lm_il_gemm_q8_0_avx512(int64_t n_in, int nt, float *y, size_t ys, const void *wg,
+                            const void *xa, size_t xas);
+void lm_il_gemm_q5_0_avx512(int64_t n_in, int nt, float *y, size_t ys, const void *wg,
+                            const void *xa, size_t xas);
+
 #if defined(__AVX512F__) && defined(__AVX512BW__)
 #include <immintrin.h>
 #include <string.h>

@@ -1,0 +1,195 @@
+// Row-interleaved q4_K / q6_K: packing 16 ggml rows into one group (layout structs in
+// il_kq.h) and the scalar GEMM on it, the oracle for the ISA versions. Per row and token
+// the arithmetic is vec_dot_q4_K / vec_dot_q6_K's: exact int32 per super-block, then the
+// same float steps in the same order, so results are bit-identical.
+#pragma GCC optimize("fp-contract=off") // see kernels_generic.c
+
+#include "kernels/il_kq.h"
+
+#include <string.h>
+
+#include "base/status.h"
+
+// ============================================================================
+// ggml block decoding (one element or one scale at a time: packing only, not hot)
+// ============================================================================
+
+// 6-bit scale and min of sub-block j (0..7) of a q4_K block.
+static void k4_scale_min(const uint8_t *s, int j, uint8_t *sc, uint8_t *m) {
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *m = s[j + 4] & 63;
+    } else {
+        *sc = (uint8_t)((s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4));
+        *m = (uint8_t)((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
+    }
+}
+
+// Quant of column e (0..255) of a q4_K block, 0..15: chunk of 64 columns = 32 bytes,
+// low nibbles first.
+static uint8_t q4_K_at(const struct lm_block_q4_K *b, int e) {
+    uint8_t byte = b->qs[32 * (e / 64) + e % 32];
+    return (uint8_t)(e % 64 < 32 ? byte & 0x0f : byte >> 4);
+}
+
+// Stored quant of column e of a q6_K block, 0..63 (weight = value - 32).
+static uint8_t q6_K_at(const struct lm_block_q6_K *b, int e) {
+    int h = e / 128, k = (e % 128) / 32, l = e % 32;
+    uint8_t lo = b->ql[64 * h + l + (k & 1) * 32];
+    return (uint8_t)((k < 2 ? lo & 0x0f : lo >> 4) | (((b->qh[32 * h + l] >> (2 * k)) & 3) << 4));
+}
+
+// ============================================================================
+// packing
+// ============================================================================
+
+size_t lm_il_group_bytes_q4_K(int64_t n_in) {
+    return (size_t)(n_in / LM_QK_K) * sizeof(struct lm_il_q4_K_sb);
+}
+
+size_t lm_il_group_bytes_q6_K(int64_t n_in) {
+    return (size_t)(n_in / LM_QK_K) * sizeof(struct lm_il_q6_K_sb);
+}
+
+void lm_il_pack_q4_K(void *dst, const void *src, size_t row_bytes, int64_t n_in) {
+    LM_ASSERT(n_in % LM_QK_K == 0);
+    struct lm_il_q4_K_sb *o = dst;
+    for (int64_t i = 0; i < n_in / LM_QK_K; i++, o++) {
+        memset(o, 0, sizeof *o);
+        for (int r = 0; r < LM_IL_ROWS; r++) {
+            const struct lm_block_q4_K *b = (const struct lm_block_q4_K *)((const char *)src + r * row_bytes) + i;
+            o->d[r] = b->d;
+            o->dmin[r] = b->dmin;
+            for (int j = 0; j < 8; j++) k4_scale_min(b->scales, j, &o->sc[j][r], &o->mn[j / 2][r][j % 2]);
+            for (int j = 0; j < 8; j++)
+                for (int v = 0; v < 4; v++)
+                    for (int kk = 0; kk < 4; kk++)
+                        o->qs[j][v][4 * r + kk] = (uint8_t)(q4_K_at(b, 32 * j + 4 * v + kk) |
+                                                            q4_K_at(b, 32 * j + 16 + 4 * v + kk) << 4);
+        }
+    }
+}
+
+void lm_il_pack_q6_K(void *dst, const void *src, size_t row_bytes, int64_t n_in) {
+    LM_ASSERT(n_in % LM_QK_K == 0);
+    struct lm_il_q6_K_sb *o = dst;
+    for (int64_t i = 0; i < n_in / LM_QK_K; i++, o++) {
+        memset(o, 0, sizeof *o);
+        for (int r = 0; r < LM_IL_ROWS; r++) {
+            const struct lm_block_q6_K *b = (const struct lm_block_q6_K *)((const char *)src + r * row_bytes) + i;
+            o->d[r] = lm_f16_to_f32(b->d);
+            for (int p = 0; p < 8; p++) {
+                o->sc[p][r][0] = b->scales[2 * p];
+                o->sc[p][r][1] = b->scales[2 * p + 1];
+                struct lm_il_q6_K_pair *q = &o->q[p];
+                for (int u = 0; u < 8; u++)
+                    for (int kk = 0; kk < 4; kk++) {
+                        uint8_t v = q6_K_at(b, 32 * p + 4 * u + kk);
+                        q->ql[u % 4][4 * r + kk] |= (uint8_t)((v & 15) << (4 * (u / 4)));
+                        q->qh[u / 4][4 * r + kk] |= (uint8_t)((v >> 4) << (2 * (u % 4)));
+                    }
+            }
+        }
+    }
+}
+
+// ============================================================================
+// generic GEMM: W group (16, n_in) @ X (nt, n_in) q8_K -> y[t * ys + r]
+// ============================================================================
+
+static const struct lm_block_q8_K *q8K_row(const void *xa, size_t xas, int t) {
+    return (const struct lm_block_q8_K *)((const char *)xa + (size_t)t * xas);
+}
+
+// The generic kernels mirror the vector ones: a super-block's quants are decoded once into
+// "runs" q[u][4r + kk] (column 4u + kk of row r, u = 0..63), then per token each run adds
+// 4 products into the row's int32 lane.
+
+// q4_K super-block -> runs, 0..15
+static void il_q4_K_runs(const struct lm_il_q4_K_sb *b, uint8_t q[64][4 * LM_IL_ROWS]) {
+    for (int j = 0; j < 8; j++)
+        for (int v = 0; v < 4; v++)
+            for (int i = 0; i < 4 * LM_IL_ROWS; i++) {
+                q[8 * j + v][i] = b->qs[j][v][i] & 0x0f;
+                q[8 * j + 4 + v][i] = b->qs[j][v][i] >> 4;
+            }
+}
+
+// q6_K super-block -> runs, weights -32..31
+static void il_q6_K_runs(const struct lm_il_q6_K_sb *b, int8_t q[64][4 * LM_IL_ROWS]) {
+    for (int p = 0; p < 8; p++)
+        for (int u = 0; u < 8; u++)
+            for (int i = 0; i < 4 * LM_IL_ROWS; i++) {
+                int lo = (b->q[p].ql[u % 4][i] >> (4 * (u / 4))) & 15;
+                int hi = (b->q[p].qh[u / 4][i] >> (2 * (u % 4))) & 3;
+                q[8 * p + u][i] = (int8_t)((lo | hi << 4) - 32);
+            }
+}
+
+// dot[r] += sum over runs u0..u0+n-1 of the run's 4 products with x (the q8_K quants)
+static void runs_dot(int32_t dot[LM_IL_ROWS], const void *q, int is_signed, int u0, int n,
+                     const int8_t *x) {
+    for (int u = u0; u < u0 + n; u++)
+        for (int r = 0; r < LM_IL_ROWS; r++)
+            for (int kk = 0; kk < 4; kk++) {
+                int w = is_signed ? ((const int8_t *)q)[u * 64 + 4 * r + kk]
+                                  : ((const uint8_t *)q)[u * 64 + 4 * r + kk];
+                dot[r] += w * x[4 * u + kk];
+            }
+}
+
+void lm_il_gemm_q4_K_generic(int64_t n_in, int nt, float *y, size_t ys, const void *wg,
+                             const void *xa, size_t xas) {
+    LM_ASSERT(n_in % LM_QK_K == 0 && nt >= 1 && nt <= LM_IL_MAX_NT);
+    const struct lm_il_q4_K_sb *w = wg;
+    float sum[LM_IL_MAX_NT][LM_IL_ROWS] = {{0}};
+    uint8_t q[64][4 * LM_IL_ROWS];
+    for (int64_t i = 0; i < n_in / LM_QK_K; i++) {
+        const struct lm_il_q4_K_sb *b = &w[i];
+        il_q4_K_runs(b, q);
+        for (int t = 0; t < nt; t++) {
+            const struct lm_block_q8_K *yb = q8K_row(xa, xas, t) + i;
+            int32_t isum[LM_IL_ROWS] = {0}, summs[LM_IL_ROWS] = {0};
+            for (int j = 0; j < 8; j++) {
+                int32_t dot[LM_IL_ROWS] = {0};
+                runs_dot(dot, q, 0, 8 * j, 8, yb->qs);
+                const int bs = yb->bsums[2 * j] + yb->bsums[2 * j + 1];
+                for (int r = 0; r < LM_IL_ROWS; r++) {
+                    isum[r] += b->sc[j][r] * dot[r];
+                    summs[r] += b->mn[j / 2][r][j % 2] * bs;
+                }
+            }
+            // vec_dot_q4_K's float steps, in its order
+            for (int r = 0; r < LM_IL_ROWS; r++)
+                sum[t][r] += (lm_f16_to_f32(b->d[r]) * yb->d) * (float)isum[r] -
+                             (lm_f16_to_f32(b->dmin[r]) * yb->d) * (float)summs[r];
+        }
+    }
+    for (int t = 0; t < nt; t++)
+        for (int r = 0; r < LM_IL_ROWS; r++) y[(size_t)t * ys + r] = sum[t][r];
+}
+
+void lm_il_gemm_q6_K_generic(int64_t n_in, int nt, float *y, size_t ys, const void *wg,
+                             const void *xa, size_t xas) {
+    LM_ASSERT(n_in % LM_QK_K == 0 && nt >= 1 && nt <= LM_IL_MAX_NT);
+    const struct lm_il_q6_K_sb *w = wg;
+    float sum[LM_IL_MAX_NT][LM_IL_ROWS] = {{0}};
+    int8_t q[64][4 * LM_IL_ROWS];
+    for (int64_t i = 0; i < n_in / LM_QK_K; i++) {
+        const struct lm_il_q6_K_sb *b = &w[i];
+        il_q6_K_runs(b, q);
+        for (int t = 0; t < nt; t++) {
+            const struct lm_block_q8_K *yb = q8K_row(xa, xas, t) + i;
+            int32_t isum[LM_IL_ROWS] = {0};
+            for (int j = 0; j < 16; j++) { // sub-block j = runs 4j..4j+3 = columns 16j..
+                int32_t dot[LM_IL_ROWS] = {0};
+                runs_dot(dot, q, 1, 4 * j, 4, yb->qs);
+                for (int r = 0; r < LM_IL_ROWS; r++) isum[r] += b->sc[j / 2][r][j % 2] * dot[r];
+            }
+            for (int r = 0; r < LM_IL_ROWS; r++)
+                sum[t][r] += (b->d[r] * yb->d) * (float)isum[r]; // vec_dot_q6_K's float step
+        }
+    }
+    for (int t = 0; t < nt; t++)
+        for (int r = 0; r < LM_IL_ROWS; r++) y[(size_t)t * ys + r] = sum[t][r];
+}

@@ -1,0 +1,170 @@
+// Row-interleaved ("il") weight layouts: packing at load, the activation rows their kernels
+// read, and the generic (scalar) kernels for q8_0 / q5_0. The k-quant layouts live in
+// il_kq.c. See kernels.h for the numerics contract.
+//
+// q8_0 / q5_0 group (LM_IL_ROWS = 16 rows of n_in elements): one record per 32-element
+// block b, records in block order:
+//   d   16 x f16          the 16 rows' block scales
+//   q   q8_0: 8 x 64 bytes: vector g holds elements 4g..4g+3 of every row, byte r*4 + kk =
+//                (q(r, 4g + kk) + 128) as an unsigned byte
+//       q5_0: 4 x 64 bytes of nibbles: vector j, byte r*4 + kk: low nibble = low 4 bits of
+//                element 8j + kk, high nibble = of element 8j + 4 + kk (raw 0..15)
+//             + 8 x 8 bytes of high bits: u64 g, bit r*4 + kk = bit 4 of element 4g + kk
+// so one vector of 16 rows x 4 elements, unsigned (q8_0: q + 128, q5_0: the raw 0..31 =
+// q + 16), meets 4 broadcast activation bytes in one vpdpbusd. The offsets come back
+// through the activation sums: sum (q + c) x = sum q x + c sum x.
+//
+// "xq8" activation row (n_in elements, nb = n_in / 32 blocks): nb x 32 int8 quants, then nb
+// floats (the q8_0 scale), nb int32 (-16 * sum of the block's quants), nb int32 (-128 * sum).
+// The quants and scales are those of the q8_0 row it is made from, so results do not depend
+// on whether the row came from quant[Q8_0] of the generic or an ISA table (they agree).
+#pragma GCC optimize("fp-contract=off")
+
+#include <math.h>
+#include <string.h>
+
+#include "base/status.h"
+#include "kernels/il_kq.h"
+#include "kernels/kernels.h"
+#include "kernels/kernels_internal.h"
+
+bool lm_il_supported(enum lm_dtype t, int64_t n_out, int64_t n_in) {
+    if (n_out <= 0 || n_out % LM_IL_ROWS != 0 || n_in <= 0) return false;
+    switch (t) {
+    case LM_DTYPE_Q8_0:
+    case LM_DTYPE_Q5_0: return n_in % 32 == 0;
+    case LM_DTYPE_Q4_K:
+    case LM_DTYPE_Q6_K: return n_in % LM_QK_K == 0;
+    default: return false;
+    }
+}
+
+size_t lm_il_group_bytes(enum lm_dtype t, int64_t n_in) {
+    switch (t) {
+    case LM_DTYPE_Q8_0: return (size_t)(n_in / 32) * LM_IL_Q8_0_REC;
+    case LM_DTYPE_Q5_0: return (size_t)(n_in / 32) * LM_IL_Q5_0_REC;
+    case LM_DTYPE_Q4_K: return lm_il_group_bytes_q4_K(n_in);
+    case LM_DTYPE_Q6_K: return lm_il_group_bytes_q6_K(n_in);
+    default: LM_ASSERT(!"no il layout"); return 0;
+    }
+}
+
+static void pack_q8_0(uint8_t *dst, const void *src, size_t row_bytes, int64_t n_in) {
+    for (int64_t b = 0; b < n_in / 32; b++) {
+        uint8_t *rec = dst + (size_t)b * LM_IL_Q8_0_REC;
+        lm_f16 *d = (lm_f16 *)rec;
+        uint8_t *q = rec + 32;
+        for (int r = 0; r < LM_IL_ROWS; r++) {
+            const struct lm_block_q8_0 *x = (const struct lm_block_q8_0 *)((const char *)src + (size_t)r * row_bytes) + b;
+            d[r] = x->d;
+            for (int k = 0; k < 32; k++) q[(k / 4) * 64 + r * 4 + k % 4] = (uint8_t)(x->qs[k] + 128);
+        }
+    }
+}
+
+static void pack_q5_0(uint8_t *dst, const void *src, size_t row_bytes, int64_t n_in) {
+    for (int64_t b = 0; b < n_in / 32; b++) {
+        uint8_t *rec = dst + (size_t)b * LM_IL_Q5_0_REC;
+        lm_f16 *d = (lm_f16 *)rec;
+        uint8_t *q = rec + 32;
+        uint64_t hb[8] = {0};
+        for (int r = 0; r < LM_IL_ROWS; r++) {
+            const struct lm_block_q5_0 *x = (const struct lm_block_q5_0 *)((const char *)src + (size_t)r * row_bytes) + b;
+            d[r] = x->d;
+            uint8_t lo4[32]; // low 4 bits of element k (ggml: qs[k] low / qs[k - 16] high nibble)
+            for (int k = 0; k < 16; k++) {
+                lo4[k] = x->qs[k] & 0x0f;
+                lo4[k + 16] = x->qs[k] >> 4;
+            }
+            for (int j = 0; j < 4; j++)
+                for (int kk = 0; kk < 4; kk++)
+                    q[j * 64 + r * 4 + kk] = (uint8_t)(lo4[8 * j + kk] | lo4[8 * j + 4 + kk] << 4);
+            uint32_t qh;
+            memcpy(&qh, x->qh, 4);
+            for (int g = 0; g < 8; g++) hb[g] |= (uint64_t)((qh >> (4 * g)) & 0x0f) << (r * 4);
+        }
+        memcpy(q + 256, hb, sizeof hb);
+    }
+}
+
+void lm_il_pack_group(enum lm_dtype t, void *dst, const void *src, size_t row_bytes, int64_t n_in) {
+    switch (t) {
+    case LM_DTYPE_Q8_0: pack_q8_0(dst, src, row_bytes, n_in); break;
+    case LM_DTYPE_Q5_0: pack_q5_0(dst, src, row_bytes, n_in); break;
+    case LM_DTYPE_Q4_K: lm_il_pack_q4_K(dst, src, row_bytes, n_in); break;
+    case LM_DTYPE_Q6_K: lm_il_pack_q6_K(dst, src, row_bytes, n_in); break;
+    default: LM_ASSERT(!"no il layout");
+    }
+}
+
+size_t lm_il_act_row_bytes(enum lm_dtype t, int64_t n_in) {
+    if (t == LM_DTYPE_Q8_0 || t == LM_DTYPE_Q5_0) return (size_t)(n_in / 32) * LM_IL_XQ8_BLOCK;
+    return lm_dtype_row_size(lm_vec_dot_type(t), n_in);
+}
+
+void lm_il_act_from(enum lm_dtype t, const void *xq, int64_t n_in, void *xa) {
+    if (t != LM_DTYPE_Q8_0 && t != LM_DTYPE_Q5_0) {
+        memcpy(xa, xq, lm_dtype_row_size(lm_vec_dot_type(t), n_in));
+        return;
+    }
+    const struct lm_block_q8_0 *y = xq;
+    const int64_t nb = n_in / 32;
+    int8_t *qs = xa;
+    float *d = (float *)(qs + nb * 32);
+    int32_t *c16 = (int32_t *)(d + nb), *c128 = c16 + nb;
+    for (int64_t b = 0; b < nb; b++) {
+        int32_t s = 0;
+        for (int k = 0; k < 32; k++) s += y[b].qs[k];
+        memcpy(qs + b * 32, y[b].qs, 32);
+        d[b] = lm_f16_to_f32(y[b].d);
+        c16[b] = -16 * s;
+        c128[b] = -128 * s;
+    }
+}
+
+// ---- generic kernels: the contract's float steps, plain loops
+
+static void il_q8_generic(bool q5, int64_t n_in, int nt, float *y, size_t ys, const void *wg,
+                          const void *xa, size_t xas) {
+    const int64_t nb = n_in / 32;
+    const size_t rec_bytes = q5 ? LM_IL_Q5_0_REC : LM_IL_Q8_0_REC;
+    for (int t = 0; t < nt; t++) {
+        const int8_t *xq = (const int8_t *)((const char *)xa + (size_t)t * xas);
+        const float *xd = (const float *)(xq + nb * 32);
+        const int32_t *corr = (const int32_t *)(xd + nb) + (q5 ? 0 : nb);
+        float acc[LM_IL_ROWS] = {0};
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *rec = (const uint8_t *)wg + (size_t)b * rec_bytes;
+            const lm_f16 *d = (const lm_f16 *)rec;
+            const uint8_t *q = rec + 32;
+            uint64_t hb[8];
+            if (q5) memcpy(hb, q + 256, sizeof hb);
+            for (int r = 0; r < LM_IL_ROWS; r++) {
+                int32_t isum = corr[b];
+                for (int k = 0; k < 32; k++) {
+                    const int kk = k % 4, lane = r * 4 + kk;
+                    int w;
+                    if (q5) {
+                        const uint8_t byte = q[(k / 8) * 64 + lane];
+                        w = ((k / 4) % 2 ? byte >> 4 : byte & 0x0f) | (int)((hb[k / 4] >> lane) & 1) << 4;
+                    } else {
+                        w = q[(k / 4) * 64 + lane];
+                    }
+                    isum += w * xq[b * 32 + k];
+                }
+                acc[r] = fmaf(lm_f16_to_f32(d[r]) * xd[b], (float)isum, acc[r]);
+            }
+        }
+        for (int r = 0; r < LM_IL_ROWS; r++) y[(size_t)t * ys + r] = acc[r];
+    }
+}
+
+void lm_il_gemm_q8_0_generic(int64_t n_in, int nt, float *y, size_t ys, const void *wg,
+                             const void *xa, size_t xas) {
+    il_q8_generic(false, n_in, nt, y, ys, wg, xa, xas);
+}
+
+void lm_il_gemm_q5_0_generic(int64_t n_in, int nt, float *y, size_t ys, const void *wg,
+                             const void *xa, size_t xas) {
+    il_q8_generic(true, n_in, nt, y, ys, wg, xa, xas);
+}

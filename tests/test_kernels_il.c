@@ -1,0 +1,136 @@
+// Row-interleaved (il) q8_0 / q5_0 weights: packing + the generic and AVX-512 kernels against
+// the contract computed here from the original ggml rows (exact int32 per block, then
+// acc = fmaf(d_w * d_x, isum, acc) block by block: bit-exact), and against the flat-layout
+// vec_dot within float tolerance; every tile width 1..LM_IL_MAX_NT; layout queries.
+// LM_TEST_LABELS: unit
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "lm_test.h"
+
+static uint64_t rng_state = 0x2545f4914f6cdd1dull;
+static uint64_t rng_u64(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+static float rng_sym(void) { return (float)((rng_u64() >> 40) * (2.0 / 16777216.0) - 1.0); }
+
+#define N_OUT 32 // two groups
+
+// random but valid weight rows: any bit pattern of quants is a valid block
+static void random_rows(enum lm_dtype t, uint8_t *w, size_t row_bytes, int64_t n_in) {
+    for (int r = 0; r < N_OUT; r++)
+        for (int64_t b = 0; b < n_in / 32; b++) {
+            uint8_t *blk = w + (size_t)r * row_bytes + (size_t)b * (t == LM_DTYPE_Q8_0 ? 34 : 22);
+            const lm_f16 d = lm_f32_to_f16(0.02f * rng_sym());
+            memcpy(blk, &d, 2);
+            for (int i = 2; i < (t == LM_DTYPE_Q8_0 ? 34 : 22); i++) blk[i] = (uint8_t)rng_u64();
+            if (t == LM_DTYPE_Q8_0 && rng_u64() % 8 == 0) memset(blk + 2, 0x80, 32); // all -128
+        }
+}
+
+// element k of block b of row r, as the signed quant
+static int quant_at(enum lm_dtype t, const uint8_t *row, int64_t b, int k) {
+    if (t == LM_DTYPE_Q8_0) {
+        const struct lm_block_q8_0 *x = (const struct lm_block_q8_0 *)row + b;
+        return x->qs[k];
+    }
+    const struct lm_block_q5_0 *x = (const struct lm_block_q5_0 *)row + b;
+    uint32_t qh;
+    memcpy(&qh, x->qh, 4);
+    const int lo = k < 16 ? x->qs[k] & 0x0f : x->qs[k - 16] >> 4;
+    return (lo | (int)((qh >> k) & 1) << 4) - 16;
+}
+
+static float contract_dot(enum lm_dtype t, const uint8_t *row, const struct lm_block_q8_0 *y,
+                          int64_t n_in, double *mag) {
+    float acc = 0.0f;
+    *mag = 0.0;
+    for (int64_t b = 0; b < n_in / 32; b++) {
+        int32_t isum = 0, iabs = 0;
+        for (int k = 0; k < 32; k++) {
+            isum += quant_at(t, row, b, k) * y[b].qs[k];
+            iabs += abs(quant_at(t, row, b, k) * y[b].qs[k]);
+        }
+        const lm_f16 dw16 = ((const lm_f16 *)(row + (size_t)b * (t == LM_DTYPE_Q8_0 ? 34 : 22)))[0];
+        const float dw = lm_f16_to_f32(dw16), dx = lm_f16_to_f32(y[b].d);
+        acc = fmaf(dw * dx, (float)isum, acc);
+        *mag += fabs((double)dw * dx) * iabs; // sum of |terms|: the scale of rounding errors
+    }
+    return acc;
+}
+
+static void test_dtype(enum lm_dtype t, int64_t n_in) {
+    const struct lm_kernels *tabs[] = {lm_kernels_generic(), lm_kernels_avx512(), lm_kernels_best()};
+    const size_t row_bytes = lm_dtype_row_size(t, n_in), qrow = lm_dtype_row_size(LM_DTYPE_Q8_0, n_in);
+    const size_t gb = lm_il_group_bytes(t, n_in), arow = lm_il_act_row_bytes(t, n_in);
+    uint8_t *w = malloc(N_OUT * row_bytes), *il = malloc(2 * gb);
+    uint8_t *xq = malloc(LM_IL_MAX_NT * qrow), *xa = malloc(LM_IL_MAX_NT * arow);
+    float *x = malloc(sizeof(float) * (size_t)n_in), *y = malloc(sizeof(float) * LM_IL_MAX_NT * N_OUT);
+    random_rows(t, w, row_bytes, n_in);
+    for (int g = 0; g < 2; g++) lm_il_pack_group(t, il + g * gb, w + (size_t)g * 16 * row_bytes, row_bytes, n_in);
+    for (int i = 0; i < LM_IL_MAX_NT; i++) {
+        for (int64_t j = 0; j < n_in; j++) x[j] = rng_sym() * (rng_u64() % 50 == 0 ? 30.0f : 1.0f);
+        if (i == 3) memset(x, 0, sizeof(float) * (size_t)n_in); // an all-zero row
+        lm_kernels_generic()->quant[LM_DTYPE_Q8_0](x, xq + i * qrow, n_in);
+        lm_il_act_from(t, xq + i * qrow, n_in, xa + i * arow);
+    }
+    int bad_exact = 0, bad_tol = 0;
+    for (size_t ti = 0; ti < sizeof tabs / sizeof tabs[0]; ti++) {
+        const struct lm_kernels *k = tabs[ti];
+        if (!k) continue;
+        CHECKF(k->il_gemm[t] != NULL, "%s: no il_gemm for dtype %d", k->name, (int)t);
+        if (!k->il_gemm[t]) continue;
+        for (int nt = 1; nt <= LM_IL_MAX_NT; nt++) {
+            memset(y, 0xff, sizeof(float) * LM_IL_MAX_NT * N_OUT);
+            for (int g = 0; g < 2; g++) k->il_gemm[t](n_in, nt, y + g * 16, N_OUT, il + g * gb, xa, arow);
+            for (int i = 0; i < nt; i++)
+                for (int r = 0; r < N_OUT; r++) {
+                    double mag;
+                    const float want = contract_dot(t, w + (size_t)r * row_bytes,
+                                                    (const struct lm_block_q8_0 *)(xq + i * qrow), n_in, &mag);
+                    const float got = y[i * N_OUT + r];
+                    if (memcmp(&got, &want, 4) != 0 && bad_exact++ < 5)
+                        fprintf(stderr, "%s dtype %d n_in %lld nt %d token %d row %d: %.9g != %.9g\n", k->name,
+                                (int)t, (long long)n_in, nt, i, r, got, want);
+                    float flat;
+                    k->vec_dot[t](n_in, &flat, w + (size_t)r * row_bytes, xq + i * qrow);
+                    if (fabs((double)flat - got) > 1e-5 * mag + 1e-30 && bad_tol++ < 5)
+                        fprintf(stderr, "%s vs vec_dot: %.9g vs %.9g (mag %g)\n", k->name, got, flat, mag);
+                }
+            // untouched output columns of other tokens
+            for (int i = nt; i < LM_IL_MAX_NT; i++) {
+                uint32_t u;
+                memcpy(&u, &y[i * N_OUT], 4);
+                CHECK(u == 0xffffffffu);
+            }
+        }
+    }
+    CHECKF(bad_exact == 0, "dtype %d n_in %lld: %d results differ from the contract", (int)t, (long long)n_in, bad_exact);
+    CHECKF(bad_tol == 0, "dtype %d n_in %lld: %d results off vec_dot", (int)t, (long long)n_in, bad_tol);
+    free(w); free(il); free(xq); free(xa); free(x); free(y);
+}
+
+int main(void) {
+    CHECK(lm_il_supported(LM_DTYPE_Q8_0, 64, 640));
+    CHECK(lm_il_supported(LM_DTYPE_Q5_0, 4096, 32));
+    CHECK(!lm_il_supported(LM_DTYPE_Q5_0, 24, 640));  // rows not a multiple of 16
+    CHECK(!lm_il_supported(LM_DTYPE_Q5_0, 32, 48));   // not whole blocks
+    CHECK(!lm_il_supported(LM_DTYPE_Q4_0, 32, 640));  // no layout
+    CHECK(!lm_il_supported(LM_DTYPE_F16, 32, 640));
+    CHECK(!lm_il_supported(LM_DTYPE_Q8_0, 0, 640));
+    CHECK(lm_il_group_bytes(LM_DTYPE_Q8_0, 640) == 20 * 544); // same bytes as the ggml rows
+    CHECK(lm_il_group_bytes(LM_DTYPE_Q5_0, 640) == 20 * 352);
+    const int64_t sizes[] = {32, 64, 96, 640, 2048};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        test_dtype(LM_DTYPE_Q8_0, sizes[i]);
+        test_dtype(LM_DTYPE_Q5_0, sizes[i]);
+    }
+    return lm_test_finish();
+}
