@@ -125,6 +125,7 @@ enum lm_status lm_model_load(struct lm_model **out, const char *path,
     m->layers = calloc(n_layer, sizeof *m->layers);
     if (!m->layers) { st = lm_error_set(LM_ERR_NOMEM, "model: out of memory"); goto fail; }
     if ((st = m->arch->load(m)) != LM_OK) goto fail;
+    if ((st = lm_model_repack_il(m)) != LM_OK) goto fail;
     if ((st = lm_tokenizer_load(&m->tok, &m->gguf)) != LM_OK) goto fail;
     if (lm_tokenizer_n_vocab(m->tok) != m->hp.n_vocab) {
         // llama.cpp allows a padded embedding; lumen requires the token count to fit
@@ -148,6 +149,7 @@ void lm_model_free(struct lm_model *m) {
     if (!m) return;
     if (m->tok) lm_tokenizer_free(m->tok);
     free(m->layers);
+    free(m->il_buf);
     lm_gguf_close(&m->gguf);
     free(m);
 }

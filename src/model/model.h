@@ -18,6 +18,8 @@ struct lm_weight {
     int64_t n_in;      // ne[0]
     int64_t n_out;     // ne[1] (1 for vectors)
     size_t row_bytes;
+    const void *il;    // rows repacked into the il layout (kernels.h), NULL if not repacked
+    size_t il_group_bytes;
 };
 
 enum lm_rope_type {
@@ -101,6 +103,8 @@ struct lm_model {
     struct lm_tokenizer *tok;
     uint64_t load_ns;
     uint64_t weight_bytes; // bytes of all tensors
+    void *il_buf;          // il copies of the layer matmul weights (lm_model_repack_il)
+    uint64_t il_bytes;
 };
 
 // Helpers for architecture loaders: look up + validate shape; message names the
@@ -115,6 +119,10 @@ enum lm_status lm_model_key_u32(struct lm_model *m, const char *suffix, uint32_t
                                 bool required);
 enum lm_status lm_model_key_f32(struct lm_model *m, const char *suffix, float *out,
                                 bool required);
+
+// Repacks the layer matmul weights that have an il layout (kernels.h) into m->il_buf, on a
+// few threads; LUMEN_NO_REPACK=1 skips it. Called by lm_model_load after the arch loader.
+enum lm_status lm_model_repack_il(struct lm_model *m);
 
 extern const struct lm_arch lm_arch_gemma3;
 extern const struct lm_arch lm_arch_llama; // llama.c: llama, qwen2, qwen3

@@ -101,6 +101,8 @@ void lm_context_free(struct lm_context *c) {
     free(c->xdyv);
     free(c->xu8_priv);
     free(c->xdyv_priv);
+    free(c->xil);
+    free(c->xil_priv);
     for (int i = 0; i < c->n_rope_slots; i++) free(c->rope_cs[i]);
     free(c->rope_slot);
     free(c);
@@ -172,6 +174,9 @@ enum lm_status lm_context_init(struct lm_context **out, struct lm_model *m,
     c->xdyv = xalloc(c, B * c->xdyv_stride * sizeof(float), &ok);
     c->xu8_priv = xalloc(c, (size_t)p.n_threads * LM_PRIVATE_QUANT_ROWS * c->xu8_stride, &ok);
     c->xdyv_priv = xalloc(c, (size_t)p.n_threads * LM_PRIVATE_QUANT_ROWS * c->xdyv_stride * sizeof(float), &ok);
+    c->xil_stride = lm_il_act_row_bytes(LM_DTYPE_Q8_0, (int64_t)(widest + 31) / 32 * 32);
+    c->xil = xalloc(c, B * c->xil_stride, &ok);
+    c->xil_priv = xalloc(c, (size_t)p.n_threads * LM_PRIVATE_QUANT_ROWS * c->xil_stride, &ok);
     c->xq_priv = calloc((size_t)p.n_threads * LM_DTYPE_COUNT, sizeof(void *));
     if (!c->xq_priv) ok = false;
     for (int t = 0; ok && t < p.n_threads; t++)

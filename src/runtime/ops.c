@@ -14,6 +14,7 @@
 // this thread's repacked q8_0 activations for small batches (LM_PRIVATE_QUANT_ROWS rows)
 #define XU8_PRIV(c, ith) ((c)->xu8_priv + (size_t)(ith) * LM_PRIVATE_QUANT_ROWS * (c)->xu8_stride)
 #define XDY_PRIV(c, ith) ((c)->xdyv_priv + (size_t)(ith) * LM_PRIVATE_QUANT_ROWS * (c)->xdyv_stride)
+#define XIL_PRIV(c, ith) ((c)->xil_priv + (size_t)(ith) * LM_PRIVATE_QUANT_ROWS * (c)->xil_stride)
 
 // [start, end) of n items for thread ith of nth
 static inline void split(int64_t n, int ith, int nth, int64_t *s, int64_t *e) {
@@ -22,6 +23,17 @@ static inline void split(int64_t n, int ith, int nth, int64_t *s, int64_t *e) {
     if (*s > n) *s = n;
     *e = *s + per;
     if (*e > n) *e = n;
+}
+
+// Same for n output rows, in whole il groups (LM_IL_ROWS) when n is a multiple of one.
+static inline void split_rows(int64_t n, int ith, int nth, int64_t *s, int64_t *e) {
+    if (n % LM_IL_ROWS != 0) {
+        split(n, ith, nth, s, e);
+        return;
+    }
+    split(n / LM_IL_ROWS, ith, nth, s, e);
+    *s *= LM_IL_ROWS;
+    *e *= LM_IL_ROWS;
 }
 
 // ================================================================ norms
@@ -92,9 +104,10 @@ static void lm_matmul_rows_n(lm_vec_dot_n_fn dotn, float *Y, const struct lm_wei
 }
 
 // X (n_rows, n_in) quantized once per activation dtype the weights Ws consume, into
-// xq[j] / xrow[j] for weight j (F32 weights read X itself). Small batches: every thread
-// quantizes all rows into its own buffers (no barrier); larger ones: rows split across
-// threads, then one barrier. q8_0 rows are also repacked for the VNNI kernels.
+// xq[j] / xrow[j] for weight j (F32 weights read X itself; il q8_0/q5_0 weights get the
+// "xq8" rows their kernels read). Small batches: every thread quantizes all rows into its
+// own buffers (no barrier); larger ones: rows split across threads, then one barrier.
+// q8_0 rows are also repacked for the VNNI kernels of weights kept in the file layout.
 static void quantize_inputs(struct lm_context *c, const struct lm_weight *const *Ws, int n_w,
                             const float *X, int64_t n_rows, int ith, int nth, const char **xq,
                             size_t *xrow) {
@@ -103,8 +116,14 @@ static void quantize_inputs(struct lm_context *c, const struct lm_weight *const 
     const bool priv = n_rows <= LM_PRIVATE_QUANT_ROWS;
     uint8_t *xu = priv ? XU8_PRIV(c, ith) : c->xu8;
     float *xdy = priv ? XDY_PRIV(c, ith) : c->xdyv;
+    uint8_t *xil = priv ? XIL_PRIV(c, ith) : c->xil;
     bool done[LM_DTYPE_COUNT] = {false};
-    bool any = false;
+    bool any = false, q8_il = false, q8_flat = false;
+    for (int j = 0; j < n_w; j++)
+        if (lm_vec_dot_type(Ws[j]->type) == LM_DTYPE_Q8_0) {
+            if (Ws[j]->il) q8_il = true;
+            else q8_flat = true;
+        }
     int64_t s = 0, e = n_rows;
     if (!priv) split(n_rows, ith, nth, &s, &e);
     for (int j = 0; j < n_w; j++) {
@@ -115,17 +134,24 @@ static void quantize_inputs(struct lm_context *c, const struct lm_weight *const 
             xrow[j] = (size_t)n_in * sizeof(float);
             continue;
         }
-        xrow[j] = lm_dtype_row_size(vt, n_in);
+        const size_t qrow = lm_dtype_row_size(vt, n_in);
         char *buf = priv ? c->xq_priv[ith * LM_DTYPE_COUNT + vt] : c->xq[vt];
+        xrow[j] = qrow;
         xq[j] = buf;
+        if (vt == LM_DTYPE_Q8_0 && Ws[j]->il) {
+            xrow[j] = c->xil_stride;
+            xq[j] = (const char *)xil;
+        }
         if (done[vt]) continue;
         done[vt] = true;
         any = any || !priv;
         for (int64_t i = s; i < e; i++) {
-            k->quant[vt](X + i * n_in, buf + (size_t)i * xrow[j], n_in);
-            if (vt == LM_DTYPE_Q8_0)
-                lm_q8_0_repack_u8(buf + (size_t)i * xrow[j], n_in, xu + (size_t)i * c->xu8_stride,
-                                  xdy + (size_t)i * c->xdyv_stride);
+            char *row = buf + (size_t)i * qrow;
+            k->quant[vt](X + i * n_in, row, n_in);
+            if (vt != LM_DTYPE_Q8_0) continue;
+            if (q8_flat)
+                lm_q8_0_repack_u8(row, n_in, xu + (size_t)i * c->xu8_stride, xdy + (size_t)i * c->xdyv_stride);
+            if (q8_il) lm_il_act_from(Ws[j]->type, row, n_in, xil + (size_t)i * c->xil_stride);
         }
     }
     if (any) lm_pool_barrier(c->pool);
@@ -135,6 +161,20 @@ static void quantize_inputs(struct lm_context *c, const struct lm_weight *const 
 static void matmul_rows(const struct lm_context *c, int ith, float *Y, const struct lm_weight *W,
                         const char *xq, size_t xrow, int64_t n_rows, int64_t a, int64_t b) {
     const struct lm_kernels *k = c->kern;
+    if (W->il) { // groups of LM_IL_ROWS rows (a, b are multiples) x tiles of tokens
+        lm_il_gemm_fn gemm = k->il_gemm[W->type];
+        LM_ASSERT(gemm && a % LM_IL_ROWS == 0 && b % LM_IL_ROWS == 0);
+        const int64_t n_out = W->n_out;
+        for (int64_t g = a / LM_IL_ROWS; g < b / LM_IL_ROWS; g++) {
+            const char *wg = (const char *)W->il + (size_t)g * W->il_group_bytes;
+            for (int64_t i = 0; i < n_rows; i += LM_IL_MAX_NT) {
+                const int nt = n_rows - i < LM_IL_MAX_NT ? (int)(n_rows - i) : LM_IL_MAX_NT;
+                gemm(W->n_in, nt, &Y[i * n_out + g * LM_IL_ROWS], (size_t)n_out, wg,
+                     xq + (size_t)i * xrow, xrow);
+            }
+        }
+        return;
+    }
     lm_vec_dot_fn dot = k->vec_dot[W->type];
     lm_vec_dot_n_fn dotn = k->vec_dot_n[W->type];
     lm_vec_dot_n_u8_fn dotu = lm_vec_dot_type(W->type) == LM_DTYPE_Q8_0 ? k->vec_dot_n_u8[W->type] : NULL;
@@ -171,9 +211,21 @@ void lm_op_matmul_multi(struct lm_context *c, int n_w, float *const *Ys, const f
     LM_ASSERT(n_w >= 1 && n_w <= LM_MATMUL_MAX_W);
     quantize_inputs(c, Ws, n_w, X, n_rows, ith, nth, xq, xrow);
     int64_t total = 0;
-    for (int j = 0; j < n_w; j++) total += Ws[j]->n_out;
+    bool aligned = true;
+    for (int j = 0; j < n_w; j++) {
+        total += Ws[j]->n_out;
+        aligned = aligned && Ws[j]->n_out % LM_IL_ROWS == 0;
+    }
+    if (!aligned) { // each weight split on its own (il groups stay whole)
+        for (int j = 0; j < n_w; j++) {
+            int64_t a, b;
+            split_rows(Ws[j]->n_out, ith, nth, &a, &b);
+            if (a < b) matmul_rows(c, ith, Ys[j], Ws[j], xq[j], xrow[j], n_rows, a, b);
+        }
+        return;
+    }
     int64_t r0, r1;
-    split(total, ith, nth, &r0, &r1);
+    split_rows(total, ith, nth, &r0, &r1);
     int64_t base = 0;
     for (int j = 0; j < n_w; j++) {
         const int64_t n_out = Ws[j]->n_out;
@@ -508,7 +560,7 @@ void lm_op_attention(struct lm_context *c, int il, int ith, int nth) {
 
 // ================================================================ fused, barrier-free chains
 
-static float gelu_f16_table(float x);
+static void geglu_span(float *g, const float *u, int64_t n);
 
 void lm_op_gate_up_act(struct lm_context *c, float *gate, float *up, const float *X,
                        const struct lm_weight *Wg, const struct lm_weight *Wu, int64_t n_rows,
@@ -520,7 +572,7 @@ void lm_op_gate_up_act(struct lm_context *c, float *gate, float *up, const float
     size_t xrow[2];
     quantize_inputs(c, ws, 2, X, n_rows, ith, nth, xq, xrow);
     int64_t a, b;
-    split(F, ith, nth, &a, &b);
+    split_rows(F, ith, nth, &a, &b);
     matmul_rows(c, ith, gate, Wg, xq[0], xrow[0], n_rows, a, b);
     matmul_rows(c, ith, up, Wu, xq[1], xrow[1], n_rows, a, b);
     if (lm_prof_on()) { // the activation is its own op in the profile
@@ -536,7 +588,7 @@ void lm_op_gate_up_act(struct lm_context *c, float *gate, float *up, const float
         float *g = gate + i * F;
         const float *u = up + i * F;
         if (act == 0)
-            for (int64_t j = a; j < b; j++) g[j] = gelu_f16_table(g[j]) * u[j];
+            geglu_span(g + a, u + a, b - a);
         else
             for (int64_t j = a; j < b; j++) g[j] = g[j] / (1.0f + expf(-g[j])) * u[j];
     }
@@ -602,34 +654,44 @@ static void gelu_table_init(void) {
     __atomic_store_n(&g_gelu_ready, 1, __ATOMIC_RELEASE);
 }
 
-static float gelu_f16_table(float x) {
-    if (!__atomic_load_n(&g_gelu_ready, __ATOMIC_ACQUIRE)) {
-        static int building;
-        if (__atomic_exchange_n(&building, 1, __ATOMIC_ACQ_REL) == 0) gelu_table_init();
-        while (!__atomic_load_n(&g_gelu_ready, __ATOMIC_ACQUIRE)) { }
-    }
-    if (x <= -10.0f) return 0.0f;
-    if (x >= 10.0f) return x;
-    return g_gelu_table[lm_f32_to_f16(x)];
-}
-
-void lm_op_geglu(float *gate, const float *up, int64_t n, int ith, int nth) {
+static void gelu_table_ensure(void) {
     if (!__atomic_load_n(&g_gelu_ready, __ATOMIC_ACQUIRE)) {
         // first use: one thread builds the table, others wait (rare, at warm-up)
         static int building;
         if (__atomic_exchange_n(&building, 1, __ATOMIC_ACQ_REL) == 0) gelu_table_init();
         while (!__atomic_load_n(&g_gelu_ready, __ATOMIC_ACQUIRE)) { }
     }
-    int64_t s, e;
-    split(n, ith, nth, &s, &e);
-    for (int64_t i = s; i < e; i++) {
-        const float x = gate[i];
+}
+
+// g[j] = gelu(g[j]) * u[j] for j < n: f16 table lookups, 16 at a time with a gather
+static void geglu_span(float *g, const float *u, int64_t n) {
+    gelu_table_ensure();
+    int64_t j = 0;
+#if defined(__AVX512F__)
+    const __m512 lo = _mm512_set1_ps(-10.0f), hi = _mm512_set1_ps(10.0f);
+    for (; j + 16 <= n; j += 16) {
+        const __m512 x = _mm512_loadu_ps(g + j);
+        const __m512i idx = _mm512_cvtepu16_epi32(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        __m512 y = _mm512_i32gather_ps(idx, g_gelu_table, 4);
+        y = _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, hi, _CMP_GE_OQ), x);
+        y = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, lo, _CMP_GT_OQ), y);
+        _mm512_storeu_ps(g + j, _mm512_mul_ps(y, _mm512_loadu_ps(u + j)));
+    }
+#endif
+    for (; j < n; j++) {
+        const float x = g[j];
         float y;
         if (x <= -10.0f) y = 0.0f;
         else if (x >= 10.0f) y = x;
         else y = g_gelu_table[lm_f32_to_f16(x)];
-        gate[i] = y * up[i];
+        g[j] = y * u[j];
     }
+}
+
+void lm_op_geglu(float *gate, const float *up, int64_t n, int ith, int nth) {
+    int64_t s, e;
+    split(n, ith, nth, &s, &e);
+    if (s < e) geglu_span(gate + s, up + s, e - s);
 }
 
 void lm_op_swiglu(float *gate, const float *up, int64_t n, int ith, int nth) {

@@ -37,11 +37,13 @@ void lm_fwd_matmul_event(struct lm_context *c, enum lm_prof_op op, int layer, ui
         }
     }
     const size_t vlen = strlen(variant);
-    // which path lm_op_matmul* takes: repacked-activation GEMM tiles, multi-token dots, or
-    // one dot per (row, token)
+    // which path lm_op_matmul* takes: row-interleaved weights (il16: 16-row groups x token
+    // tiles), repacked-activation GEMM tiles, multi-token dots, or one dot per (row, token)
     const enum lm_dtype w0 = mm[0]->type;
     const char *path = "";
-    if (ev.n > LM_PRIVATE_QUANT_ROWS && lm_vec_dot_type(w0) == LM_DTYPE_Q8_0 && c->kern->vec_dot_n_u8[w0])
+    if (mm[0]->il)
+        path = "_il16";
+    else if (ev.n > LM_PRIVATE_QUANT_ROWS && lm_vec_dot_type(w0) == LM_DTYPE_Q8_0 && c->kern->vec_dot_n_u8[w0])
         path = "_gemm_u8";
     else if (ev.n > 1 && c->kern->vec_dot_n[w0])
         path = "_multitoken";

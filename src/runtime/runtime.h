@@ -71,6 +71,11 @@ struct lm_context {
     uint8_t *xu8_priv; // (n_threads, LM_PRIVATE_QUANT_ROWS, xu8_stride): small batches
     float *xdyv_priv;  // (n_threads, LM_PRIVATE_QUANT_ROWS, xdyv_stride)
     size_t xu8_stride, xdyv_stride;
+    // q8_0 activations as "xq8" rows for the il q8_0 / q5_0 kernels (lm_il_act_from):
+    // xil (n_batch, xil_stride bytes), xil_priv (n_threads, LM_PRIVATE_QUANT_ROWS, xil_stride)
+    uint8_t *xil;
+    uint8_t *xil_priv;
+    size_t xil_stride;
     // RoPE cos/sin per batch entry for each distinct (base, scale) of the layers:
     // rope_cs[slot] -> (n_batch, n_rot) as (cos, sin) pairs; rope_slot[layer] -> slot
     int32_t n_rope_slots;
