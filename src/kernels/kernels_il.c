@@ -57,7 +57,12 @@ static void pack_q8_0(uint8_t *dst, const void *src, size_t row_bytes, int64_t n
         for (int r = 0; r < LM_IL_ROWS; r++) {
             const struct lm_block_q8_0 *x = (const struct lm_block_q8_0 *)((const char *)src + (size_t)r * row_bytes) + b;
             d[r] = x->d;
-            for (int k = 0; k < 32; k++) q[(k / 4) * 64 + r * 4 + k % 4] = (uint8_t)(x->qs[k] + 128);
+            for (int g = 0; g < 8; g++) { // 4 quants at a time, + 128 = flip the sign bits
+                uint32_t v;
+                memcpy(&v, x->qs + 4 * g, 4);
+                v ^= 0x80808080u;
+                memcpy(q + g * 64 + r * 4, &v, 4);
+            }
         }
     }
 }

@@ -1,7 +1,8 @@
-// Load-time repacking of the layer matmul weights into the row-interleaved (il) layouts of
-// kernels.h, which the matmul kernels stream group by group. The GGUF mapping stays the
-// source of truth (embedding rows, the output head and anything without an il layout are
-// read from it); LUMEN_NO_REPACK=1 keeps every weight in its file layout.
+// Load-time repacking of the matmul weights (every layer's q/k/v/o/gate/up/down and the
+// output head) into the row-interleaved (il) layouts of kernels.h, which the matmul kernels
+// stream group by group. The GGUF mapping stays the source of truth for everything else
+// (embedding rows are still read from token_embd even when the output head is tied to it).
+// LUMEN_NO_REPACK=1 keeps every weight in its file layout.
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,30 +13,36 @@
 #include "model/model.h"
 
 #define LM_REPACK_THREADS 4
+#define LM_REPACK_CHUNK 128 // groups per claimed piece of work
 
 struct repack_job {
-    struct lm_weight *w[4096 * 7];
+    struct lm_weight **w;
     int n;
-    int next; // claimed under the mutex
+    int64_t next_w, next_g; // next piece to claim, under the mutex
     pthread_mutex_t mu;
 };
-
-static void pack_weight(struct lm_weight *w) {
-    const int64_t n_groups = w->n_out / LM_IL_ROWS;
-    for (int64_t g = 0; g < n_groups; g++)
-        lm_il_pack_group(w->type, (char *)w->il + (size_t)g * w->il_group_bytes,
-                         (const char *)w->data + (size_t)g * LM_IL_ROWS * w->row_bytes,
-                         w->row_bytes, w->n_in);
-}
 
 static void *repack_worker(void *arg) {
     struct repack_job *j = arg;
     for (;;) {
         pthread_mutex_lock(&j->mu);
-        const int i = j->next++;
+        while (j->next_w < j->n && j->next_g >= j->w[j->next_w]->n_out / LM_IL_ROWS) {
+            j->next_w++;
+            j->next_g = 0;
+        }
+        if (j->next_w >= j->n) {
+            pthread_mutex_unlock(&j->mu);
+            return NULL;
+        }
+        struct lm_weight *w = j->w[j->next_w];
+        const int64_t g0 = j->next_g, n_groups = w->n_out / LM_IL_ROWS;
+        const int64_t g1 = g0 + LM_REPACK_CHUNK < n_groups ? g0 + LM_REPACK_CHUNK : n_groups;
+        j->next_g = g1;
         pthread_mutex_unlock(&j->mu);
-        if (i >= j->n) return NULL;
-        pack_weight(j->w[i]);
+        for (int64_t g = g0; g < g1; g++)
+            lm_il_pack_group(w->type, (char *)w->il + (size_t)g * w->il_group_bytes,
+                             (const char *)w->data + (size_t)g * LM_IL_ROWS * w->row_bytes,
+                             w->row_bytes, w->n_in);
     }
 }
 
@@ -43,27 +50,37 @@ enum lm_status lm_model_repack_il(struct lm_model *m) {
     const char *env = getenv("LUMEN_NO_REPACK");
     if (env && env[0] && strcmp(env, "0") != 0) return LM_OK;
     const struct lm_kernels *k = lm_kernels_best(); // the table contexts compute with
-    struct repack_job *j = calloc(1, sizeof *j);
-    if (!j) return lm_error_set(LM_ERR_NOMEM, "model: out of memory (repack)");
+    struct repack_job j = {.n = 0};
+    j.w = calloc((size_t)m->hp.n_layer * 7 + 1, sizeof *j.w);
+    if (!j.w) return lm_error_set(LM_ERR_NOMEM, "model: out of memory (repack)");
     uint64_t total = 0;
-    for (int l = 0; l < m->hp.n_layer && l < 4096; l++) {
-        struct lm_layer *L = &m->layers[l];
-        struct lm_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->gate, &L->up, &L->down};
-        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) {
+    for (int l = 0; l <= m->hp.n_layer; l++) {
+        struct lm_weight *ws[7] = {&m->output};
+        size_t nw = 1;
+        if (l < m->hp.n_layer) {
+            struct lm_layer *L = &m->layers[l];
+            struct lm_weight *lw[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->gate, &L->up, &L->down};
+            memcpy(ws, lw, sizeof lw);
+            nw = 7;
+        }
+        for (size_t i = 0; i < nw; i++) {
             struct lm_weight *w = ws[i];
             if (!w->data || !lm_il_supported(w->type, w->n_out, w->n_in) || !k->il_gemm[w->type])
                 continue;
             w->il_group_bytes = lm_il_group_bytes(w->type, w->n_in);
             total += (uint64_t)w->il_group_bytes * (uint64_t)(w->n_out / LM_IL_ROWS);
-            j->w[j->n++] = w;
+            j.w[j.n++] = w;
         }
     }
-    if (j->n == 0) { free(j); return LM_OK; }
+    if (j.n == 0) {
+        free(j.w);
+        return LM_OK;
+    }
     void *buf = NULL;
     // 2 MiB aligned and huge-page backed where the kernel allows: fewer page faults while
     // packing, fewer TLB misses while streaming
     if (posix_memalign(&buf, (size_t)2 << 20, (size_t)total) != 0) {
-        free(j);
+        free(j.w); // the weights keep il == NULL: file layout
         return lm_error_set(LM_ERR_NOMEM, "model: %s: out of memory repacking %llu bytes of weights",
                             m->path, (unsigned long long)total);
     }
@@ -71,19 +88,19 @@ enum lm_status lm_model_repack_il(struct lm_model *m) {
     madvise(buf, (size_t)total, MADV_HUGEPAGE);
 #endif
     uint64_t off = 0;
-    for (int i = 0; i < j->n; i++) {
-        j->w[i]->il = (char *)buf + off;
-        off += (uint64_t)j->w[i]->il_group_bytes * (uint64_t)(j->w[i]->n_out / LM_IL_ROWS);
+    for (int i = 0; i < j.n; i++) {
+        j.w[i]->il = (char *)buf + off;
+        off += (uint64_t)j.w[i]->il_group_bytes * (uint64_t)(j.w[i]->n_out / LM_IL_ROWS);
     }
-    pthread_mutex_init(&j->mu, NULL);
+    pthread_mutex_init(&j.mu, NULL);
     pthread_t th[LM_REPACK_THREADS];
     int n_th = 0;
     for (; n_th < LM_REPACK_THREADS - 1; n_th++)
-        if (pthread_create(&th[n_th], NULL, repack_worker, j) != 0) break;
-    repack_worker(j);
+        if (pthread_create(&th[n_th], NULL, repack_worker, &j) != 0) break;
+    repack_worker(&j);
     for (int t = 0; t < n_th; t++) pthread_join(th[t], NULL);
-    pthread_mutex_destroy(&j->mu);
-    free(j);
+    pthread_mutex_destroy(&j.mu);
+    free(j.w);
     m->il_buf = buf;
     m->il_bytes = total;
     return LM_OK;
