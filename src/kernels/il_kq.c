@@ -55,17 +55,21 @@ void lm_il_pack_q4_K(void *dst, const void *src, size_t row_bytes, int64_t n_in)
     LM_ASSERT(n_in % LM_QK_K == 0);
     struct lm_il_q4_K_sb *o = dst;
     for (int64_t i = 0; i < n_in / LM_QK_K; i++, o++) {
-        memset(o, 0, sizeof *o);
         for (int r = 0; r < LM_IL_ROWS; r++) {
             const struct lm_block_q4_K *b = (const struct lm_block_q4_K *)((const char *)src + r * row_bytes) + i;
             o->d[r] = b->d;
             o->dmin[r] = b->dmin;
             for (int j = 0; j < 8; j++) k4_scale_min(b->scales, j, &o->sc[j][r], &o->mn[j / 2][r][j % 2]);
-            for (int j = 0; j < 8; j++)
-                for (int v = 0; v < 4; v++)
-                    for (int kk = 0; kk < 4; kk++)
-                        o->qs[j][v][4 * r + kk] = (uint8_t)(q4_K_at(b, 32 * j + 4 * v + kk) |
-                                                            q4_K_at(b, 32 * j + 16 + 4 * v + kk) << 4);
+            uint8_t q[LM_QK_K];
+            for (int e = 0; e < LM_QK_K; e++) q[e] = q4_K_at(b, e);
+            for (int j = 0; j < 8; j++) // 4 columns at a time (values < 16: no carries)
+                for (int v = 0; v < 4; v++) {
+                    uint32_t lo, hi;
+                    memcpy(&lo, q + 32 * j + 4 * v, 4);
+                    memcpy(&hi, q + 32 * j + 16 + 4 * v, 4);
+                    lo |= hi << 4;
+                    memcpy(&o->qs[j][v][4 * r], &lo, 4);
+                }
         }
     }
 }
@@ -74,20 +78,32 @@ void lm_il_pack_q6_K(void *dst, const void *src, size_t row_bytes, int64_t n_in)
     LM_ASSERT(n_in % LM_QK_K == 0);
     struct lm_il_q6_K_sb *o = dst;
     for (int64_t i = 0; i < n_in / LM_QK_K; i++, o++) {
-        memset(o, 0, sizeof *o);
         for (int r = 0; r < LM_IL_ROWS; r++) {
             const struct lm_block_q6_K *b = (const struct lm_block_q6_K *)((const char *)src + r * row_bytes) + i;
             o->d[r] = lm_f16_to_f32(b->d);
+            uint8_t qv[LM_QK_K];
+            for (int e = 0; e < LM_QK_K; e++) qv[e] = q6_K_at(b, e);
             for (int p = 0; p < 8; p++) {
                 o->sc[p][r][0] = b->scales[2 * p];
                 o->sc[p][r][1] = b->scales[2 * p + 1];
                 struct lm_il_q6_K_pair *q = &o->q[p];
-                for (int u = 0; u < 8; u++)
-                    for (int kk = 0; kk < 4; kk++) {
-                        uint8_t v = q6_K_at(b, 32 * p + 4 * u + kk);
-                        q->ql[u % 4][4 * r + kk] |= (uint8_t)((v & 15) << (4 * (u / 4)));
-                        q->qh[u / 4][4 * r + kk] |= (uint8_t)((v >> 4) << (2 * (u % 4)));
+                const uint8_t *c = qv + 32 * p;
+                for (int v = 0; v < 4; v++) { // runs v (low nibble) and v + 4 (high nibble)
+                    uint32_t a, h;
+                    memcpy(&a, c + 4 * v, 4);
+                    memcpy(&h, c + 16 + 4 * v, 4);
+                    a = (a & 0x0f0f0f0fu) | (h & 0x0f0f0f0fu) << 4;
+                    memcpy(&q->ql[v][4 * r], &a, 4);
+                }
+                for (int hh = 0; hh < 2; hh++) { // bits 2s..2s+1: q >> 4 of run 4hh + s
+                    uint32_t acc = 0;
+                    for (int s = 0; s < 4; s++) {
+                        uint32_t t;
+                        memcpy(&t, c + 16 * hh + 4 * s, 4);
+                        acc |= ((t >> 4) & 0x03030303u) << (2 * s);
                     }
+                    memcpy(&q->qh[hh][4 * r], &acc, 4);
+                }
             }
         }
     }

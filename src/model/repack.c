@@ -6,7 +6,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "base/status.h"
 #include "kernels/kernels.h"
@@ -77,16 +76,13 @@ enum lm_status lm_model_repack_il(struct lm_model *m) {
         return LM_OK;
     }
     void *buf = NULL;
-    // 2 MiB aligned and huge-page backed where the kernel allows: fewer page faults while
-    // packing, fewer TLB misses while streaming
-    if (posix_memalign(&buf, (size_t)2 << 20, (size_t)total) != 0) {
+    // (MADV_HUGEPAGE on this buffer made loads ~1 s slower for a 1.1B model: fresh huge
+    // pages are expensive to fault in on VMs, and decode did not get faster)
+    if (posix_memalign(&buf, 64, (size_t)total) != 0) {
         free(j.w); // the weights keep il == NULL: file layout
         return lm_error_set(LM_ERR_NOMEM, "model: %s: out of memory repacking %llu bytes of weights",
                             m->path, (unsigned long long)total);
     }
-#ifdef MADV_HUGEPAGE
-    madvise(buf, (size_t)total, MADV_HUGEPAGE);
-#endif
     uint64_t off = 0;
     for (int i = 0; i < j.n; i++) {
         j.w[i]->il = (char *)buf + off;
