@@ -11,7 +11,7 @@
 #include "base/status.h"
 
 // ============================================================================
-// ggml block decoding (one element or one scale at a time: packing only, not hot)
+// ggml block decoding (packing only, not hot)
 // ============================================================================
 
 // 6-bit scale and min of sub-block j (0..7) of a q4_K block.
@@ -23,20 +23,6 @@ static void k4_scale_min(const uint8_t *s, int j, uint8_t *sc, uint8_t *m) {
         *sc = (uint8_t)((s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4));
         *m = (uint8_t)((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
     }
-}
-
-// Quant of column e (0..255) of a q4_K block, 0..15: chunk of 64 columns = 32 bytes,
-// low nibbles first.
-static uint8_t q4_K_at(const struct lm_block_q4_K *b, int e) {
-    uint8_t byte = b->qs[32 * (e / 64) + e % 32];
-    return (uint8_t)(e % 64 < 32 ? byte & 0x0f : byte >> 4);
-}
-
-// Stored quant of column e of a q6_K block, 0..63 (weight = value - 32).
-static uint8_t q6_K_at(const struct lm_block_q6_K *b, int e) {
-    int h = e / 128, k = (e % 128) / 32, l = e % 32;
-    uint8_t lo = b->ql[64 * h + l + (k & 1) * 32];
-    return (uint8_t)((k < 2 ? lo & 0x0f : lo >> 4) | (((b->qh[32 * h + l] >> (2 * k)) & 3) << 4));
 }
 
 // ============================================================================
@@ -61,7 +47,11 @@ void lm_il_pack_q4_K(void *dst, const void *src, size_t row_bytes, int64_t n_in)
             o->dmin[r] = b->dmin;
             for (int j = 0; j < 8; j++) k4_scale_min(b->scales, j, &o->sc[j][r], &o->mn[j / 2][r][j % 2]);
             uint8_t q[LM_QK_K];
-            for (int e = 0; e < LM_QK_K; e++) q[e] = q4_K_at(b, e);
+            for (int c = 0; c < 4; c++) // column e of the ggml block: 64-column chunks of 32 bytes, low nibbles first
+                for (int l = 0; l < 32; l++) {
+                    q[64 * c + l] = b->qs[32 * c + l] & 0x0f;
+                    q[64 * c + 32 + l] = b->qs[32 * c + l] >> 4;
+                }
             for (int j = 0; j < 8; j++) // 4 columns at a time (values < 16: no carries)
                 for (int v = 0; v < 4; v++) {
                     uint32_t lo, hi;
@@ -82,7 +72,14 @@ void lm_il_pack_q6_K(void *dst, const void *src, size_t row_bytes, int64_t n_in)
             const struct lm_block_q6_K *b = (const struct lm_block_q6_K *)((const char *)src + r * row_bytes) + i;
             o->d[r] = lm_f16_to_f32(b->d);
             uint8_t qv[LM_QK_K];
-            for (int e = 0; e < LM_QK_K; e++) qv[e] = q6_K_at(b, e);
+            for (int h = 0; h < 2; h++) // column e = 128h + 32k + l: low 4 bits in ql, high 2 in qh bits 2k
+                for (int l = 0; l < 32; l++) {
+                    const uint8_t l0 = b->ql[64 * h + l], l1 = b->ql[64 * h + 32 + l], hb = b->qh[32 * h + l];
+                    qv[128 * h + l] = (uint8_t)((l0 & 0x0f) | (hb & 3) << 4);
+                    qv[128 * h + 32 + l] = (uint8_t)((l1 & 0x0f) | ((hb >> 2) & 3) << 4);
+                    qv[128 * h + 64 + l] = (uint8_t)((l0 >> 4) | ((hb >> 4) & 3) << 4);
+                    qv[128 * h + 96 + l] = (uint8_t)((l1 >> 4) | ((hb >> 6) & 3) << 4);
+                }
             for (int p = 0; p < 8; p++) {
                 o->sc[p][r][0] = b->scales[2 * p];
                 o->sc[p][r][1] = b->scales[2 * p + 1];
