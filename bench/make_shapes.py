@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""Full-size random-weight models of real shapes for bench/compare.py: TinyLlama 1.1B and
+Qwen2.5 0.5B as Q4_K_M, plus Qwen2.5 0.5B as F16.
+
+The F16 files come from tools/make_arch_gguf.py (real layer count and vocabulary, its
+deterministic N(0, 0.02) weights and synthetic SentencePiece vocabulary, the same
+generator the per-architecture golden tests use). The Q4_K_M files are made from them by
+llama.cpp's own quantizer (llama_model_quantize of the pinned llama-cpp-python, nthread 2),
+so the tensor type mix is exactly the one llama-quantize picks for a real checkpoint of
+that shape (e.g. Q5_0/Q8_0 fallbacks for Qwen2.5's 896-wide rows). The TinyLlama F16
+intermediate is deleted; the Qwen2.5 F16 file is kept as the F16 benchmark model.
+
+Unless --no-check, every produced file is loaded by llama.cpp and a short prompt evaluated:
+every position's logits must be finite and not degenerate (random weights at full depth
+could in principle blow up or collapse the residual stream).
+
+Files that already exist are kept unless --force. Writes go to <name>.tmp and are renamed,
+so an interrupted run leaves no truncated model behind.
+
+usage:
+  .venv/bin/python bench/make_shapes.py [--out models/shapes] [--force] [--no-check]
+  .venv/bin/python bench/compare.py [--no-default] --models models/shapes/*.gguf
+(--no-default unless models/gemma-3-270m-q4_k_m.gguf is present). Needs
+requirements-reference.txt (bash scripts/setup.sh --reference). Takes ~2 min on 2 cores
+(most of it quantizing TinyLlama) and ~4.3 GB of disk at the peak, 2.1 GB afterwards.
+"""
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+import make_arch_gguf as mk  # noqa: E402
+
+DEFAULT_OUT = os.path.join(ROOT, "models", "shapes")
+N_THREADS = 2
+CHECK_PROMPT = "Hello world, this is a test."
+
+# (file name, family, kind): kind 'f16' = make_arch_gguf.py's F16 file as is, 'q4_k_m' =
+# that file through llama.cpp's quantizer. Order matters: the Qwen2.5 F16 file is written
+# first and reused as the quantizer's input.
+MODELS = [
+    ("qwen2.5-0.5b-random-f16.gguf", "qwen25", "f16"),
+    ("qwen2.5-0.5b-random-q4_k_m.gguf", "qwen25", "q4_k_m"),
+    ("tinyllama-1.1b-random-q4_k_m.gguf", "tinyllama", "q4_k_m"),
+]
+
+
+def mb(path):
+    return os.path.getsize(path) / 1e6
+
+
+def quantize_q4_k_m(src, dst, name=None):
+    """llama.cpp's Q4_K_M quantization of src into dst (as llama-quantize src dst Q4_K_M),
+    with general.name set to name. Its per-tensor report (printed by the C++ code straight to stdout/stderr) goes to
+    dst.quantize.log, which is removed on success and shown on failure."""
+    import ctypes
+
+    import llama_cpp
+
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.nthread = N_THREADS
+    params.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_M
+    if name:  # general.name; llama.cpp would copy the F16 file's
+        kv = (llama_cpp.llama_model_kv_override * 2)()  # key "" ends the list
+        kv[0].tag = llama_cpp.LLAMA_KV_OVERRIDE_TYPE_STR
+        kv[0].key = b"general.name"
+        kv[0].value.val_str = name.encode()
+        params.kv_overrides = kv
+    tmp, log = dst + ".tmp", dst + ".quantize.log"
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    with open(log, "wb") as fh:
+        os.dup2(fh.fileno(), 1)
+        os.dup2(fh.fileno(), 2)
+        try:
+            rc = llama_cpp.llama_model_quantize(src.encode(), tmp.encode(), ctypes.byref(params))
+        finally:
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for fd in saved:
+                os.close(fd)
+    if rc != 0:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        with open(log, errors="replace") as fh:
+            sys.stderr.write("".join(fh.readlines()[-20:]))
+        sys.exit("make_shapes: llama_model_quantize(%s) failed (%d), log in %s" % (src, rc, log))
+    os.remove(log)
+    os.replace(tmp, dst)
+
+
+def check(path):
+    """Evaluates CHECK_PROMPT with llama.cpp; fails unless every position's logits are
+    finite and spread out. Returns a one-line summary."""
+    from llama_cpp import Llama
+
+    llm = Llama(model_path=path, n_ctx=256, n_threads=N_THREADS, n_threads_batch=N_THREADS,
+                n_gpu_layers=0, logits_all=True, verbose=False)
+    toks = llm.tokenize(CHECK_PROMPT.encode())
+    llm.eval(toks)
+    scores = np.array(llm.scores[:len(toks)], dtype=np.float32)  # every position's logits
+    del llm
+    if not np.all(np.isfinite(scores)):
+        sys.exit("make_shapes: %s: non-finite logits" % path)
+    std = scores.std(axis=1)
+    if not (std.min() > 1e-3 and std.max() < 1e3):
+        sys.exit("make_shapes: %s: degenerate logits (per-position std %g..%g)" % (
+            path, std.min(), std.max()))
+    top2 = np.sort(scores[-1])[-2:]
+    return ("%d positions' logits finite, std %.2f..%.2f; last: max %.3f, top1-top2 gap %.3f"
+            % (len(toks), std.min(), std.max(), float(top2[1]), float(top2[1] - top2[0])))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default=DEFAULT_OUT, help="output directory (default models/shapes)")
+    ap.add_argument("--force", action="store_true", help="rewrite files that already exist")
+    ap.add_argument("--seed", type=int, default=mk.CI_SEED, help="make_arch_gguf.py weight seed")
+    ap.add_argument("--no-check", action="store_true",
+                    help="skip the llama.cpp finite-logits check of each file")
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+
+    t_all = time.time()
+    made = []
+    for name, family, kind in MODELS:
+        path = os.path.join(a.out, name)
+        if os.path.exists(path) and not a.force:
+            print("make_shapes: %s exists (%.1f MB), kept" % (name, mb(path)))
+            continue
+        t0 = time.time()
+        if kind == "f16":
+            mk.write_model(path, family, None, None, "f16", a.seed, quiet=True)
+        else:
+            f16 = os.path.join(a.out, "%s-random-f16.gguf" % family)  # intermediate
+            kept = [os.path.join(a.out, n) for n, fam, k in MODELS if fam == family and k == "f16"]
+            if kept and os.path.exists(kept[0]):
+                f16 = kept[0]                                     # reuse the F16 we keep
+            else:
+                mk.write_model(f16, family, None, None, "f16", a.seed, quiet=True)
+            try:
+                quantize_q4_k_m(f16, path, "lumen-random-%s-q4_k_m" % family)
+            finally:
+                if not kept and os.path.exists(f16):
+                    os.remove(f16)
+        print("make_shapes: wrote %s (%.1f MB) in %.0f s" % (name, mb(path), time.time() - t0))
+        made.append(path)
+
+    if not a.no_check:
+        for path in made:
+            print("make_shapes: check %s: %s" % (os.path.basename(path), check(path)))
+
+    print("make_shapes: done in %.0f s" % (time.time() - t_all))
+    for name, _, _ in MODELS:
+        path = os.path.join(a.out, name)
+        print("  %-48s %8.1f MB" % (os.path.relpath(path, ROOT) if path.startswith(ROOT)
+                                    else path, mb(path)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
