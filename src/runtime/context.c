@@ -113,6 +113,7 @@ void lm_context_free(struct lm_context *c) {
 enum lm_status lm_context_init(struct lm_context **out, struct lm_model *m,
                                const struct lm_context_params *params) {
     *out = NULL;
+    lm_ops_init();
     struct lm_context_params p = {0};
     if (params) p = *params;
     const struct lm_hparams *hp = &m->hp;

@@ -798,6 +798,7 @@ void lm_op_attention(struct lm_context *c, int il, int ith, int nth) {
 // ================================================================ fused, barrier-free chains
 
 static void geglu_span(float *g, const float *u, int64_t n);
+static void gelu_table_ensure(void);
 
 void lm_op_gate_up_act(struct lm_context *c, float *gate, float *up, const float *X,
                        const struct lm_weight *Wg, const struct lm_weight *Wu, int64_t n_rows,
@@ -890,6 +891,8 @@ static void gelu_table_init(void) {
     }
     __atomic_store_n(&g_gelu_ready, 1, __ATOMIC_RELEASE);
 }
+
+void lm_ops_init(void) { gelu_table_ensure(); }
 
 static void gelu_table_ensure(void) {
     if (!__atomic_load_n(&g_gelu_ready, __ATOMIC_ACQUIRE)) {
