@@ -1,4 +1,4 @@
-// Row-interleaved (il) q8_0 / q5_0 weights: packing + the generic and AVX-512 kernels against
+// Multi-token dots (vec_dot_n) bit-identical to vec_dot. Row-interleaved (il) q8_0 / q5_0 weights: packing + the generic and AVX-512 kernels against
 // the contract computed here from the original ggml rows (exact int32 per block, then
 // acc = fmaf(d_w * d_x, isum, acc) block by block: bit-exact), and against the flat-layout
 // vec_dot within float tolerance; every tile width 1..LM_IL_MAX_NT; layout queries.
@@ -117,7 +117,55 @@ static void test_dtype(enum lm_dtype t, int64_t n_in) {
     free(w); free(il); free(xq); free(xa); free(x); free(y);
 }
 
+// vec_dot_n (multi-token, file layout) must equal vec_dot row by row, bit for bit: the
+// batch-vs-token invariant of the runtime rests on it. f16 and q8_0 / q5_0 (any bytes
+// with a sane scale are valid blocks).
+static void test_dot_n(enum lm_dtype t, int64_t n) {
+    const struct lm_kernels *tabs[] = {lm_kernels_generic(), lm_kernels_avx2(), lm_kernels_avx512()};
+    const enum lm_dtype vt = lm_vec_dot_type(t);
+    const size_t wrow = lm_dtype_row_size(t, n), xrow = lm_dtype_row_size(vt, n);
+    uint8_t *w = malloc(wrow), *xq = malloc(LM_VEC_DOT_MAX_NT * xrow);
+    float *x = malloc(sizeof(float) * (size_t)n);
+    if (t == LM_DTYPE_F16)
+        for (int64_t j = 0; j < n; j++) ((lm_f16 *)w)[j] = lm_f32_to_f16(rng_sym());
+    else
+        for (int64_t b = 0; b < n / 32; b++) {
+            const size_t bs = t == LM_DTYPE_Q8_0 ? 34 : 22;
+            const lm_f16 d = lm_f32_to_f16(0.02f * rng_sym());
+            memcpy(w + b * bs, &d, 2);
+            for (size_t i = 2; i < bs; i++) w[b * bs + i] = (uint8_t)rng_u64();
+        }
+    for (int i = 0; i < LM_VEC_DOT_MAX_NT; i++) {
+        for (int64_t j = 0; j < n; j++) x[j] = rng_sym() * 3.0f;
+        lm_kernels_generic()->quant[vt](x, xq + i * xrow, n);
+    }
+    for (size_t ti = 0; ti < sizeof tabs / sizeof tabs[0]; ti++) {
+        const struct lm_kernels *k = tabs[ti];
+        if (!k || !k->vec_dot_n[t]) continue;
+        for (int nt = 1; nt <= LM_VEC_DOT_MAX_NT; nt++) {
+            float s[LM_VEC_DOT_MAX_NT * 3];
+            k->vec_dot_n[t](n, nt, s, 3, w, xq, xrow);
+            int bad = 0;
+            for (int i = 0; i < nt; i++) {
+                float want;
+                k->vec_dot[t](n, &want, w, xq + i * xrow);
+                bad += memcmp(&want, &s[3 * i], 4) != 0;
+            }
+            CHECKF(bad == 0, "%s vec_dot_n dtype %d n %lld nt %d: %d of %d differ from vec_dot", k->name,
+                   (int)t, (long long)n, nt, bad, nt);
+        }
+    }
+    free(w); free(xq); free(x);
+}
+
 int main(void) {
+    const int64_t dn[] = {32, 64, 96, 640, 896, 4864};
+    for (size_t i = 0; i < sizeof dn / sizeof dn[0]; i++) {
+        test_dot_n(LM_DTYPE_F16, dn[i]);
+        test_dot_n(LM_DTYPE_F16, dn[i] + 7); // f16 rows need not be whole blocks
+        test_dot_n(LM_DTYPE_Q8_0, dn[i]);
+        test_dot_n(LM_DTYPE_Q5_0, dn[i]);
+    }
     CHECK(lm_il_supported(LM_DTYPE_Q8_0, 64, 640));
     CHECK(lm_il_supported(LM_DTYPE_Q5_0, 4096, 32));
     CHECK(!lm_il_supported(LM_DTYPE_Q5_0, 24, 640));  // rows not a multiple of 16

@@ -204,6 +204,65 @@ AI void q6_K_n(const int NT, int64_t n, float *s, size_t ss, const void *w, cons
 }
 
 // ============================================================================
+// f16 weights x f16 activations: vec_dot_f16's order per token (4 accumulators over
+// 64-element steps, a 16-element step into acc0, a masked tail into acc1, then
+// (acc0 + acc1) + (acc2 + acc3) and _mm512_reduce_add_ps); weights converted once
+// ============================================================================
+
+#define LD16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
+AI void f16_n(const int NT, int64_t n, float *s, size_t ss, const void *w, const void *xq,
+              size_t xs) {
+    const lm_f16 *a = w;
+    __m512 acc[4][4];
+    for (int t = 0; t < NT; t++)
+        for (int k = 0; k < 4; k++) acc[t][k] = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64)
+        for (int k = 0; k < 4; k++) {
+            const __m512 wv = LD16(a + i + 16 * k);
+            for (int t = 0; t < NT; t++) {
+                const lm_f16 *b = (const lm_f16 *)((const char *)xq + t * xs);
+                acc[t][k] = _mm512_fmadd_ps(wv, LD16(b + i + 16 * k), acc[t][k]);
+            }
+        }
+    for (; i + 16 <= n; i += 16) {
+        const __m512 wv = LD16(a + i);
+        for (int t = 0; t < NT; t++) {
+            const lm_f16 *b = (const lm_f16 *)((const char *)xq + t * xs);
+            acc[t][0] = _mm512_fmadd_ps(wv, LD16(b + i), acc[t][0]);
+        }
+    }
+    if (i < n) {
+        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        const __m512 wv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, a + i));
+        for (int t = 0; t < NT; t++) {
+            const lm_f16 *b = (const lm_f16 *)((const char *)xq + t * xs);
+            acc[t][1] = _mm512_fmadd_ps(wv, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, b + i)), acc[t][1]);
+        }
+    }
+    for (int t = 0; t < NT; t++)
+        s[t * ss] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[t][0], acc[t][1]),
+                                                       _mm512_add_ps(acc[t][2], acc[t][3])));
+}
+#undef LD16
+
+// up to 4 tokens per pass (16 accumulators), the row re-read from L1 for the next 4
+static void f16_multi(int64_t n, int nt, float *s, size_t ss, const void *w, const void *xq,
+                      size_t xs) {
+    for (int t0 = 0; t0 < nt; t0 += 4) {
+        const int m = nt - t0 < 4 ? nt - t0 : 4;
+        float *st = s + (size_t)t0 * ss;
+        const char *xt = (const char *)xq + (size_t)t0 * xs;
+        switch (m) {
+        case 1: f16_n(1, n, st, ss, w, xt, xs); break;
+        case 2: f16_n(2, n, st, ss, w, xt, xs); break;
+        case 3: f16_n(3, n, st, ss, w, xt, xs); break;
+        default: f16_n(4, n, st, ss, w, xt, xs); break;
+        }
+    }
+}
+
+// ============================================================================
 // dispatch on the token count (compile-time NT so accumulators stay in registers)
 // ============================================================================
 
@@ -300,6 +359,7 @@ LM_DEF_U8(q5_0_u8)
 LM_DEF_U8(q8_0_u8)
 
 void lm_kernels_avx512_fill_multi(struct lm_kernels *k) {
+    k->vec_dot_n[LM_DTYPE_F16] = f16_multi;
     k->vec_dot_n[LM_DTYPE_Q8_0] = q8_0_multi;
     k->vec_dot_n[LM_DTYPE_Q5_0] = q5_0_multi;
     k->vec_dot_n[LM_DTYPE_Q4_K] = q4_K_multi;
