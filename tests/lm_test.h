@@ -4,6 +4,7 @@
 #define LM_TEST_H
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,15 @@ static int lm_test_pass, lm_test_fail;
             fputc('\n', stderr);                                                     \
         }                                                                            \
     } while (0)
+
+// xorshift64: deterministic random bits for test data (one stream per test program)
+static uint64_t lm_test_rng_state = 0x2545f4914f6cdd1dull;
+static inline uint64_t lm_test_rng_u64(void) {
+    lm_test_rng_state ^= lm_test_rng_state << 13;
+    lm_test_rng_state ^= lm_test_rng_state >> 7;
+    lm_test_rng_state ^= lm_test_rng_state << 17;
+    return lm_test_rng_state;
+}
 
 static inline int lm_test_finish(void) {
     printf("%d passed, %d failed\n", lm_test_pass, lm_test_fail);

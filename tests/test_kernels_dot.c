@@ -17,12 +17,10 @@
 // random numbers
 // ============================================================================
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static uint64_t rng_u64(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
+    static int seeded;
+    if (!seeded) { lm_test_rng_state = 0x9e3779b97f4a7c15ull; seeded = 1; } // this file's stream
+    return lm_test_rng_u64();
 }
 static float rng_uniform(void) { return (float)((rng_u64() >> 40) * (1.0 / 16777216.0)); } // [0, 1)
 static float rng_normal(void) {

@@ -17,13 +17,7 @@
 // random numbers and inputs
 // ============================================================================
 
-static uint64_t rng_state = 0x2545f4914f6cdd1dull;
-static uint64_t rng_u64(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
+static uint64_t rng_u64(void) { return lm_test_rng_u64(); }
 static float rng_uniform(void) { return (float)((rng_u64() >> 40) * (1.0 / 16777216.0)); } // [0, 1)
 static float rng_sym(void) { return 2.0f * rng_uniform() - 1.0f; }                     // [-1, 1)
 
