@@ -152,7 +152,65 @@ static void test_dot_n(enum lm_dtype t, int64_t n) {
     free(w); free(xq); free(x);
 }
 
+// f16 (kernels.h): il_gemm on the file rows, any nt, equals vec_dot[F16] of the same table
+// bit for bit, and every table computes the same bits (generic = AVX2 = AVX-512), also
+// against a plain restatement of the contract here.
+static float f16_contract(const lm_f16 *w, const lm_f16 *x, int64_t n) {
+    float acc[16] = {0};
+    for (int64_t k = 0; k < n; k++) acc[k % 16] = fmaf(lm_f16_to_f32(w[k]), lm_f16_to_f32(x[k]), acc[k % 16]);
+    float s8[8], s4[4];
+    for (int i = 0; i < 8; i++) s8[i] = acc[i] + acc[i + 8];
+    for (int i = 0; i < 4; i++) s4[i] = s8[i] + s8[i + 4];
+    return (s4[0] + s4[2]) + (s4[1] + s4[3]);
+}
+
+static void test_f16_il(int64_t n) {
+    const struct lm_kernels *tabs[] = {lm_kernels_generic(), lm_kernels_avx2(), lm_kernels_avx512()};
+    const size_t row = (size_t)n * sizeof(lm_f16), arow = lm_il_act_row_bytes(LM_DTYPE_F16, n) + 12;
+    lm_f16 *w = malloc(N_OUT * row), *xq = malloc(LM_IL_MAX_NT * row);
+    uint8_t *xa = malloc(LM_IL_MAX_NT * arow);
+    float *y = malloc(sizeof(float) * LM_IL_MAX_NT * N_OUT);
+    for (int64_t i = 0; i < N_OUT * n; i++) w[i] = lm_f32_to_f16(rng_sym() * (rng_u64() % 64 == 0 ? 40.0f : 0.5f));
+    for (int t = 0; t < LM_IL_MAX_NT; t++) {
+        for (int64_t i = 0; i < n; i++) xq[t * n + i] = lm_f32_to_f16(rng_sym() * 4.0f);
+        lm_il_act_from(LM_DTYPE_F16, xq + t * n, n, xa + t * arow); // rows with a gap: arow > 4n
+    }
+    int bad = 0, n_tab = 0;
+    for (size_t ti = 0; ti < sizeof tabs / sizeof tabs[0]; ti++) {
+        const struct lm_kernels *k = tabs[ti];
+        if (!k) continue;
+        n_tab++;
+        CHECKF(k->il_gemm[LM_DTYPE_F16] != NULL, "%s: no il_gemm for f16", k->name);
+        if (!k->il_gemm[LM_DTYPE_F16]) continue;
+        for (int nt = 1; nt <= LM_IL_MAX_NT; nt++) {
+            memset(y, 0xff, sizeof(float) * LM_IL_MAX_NT * N_OUT);
+            for (int g = 0; g < N_OUT / 16; g++)
+                k->il_gemm[LM_DTYPE_F16](n, nt, y + g * 16, N_OUT, w + (size_t)g * 16 * n, xa, arow);
+            for (int t = 0; t < LM_IL_MAX_NT; t++)
+                for (int r = 0; r < N_OUT; r++) {
+                    const float got = y[t * N_OUT + r];
+                    if (t >= nt) {
+                        uint32_t u;
+                        memcpy(&u, &got, 4);
+                        bad += u != 0xffffffffu;
+                        continue;
+                    }
+                    float dot;
+                    k->vec_dot[LM_DTYPE_F16](n, &dot, w + (size_t)r * n, xq + t * n);
+                    const float want = f16_contract(w + (size_t)r * n, xq + t * n, n);
+                    if ((memcmp(&got, &want, 4) != 0 || memcmp(&dot, &want, 4) != 0) && bad++ < 5)
+                        fprintf(stderr, "%s f16 n %lld nt %d token %d row %d: il %.9g vec_dot %.9g contract %.9g\n",
+                                k->name, (long long)n, nt, t, r, got, dot, want);
+                }
+        }
+    }
+    CHECKF(bad == 0, "f16 il n %lld: %d results off the contract (%d tables)", (long long)n, bad, n_tab);
+    free(w); free(xq); free(xa); free(y);
+}
+
 int main(void) {
+    const int64_t fn[] = {16, 32, 33, 100, 896, 4864 + 5};
+    for (size_t i = 0; i < sizeof fn / sizeof fn[0]; i++) test_f16_il(fn[i]);
     const int64_t dn[] = {32, 64, 96, 640, 896, 4864};
     for (size_t i = 0; i < sizeof dn / sizeof dn[0]; i++) {
         test_dot_n(LM_DTYPE_F16, dn[i]);
@@ -165,7 +223,12 @@ int main(void) {
     CHECK(!lm_il_supported(LM_DTYPE_Q5_0, 24, 640));  // rows not a multiple of 16
     CHECK(!lm_il_supported(LM_DTYPE_Q5_0, 32, 48));   // not whole blocks
     CHECK(!lm_il_supported(LM_DTYPE_Q4_0, 32, 640));  // no layout
-    CHECK(!lm_il_supported(LM_DTYPE_F16, 32, 640));
+    CHECK(lm_il_supported(LM_DTYPE_F16, 32, 650));   // f16: any row length
+    CHECK(!lm_il_supported(LM_DTYPE_F16, 40, 640));
+    CHECK(lm_il_in_place(LM_DTYPE_F16, 1300, 650));   // the file layout is the il layout
+    CHECK(!lm_il_in_place(LM_DTYPE_F16, 1344, 650));  // padded rows are not
+    CHECK(!lm_il_in_place(LM_DTYPE_Q8_0, 680, 640));
+    CHECK(lm_il_group_bytes(LM_DTYPE_F16, 650) == 16 * 1300);
     CHECK(!lm_il_supported(LM_DTYPE_Q8_0, 0, 640));
     CHECK(lm_il_group_bytes(LM_DTYPE_Q8_0, 640) == 20 * 544); // same bytes as the ggml rows
     CHECK(lm_il_group_bytes(LM_DTYPE_Q5_0, 640) == 20 * 352);

@@ -39,6 +39,11 @@ typedef void (*lm_vec_dot_n_u8_fn)(int64_t n, int nt, float *s, size_t ss, const
 //               the blocks in order, acc starting at 0 (ggml's reference order)
 //   q4_K, q6_K: bit-identical to vec_dot of the same dtype (exact int32 per super-block,
 //               then the single-row float steps)
+//   f16:        one accumulator of 16 float lanes per output, lane l taking the elements
+//               k = l mod 16 as acc = fma(w[k], x[k], acc) in k order (x the f16-rounded
+//               activation), then _mm512_reduce_add_ps's add tree (lm_tree16); the same
+//               as vec_dot[F16] of every table, which follows it too (llamafile's sgemm
+//               order, which llama.cpp runs for f16). The layout is the file's own.
 // Same results for any nt, any table, any thread split.
 #define LM_IL_ROWS 16
 #define LM_IL_MAX_NT 16
@@ -57,15 +62,18 @@ struct lm_kernels {
     lm_il_gemm_fn il_gemm[LM_DTYPE_COUNT]; // on il weights (set for every lm_il_supported dtype)
 };
 
-// True if weight (n_out, n_in) of dtype t has an il layout: q8_0, q5_0, q4_K, q6_K with
+// True if weight (n_out, n_in) of dtype t has an il layout: q8_0, q5_0, q4_K, q6_K, f16 with
 // n_out % LM_IL_ROWS == 0 (and n_in a whole number of blocks).
 bool lm_il_supported(enum lm_dtype t, int64_t n_out, int64_t n_in);
+// True if t's il layout is the file layout (f16 with contiguous rows): no copy needed.
+bool lm_il_in_place(enum lm_dtype t, size_t row_bytes, int64_t n_in);
 // Bytes of one group (LM_IL_ROWS rows of n_in elements) in t's il layout.
 size_t lm_il_group_bytes(enum lm_dtype t, int64_t n_in);
 // LM_IL_ROWS consecutive rows at src (row_bytes apart, ggml layout) -> one group at dst.
 void lm_il_pack_group(enum lm_dtype t, void *dst, const void *src, size_t row_bytes, int64_t n_in);
 // Activation rows for t's il kernels, made from the lm_vec_dot_type(t) row xq (n_in elements):
-// q8_0/q5_0 -> "xq8" rows (layout in kernels_il.c); k-quants -> the q8_K row itself.
+// q8_0/q5_0 -> "xq8" rows (layout in kernels_il.c); f16 -> f32 rows; k-quants -> the q8_K
+// row itself.
 size_t lm_il_act_row_bytes(enum lm_dtype t, int64_t n_in);
 void lm_il_act_from(enum lm_dtype t, const void *xq, int64_t n_in, void *xa);
 

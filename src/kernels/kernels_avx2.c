@@ -255,18 +255,95 @@ static void vec_dot_f32(int64_t n, float *s, const void *w, const void *xq) {
     *s = sum;
 }
 
+// ---- f16: the contract of kernels.h (16 lane sums, lm_tree16's tree), the 16 lanes as
+// two ymm (lo = lanes 0..7, hi = 8..15); a partial last block is zero-padded
+
+// lanes -> the float of _mm512_reduce_add_ps: hi + lo, 128-bit halves, then (0+2) + (1+3)
+static inline float tree16_ymm(__m256 lo, __m256 hi) {
+    const __m256 t3 = _mm256_add_ps(hi, lo);
+    const __m128 t6 = _mm_add_ps(_mm256_extractf128_ps(t3, 1), _mm256_castps256_ps128(t3));
+    const __m128 t8 = _mm_add_ps(t6, _mm_shuffle_ps(t6, t6, _MM_SHUFFLE(1, 0, 3, 2)));
+    return _mm_cvtss_f32(_mm_add_ss(t8, _mm_shuffle_ps(t8, t8, _MM_SHUFFLE(1, 1, 1, 1))));
+}
+
+// 16 halves from p (m < 16 valid, the rest zero) -> two ymm
+static inline void load16_f16(const lm_f16 *p, int64_t m, __m256 *lo, __m256 *hi) {
+    if (m >= 16) {
+        *lo = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+        *hi = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 8)));
+        return;
+    }
+    lm_f16 t[16] = {0};
+    memcpy(t, p, (size_t)m * sizeof(lm_f16));
+    *lo = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)t));
+    *hi = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(t + 8)));
+}
+
 static void vec_dot_f16(int64_t n, float *s, const void *w, const void *xq) {
     const lm_f16 *a = w, *b = xq;
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-#define LD16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32)
-        for (int k = 0; k < 4; k++) acc[k] = _mm256_fmadd_ps(LD16(a + i + 8 * k), LD16(b + i + 8 * k), acc[k]);
-    for (; i + 8 <= n; i += 8) acc[0] = _mm256_fmadd_ps(LD16(a + i), LD16(b + i), acc[0]);
-#undef LD16
-    float sum = hsum_f32x8(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
-    for (; i < n; i++) sum += f16_to_f32(a[i]) * f16_to_f32(b[i]);
-    *s = sum;
+    __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n; i += 16) {
+        __m256 al, ah, bl, bh;
+        load16_f16(a + i, n - i, &al, &ah);
+        load16_f16(b + i, n - i, &bl, &bh);
+        lo = _mm256_fmadd_ps(al, bl, lo);
+        hi = _mm256_fmadd_ps(ah, bh, hi);
+    }
+    *s = tree16_ymm(lo, hi);
+}
+
+// il_gemm[F16]: R rows x T tokens per pass (f32 activation rows, xs floats apart)
+static inline __attribute__((always_inline)) void f16_il_tile(const int R, const int T, int64_t n,
+                                                              const lm_f16 *w, const float *x,
+                                                              size_t xs, float *y, size_t ys) {
+    __m256 lo[2][4], hi[2][4];
+    for (int r = 0; r < R; r++)
+        for (int t = 0; t < T; t++) lo[r][t] = hi[r][t] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < n; k += 16) {
+        __m256 wl[2], wh[2];
+        for (int r = 0; r < R; r++) load16_f16(w + (size_t)r * n + k, n - k, &wl[r], &wh[r]);
+        for (int t = 0; t < T; t++) {
+            __m256 xl, xh;
+            const float *xt = x + (size_t)t * xs + k;
+            if (n - k >= 16) {
+                xl = _mm256_loadu_ps(xt);
+                xh = _mm256_loadu_ps(xt + 8);
+            } else {
+                float tmp[16] = {0};
+                memcpy(tmp, xt, (size_t)(n - k) * sizeof(float));
+                xl = _mm256_loadu_ps(tmp);
+                xh = _mm256_loadu_ps(tmp + 8);
+            }
+            for (int r = 0; r < R; r++) {
+                lo[r][t] = _mm256_fmadd_ps(wl[r], xl, lo[r][t]);
+                hi[r][t] = _mm256_fmadd_ps(wh[r], xh, hi[r][t]);
+            }
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int t = 0; t < T; t++) y[(size_t)t * ys + r] = tree16_ymm(lo[r][t], hi[r][t]);
+}
+
+static void il_gemm_f16(int64_t n_in, int nt, float *y, size_t ys, const void *wg, const void *xa,
+                        size_t xas) {
+    const lm_f16 *w = wg;
+    const size_t xs = xas / sizeof(float);
+    for (int t0 = 0; t0 < nt; t0 += 4) {
+        const int T = nt - t0 < 4 ? nt - t0 : 4;
+        const float *x = (const float *)((const char *)xa + (size_t)t0 * xas);
+        float *yt = y + (size_t)t0 * ys;
+        for (int r = 0; r < LM_IL_ROWS; r += 2) {
+            const lm_f16 *wr = w + (size_t)r * n_in;
+            switch (T) {
+            case 1: f16_il_tile(2, 1, n_in, wr, x, xs, yt + r, ys); break;
+            case 2: f16_il_tile(2, 2, n_in, wr, x, xs, yt + r, ys); break;
+            case 3: f16_il_tile(1, 3, n_in, wr, x, xs, yt + r, ys);
+                    f16_il_tile(1, 3, n_in, wr + n_in, x, xs, yt + r + 1, ys); break;
+            default: f16_il_tile(1, 4, n_in, wr, x, xs, yt + r, ys);
+                     f16_il_tile(1, 4, n_in, wr + n_in, x, xs, yt + r + 1, ys); break;
+            }
+        }
+    }
 }
 
 static void vec_dot_bf16(int64_t n, float *s, const void *w, const void *xq) {
@@ -480,6 +557,7 @@ static void avx2_init(void) {
     k_avx2.quant[LM_DTYPE_Q8_K] = quant_q8_K;
     k_avx2.vec_dot[LM_DTYPE_F32] = vec_dot_f32;
     k_avx2.vec_dot[LM_DTYPE_F16] = vec_dot_f16;
+    k_avx2.il_gemm[LM_DTYPE_F16] = il_gemm_f16;
     k_avx2.vec_dot[LM_DTYPE_BF16] = vec_dot_bf16;
     k_avx2.vec_dot[LM_DTYPE_Q4_0] = vec_dot_q4_0;
     k_avx2.vec_dot[LM_DTYPE_Q4_1] = vec_dot_q4_1;

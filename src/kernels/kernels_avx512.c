@@ -74,22 +74,21 @@ static void vec_dot_f32(int64_t n, float *s, const void *w, const void *xq) {
     *s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
 }
 
+// the f16 contract (kernels.h): one accumulator of 16 lanes, a masked last block, then
+// _mm512_reduce_add_ps. A single fma chain: rows in bulk go through il_gemm[F16] instead.
 static void vec_dot_f16(int64_t n, float *s, const void *w, const void *xq) {
     const lm_f16 *a = w, *b = xq;
-    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-#define LD16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
+    __m512 acc = _mm512_setzero_ps();
     int64_t i = 0;
-    for (; i + 64 <= n; i += 64)
-        for (int k = 0; k < 4; k++) acc[k] = _mm512_fmadd_ps(LD16(a + i + 16 * k), LD16(b + i + 16 * k), acc[k]);
-    for (; i + 16 <= n; i += 16) acc[0] = _mm512_fmadd_ps(LD16(a + i), LD16(b + i), acc[0]);
-#undef LD16
+    for (; i + 16 <= n; i += 16)
+        acc = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(a + i))),
+                              _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + i))), acc);
     if (i < n) {
         __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
-        __m512 va = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, a + i));
-        __m512 vb = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, b + i));
-        acc[1] = _mm512_fmadd_ps(va, vb, acc[1]);
+        acc = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, a + i)),
+                              _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, b + i)), acc);
     }
-    *s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
+    *s = _mm512_reduce_add_ps(acc);
 }
 
 // w (n) q8_0 . x (n) q8_0

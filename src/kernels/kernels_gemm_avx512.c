@@ -204,32 +204,22 @@ AI void q6_K_n(const int NT, int64_t n, float *s, size_t ss, const void *w, cons
 }
 
 // ============================================================================
-// f16 weights x f16 activations: vec_dot_f16's order per token (4 accumulators over
-// 64-element steps, a 16-element step into acc0, a masked tail into acc1, then
-// (acc0 + acc1) + (acc2 + acc3) and _mm512_reduce_add_ps); weights converted once
+// f16 weights x f16 activations in vec_dot_f16's order (kernels.h: one 16-lane
+// accumulator per token, masked last block, _mm512_reduce_add_ps); weights converted once
+// per 16 elements for up to 8 tokens
 // ============================================================================
 
-#define LD16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
 AI void f16_n(const int NT, int64_t n, float *s, size_t ss, const void *w, const void *xq,
               size_t xs) {
     const lm_f16 *a = w;
-    __m512 acc[4][4];
-    for (int t = 0; t < NT; t++)
-        for (int k = 0; k < 4; k++) acc[t][k] = _mm512_setzero_ps();
+    __m512 acc[LM_VEC_DOT_MAX_NT];
+    for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
     int64_t i = 0;
-    for (; i + 64 <= n; i += 64)
-        for (int k = 0; k < 4; k++) {
-            const __m512 wv = LD16(a + i + 16 * k);
-            for (int t = 0; t < NT; t++) {
-                const lm_f16 *b = (const lm_f16 *)((const char *)xq + t * xs);
-                acc[t][k] = _mm512_fmadd_ps(wv, LD16(b + i + 16 * k), acc[t][k]);
-            }
-        }
     for (; i + 16 <= n; i += 16) {
-        const __m512 wv = LD16(a + i);
+        const __m512 wv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(a + i)));
         for (int t = 0; t < NT; t++) {
             const lm_f16 *b = (const lm_f16 *)((const char *)xq + t * xs);
-            acc[t][0] = _mm512_fmadd_ps(wv, LD16(b + i), acc[t][0]);
+            acc[t] = _mm512_fmadd_ps(wv, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + i))), acc[t]);
         }
     }
     if (i < n) {
@@ -237,30 +227,26 @@ AI void f16_n(const int NT, int64_t n, float *s, size_t ss, const void *w, const
         const __m512 wv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, a + i));
         for (int t = 0; t < NT; t++) {
             const lm_f16 *b = (const lm_f16 *)((const char *)xq + t * xs);
-            acc[t][1] = _mm512_fmadd_ps(wv, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, b + i)), acc[t][1]);
+            acc[t] = _mm512_fmadd_ps(wv, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, b + i)), acc[t]);
         }
     }
-    for (int t = 0; t < NT; t++)
-        s[t * ss] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[t][0], acc[t][1]),
-                                                       _mm512_add_ps(acc[t][2], acc[t][3])));
+    for (int t = 0; t < NT; t++) s[t * ss] = _mm512_reduce_add_ps(acc[t]);
 }
-#undef LD16
 
-// up to 4 tokens per pass (16 accumulators), the row re-read from L1 for the next 4
 static void f16_multi(int64_t n, int nt, float *s, size_t ss, const void *w, const void *xq,
                       size_t xs) {
-    for (int t0 = 0; t0 < nt; t0 += 4) {
-        const int m = nt - t0 < 4 ? nt - t0 : 4;
-        float *st = s + (size_t)t0 * ss;
-        const char *xt = (const char *)xq + (size_t)t0 * xs;
-        switch (m) {
-        case 1: f16_n(1, n, st, ss, w, xt, xs); break;
-        case 2: f16_n(2, n, st, ss, w, xt, xs); break;
-        case 3: f16_n(3, n, st, ss, w, xt, xs); break;
-        default: f16_n(4, n, st, ss, w, xt, xs); break;
-        }
+    switch (nt) {
+    case 1: f16_n(1, n, s, ss, w, xq, xs); break;
+    case 2: f16_n(2, n, s, ss, w, xq, xs); break;
+    case 3: f16_n(3, n, s, ss, w, xq, xs); break;
+    case 4: f16_n(4, n, s, ss, w, xq, xs); break;
+    case 5: f16_n(5, n, s, ss, w, xq, xs); break;
+    case 6: f16_n(6, n, s, ss, w, xq, xs); break;
+    case 7: f16_n(7, n, s, ss, w, xq, xs); break;
+    default: f16_n(8, n, s, ss, w, xq, xs); break;
     }
 }
+
 
 // ============================================================================
 // dispatch on the token count (compile-time NT so accumulators stay in registers)
@@ -370,6 +356,7 @@ void lm_kernels_avx512_fill_multi(struct lm_kernels *k) {
     k->il_gemm[LM_DTYPE_Q5_0] = lm_il_gemm_q5_0_avx512;
     k->il_gemm[LM_DTYPE_Q4_K] = lm_il_gemm_q4_K_avx512;
     k->il_gemm[LM_DTYPE_Q6_K] = lm_il_gemm_q6_K_avx512;
+    k->il_gemm[LM_DTYPE_F16] = lm_il_gemm_f16_avx512;
 }
 
 #else

@@ -319,11 +319,12 @@ static void vec_dot_f32(int64_t n, float *s, const void *w, const void *xq) {
     *s = (float)sum;
 }
 
+// the f16 contract of kernels.h: 16 lane sums (fmaf in order), then lm_tree16
 static void vec_dot_f16(int64_t n, float *s, const void *w, const void *xq) {
     const lm_f16 *a = w, *b = xq;
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; i++) sum += (double)(lm_f16_to_f32(a[i]) * lm_f16_to_f32(b[i]));
-    *s = (float)sum;
+    float acc[16] = {0};
+    for (int64_t i = 0; i < n; i++) acc[i % 16] = fmaf(lm_f16_to_f32(a[i]), lm_f16_to_f32(b[i]), acc[i % 16]);
+    *s = lm_tree16(acc);
 }
 
 static void vec_dot_bf16(int64_t n, float *s, const void *w, const void *xq) {
@@ -536,6 +537,7 @@ static const struct lm_kernels k_generic = {
     .il_gemm = {
         [LM_DTYPE_Q8_0] = lm_il_gemm_q8_0_generic, [LM_DTYPE_Q5_0] = lm_il_gemm_q5_0_generic,
         [LM_DTYPE_Q4_K] = lm_il_gemm_q4_K_generic, [LM_DTYPE_Q6_K] = lm_il_gemm_q6_K_generic,
+        [LM_DTYPE_F16] = lm_il_gemm_f16_generic,
     },
 };
 

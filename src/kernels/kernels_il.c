@@ -18,6 +18,11 @@
 // floats (the q8_0 scale), nb int32 (-16 * sum of the block's quants), nb int32 (-128 * sum).
 // The quants and scales are those of the q8_0 row it is made from, so results do not depend
 // on whether the row came from quant[Q8_0] of the generic or an ISA table (they agree).
+//
+// f16 group: the file layout itself, 16 rows of n_in halves one after another (row_bytes =
+// 2 n_in), so the weights are used in place and nothing is copied at load. Its activation
+// rows are f32: the f16-rounded activations (the f16 row vec_dot reads) widened once, so
+// the kernels broadcast or load them without a convert per use.
 #pragma GCC optimize("fp-contract=off")
 
 #include <math.h>
@@ -35,8 +40,13 @@ bool lm_il_supported(enum lm_dtype t, int64_t n_out, int64_t n_in) {
     case LM_DTYPE_Q5_0: return n_in % 32 == 0;
     case LM_DTYPE_Q4_K:
     case LM_DTYPE_Q6_K: return n_in % LM_QK_K == 0;
+    case LM_DTYPE_F16: return true;
     default: return false;
     }
+}
+
+bool lm_il_in_place(enum lm_dtype t, size_t row_bytes, int64_t n_in) {
+    return t == LM_DTYPE_F16 && row_bytes == (size_t)n_in * sizeof(lm_f16);
 }
 
 size_t lm_il_group_bytes(enum lm_dtype t, int64_t n_in) {
@@ -45,6 +55,7 @@ size_t lm_il_group_bytes(enum lm_dtype t, int64_t n_in) {
     case LM_DTYPE_Q5_0: return (size_t)(n_in / 32) * LM_IL_Q5_0_REC;
     case LM_DTYPE_Q4_K: return lm_il_group_bytes_q4_K(n_in);
     case LM_DTYPE_Q6_K: return lm_il_group_bytes_q6_K(n_in);
+    case LM_DTYPE_F16: return (size_t)LM_IL_ROWS * (size_t)n_in * sizeof(lm_f16);
     default: LM_ASSERT(!"no il layout"); return 0;
     }
 }
@@ -98,16 +109,28 @@ void lm_il_pack_group(enum lm_dtype t, void *dst, const void *src, size_t row_by
     case LM_DTYPE_Q5_0: pack_q5_0(dst, src, row_bytes, n_in); break;
     case LM_DTYPE_Q4_K: lm_il_pack_q4_K(dst, src, row_bytes, n_in); break;
     case LM_DTYPE_Q6_K: lm_il_pack_q6_K(dst, src, row_bytes, n_in); break;
+    case LM_DTYPE_F16:
+        for (int r = 0; r < LM_IL_ROWS; r++)
+            memcpy((char *)dst + (size_t)r * (size_t)n_in * sizeof(lm_f16),
+                   (const char *)src + (size_t)r * row_bytes, (size_t)n_in * sizeof(lm_f16));
+        break;
     default: LM_ASSERT(!"no il layout");
     }
 }
 
 size_t lm_il_act_row_bytes(enum lm_dtype t, int64_t n_in) {
     if (t == LM_DTYPE_Q8_0 || t == LM_DTYPE_Q5_0) return (size_t)(n_in / 32) * LM_IL_XQ8_BLOCK;
+    if (t == LM_DTYPE_F16) return (size_t)n_in * sizeof(float);
     return lm_dtype_row_size(lm_vec_dot_type(t), n_in);
 }
 
 void lm_il_act_from(enum lm_dtype t, const void *xq, int64_t n_in, void *xa) {
+    if (t == LM_DTYPE_F16) {
+        const lm_f16 *h = xq;
+        float *f = xa;
+        for (int64_t i = 0; i < n_in; i++) f[i] = lm_f16_to_f32(h[i]);
+        return;
+    }
     if (t != LM_DTYPE_Q8_0 && t != LM_DTYPE_Q5_0) {
         memcpy(xa, xq, lm_dtype_row_size(lm_vec_dot_type(t), n_in));
         return;
@@ -172,4 +195,19 @@ void lm_il_gemm_q8_0_generic(int64_t n_in, int nt, float *y, size_t ys, const vo
 void lm_il_gemm_q5_0_generic(int64_t n_in, int nt, float *y, size_t ys, const void *wg,
                              const void *xa, size_t xas) {
     il_q8_generic(true, n_in, nt, y, ys, wg, xa, xas);
+}
+
+// f16: per token and row, 16 lane sums (lane l takes the elements k = l mod 16, fmaf in
+// order), then the tree of _mm512_reduce_add_ps
+void lm_il_gemm_f16_generic(int64_t n_in, int nt, float *y, size_t ys, const void *wg,
+                            const void *xa, size_t xas) {
+    for (int t = 0; t < nt; t++) {
+        const float *x = (const float *)((const char *)xa + (size_t)t * xas);
+        for (int r = 0; r < LM_IL_ROWS; r++) {
+            const lm_f16 *w = (const lm_f16 *)wg + (size_t)r * (size_t)n_in;
+            float acc[16] = {0};
+            for (int64_t k = 0; k < n_in; k++) acc[k % 16] = fmaf(lm_f16_to_f32(w[k]), x[k], acc[k % 16]);
+            y[(size_t)t * ys + r] = lm_tree16(acc);
+        }
+    }
 }

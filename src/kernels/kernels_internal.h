@@ -3,6 +3,7 @@
 #define LM_KERNELS_INTERNAL_H
 
 #include "kernels/kernels.h"
+#include "kernels/reduce16.h"
 
 // Adds the AVX-512 multi-token dot products (kernels_gemm_avx512.c) to a table.
 void lm_kernels_avx512_fill_multi(struct lm_kernels *k);
@@ -20,6 +21,13 @@ void lm_il_gemm_q8_0_avx512(int64_t n_in, int nt, float *y, size_t ys, const voi
                             const void *xa, size_t xas);
 void lm_il_gemm_q5_0_avx512(int64_t n_in, int nt, float *y, size_t ys, const void *wg,
                             const void *xa, size_t xas);
+
+void lm_il_gemm_f16_generic(int64_t n_in, int nt, float *y, size_t ys, const void *wg,
+                            const void *xa, size_t xas);
+void lm_il_gemm_f16_avx512(int64_t n_in, int nt, float *y, size_t ys, const void *wg,
+                           const void *xa, size_t xas);
+void lm_il_gemm_f16_avx2(int64_t n_in, int nt, float *y, size_t ys, const void *wg,
+                         const void *xa, size_t xas);
 
 #if defined(__AVX512F__) && defined(__AVX512BW__)
 #include <immintrin.h>

@@ -2,6 +2,7 @@
 // output head) into the row-interleaved (il) layouts of kernels.h, which the matmul kernels
 // stream group by group. The GGUF mapping stays the source of truth for everything else
 // (embedding rows are still read from token_embd even when the output head is tied to it).
+// f16 weights need no copy: their il layout is the file's (il points into the mapping).
 // LUMEN_NO_REPACK=1 keeps every weight in its file layout.
 #include <pthread.h>
 #include <stdlib.h>
@@ -67,6 +68,10 @@ enum lm_status lm_model_repack_il(struct lm_model *m) {
             if (!w->data || !lm_il_supported(w->type, w->n_out, w->n_in) || !k->il_gemm[w->type])
                 continue;
             w->il_group_bytes = lm_il_group_bytes(w->type, w->n_in);
+            if (lm_il_in_place(w->type, w->row_bytes, w->n_in)) { // f16: the mapping is the layout
+                w->il = w->data;
+                continue;
+            }
             total += (uint64_t)w->il_group_bytes * (uint64_t)(w->n_out / LM_IL_ROWS);
             j.w[j.n++] = w;
         }

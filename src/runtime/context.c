@@ -75,6 +75,18 @@ int32_t lm_kv_cache_seq_len(const struct lm_context *c, int32_t seq) {
 
 // ================================================================ context
 
+// true if some matmul weight of m runs on the il layout of dtype t
+static bool model_has_il(const struct lm_model *m, enum lm_dtype t) {
+    if (m->output.il && m->output.type == t) return true;
+    for (int l = 0; l < m->hp.n_layer; l++) {
+        const struct lm_layer *L = &m->layers[l];
+        const struct lm_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->gate, &L->up, &L->down};
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
+            if (ws[i]->il && ws[i]->type == t) return true;
+    }
+    return false;
+}
+
 static void *xalloc(struct lm_context *c, size_t bytes, bool *ok) {
     void *p = NULL;
     // 64-byte alignment for SIMD loads
@@ -179,6 +191,10 @@ enum lm_status lm_context_init(struct lm_context **out, struct lm_model *m,
     c->xu8_priv = xalloc(c, (size_t)p.n_threads * LM_PRIVATE_QUANT_ROWS * c->xu8_stride, &ok);
     c->xdyv_priv = xalloc(c, (size_t)p.n_threads * LM_PRIVATE_QUANT_ROWS * c->xdyv_stride * sizeof(float), &ok);
     c->xil_stride = lm_il_act_row_bytes(LM_DTYPE_Q8_0, (int64_t)(widest + 31) / 32 * 32);
+    if (model_has_il(m, LM_DTYPE_F16)) { // f32 activation rows, 64-byte multiples
+        const size_t f = (lm_il_act_row_bytes(LM_DTYPE_F16, (int64_t)widest) + 63) / 64 * 64;
+        if (f > c->xil_stride) c->xil_stride = f;
+    }
     c->xil = xalloc(c, B * c->xil_stride, &ok);
     c->xil_priv = xalloc(c, (size_t)p.n_threads * LM_PRIVATE_QUANT_ROWS * c->xil_stride, &ok);
     c->xq_priv = calloc((size_t)p.n_threads * LM_DTYPE_COUNT, sizeof(void *));

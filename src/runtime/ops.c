@@ -4,6 +4,7 @@
 #include <string.h>
 #include <stdlib.h>
 
+#include "kernels/reduce16.h"
 #include "runtime/runtime.h"
 
 #if defined(__F16C__) && defined(__AVX2__)
@@ -116,13 +117,16 @@ static void lm_matmul_rows_n(lm_vec_dot_n_fn dotn, float *Y, const struct lm_wei
 }
 
 // X (n_rows, n_in) quantized once per activation dtype the weights Ws consume, into
-// xq[j] / xrow[j] for weight j (F32 weights read X itself; il q8_0/q5_0 weights get the
-// "xq8" rows their kernels read). Small batches: every thread quantizes all rows into its
-// own buffers (no barrier); larger ones: rows split across threads, then one barrier.
-// q8_0 rows are also repacked for the VNNI kernels of weights kept in the file layout.
+// xq[j] / xrow[j] for weight j (F32 weights read X itself; il weights get the rows their
+// kernels read: "xq8" rows for q8_0/q5_0, f32 rows for f16). Small batches: every thread
+// quantizes all rows into its own buffers (no barrier); larger ones: rows split across
+// threads, then one barrier. q8_0 rows are also repacked for the VNNI kernels of weights
+// kept in the file layout. il[j] says whether weight j runs on its il layout: the one il
+// activation buffer holds one kind of row, so if q8_0/q5_0 and f16 il weights meet in one
+// call, the f16 ones take their file-layout path (same numerics, kernels.h).
 static void quantize_inputs(struct lm_context *c, const struct lm_weight *const *Ws, int n_w,
                             const float *X, int64_t n_rows, int ith, int nth, const char **xq,
-                            size_t *xrow) {
+                            size_t *xrow, bool *il) {
     const struct lm_kernels *k = c->kern;
     const int64_t n_in = Ws[0]->n_in;
     const bool priv = n_rows <= LM_PRIVATE_QUANT_ROWS;
@@ -130,17 +134,22 @@ static void quantize_inputs(struct lm_context *c, const struct lm_weight *const 
     float *xdy = priv ? XDY_PRIV(c, ith) : c->xdyv;
     uint8_t *xil = priv ? XIL_PRIV(c, ith) : c->xil;
     bool done[LM_DTYPE_COUNT] = {false};
-    bool any = false, q8_il = false, q8_flat = false;
-    for (int j = 0; j < n_w; j++)
-        if (lm_vec_dot_type(Ws[j]->type) == LM_DTYPE_Q8_0) {
+    bool any = false, q8_il = false, q8_flat = false, f16_il = false;
+    for (int j = 0; j < n_w; j++) {
+        const enum lm_dtype vt = lm_vec_dot_type(Ws[j]->type);
+        if (vt == LM_DTYPE_Q8_0) {
             if (Ws[j]->il) q8_il = true;
             else q8_flat = true;
         }
+        if (Ws[j]->type == LM_DTYPE_F16 && Ws[j]->il) f16_il = true;
+    }
+    if (q8_il) f16_il = false;
     int64_t s = 0, e = n_rows;
     if (!priv) split(n_rows, ith, nth, &s, &e);
     for (int j = 0; j < n_w; j++) {
         const enum lm_dtype vt = lm_vec_dot_type(Ws[j]->type);
         LM_ASSERT(Ws[j]->n_in == n_in);
+        il[j] = Ws[j]->il && (vt == LM_DTYPE_F16 ? f16_il : true);
         if (vt == LM_DTYPE_F32) {
             xq[j] = (const char *)X;
             xrow[j] = (size_t)n_in * sizeof(float);
@@ -150,7 +159,8 @@ static void quantize_inputs(struct lm_context *c, const struct lm_weight *const 
         char *buf = priv ? c->xq_priv[ith * LM_DTYPE_COUNT + vt] : c->xq[vt];
         xrow[j] = qrow;
         xq[j] = buf;
-        if (vt == LM_DTYPE_Q8_0 && Ws[j]->il) {
+        const bool to_xil = il[j] && (vt == LM_DTYPE_Q8_0 || vt == LM_DTYPE_F16);
+        if (to_xil) {
             xrow[j] = c->xil_stride;
             xq[j] = (const char *)xil;
         }
@@ -160,6 +170,7 @@ static void quantize_inputs(struct lm_context *c, const struct lm_weight *const 
         for (int64_t i = s; i < e; i++) {
             char *row = buf + (size_t)i * qrow;
             k->quant[vt](X + i * n_in, row, n_in);
+            if (vt == LM_DTYPE_F16 && f16_il) lm_il_act_from(LM_DTYPE_F16, row, n_in, xil + (size_t)i * c->xil_stride);
             if (vt != LM_DTYPE_Q8_0) continue;
             if (q8_flat)
                 lm_q8_0_repack_u8(row, n_in, xu + (size_t)i * c->xu8_stride, xdy + (size_t)i * c->xdyv_stride);
@@ -169,11 +180,12 @@ static void quantize_inputs(struct lm_context *c, const struct lm_weight *const 
     if (any) lm_pool_barrier(c->pool);
 }
 
-// rows [a, b) of W (n_out, n_in) for every token, from quantized activations xq
+// rows [a, b) of W (n_out, n_in) for every token, from quantized activations xq; il: on
+// W's il layout (quantize_inputs decides)
 static void matmul_rows(const struct lm_context *c, int ith, float *Y, const struct lm_weight *W,
-                        const char *xq, size_t xrow, int64_t n_rows, int64_t a, int64_t b) {
+                        bool il, const char *xq, size_t xrow, int64_t n_rows, int64_t a, int64_t b) {
     const struct lm_kernels *k = c->kern;
-    if (W->il) { // groups of LM_IL_ROWS rows (a, b are multiples) x tiles of tokens
+    if (il) { // groups of LM_IL_ROWS rows (a, b are multiples) x tiles of tokens
         lm_il_gemm_fn gemm = k->il_gemm[W->type];
         LM_ASSERT(gemm && a % LM_IL_ROWS == 0 && b % LM_IL_ROWS == 0);
         const int64_t n_out = W->n_out;
@@ -220,8 +232,9 @@ void lm_op_matmul_multi(struct lm_context *c, int n_w, float *const *Ys, const f
                         const struct lm_weight *const *Ws, int64_t n_rows, int ith, int nth) {
     const char *xq[LM_MATMUL_MAX_W];
     size_t xrow[LM_MATMUL_MAX_W];
+    bool il[LM_MATMUL_MAX_W];
     LM_ASSERT(n_w >= 1 && n_w <= LM_MATMUL_MAX_W);
-    quantize_inputs(c, Ws, n_w, X, n_rows, ith, nth, xq, xrow);
+    quantize_inputs(c, Ws, n_w, X, n_rows, ith, nth, xq, xrow, il);
     int64_t total = 0;
     bool aligned = true;
     for (int j = 0; j < n_w; j++) {
@@ -232,7 +245,7 @@ void lm_op_matmul_multi(struct lm_context *c, int n_w, float *const *Ys, const f
         for (int j = 0; j < n_w; j++) {
             int64_t a, b;
             split_rows(Ws[j]->n_out, ith, nth, &a, &b);
-            if (a < b) matmul_rows(c, ith, Ys[j], Ws[j], xq[j], xrow[j], n_rows, a, b);
+            if (a < b) matmul_rows(c, ith, Ys[j], Ws[j], il[j], xq[j], xrow[j], n_rows, a, b);
         }
         return;
     }
@@ -245,7 +258,7 @@ void lm_op_matmul_multi(struct lm_context *c, int n_w, float *const *Ys, const f
         base += n_out;
         if (a < 0) a = 0;
         if (b > n_out) b = n_out;
-        if (a < b) matmul_rows(c, ith, Ys[j], Ws[j], xq[j], xrow[j], n_rows, a, b);
+        if (a < b) matmul_rows(c, ith, Ys[j], Ws[j], il[j], xq[j], xrow[j], n_rows, a, b);
     }
 }
 
@@ -397,38 +410,13 @@ void lm_op_kv_write(struct lm_context *c, int il, int ith, int nth) {
 //   - the query heads sharing a KV head are done together (up to LM_ATTN_MAX_HEADS), so
 //     each K and V row is loaded and converted from f16 once for all of them;
 //   - horizontal sums are done 16 at a time: as a transpose applying
-//     _mm512_reduce_add_ps's add tree to 16 vectors (reduce_add16), and for p.v as the
+//     _mm512_reduce_add_ps's add tree to 16 vectors (lm_reduce_add16), and for p.v as the
 //     same tree of vertical adds, 16 output dims per vector (attn_tree16);
 //   - the p.v accumulators of ggml's 64 slots (cell % 64) live in registers, a tile of
 //     (head, slot) pairs at a time, instead of a (64, hd_v) array in memory that was
 //     cleared, read and written per cell and then gathered lane by lane.
 // Gemma 3 270M, 512-token prefill, 1 thread: lm_op_attention 21.7% -> 9.0% of the perf
 // profile; one layer over a full 512-cell window, 512 tokens: 50 -> 15.5 ms.
-
-// _mm512_reduce_add_ps of 16 vectors at once. GCC 12's tree is s[i] = a[i+8] + a[i],
-// then s[i+4] + s[i], then (s0 + s2) + (s1 + s3); float addition commutes, so only the
-// tree's shape matters. x holds 16 rows of 16 floats, cell c's vector in row
-// attn_xrow(c); lane c of the result is cell c's sum.
-static inline __m512 reduce_add16(const float *x) {
-    __m512 y[8], z[4], w[2];
-    for (int k = 0; k < 8; k++) { // rows 2k, 2k+1: a[i+8] + a[i], one row per 256 bits
-        const __m512 a = _mm512_loadu_ps(x + 32 * k), b = _mm512_loadu_ps(x + 32 * k + 16);
-        y[k] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)),
-                             _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)));
-    }
-    for (int k = 0; k < 4; k++) // s[i+4] + s[i], one row per 128 bits
-        z[k] = _mm512_add_ps(_mm512_shuffle_f32x4(y[2 * k], y[2 * k + 1], _MM_SHUFFLE(3, 1, 3, 1)),
-                             _mm512_shuffle_f32x4(y[2 * k], y[2 * k + 1], _MM_SHUFFLE(2, 0, 2, 0)));
-    for (int k = 0; k < 2; k++) // (s0 + s2), (s1 + s3) of two rows per 128 bits
-        w[k] = _mm512_add_ps(_mm512_shuffle_ps(z[2 * k], z[2 * k + 1], _MM_SHUFFLE(1, 0, 1, 0)),
-                             _mm512_shuffle_ps(z[2 * k], z[2 * k + 1], _MM_SHUFFLE(3, 2, 3, 2)));
-    return _mm512_add_ps(_mm512_shuffle_ps(w[0], w[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                         _mm512_shuffle_ps(w[0], w[1], _MM_SHUFFLE(3, 1, 3, 1)));
-}
-
-// reduce_add16's lane 4k+m comes from input row 4m+k: feeding cell c in row
-// 4(c%4) + c/4 (a transpose, its own inverse) puts the sums in cell order
-static inline int attn_xrow(int c) { return 4 * (c & 3) + (c >> 2); }
 
 // The same tree over 16 rows (stride floats apart) with vertical adds: lane d of the
 // result is _mm512_reduce_add_ps of (x[0][d], ..., x[15][d]).
@@ -490,8 +478,8 @@ static inline __attribute__((always_inline)) void attn_scores16(const struct att
     const int64_t hdk = j->hdk, np = hdk & ~(int64_t)63;
     const int lo = j->p0 > c0 ? j->p0 - c0 : 0, hi = j->p - c0 + 1 < 16 ? j->p - c0 + 1 : 16;
     for (int l = 0; l < 16; l++) {
-        float *xr = j->xbuf + 16 * attn_xrow(l); // (nh, 16 rows, 16)
-        if (l < lo || l >= hi) { // masked lanes: keep reduce_add16's inputs finite
+        float *xr = j->xbuf + 16 * lm_reduce16_slot(l); // (nh, 16 rows, 16)
+        if (l < lo || l >= hi) { // masked lanes: keep lm_reduce_add16's inputs finite
             for (int h = 0; h < nh; h++) _mm512_storeu_ps(xr + 256 * h, _mm512_setzero_ps());
             continue;
         }
@@ -522,7 +510,7 @@ static inline __attribute__((always_inline)) void attn_scores16(const struct att
     }
     const __mmask16 valid = (__mmask16)((0xffffu >> (16 - hi)) & (0xffffu << lo));
     for (int h = 0; h < nh; h++) {
-        __m512 s = reduce_add16(j->xbuf + 256 * h);
+        __m512 s = lm_reduce_add16(j->xbuf + 256 * h);
         if (np < hdk) { // the dot product's tail, in double
             float sv[16];
             _mm512_storeu_ps(sv, s);
@@ -808,11 +796,12 @@ void lm_op_gate_up_act(struct lm_context *c, float *gate, float *up, const float
     const struct lm_weight *const ws[2] = {Wg, Wu};
     const char *xq[2];
     size_t xrow[2];
-    quantize_inputs(c, ws, 2, X, n_rows, ith, nth, xq, xrow);
+    bool on_il[2];
+    quantize_inputs(c, ws, 2, X, n_rows, ith, nth, xq, xrow, on_il);
     int64_t a, b;
     split_rows(F, ith, nth, &a, &b);
-    matmul_rows(c, ith, gate, Wg, xq[0], xrow[0], n_rows, a, b);
-    matmul_rows(c, ith, up, Wu, xq[1], xrow[1], n_rows, a, b);
+    matmul_rows(c, ith, gate, Wg, on_il[0], xq[0], xrow[0], n_rows, a, b);
+    matmul_rows(c, ith, up, Wu, on_il[1], xq[1], xrow[1], n_rows, a, b);
     if (lm_prof_on()) { // the activation is its own op in the profile
         const uint64_t t1 = lm_prof_ticks();
         lm_prof_op(ith, LM_OP_GATE_UP, il, *t, t1);
