@@ -234,79 +234,76 @@ static enum lm_status llama_load(struct lm_model *m) {
 
 // ================================================================ forward
 
-// Runs on every pool thread; barriers separate dependent ops.
+// Runs on every pool thread, in gemma3_forward's shape: SYNC ends an op at a barrier
+// (recording its span and wait when profiling), MARK ends one without, where the next op
+// works on the same rows of the same thread (q/k/v bias -> qk norm -> rope -> kv write;
+// residual add -> norm; gate/up -> SiLU). Decode has 7 barriers per layer.
 static void llama_forward(struct lm_context *c, int ith, int nth) {
     const struct lm_model *m = c->m;
     const struct lm_hparams *hp = &m->hp;
-    struct lm_pool *pool = c->pool;
     const int64_t N = c->n_tokens, E = hp->n_embd;
+    uint64_t t = lm_prof_now();
+#define SYNC(op, layer) t = lm_fwd_sync(c, ith, op, layer, t)
+#define SYNC_MM(op, layer, ws, n) t = lm_fwd_sync_mm(c, ith, op, layer, t, ws, n)
+#define MARK(op, layer) t = lm_fwd_mark(ith, op, layer, t)
 
     lm_op_embed(c, hp->embd_scale, ith, nth);
-    lm_pool_barrier(pool);
+    lm_op_rope_cache(c, ith, nth);
+    MARK(LM_OP_EMBED, -1);
+    lm_op_rmsnorm(c->xn, c->x, &m->layers[0].attn_norm, N, E, hp->rms_eps, ith, nth);
+    SYNC(LM_OP_ATTN_NORM, 0);
     for (int il = 0; il < hp->n_layer; il++) {
         const struct lm_layer *L = &m->layers[il];
-        // ---- attention block
-        lm_op_rmsnorm(c->xn, c->x, &L->attn_norm, N, E, hp->rms_eps, ith, nth);
-        lm_pool_barrier(pool);
+        // ---- attention block (xn = attn_norm(x) from the previous step)
+        const struct lm_weight *const qkv[3] = {&L->wq, &L->wk, &L->wv};
         {
             float *const ys[3] = {c->q, c->k, c->v};
-            const struct lm_weight *const ws[3] = {&L->wq, &L->wk, &L->wv};
-            lm_op_matmul_multi(c, 3, ys, c->xn, ws, N, ith, nth);
+            lm_op_matmul_multi(c, 3, ys, c->xn, qkv, N, ith, nth);
         }
-        lm_pool_barrier(pool);
-        if (L->bq.data || L->bk.data || L->bv.data) { // qwen2
-            if (L->bq.data) lm_op_add_bias(c->q, &L->bq, N, ith, nth);
-            if (L->bk.data) lm_op_add_bias(c->k, &L->bk, N, ith, nth);
-            if (L->bv.data) lm_op_add_bias(c->v, &L->bv, N, ith, nth);
-            lm_pool_barrier(pool);
-        }
-        if (L->q_norm.data) { // qwen3: per-head RMS norm before RoPE
-            lm_op_rmsnorm_heads(c->q, &L->q_norm, N, hp->n_head, hp->head_dim_k, hp->rms_eps,
-                                ith, nth);
-            lm_op_rmsnorm_heads(c->k, &L->k_norm, N, hp->n_head_kv, hp->head_dim_k,
-                                hp->rms_eps, ith, nth);
-            lm_pool_barrier(pool);
-        }
-        lm_op_rope_ff(c, c->q, hp->n_head, hp->head_dim_k, hp->n_rot, L->rope_base,
-                      L->rope_scale, m->rope_freqs, hp->rope_type, ith, nth);
-        lm_op_rope_ff(c, c->k, hp->n_head_kv, hp->head_dim_k, hp->n_rot, L->rope_base,
-                      L->rope_scale, m->rope_freqs, hp->rope_type, ith, nth);
-        lm_pool_barrier(pool);
-        // llama.cpp scales q.k inside the softmax; lumen's attention takes a pre-scaled q
-        // (exact for power-of-two scales such as 1/sqrt(64); otherwise differs only in the
-        // f16 rounding of q)
-        lm_op_scale(c->q, hp->attn_scale, N, (int64_t)hp->n_head * hp->head_dim_k, ith, nth);
-        lm_op_kv_write(c, il, ith, nth);
-        lm_pool_barrier(pool);
+        SYNC_MM(LM_OP_QKV, il, qkv, 3);
+        // biases (qwen2), qk norm (qwen3), RoPE, q *= attn_scale, kv write: per token
+        lm_op_qk_rope_kv(c, il, ith, nth, &t);
+        SYNC(LM_OP_KV_WRITE, il);
         lm_op_attention(c, il, ith, nth);
-        lm_pool_barrier(pool);
+        SYNC(LM_OP_ATTENTION, il);
+        const struct lm_weight *const wo[1] = {&L->wo};
         lm_op_matmul(c, c->o, c->att, &L->wo, N, ith, nth);
-        lm_pool_barrier(pool);
+        SYNC_MM(LM_OP_O_PROJ, il, wo, 1);
         lm_op_add(c->x, c->o, N, E, ith, nth);
-        lm_pool_barrier(pool);
+        MARK(LM_OP_ATTN_RESIDUAL, il);
         // ---- feed-forward block (SwiGLU)
         lm_op_rmsnorm(c->xn, c->x, &L->ffn_norm, N, E, hp->rms_eps, ith, nth);
-        lm_pool_barrier(pool);
-        {
-            float *const ys[2] = {c->gate, c->up};
-            const struct lm_weight *const ws[2] = {&L->gate, &L->up};
-            lm_op_matmul_multi(c, 2, ys, c->xn, ws, N, ith, nth);
-        }
-        lm_pool_barrier(pool);
-        lm_op_swiglu(c->gate, c->up, N * hp->n_ff, ith, nth);
-        lm_pool_barrier(pool);
+        SYNC(LM_OP_FFN_NORM, il);
+        lm_op_gate_up_act(c, c->gate, c->up, c->xn, &L->gate, &L->up, N, 1, il, ith, nth, &t);
+        SYNC(LM_OP_ACTIVATION, il);
+        const struct lm_weight *const down[1] = {&L->down};
         lm_op_matmul(c, c->o, c->gate, &L->down, N, ith, nth);
-        lm_pool_barrier(pool);
+        SYNC_MM(LM_OP_DOWN, il, down, 1);
         lm_op_add(c->x, c->o, N, E, ith, nth);
-        lm_pool_barrier(pool);
+        if (il + 1 < hp->n_layer) {
+            MARK(LM_OP_FFN_RESIDUAL, il);
+            lm_op_rmsnorm(c->xn, c->x, &m->layers[il + 1].attn_norm, N, E, hp->rms_eps, ith, nth);
+            SYNC(LM_OP_ATTN_NORM, il + 1);
+        } else {
+            SYNC(LM_OP_FFN_RESIDUAL, il);
+        }
     }
     if (c->n_out > 0) {
-        lm_op_output(c, ith, nth);
+        lm_op_output_norm(c, ith, nth);
+        SYNC(LM_OP_OUTPUT_NORM, -1);
+        const struct lm_weight *const head[1] = {&m->output};
+        lm_op_lm_head(c, ith, nth);
         if (m->output_b.data) { // qwen2 with an output bias
-            lm_pool_barrier(pool);
+            SYNC_MM(LM_OP_LM_HEAD, -1, head, 1);
             lm_op_add_bias(c->logits, &m->output_b, c->n_out, ith, nth);
+            SYNC(LM_OP_LM_HEAD, -1);
+        } else {
+            SYNC_MM(LM_OP_LM_HEAD, -1, head, 1);
         }
     }
+#undef SYNC
+#undef SYNC_MM
+#undef MARK
 }
 
 const struct lm_arch lm_arch_llama = {.name = "llama", .load = llama_load, .forward = llama_forward};

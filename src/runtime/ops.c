@@ -292,10 +292,11 @@ void lm_op_scale(float *x, float sc, int64_t n_rows, int64_t dim, int ith, int n
 // cs = n_rot/2 (cos, sin) pairs of position pos, as ggml computes them:
 // theta_i = pos * base^(-2i/n_rot) built by repeated multiplication in float, so the
 // rounding matches the reference.
-static void rope_angles(float *cs, int32_t pos, int64_t n_rot, float theta_scale, float scale) {
+static void rope_angles(float *cs, int32_t pos, int64_t n_rot, float theta_scale, float scale,
+                        const float *freq_factors) {
     float theta = (float)pos;
     for (int64_t d = 0; d < n_rot / 2; d++) {
-        const float t = theta * scale;
+        const float t = freq_factors ? scale * (theta / freq_factors[d]) : theta * scale;
         cs[2 * d] = cosf(t);
         cs[2 * d + 1] = sinf(t);
         theta *= theta_scale;
@@ -321,7 +322,7 @@ void lm_op_rope(struct lm_context *c, float *x, int64_t n_heads, int64_t head_di
     const float theta_scale = powf(base, -2.0f / (float)n_rot);
     float cs[1024]; // (n_rot/2) cos, sin pairs; head_dim <= 512 enforced at load
     for (int64_t i = s; i < e; i++) {
-        rope_angles(cs, c->batch[i].pos, n_rot, theta_scale, scale);
+        rope_angles(cs, c->batch[i].pos, n_rot, theta_scale, scale, NULL);
         for (int64_t h = 0; h < n_heads; h++) rope_row(x + (i * n_heads + h) * head_dim, cs, n_rot, type);
     }
 }
@@ -786,6 +787,7 @@ void lm_op_attention(struct lm_context *c, int il, int ith, int nth) {
 // ================================================================ fused, barrier-free chains
 
 static void geglu_span(float *g, const float *u, int64_t n);
+static void swiglu_span(float *g, const float *u, int64_t a, int64_t b, int64_t F);
 static void gelu_table_ensure(void);
 
 void lm_op_gate_up_act(struct lm_context *c, float *gate, float *up, const float *X,
@@ -817,7 +819,7 @@ void lm_op_gate_up_act(struct lm_context *c, float *gate, float *up, const float
         if (act == 0)
             geglu_span(g + a, u + a, b - a);
         else
-            for (int64_t j = a; j < b; j++) g[j] = g[j] / (1.0f + expf(-g[j])) * u[j];
+            swiglu_span(g, u, a, b, F);
     }
 }
 
@@ -829,7 +831,8 @@ void lm_op_rope_cache(struct lm_context *c, int ith, int nth) {
         const float theta_scale = powf(c->rope_base[sl], -2.0f / (float)n_rot);
         const float scale = c->rope_scale[sl];
         for (int64_t i = s; i < e; i++)
-            rope_angles(c->rope_cs[sl] + i * n_rot, c->batch[i].pos, n_rot, theta_scale, scale);
+            rope_angles(c->rope_cs[sl] + i * n_rot, c->batch[i].pos, n_rot, theta_scale, scale,
+                        c->m->rope_freqs);
     }
 }
 
@@ -839,9 +842,17 @@ void lm_op_qk_rope_kv(struct lm_context *c, int il, int ith, int nth, uint64_t *
     const int64_t hd = hp->head_dim_k, nh = hp->n_head, nkv = hp->n_head_kv;
     const float *qw = L->q_norm.data, *kw = L->k_norm.data;
     const float *cs0 = c->rope_cs[c->rope_slot[il]];
+    const int64_t vd = (int64_t)nkv * hp->head_dim_v;
     int64_t s, e;
     split(c->n_tokens, ith, nth, &s, &e);
-    // qk_norm
+    // q/k/v biases (qwen2), then qk_norm (gemma3, qwen3): both in the QK_NORM span
+    const struct lm_weight *bias[3] = {&L->bq, &L->bk, &L->bv};
+    float *const bx[3] = {c->q, c->k, c->v};
+    const int64_t bw[3] = {nh * hd, nkv * hd, vd};
+    for (int j = 0; j < 3; j++)
+        if (bias[j]->data)
+            for (int64_t i = s; i < e; i++)
+                for (int64_t d = 0; d < bw[j]; d++) bx[j][i * bw[j] + d] += ((const float *)bias[j]->data)[d];
     if (qw || kw)
         for (int64_t i = s; i < e; i++) {
             if (qw)
@@ -923,13 +934,30 @@ void lm_op_geglu(float *gate, const float *up, int64_t n, int ith, int nth) {
     if (s < e) geglu_span(gate + s, up + s, e - s);
 }
 
-void lm_op_swiglu(float *gate, const float *up, int64_t n, int ith, int nth) {
-    int64_t s, e;
-    split(n, ith, nth, &s, &e);
-    for (int64_t i = s; i < e; i++) {
-        const float x = gate[i];
-        gate[i] = x / (1.0f + expf(-x)) * up[i];
+// SiLU gating as llama.cpp's ggml_vec_swiglu_f32 computes it, element j of a row of F: the
+// first F - F % 16 elements by the vector formula (x / (1 + exp(0 - x)) with ggml_v_expf,
+// times g), the rest as x / (1 + expf(-x)) * g. Lane-wise, so any span [a, b) of the row
+// gives the same values (masked lanes at the span's edges).
+static void swiglu_span(float *g, const float *u, int64_t a, int64_t b, int64_t F) {
+    int64_t j = a;
+#if defined(__AVX512F__)
+    const int64_t vend = F - F % 16, ve = b < vend ? b : vend;
+    for (; j < ve; j += 16) {
+        const __mmask16 m = ve - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (ve - j)) - 1);
+        const __m512 x = _mm512_maskz_loadu_ps(m, g + j);
+        const __m512 e = expf_512(_mm512_sub_ps(_mm512_setzero_ps(), x));
+        const __m512 silu = _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+        _mm512_mask_storeu_ps(g + j, m, _mm512_mul_ps(silu, _mm512_maskz_loadu_ps(m, u + j)));
     }
+#endif
+    for (; j < b; j++) g[j] = g[j] / (1.0f + expf(-g[j])) * u[j];
+}
+
+void lm_op_swiglu(float *gate, const float *up, int64_t n_rows, int64_t F, int ith, int nth) {
+    int64_t s, e; // 16-element chunks of every row
+    split((F + 15) / 16, ith, nth, &s, &e);
+    const int64_t a = s * 16, b = e * 16 < F ? e * 16 : F;
+    for (int64_t i = 0; i < n_rows && a < b; i++) swiglu_span(gate + i * F, up + i * F, a, b, F);
 }
 
 // ================================================================ embedding / output

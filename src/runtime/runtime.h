@@ -137,8 +137,8 @@ void lm_op_kv_write(struct lm_context *c, int il, int ith, int nth);
 void lm_op_attention(struct lm_context *c, int il, int ith, int nth);
 // gate = gelu_tanh(gate) * up (gelu as llama.cpp computes it: via f16 table)
 void lm_op_geglu(float *gate, const float *up, int64_t n, int ith, int nth);
-// gate = silu(gate) * up
-void lm_op_swiglu(float *gate, const float *up, int64_t n, int ith, int nth);
+// gate = silu(gate) * up over n_rows rows of F, in llama.cpp's float order (ggml_vec_swiglu_f32)
+void lm_op_swiglu(float *gate, const float *up, int64_t n_rows, int64_t F, int ith, int nth);
 // x (n_tokens, n_embd) = embedding rows of the batch tokens * scale
 void lm_op_embed(struct lm_context *c, float scale, int ith, int nth);
 // xn rows = final norm of the x rows that want logits (gathered by out_rows)
