@@ -350,6 +350,25 @@ static void test_f16(void) {
         }
     }
     CHECKF(bad == 0, "%d of %ld floats convert to f16 differently from F16C", bad, tested);
+    // every table's quant[F16] (vectorized in avx2/avx512) rounds like lm_f32_to_f16
+    {
+        enum { NQ = 4099 }; // not a multiple of 8: the scalar tail too
+        static float xs[NQ];
+        static lm_f16 hq[NQ];
+        for (int i = 0; i < NQ; i++) {
+            uint32_t u = (uint32_t)rng_u64();
+            if (i % 3) u = (u & 0x80000000u) | (((u >> 23) % 40 + 100) << 23) | (u & 0x7fffff);
+            xs[i] = bitsf(u);
+        }
+        const struct lm_kernels *tabs[] = {lm_kernels_generic(), lm_kernels_avx2(), lm_kernels_avx512()};
+        for (size_t t = 0; t < sizeof tabs / sizeof tabs[0]; t++) {
+            if (!tabs[t]) continue;
+            tabs[t]->quant[LM_DTYPE_F16](xs, hq, NQ);
+            int qbad = 0;
+            for (int i = 0; i < NQ; i++) qbad += hq[i] != lm_f32_to_f16(xs[i]);
+            CHECKF(qbad == 0, "%s quant[F16]: %d of %d halves differ from lm_f32_to_f16", tabs[t]->name, qbad, NQ);
+        }
+    }
     // bf16: round to nearest even, NaN stays NaN
     CHECK(lm_f32_to_bf16(1.0f) == 0x3f80);
     CHECK(lm_f32_to_bf16(bitsf(0x3f808000u)) == 0x3f80); // tie -> even

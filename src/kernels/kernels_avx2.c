@@ -103,6 +103,15 @@ static void dequant_f16(const void *x, float *y, int64_t n) {
     for (; i < n; i++) y[i] = f16_to_f32(h[i]);
 }
 
+// f32 -> f16 by F16C (round to nearest even, as lm_f32_to_f16; test_kernels_dot checks)
+static void quant_f16(const float *x, void *y, int64_t n) {
+    lm_f16 *h = y;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(h + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) h[i] = lm_f32_to_f16(x[i]);
+}
+
 static void dequant_q8_0(const void *x, float *y, int64_t n) {
     const struct lm_block_q8_0 *b = x;
     for (int64_t i = 0; i < n / 32; i++, y += 32) {
@@ -554,6 +563,7 @@ static void avx2_init(void) {
     k_avx2.dequant[LM_DTYPE_Q4_K] = dequant_q4_K;
     k_avx2.dequant[LM_DTYPE_Q6_K] = dequant_q6_K;
     k_avx2.quant[LM_DTYPE_Q8_0] = quant_q8_0;
+    k_avx2.quant[LM_DTYPE_F16] = quant_f16;
     k_avx2.quant[LM_DTYPE_Q8_K] = quant_q8_K;
     k_avx2.vec_dot[LM_DTYPE_F32] = vec_dot_f32;
     k_avx2.vec_dot[LM_DTYPE_F16] = vec_dot_f16;
