@@ -204,6 +204,32 @@ static void test_f16_il(int64_t n) {
                 }
         }
     }
+    // il_gemv (decode, any row count): the same bits
+    for (size_t ti = 0; ti < sizeof tabs / sizeof tabs[0]; ti++) {
+        const struct lm_kernels *k = tabs[ti];
+        if (!k || !k->il_gemv[LM_DTYPE_F16]) continue;
+        const int64_t row_counts[] = {N_OUT, 19, 4, 3, 1};
+        for (size_t rc = 0; rc < sizeof row_counts / sizeof row_counts[0]; rc++)
+            for (int nt = 1; nt <= LM_IL_GEMV_MAX_NT; nt++) {
+                const int64_t nr = row_counts[rc];
+                memset(y, 0xff, sizeof(float) * LM_IL_MAX_NT * N_OUT);
+                k->il_gemv[LM_DTYPE_F16](n, nr, nt, y, N_OUT, w, xa, arow);
+                for (int t = 0; t < LM_IL_MAX_NT; t++)
+                    for (int r = 0; r < N_OUT; r++) {
+                        const float got = y[t * N_OUT + r];
+                        if (t >= nt || r >= nr) {
+                            uint32_t u;
+                            memcpy(&u, &got, 4);
+                            bad += u != 0xffffffffu;
+                            continue;
+                        }
+                        const float want = f16_contract(w + (size_t)r * n, xq + t * n, n);
+                        if (memcmp(&got, &want, 4) != 0 && bad++ < 5)
+                            fprintf(stderr, "%s f16 il_gemv n %lld rows %lld nt %d token %d row %d: %.9g vs %.9g\n",
+                                    k->name, (long long)n, (long long)nr, nt, t, r, got, want);
+                    }
+            }
+    }
     CHECKF(bad == 0, "f16 il n %lld: %d results off the contract (%d tables)", (long long)n, bad, n_tab);
     free(w); free(xq); free(xa); free(y);
 }

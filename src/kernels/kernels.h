@@ -52,6 +52,14 @@ typedef void (*lm_vec_dot_n_u8_fn)(int64_t n, int nt, float *s, size_t ss, const
 typedef void (*lm_il_gemm_fn)(int64_t n_in, int nt, float *y, size_t ys, const void *wg,
                               const void *xa, size_t xas);
 
+// Decode helper for in-place il layouts (lm_il_in_place): rows [0, n_rows) of the weight
+// starting at w (file rows, n_in elements each) against nt <= LM_IL_GEMV_MAX_NT activation
+// rows -> y[t * ys + r]. Same results as il_gemm on the same rows; free to visit the rows
+// in any order (e.g. several far-apart streams). NULL in a table: loop il_gemm over groups.
+#define LM_IL_GEMV_MAX_NT 2
+typedef void (*lm_il_gemv_fn)(int64_t n_in, int64_t n_rows, int nt, float *y, size_t ys,
+                              const void *w, const void *xa, size_t xas);
+
 struct lm_kernels {
     const char *name;                      // "generic", "avx2", "avx512", "avx512_vnni"
     lm_dequant_fn dequant[LM_DTYPE_COUNT]; // indexed by the weight dtype
@@ -60,6 +68,7 @@ struct lm_kernels {
     lm_vec_dot_n_fn vec_dot_n[LM_DTYPE_COUNT]; // multi-token variants (may be NULL)
     lm_vec_dot_n_u8_fn vec_dot_n_u8[LM_DTYPE_COUNT]; // on repacked q8_0 activations (may be NULL)
     lm_il_gemm_fn il_gemm[LM_DTYPE_COUNT]; // on il weights (set for every lm_il_supported dtype)
+    lm_il_gemv_fn il_gemv[LM_DTYPE_COUNT]; // decode on in-place il weights (may be NULL)
 };
 
 // True if weight (n_out, n_in) of dtype t has an il layout: q8_0, q5_0, q4_K, q6_K, f16 with

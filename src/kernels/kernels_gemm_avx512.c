@@ -357,6 +357,7 @@ void lm_kernels_avx512_fill_multi(struct lm_kernels *k) {
     k->il_gemm[LM_DTYPE_Q4_K] = lm_il_gemm_q4_K_avx512;
     k->il_gemm[LM_DTYPE_Q6_K] = lm_il_gemm_q6_K_avx512;
     k->il_gemm[LM_DTYPE_F16] = lm_il_gemm_f16_avx512;
+    k->il_gemv[LM_DTYPE_F16] = lm_il_gemv_f16_avx512;
 }
 
 #else

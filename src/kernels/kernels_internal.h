@@ -26,8 +26,8 @@ void lm_il_gemm_f16_generic(int64_t n_in, int nt, float *y, size_t ys, const voi
                             const void *xa, size_t xas);
 void lm_il_gemm_f16_avx512(int64_t n_in, int nt, float *y, size_t ys, const void *wg,
                            const void *xa, size_t xas);
-void lm_il_gemm_f16_avx2(int64_t n_in, int nt, float *y, size_t ys, const void *wg,
-                         const void *xa, size_t xas);
+void lm_il_gemv_f16_avx512(int64_t n_in, int64_t n_rows, int nt, float *y, size_t ys,
+                           const void *w, const void *xa, size_t xas);
 
 #if defined(__AVX512F__) && defined(__AVX512BW__)
 #include <immintrin.h>

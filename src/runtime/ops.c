@@ -189,6 +189,12 @@ static void matmul_rows(const struct lm_context *c, int ith, float *Y, const str
         lm_il_gemm_fn gemm = k->il_gemm[W->type];
         LM_ASSERT(gemm && a % LM_IL_ROWS == 0 && b % LM_IL_ROWS == 0);
         const int64_t n_out = W->n_out;
+        lm_il_gemv_fn gemv = k->il_gemv[W->type];
+        if (gemv && n_rows <= LM_IL_GEMV_MAX_NT && lm_il_in_place(W->type, W->row_bytes, W->n_in)) {
+            gemv(W->n_in, b - a, (int)n_rows, &Y[a], (size_t)n_out, (const char *)W->il + (size_t)a * W->row_bytes,
+                 xq, xrow);
+            return;
+        }
         for (int64_t g = a / LM_IL_ROWS; g < b / LM_IL_ROWS; g++) {
             const char *wg = (const char *)W->il + (size_t)g * W->il_group_bytes;
             for (int64_t i = 0; i < n_rows; i += LM_IL_MAX_NT) {
