@@ -5,6 +5,7 @@
 #ifndef LM_RUNTIME_RUNTIME_H
 #define LM_RUNTIME_RUNTIME_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -47,6 +48,7 @@ struct lm_context {
     int32_t n_tokens;
     int32_t n_out;       // entries wanting logits
     int32_t *out_rows;   // [n_batch] batch index of each output row
+    atomic_llong head_next; // next lm_head row to claim (lm_op_lm_head; reset by lm_op_output_norm)
 
     // scratch, sized once for n_batch entries (no allocation in the hot path)
     float *x;     // (n_batch, n_embd) residual stream
