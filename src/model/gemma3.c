@@ -141,26 +141,33 @@ static void gemma3_forward(struct lm_context *c, int ith, int nth) {
         SYNC_MM(LM_OP_QKV, il, qkv, 3);
         lm_op_qk_rope_kv(c, il, ith, nth, &t); // records qk_norm and rope itself
         SYNC(LM_OP_KV_WRITE, il);
+        // the last layer goes on with the output tokens' rows only (none: done)
+        int64_t r0 = 0, Nr = N;
+        if (il + 1 == hp->n_layer) {
+            Nr = lm_last_layer_rows(c, &r0);
+            if (Nr == 0) break;
+        }
+        float *const x = c->x + r0 * E;
         lm_op_attention(c, il, ith, nth);
         SYNC(LM_OP_ATTENTION, il);
         const struct lm_weight *const wo[1] = {&L->wo};
-        lm_op_matmul(c, c->o, c->att, &L->wo, N, ith, nth);
+        lm_op_matmul(c, c->o, c->att + r0 * L->wo.n_in, &L->wo, Nr, ith, nth);
         SYNC_MM(LM_OP_O_PROJ, il, wo, 1);
-        lm_op_rmsnorm(c->o, c->o, &L->post_attn_norm, N, E, hp->rms_eps, ith, nth);
+        lm_op_rmsnorm(c->o, c->o, &L->post_attn_norm, Nr, E, hp->rms_eps, ith, nth);
         MARK(LM_OP_POST_ATTN_NORM, il);
-        lm_op_add(c->x, c->o, N, E, ith, nth);
+        lm_op_add(x, c->o, Nr, E, ith, nth);
         MARK(LM_OP_ATTN_RESIDUAL, il);
         // ---- feed-forward block
-        lm_op_rmsnorm(c->xn, c->x, &L->ffn_norm, N, E, hp->rms_eps, ith, nth);
+        lm_op_rmsnorm(c->xn, x, &L->ffn_norm, Nr, E, hp->rms_eps, ith, nth);
         SYNC(LM_OP_FFN_NORM, il);
-        lm_op_gate_up_act(c, c->gate, c->up, c->xn, &L->gate, &L->up, N, 0, il, ith, nth, &t);
+        lm_op_gate_up_act(c, c->gate, c->up, c->xn, &L->gate, &L->up, Nr, 0, il, ith, nth, &t);
         SYNC(LM_OP_ACTIVATION, il);
         const struct lm_weight *const down[1] = {&L->down};
-        lm_op_matmul(c, c->o, c->gate, &L->down, N, ith, nth);
+        lm_op_matmul(c, c->o, c->gate, &L->down, Nr, ith, nth);
         SYNC_MM(LM_OP_DOWN, il, down, 1);
-        lm_op_rmsnorm(c->o, c->o, &L->post_ffw_norm, N, E, hp->rms_eps, ith, nth);
+        lm_op_rmsnorm(c->o, c->o, &L->post_ffw_norm, Nr, E, hp->rms_eps, ith, nth);
         MARK(LM_OP_POST_FFW_NORM, il);
-        lm_op_add(c->x, c->o, N, E, ith, nth);
+        lm_op_add(x, c->o, Nr, E, ith, nth);
         if (il + 1 < hp->n_layer) {
             MARK(LM_OP_FFN_RESIDUAL, il);
             lm_op_rmsnorm(c->xn, c->x, &m->layers[il + 1].attn_norm, N, E, hp->rms_eps, ith, nth);

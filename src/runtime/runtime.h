@@ -169,6 +169,19 @@ static inline uint64_t lm_fwd_mark(int ith, enum lm_prof_op op, int layer, uint6
 }
 uint64_t lm_fwd_sync_rec(struct lm_context *c, int ith, enum lm_prof_op op, int layer,
                          uint64_t t0, const struct lm_weight *const *mm, int n_mm);
+// The last layer's rows after attention: only the tokens that want logits feed anything
+// (its K/V are written before). If those rows are one contiguous range, *first gets its
+// start and the count is returned (n_out, possibly 0); otherwise all n_tokens rows
+// (*first = 0). llama.cpp prunes the last layer the same way (inp_out_ids).
+static inline int64_t lm_last_layer_rows(const struct lm_context *c, int64_t *first) {
+    *first = 0;
+    if (c->n_out == 0) return 0;
+    for (int32_t r = 1; r < c->n_out; r++)
+        if (c->out_rows[r] != c->out_rows[0] + r) return c->n_tokens;
+    *first = c->out_rows[0];
+    return c->n_out;
+}
+
 static inline uint64_t lm_fwd_sync(struct lm_context *c, int ith, enum lm_prof_op op, int layer,
                                    uint64_t t0) {
     if (!lm_prof_on()) {
