@@ -237,7 +237,8 @@ static enum lm_status llama_load(struct lm_model *m) {
 // Runs on every pool thread, in gemma3_forward's shape: SYNC ends an op at a barrier
 // (recording its span and wait when profiling), MARK ends one without, where the next op
 // works on the same rows of the same thread (q/k/v bias -> qk norm -> rope -> kv write;
-// residual add -> norm; gate/up -> SiLU). Decode has 7 barriers per layer.
+// residual add -> norm; gate/up -> SiLU). Decode has 7 barriers per layer, 5 with 2+
+// threads (the residual steps then run on every thread, lm_op_residual_norm_priv).
 static void llama_forward(struct lm_context *c, int ith, int nth) {
     const struct lm_model *m = c->m;
     const struct lm_hparams *hp = &m->hp;
@@ -252,13 +253,18 @@ static void llama_forward(struct lm_context *c, int ith, int nth) {
     MARK(LM_OP_EMBED, -1);
     lm_op_rmsnorm(c->xn, c->x, &m->layers[0].attn_norm, N, E, hp->rms_eps, ith, nth);
     SYNC(LM_OP_ATTN_NORM, 0);
+    // small batches: residual steps without barriers (as in gemma3_forward)
+    const bool pv = nth > 1 && N <= LM_PRIVATE_QUANT_ROWS;
+    float *xcur = c->x, *xoth = c->x_alt;
+    float *const xn_own = pv ? c->xn_priv + (size_t)ith * LM_PRIVATE_QUANT_ROWS * E : c->xn;
+    const float *xin = c->xn; // the QKV input: attn_norm(x)
     for (int il = 0; il < hp->n_layer; il++) {
         const struct lm_layer *L = &m->layers[il];
         // ---- attention block (xn = attn_norm(x) from the previous step)
         const struct lm_weight *const qkv[3] = {&L->wq, &L->wk, &L->wv};
         {
             float *const ys[3] = {c->q, c->k, c->v};
-            lm_op_matmul_multi(c, 3, ys, c->xn, qkv, N, ith, nth);
+            lm_op_matmul_multi(c, 3, ys, xin, qkv, N, ith, nth);
         }
         SYNC_MM(LM_OP_QKV, il, qkv, 3);
         // biases (qwen2), qk norm (qwen3), RoPE, q *= attn_scale, kv write: per token
@@ -270,23 +276,44 @@ static void llama_forward(struct lm_context *c, int ith, int nth) {
             Nr = lm_last_layer_rows(c, &r0);
             if (Nr == 0) break;
         }
-        float *const x = c->x + r0 * E;
         lm_op_attention(c, il, ith, nth);
         SYNC(LM_OP_ATTENTION, il);
         const struct lm_weight *const wo[1] = {&L->wo};
         lm_op_matmul(c, c->o, c->att + r0 * L->wo.n_in, &L->wo, Nr, ith, nth);
         SYNC_MM(LM_OP_O_PROJ, il, wo, 1);
-        lm_op_add(x, c->o, Nr, E, ith, nth);
-        MARK(LM_OP_ATTN_RESIDUAL, il);
+        if (pv) { // residual + ffn norm in the FFN_NORM span, no barrier
+            lm_op_residual_norm_priv(xoth + r0 * E, xcur + r0 * E, c->o, NULL, &L->ffn_norm, hp->rms_eps,
+                                     Nr, E, xn_own, ith);
+            float *sw = xcur;
+            xcur = xoth;
+            xoth = sw;
+            MARK(LM_OP_FFN_NORM, il);
+        } else {
+            lm_op_add(xcur + r0 * E, c->o, Nr, E, ith, nth);
+            MARK(LM_OP_ATTN_RESIDUAL, il);
+            lm_op_rmsnorm(c->xn, xcur + r0 * E, &L->ffn_norm, Nr, E, hp->rms_eps, ith, nth);
+            SYNC(LM_OP_FFN_NORM, il);
+        }
         // ---- feed-forward block (SwiGLU)
-        lm_op_rmsnorm(c->xn, x, &L->ffn_norm, Nr, E, hp->rms_eps, ith, nth);
-        SYNC(LM_OP_FFN_NORM, il);
-        lm_op_gate_up_act(c, c->gate, c->up, c->xn, &L->gate, &L->up, Nr, 1, il, ith, nth, &t);
+        lm_op_gate_up_act(c, c->gate, c->up, xn_own, &L->gate, &L->up, Nr, 1, il, ith, nth, &t);
         SYNC(LM_OP_ACTIVATION, il);
         const struct lm_weight *const down[1] = {&L->down};
         lm_op_matmul(c, c->o, c->gate, &L->down, Nr, ith, nth);
         SYNC_MM(LM_OP_DOWN, il, down, 1);
-        lm_op_add(x, c->o, Nr, E, ith, nth);
+        if (pv) { // back into x; the last layer's rows are needed by every thread's head
+            const bool last = il + 1 == hp->n_layer;
+            lm_op_residual_norm_priv(xoth + r0 * E, xcur + r0 * E, c->o, NULL,
+                                     last ? NULL : &m->layers[il + 1].attn_norm, hp->rms_eps, Nr, E,
+                                     xn_own, ith);
+            float *sw = xcur;
+            xcur = xoth;
+            xoth = sw;
+            xin = xn_own;
+            if (last) SYNC(LM_OP_FFN_RESIDUAL, il);
+            else MARK(LM_OP_ATTN_NORM, il + 1);
+            continue;
+        }
+        lm_op_add(xcur + r0 * E, c->o, Nr, E, ith, nth);
         if (il + 1 < hp->n_layer) {
             MARK(LM_OP_FFN_RESIDUAL, il);
             lm_op_rmsnorm(c->xn, c->x, &m->layers[il + 1].attn_norm, N, E, hp->rms_eps, ith, nth);

@@ -105,6 +105,7 @@ void lm_context_free(struct lm_context *c) {
     if (c->pool) lm_pool_free(c->pool);
     kv_free(&c->kv);
     free(c->out_rows);
+    free(c->x_alt); free(c->xn_priv);
     free(c->x); free(c->xn); free(c->q); free(c->k); free(c->v); free(c->att); free(c->o);
     free(c->gate); free(c->up); free(c->scores); free(c->attn_acc); free(c->qtmp); free(c->logits);
     for (int i = 0; i < LM_DTYPE_COUNT; i++) free(c->xq[i]);
@@ -164,6 +165,8 @@ enum lm_status lm_context_init(struct lm_context **out, struct lm_model *m,
     c->out_rows = xalloc(c, B * sizeof(int32_t), &ok);
     c->x = xalloc(c, B * E * sizeof(float), &ok);
     c->xn = xalloc(c, B * E * sizeof(float), &ok);
+    c->x_alt = xalloc(c, (size_t)LM_PRIVATE_QUANT_ROWS * E * sizeof(float), &ok);
+    c->xn_priv = xalloc(c, (size_t)p.n_threads * LM_PRIVATE_QUANT_ROWS * E * sizeof(float), &ok);
     c->q = xalloc(c, B * qd * sizeof(float), &ok);
     c->k = xalloc(c, B * kd * sizeof(float), &ok);
     c->v = xalloc(c, B * vd * sizeof(float), &ok);

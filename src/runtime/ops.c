@@ -287,6 +287,22 @@ void lm_op_add(float *x, const float *y, int64_t n_rows, int64_t dim, int ith, i
     for (int64_t i = s * dim; i < e * dim; i++) x[i] += y[i];
 }
 
+void lm_op_residual_norm_priv(float *x_out, const float *x, const float *o,
+                              const struct lm_weight *post, const struct lm_weight *norm,
+                              float eps, int64_t n_rows, int64_t dim, float *y, int ith) {
+    const float *pw = post && post->data ? (const float *)post->data : NULL;
+    const float *nw = norm && norm->data ? (const float *)norm->data : NULL;
+    for (int64_t i = 0; i < n_rows; i++) {
+        float *yr = y + i * dim;
+        const float *xr = x + i * dim, *or_ = o + i * dim;
+        if (post) rmsnorm_row(yr, or_, pw, dim, eps);
+        else memcpy(yr, or_, (size_t)dim * sizeof(float));
+        for (int64_t d = 0; d < dim; d++) yr[d] = xr[d] + yr[d];
+        if (ith == 0) memcpy(x_out + i * dim, yr, (size_t)dim * sizeof(float));
+        rmsnorm_row(yr, yr, nw, dim, eps);
+    }
+}
+
 void lm_op_scale(float *x, float sc, int64_t n_rows, int64_t dim, int ith, int nth) {
     int64_t s, e;
     split(n_rows, ith, nth, &s, &e);

@@ -48,6 +48,11 @@ struct lm_context {
     int32_t n_tokens;
     int32_t n_out;       // entries wanting logits
     int32_t *out_rows;   // [n_batch] batch index of each output row
+    // small batches (<= LM_PRIVATE_QUANT_ROWS tokens, 2+ threads): every thread computes the
+    // residual adds and norms of all rows itself (lm_op_residual_norm_priv), into its own
+    // xn_priv rows, while thread 0 writes the residual stream alternately to x and x_alt
+    float *x_alt;        // (LM_PRIVATE_QUANT_ROWS, n_embd)
+    float *xn_priv;      // (n_threads, LM_PRIVATE_QUANT_ROWS, n_embd)
     atomic_llong head_next; // next lm_head row to claim (lm_op_lm_head; reset by lm_op_output_norm)
 
     // scratch, sized once for n_batch entries (no allocation in the hot path)
@@ -128,6 +133,14 @@ void lm_op_qk_rope_kv(struct lm_context *c, int il, int ith, int nth, uint64_t *
 void lm_op_add_bias(float *Y, const struct lm_weight *b, int64_t n_rows, int ith, int nth);
 // x += y over (n_rows, dim)
 void lm_op_add(float *x, const float *y, int64_t n_rows, int64_t dim, int ith, int nth);
+// Barrier-free residual step for small batches, run by every thread on all n_rows rows:
+// s = x + post(o) (post: an optional RMS norm), x_out = s (thread 0 only: x_out must not
+// be x, which other threads are reading), y = norm(s) into this thread's private rows.
+// The same float operations as lm_op_rmsnorm(o, o, post) + lm_op_add(x, o) +
+// lm_op_rmsnorm(y, x, norm), so results are bit-identical to that sequence.
+void lm_op_residual_norm_priv(float *x_out, const float *x, const float *o,
+                              const struct lm_weight *post, const struct lm_weight *norm,
+                              float eps, int64_t n_rows, int64_t dim, float *y, int ith);
 // RoPE in place on (n_rows, n_heads*head_dim) at the batch positions.
 void lm_op_rope(struct lm_context *c, float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot,
                 float base, float scale, enum lm_rope_type type, int ith, int nth);
