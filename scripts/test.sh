@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Runs every test: set-up's install steps (scripts/setup.sh --no-run), the Release build
-# (build/) and an AddressSanitizer + UBSan build (build-asan/), each with its CTest suite.
+# (build/) and an AddressSanitizer + UBSan build (build-asan/), each with its CTest suite,
+# and the Release suite again on the scalar kernels (LUMEN_FORCE_GENERIC=1).
 #   bash scripts/test.sh [extra ctest args, e.g. -L unit or -R gguf]
 # Env: LUMEN_JOBS (parallelism, default 2)
 #      LUMEN_ASAN_LABEL_EXCLUDE (regex of CTest labels left out of the ASan pass, e.g. slow)
 #      LUMEN_SKIP_ASAN=1 (Release pass only; for quick local runs, never in CI)
+#      LUMEN_SKIP_GENERIC=1 (no LUMEN_FORCE_GENERIC=1 pass; for quick local runs, never in CI)
 set -uo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
@@ -47,6 +49,13 @@ run_ctest() { # name, dir, extra args...
 
 if build build -DCMAKE_BUILD_TYPE=Release -DLUMEN_NATIVE=ON; then
     run_ctest release build "$@"
+    # the same binaries on the scalar kernels: every SIMD kernel's generic twin must pass
+    # the whole suite too (model tests on their shorter inputs; ~3 min on 2 cores)
+    if [ "${LUMEN_SKIP_GENERIC:-0}" = 1 ]; then
+        say "LUMEN_SKIP_GENERIC=1: skipping the generic-kernel pass"
+    else
+        LUMEN_FORCE_GENERIC=1 LUMEN_TEST_QUICK=1 run_ctest generic build "$@"
+    fi
 else
     failed+=("release build")
 fi

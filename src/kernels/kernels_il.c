@@ -159,39 +159,44 @@ void lm_il_act_from(enum lm_dtype t, const void *xq, int64_t n_in, void *xa) {
 
 // ---- generic kernels: the contract's float steps, plain loops
 
+// a block's 16 x 32 weights are decoded once (unsigned: q8_0 q + 128, q5_0 the raw 0..31)
+// and reused for every token; the offsets come back through the activation sums (corr)
 static void il_q8_generic(bool q5, int64_t n_in, int nt, float *y, size_t ys, const void *wg,
                           const void *xa, size_t xas) {
     const int64_t nb = n_in / 32;
     const size_t rec_bytes = q5 ? LM_IL_Q5_0_REC : LM_IL_Q8_0_REC;
-    for (int t = 0; t < nt; t++) {
-        const int8_t *xq = (const int8_t *)((const char *)xa + (size_t)t * xas);
-        const float *xd = (const float *)(xq + nb * 32);
-        const int32_t *corr = (const int32_t *)(xd + nb) + (q5 ? 0 : nb);
-        float acc[LM_IL_ROWS] = {0};
-        for (int64_t b = 0; b < nb; b++) {
-            const uint8_t *rec = (const uint8_t *)wg + (size_t)b * rec_bytes;
-            const lm_f16 *d = (const lm_f16 *)rec;
-            const uint8_t *q = rec + 32;
-            uint64_t hb[8];
-            if (q5) memcpy(hb, q + 256, sizeof hb);
+    float acc[LM_IL_MAX_NT][LM_IL_ROWS] = {{0}};
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *rec = (const uint8_t *)wg + (size_t)b * rec_bytes;
+        const lm_f16 *d = (const lm_f16 *)rec;
+        const uint8_t *q = rec + 32;
+        uint64_t hb[8];
+        if (q5) memcpy(hb, q + 256, sizeof hb);
+        int32_t w[LM_IL_ROWS][32];
+        for (int g = 0; g < 8; g++) // elements 4g..4g+3 of every row
+            for (int r = 0; r < LM_IL_ROWS; r++)
+                for (int kk = 0; kk < 4; kk++) {
+                    const int lane = r * 4 + kk;
+                    if (q5) {
+                        const uint8_t byte = q[(g / 2) * 64 + lane];
+                        w[r][4 * g + kk] = (g % 2 ? byte >> 4 : byte & 0x0f) | (int)((hb[g] >> lane) & 1) << 4;
+                    } else {
+                        w[r][4 * g + kk] = q[g * 64 + lane];
+                    }
+                }
+        for (int t = 0; t < nt; t++) {
+            const int8_t *xq = (const int8_t *)((const char *)xa + (size_t)t * xas);
+            const float *xd = (const float *)(xq + nb * 32);
+            const int32_t *corr = (const int32_t *)(xd + nb) + (q5 ? 0 : nb);
             for (int r = 0; r < LM_IL_ROWS; r++) {
                 int32_t isum = corr[b];
-                for (int k = 0; k < 32; k++) {
-                    const int kk = k % 4, lane = r * 4 + kk;
-                    int w;
-                    if (q5) {
-                        const uint8_t byte = q[(k / 8) * 64 + lane];
-                        w = ((k / 4) % 2 ? byte >> 4 : byte & 0x0f) | (int)((hb[k / 4] >> lane) & 1) << 4;
-                    } else {
-                        w = q[(k / 4) * 64 + lane];
-                    }
-                    isum += w * xq[b * 32 + k];
-                }
-                acc[r] = fmaf(lm_f16_to_f32(d[r]) * xd[b], (float)isum, acc[r]);
+                for (int k = 0; k < 32; k++) isum += w[r][k] * xq[b * 32 + k];
+                acc[t][r] = fmaf(lm_f16_to_f32(d[r]) * xd[b], (float)isum, acc[t][r]);
             }
         }
-        for (int r = 0; r < LM_IL_ROWS; r++) y[(size_t)t * ys + r] = acc[r];
     }
+    for (int t = 0; t < nt; t++)
+        for (int r = 0; r < LM_IL_ROWS; r++) y[(size_t)t * ys + r] = acc[t][r];
 }
 
 void lm_il_gemm_q8_0_generic(int64_t n_in, int nt, float *y, size_t ys, const void *wg,
