@@ -39,9 +39,10 @@ size_t lm_il_group_bytes_q6_K(int64_t n_in) {
 
 void lm_il_pack_q4_K(void *dst, const void *src, size_t row_bytes, int64_t n_in) {
     LM_ASSERT(n_in % LM_QK_K == 0);
-    struct lm_il_q4_K_sb *o = dst;
-    for (int64_t i = 0; i < n_in / LM_QK_K; i++, o++) {
-        for (int r = 0; r < LM_IL_ROWS; r++) {
+    // row by row: the group's rows are one sequential read stream (see kernels_il.c)
+    for (int r = 0; r < LM_IL_ROWS; r++) {
+        for (int64_t i = 0; i < n_in / LM_QK_K; i++) {
+            struct lm_il_q4_K_sb *o = (struct lm_il_q4_K_sb *)dst + i;
             const struct lm_block_q4_K *b = (const struct lm_block_q4_K *)((const char *)src + r * row_bytes) + i;
             o->d[r] = b->d;
             o->dmin[r] = b->dmin;
@@ -66,9 +67,10 @@ void lm_il_pack_q4_K(void *dst, const void *src, size_t row_bytes, int64_t n_in)
 
 void lm_il_pack_q6_K(void *dst, const void *src, size_t row_bytes, int64_t n_in) {
     LM_ASSERT(n_in % LM_QK_K == 0);
-    struct lm_il_q6_K_sb *o = dst;
-    for (int64_t i = 0; i < n_in / LM_QK_K; i++, o++) {
-        for (int r = 0; r < LM_IL_ROWS; r++) {
+    // row by row: the group's rows are one sequential read stream (see kernels_il.c)
+    for (int r = 0; r < LM_IL_ROWS; r++) {
+        for (int64_t i = 0; i < n_in / LM_QK_K; i++) {
+            struct lm_il_q6_K_sb *o = (struct lm_il_q6_K_sb *)dst + i;
             const struct lm_block_q6_K *b = (const struct lm_block_q6_K *)((const char *)src + r * row_bytes) + i;
             o->d[r] = lm_f16_to_f32(b->d);
             uint8_t qv[LM_QK_K];

@@ -63,17 +63,19 @@ size_t lm_il_group_bytes(enum lm_dtype t, int64_t n_in) {
     }
 }
 
+// The packers walk the group row by row (its 16 rows follow each other in the file, so the
+// source is read as one sequential stream) and scatter into the records, which stay in
+// L1/L2; block by block across the 16 rows read 16 streams at once, ~3x slower here.
 static void pack_q8_0(uint8_t *dst, const void *src, size_t row_bytes, int64_t n_in) {
-    for (int64_t b = 0; b < n_in / 32; b++) {
-        uint8_t *rec = dst + (size_t)b * LM_IL_Q8_0_REC;
-        lm_f16 *d = (lm_f16 *)rec;
-        uint8_t *q = rec + 32;
-        for (int r = 0; r < LM_IL_ROWS; r++) {
-            const struct lm_block_q8_0 *x = (const struct lm_block_q8_0 *)((const char *)src + (size_t)r * row_bytes) + b;
-            d[r] = x->d;
+    for (int r = 0; r < LM_IL_ROWS; r++) {
+        const struct lm_block_q8_0 *x = (const struct lm_block_q8_0 *)((const char *)src + (size_t)r * row_bytes);
+        for (int64_t b = 0; b < n_in / 32; b++) {
+            uint8_t *rec = dst + (size_t)b * LM_IL_Q8_0_REC;
+            memcpy(rec + 2 * r, &x[b].d, 2);
+            uint8_t *q = rec + 32;
             for (int g = 0; g < 8; g++) { // 4 quants at a time, + 128 = flip the sign bits
                 uint32_t v;
-                memcpy(&v, x->qs + 4 * g, 4);
+                memcpy(&v, x[b].qs + 4 * g, 4);
                 v ^= 0x80808080u;
                 memcpy(q + g * 64 + r * 4, &v, 4);
             }
@@ -82,27 +84,30 @@ static void pack_q8_0(uint8_t *dst, const void *src, size_t row_bytes, int64_t n
 }
 
 static void pack_q5_0(uint8_t *dst, const void *src, size_t row_bytes, int64_t n_in) {
-    for (int64_t b = 0; b < n_in / 32; b++) {
-        uint8_t *rec = dst + (size_t)b * LM_IL_Q5_0_REC;
-        lm_f16 *d = (lm_f16 *)rec;
-        uint8_t *q = rec + 32;
-        uint64_t hb[8] = {0};
-        for (int r = 0; r < LM_IL_ROWS; r++) {
-            const struct lm_block_q5_0 *x = (const struct lm_block_q5_0 *)((const char *)src + (size_t)r * row_bytes) + b;
-            d[r] = x->d;
+    for (int64_t b = 0; b < n_in / 32; b++) memset(dst + (size_t)b * LM_IL_Q5_0_REC + 32 + 256, 0, 64);
+    for (int r = 0; r < LM_IL_ROWS; r++) {
+        const struct lm_block_q5_0 *x = (const struct lm_block_q5_0 *)((const char *)src + (size_t)r * row_bytes);
+        for (int64_t b = 0; b < n_in / 32; b++) {
+            uint8_t *rec = dst + (size_t)b * LM_IL_Q5_0_REC;
+            memcpy(rec + 2 * r, &x[b].d, 2);
+            uint8_t *q = rec + 32;
             uint8_t lo4[32]; // low 4 bits of element k (ggml: qs[k] low / qs[k - 16] high nibble)
             for (int k = 0; k < 16; k++) {
-                lo4[k] = x->qs[k] & 0x0f;
-                lo4[k + 16] = x->qs[k] >> 4;
+                lo4[k] = x[b].qs[k] & 0x0f;
+                lo4[k + 16] = x[b].qs[k] >> 4;
             }
             for (int j = 0; j < 4; j++)
                 for (int kk = 0; kk < 4; kk++)
                     q[j * 64 + r * 4 + kk] = (uint8_t)(lo4[8 * j + kk] | lo4[8 * j + 4 + kk] << 4);
             uint32_t qh;
-            memcpy(&qh, x->qh, 4);
-            for (int g = 0; g < 8; g++) hb[g] |= (uint64_t)((qh >> (4 * g)) & 0x0f) << (r * 4);
+            memcpy(&qh, x[b].qh, 4);
+            for (int g = 0; g < 8; g++) { // high bits of elements 4g..4g+3 -> bits 4r.. of u64 g
+                uint64_t h;
+                memcpy(&h, q + 256 + 8 * g, 8);
+                h |= (uint64_t)((qh >> (4 * g)) & 0x0f) << (r * 4);
+                memcpy(q + 256 + 8 * g, &h, 8);
+            }
         }
-        memcpy(q + 256, hb, sizeof hb);
     }
 }
 
