@@ -91,14 +91,17 @@ static void pack_q5_0(uint8_t *dst, const void *src, size_t row_bytes, int64_t n
             uint8_t *rec = dst + (size_t)b * LM_IL_Q5_0_REC;
             memcpy(rec + 2 * r, &x[b].d, 2);
             uint8_t *q = rec + 32;
-            uint8_t lo4[32]; // low 4 bits of element k (ggml: qs[k] low / qs[k - 16] high nibble)
-            for (int k = 0; k < 16; k++) {
-                lo4[k] = x[b].qs[k] & 0x0f;
-                lo4[k + 16] = x[b].qs[k] >> 4;
+            // byte kk of vector j: low nibble = low 4 bits of element 8j + kk, high nibble =
+            // of element 8j + 4 + kk; ggml keeps element e < 16 in the low nibble of qs[e]
+            // and e >= 16 in the high nibble of qs[e - 16]: 4 bytes at a time
+            for (int j = 0; j < 4; j++) {
+                uint32_t a, c;
+                memcpy(&a, x[b].qs + 8 * (j % 2), 4);
+                memcpy(&c, x[b].qs + 8 * (j % 2) + 4, 4);
+                const int sh = j < 2 ? 0 : 4;
+                const uint32_t v = ((a >> sh) & 0x0f0f0f0fu) | ((c >> sh) & 0x0f0f0f0fu) << 4;
+                memcpy(q + j * 64 + r * 4, &v, 4);
             }
-            for (int j = 0; j < 4; j++)
-                for (int kk = 0; kk < 4; kk++)
-                    q[j * 64 + r * 4 + kk] = (uint8_t)(lo4[8 * j + kk] | lo4[8 * j + 4 + kk] << 4);
             uint32_t qh;
             memcpy(&qh, x[b].qh, 4);
             for (int g = 0; g < 8; g++) { // high bits of elements 4g..4g+3 -> bits 4r.. of u64 g
