@@ -19,20 +19,19 @@
 // software prefetch distance within each weight row (bytes)
 #define PF_DIST 512
 
-// rows w[0..R) (n halves each, n apart) x tokens x[0..T) (xs floats apart): the lane sums
-// of output (r, t) -> lanes + 16 * lm_reduce16_slot(r) + 256 * t
-AI void f16_tile(const int R, const int T, int64_t n, const lm_f16 *w, const float *x, size_t xs,
-                 float *lanes, int r0) {
-    __m512 acc[4][6];
+// R rows (n halves each, gap elements apart) x T tokens (xs floats apart) -> acc[r][t], the
+// 16 lane sums of output (r, t); PF: software prefetch of the rows PF_DIST bytes ahead
+AI void f16_acc(const int R, const int T, const int PF, int64_t n, const lm_f16 *w, size_t gap,
+                const float *x, size_t xs, __m512 acc[4][6]) {
     for (int r = 0; r < R; r++)
         for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps();
     int64_t k = 0;
     for (; k + 16 <= n; k += 16) {
         __m512 wv[4];
         for (int r = 0; r < R; r++)
-            wv[r] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w + (size_t)r * n + k)));
-        if (T > 2 && (k & 31) == 0) // a line per row every 2 blocks (past a row's end: the next row)
-            for (int r = 0; r < R; r++) _mm_prefetch((const char *)(w + (size_t)r * n + k) + PF_DIST, _MM_HINT_T0);
+            wv[r] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w + (size_t)r * gap + k)));
+        if (PF && (k & 31) == 0) // a line per row every 2 blocks (past a row's end: the next row)
+            for (int r = 0; r < R; r++) _mm_prefetch((const char *)(w + (size_t)r * gap + k) + PF_DIST, _MM_HINT_T0);
         for (int t = 0; t < T; t++) {
             __m512 xv = _mm512_loadu_ps(x + (size_t)t * xs + k);
             if (R > 1) __asm__("" : "+v"(xv)); // one load for R fmas: GCC would fold it into each
@@ -41,14 +40,20 @@ AI void f16_tile(const int R, const int T, int64_t n, const lm_f16 *w, const flo
     }
     if (k < n) { // masked last block: zero lanes leave their sums as they are
         const __mmask16 m = (__mmask16)((1u << (n - k)) - 1);
-        __m512 wv[4];
-        for (int r = 0; r < R; r++)
-            wv[r] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, w + (size_t)r * n + k));
-        for (int t = 0; t < T; t++) {
-            const __m512 xv = _mm512_maskz_loadu_ps(m, x + (size_t)t * xs + k);
-            for (int r = 0; r < R; r++) acc[r][t] = _mm512_fmadd_ps(wv[r], xv, acc[r][t]);
+        for (int r = 0; r < R; r++) {
+            const __m512 wv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, w + (size_t)r * gap + k));
+            for (int t = 0; t < T; t++)
+                acc[r][t] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(m, x + (size_t)t * xs + k), acc[r][t]);
         }
     }
+}
+
+// rows w[0..R) of a group (n apart) x T tokens: the lane sums of output (r, t) ->
+// lanes + 16 * lm_reduce16_slot(r0 + r) + 256 * t, reduced 16 rows at a time later
+AI void f16_tile(const int R, const int T, int64_t n, const lm_f16 *w, const float *x, size_t xs,
+                 float *lanes, int r0) {
+    __m512 acc[4][6];
+    f16_acc(R, T, T > 2, n, w, (size_t)n, x, xs, acc);
     for (int r = 0; r < R; r++)
         for (int t = 0; t < T; t++)
             _mm512_storeu_ps(lanes + 256 * t + 16 * lm_reduce16_slot(r0 + r), acc[r][t]);
@@ -86,34 +91,11 @@ void lm_il_gemm_f16_avx512(int64_t n_in, int nt, float *y, size_t ys, const void
     }
 }
 
-#endif
-
-#if defined(__AVX512F__) && defined(__AVX512BW__)
 // Decode: R rows gap elements apart x T tokens, each output reduced on its own
 AI void f16_far(const int R, const int T, int64_t n, const lm_f16 *w, size_t gap, const float *x,
                 size_t xs, float *y, size_t ys, size_t ygap) {
-    __m512 acc[4][2];
-    for (int r = 0; r < R; r++)
-        for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps();
-    int64_t k = 0;
-    for (; k + 16 <= n; k += 16) {
-        __m512 wv[4];
-        for (int r = 0; r < R; r++)
-            wv[r] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w + (size_t)r * gap + k)));
-        for (int t = 0; t < T; t++) {
-            __m512 xv = _mm512_loadu_ps(x + (size_t)t * xs + k);
-            if (R > 1) __asm__("" : "+v"(xv));
-            for (int r = 0; r < R; r++) acc[r][t] = _mm512_fmadd_ps(wv[r], xv, acc[r][t]);
-        }
-    }
-    if (k < n) {
-        const __mmask16 m = (__mmask16)((1u << (n - k)) - 1);
-        for (int r = 0; r < R; r++) {
-            const __m512 wv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, w + (size_t)r * gap + k));
-            for (int t = 0; t < T; t++)
-                acc[r][t] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(m, x + (size_t)t * xs + k), acc[r][t]);
-        }
-    }
+    __m512 acc[4][6];
+    f16_acc(R, T, 0, n, w, gap, x, xs, acc);
     for (int r = 0; r < R; r++)
         for (int t = 0; t < T; t++) y[(size_t)t * ys + (size_t)r * ygap] = _mm512_reduce_add_ps(acc[r][t]);
 }

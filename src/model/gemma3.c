@@ -160,11 +160,8 @@ static void gemma3_forward(struct lm_context *c, int ith, int nth) {
         lm_op_matmul(c, c->o, c->att + r0 * L->wo.n_in, &L->wo, Nr, ith, nth);
         SYNC_MM(LM_OP_O_PROJ, il, wo, 1);
         if (pv) { // post norm + residual + ffn norm in the FFN_NORM span, no barrier
-            lm_op_residual_norm_priv(xoth + r0 * E, xcur + r0 * E, c->o, &L->post_attn_norm, &L->ffn_norm,
+            lm_fwd_residual_priv(&xcur, &xoth, r0, c->o, &L->post_attn_norm, &L->ffn_norm,
                                      hp->rms_eps, Nr, E, xn_own, ith);
-            float *sw = xcur;
-            xcur = xoth;
-            xoth = sw;
             MARK(LM_OP_FFN_NORM, il);
         } else {
             lm_op_rmsnorm(c->o, c->o, &L->post_attn_norm, Nr, E, hp->rms_eps, ith, nth);
@@ -182,12 +179,9 @@ static void gemma3_forward(struct lm_context *c, int ith, int nth) {
         SYNC_MM(LM_OP_DOWN, il, down, 1);
         if (pv) { // back into x; the last layer's rows are needed by every thread's head
             const bool last = il + 1 == hp->n_layer;
-            lm_op_residual_norm_priv(xoth + r0 * E, xcur + r0 * E, c->o, &L->post_ffw_norm,
+            lm_fwd_residual_priv(&xcur, &xoth, r0, c->o, &L->post_ffw_norm,
                                      last ? NULL : &m->layers[il + 1].attn_norm, hp->rms_eps, Nr, E,
                                      xn_own, ith);
-            float *sw = xcur;
-            xcur = xoth;
-            xoth = sw;
             xin = xn_own;
             if (last) SYNC(LM_OP_FFN_RESIDUAL, il);
             else MARK(LM_OP_ATTN_NORM, il + 1);

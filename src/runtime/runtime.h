@@ -182,6 +182,19 @@ static inline uint64_t lm_fwd_mark(int ith, enum lm_prof_op op, int layer, uint6
 }
 uint64_t lm_fwd_sync_rec(struct lm_context *c, int ith, enum lm_prof_op op, int layer,
                          uint64_t t0, const struct lm_weight *const *mm, int n_mm);
+// A forward pass's barrier-free residual step (small batches, 2+ threads): rows [r0, r0+n)
+// of the stream *xcur plus post(o) go to *xoth (thread 0), norm of them to this thread's
+// xn rows; then the two stream buffers swap, so *xcur holds the sum.
+static inline void lm_fwd_residual_priv(float **xcur, float **xoth, int64_t r0, const float *o,
+                                        const struct lm_weight *post,
+                                        const struct lm_weight *norm, float eps, int64_t n,
+                                        int64_t E, float *xn, int ith) {
+    lm_op_residual_norm_priv(*xoth + r0 * E, *xcur + r0 * E, o, post, norm, eps, n, E, xn, ith);
+    float *const t = *xcur;
+    *xcur = *xoth;
+    *xoth = t;
+}
+
 // The last layer's rows after attention: only the tokens that want logits feed anything
 // (its K/V are written before). If those rows are one contiguous range, *first gets its
 // start and the count is returned (n_out, possibly 0); otherwise all n_tokens rows
