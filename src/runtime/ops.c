@@ -70,14 +70,6 @@ void lm_op_rmsnorm(float *y, const float *x, const struct lm_weight *w, int64_t 
     for (int64_t i = s; i < e; i++) rmsnorm_row(y + i * dim, x + i * dim, wf, dim, eps);
 }
 
-void lm_op_rmsnorm_heads(float *x, const struct lm_weight *w, int64_t n_rows, int64_t n_heads,
-                         int64_t dim, float eps, int ith, int nth) {
-    int64_t s, e;
-    split(n_rows * n_heads, ith, nth, &s, &e);
-    const float *wf = (w && w->data) ? (const float *)w->data : NULL;
-    for (int64_t i = s; i < e; i++) rmsnorm_row(x + i * dim, x + i * dim, wf, dim, eps);
-}
-
 // ================================================================ matmul
 
 // Rows [a, b) of W against all n_rows repacked activation rows. Blocks of 16 weight rows
@@ -303,12 +295,6 @@ void lm_op_residual_norm_priv(float *x_out, const float *x, const float *o,
     }
 }
 
-void lm_op_scale(float *x, float sc, int64_t n_rows, int64_t dim, int ith, int nth) {
-    int64_t s, e;
-    split(n_rows, ith, nth, &s, &e);
-    for (int64_t i = s * dim; i < e * dim; i++) x[i] *= sc;
-}
-
 // ================================================================ rope
 
 // cs = n_rot/2 (cos, sin) pairs of position pos, as ggml computes them:
@@ -334,18 +320,6 @@ static void rope_row(float *v, const float *cs, int64_t n_rot, enum lm_rope_type
         const float x0 = v[a], x1 = v[b];
         v[a] = x0 * co - x1 * si;
         v[b] = x0 * si + x1 * co;
-    }
-}
-
-void lm_op_rope(struct lm_context *c, float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot,
-                float base, float scale, enum lm_rope_type type, int ith, int nth) {
-    int64_t s, e;
-    split(c->n_tokens, ith, nth, &s, &e);
-    const float theta_scale = powf(base, -2.0f / (float)n_rot);
-    float cs[1024]; // (n_rot/2) cos, sin pairs; head_dim <= 512 enforced at load
-    for (int64_t i = s; i < e; i++) {
-        rope_angles(cs, c->batch[i].pos, n_rot, theta_scale, scale, NULL);
-        for (int64_t h = 0; h < n_heads; h++) rope_row(x + (i * n_heads + h) * head_dim, cs, n_rot, type);
     }
 }
 
@@ -950,12 +924,6 @@ static void geglu_span(float *g, const float *u, int64_t n) {
     }
 }
 
-void lm_op_geglu(float *gate, const float *up, int64_t n, int ith, int nth) {
-    int64_t s, e;
-    split(n, ith, nth, &s, &e);
-    if (s < e) geglu_span(gate + s, up + s, e - s);
-}
-
 // SiLU gating as llama.cpp's ggml_vec_swiglu_f32 computes it, element j of a row of F: the
 // first F - F % 16 elements by the vector formula (x / (1 + exp(0 - x)) with ggml_v_expf,
 // times g), the rest as x / (1 + expf(-x)) * g. Lane-wise, so any span [a, b) of the row
@@ -973,13 +941,6 @@ static void swiglu_span(float *g, const float *u, int64_t a, int64_t b, int64_t 
     }
 #endif
     for (; j < b; j++) g[j] = g[j] / (1.0f + expf(-g[j])) * u[j];
-}
-
-void lm_op_swiglu(float *gate, const float *up, int64_t n_rows, int64_t F, int ith, int nth) {
-    int64_t s, e; // 16-element chunks of every row
-    split((F + 15) / 16, ith, nth, &s, &e);
-    const int64_t a = s * 16, b = e * 16 < F ? e * 16 : F;
-    for (int64_t i = 0; i < n_rows && a < b; i++) swiglu_span(gate + i * F, up + i * F, a, b, F);
 }
 
 // ================================================================ embedding / output
@@ -1044,9 +1005,3 @@ void lm_op_lm_head(struct lm_context *c, int ith, int nth) {
     }
 }
 
-// output norm + barrier + lm_head, for forward passes that do not profile the two apart
-void lm_op_output(struct lm_context *c, int ith, int nth) {
-    lm_op_output_norm(c, ith, nth);
-    lm_pool_barrier(c->pool);
-    lm_op_lm_head(c, ith, nth);
-}

@@ -97,15 +97,12 @@ struct lm_context {
 };
 
 // ---------------------------------------------------------------- ops
-// y[i] = rmsnorm(x[i]) * w for rows i in [0, n)  (w may be NULL: plain rmsnorm)
 // Builds the ops' lookup tables (the f16 GELU table: ~1.4 ms) once per process; called by
 // lm_context_init so the first forward pass does not pay for it.
 void lm_ops_init(void);
+// y[i] = rmsnorm(x[i]) * w for rows i in [0, n)  (w may be NULL: plain rmsnorm)
 void lm_op_rmsnorm(float *y, const float *x, const struct lm_weight *w, int64_t n_rows,
                    int64_t dim, float eps, int ith, int nth);
-// Same, applied to every head slice of width dim in rows of n_heads*dim (QK-norm).
-void lm_op_rmsnorm_heads(float *x, const struct lm_weight *w, int64_t n_rows, int64_t n_heads,
-                         int64_t dim, float eps, int ith, int nth);
 #define LM_MATMUL_MAX_W 4
 // Batches up to this many rows quantize their activations per thread (redundantly)
 // instead of splitting the work and waiting at a barrier: cheaper for decode.
@@ -119,14 +116,14 @@ void lm_op_matmul(struct lm_context *c, float *Y, const float *X, const struct l
 // Gate/up pair with aligned row ranges: thread ith computes rows [a, b) of BOTH weights
 // (same n_out), then applies act(gate) * up on those columns for every token, so no
 // barrier is needed between the matmul and the activation. act: 0 = GELU(tanh, f16
-// table as llama.cpp), 1 = SiLU.
+// table as llama.cpp), 1 = SiLU (in ggml_vec_swiglu_f32's vector order).
 void lm_op_gate_up_act(struct lm_context *c, float *gate, float *up, const float *X,
                        const struct lm_weight *Wg, const struct lm_weight *Wu, int64_t n_rows,
                        int act, int il, int ith, int nth, uint64_t *t);
 // RoPE cos/sin tables of the batch for every slot (token split, like lm_op_embed)
 void lm_op_rope_cache(struct lm_context *c, int ith, int nth);
-// q/k head norms (optional weights), RoPE from the cache, q *= attn_scale, K/V into the
-// cache: all per token (token split, no barrier inside), so it follows the QKV matmul
+// q/k/v biases and q/k head norms (optional weights), RoPE from the cache,
+// q *= attn_scale, K/V into the cache: all per token (token split, no barrier inside), so it follows the QKV matmul
 // with one barrier. Records its sub-op spans when profiling.
 void lm_op_qk_rope_kv(struct lm_context *c, int il, int ith, int nth, uint64_t *t);
 // Y += b per row (bias)
@@ -141,27 +138,16 @@ void lm_op_add(float *x, const float *y, int64_t n_rows, int64_t dim, int ith, i
 void lm_op_residual_norm_priv(float *x_out, const float *x, const float *o,
                               const struct lm_weight *post, const struct lm_weight *norm,
                               float eps, int64_t n_rows, int64_t dim, float *y, int ith);
-// RoPE in place on (n_rows, n_heads*head_dim) at the batch positions.
-void lm_op_rope(struct lm_context *c, float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot,
-                float base, float scale, enum lm_rope_type type, int ith, int nth);
-// x (n_rows, dim) *= s
-void lm_op_scale(float *x, float s, int64_t n_rows, int64_t dim, int ith, int nth);
 // Writes the batch's K and V rows of layer il into the cache.
 void lm_op_kv_write(struct lm_context *c, int il, int ith, int nth);
 // att (n_tokens, n_head*hd_v) = softmax(q k^T + mask) v over the cache of layer il.
 void lm_op_attention(struct lm_context *c, int il, int ith, int nth);
-// gate = gelu_tanh(gate) * up (gelu as llama.cpp computes it: via f16 table)
-void lm_op_geglu(float *gate, const float *up, int64_t n, int ith, int nth);
-// gate = silu(gate) * up over n_rows rows of F, in llama.cpp's float order (ggml_vec_swiglu_f32)
-void lm_op_swiglu(float *gate, const float *up, int64_t n_rows, int64_t F, int ith, int nth);
 // x (n_tokens, n_embd) = embedding rows of the batch tokens * scale
 void lm_op_embed(struct lm_context *c, float scale, int ith, int nth);
 // xn rows = final norm of the x rows that want logits (gathered by out_rows)
 void lm_op_output_norm(struct lm_context *c, int ith, int nth);
 // logits = lm_head(xn rows) (+ final soft-capping); has an internal barrier if capping
 void lm_op_lm_head(struct lm_context *c, int ith, int nth);
-// both, with a barrier between
-void lm_op_output(struct lm_context *c, int ith, int nth);
 
 // ---------------------------------------------------------------- profiling hooks
 // Ends op `op` of `layer` on this thread (started at t0 = lm_prof_now() or the previous
