@@ -27,9 +27,6 @@
 
 #include <math.h>
 #include <string.h>
-#if defined(__F16C__) && defined(__AVX__)
-#include <immintrin.h>
-#endif
 
 #include "base/status.h"
 #include "kernels/il_kq.h"
@@ -139,11 +136,7 @@ void lm_il_act_from(enum lm_dtype t, const void *xq, int64_t n_in, void *xa) {
     if (t == LM_DTYPE_F16) {
         const lm_f16 *h = xq;
         float *f = xa;
-        int64_t i = 0;
-#if defined(__F16C__) && defined(__AVX__)
-        for (; i + 8 <= n_in; i += 8) _mm256_storeu_ps(f + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i))));
-#endif
-        for (; i < n_in; i++) f[i] = lm_f16_to_f32(h[i]);
+        for (int64_t i = 0; i < n_in; i++) f[i] = lm_f16_to_f32(h[i]); // = dequant[F16]
         return;
     }
     if (t != LM_DTYPE_Q8_0 && t != LM_DTYPE_Q5_0) {

@@ -162,7 +162,8 @@ static void quantize_inputs(struct lm_context *c, const struct lm_weight *const 
         for (int64_t i = s; i < e; i++) {
             char *row = buf + (size_t)i * qrow;
             k->quant[vt](X + i * n_in, row, n_in);
-            if (vt == LM_DTYPE_F16 && f16_il) lm_il_act_from(LM_DTYPE_F16, row, n_in, xil + (size_t)i * c->xil_stride);
+            if (vt == LM_DTYPE_F16 && f16_il) // the f16 il rows: that row widened (lm_il_act_from)
+                k->dequant[LM_DTYPE_F16](row, (float *)(xil + (size_t)i * c->xil_stride), n_in);
             if (vt != LM_DTYPE_Q8_0) continue;
             if (q8_flat)
                 lm_q8_0_repack_u8(row, n_in, xu + (size_t)i * c->xu8_stride, xdy + (size_t)i * c->xdyv_stride);
