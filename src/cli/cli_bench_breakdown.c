@@ -412,8 +412,10 @@ static void analyze(struct lm_bench_breakdown *b) {
     }
     if (!b->have_ops) {
         add_line(b->find, &b->n_find,
-                 "per-op times: none recorded (the forward pass of this build does not call "
-                 "lm_prof_op); components and per-layer rows are omitted");
+                 steps ? "per-op times: none recorded (the forward pass of this build does not call "
+                         "lm_prof_op); components and per-layer rows are omitted"
+                       : "per-op times: no decode step ran (the per-op breakdown covers decode; "
+                         "generate 2 or more tokens)");
     } else if (big) {
         if (big->bytes && steps)
             add_line(b->find, &b->n_find,
@@ -599,6 +601,9 @@ void lm_bench_breakdown_print(const struct lm_bench_breakdown *b, FILE *f) {
                 pct(b->other_ms, dec), steps ? b->other_ms / steps : 0, k_dash);
         fprintf(f, "%-38s %10.2f %6.1f%% %9.4f\n", "decode forward (wall)", dec, 100.0,
                 steps ? dec / steps : 0);
+    } else if (!steps) {
+        fprintf(f, "\nper-op times: no decode step ran (the per-op breakdown covers decode; "
+                   "generate 2 or more tokens)\n");
     } else {
         fprintf(f, "\nper-op times: none recorded (the forward pass of this build does not call "
                    "lm_prof_op)\nbarrier waits (thread pool): %.2f ms = %.1f%% of decode\n",
