@@ -78,6 +78,12 @@ assert bd["phases"]["sample"]["count"] == 4 and bd["phases"]["decode"]["count"] 
 assert bd["n_threads"] == 2 and bd["findings"] and bd["suggestions"]
 if bd["per_op_recorded"]:
     assert len(bd["layers"]) == 2 and bd["components"]
+if bd["prefill_per_op_recorded"]:  # the prefill by component: every op in one of them
+    pc = {c["name"]: c["ms"] for c in bd["prefill_components"]}
+    assert pc["lm_head (output matmul)"] > 0 and pc["matmul ffn_gate+up"] > 0, pc
+    pre = bd["phases"]["prefill"]["ms"]
+    assert bd["prefill_barrier_ms"] >= 0 and -0.02 * pre <= bd["prefill_other_ms"] <= pre, bd
+    assert abs(sum(pc.values()) + bd["prefill_barrier_ms"] + bd["prefill_other_ms"] - pre) < 1e-3, (pc, pre)
 EOF
   ok
 else
@@ -105,7 +111,7 @@ fi
 if "$BIN" bench "${Q[@]}" -t 1 --breakdown >"$TMP/b.md" 2>"$TMP/err"; then
   for pat in '^\| model \| size \| params \| backend \| threads \| test \| t/s' '\| pp16 \|' '\| tg4 \|' \
              '^read bandwidth' '^weights read per decoded token' 'TIMING BREAKDOWN' \
-             '4\. Decode forward' 'BOTTLENECK ANALYSIS' 'Suggestions:'; do
+             '4\. Decode forward' 'PREFILL BY COMPONENT' 'BOTTLENECK ANALYSIS' 'Suggestions:'; do
     grep -qE -- "$pat" "$TMP/b.md" && ok || bad "md output lacks /$pat/"
   done
 else

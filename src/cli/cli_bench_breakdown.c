@@ -31,6 +31,7 @@ static const char *const k_ph_label[BD_NPH] = {
 struct bd_comp {
     const char *name;
     double ms;       // decode total, mean over threads
+    double pre_ms;   // prefill total, mean over threads
     uint64_t bytes;  // weight bytes per step read by it (matmuls), else 0
 };
 
@@ -55,6 +56,8 @@ struct lm_bench_breakdown {
     struct bd_comp comp[BD_MAX_COMP];
     int n_comp;
     double ops_ms, bar_ms, other_ms;
+    bool have_pre_ops;              // prefill op spans recorded
+    double pre_bar_ms, pre_other_ms; // prefill barrier waits / time outside recorded ops
     uint64_t n_barriers; // decode, thread 0
     struct bd_mm mm[BD_MAX_MM];
     int n_mm;
@@ -95,51 +98,52 @@ static const int k_ffn_ops[] = {LM_OP_FFN_NORM, LM_OP_GATE_UP, LM_OP_ACTIVATION,
                                 LM_OP_POST_FFW_NORM, LM_OP_FFN_RESIDUAL};
 #define NELEM(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
+// components: groups of ops, with the weight group they read (or -1)
+static const struct {
+    const char *name;
+    int ops[6];
+    int n;
+    int grp;
+} k_comp_defs[] = {
+    {"matmul attn_q/k/v", {LM_OP_QKV}, 1, LM_BENCH_GRP_QKV},
+    {"matmul attn_output", {LM_OP_O_PROJ}, 1, LM_BENCH_GRP_O},
+    {"matmul ffn_gate+up", {LM_OP_GATE_UP}, 1, LM_BENCH_GRP_GATE_UP},
+    {"matmul ffn_down", {LM_OP_DOWN}, 1, LM_BENCH_GRP_DOWN},
+    {"lm_head (output matmul)", {LM_OP_LM_HEAD}, 1, LM_BENCH_GRP_HEAD},
+    {"attention (rope, kv write, softmax.V)", {LM_OP_ROPE, LM_OP_KV_WRITE, LM_OP_ATTENTION}, 3, -1},
+    {"norms (rms, qk, post, output)", {LM_OP_ATTN_NORM, LM_OP_QK_NORM, LM_OP_POST_ATTN_NORM,
+                                       LM_OP_FFN_NORM, LM_OP_POST_FFW_NORM, LM_OP_OUTPUT_NORM}, 6, -1},
+    {"activations (gated GELU/SiLU)", {LM_OP_ACTIVATION}, 1, -1},
+    {"residual adds", {LM_OP_ATTN_RESIDUAL, LM_OP_FFN_RESIDUAL}, 2, -1},
+    {"embedding", {LM_OP_EMBED}, 1, -1},
+};
+
 static void collect_ops(struct lm_bench_breakdown *b, double pool_wait_ms) {
     const int ph = LM_PHASE_DECODE, L = b->n_layer;
     const struct lm_bench_model_info *mi = b->mi;
-    uint64_t n_ops = 0, n_bar = 0;
+    uint64_t n_ops = 0, n_bar = 0, n_pre = 0;
+    double pre_ops_ms = 0;
     for (int op = 0; op < LM_OP_COUNT; op++) {
         b->ops_ms += prof_op_all(ph, op, L, false, &n_ops);
         b->bar_ms += prof_op_all(ph, op, L, true, &n_bar);
+        pre_ops_ms += prof_op_all(LM_PHASE_PREFILL, op, L, false, &n_pre);
+        b->pre_bar_ms += prof_op_all(LM_PHASE_PREFILL, op, L, true, NULL);
     }
     b->have_ops = n_ops > 0;
+    b->have_pre_ops = n_pre > 0;
     b->have_prof_barriers = n_bar > 0;
     if (b->have_prof_barriers) b->n_barriers = n_bar;
     else b->bar_ms = pool_wait_ms; // the pool's own accounting (lm_pool_stats)
-    if (!b->have_ops) return;
+    b->pre_other_ms = b->have_pre_ops ? b->ph_ms[BD_PREFILL] - pre_ops_ms - b->pre_bar_ms : 0;
 
-    for (int l = 0; l < L; l++) {
-        for (int i = 0; i < NELEM(k_attn_ops); i++)
-            b->l_attn[l] += prof_ms(ph, k_attn_ops[i], l, false, NULL) +
-                            prof_ms(ph, k_attn_ops[i], l, true, NULL);
-        for (int i = 0; i < NELEM(k_ffn_ops); i++)
-            b->l_ffn[l] += prof_ms(ph, k_ffn_ops[i], l, false, NULL) +
-                           prof_ms(ph, k_ffn_ops[i], l, true, NULL);
-    }
-    struct {
-        const char *name;
-        int ops[6];
-        int n;
-        int grp; // weight group or -1
-    } defs[] = {
-        {"matmul attn_q/k/v", {LM_OP_QKV}, 1, LM_BENCH_GRP_QKV},
-        {"matmul attn_output", {LM_OP_O_PROJ}, 1, LM_BENCH_GRP_O},
-        {"matmul ffn_gate+up", {LM_OP_GATE_UP}, 1, LM_BENCH_GRP_GATE_UP},
-        {"matmul ffn_down", {LM_OP_DOWN}, 1, LM_BENCH_GRP_DOWN},
-        {"lm_head (output matmul)", {LM_OP_LM_HEAD}, 1, LM_BENCH_GRP_HEAD},
-        {"attention (rope, kv write, softmax.V)", {LM_OP_ROPE, LM_OP_KV_WRITE, LM_OP_ATTENTION}, 3, -1},
-        {"norms (rms, qk, post, output)", {LM_OP_ATTN_NORM, LM_OP_QK_NORM, LM_OP_POST_ATTN_NORM,
-                                           LM_OP_FFN_NORM, LM_OP_POST_FFW_NORM, LM_OP_OUTPUT_NORM}, 6, -1},
-        {"activations (gated GELU/SiLU)", {LM_OP_ACTIVATION}, 1, -1},
-        {"residual adds", {LM_OP_ATTN_RESIDUAL, LM_OP_FFN_RESIDUAL}, 2, -1},
-        {"embedding", {LM_OP_EMBED}, 1, -1},
-    };
-    for (int d = 0; d < NELEM(defs); d++) {
+    for (int d = 0; d < NELEM(k_comp_defs); d++) {
         struct bd_comp *c = &b->comp[b->n_comp++];
-        c->name = defs[d].name;
-        for (int i = 0; i < defs[d].n; i++) c->ms += prof_op_all(ph, defs[d].ops[i], L, false, NULL);
-        c->bytes = defs[d].grp >= 0 ? mi->grp_bytes[defs[d].grp] : 0;
+        c->name = k_comp_defs[d].name;
+        for (int i = 0; i < k_comp_defs[d].n; i++) {
+            c->ms += prof_op_all(ph, k_comp_defs[d].ops[i], L, false, NULL);
+            c->pre_ms += prof_op_all(LM_PHASE_PREFILL, k_comp_defs[d].ops[i], L, false, NULL);
+        }
+        c->bytes = k_comp_defs[d].grp >= 0 ? mi->grp_bytes[k_comp_defs[d].grp] : 0;
     }
     // matmul shapes (time on thread 0 per execution), all phases
     struct lm_prof_matmul_agg e;
@@ -155,6 +159,16 @@ static void collect_ops(struct lm_bench_breakdown *b, double pool_wait_ms) {
         x->count = e.count;
         x->ms = e.total_ms;
         x->gbps = e.total_ms > 0 ? (double)e.bytes / (e.total_ms * 1e6) : 0;
+    }
+    if (!b->have_ops) return;
+
+    for (int l = 0; l < L; l++) {
+        for (int i = 0; i < NELEM(k_attn_ops); i++)
+            b->l_attn[l] += prof_ms(ph, k_attn_ops[i], l, false, NULL) +
+                            prof_ms(ph, k_attn_ops[i], l, true, NULL);
+        for (int i = 0; i < NELEM(k_ffn_ops); i++)
+            b->l_ffn[l] += prof_ms(ph, k_ffn_ops[i], l, false, NULL) +
+                           prof_ms(ph, k_ffn_ops[i], l, true, NULL);
     }
 }
 
@@ -403,6 +417,18 @@ static void analyze(struct lm_bench_breakdown *b) {
     add_line(b->find, &b->n_find, "output head: %.1f MB (%s) = %.0f%% of the bytes read per token",
              (double)mi->grp_bytes[LM_BENCH_GRP_HEAD] / mb, mi->head_dtype, 100 * head_share);
 
+    // ---- prefill
+    if (b->have_pre_ops) {
+        const struct bd_comp *pb = NULL;
+        for (int i = 0; i < b->n_comp; i++)
+            if (!pb || b->comp[i].pre_ms > pb->pre_ms) pb = &b->comp[i];
+        if (pb)
+            add_line(b->find, &b->n_find,
+                     "prefill (%d tokens, %.2f ms): largest component %s, %.1f%%; barrier waits %.1f%%",
+                     b->n_prompt, b->ph_ms[BD_PREFILL], pb->name, pct(pb->pre_ms, b->ph_ms[BD_PREFILL]),
+                     pct(b->pre_bar_ms, b->ph_ms[BD_PREFILL]));
+    }
+
     // ---- components
     const struct bd_comp *big = NULL, *head = NULL, *attn = NULL;
     for (int i = 0; i < b->n_comp; i++) {
@@ -440,12 +466,20 @@ static void analyze(struct lm_bench_breakdown *b) {
         add_line(b->find, &b->n_find, "outside recorded ops (dispatch, batch checks): %.1f%% of decode time",
                  pct(b->other_ms, dec));
     const double smp_tok = b->ph_count[BD_SAMPLE] ? b->ph_ms[BD_SAMPLE] / b->ph_count[BD_SAMPLE] : 0;
-    add_line(b->find, &b->n_find, "sampling: %.3f ms/token = %.1f%% of a decode step (n_vocab %d)",
-             smp_tok, pct(smp_tok, b->dec_ms_tok), mi->n_vocab);
+    if (b->dec_ms_tok > 0)
+        add_line(b->find, &b->n_find, "sampling: %.3f ms/token = %.1f%% of a decode step (n_vocab %d)",
+                 smp_tok, pct(smp_tok, b->dec_ms_tok), mi->n_vocab);
+    else
+        add_line(b->find, &b->n_find, "sampling: %.3f ms/token (n_vocab %d)", smp_tok, mi->n_vocab);
     const double gflops = 2.0 * (double)mi->layer_params * b->pre_ts / 1e9;
-    add_line(b->find, &b->n_find, "prefill: %.1f tok/s = %.1f GFLOP/s in the layer matmuls "
-             "(2 x %.1f M layer weights x tok/s); %.1fx the decode rate",
-             b->pre_ts, gflops, (double)mi->layer_params / 1e6, b->dec_ts > 0 ? b->pre_ts / b->dec_ts : 0);
+    if (b->dec_ts > 0)
+        add_line(b->find, &b->n_find, "prefill: %.1f tok/s = %.1f GFLOP/s in the layer matmuls "
+                 "(2 x %.1f M layer weights x tok/s); %.1fx the decode rate",
+                 b->pre_ts, gflops, (double)mi->layer_params / 1e6, b->pre_ts / b->dec_ts);
+    else
+        add_line(b->find, &b->n_find, "prefill: %.1f tok/s = %.1f GFLOP/s in the layer matmuls "
+                 "(2 x %.1f M layer weights x tok/s)",
+                 b->pre_ts, gflops, (double)mi->layer_params / 1e6);
     if (b->tg_ref_ts > 0 && b->dec_ts > 0)
         add_line(b->find, &b->n_find, "decode here %.2f tok/s (profiled, sampling the full "
                  "vocabulary between steps) vs %.2f tok/s in the tg test (unprofiled, no sampling): "
@@ -556,6 +590,27 @@ void lm_bench_breakdown_print(const struct lm_bench_breakdown *b, FILE *f) {
     if (b->bw_gbps > 0) fprintf(f, " = %.0f%% of %.2f GB/s measured\n", 100 * b->roof_frac, b->bw_gbps);
     else fputc('\n', f);
 
+    // ---- prefill (the time to first token, less tokenize and sample) by component
+    if (b->have_pre_ops) {
+        const double pre = b->ph_ms[BD_PREFILL];
+        fprintf(f, "\n%s\nPREFILL BY COMPONENT (%d prompt tokens; the time to first token less "
+                   "tokenize and sample)\n%s\n",
+                k_rule, b->n_prompt, k_rule);
+        fprintf(f, "%-38s %10s %7s\n%s\n", "Component", "Time (ms)", "%", k_dash);
+        int ord[BD_MAX_COMP];
+        for (int i = 0; i < b->n_comp; i++) ord[i] = i;
+        for (int i = 0; i < b->n_comp; i++)
+            for (int j = i + 1; j < b->n_comp; j++)
+                if (b->comp[ord[j]].pre_ms > b->comp[ord[i]].pre_ms) { int t = ord[i]; ord[i] = ord[j]; ord[j] = t; }
+        for (int k = 0; k < b->n_comp; k++)
+            fprintf(f, "%-38s %10.2f %6.1f%%\n", b->comp[ord[k]].name, b->comp[ord[k]].pre_ms,
+                    pct(b->comp[ord[k]].pre_ms, pre));
+        fprintf(f, "%-38s %10.2f %6.1f%%\n", "barrier waits", b->pre_bar_ms, pct(b->pre_bar_ms, pre));
+        fprintf(f, "%-38s %10.2f %6.1f%%\n%s\n", "other (outside recorded ops)", b->pre_other_ms,
+                pct(b->pre_other_ms, pre), k_dash);
+        fprintf(f, "%-38s %10.2f %6.1f%%\n", "prefill (wall)", pre, 100.0);
+    }
+
     const double dec = b->ph_ms[BD_DECODE];
     const int steps = b->ph_count[BD_DECODE];
     if (b->have_ops) {
@@ -652,6 +707,14 @@ void lm_bench_breakdown_print_json(const struct lm_bench_breakdown *b, FILE *f) 
         lm_bench_json_str(f, b->comp[i].name);
         fprintf(f, ", \"ms\": %.4f, \"bytes_per_token\": %llu}", b->comp[i].ms,
                 (unsigned long long)b->comp[i].bytes);
+    }
+    fprintf(f, "],\n    \"prefill_per_op_recorded\": %s, \"prefill_barrier_ms\": %.4f, "
+               "\"prefill_other_ms\": %.4f,\n    \"prefill_components\": [",
+            b->have_pre_ops ? "true" : "false", b->pre_bar_ms, b->pre_other_ms);
+    for (int i = 0; i < b->n_comp; i++) {
+        fprintf(f, "%s{\"name\": ", i ? ", " : "");
+        lm_bench_json_str(f, b->comp[i].name);
+        fprintf(f, ", \"ms\": %.4f}", b->comp[i].pre_ms);
     }
     fprintf(f, "],\n    \"matmuls\": [");
     for (int i = 0; i < b->n_mm; i++) {
