@@ -553,6 +553,16 @@ static void analyze(struct lm_bench_breakdown *b) {
 static const char *k_rule = "======================================================================";
 static const char *k_dash = "----------------------------------------------------------------------";
 
+// ord = component indices, largest prefill (pre) or decode time first
+static void comp_order(const struct lm_bench_breakdown *b, bool pre, int *ord) {
+    for (int i = 0; i < b->n_comp; i++) ord[i] = i;
+    for (int i = 0; i < b->n_comp; i++)
+        for (int j = i + 1; j < b->n_comp; j++) {
+            const struct bd_comp *x = &b->comp[ord[j]], *y = &b->comp[ord[i]];
+            if ((pre ? x->pre_ms : x->ms) > (pre ? y->pre_ms : y->ms)) { int t = ord[i]; ord[i] = ord[j]; ord[j] = t; }
+        }
+}
+
 void lm_bench_breakdown_print(const struct lm_bench_breakdown *b, FILE *f) {
     const struct lm_bench_model_info *mi = b->mi;
     fprintf(f, "\n%s\nlumen Inference Breakdown Benchmark\n%s\n", k_rule, k_rule);
@@ -598,10 +608,7 @@ void lm_bench_breakdown_print(const struct lm_bench_breakdown *b, FILE *f) {
                 k_rule, b->n_prompt, k_rule);
         fprintf(f, "%-38s %10s %7s\n%s\n", "Component", "Time (ms)", "%", k_dash);
         int ord[BD_MAX_COMP];
-        for (int i = 0; i < b->n_comp; i++) ord[i] = i;
-        for (int i = 0; i < b->n_comp; i++)
-            for (int j = i + 1; j < b->n_comp; j++)
-                if (b->comp[ord[j]].pre_ms > b->comp[ord[i]].pre_ms) { int t = ord[i]; ord[i] = ord[j]; ord[j] = t; }
+        comp_order(b, true, ord);
         for (int k = 0; k < b->n_comp; k++)
             fprintf(f, "%-38s %10.2f %6.1f%%\n", b->comp[ord[k]].name, b->comp[ord[k]].pre_ms,
                     pct(b->comp[ord[k]].pre_ms, pre));
@@ -635,10 +642,7 @@ void lm_bench_breakdown_print(const struct lm_bench_breakdown *b, FILE *f) {
         fprintf(f, "%-38s %10s %7s %9s %8s %7s\n%s\n", "Component", "Time (ms)", "%", "ms/token",
                 "GB/s", "% BW", k_dash);
         int ord[BD_MAX_COMP];
-        for (int i = 0; i < b->n_comp; i++) ord[i] = i;
-        for (int i = 0; i < b->n_comp; i++)
-            for (int j = i + 1; j < b->n_comp; j++)
-                if (b->comp[ord[j]].ms > b->comp[ord[i]].ms) { int t = ord[i]; ord[i] = ord[j]; ord[j] = t; }
+        comp_order(b, false, ord);
         for (int k = 0; k < b->n_comp; k++) {
             const struct bd_comp *c = &b->comp[ord[k]];
             fprintf(f, "%-38s %10.2f %6.1f%% %9.4f", c->name, c->ms, pct(c->ms, dec),
