@@ -11,7 +11,6 @@
 #include "kernels/kernels.h"
 #include "model/model.h"
 #include "prof/prof.h"
-#include "runtime/runtime.h"
 #include "tokenizer/tokenizer.h"
 
 static const char *k_run_help =
@@ -209,8 +208,10 @@ int cmd_run(int argc, char **argv) {
                      kk->vec_dot_n[dt] ? " (+multitoken)" : "");
             lm_prof_variant(kname, var, lm_kernels_reason());
         }
-        struct lm_prof_memory mem = {.weights_mapped = m->gguf.size, .kv_cache = c->kv.bytes,
-                                     .scratch = c->scratch_bytes};
+        struct lm_kv_cache_stats kvs;
+        lm_kv_cache_stats(c, &kvs);
+        struct lm_prof_memory mem = {.weights_mapped = m->gguf.size, .kv_cache = kvs.bytes_used,
+                                     .scratch = lm_context_scratch_bytes(c)};
         lm_prof_read_rss(&mem.rss, &mem.rss_peak);
         lm_prof_memory(&mem);
     }
@@ -286,8 +287,10 @@ int cmd_run(int argc, char **argv) {
             (long long)n_gen, dec_s > 0 ? (double)(n_gen - 1) / dec_s : 0.0, lm_context_n_threads(c));
     int rc = 0;
     if (lm_prof_on()) {
-        struct lm_prof_memory mem = {.weights_mapped = m->gguf.size, .kv_cache = c->kv.bytes,
-                                     .scratch = c->scratch_bytes};
+        struct lm_kv_cache_stats kvs;
+        lm_kv_cache_stats(c, &kvs);
+        struct lm_prof_memory mem = {.weights_mapped = m->gguf.size, .kv_cache = kvs.bytes_used,
+                                     .scratch = lm_context_scratch_bytes(c)};
         lm_prof_read_rss(&mem.rss, &mem.rss_peak);
         lm_prof_memory(&mem);
         if (profile) lm_prof_print_summary(stderr);

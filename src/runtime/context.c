@@ -5,72 +5,50 @@
 
 #include "runtime/runtime.h"
 
-// ================================================================ KV cache
+// ================================================================ KV cache API
 
-static void kv_free(struct lm_kv_cache *kv) {
-    if (kv->k)
-        for (int i = 0; i < kv->n_seq * kv->n_layer; i++) free(kv->k[i]);
-    if (kv->v)
-        for (int i = 0; i < kv->n_seq * kv->n_layer; i++) free(kv->v[i]);
-    free(kv->k);
-    free(kv->v);
-    free(kv->layer_slots);
-    free(kv->seq_len);
-    memset(kv, 0, sizeof *kv);
-}
-
-static enum lm_status kv_init(struct lm_kv_cache *kv, const struct lm_model *m, int32_t n_ctx,
-                              int32_t n_seq, int32_t n_batch) {
-    const struct lm_hparams *hp = &m->hp;
-    kv->n_seq = n_seq;
-    kv->n_layer = hp->n_layer;
-    kv->kv_dim_k = hp->n_head_kv * hp->head_dim_k;
-    kv->kv_dim_v = hp->n_head_kv * hp->head_dim_v;
-    kv->layer_slots = calloc((size_t)hp->n_layer, sizeof *kv->layer_slots);
-    kv->seq_len = calloc((size_t)n_seq, sizeof *kv->seq_len);
-    kv->k = calloc((size_t)n_seq * hp->n_layer, sizeof *kv->k);
-    kv->v = calloc((size_t)n_seq * hp->n_layer, sizeof *kv->v);
-    if (!kv->layer_slots || !kv->seq_len || !kv->k || !kv->v) goto nomem;
-    for (int l = 0; l < hp->n_layer; l++) {
-        int32_t slots = n_ctx;
-        if (m->layers[l].swa && hp->n_swa > 0 && hp->n_swa + n_batch < n_ctx)
-            slots = hp->n_swa + n_batch;
-        kv->layer_slots[l] = slots;
-    }
-    for (int s = 0; s < n_seq; s++)
-        for (int l = 0; l < hp->n_layer; l++) {
-            const size_t nk = (size_t)kv->layer_slots[l] * kv->kv_dim_k;
-            const size_t nv = (size_t)kv->layer_slots[l] * kv->kv_dim_v;
-            // cache-line aligned: attention reads rows in 32/64-byte pieces, and loads that
-            // straddle two lines made it ~20% slower (malloc gives 16-byte alignment)
-            kv->k[s * hp->n_layer + l] = aligned_alloc(64, (nk * sizeof(lm_f16) + 63) / 64 * 64);
-            kv->v[s * hp->n_layer + l] = aligned_alloc(64, (nv * sizeof(lm_f16) + 63) / 64 * 64);
-            if (!kv->k[s * hp->n_layer + l] || !kv->v[s * hp->n_layer + l]) goto nomem;
-            kv->bytes += (nk + nv) * sizeof(lm_f16);
-        }
-    return LM_OK;
-nomem:
-    kv_free(kv);
-    return lm_error_set(LM_ERR_NOMEM, "context: cannot allocate the KV cache (n_ctx %d, n_seq %d)",
-                        n_ctx, n_seq);
-}
-
-void lm_kv_cache_seq_rm(struct lm_context *c, int32_t seq, int32_t p0, int32_t p1) {
-    if (seq < 0 || seq >= c->n_seq) return;
-    int32_t *len = &c->kv.seq_len[seq];
-    if (p0 < 0) p0 = 0;
-    // positions are contiguous from 0: removing a suffix truncates; removing a middle
-    // range is not supported by this cache layout and truncates at p0 as well.
-    if (p1 < 0 || p1 >= *len) {
-        if (p0 < *len) *len = p0;
-    } else if (p0 < p1) {
-        *len = p0;
-    }
+int32_t lm_kv_cache_seq_pos(const struct lm_context *c, int32_t seq) {
+    if (seq < 0 || seq >= c->n_seq) return -1;
+    return c->kv.seqs[seq].n_pos;
 }
 
 int32_t lm_kv_cache_seq_len(const struct lm_context *c, int32_t seq) {
-    if (seq < 0 || seq >= c->n_seq) return 0;
-    return c->kv.seq_len[seq];
+    return lm_kv_cache_seq_pos(c, seq);
+}
+
+enum lm_status lm_kv_cache_seq_rm(struct lm_context *c, int32_t seq, int32_t p0, int32_t p1) {
+    return lm_kv_seq_rm(&c->kv, seq, p0, p1);
+}
+
+enum lm_status lm_kv_cache_seq_cp(struct lm_context *c, int32_t src, int32_t dst, int32_t n_pos) {
+    return lm_kv_seq_cp(&c->kv, src, dst, n_pos);
+}
+
+enum lm_status lm_kv_cache_seq_keep(struct lm_context *c, int32_t seq) {
+    return lm_kv_seq_keep(&c->kv, seq);
+}
+
+enum lm_status lm_kv_cache_prefix_attach(struct lm_context *c, int32_t seq,
+                                         const int32_t *tokens, int32_t n,
+                                         int32_t *n_attached) {
+    return lm_kv_prefix_attach(&c->kv, seq, tokens, n, n_attached);
+}
+
+void lm_kv_cache_stats(const struct lm_context *c, struct lm_kv_cache_stats *out) {
+    const struct lm_kv_cache *kv = &c->kv;
+    memset(out, 0, sizeof *out);
+    out->block_size = LM_KV_BLOCK;
+    out->n_blocks = kv->n_blocks;
+    out->n_free = kv->n_free;
+    out->n_cached_free = kv->n_evictable;
+    out->n_used = kv->n_blocks - kv->n_free - kv->n_evictable;
+    out->block_bytes = kv->block_bytes;
+    out->bytes_used = (uint64_t)out->n_used * kv->block_bytes;
+    out->prefix_queries = kv->prefix_queries;
+    out->prefix_query_tokens = kv->prefix_query_tokens;
+    out->prefix_hit_tokens = kv->prefix_hit_tokens;
+    out->evictions = kv->evictions;
+    out->cow_copies = kv->cow_copies;
 }
 
 // ================================================================ context
@@ -103,7 +81,10 @@ static void *xalloc(struct lm_context *c, size_t bytes, bool *ok) {
 void lm_context_free(struct lm_context *c) {
     if (!c) return;
     if (c->pool) lm_pool_free(c->pool);
-    kv_free(&c->kv);
+    lm_kv_free(&c->kv);
+    free(c->kv_koff);
+    free(c->kv_voff);
+    free(c->seq_next);
     free(c->out_rows);
     free(c->x_alt); free(c->xn_priv);
     free(c->x); free(c->xn); free(c->q); free(c->k); free(c->v); free(c->att); free(c->o);
@@ -135,7 +116,9 @@ enum lm_status lm_context_init(struct lm_context **out, struct lm_model *m,
         return lm_error_set(LM_ERR_ARG, "context: n_ctx %d exceeds the model's context length %d",
                             p.n_ctx, hp->n_ctx_train);
     if (p.n_seq_max <= 0) p.n_seq_max = 1;
-    if (p.n_seq_max > 256) return lm_error_set(LM_ERR_ARG, "context: n_seq_max %d > 256", p.n_seq_max);
+    if (p.n_seq_max > 4096) return lm_error_set(LM_ERR_ARG, "context: n_seq_max %d > 4096", p.n_seq_max);
+    if (p.kv_tokens < 0) return lm_error_set(LM_ERR_ARG, "context: kv_tokens %d < 0", p.kv_tokens);
+    if (p.kv_tokens == 0) p.kv_tokens = p.n_ctx;
     if (p.n_batch <= 0) p.n_batch = 512;
     if (p.n_batch > 8192) return lm_error_set(LM_ERR_ARG, "context: n_batch %d > 8192", p.n_batch);
     if (p.n_threads <= 0) p.n_threads = lm_cpu_physical_cores();
@@ -152,7 +135,9 @@ enum lm_status lm_context_init(struct lm_context **out, struct lm_model *m,
     c->n_seq = p.n_seq_max;
     c->n_batch = p.n_batch;
     c->n_threads = p.n_threads;
-    enum lm_status st = kv_init(&c->kv, m, p.n_ctx, p.n_seq_max, p.n_batch);
+    enum lm_status st = lm_kv_init(&c->kv, hp->n_layer, hp->n_head_kv * hp->head_dim_k,
+                                   hp->n_head_kv * hp->head_dim_v, p.n_ctx, p.n_seq_max,
+                                   p.kv_tokens, !p.no_prefix_cache);
     if (st != LM_OK) { free(c); return st; }
 
     const size_t B = (size_t)p.n_batch, E = (size_t)hp->n_embd;
@@ -163,6 +148,9 @@ enum lm_status lm_context_init(struct lm_context **out, struct lm_model *m,
     if (ad > widest) widest = ad;
     bool ok = true;
     c->out_rows = xalloc(c, B * sizeof(int32_t), &ok);
+    c->kv_koff = xalloc(c, B * sizeof(size_t), &ok);
+    c->kv_voff = xalloc(c, B * sizeof(size_t), &ok);
+    c->seq_next = xalloc(c, (size_t)p.n_seq_max * sizeof(int32_t), &ok);
     c->x = xalloc(c, B * E * sizeof(float), &ok);
     c->xn = xalloc(c, B * E * sizeof(float), &ok);
     c->x_alt = xalloc(c, (size_t)LM_PRIVATE_QUANT_ROWS * E * sizeof(float), &ok);
@@ -252,32 +240,35 @@ enum lm_status lm_decode(struct lm_context *c, const struct lm_batch_entry *e, i
         return lm_error_set(LM_ERR_ARG, "decode: batch of %d entries exceeds n_batch %d", n,
                             c->n_batch);
     const int32_t n_vocab = c->m->hp.n_vocab;
-    // validate: tokens in range, sequences known, positions contiguous per sequence
-    int32_t next[256];
-    for (int s = 0; s < c->n_seq; s++) next[s] = c->kv.seq_len[s];
+    // validate: tokens in range, sequences known, positions consecutive per sequence
+    for (int32_t i = 0; i < n; i++) {
+        if (e[i].seq < 0 || e[i].seq >= c->n_seq)
+            return lm_error_set(LM_ERR_ARG, "decode: entry %d: sequence %d out of range [0, %d)",
+                                i, e[i].seq, c->n_seq);
+        c->seq_next[e[i].seq] = c->kv.seqs[e[i].seq].n_pos;
+    }
     int32_t n_out = 0;
     for (int32_t i = 0; i < n; i++) {
         if (e[i].token < 0 || e[i].token >= n_vocab)
             return lm_error_set(LM_ERR_ARG, "decode: entry %d: token %d out of range [0, %d)", i,
                                 e[i].token, n_vocab);
-        if (e[i].seq < 0 || e[i].seq >= c->n_seq)
-            return lm_error_set(LM_ERR_ARG, "decode: entry %d: sequence %d out of range [0, %d)",
-                                i, e[i].seq, c->n_seq);
-        if (e[i].pos != next[e[i].seq])
+        if (e[i].pos != c->seq_next[e[i].seq])
             return lm_error_set(LM_ERR_ARG,
                                 "decode: entry %d: sequence %d expects position %d, got %d", i,
-                                e[i].seq, next[e[i].seq], e[i].pos);
+                                e[i].seq, c->seq_next[e[i].seq], e[i].pos);
         if (e[i].pos >= c->n_ctx)
             return lm_error_set(LM_ERR_STATE, "decode: sequence %d is full (n_ctx %d)", e[i].seq,
                                 c->n_ctx);
-        next[e[i].seq]++;
+        c->seq_next[e[i].seq]++;
         if (e[i].want_logits) c->out_rows[n_out++] = i;
     }
+    enum lm_status st = lm_kv_prepare(&c->kv, e, n, c->kv_koff, c->kv_voff);
+    if (st != LM_OK) return st;
     c->batch = e;
     c->n_tokens = n;
     c->n_out = n_out;
     lm_pool_run(c->pool, forward_worker, c);
-    for (int s = 0; s < c->n_seq; s++) c->kv.seq_len[s] = next[s];
+    lm_kv_commit(&c->kv, e, n);
     return LM_OK;
 }
 
@@ -288,3 +279,6 @@ const float *lm_get_logits(const struct lm_context *c, int32_t i) {
 
 int32_t lm_context_n_threads(const struct lm_context *c) { return c->n_threads; }
 int32_t lm_context_n_ctx(const struct lm_context *c) { return c->n_ctx; }
+int32_t lm_context_n_seq(const struct lm_context *c) { return c->n_seq; }
+int32_t lm_context_n_batch(const struct lm_context *c) { return c->n_batch; }
+uint64_t lm_context_scratch_bytes(const struct lm_context *c) { return c->scratch_bytes; }

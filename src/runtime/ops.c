@@ -376,14 +376,11 @@ static inline void f32_to_f16_row(lm_f16 *y, const float *x, int64_t n) {
 
 void lm_op_kv_write(struct lm_context *c, int il, int ith, int nth) {
     struct lm_kv_cache *kv = &c->kv;
-    const int32_t slots = kv->layer_slots[il];
     int64_t s, e;
     split(c->n_tokens, ith, nth, &s, &e);
-    for (int64_t i = s; i < e; i++) {
-        const struct lm_batch_entry *b = &c->batch[i];
-        const int32_t slot = b->pos % slots;
-        lm_f16 *kd = kv->k[b->seq * kv->n_layer + il] + (size_t)slot * kv->kv_dim_k;
-        lm_f16 *vd = kv->v[b->seq * kv->n_layer + il] + (size_t)slot * kv->kv_dim_v;
+    for (int64_t i = s; i < e; i++) { // cells placed by lm_kv_prepare
+        lm_f16 *kd = (lm_f16 *)(kv->base + c->kv_koff[i] + kv->k_off[il]);
+        lm_f16 *vd = (lm_f16 *)(kv->base + c->kv_voff[i] + kv->v_off[il]);
         f32_to_f16_row(kd, c->k + i * kv->kv_dim_k, kv->kv_dim_k);
         f32_to_f16_row(vd, c->v + i * kv->kv_dim_v, kv->kv_dim_v);
     }
@@ -401,7 +398,12 @@ void lm_op_kv_write(struct lm_context *c, int il, int ith, int nth) {
 //            per 16 cells with _mm512_reduce_add_ps into a double; p = e * (float)(1/sum)
 //   p.v      p rounded to f16, then ggml_vec_dot_f16 over the cells as above
 // Cells are positions (a fresh llama.cpp cache places position i in cell i); masked
-// cells contribute exact zeros, so only the valid window is visited.
+// cells contribute exact zeros, so only the valid window is visited. A cell's K/V row is
+// found through the sequence's block table (kv_cache.h): cell c lives in block
+// blocks[c / LM_KV_BLOCK], row c % LM_KV_BLOCK; a 16-cell chunk never straddles blocks.
+// Cells a sequence removed (holes, present bit clear) are masked like cells outside the
+// window. The float chain of every output depends only on the cells' positions, never on
+// where the blocks lie or what else shares the batch.
 //
 // Only the chain of float operations behind each output is fixed; the loops around the
 // chains are free and are arranged for speed:
@@ -451,10 +453,12 @@ static inline __m512 expf_512(__m512 x) {
 
 // One unit of attention work: nh query heads of one token that share a KV head.
 struct attn_job {
-    const lm_f16 *K, *V;      // the sequence's ring for this layer, offset to the KV head
-    size_t kstride, vstride;  // elements from one ring row to the next
+    const uint8_t *kb, *vb;   // pool base + this layer's K / V offset + this KV head's columns
+    size_t block_bytes;       // pool bytes per block
+    const int32_t *blocks;    // the sequence's block table
+    const uint64_t *present;  // the sequence's held cells (bit per cell), NULL: all in window
+    size_t kstride, vstride;  // elements from one row to the next
     int32_t p0, p, base, end; // window [p0, p]; cells [base, end) 16-aligned around it
-    int32_t ring_lo, ring_hi, slots; // cell c -> ring row c - ring_lo (- slots if >= ring_hi)
     int64_t hdk, hdv;
     const float *qf;          // (nh, hdk) queries rounded to f16
     float *e;                 // (nh, e_stride) scores, then exp, then p; by cell - base
@@ -462,10 +466,21 @@ struct attn_job {
     float *xbuf;              // (nh, 512) vectors awaiting a horizontal sum
 };
 
-// ring row of a cell of the window: c % slots without a division (the window fits the
-// ring, so it wraps at most once)
-static inline int32_t attn_row(const struct attn_job *j, int32_t c) {
-    return c - j->ring_lo - (c >= j->ring_hi ? j->slots : 0);
+// K / V rows of cell c, through the block table
+static inline const lm_f16 *attn_k(const struct attn_job *j, int32_t c) {
+    return (const lm_f16 *)(j->kb + (size_t)j->blocks[c >> LM_KV_BLOCK_SHIFT] * j->block_bytes) +
+           (size_t)(c & (LM_KV_BLOCK - 1)) * j->kstride;
+}
+static inline const lm_f16 *attn_v(const struct attn_job *j, int32_t c) {
+    return (const lm_f16 *)(j->vb + (size_t)j->blocks[c >> LM_KV_BLOCK_SHIFT] * j->block_bytes) +
+           (size_t)(c & (LM_KV_BLOCK - 1)) * j->vstride;
+}
+// cells of [c0, c0 + 16) (c0 16-aligned) that are in the window and held, as a lane mask
+static inline __mmask16 attn_valid16(const struct attn_job *j, int32_t c0) {
+    const int lo = j->p0 > c0 ? j->p0 - c0 : 0, hi = j->p - c0 + 1 < 16 ? j->p - c0 + 1 : 16;
+    uint32_t m = lo < hi ? (0xffffu >> (16 - hi)) & (0xffffu << lo) : 0;
+    if (j->present) m &= (uint32_t)(j->present[c0 >> 6] >> (c0 & 63)) & 0xffffu;
+    return (__mmask16)m;
 }
 
 // Scores of cells [c0, c0 + 16) of nh heads into e (-inf outside the window), each
@@ -474,20 +489,19 @@ static inline __attribute__((always_inline)) void attn_scores16(const struct att
                                                                  const int nh, int32_t c0,
                                                                  __m512 *mx) {
     const int64_t hdk = j->hdk, np = hdk & ~(int64_t)63;
-    const int lo = j->p0 > c0 ? j->p0 - c0 : 0, hi = j->p - c0 + 1 < 16 ? j->p - c0 + 1 : 16;
+    const __mmask16 valid = attn_valid16(j, c0);
     for (int l = 0; l < 16; l++) {
         float *xr = j->xbuf + 16 * lm_reduce16_slot(l); // (nh, 16 rows, 16)
-        if (l < lo || l >= hi) { // masked lanes: keep lm_reduce_add16's inputs finite
+        if (!((valid >> l) & 1)) { // masked lanes: keep lm_reduce_add16's inputs finite
             for (int h = 0; h < nh; h++) _mm512_storeu_ps(xr + 256 * h, _mm512_setzero_ps());
             continue;
         }
-        const int32_t row = attn_row(j, c0 + l);
-        const lm_f16 *kr = j->K + (size_t)row * j->kstride;
+        const lm_f16 *kr = attn_k(j, c0 + l);
         // p.v reads V rows by slot, 64 rows apart, which hardware prefetchers do not
         // follow; stream each row into L2 now, as K is read in order (decode, whose window
         // comes from memory; cold-cache, 512 cells, 2 heads: 42.6 -> 18.5 us per layer)
-        for (int64_t o = 0; o < j->hdv; o += 32)
-            _mm_prefetch((const char *)(j->V + (size_t)row * j->vstride + o), _MM_HINT_T1);
+        const lm_f16 *vr = attn_v(j, c0 + l);
+        for (int64_t o = 0; o < j->hdv; o += 32) _mm_prefetch((const char *)(vr + o), _MM_HINT_T1);
         __m512 acc[LM_ATTN_MAX_HEADS][4];
 #pragma GCC unroll 4
         for (int h = 0; h < nh; h++)
@@ -506,14 +520,14 @@ static inline __attribute__((always_inline)) void attn_scores16(const struct att
             _mm512_storeu_ps(xr + 256 * h, _mm512_add_ps(_mm512_add_ps(acc[h][0], acc[h][2]),
                                                          _mm512_add_ps(acc[h][1], acc[h][3])));
     }
-    const __mmask16 valid = (__mmask16)((0xffffu >> (16 - hi)) & (0xffffu << lo));
     for (int h = 0; h < nh; h++) {
         __m512 s = lm_reduce_add16(j->xbuf + 256 * h);
         if (np < hdk) { // the dot product's tail, in double
             float sv[16];
             _mm512_storeu_ps(sv, s);
-            for (int l = lo; l < hi; l++) {
-                const lm_f16 *kr = j->K + (size_t)attn_row(j, c0 + l) * j->kstride;
+            for (int l = 0; l < 16; l++) {
+                if (!((valid >> l) & 1)) continue;
+                const lm_f16 *kr = attn_k(j, c0 + l);
                 double sum = (double)sv[l];
                 for (int64_t i = np; i < hdk; i++)
                     sum += (double)(lm_f16_to_f32(kr[i]) * j->qf[h * hdk + i]);
@@ -559,23 +573,24 @@ attn_pv_tile(const struct attn_job *j, const int nh, const int td, const int nq,
 #pragma GCC unroll 2
                 for (int v = 0; v < td; v++) acc[h][t][qi][v] = init;
         }
-    const lm_f16 *V = j->V + d;
     for (int32_t k = j->p0 >> 6; k <= j->p >> 6; k++) {
         const int32_t c64 = 64 * k;
-        // a chunk inside the window and on one side of the ring's wrap: row = cell - off
-        const bool full = c64 >= j->p0 && c64 + 63 <= j->p &&
-                          (c64 >= j->ring_hi || c64 + 63 < j->ring_hi);
-        const int32_t off = j->ring_lo + (c64 >= j->ring_hi ? j->slots : 0);
+        // a chunk inside the window with every cell held: no per-cell checks
+        const bool full = c64 >= j->p0 && c64 + 63 <= j->p && (!j->present || j->present[k] == ~0ull);
 #pragma GCC unroll 4
-        for (int qi = 0; qi < nq; qi++)
+        for (int qi = 0; qi < nq; qi++) {
+            const int32_t cq = c64 + 16 * (m0 + qi * mstep); // a 16-cell quarter: one block
+            const int32_t bq = j->blocks[cq >> LM_KV_BLOCK_SHIFT];
+            if (bq < 0) continue; // a hole released the whole block
+            const lm_f16 *vq = (const lm_f16 *)(j->vb + (size_t)bq * j->block_bytes) +
+                               (size_t)(cq & (LM_KV_BLOCK - 1)) * j->vstride + d;
 #pragma GCC unroll 4
             for (int t = 0; t < tl; t++) {
-                const int32_t c = c64 + 16 * (m0 + qi * mstep) + l0 + t;
-                int32_t row;
-                if (full) row = c - off;
-                else if (c < j->p0 || c > j->p) continue;
-                else row = attn_row(j, c);
-                const lm_f16 *vr = V + (size_t)row * j->vstride;
+                const int32_t c = cq + l0 + t;
+                if (!full && (c < j->p0 || c > j->p ||
+                              (j->present && !((j->present[c >> 6] >> (c & 63)) & 1))))
+                    continue;
+                const lm_f16 *vr = vq + (size_t)(l0 + t) * j->vstride;
                 __m512 vv[2];
 #pragma GCC unroll 2
                 for (int v = 0; v < td; v++)
@@ -590,6 +605,7 @@ attn_pv_tile(const struct attn_job *j, const int nh, const int td, const int nq,
                         acc[h][t][qi][v] = _mm512_fmadd_ps(vv[v], pb, acc[h][t][qi][v]);
                 }
             }
+        }
     }
 #pragma GCC unroll 4
     for (int h = 0; h < nh; h++)
@@ -673,10 +689,10 @@ void lm_op_attention(struct lm_context *c, int il, int ith, int nth) {
     struct lm_kv_cache *kv = &c->kv;
     const int64_t hdk = hp->head_dim_k, hdv = hp->head_dim_v;
     const int64_t n_head = hp->n_head, n_kv = hp->n_head_kv, group = n_head / n_kv;
-    const int32_t slots = kv->layer_slots[il];
     float *qf = c->qtmp + (size_t)ith * LM_ATTN_MAX_HEADS * hdk;
     struct attn_job j = {
-        .kstride = (size_t)kv->kv_dim_k, .vstride = (size_t)kv->kv_dim_v, .slots = slots,
+        .block_bytes = kv->block_bytes,
+        .kstride = (size_t)kv->kv_dim_k, .vstride = (size_t)kv->kv_dim_v,
         .hdk = hdk, .hdv = hdv, .qf = qf, .e_stride = (size_t)c->n_ctx + 64,
         .e = c->scores + (size_t)ith * LM_ATTN_MAX_HEADS * ((size_t)c->n_ctx + 64),
         .xbuf = c->attn_acc + (size_t)ith * LM_ATTN_MAX_HEADS * 512,
@@ -703,13 +719,13 @@ void lm_op_attention(struct lm_context *c, int il, int ith, int nth) {
         j.p = b->pos;
         j.p0 = 0;
         if (L->swa && hp->n_swa > 0 && j.p - hp->n_swa + 1 > 0) j.p0 = j.p - hp->n_swa + 1;
-        LM_ASSERT(j.p - j.p0 < slots);
         j.base = j.p0 & ~15; // 16-cell chunk alignment of the softmax sums
         j.end = (j.p + 16) & ~15;
-        j.ring_lo = j.p0 / slots * slots;
-        j.ring_hi = j.ring_lo + slots;
-        j.K = kv->k[b->seq * kv->n_layer + il] + g * hdk;
-        j.V = kv->v[b->seq * kv->n_layer + il] + g * hdv;
+        const struct lm_kv_seq *sq = &kv->seqs[b->seq];
+        j.blocks = sq->blocks;
+        j.present = sq->first_hole <= j.p ? sq->present : NULL;
+        j.kb = kv->base + kv->k_off[il] + (size_t)g * hdk * sizeof(lm_f16);
+        j.vb = kv->base + kv->v_off[il] + (size_t)g * hdv * sizeof(lm_f16);
         for (int64_t h0 = hb; h0 < he; h0 += LM_ATTN_MAX_HEADS) {
             const int nh = he - h0 < LM_ATTN_MAX_HEADS ? (int)(he - h0) : LM_ATTN_MAX_HEADS;
             // q rounded to f16, as llama.cpp's f16 K dot product does
@@ -737,7 +753,6 @@ void lm_op_attention(struct lm_context *c, int il, int ith, int nth) {
     struct lm_kv_cache *kv = &c->kv;
     const int64_t hdk = hp->head_dim_k, hdv = hp->head_dim_v;
     const int64_t n_head = hp->n_head, group = hp->n_head / hp->n_head_kv;
-    const int32_t slots = kv->layer_slots[il];
     float *scores = c->scores + (size_t)ith * (c->n_ctx + 64);
     float *qf = c->qtmp + (size_t)ith * hdk;
     int64_t s, e;
@@ -748,22 +763,27 @@ void lm_op_attention(struct lm_context *c, int il, int ith, int nth) {
         const int32_t p = b->pos;
         int32_t p0 = 0;
         if (L->swa && hp->n_swa > 0 && p - hp->n_swa + 1 > 0) p0 = p - hp->n_swa + 1;
-        const lm_f16 *K = kv->k[b->seq * kv->n_layer + il];
-        const lm_f16 *V = kv->v[b->seq * kv->n_layer + il];
+        const struct lm_kv_seq *sq = &kv->seqs[b->seq];
         // q is rounded to f16 as llama.cpp's f16 K dot product does
         const float *q = c->q + (i * n_head + h) * hdk;
         for (int64_t d = 0; d < hdk; d++) qf[d] = lm_f16_to_f32(lm_f32_to_f16(q[d]));
         float mx = -INFINITY;
         const int32_t n = p - p0 + 1;
         for (int32_t j = 0; j < n; j++) {
-            const int32_t slot = (p0 + j) % slots;
-            const float sc = dot_f16_f32(K + (size_t)slot * kv->kv_dim_k + g * hdk, qf, hdk);
+            const int32_t cell = p0 + j;
+            if (!((sq->present[cell >> 6] >> (cell & 63)) & 1)) { // a hole
+                scores[j] = -INFINITY;
+                continue;
+            }
+            const lm_f16 *K = lm_kv_k(kv, sq->blocks[cell >> LM_KV_BLOCK_SHIFT], il) +
+                              (size_t)(cell & (LM_KV_BLOCK - 1)) * kv->kv_dim_k;
+            const float sc = dot_f16_f32(K + g * hdk, qf, hdk);
             scores[j] = sc;
             if (sc > mx) mx = sc;
         }
         double sum = 0.0;
         for (int32_t j = 0; j < n; j++) {
-            const float ex = expf(scores[j] - mx);
+            const float ex = scores[j] == -INFINITY ? 0.0f : expf(scores[j] - mx);
             scores[j] = ex;
             sum += ex;
         }
@@ -771,10 +791,13 @@ void lm_op_attention(struct lm_context *c, int il, int ith, int nth) {
         float *out = c->att + (i * n_head + h) * hdv;
         memset(out, 0, (size_t)hdv * sizeof(float));
         for (int32_t j = 0; j < n; j++) {
-            const int32_t slot = (p0 + j) % slots;
+            const int32_t cell = p0 + j;
+            if (scores[j] == 0.0f) continue; // a hole (or an exact zero)
             // probabilities rounded to f16, as llama.cpp's f16 V x kq product does
             const float pj = lm_f16_to_f32(lm_f32_to_f16(scores[j] * inv));
-            axpy_f16(out, pj, V + (size_t)slot * kv->kv_dim_v + g * hdv, hdv);
+            const lm_f16 *V = lm_kv_v(kv, sq->blocks[cell >> LM_KV_BLOCK_SHIFT], il) +
+                              (size_t)(cell & (LM_KV_BLOCK - 1)) * kv->kv_dim_v;
+            axpy_f16(out, pj, V + g * hdv, hdv);
         }
     }
 }

@@ -13,24 +13,7 @@
 #include "kernels/kernels.h"
 #include "model/model.h"
 #include "prof/prof.h"
-
-// ---------------------------------------------------------------- KV cache
-// Per sequence and layer, K and V rows in f16 (as llama.cpp stores them).
-// Global layers hold n_ctx slots; sliding-window layers a ring of
-// min(n_ctx, n_swa + n_batch) slots (slot = pos % size): a batch never overwrites a
-// position that one of its own entries still needs, and rollback by up to n_batch
-// positions (speculative decoding) stays valid.
-struct lm_kv_cache {
-    int32_t n_seq;
-    int32_t n_layer;
-    int32_t kv_dim_k; // n_head_kv * head_dim_k
-    int32_t kv_dim_v;
-    int32_t *layer_slots; // [n_layer]
-    lm_f16 **k;           // [seq * n_layer + l] -> (layer_slots[l], kv_dim_k)
-    lm_f16 **v;           // [seq * n_layer + l] -> (layer_slots[l], kv_dim_v)
-    int32_t *seq_len;     // [n_seq] positions 0..seq_len-1 are in the cache
-    uint64_t bytes;
-};
+#include "runtime/kv_cache.h"
 
 // ---------------------------------------------------------------- context
 // query heads sharing a KV head that attention processes at once (sizes its scratch)
@@ -46,6 +29,8 @@ struct lm_context {
     // current batch (set by lm_decode)
     const struct lm_batch_entry *batch;
     int32_t n_tokens;
+    size_t *kv_koff, *kv_voff; // [n_batch] each entry's K / V cell in the pool (lm_kv_prepare)
+    int32_t *seq_next;         // [n_seq] lm_decode's position check
     int32_t n_out;       // entries wanting logits
     int32_t *out_rows;   // [n_batch] batch index of each output row
     // small batches (<= LM_PRIVATE_QUANT_ROWS tokens, 2+ threads): every thread computes the

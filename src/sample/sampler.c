@@ -8,6 +8,7 @@
 #include <immintrin.h>
 #endif
 
+#include "base/status.h"
 #include "lumen.h"
 
 struct lm_cand {

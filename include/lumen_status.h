@@ -1,0 +1,29 @@
+// lumen public status codes and the thread-local error message (included by lumen.h;
+// the library's base/status.h builds on it).
+#ifndef LUMEN_STATUS_H
+#define LUMEN_STATUS_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum lm_status {
+    LM_OK = 0,
+    LM_ERR_IO,          // open/read/mmap failed
+    LM_ERR_FORMAT,      // malformed input file
+    LM_ERR_UNSUPPORTED, // valid but not supported (dtype, architecture, version)
+    LM_ERR_NOMEM,       // allocation failed or size overflow
+    LM_ERR_ARG,         // bad argument from the caller / user
+    LM_ERR_STATE,       // e.g. a sequence at its context limit
+    LM_ERR_KV_FULL,     // the KV pool has no free block: wait, preempt or refuse (nothing changed)
+};
+
+// The last message set on this thread ("" if none): one line naming the function or file,
+// the key, tensor or argument, expected vs actual.
+const char *lm_error_msg(void);
+const char *lm_status_name(enum lm_status st);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

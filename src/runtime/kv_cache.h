@@ -1,0 +1,114 @@
+// KV cache: one pool of fixed-size blocks shared by every sequence of a context, a block
+// table per sequence, reference counts, copy-on-write, a prefix index of full blocks
+// (hashes chained from the start of the sequence) with LRU eviction, and exact rollback.
+#ifndef LM_RUNTIME_KV_CACHE_H
+#define LM_RUNTIME_KV_CACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lumen.h"
+#include "tensor/dtype.h"
+
+// Positions per block. A power of two and a multiple of 16: attention reads 16-cell
+// chunks that then never straddle two blocks. 16 matches vLLM's default and gives the
+// prefix cache a fine granularity; see docs/kv_cache.md for the block-size measurement.
+#ifndef LM_KV_BLOCK
+#define LM_KV_BLOCK 16
+#endif
+#define LM_KV_BLOCK_SHIFT (__builtin_ctz(LM_KV_BLOCK))
+
+// One sequence: the positions it holds and where their K/V rows live.
+struct lm_kv_seq {
+    int32_t n_pos;       // next position to write; cells [0, n_pos) are held or holes
+    int32_t cap;         // capacity of the per-position arrays below (grows by doubling)
+    int32_t *blocks;     // [cap / LM_KV_BLOCK] block id per block index, -1 = none
+    uint64_t *present;   // [cap / 64] bit per cell: 1 = the cell holds this sequence's K/V
+    int32_t *tokens;     // [cap] token at each position (prefix hashing)
+    uint64_t *chain;     // [cap / LM_KV_BLOCK] chained hash of full blocks [0, i]
+    int32_t n_chain;     // chain[0, n_chain) valid
+    int32_t first_hole;  // lowest removed position below n_pos (INT32_MAX if none): blocks
+                         // from there on have another context and are never registered
+};
+
+struct lm_kv_cache {
+    int32_t n_layer, kv_dim_k, kv_dim_v; // kv_dim = n_head_kv * head size
+    int32_t n_ctx;      // max positions of one sequence
+    int32_t n_seq;      // sequence ids [0, n_seq)
+    int32_t n_blocks;   // pool capacity
+    size_t block_bytes; // all layers' K and V rows of one block
+    size_t *k_off;      // [n_layer] offset of layer l's K rows (LM_KV_BLOCK, kv_dim_k) in a block
+    size_t *v_off;      // [n_layer] V rows (LM_KV_BLOCK, kv_dim_v)
+    uint8_t *base;      // n_blocks * block_bytes, reserved up front, touched when first used
+    size_t map_bytes;
+    bool prefix_cache;  // register full blocks and look them up (lm_kv_prefix_attach)
+
+    // block metadata
+    int32_t *ref;          // sequences holding the block
+    uint64_t *hash;        // chained hash when registered in the prefix index
+    uint64_t *parent;      // chained hash of the blocks before it (the chain's previous link)
+    int32_t *btok;         // [n_blocks * LM_KV_BLOCK] tokens of a registered block
+    bool *cached;          // registered in the prefix index
+    int32_t *lru_prev, *lru_next; // evictable list (ref 0, cached); sentinel = n_blocks
+    int32_t *free_stack, n_free;  // unregistered free blocks, LIFO (recently touched first)
+    int32_t n_evictable;
+    int32_t *htab;      // open addressing, linear probing: block id or -1
+    uint32_t htab_mask;
+
+    struct lm_kv_seq *seqs; // [n_seq]
+
+    // counters (lm_kv_cache_stats)
+    uint64_t prefix_queries, prefix_query_tokens, prefix_hit_tokens, evictions, cow_copies;
+};
+
+enum lm_status lm_kv_init(struct lm_kv_cache *kv, int32_t n_layer, int32_t kv_dim_k,
+                          int32_t kv_dim_v, int32_t n_ctx, int32_t n_seq, int32_t kv_tokens,
+                          bool prefix_cache);
+void lm_kv_free(struct lm_kv_cache *kv);
+
+// K / V rows of block b, layer l: (LM_KV_BLOCK, kv_dim) f16
+static inline lm_f16 *lm_kv_k(const struct lm_kv_cache *kv, int32_t b, int l) {
+    return (lm_f16 *)(kv->base + (size_t)b * kv->block_bytes + kv->k_off[l]);
+}
+static inline lm_f16 *lm_kv_v(const struct lm_kv_cache *kv, int32_t b, int l) {
+    return (lm_f16 *)(kv->base + (size_t)b * kv->block_bytes + kv->v_off[l]);
+}
+
+// ---- a batch's writes: lm_kv_prepare before the forward pass, lm_kv_commit after it
+// Entries (positions of a sequence consecutive from its n_pos, validated by the caller)
+// get their cell's offset from kv->base in k_row_off[i] / v_row_off[i] (add k_off[l] /
+// v_off[l] for layer l). Allocates the blocks the batch needs, copying a shared or
+// registered block before it is written (copy-on-write), and marks the cells held (the
+// forward pass reads them). LM_ERR_KV_FULL, with nothing changed, if the pool cannot
+// supply the blocks even after evicting cached ones.
+enum lm_status lm_kv_prepare(struct lm_kv_cache *kv, const struct lm_batch_entry *e, int32_t n,
+                             size_t *k_row_off, size_t *v_row_off);
+// After the forward pass: advances the sequences' n_pos and registers the blocks that
+// became full in the prefix index.
+void lm_kv_commit(struct lm_kv_cache *kv, const struct lm_batch_entry *e, int32_t n);
+
+// ---- sequence operations (validated; messages name the sequence and range)
+enum lm_status lm_kv_seq_rm(struct lm_kv_cache *kv, int32_t seq, int32_t p0, int32_t p1);
+enum lm_status lm_kv_seq_cp(struct lm_kv_cache *kv, int32_t src, int32_t dst, int32_t n_pos);
+enum lm_status lm_kv_seq_keep(struct lm_kv_cache *kv, int32_t seq);
+// Attaches the longest run of cached full blocks that begin tokens[0, n) to the empty
+// sequence seq, keeping at least one token to compute; returns the positions attached
+// in *n_attached.
+enum lm_status lm_kv_prefix_attach(struct lm_kv_cache *kv, int32_t seq, const int32_t *tokens,
+                                   int32_t n, int32_t *n_attached);
+// Cached full blocks that tokens[0, n) would attach (no change made).
+int32_t lm_kv_prefix_probe(const struct lm_kv_cache *kv, const int32_t *tokens, int32_t n);
+// Free blocks, counting evictable cached ones.
+static inline int32_t lm_kv_blocks_available(const struct lm_kv_cache *kv) {
+    return kv->n_free + kv->n_evictable;
+}
+// Blocks a sequence at n_pos needs to grow by n positions (0 if its last block has room
+// and is its own).
+int32_t lm_kv_blocks_needed(const struct lm_kv_cache *kv, int32_t seq, int32_t n);
+
+// Internal consistency check (refcounts against block tables, free/LRU lists, index);
+// for tests. Returns false and sets lm_error_msg on the first inconsistency.
+bool lm_kv_check(const struct lm_kv_cache *kv);
+
+#endif
