@@ -148,6 +148,106 @@ int32_t lm_sampler_sample(struct lm_sampler *s, const float *logits);
 void lm_sampler_accept(struct lm_sampler *s, int32_t token); // feeds the repetition window
 struct lm_sampler_params lm_sampler_params_default(void);
 
+// ---------------------------------------------------------------- engine (scheduler)
+// The engine loop that serves many requests on one context: requests are queued,
+// admitted while sequences and KV blocks allow, and run in steps. Each step decodes one
+// token for every running request and fills the rest of its token budget with prefill
+// chunks of the others, so a long prompt delays running streams by at most one chunk.
+// Full prefix blocks of earlier requests are reused (prefix cache). When the KV pool
+// runs out, admission waits; preemption (free a request's blocks, recompute it later,
+// bit-identical) is the last resort. A request's tokens do not depend on what else
+// runs beside it.
+//
+// Thread-safety: lm_engine_submit, lm_engine_cancel and lm_engine_stats may be called
+// from any thread at any time. Steps run either on the engine's own thread
+// (lm_engine_start) or on one caller thread that calls lm_engine_step; never both.
+// Events are delivered on the thread running the steps, in order per request; a callback
+// must return quickly and may call submit, cancel and stats (not step or free).
+// lm_engine_free must not race any other call on the engine.
+struct lm_engine;
+
+struct lm_engine_params {
+    int32_t max_running;   // requests decoding at once (0 = 8)
+    int32_t max_waiting;   // queued requests beyond which submit returns LM_ERR_BUSY (0 = 64)
+    int32_t step_tokens;   // token budget of one step (0 = 256; >= max_running)
+    int32_t n_ctx;         // max positions of one request, prompt + generated (0 = model's)
+    int32_t kv_tokens;     // KV pool capacity in positions, shared (0 = n_ctx)
+    int32_t n_threads;     // 0 = physical cores
+    bool no_prefix_cache;
+};
+
+enum lm_finish {
+    LM_FINISH_NONE = 0,   // more events follow
+    LM_FINISH_EOG,        // an end-of-generation token (delivered with this event)
+    LM_FINISH_LENGTH,     // max_tokens reached
+    LM_FINISH_CONTEXT,    // the request's context (n_ctx) is full
+    LM_FINISH_CANCELLED,  // lm_engine_cancel or lm_engine_free
+    LM_FINISH_ERROR,      // the forward pass failed (message in the event)
+};
+const char *lm_finish_name(enum lm_finish f); // "stop", "length", ...
+
+#define LM_MAX_TOP_LOGPROBS 20
+
+struct lm_request_params {
+    struct lm_sampler_params sampling;
+    int32_t max_tokens;   // generated tokens at most (0 = until end of generation / context)
+    bool ignore_eos;      // end-of-generation tokens do not finish the request
+    int32_t n_logprobs;   // 0: none; 1..LM_MAX_TOP_LOGPROBS+1: log-probability of each
+                          // sampled token and the n_logprobs - 1 most likely alternatives
+    const int32_t *bias_tokens; // logit bias: logits[bias_tokens[i]] += bias_values[i]
+    const float *bias_values;   // (copied at submit; NULL with n_bias 0)
+    int32_t n_bias;
+};
+struct lm_request_params lm_request_params_default(void);
+
+struct lm_event {
+    uint64_t id;            // the request (lm_engine_submit)
+    int32_t token;          // the sampled token, or -1 (an event that only finishes)
+    int32_t index;          // its index among the request's generated tokens
+    uint64_t t_ns;          // when it was sampled (CLOCK_MONOTONIC)
+    enum lm_finish finish;  // LM_FINISH_NONE until the request's last event
+    int32_t n_prompt;       // prompt tokens
+    int32_t n_cached;       // prompt tokens taken from the prefix cache
+    uint64_t t_submit_ns, t_admit_ns; // queued at, first scheduled at
+    float logprob;          // of token (n_logprobs > 0)
+    int32_t n_top;          // alternatives below, most likely first
+    const int32_t *top_tokens;   // valid during the callback
+    const float *top_logprobs;
+    const char *error;      // LM_FINISH_ERROR: what failed
+};
+typedef void (*lm_event_fn)(void *user, const struct lm_event *ev);
+
+enum lm_status lm_engine_init(struct lm_engine **out, struct lm_model *m,
+                              const struct lm_engine_params *params);
+// Cancels what is left (each request gets its LM_FINISH_CANCELLED event), stops the
+// engine thread, frees everything.
+void lm_engine_free(struct lm_engine *e);
+// Queues a request; events go to cb(user, ...). LM_ERR_ARG: empty or out-of-range prompt,
+// prompt + max_tokens beyond n_ctx or the pool, bad sampling parameters; LM_ERR_BUSY: the
+// queue holds max_waiting requests. *id (may be NULL) names the request.
+enum lm_status lm_engine_submit(struct lm_engine *e, const int32_t *prompt, int32_t n_prompt,
+                                const struct lm_request_params *rp, lm_event_fn cb, void *user,
+                                uint64_t *id);
+// Cancels a request at any stage: its KV blocks are freed and its last event
+// (LM_FINISH_CANCELLED) delivered by the next step. Unknown or finished ids are ignored.
+void lm_engine_cancel(struct lm_engine *e, uint64_t id);
+// Starts the engine thread: it runs steps while there is work and sleeps otherwise.
+enum lm_status lm_engine_start(struct lm_engine *e);
+// Runs one step on the calling thread (engines not started); returns the number of
+// requests still waiting or running, or -1 on a failure (lm_error_msg).
+int32_t lm_engine_step(struct lm_engine *e);
+
+struct lm_engine_stats {
+    int32_t running, waiting;          // now
+    uint64_t steps, submitted, finished, cancelled, preempted, refused_busy;
+    uint64_t prompt_tokens, generated_tokens, prefilled_tokens; // prefilled: computed (not cached)
+    int32_t last_step_tokens, last_step_decode; // tokens in the last step, of which decode
+    struct lm_kv_cache_stats kv;       // as of the end of the last step
+};
+void lm_engine_stats(struct lm_engine *e, struct lm_engine_stats *out);
+// The engine's context, for single-threaded use with step mode only (profiling, tests).
+struct lm_context *lm_engine_context(struct lm_engine *e);
+
 #ifdef __cplusplus
 }
 #endif

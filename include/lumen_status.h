@@ -16,6 +16,7 @@ enum lm_status {
     LM_ERR_ARG,         // bad argument from the caller / user
     LM_ERR_STATE,       // e.g. a sequence at its context limit
     LM_ERR_KV_FULL,     // the KV pool has no free block: wait, preempt or refuse (nothing changed)
+    LM_ERR_BUSY,        // a queue is full: retry later
 };
 
 // The last message set on this thread ("" if none): one line naming the function or file,

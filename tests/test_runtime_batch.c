@@ -1,24 +1,49 @@
-// One forward path for every batch shape: prefill in one batch, in chunks, and token
-// by token give the same logits; several sequences decoded in one batch give the
-// same logits as each decoded alone; cache rollback (seq_rm) then re-decode reproduces
-// the original logits; bad batches are rejected with a message.
+// One forward path for every batch shape, and batch invariance bit for bit: a sequence's
+// logits are the same (memcmp) whether its prompt is prefilled in one batch, token by
+// token or in chunks of any size, whether it runs alone or beside 15 other sequences in
+// mixed prefill/decode batches, and at 1 or 2 threads. Rollback is exact past the
+// sliding window; sequence copies and prefix-cache attaches continue exactly as a full
+// prefill would; holes are masked; a full pool refuses a batch without changing it; bad
+// batches are rejected with a message.
 // LM_TEST_LABELS: model
 #include "lm_test.h"
 #include "lumen.h"
 
-static float max_diff(const float *a, const float *b, int n) {
-    float m = 0;
-    for (int i = 0; i < n; i++) {
-        const float d = fabsf(a[i] - b[i]);
-        if (d > m) m = d;
-    }
-    return m;
+static int nv;
+
+static bool same(const float *a, const float *b) { return !memcmp(a, b, sizeof(float) * (size_t)nv); }
+
+static int argmax(const float *a) {
+    int b = 0;
+    for (int i = 1; i < nv; i++) if (a[i] > a[b]) b = i;
+    return b;
 }
 
-static int argmax(const float *a, int n) {
-    int b = 0;
-    for (int i = 1; i < n; i++) if (a[i] > a[b]) b = i;
-    return b;
+// deterministic pseudo-text: token ids in a plausible range
+static void make_tokens(int32_t *t, int n, uint64_t seed) {
+    uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+    t[0] = 2; // BOS
+    for (int i = 1; i < n; i++) {
+        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+        t[i] = 100 + (int32_t)(x % 20000);
+    }
+}
+
+// prefill tokens[0, n) of seq in chunks of `chunk`, logits for every position into out
+static bool prefill(struct lm_context *c, int32_t seq, const int32_t *t, int n, int chunk, float *out) {
+    struct lm_batch_entry b[512];
+    const int p0 = lm_kv_cache_seq_pos(c, seq);
+    for (int off = 0; off < n; off += chunk) {
+        const int nb = n - off < chunk ? n - off : chunk;
+        for (int i = 0; i < nb; i++) b[i] = (struct lm_batch_entry){t[off + i], p0 + off + i, seq, true};
+        if (lm_decode(c, b, nb) != LM_OK) {
+            fprintf(stderr, "decode: %s\n", lm_error_msg());
+            return false;
+        }
+        if (out)
+            for (int i = 0; i < nb; i++) memcpy(out + (size_t)(off + i) * nv, lm_get_logits(c, i), sizeof(float) * nv);
+    }
+    return true;
 }
 
 int main(void) {
@@ -27,138 +52,225 @@ int main(void) {
         fprintf(stderr, "cannot load model: %s\n", lm_error_msg());
         return 1;
     }
-    const int nv = lm_model_n_vocab(m);
-    const char *texts[3] = {"The quick brown fox jumps over the lazy dog because",
-                            "int main(void) { return 0; }",
-                            "Paris, Berlin, Madrid, Rome and"};
-    int32_t *ids[3];
-    size_t n_ids[3];
-    for (int s = 0; s < 3; s++)
-        CHECK(lm_tokenize(lm_model_tokenizer(m), texts[s], strlen(texts[s]), true, false, &ids[s],
-                          &n_ids[s]) == LM_OK);
+    nv = lm_model_n_vocab(m);
+    const char *qk = getenv("LUMEN_TEST_QUICK");
+    const bool quick = qk && *qk && strcmp(qk, "0");
+    enum { NP = 40 };
+    int32_t prompt[NP];
+    make_tokens(prompt, NP, 1);
+    float *ref = malloc(sizeof(float) * (size_t)nv * 700);
+    float *got = malloc(sizeof(float) * (size_t)nv * 700);
 
-    struct lm_context_params cp = {.n_ctx = 256, .n_seq_max = 3, .n_batch = 64, .n_threads = 2};
+    struct lm_context_params cp = {.n_ctx = 1024, .n_seq_max = 16, .n_batch = 256, .n_threads = 2};
     struct lm_context *c = NULL;
     CHECK(lm_context_init(&c, m, &cp) == LM_OK);
-    const int n0 = (int)n_ids[0];
-    float *ref = malloc(sizeof(float) * (size_t)nv * n0);
-    float *one = malloc(sizeof(float) * (size_t)nv * n0);
 
-    // (a) whole prompt in one batch, logits everywhere
-    struct lm_batch_entry b[64];
-    for (int i = 0; i < n0; i++) b[i] = (struct lm_batch_entry){ids[0][i], i, 0, true};
-    CHECK(lm_decode(c, b, n0) == LM_OK);
-    for (int i = 0; i < n0; i++) memcpy(ref + (size_t)i * nv, lm_get_logits(c, i), sizeof(float) * nv);
-    CHECK(lm_kv_cache_seq_len(c, 0) == n0);
-
-    // (b) token by token after clearing the sequence
-    lm_kv_cache_seq_rm(c, 0, 0, -1);
-    CHECK(lm_kv_cache_seq_len(c, 0) == 0);
-    for (int i = 0; i < n0; i++) {
-        struct lm_batch_entry e = {ids[0][i], i, 0, true};
-        CHECK(lm_decode(c, &e, 1) == LM_OK);
-        memcpy(one + (size_t)i * nv, lm_get_logits(c, 0), sizeof(float) * nv);
-    }
-    float worst = 0;
-    int top_same = 1;
-    for (int i = 0; i < n0; i++) {
-        const float d = max_diff(ref + (size_t)i * nv, one + (size_t)i * nv, nv);
-        if (d > worst) worst = d;
-        if (argmax(ref + (size_t)i * nv, nv) != argmax(one + (size_t)i * nv, nv)) top_same = 0;
-    }
-    printf("batch vs token-by-token: max |diff| %.2e\n", worst);
-    CHECKF(worst < 1e-3f, "max diff %g", worst); // same kernels, same order: near-identical
-    CHECK(top_same);
-
-    // (c) rollback: drop the last 3 positions and re-decode them in one batch
-    lm_kv_cache_seq_rm(c, 0, n0 - 3, -1);
-    CHECK(lm_kv_cache_seq_len(c, 0) == n0 - 3);
-    for (int i = 0; i < 3; i++) b[i] = (struct lm_batch_entry){ids[0][n0 - 3 + i], n0 - 3 + i, 0, true};
-    CHECK(lm_decode(c, b, 3) == LM_OK);
-    for (int i = 0; i < 3; i++)
-        CHECK(max_diff(lm_get_logits(c, i), ref + (size_t)(n0 - 3 + i) * nv, nv) < 1e-3f);
-
-    // (d) three sequences: prefill separately, then one batched decode step of all three
-    //     equals three single decode steps
-    lm_kv_cache_seq_rm(c, 0, 0, -1);
-    int32_t next[3];
-    for (int s = 0; s < 3; s++) {
-        for (size_t i = 0; i < n_ids[s]; i++)
-            b[i] = (struct lm_batch_entry){ids[s][i], (int32_t)i, s, i + 1 == n_ids[s]};
-        CHECK(lm_decode(c, b, (int32_t)n_ids[s]) == LM_OK);
-        next[s] = argmax(lm_get_logits(c, 0), nv);
-    }
-    struct lm_batch_entry multi[3];
-    for (int s = 0; s < 3; s++) multi[s] = (struct lm_batch_entry){next[s], (int32_t)n_ids[s], s, true};
-    CHECK(lm_decode(c, multi, 3) == LM_OK);
-    float *batched = malloc(sizeof(float) * (size_t)nv * 3);
-    for (int s = 0; s < 3; s++) memcpy(batched + (size_t)s * nv, lm_get_logits(c, s), sizeof(float) * nv);
-    for (int s = 0; s < 3; s++) lm_kv_cache_seq_rm(c, s, (int32_t)n_ids[s], -1);
-    for (int s = 0; s < 3; s++) {
-        CHECK(lm_decode(c, &multi[s], 1) == LM_OK);
-        const float d = max_diff(lm_get_logits(c, 0), batched + (size_t)s * nv, nv);
-        CHECKF(d < 1e-3f, "seq %d: batched vs alone max diff %g", s, d);
+    // ---- (a) one batch vs token by token vs chunks of odd sizes: identical bits
+    CHECK(prefill(c, 0, prompt, NP, NP, ref));
+    const int chunks[] = {1, 2, 3, 5, 7, 16, 17, 33};
+    for (size_t k = 0; k < sizeof chunks / sizeof chunks[0]; k++) {
+        CHECK(lm_kv_cache_seq_rm(c, 0, 0, -1) == LM_OK);
+        CHECK(prefill(c, 0, prompt, NP, chunks[k], got));
+        int bad = -1;
+        for (int i = 0; i < NP && bad < 0; i++) if (!same(ref + (size_t)i * nv, got + (size_t)i * nv)) bad = i;
+        CHECKF(bad < 0, "chunks of %d: position %d differs from the one-batch prefill", chunks[k], bad);
     }
 
-    // (e) invalid batches: wrong position, unknown sequence, token out of range, too big
-    struct lm_batch_entry badpos = {5, 99, 0, true};
-    CHECK(lm_decode(c, &badpos, 1) == LM_ERR_ARG && strstr(lm_error_msg(), "position"));
-    struct lm_batch_entry badseq = {5, 0, 7, true};
-    CHECK(lm_decode(c, &badseq, 1) == LM_ERR_ARG && strstr(lm_error_msg(), "sequence"));
-    struct lm_batch_entry badtok = {nv, (int32_t)n_ids[0] + 1, 0, true};
-    CHECK(lm_decode(c, &badtok, 1) == LM_ERR_ARG && strstr(lm_error_msg(), "token"));
-    static struct lm_batch_entry big[65];
-    CHECK(lm_decode(c, big, 65) == LM_ERR_ARG);
-    CHECK(lm_decode(c, big, 0) == LM_ERR_ARG);
-
-    // (f) context full
-    struct lm_context *small = NULL;
-    struct lm_context_params sp = {.n_ctx = 4, .n_batch = 8, .n_threads = 1};
-    CHECK(lm_context_init(&small, m, &sp) == LM_OK);
-    struct lm_batch_entry five[5];
-    for (int i = 0; i < 5; i++) five[i] = (struct lm_batch_entry){2, i, 0, false};
-    CHECK(lm_decode(small, five, 5) == LM_ERR_STATE && strstr(lm_error_msg(), "full"));
-    CHECK(lm_decode(small, five, 4) == LM_OK);
-    lm_context_free(small);
-
-    // (g) sliding-window ring: a context whose local layers keep a ring of n_swa + 16
-    //     slots (wrapping twice over 1100 positions) gives the same logits as one that
-    //     keeps every position
+    // ---- (b) beside 15 other sequences: mixed prefill chunks and decode tokens in every
+    // batch, sequence 0's logits identical to it alone
     {
-        struct lm_context *ring = NULL, *full = NULL;
-        // LUMEN_TEST_QUICK (sanitizer pass): 600 positions still wrap the 528-slot ring
-        const char *qk = getenv("LUMEN_TEST_QUICK");
-        const int NP = (qk && *qk && strcmp(qk, "0")) ? 600 : 1100;
-        struct lm_context_params rp = {.n_ctx = 1100, .n_batch = 16, .n_threads = 2};
-        struct lm_context_params fp = {.n_ctx = 1100, .n_batch = 1024, .n_threads = 2};
-        CHECK(lm_context_init(&ring, m, &rp) == LM_OK);
-        CHECK(lm_context_init(&full, m, &fp) == LM_OK);
-        struct lm_batch_entry e16[16];
-        float wr = 0;
-        int tops = 1;
-        for (int p0 = 0; p0 < NP; p0 += 16) {
-            const int nb = NP - p0 < 16 ? NP - p0 : 16;
-            for (int i = 0; i < nb; i++)
-                e16[i] = (struct lm_batch_entry){ids[i % 3][(p0 + i) % n_ids[i % 3]], p0 + i, 0,
-                                                 i == nb - 1 && p0 % 48 == 0};
-            CHECK(lm_decode(ring, e16, nb) == LM_OK);
-            CHECK(lm_decode(full, e16, nb) == LM_OK);
-            for (int i = 0; i < (p0 % 48 == 0); i++) {
-                const float d = max_diff(lm_get_logits(ring, i), lm_get_logits(full, i), nv);
-                if (d > wr) wr = d;
-                if (argmax(lm_get_logits(ring, i), nv) != argmax(lm_get_logits(full, i), nv)) tops = 0;
+        enum { NS = 16, GEN = 12 };
+        int32_t other[NS][64];
+        int olen[NS];
+        for (int s = 1; s < NS; s++) { olen[s] = 9 + 3 * s; make_tokens(other[s], olen[s], 100 + s); }
+        // alone: prefill, then GEN greedy steps
+        CHECK(lm_kv_cache_seq_rm(c, 0, 0, -1) == LM_OK);
+        int32_t alone_tok[GEN];
+        CHECK(prefill(c, 0, prompt, NP, NP, NULL));
+        memcpy(ref, lm_get_logits(c, NP - 1), sizeof(float) * nv);
+        for (int g = 0; g < GEN; g++) {
+            const float *l = g == 0 ? ref : lm_get_logits(c, 0);
+            if (g > 0) memcpy(ref + (size_t)g * nv, l, sizeof(float) * nv);
+            alone_tok[g] = argmax(l);
+            struct lm_batch_entry e = {alone_tok[g], NP + g, 0, true};
+            CHECK(lm_decode(c, &e, 1) == LM_OK);
+        }
+        CHECK(lm_kv_cache_seq_rm(c, 0, 0, -1) == LM_OK);
+        // together: sequence 0's prompt in chunks of 7 alongside the others' prompts in
+        // chunks of 5, then decode steps of all 16 (greedy, each its own tokens)
+        int pos[NS] = {0}, last[NS];
+        int g0 = 0, diff = 0, steps = 0;
+        bool done = false;
+        while (!done && steps < 200) {
+            struct lm_batch_entry b[256];
+            int nb = 0, want0 = -1;
+            for (int s = 0; s < NS; s++) {
+                const int len = s ? olen[s] : NP;
+                const int32_t *t = s ? other[s] : prompt;
+                if (pos[s] < len) { // prefill chunk
+                    const int ch = s ? 5 : 7;
+                    for (int i = 0; i < ch && pos[s] < len; i++, pos[s]++) {
+                        if (s == 0 && pos[s] == len - 1) want0 = nb;
+                        b[nb++] = (struct lm_batch_entry){t[pos[s]], pos[s], s, pos[s] == len - 1};
+                    }
+                } else { // decode
+                    if (s == 0) want0 = nb;
+                    b[nb++] = (struct lm_batch_entry){last[s], pos[s], s, true};
+                    pos[s]++;
+                }
+            }
+            CHECK(lm_decode(c, b, nb) == LM_OK);
+            steps++;
+            int k = 0;
+            for (int i = 0; i < nb; i++) {
+                if (!b[i].want_logits) continue;
+                const float *l = lm_get_logits(c, k++);
+                last[b[i].seq] = argmax(l);
+                if (i == want0) { // sequence 0 at generation step g0
+                    if (!same(l, ref + (size_t)g0 * nv) || last[0] != alone_tok[g0]) diff++;
+                    last[0] = alone_tok[g0]; // follow the alone path
+                    if (++g0 == GEN) done = true;
+                }
             }
         }
-        printf("ring vs full local-layer cache over %d positions: max |diff| %.2e\n", NP, wr);
-        CHECKF(wr < 1e-3f, "ring cache diverges: %g", wr);
-        CHECK(tops);
-        lm_context_free(ring);
-        lm_context_free(full);
+        CHECKF(done && diff == 0, "sequence 0 beside 15 others: %d of %d steps differ", diff, g0);
+        printf("beside 15 others (mixed prefill + decode, %d batches): %d generated positions bit-identical\n",
+               steps, g0);
+        for (int s = 0; s < NS; s++) CHECK(lm_kv_cache_seq_rm(c, s, 0, -1) == LM_OK);
     }
 
-    free(batched); free(ref); free(one);
-    for (int s = 0; s < 3; s++) free(ids[s]);
+    // ---- (c) 1 thread vs 2 threads: identical bits
+    {
+        struct lm_context_params c1p = cp;
+        c1p.n_threads = 1;
+        struct lm_context *c1 = NULL;
+        CHECK(lm_context_init(&c1, m, &c1p) == LM_OK);
+        CHECK(prefill(c1, 0, prompt, NP, 13, got));
+        CHECK(prefill(c, 0, prompt, NP, NP, ref));
+        int bad = -1;
+        for (int i = 0; i < NP && bad < 0; i++) if (!same(ref + (size_t)i * nv, got + (size_t)i * nv)) bad = i;
+        CHECKF(bad < 0, "1 thread vs 2: position %d differs", bad);
+        lm_context_free(c1);
+        CHECK(lm_kv_cache_seq_rm(c, 0, 0, -1) == LM_OK);
+    }
+
+    // ---- (d) rollback past the sliding window (Gemma 3: 512) and past n_batch: exact
+    {
+        const int L = quick ? 560 : 680, K = 150;
+        int32_t *t = malloc(sizeof(int32_t) * (size_t)L);
+        make_tokens(t, L, 7);
+        CHECK(prefill(c, 3, t, L, 256, ref));
+        CHECK(lm_kv_cache_seq_rm(c, 3, L - K, -1) == LM_OK && lm_kv_cache_seq_pos(c, 3) == L - K);
+        CHECK(prefill(c, 3, t + (L - K), K, 1, got));
+        int bad = -1;
+        for (int i = 0; i < K && bad < 0; i++)
+            if (!same(ref + (size_t)(L - K + i) * nv, got + (size_t)i * nv)) bad = i;
+        CHECKF(bad < 0, "rollback of %d positions at %d: position %d differs", K, L, L - K + bad);
+        printf("rollback of %d positions from %d (sliding window 512, n_batch 256): exact\n", K, L);
+        CHECK(lm_kv_cache_seq_rm(c, 3, 0, -1) == LM_OK);
+        free(t);
+    }
+
+    // ---- (e) seq_cp and the prefix cache continue exactly as a full prefill
+    {
+        int32_t t[100];
+        make_tokens(t, 100, 9);
+        CHECK(prefill(c, 0, t, 100, 100, ref)); // reference: the whole 100 tokens
+        CHECK(lm_kv_cache_seq_rm(c, 0, 37, -1) == LM_OK);
+        // a copy of the first 37 positions (shared blocks), continued with the rest
+        CHECK(lm_kv_cache_seq_cp(c, 0, 1, 37) == LM_OK);
+        CHECK(prefill(c, 1, t + 37, 63, 63, got));
+        int bad = -1;
+        for (int i = 0; i < 63 && bad < 0; i++) if (!same(ref + (size_t)(37 + i) * nv, got + (size_t)i * nv)) bad = i;
+        CHECKF(bad < 0, "after seq_cp: position %d differs", 37 + bad);
+        // sequence 0 meanwhile continues differently; the shared block was copied on write
+        int32_t u[10];
+        make_tokens(u, 10, 10);
+        CHECK(prefill(c, 0, u + 1, 9, 9, NULL));
+        CHECK(prefill(c, 2, t, 1, 1, NULL) && lm_kv_cache_seq_rm(c, 2, 0, -1) == LM_OK);
+        // prefix cache: a new sequence over the same 100 tokens attaches the blocks that
+        // sequence 1 filled (6 blocks = 96 positions) and computes the rest
+        int32_t na = 0;
+        CHECK(lm_kv_cache_prefix_attach(c, 2, t, 100, &na) == LM_OK);
+        CHECKF(na == 96, "attached %d", na);
+        CHECK(prefill(c, 2, t + na, 100 - na, 100 - na, got));
+        bad = -1;
+        for (int i = 0; i < 100 - na && bad < 0; i++) if (!same(ref + (size_t)(na + i) * nv, got + (size_t)i * nv)) bad = i;
+        CHECKF(bad < 0, "after a prefix attach: position %d differs", na + bad);
+        struct lm_kv_cache_stats ks;
+        lm_kv_cache_stats(c, &ks);
+        CHECK(ks.prefix_hit_tokens >= 96 && ks.cow_copies >= 1);
+        for (int s = 0; s < 3; s++) CHECK(lm_kv_cache_seq_rm(c, s, 0, -1) == LM_OK);
+    }
+
+    // ---- (f) holes: removing cells changes what later positions see, deterministically;
+    // removing the same range twice over gives the same bits
+    {
+        int32_t t[60];
+        make_tokens(t, 60, 11);
+        float *a = malloc(sizeof(float) * (size_t)nv), *b = malloc(sizeof(float) * (size_t)nv);
+        for (int rep = 0; rep < 2; rep++) {
+            CHECK(prefill(c, rep, t, 50, 50, NULL));
+            CHECK(lm_kv_cache_seq_rm(c, rep, 10, 30) == LM_OK); // a hole of 20
+            CHECK(lm_kv_cache_seq_pos(c, rep) == 50);
+            CHECK(prefill(c, rep, t + 50, 10, 10, got));
+            memcpy(rep ? b : a, got + (size_t)9 * nv, sizeof(float) * nv);
+        }
+        CHECK(same(a, b));
+        CHECK(prefill(c, 2, t, 60, 60, ref)); // no hole
+        CHECK(!same(a, ref + (size_t)59 * nv));
+        int nonfinite = 0;
+        for (int i = 0; i < nv; i++) nonfinite += !isfinite(a[i]);
+        CHECK(nonfinite == 0);
+        free(a);
+        free(b);
+        for (int s = 0; s < 3; s++) CHECK(lm_kv_cache_seq_rm(c, s, 0, -1) == LM_OK);
+    }
+
+    // ---- (g) invalid batches and arguments
+    struct lm_batch_entry badpos = {5, 99, 0, true};
+    CHECK(lm_decode(c, &badpos, 1) == LM_ERR_ARG && strstr(lm_error_msg(), "position"));
+    struct lm_batch_entry badseq = {5, 0, 16, true};
+    CHECK(lm_decode(c, &badseq, 1) == LM_ERR_ARG && strstr(lm_error_msg(), "sequence"));
+    struct lm_batch_entry badtok = {nv, 0, 0, true};
+    CHECK(lm_decode(c, &badtok, 1) == LM_ERR_ARG && strstr(lm_error_msg(), "token"));
+    static struct lm_batch_entry big[257];
+    CHECK(lm_decode(c, big, 257) == LM_ERR_ARG);
+    CHECK(lm_decode(c, big, 0) == LM_ERR_ARG);
+    CHECK(lm_kv_cache_seq_rm(c, 16, 0, -1) == LM_ERR_ARG && strstr(lm_error_msg(), "sequence 16"));
+    CHECK(lm_kv_cache_seq_rm(c, 0, 0, 5) == LM_ERR_ARG); // holds nothing
+    CHECK(lm_kv_cache_seq_pos(c, -1) == -1);
     lm_context_free(c);
+
+    // ---- (h) a full pool refuses the batch whole; a sequence at n_ctx is full
+    {
+        struct lm_context *sm = NULL;
+        struct lm_context_params sp = {.n_ctx = 64, .n_seq_max = 2, .n_batch = 64, .n_threads = 1,
+                                       .kv_tokens = 48};
+        CHECK(lm_context_init(&sm, m, &sp) == LM_OK);
+        int32_t t[64];
+        make_tokens(t, 64, 3);
+        CHECK(prefill(sm, 0, t, 40, 40, NULL));
+        struct lm_batch_entry b[16];
+        for (int i = 0; i < 16; i++) b[i] = (struct lm_batch_entry){t[i], i, 1, false};
+        CHECK(lm_decode(sm, b, 16) == LM_ERR_KV_FULL && strstr(lm_error_msg(), "full"));
+        CHECK(lm_kv_cache_seq_pos(sm, 1) == 0);
+        struct lm_kv_cache_stats ks;
+        lm_kv_cache_stats(sm, &ks);
+        CHECK(ks.n_used == 3 && ks.n_blocks == 3);
+        CHECK(lm_kv_cache_seq_rm(sm, 0, 0, -1) == LM_OK);
+        CHECK(lm_decode(sm, b, 16) == LM_OK);
+        lm_context_free(sm);
+        sp.kv_tokens = 0;
+        CHECK(lm_context_init(&sm, m, &sp) == LM_OK);
+        CHECK(prefill(sm, 0, t, 64, 64, NULL));
+        struct lm_batch_entry one = {5, 64, 0, true};
+        CHECK(lm_decode(sm, &one, 1) == LM_ERR_STATE && strstr(lm_error_msg(), "full"));
+        lm_context_free(sm);
+    }
+
+    free(ref);
+    free(got);
     lm_model_free(m);
     return lm_test_finish();
 }

@@ -25,6 +25,7 @@ const char *lm_status_name(enum lm_status st) {
     case LM_ERR_ARG: return "bad argument";
     case LM_ERR_STATE: return "bad state";
     case LM_ERR_KV_FULL: return "kv pool full";
+    case LM_ERR_BUSY: return "busy";
     }
     return "unknown";
 }

@@ -1,0 +1,631 @@
+// Engine (lumen.h lm_engine_*): the scheduler loop over one context. Queue, admission
+// under the KV pool's capacity with prefix-cache reuse, one step = a decode token for
+// every running request + prefill chunks of the others under a token budget,
+// cancellation, preemption by recompute, sampling and token delivery with timestamps.
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/status.h"
+#include "base/timer.h"
+#include "runtime/runtime.h"
+#include "tokenizer/tokenizer.h"
+
+// ================================================================ types
+
+static atomic_uint_fast64_t g_next_id = 1;
+
+struct req {
+    uint64_t id;
+    struct req *next, *prev;   // inbox (next only) or waiting list
+    int32_t *toks;             // prompt + generated so far
+    int32_t n_toks, cap_toks;
+    int32_t n_prompt, n_gen, max_gen;
+    int32_t n_kv;              // positions of toks held in the KV (the sequence's next position)
+    int32_t seq;               // sequence while running, else -1
+    int32_t n_cached;          // prompt tokens the prefix cache supplied at first admission
+    bool admitted_once;
+    struct lm_request_params rp;
+    int32_t *bias_tok;
+    float *bias_val;
+    struct lm_sampler *smp;
+    lm_event_fn cb;
+    void *user;
+    uint64_t t_submit, t_admit, admit_order;
+};
+
+struct lm_engine {
+    struct lm_model *m;
+    struct lm_context *c;
+    struct lm_engine_params p;
+    int32_t n_vocab;
+
+    // ---- shared with other threads, under mu
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct req *inbox_head, *inbox_tail;
+    uint64_t *cancels;
+    int32_t n_cancels, cap_cancels;
+    int32_t n_queued;          // inbox + waiting (the max_waiting check)
+    struct lm_engine_stats snap;
+    bool stop, started;
+    pthread_t thread;
+
+    // ---- the stepping thread only
+    struct req *wait_head, *wait_tail;
+    int32_t n_waiting;
+    struct req **running;      // [max_running] by sequence id
+    int32_t n_running;
+    uint64_t admit_counter;
+    struct lm_batch_entry *batch; // [step_tokens]
+    struct req **batch_req;       // [step_tokens] request of each entry
+    struct req **order;           // [max_running] scratch: running requests by admission
+    float *biased;                // [n_vocab] logits with a request's logit bias
+    int32_t top_tok[LM_MAX_TOP_LOGPROBS];
+    float top_lp[LM_MAX_TOP_LOGPROBS];
+    struct lm_engine_stats st;    // counters (published into snap after each step)
+};
+
+const char *lm_finish_name(enum lm_finish f) {
+    switch (f) {
+    case LM_FINISH_NONE: return "none";
+    case LM_FINISH_EOG: return "stop";
+    case LM_FINISH_LENGTH: return "length";
+    case LM_FINISH_CONTEXT: return "context";
+    case LM_FINISH_CANCELLED: return "cancelled";
+    case LM_FINISH_ERROR: return "error";
+    }
+    return "unknown";
+}
+
+struct lm_request_params lm_request_params_default(void) {
+    struct lm_request_params rp = {.sampling = lm_sampler_params_default()};
+    return rp;
+}
+
+// ================================================================ requests
+
+static void req_free(struct req *r) {
+    if (!r) return;
+    lm_sampler_free(r->smp);
+    free(r->toks);
+    free(r->bias_tok);
+    free(r->bias_val);
+    free(r);
+}
+
+// Ends r: frees its sequence, delivers its last event (with token tok, or -1), frees it.
+static void req_finish(struct lm_engine *e, struct req *r, enum lm_finish why, int32_t tok,
+                       const struct lm_event *tmpl, const char *error) {
+    if (r->seq >= 0) {
+        lm_kv_seq_rm(&e->c->kv, r->seq, 0, -1); // full blocks stay cached for later prompts
+        e->running[r->seq] = NULL;
+        e->n_running--;
+        r->seq = -1;
+    }
+    struct lm_event ev = {0};
+    if (tmpl) ev = *tmpl;
+    ev.id = r->id;
+    ev.token = tok;
+    ev.index = tok >= 0 ? r->n_gen - 1 : r->n_gen;
+    ev.t_ns = lm_now_ns();
+    ev.finish = why;
+    ev.n_prompt = r->n_prompt;
+    ev.n_cached = r->n_cached;
+    ev.t_submit_ns = r->t_submit;
+    ev.t_admit_ns = r->t_admit;
+    ev.error = error;
+    e->st.finished++;
+    if (why == LM_FINISH_CANCELLED) e->st.cancelled++;
+    if (r->cb) r->cb(r->user, &ev);
+    req_free(r);
+}
+
+static void wait_unlink(struct lm_engine *e, struct req *r) {
+    if (r->prev) r->prev->next = r->next;
+    else e->wait_head = r->next;
+    if (r->next) r->next->prev = r->prev;
+    else e->wait_tail = r->prev;
+    r->next = r->prev = NULL;
+    e->n_waiting--;
+}
+
+static void wait_push(struct lm_engine *e, struct req *r, bool front) {
+    r->prev = r->next = NULL;
+    if (!e->wait_head) {
+        e->wait_head = e->wait_tail = r;
+    } else if (front) {
+        r->next = e->wait_head;
+        e->wait_head->prev = r;
+        e->wait_head = r;
+    } else {
+        r->prev = e->wait_tail;
+        e->wait_tail->next = r;
+        e->wait_tail = r;
+    }
+    e->n_waiting++;
+}
+
+// ================================================================ init / free
+
+enum lm_status lm_engine_init(struct lm_engine **out, struct lm_model *m,
+                              const struct lm_engine_params *params) {
+    *out = NULL;
+    struct lm_engine_params p = {0};
+    if (params) p = *params;
+    if (p.max_running <= 0) p.max_running = 8;
+    if (p.max_waiting <= 0) p.max_waiting = 64;
+    if (p.step_tokens <= 0) p.step_tokens = 256;
+    if (p.max_running > 4096 || p.max_waiting > 1 << 20 || p.step_tokens > 8192)
+        return lm_error_set(LM_ERR_ARG, "engine: max_running %d (<= 4096), max_waiting %d, "
+                            "step_tokens %d (<= 8192)", p.max_running, p.max_waiting, p.step_tokens);
+    if (p.step_tokens < p.max_running)
+        return lm_error_set(LM_ERR_ARG, "engine: step_tokens %d < max_running %d (every running "
+                            "request decodes one token per step)", p.step_tokens, p.max_running);
+    struct lm_engine *e = calloc(1, sizeof *e);
+    if (!e) return lm_error_set(LM_ERR_NOMEM, "engine: out of memory");
+    struct lm_context_params cp = {.n_ctx = p.n_ctx, .n_seq_max = p.max_running,
+                                   .n_batch = p.step_tokens, .n_threads = p.n_threads,
+                                   .kv_tokens = p.kv_tokens, .no_prefix_cache = p.no_prefix_cache};
+    enum lm_status st = lm_context_init(&e->c, m, &cp);
+    if (st != LM_OK) {
+        free(e);
+        return st;
+    }
+    p.n_ctx = e->c->n_ctx;
+    p.kv_tokens = e->c->kv.n_blocks * LM_KV_BLOCK;
+    p.n_threads = e->c->n_threads;
+    e->m = m;
+    e->p = p;
+    e->n_vocab = lm_model_n_vocab(m);
+    e->running = calloc((size_t)p.max_running, sizeof *e->running);
+    e->order = calloc((size_t)p.max_running, sizeof *e->order);
+    e->batch = calloc((size_t)p.step_tokens, sizeof *e->batch);
+    e->batch_req = calloc((size_t)p.step_tokens, sizeof *e->batch_req);
+    e->biased = malloc((size_t)e->n_vocab * sizeof *e->biased);
+    if (!e->running || !e->order || !e->batch || !e->batch_req || !e->biased) {
+        lm_engine_free(e);
+        return lm_error_set(LM_ERR_NOMEM, "engine: out of memory");
+    }
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->cv, NULL);
+    lm_kv_cache_stats(e->c, &e->snap.kv);
+    *out = e;
+    return LM_OK;
+}
+
+void lm_engine_free(struct lm_engine *e) {
+    if (!e) return;
+    if (e->running && e->started) {
+        pthread_mutex_lock(&e->mu);
+        e->stop = true;
+        pthread_cond_broadcast(&e->cv);
+        pthread_mutex_unlock(&e->mu);
+        pthread_join(e->thread, NULL);
+    }
+    if (e->running) { // everything left ends as cancelled, on this thread
+        struct req *r = e->inbox_head;
+        while (r) {
+            struct req *n = r->next;
+            req_finish(e, r, LM_FINISH_CANCELLED, -1, NULL, NULL);
+            r = n;
+        }
+        while (e->wait_head) {
+            r = e->wait_head;
+            wait_unlink(e, r);
+            req_finish(e, r, LM_FINISH_CANCELLED, -1, NULL, NULL);
+        }
+        for (int32_t s = 0; s < e->p.max_running; s++)
+            if (e->running[s]) req_finish(e, e->running[s], LM_FINISH_CANCELLED, -1, NULL, NULL);
+        pthread_mutex_destroy(&e->mu);
+        pthread_cond_destroy(&e->cv);
+    }
+    lm_context_free(e->c);
+    free(e->running);
+    free(e->order);
+    free(e->batch);
+    free(e->batch_req);
+    free(e->biased);
+    free(e->cancels);
+    free(e);
+}
+
+struct lm_context *lm_engine_context(struct lm_engine *e) { return e->c; }
+
+// ================================================================ thread-safe entry points
+
+enum lm_status lm_engine_submit(struct lm_engine *e, const int32_t *prompt, int32_t n_prompt,
+                                const struct lm_request_params *rp_in, lm_event_fn cb, void *user,
+                                uint64_t *id) {
+    struct lm_request_params rp = rp_in ? *rp_in : lm_request_params_default();
+    if (n_prompt <= 0 || !prompt) return lm_error_set(LM_ERR_ARG, "engine: empty prompt");
+    for (int32_t i = 0; i < n_prompt; i++)
+        if (prompt[i] < 0 || prompt[i] >= e->n_vocab)
+            return lm_error_set(LM_ERR_ARG, "engine: prompt token %d at index %d is out of range "
+                                "[0, %d)", prompt[i], i, e->n_vocab);
+    if (rp.max_tokens < 0) return lm_error_set(LM_ERR_ARG, "engine: max_tokens %d < 0", rp.max_tokens);
+    const int64_t total = (int64_t)n_prompt + (rp.max_tokens > 0 ? rp.max_tokens : 1);
+    if (n_prompt >= e->p.n_ctx || total > e->p.n_ctx)
+        return lm_error_set(LM_ERR_ARG, "engine: prompt of %d tokens + max_tokens %d exceeds the "
+                            "context of %d tokens", n_prompt, rp.max_tokens, e->p.n_ctx);
+    if (total > e->p.kv_tokens)
+        return lm_error_set(LM_ERR_ARG, "engine: prompt of %d tokens + max_tokens %d exceeds the "
+                            "KV pool of %d tokens", n_prompt, rp.max_tokens, e->p.kv_tokens);
+    if (rp.n_logprobs < 0 || rp.n_logprobs > LM_MAX_TOP_LOGPROBS + 1)
+        return lm_error_set(LM_ERR_ARG, "engine: n_logprobs %d out of range [0, %d]",
+                            rp.n_logprobs, LM_MAX_TOP_LOGPROBS + 1);
+    if (rp.n_bias < 0 || (rp.n_bias > 0 && (!rp.bias_tokens || !rp.bias_values)))
+        return lm_error_set(LM_ERR_ARG, "engine: logit bias of %d entries without arrays", rp.n_bias);
+    for (int32_t i = 0; i < rp.n_bias; i++)
+        if (rp.bias_tokens[i] < 0 || rp.bias_tokens[i] >= e->n_vocab || !isfinite(rp.bias_values[i]))
+            if (!(rp.bias_tokens[i] >= 0 && rp.bias_tokens[i] < e->n_vocab &&
+                  rp.bias_values[i] == -INFINITY))
+                return lm_error_set(LM_ERR_ARG, "engine: logit bias entry %d: token %d, value %g "
+                                    "(tokens in [0, %d), finite values or -inf)", i,
+                                    rp.bias_tokens[i], rp.bias_values[i], e->n_vocab);
+    struct req *r = calloc(1, sizeof *r);
+    if (!r) return lm_error_set(LM_ERR_NOMEM, "engine: out of memory");
+    enum lm_status st = lm_sampler_init(&r->smp, &rp.sampling, e->n_vocab);
+    if (st != LM_OK) {
+        free(r);
+        return st;
+    }
+    r->cap_toks = rp.max_tokens > 0 ? n_prompt + rp.max_tokens : e->p.n_ctx;
+    r->toks = malloc((size_t)r->cap_toks * sizeof *r->toks);
+    if (rp.n_bias) {
+        r->bias_tok = malloc((size_t)rp.n_bias * sizeof *r->bias_tok);
+        r->bias_val = malloc((size_t)rp.n_bias * sizeof *r->bias_val);
+    }
+    if (!r->toks || (rp.n_bias && (!r->bias_tok || !r->bias_val))) {
+        req_free(r);
+        return lm_error_set(LM_ERR_NOMEM, "engine: out of memory");
+    }
+    memcpy(r->toks, prompt, (size_t)n_prompt * sizeof *prompt);
+    if (rp.n_bias) {
+        memcpy(r->bias_tok, rp.bias_tokens, (size_t)rp.n_bias * sizeof *r->bias_tok);
+        memcpy(r->bias_val, rp.bias_values, (size_t)rp.n_bias * sizeof *r->bias_val);
+    }
+    rp.bias_tokens = NULL;
+    rp.bias_values = NULL;
+    r->rp = rp;
+    r->n_toks = r->n_prompt = n_prompt;
+    r->max_gen = rp.max_tokens > 0 ? rp.max_tokens : INT32_MAX; // else the context ends it
+    r->seq = -1;
+    r->cb = cb;
+    r->user = user;
+    r->t_submit = lm_now_ns();
+    for (int32_t i = 0; i < n_prompt; i++) lm_sampler_accept(r->smp, prompt[i]);
+
+    pthread_mutex_lock(&e->mu);
+    if (e->n_queued >= e->p.max_waiting) {
+        e->st.refused_busy++; // counted on the stepping thread's copy under the same lock
+        pthread_mutex_unlock(&e->mu);
+        req_free(r);
+        return lm_error_set(LM_ERR_BUSY, "engine: the queue is full (%d requests waiting)",
+                            e->p.max_waiting);
+    }
+    r->id = atomic_fetch_add(&g_next_id, 1); // unique in the process, across engines
+    if (e->inbox_tail) e->inbox_tail->next = r;
+    else e->inbox_head = r;
+    e->inbox_tail = r;
+    e->n_queued++;
+    e->st.submitted++;
+    e->st.prompt_tokens += (uint64_t)n_prompt;
+    if (id) *id = r->id;
+    pthread_cond_signal(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+    return LM_OK;
+}
+
+void lm_engine_cancel(struct lm_engine *e, uint64_t id) {
+    pthread_mutex_lock(&e->mu);
+    if (e->n_cancels == e->cap_cancels) {
+        const int32_t cap = e->cap_cancels ? 2 * e->cap_cancels : 16;
+        uint64_t *nc = realloc(e->cancels, (size_t)cap * sizeof *nc);
+        if (!nc) { // keep the request running rather than lose the lock state
+            pthread_mutex_unlock(&e->mu);
+            return;
+        }
+        e->cancels = nc;
+        e->cap_cancels = cap;
+    }
+    e->cancels[e->n_cancels++] = id;
+    pthread_cond_signal(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+}
+
+void lm_engine_stats(struct lm_engine *e, struct lm_engine_stats *out) {
+    pthread_mutex_lock(&e->mu);
+    *out = e->snap;
+    out->submitted = e->st.submitted;
+    out->refused_busy = e->st.refused_busy;
+    out->prompt_tokens = e->st.prompt_tokens;
+    out->waiting = e->n_queued;
+    pthread_mutex_unlock(&e->mu);
+}
+
+// ================================================================ one step
+
+// Frees r's sequence and puts it back at the head of the queue; its tokens so far are
+// recomputed when it is admitted again (same results: batch invariance).
+static void preempt(struct lm_engine *e, struct req *r) {
+    lm_kv_seq_rm(&e->c->kv, r->seq, 0, -1);
+    e->running[r->seq] = NULL;
+    e->n_running--;
+    r->seq = -1;
+    r->n_kv = 0;
+    wait_push(e, r, true);
+    pthread_mutex_lock(&e->mu);
+    e->n_queued++;
+    pthread_mutex_unlock(&e->mu);
+    e->st.preempted++;
+}
+
+static struct req *newest_running(struct lm_engine *e) {
+    struct req *v = NULL;
+    for (int32_t s = 0; s < e->p.max_running; s++)
+        if (e->running[s] && (!v || e->running[s]->admit_order > v->admit_order)) v = e->running[s];
+    return v;
+}
+
+// Admits queued requests in order while a sequence is free and the pool has the blocks
+// for the whole prompt beyond its cached prefix, plus one block of headroom per running
+// request (their decode growth); otherwise the queue waits.
+static void admit(struct lm_engine *e) {
+    struct lm_kv_cache *kv = &e->c->kv;
+    while (e->wait_head && e->n_running < e->p.max_running) {
+        struct req *r = e->wait_head;
+        int32_t seq = 0;
+        while (e->running[seq]) seq++;
+        // blocks beyond the cached prefix (which stops being evictable once attached)
+        const int32_t n_hit = lm_kv_prefix_probe(kv, r->toks, r->n_toks);
+        const int32_t need = (r->n_toks - n_hit + LM_KV_BLOCK - 1) / LM_KV_BLOCK + n_hit / LM_KV_BLOCK;
+        if (need + e->n_running > lm_kv_blocks_available(kv) && e->n_running > 0) break;
+        int32_t n_att = 0;
+        if (lm_kv_prefix_attach(kv, seq, r->toks, r->n_toks, &n_att) != LM_OK) n_att = 0;
+        wait_unlink(e, r);
+        pthread_mutex_lock(&e->mu);
+        e->n_queued--;
+        pthread_mutex_unlock(&e->mu);
+        r->seq = seq;
+        r->n_kv = n_att;
+        if (!r->admitted_once) {
+            r->admitted_once = true;
+            r->n_cached = n_att;
+            r->t_admit = lm_now_ns();
+        }
+        r->admit_order = ++e->admit_counter;
+        e->running[seq] = r;
+        e->n_running++;
+    }
+}
+
+// The largest n <= want whose blocks fit in avail.
+static int32_t fit_chunk(const struct lm_kv_cache *kv, int32_t seq, int32_t want, int32_t avail) {
+    if (lm_kv_blocks_needed(kv, seq, want) <= avail) return want;
+    int32_t lo = 0, hi = want; // needed(lo) fits, needed(hi) does not
+    while (hi - lo > 1) {
+        const int32_t mid = lo + (hi - lo) / 2;
+        if (lm_kv_blocks_needed(kv, seq, mid) <= avail) lo = mid;
+        else hi = mid;
+    }
+    return lo;
+}
+
+// Fills e->batch: a decode token for every running request that is decoding, then
+// prefill chunks in admission order up to the token budget. Requests that do not fit
+// the pool are preempted newest first. Returns the entry count.
+static int32_t build_batch(struct lm_engine *e) {
+    struct lm_kv_cache *kv = &e->c->kv;
+retry:;
+    int32_t n = 0, avail = lm_kv_blocks_available(kv), no = 0;
+    for (int32_t s = 0; s < e->p.max_running; s++)
+        if (e->running[s]) e->order[no++] = e->running[s];
+    for (int32_t i = 1; i < no; i++) // by admission (insertion sort: a few requests)
+        for (int32_t j = i; j > 0 && e->order[j - 1]->admit_order > e->order[j]->admit_order; j--) {
+            struct req *t = e->order[j];
+            e->order[j] = e->order[j - 1];
+            e->order[j - 1] = t;
+        }
+    for (int32_t k = 0; k < no; k++) {
+        struct req *r = e->order[k];
+        if (r->n_kv != r->n_toks - 1) continue;
+        const int32_t need = lm_kv_blocks_needed(kv, r->seq, 1);
+        if (need > avail) {
+            struct req *v = newest_running(e);
+            if (v == r && e->n_running == 1) { // alone and out of blocks: its context ends
+                req_finish(e, r, LM_FINISH_CONTEXT, -1, NULL, NULL);
+            } else {
+                preempt(e, v);
+            }
+            goto retry;
+        }
+        avail -= need;
+        e->batch[n] = (struct lm_batch_entry){r->toks[r->n_kv], r->n_kv, r->seq, true};
+        e->batch_req[n++] = r;
+    }
+    for (int32_t k = 0; k < no && n < e->p.step_tokens; k++) {
+        struct req *r = e->order[k];
+        if (r->n_kv >= r->n_toks - 1) continue;
+        int32_t want = r->n_toks - r->n_kv;
+        if (want > e->p.step_tokens - n) want = e->p.step_tokens - n;
+        const int32_t chunk = fit_chunk(kv, r->seq, want, avail);
+        if (chunk == 0) continue;
+        avail -= lm_kv_blocks_needed(kv, r->seq, chunk);
+        for (int32_t i = 0; i < chunk; i++) {
+            const int32_t pos = r->n_kv + i;
+            e->batch[n] = (struct lm_batch_entry){r->toks[pos], pos, r->seq, pos == r->n_toks - 1};
+            e->batch_req[n++] = r;
+        }
+    }
+    if (n == 0 && e->n_running > 0) { // every running request waits for blocks
+        struct req *v = newest_running(e);
+        if (e->n_running == 1) req_finish(e, v, LM_FINISH_CONTEXT, -1, NULL, NULL);
+        else preempt(e, v);
+        goto retry;
+    }
+    return n;
+}
+
+// log-softmax of the logits at tok, and the n most likely tokens with theirs
+static float logprobs(struct lm_engine *e, const float *lg, int32_t tok, int32_t n) {
+    const int32_t nv = e->n_vocab;
+    float mx = lg[0];
+    for (int32_t i = 1; i < nv; i++) mx = lg[i] > mx ? lg[i] : mx;
+    double sum = 0.0;
+    for (int32_t i = 0; i < nv; i++) sum += exp((double)(lg[i] - mx));
+    const float lse = mx + (float)log(sum);
+    int32_t k = 0; // top n by insertion, ties to the lower id
+    for (int32_t i = 0; i < nv && n > 0; i++) {
+        if (k == n && !(lg[i] > lg[e->top_tok[k - 1]])) continue;
+        int32_t j = k < n ? k++ : n - 1;
+        while (j > 0 && lg[i] > lg[e->top_tok[j - 1]]) {
+            e->top_tok[j] = e->top_tok[j - 1];
+            j--;
+        }
+        e->top_tok[j] = i;
+    }
+    for (int32_t j = 0; j < k; j++) e->top_lp[j] = lg[e->top_tok[j]] - lse;
+    return lg[tok] - lse;
+}
+
+// Samples the next token of r from its logits and delivers it; finishes r when done.
+static void deliver(struct lm_engine *e, struct req *r, const float *lg, uint64_t t) {
+    if (r->rp.n_bias > 0) {
+        memcpy(e->biased, lg, (size_t)e->n_vocab * sizeof *lg);
+        for (int32_t i = 0; i < r->rp.n_bias; i++) e->biased[r->bias_tok[i]] += r->bias_val[i];
+        lg = e->biased;
+    }
+    const int32_t tok = lm_sampler_sample(r->smp, lg);
+    lm_sampler_accept(r->smp, tok);
+    struct lm_event ev = {.id = r->id, .token = tok, .index = r->n_gen, .t_ns = t,
+                          .n_prompt = r->n_prompt, .n_cached = r->n_cached,
+                          .t_submit_ns = r->t_submit, .t_admit_ns = r->t_admit};
+    if (r->rp.n_logprobs > 0) {
+        ev.logprob = logprobs(e, lg, tok, r->rp.n_logprobs - 1);
+        ev.n_top = r->rp.n_logprobs - 1;
+        ev.top_tokens = e->top_tok;
+        ev.top_logprobs = e->top_lp;
+    }
+    r->toks[r->n_toks++] = tok;
+    r->n_gen++;
+    e->st.generated_tokens++;
+    enum lm_finish why = LM_FINISH_NONE;
+    if (!r->rp.ignore_eos && lm_tokenizer_is_eog(lm_model_tokenizer(e->m), tok)) why = LM_FINISH_EOG;
+    else if (r->n_gen >= r->max_gen) why = LM_FINISH_LENGTH;
+    else if (r->n_toks >= e->p.n_ctx) why = LM_FINISH_CONTEXT;
+    if (why != LM_FINISH_NONE) {
+        req_finish(e, r, why, tok, &ev, NULL);
+        return;
+    }
+    if (r->cb) r->cb(r->user, &ev);
+}
+
+static void publish(struct lm_engine *e) {
+    pthread_mutex_lock(&e->mu);
+    const uint64_t sub = e->snap.submitted, busy = e->snap.refused_busy, pt = e->snap.prompt_tokens;
+    e->snap = e->st;
+    e->snap.submitted = sub;
+    e->snap.refused_busy = busy;
+    e->snap.prompt_tokens = pt;
+    e->snap.running = e->n_running;
+    lm_kv_cache_stats(e->c, &e->snap.kv);
+    pthread_mutex_unlock(&e->mu);
+}
+
+int32_t lm_engine_step(struct lm_engine *e) {
+    // 1. intake: new requests to the queue, cancellations
+    pthread_mutex_lock(&e->mu);
+    struct req *in = e->inbox_head;
+    e->inbox_head = e->inbox_tail = NULL;
+    uint64_t cancels[64];
+    int32_t nc = e->n_cancels < 64 ? e->n_cancels : 64;
+    memcpy(cancels, e->cancels, (size_t)nc * sizeof *cancels);
+    memmove(e->cancels, e->cancels + nc, (size_t)(e->n_cancels - nc) * sizeof *cancels);
+    e->n_cancels -= nc;
+    pthread_mutex_unlock(&e->mu);
+    while (in) {
+        struct req *n = in->next;
+        wait_push(e, in, false);
+        in = n;
+    }
+    for (int32_t i = 0; i < nc; i++) {
+        struct req *r = NULL;
+        for (int32_t s = 0; s < e->p.max_running && !r; s++)
+            if (e->running[s] && e->running[s]->id == cancels[i]) r = e->running[s];
+        if (!r)
+            for (struct req *w = e->wait_head; w && !r; w = w->next)
+                if (w->id == cancels[i]) r = w;
+        if (!r) continue; // finished already
+        if (r->seq < 0) {
+            wait_unlink(e, r);
+            pthread_mutex_lock(&e->mu);
+            e->n_queued--;
+            pthread_mutex_unlock(&e->mu);
+        }
+        req_finish(e, r, LM_FINISH_CANCELLED, -1, NULL, NULL);
+    }
+    // 2. admission, 3. the batch
+    admit(e);
+    const int32_t n = build_batch(e);
+    if (n > 0) {
+        e->st.steps++;
+        e->st.last_step_tokens = n;
+        e->st.last_step_decode = 0;
+        for (int32_t i = 0; i < n; i++)
+            e->st.last_step_decode += e->batch_req[i]->n_kv == e->batch_req[i]->n_toks - 1;
+        e->st.prefilled_tokens += (uint64_t)(n - e->st.last_step_decode);
+        // 4. the forward pass
+        const enum lm_status st = lm_decode(e->c, e->batch, n);
+        if (st != LM_OK) { // not expected (blocks were counted): fail the batch's requests
+            char msg[256];
+            snprintf(msg, sizeof msg, "%s", lm_error_msg());
+            for (int32_t i = 0; i < n; i++) {
+                struct req *r = e->batch_req[i];
+                if (r && r->seq >= 0 && e->running[r->seq] == r)
+                    req_finish(e, r, LM_FINISH_ERROR, -1, NULL, msg);
+            }
+            publish(e);
+            lm_error_set(st, "%s", msg);
+            return -1;
+        }
+        // 5. sample + deliver, in batch order
+        const uint64_t t = lm_now_ns();
+        int32_t k = 0;
+        for (int32_t i = 0; i < n; i++) {
+            struct req *r = e->batch_req[i];
+            if (i + 1 == n || e->batch_req[i + 1] != r) r->n_kv = e->batch[i].pos + 1;
+            if (!e->batch[i].want_logits) continue;
+            r->n_kv = e->batch[i].pos + 1;
+            deliver(e, r, lm_get_logits(e->c, k++), t);
+        }
+    }
+    publish(e);
+    return e->n_running + e->n_waiting;
+}
+
+// ================================================================ engine thread
+
+static void *engine_main(void *arg) {
+    struct lm_engine *e = arg;
+    for (;;) {
+        pthread_mutex_lock(&e->mu);
+        while (!e->stop && !e->inbox_head && e->n_cancels == 0 && e->n_running + e->n_waiting == 0)
+            pthread_cond_wait(&e->cv, &e->mu);
+        const bool stop = e->stop;
+        pthread_mutex_unlock(&e->mu);
+        if (stop) break;
+        lm_engine_step(e);
+    }
+    return NULL;
+}
+
+enum lm_status lm_engine_start(struct lm_engine *e) {
+    if (e->started) return lm_error_set(LM_ERR_STATE, "engine: already started");
+    if (pthread_create(&e->thread, NULL, engine_main, e) != 0)
+        return lm_error_set(LM_ERR_NOMEM, "engine: cannot start the engine thread");
+    e->started = true;
+    return LM_OK;
+}
