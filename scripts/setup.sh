@@ -4,6 +4,7 @@
 # then a short generation.
 #   bash scripts/setup.sh [--reference] [--no-run]
 #     --reference  also build + install llama-cpp-python (requirements-reference.txt; ~15 min)
+#                  and llama.cpp's own tools from its vendored tree into .reference/bin (~20 min)
 #     --no-run     skip the closing generation
 # Env: LUMEN_JOBS (build parallelism, default nproc), LUMEN_PYTHON (interpreter for the venv).
 set -euo pipefail
@@ -18,7 +19,7 @@ for arg in "$@"; do
         --reference) REFERENCE=1 ;;
         --no-run) RUN=0 ;;
         -h | --help)
-            sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'
+            sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
             exit 0
             ;;
         *)
@@ -38,6 +39,63 @@ MODEL=models/gemma-3-270m-q4_k_m.gguf
 VENV=.venv
 VPY=$VENV/bin/python
 JOBS=${LUMEN_JOBS:-$(nproc 2>/dev/null || echo 2)}
+
+# ---------------------------------------------------------------- reference tools (--reference)
+# llama.cpp's command-line tools, built natively from the llama.cpp tree vendored in the
+# pinned llama-cpp-python sdist (so the tools and the Python binding are the same code), into
+# .reference/bin (git-ignored). Static (no libllama.so to find), Release, CPU only, no web UI
+# download. Skipped when .reference/bin/VERSION names the same pin and every tool is there.
+REF_DIR=.reference
+REF_TOOLS=(llama-batched-bench llama-bench llama-server llama-perplexity llama-lookup llama-cli)
+build_reference_tools() {
+    local pin ver stamp_want tool missing_tools=()
+    pin=$(sed 's/#.*//' requirements-reference.txt | tr -d ' \t\r' |
+        grep -E '^llama[-_]cpp[-_]python==' | head -n 1 | cut -d';' -f1) || true
+    [ -n "$pin" ] || die "requirements-reference.txt has no 'llama-cpp-python==VERSION' line"
+    ver=${pin#*==}
+    stamp_want="$pin GGML_NATIVE=ON tools: ${REF_TOOLS[*]}"
+    for tool in "${REF_TOOLS[@]}"; do
+        [ -x "$REF_DIR/bin/$tool" ] || missing_tools+=("$tool")
+    done
+    if ((${#missing_tools[@]} == 0)) && [ "$(cat "$REF_DIR/bin/VERSION" 2>/dev/null)" = "$stamp_want" ]; then
+        say "reference tools ($pin): present in $ROOT/$REF_DIR/bin"
+        return
+    fi
+    say "building llama.cpp tools from the $pin sdist into $REF_DIR/bin (GGML_NATIVE=ON); ~20 min on 2 cores"
+    local src_root="$REF_DIR/src" build_dir="$REF_DIR/build-$ver" sdist tree
+    mkdir -p "$src_root"
+    sdist=$(ls "$src_root"/llama_cpp_python-"$ver".tar.gz 2>/dev/null || true)
+    if [ -z "$sdist" ]; then
+        "$VPY" -m pip download -q --no-binary :all: --no-deps -d "$src_root" "$pin" ||
+            die "pip download $pin failed"
+        sdist=$(ls "$src_root"/llama_cpp_python-"$ver".tar.gz 2>/dev/null || true)
+        [ -n "$sdist" ] || die "pip download $pin left no llama_cpp_python-$ver.tar.gz in $src_root"
+    fi
+    tree="$src_root/llama_cpp_python-$ver/vendor/llama.cpp"
+    if [ ! -f "$tree/CMakeLists.txt" ]; then
+        rm -rf "$src_root/llama_cpp_python-$ver"
+        tar -xzf "$sdist" -C "$src_root" || die "cannot unpack $sdist"
+        [ -f "$tree/CMakeLists.txt" ] || die "$sdist has no vendor/llama.cpp/CMakeLists.txt"
+    fi
+    # No CURL option: this llama.cpp tree no longer uses libcurl (LLAMA_CURL is deprecated);
+    # LLAMA_OPENSSL=OFF keeps HTTPS (model downloads) out too. Examples are on for llama-lookup.
+    cmake -S "$tree" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+        -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=ON \
+        -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_APP=OFF \
+        -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF \
+        -DGGML_CUDA=OFF -DGGML_VULKAN=OFF -DGGML_METAL=OFF -DGGML_OPENCL=OFF -DGGML_RPC=OFF \
+        >"$REF_DIR/configure.log" 2>&1 || die "cmake configure of $tree failed (see $REF_DIR/configure.log)"
+    cmake --build "$build_dir" -j "$JOBS" --target "${REF_TOOLS[@]}" ||
+        die "building the llama.cpp tools failed (build tree: $build_dir)"
+    mkdir -p "$REF_DIR/bin"
+    rm -f "$REF_DIR/bin/VERSION"
+    for tool in "${REF_TOOLS[@]}"; do
+        [ -x "$build_dir/bin/$tool" ] || die "$build_dir/bin/$tool was not produced"
+        cp -f "$build_dir/bin/$tool" "$REF_DIR/bin/$tool"
+    done
+    echo "$stamp_want" >"$REF_DIR/bin/VERSION"
+    say "reference tools ($pin) in $ROOT/$REF_DIR/bin: ${REF_TOOLS[*]} (build tree $build_dir can be deleted)"
+}
 
 # ---------------------------------------------------------------- 1. system packages
 APT_PKGS=(build-essential cmake pkg-config libpcre2-dev python3 python3-venv python3-pip git
@@ -117,6 +175,7 @@ if ((REFERENCE)); then
             "$VPY" -m pip install --no-binary llama-cpp-python --no-cache-dir \
             -r requirements-reference.txt || die "pip install -r requirements-reference.txt failed"
     fi
+    build_reference_tools
 fi
 
 # ---------------------------------------------------------------- 3. default model
