@@ -59,6 +59,8 @@ struct lm_context_params {
     int32_t kv_tokens;  // KV pool capacity in positions, shared by all sequences, rounded up
                         // to whole blocks (0 = n_ctx); memory grows with the blocks in use
     bool no_prefix_cache; // do not index full blocks for reuse by later sequences
+    int32_t n_logits_max; // entries of one batch that may want logits (0 = n_batch); the
+                          // logits buffer holds this many rows of n_vocab floats
 };
 
 // One entry of a batch: token at position pos of sequence seq; logits computed iff want_logits.
@@ -78,6 +80,13 @@ int32_t lm_context_n_seq(const struct lm_context *c);
 int32_t lm_context_n_batch(const struct lm_context *c);
 // Bytes of the scratch buffers sized at init (activations, logits, attention rows).
 uint64_t lm_context_scratch_bytes(const struct lm_context *c);
+// Barrier waits of thread ith of the context's pool since the last reset (profiling).
+struct lm_context_thread_stats {
+    uint64_t wait_ns;
+    uint64_t n_barriers;
+};
+void lm_context_thread_stats(const struct lm_context *c, int ith, struct lm_context_thread_stats *out);
+void lm_context_thread_stats_reset(struct lm_context *c);
 
 // Runs the forward pass over n entries: prefill, decode, batched decode of many sequences,
 // speculative verification and any mix of them are all this call, and each entry's

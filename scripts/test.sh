@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Runs every test: set-up's install steps (scripts/setup.sh --no-run), the Release build
 # (build/) and an AddressSanitizer + UBSan build (build-asan/), each with its CTest suite,
-# and the Release suite again on the scalar kernels (LUMEN_FORCE_GENERIC=1).
+# the Release suite again on the scalar kernels (LUMEN_FORCE_GENERIC=1), and the tests
+# labelled `threads` under ThreadSanitizer (build-tsan/).
 #   bash scripts/test.sh [extra ctest args, e.g. -L unit or -R gguf]
 # Env: LUMEN_JOBS (parallelism, default 2)
 #      LUMEN_ASAN_LABEL_EXCLUDE (regex of CTest labels left out of the ASan pass, e.g. slow)
 #      LUMEN_SKIP_ASAN=1 (Release pass only; for quick local runs, never in CI)
 #      LUMEN_SKIP_GENERIC=1 (no LUMEN_FORCE_GENERIC=1 pass; for quick local runs, never in CI)
+#      LUMEN_SKIP_TSAN=1 (no ThreadSanitizer pass over the `threads` label; local runs only)
 set -uo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
@@ -78,6 +80,19 @@ else
         run_ctest asan build-asan "${asan_args[@]}" "$@"
     else
         failed+=("asan build")
+    fi
+fi
+
+if [ "${LUMEN_SKIP_TSAN:-0}" = 1 ]; then
+    say "LUMEN_SKIP_TSAN=1: skipping the thread-sanitizer pass"
+else
+    # threaded code (thread pool, the engine's thread boundary) under ThreadSanitizer
+    if build build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g" \
+        -DLUMEN_TSAN=ON -DLUMEN_NATIVE=ON; then
+        TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 LUMEN_TEST_QUICK=1 \
+            run_ctest tsan build-tsan -L threads "$@"
+    else
+        failed+=("tsan build")
     fi
 fi
 

@@ -1,5 +1,5 @@
 // Thread pool: every thread runs the job, barriers order phases, many runs in a row.
-// LM_TEST_LABELS: unit
+// LM_TEST_LABELS: unit;threads
 #include <stdatomic.h>
 
 #include "base/threadpool.h"

@@ -10,6 +10,7 @@
 #include "base/timer.h"
 #include "cli/cli.h"
 #include "cli/cli_bench.h"
+#include "cli/cli_bench_parallel.h"
 #include "kernels/kernels.h"
 #include "lumen.h"
 #include "model/model.h"
@@ -40,6 +41,12 @@ static const char *k_bench_help =
     "                      attention/FFN (decode), bottlenecks\n"
     "                      (md: after the table; json: \"breakdown\" object; csv: to stderr)\n"
     "      --progress      print each test as it runs to stderr\n"
+    "      --parallel LIST batched decode instead of the pp/tg tests (llama-batched-bench's\n"
+    "                      job): for each N, N requests with distinct prompts of -p tokens\n"
+    "                      (default 64) generate -n tokens each (default 128) on the engine;\n"
+    "                      reports aggregate decode t/s, TTFT and inter-token latency\n"
+    "                      percentiles, KV memory held, and the compute roof (the pp512\n"
+    "                      prefill MAC rate / MACs of one decode token with the LM head)\n"
     "\n"
     "Prompts are deterministic: BOS + a fixed English text's token ids, repeated to length;\n"
     "prefill runs in chunks of 512 with logits only for the last token. Each test reports\n"
@@ -550,7 +557,9 @@ static void cpu_name(char *out, size_t n) {
 static void print_json(FILE *f, const struct lm_bench_model_info *mi, struct lm_model *m,
                        const struct bench_test *t, int n_t, const struct lm_bench_bw *bw,
                        int n_bw, int bw_mib, int reps, int warmup, const int64_t *th, int n_th,
-                       const struct lm_bench_breakdown *bd) {
+                       const struct lm_bench_breakdown *bd,
+                       const struct lm_bench_parallel_params *pp,
+                       const struct lm_bench_parallel_result *pr, int n_pr) {
     char cpu[128];
     cpu_name(cpu, sizeof cpu);
     fprintf(f, "{\n  \"schema\": \"lumen-bench\",\n  \"version\": 1,\n");
@@ -609,8 +618,10 @@ static void print_json(FILE *f, const struct lm_bench_model_info *mi, struct lm_
             fprintf(f, ", \"median_us_per_token\": %.4f", 1e6 / x->med_ts);
         fprintf(f, ",\n     \"samples_ns\": [");
         for (int k = 0; k < x->reps; k++) fprintf(f, "%s%.0f", k ? ", " : "", x->ns[k]);
-        fprintf(f, "]}%s\n", i + 1 < n_t ? "," : "");
+        fprintf(f, "]}%s\n", i + 1 < n_t || n_pr > 0 ? "," : "");
     }
+    for (int i = 0; i < n_pr; i += pp[i].n_list) // one parameter set per thread count
+        lm_bench_parallel_print_json_tests(f, &pp[i], &pr[i], pp[i].n_list, i + pp[i].n_list < n_pr);
     fprintf(f, "  ]");
     if (bd) {
         fprintf(f, ",\n  \"breakdown\": ");
@@ -648,15 +659,17 @@ int cmd_bench(int argc, char **argv) {
     int n_pp = 1, n_tg = 1, n_th = 0;
     int64_t reps = 5, warmup = 1, ttft = 0, bw_mib = 512;
     enum lm_bench_fmt fmt = LM_BENCH_MD;
-    bool breakdown = false, progress = false;
+    bool breakdown = false, progress = false, pp_set = false, tg_set = false;
+    int64_t par[BENCH_MAX_LIST];
+    int n_parl = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(k_bench_help, stdout); return 0; }
         else if (!strcmp(a, "-m") || !strcmp(a, "--model")) model_path = cli_value(cmd, argc, argv, &i);
         else if (!strcmp(a, "-p") || !strcmp(a, "--n-prompt"))
-            n_pp = parse_list(cmd, a, cli_value(cmd, argc, argv, &i), 0, 1 << 20, pp);
+            n_pp = parse_list(cmd, a, cli_value(cmd, argc, argv, &i), 0, 1 << 20, pp), pp_set = true;
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-gen"))
-            n_tg = parse_list(cmd, a, cli_value(cmd, argc, argv, &i), 0, 1 << 20, tg);
+            n_tg = parse_list(cmd, a, cli_value(cmd, argc, argv, &i), 0, 1 << 20, tg), tg_set = true;
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads"))
             n_th = parse_list(cmd, a, cli_value(cmd, argc, argv, &i), 1, LM_PROF_MAX_THREADS, th);
         else if (!strcmp(a, "-r") || !strcmp(a, "--reps"))
@@ -675,6 +688,8 @@ int cmd_bench(int argc, char **argv) {
             else cli_usage_error(cmd, "%s: '%s' is not one of md, csv, json", a, v);
         } else if (!strcmp(a, "--breakdown")) breakdown = true;
         else if (!strcmp(a, "--progress")) progress = true;
+        else if (!strcmp(a, "--parallel"))
+            n_parl = parse_list(cmd, a, cli_value(cmd, argc, argv, &i), 1, 256, par);
         else cli_usage_error(cmd, "unknown option '%s' (try `lumen bench --help`)", a);
     }
     if (n_th == 0) {
@@ -683,6 +698,13 @@ int cmd_bench(int argc, char **argv) {
         n_th = 1;
     }
     if (!model_path) model_path = cli_default_model();
+    if (n_parl > 0) { // batched mode: one prompt and one generation length
+        if (!pp_set) pp[0] = 64;
+        if (!tg_set) tg[0] = 128;
+        if (n_pp != 1 || n_tg != 1 || pp[0] < 1 || tg[0] < 2)
+            cli_usage_error(cmd, "--parallel takes one -p value >= 1 and one -n value >= 2");
+        if (breakdown || ttft) cli_usage_error(cmd, "--parallel does not combine with --breakdown or --ttft");
+    }
 
     // ---- model
     const uint64_t t_load0 = lm_now_ns();
@@ -742,6 +764,41 @@ int cmd_bench(int argc, char **argv) {
             n_bw++;
         }
         free(buf);
+    }
+
+    // ---- batched mode (--parallel): those tests only
+    struct lm_bench_parallel_params par_p[BENCH_MAX_LIST * BENCH_MAX_LIST];
+    struct lm_bench_parallel_result par_r[BENCH_MAX_LIST * BENCH_MAX_LIST];
+    int n_par = 0;
+    if (n_parl > 0) {
+        int nl[BENCH_MAX_LIST];
+        for (int i = 0; i < n_parl; i++) nl[i] = (int)par[i];
+        int rc = 0;
+        for (int ti = 0; ti < n_th && rc == 0; ti++) {
+            for (int i = 0; i < n_parl; i++)
+                par_p[n_par + i] = (struct lm_bench_parallel_params){
+                    .list = nl, .n_list = n_parl, .n_prompt = (int)pp[0], .n_gen = (int)tg[0],
+                    .n_threads = (int)th[ti], .reps = (int)reps, .warmup = (int)warmup,
+                    .roof = true, .progress = progress};
+            if (lm_bench_parallel_run(m, &mi, &par_p[n_par], &par_r[n_par]) != LM_OK) {
+                die_status("");
+                rc = 1;
+                break;
+            }
+            n_par += n_parl;
+        }
+        if (rc == 0) {
+            if (fmt == LM_BENCH_JSON) {
+                print_json(stdout, &mi, m, NULL, 0, bw, n_bw, (int)bw_mib, (int)reps, (int)warmup,
+                           th, n_th, NULL, par_p, par_r, n_par);
+            } else {
+                for (int i = 0; i < n_par; i += n_parl)
+                    lm_bench_parallel_print_md(stdout, &mi, &par_p[i], &par_r[i], n_parl);
+            }
+        }
+        free(ids);
+        lm_model_free(m);
+        return rc;
     }
 
     // ---- tests
@@ -849,7 +906,7 @@ int cmd_bench(int argc, char **argv) {
             if (bd) lm_bench_breakdown_print(bd, stderr);
         } else {
             print_json(stdout, &mi, m, tests, n_t, bw, n_bw, (int)bw_mib, (int)reps, (int)warmup,
-                       th, n_th, bd);
+                       th, n_th, bd, NULL, NULL, 0);
         }
         fflush(stdout);
     }

@@ -13,7 +13,6 @@
 #include "lumen.h"
 #include "model/model.h"
 #include "prof/prof.h"
-#include "runtime/runtime.h"
 #include "tokenizer/tokenizer.h"
 
 // ================================================================ result
@@ -296,7 +295,7 @@ enum lm_status lm_bench_breakdown_run(struct lm_model *m, const struct lm_bench_
     for (int i = 0; i < b->n_prompt; i++) lm_sampler_accept(smp, ids[i]);
 
     // ---- 3-5. sample, detokenize, decode
-    lm_pool_stats_reset(c->pool);
+    lm_context_thread_stats_reset(c);
     struct lm_detok dt;
     lm_detok_init(&dt, false);
     size_t out_len = 0;
@@ -345,14 +344,15 @@ enum lm_status lm_bench_breakdown_run(struct lm_model *m, const struct lm_bench_
     // barrier waits during the decode steps (sampling/detok run no barriers)
     double wait_ns = 0;
     uint64_t n_barriers = 0;
-    for (int t = 0; t < lm_pool_size(c->pool); t++) {
-        struct lm_pool_stats ps;
-        lm_pool_stats_get(c->pool, t, &ps);
+    const int nth = lm_context_n_threads(c);
+    for (int t = 0; t < nth; t++) {
+        struct lm_context_thread_stats ps;
+        lm_context_thread_stats(c, t, &ps);
         wait_ns += (double)ps.wait_ns;
         if (t == 0) n_barriers = ps.n_barriers;
     }
     b->n_barriers = n_barriers;
-    collect_ops(b, wait_ns / lm_pool_size(c->pool) / 1e6);
+    collect_ops(b, wait_ns / nth / 1e6);
     analyze(b);
 
 done:

@@ -119,6 +119,7 @@ enum lm_status lm_context_init(struct lm_context **out, struct lm_model *m,
     if (p.n_seq_max > 4096) return lm_error_set(LM_ERR_ARG, "context: n_seq_max %d > 4096", p.n_seq_max);
     if (p.kv_tokens < 0) return lm_error_set(LM_ERR_ARG, "context: kv_tokens %d < 0", p.kv_tokens);
     if (p.kv_tokens == 0) p.kv_tokens = p.n_ctx;
+    if (p.n_logits_max <= 0 || p.n_logits_max > p.n_batch) p.n_logits_max = p.n_batch;
     if (p.n_batch <= 0) p.n_batch = 512;
     if (p.n_batch > 8192) return lm_error_set(LM_ERR_ARG, "context: n_batch %d > 8192", p.n_batch);
     if (p.n_threads <= 0) p.n_threads = lm_cpu_physical_cores();
@@ -134,6 +135,7 @@ enum lm_status lm_context_init(struct lm_context **out, struct lm_model *m,
     c->n_ctx = p.n_ctx;
     c->n_seq = p.n_seq_max;
     c->n_batch = p.n_batch;
+    c->n_logits_max = p.n_logits_max;
     c->n_threads = p.n_threads;
     enum lm_status st = lm_kv_init(&c->kv, hp->n_layer, hp->n_head_kv * hp->head_dim_k,
                                    hp->n_head_kv * hp->head_dim_v, p.n_ctx, p.n_seq_max,
@@ -166,7 +168,7 @@ enum lm_status lm_context_init(struct lm_context **out, struct lm_model *m,
     c->scores = xalloc(c, ah * ((size_t)p.n_ctx + 64) * sizeof(float), &ok);
     c->attn_acc = xalloc(c, ah * 512 * sizeof(float), &ok);
     c->qtmp = xalloc(c, ah * (size_t)hp->head_dim_k * sizeof(float), &ok);
-    c->logits = xalloc(c, B * (size_t)hp->n_vocab * sizeof(float), &ok);
+    c->logits = xalloc(c, (size_t)c->n_logits_max * (size_t)hp->n_vocab * sizeof(float), &ok);
     const enum lm_dtype act[] = {LM_DTYPE_Q8_0, LM_DTYPE_Q8_1, LM_DTYPE_Q8_K, LM_DTYPE_F16,
                                  LM_DTYPE_BF16};
     for (size_t i = 0; i < sizeof act / sizeof act[0]; i++) {
@@ -260,7 +262,12 @@ enum lm_status lm_decode(struct lm_context *c, const struct lm_batch_entry *e, i
             return lm_error_set(LM_ERR_STATE, "decode: sequence %d is full (n_ctx %d)", e[i].seq,
                                 c->n_ctx);
         c->seq_next[e[i].seq]++;
-        if (e[i].want_logits) c->out_rows[n_out++] = i;
+        if (e[i].want_logits) {
+            if (n_out == c->n_logits_max)
+                return lm_error_set(LM_ERR_ARG, "decode: more than %d entries want logits "
+                                    "(n_logits_max)", c->n_logits_max);
+            c->out_rows[n_out++] = i;
+        }
     }
     enum lm_status st = lm_kv_prepare(&c->kv, e, n, c->kv_koff, c->kv_voff);
     if (st != LM_OK) return st;
@@ -282,3 +289,12 @@ int32_t lm_context_n_ctx(const struct lm_context *c) { return c->n_ctx; }
 int32_t lm_context_n_seq(const struct lm_context *c) { return c->n_seq; }
 int32_t lm_context_n_batch(const struct lm_context *c) { return c->n_batch; }
 uint64_t lm_context_scratch_bytes(const struct lm_context *c) { return c->scratch_bytes; }
+
+void lm_context_thread_stats(const struct lm_context *c, int ith, struct lm_context_thread_stats *out) {
+    struct lm_pool_stats ps = {0};
+    if (ith >= 0 && ith < c->n_threads) lm_pool_stats_get(c->pool, ith, &ps);
+    out->wait_ns = ps.wait_ns;
+    out->n_barriers = ps.n_barriers;
+}
+
+void lm_context_thread_stats_reset(struct lm_context *c) { lm_pool_stats_reset(c->pool); }

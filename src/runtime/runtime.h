@@ -23,7 +23,7 @@ struct lm_context {
     struct lm_model *m;
     const struct lm_kernels *kern;
     struct lm_pool *pool;
-    int32_t n_ctx, n_seq, n_batch, n_threads;
+    int32_t n_ctx, n_seq, n_batch, n_threads, n_logits_max;
     struct lm_kv_cache kv;
 
     // current batch (set by lm_decode)
@@ -56,7 +56,7 @@ struct lm_context {
     float *scores;   // (n_threads, LM_ATTN_MAX_HEADS, n_ctx + 64) scores / probabilities
     float *attn_acc; // (n_threads, LM_ATTN_MAX_HEADS, 512) vectors awaiting a reduction
     float *qtmp;     // (n_threads, LM_ATTN_MAX_HEADS, hd_k) q rounded to f16 precision
-    float *logits;  // (n_batch, n_vocab)
+    float *logits;  // (n_logits_max, n_vocab)
     // per-thread quantized activations for small batches (no barrier needed):
     // xq_priv[ith * LM_DTYPE_COUNT + dtype] -> (LM_PRIVATE_QUANT_ROWS, widest row bytes)
     void **xq_priv;

@@ -168,7 +168,8 @@ enum lm_status lm_engine_init(struct lm_engine **out, struct lm_model *m,
     if (!e) return lm_error_set(LM_ERR_NOMEM, "engine: out of memory");
     struct lm_context_params cp = {.n_ctx = p.n_ctx, .n_seq_max = p.max_running,
                                    .n_batch = p.step_tokens, .n_threads = p.n_threads,
-                                   .kv_tokens = p.kv_tokens, .no_prefix_cache = p.no_prefix_cache};
+                                   .kv_tokens = p.kv_tokens, .no_prefix_cache = p.no_prefix_cache,
+                                   .n_logits_max = p.max_running};
     enum lm_status st = lm_context_init(&e->c, m, &cp);
     if (st != LM_OK) {
         free(e);
