@@ -28,7 +28,7 @@ static struct model_seq ms[4];
 
 // decode n tokens onto seq (simulated forward: writes the content of each cell)
 static enum lm_status put(struct lm_kv_cache *kv, int32_t seq, const int32_t *tok, int32_t n) {
-    struct lm_batch_entry e[64];
+    struct lm_batch_entry e[64] = {{0}};
     size_t ko[64], vo[64];
     LM_ASSERT(n <= 64);
     for (int32_t i = 0; i < n; i++)
