@@ -170,5 +170,28 @@ int main(void) {
         if (!(big[id] > big[best] - 5.5f / NV)) { CHECKF(0, "id %d (%g) not in the top 5", id, big[id]); break; }
     }
     lm_sampler_free(s);
+
+    // greedy = the first index of the largest logit, on odd lengths with many ties and
+    // NaNs (the vectorized argmax against the plain loop)
+    {
+        static float v[4099];
+        const int lens[] = {1, 2, 15, 16, 17, 31, 32, 33, 47, 64, 65, 1000, 4099};
+        int bad = 0;
+        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+            const int n = lens[li];
+            for (int rep = 0; rep < 40; rep++) {
+                for (int i = 0; i < n; i++) v[i] = (float)(lm_test_rng_u64() % 7);
+                if (rep % 5 == 1) v[lm_test_rng_u64() % n] = NAN;
+                int want = 0;
+                for (int i = 1; i < n; i++) if (v[i] > v[want]) want = i;
+                p = lm_sampler_params_default();
+                p.temperature = 0.0f;
+                s = mk(p, n);
+                if (lm_sampler_sample(s, v) != want) bad++;
+                lm_sampler_free(s);
+            }
+        }
+        CHECKF(bad == 0, "%d greedy picks differ from the first maximum", bad);
+    }
     return lm_test_finish();
 }
