@@ -1,7 +1,7 @@
-// Llama-style decoder families sharing one loader and forward pass, as llama.cpp builds
-// them (src/models/llama.cpp, qwen2.cpp, qwen3.cpp): pre-norm blocks, GQA attention,
-// SwiGLU FFN, separate or tied LM head. llama: NORM RoPE, linear or llama3 (rope_freqs)
-// scaling; qwen2: q/k/v biases, NEOX RoPE; qwen3: per-head QK-norm before NEOX RoPE.
+// Llama-style decoder families sharing one loader, as llama.cpp builds them
+// (src/models/llama.cpp, qwen2.cpp, qwen3.cpp): pre-norm blocks, GQA attention, SwiGLU FFN,
+// separate or tied LM head; the forward is lm_decoder_forward. llama: NORM RoPE, linear or
+// llama3 (rope_freqs) scaling; qwen2: q/k/v biases, NEOX RoPE; qwen3: per-head QK-norm.
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -232,108 +232,11 @@ static enum lm_status llama_load(struct lm_model *m) {
     return LM_OK;
 }
 
-// ================================================================ forward
-
-// Runs on every pool thread, in gemma3_forward's shape: SYNC ends an op at a barrier
-// (recording its span and wait when profiling), MARK ends one without, where the next op
-// works on the same rows of the same thread (q/k/v bias -> qk norm -> rope -> kv write;
-// residual add -> norm; gate/up -> SiLU). Decode has 7 barriers per layer, 5 with 2+
-// threads (the residual steps then run on every thread, lm_op_residual_norm_priv).
-static void llama_forward(struct lm_context *c, int ith, int nth) {
-    const struct lm_model *m = c->m;
-    const struct lm_hparams *hp = &m->hp;
-    const int64_t N = c->n_tokens, E = hp->n_embd;
-    uint64_t t = lm_prof_now();
-#define SYNC(op, layer) t = lm_fwd_sync(c, ith, op, layer, t)
-#define SYNC_MM(op, layer, ws, n) t = lm_fwd_sync_mm(c, ith, op, layer, t, ws, n)
-#define MARK(op, layer) t = lm_fwd_mark(ith, op, layer, t)
-
-    lm_op_embed(c, hp->embd_scale, ith, nth);
-    lm_op_rope_cache(c, ith, nth);
-    MARK(LM_OP_EMBED, -1);
-    lm_op_rmsnorm(c->xn, c->x, &m->layers[0].attn_norm, N, E, hp->rms_eps, ith, nth);
-    SYNC(LM_OP_ATTN_NORM, 0);
-    // small batches: residual steps without barriers (as in gemma3_forward)
-    const bool pv = nth > 1 && N <= LM_PRIVATE_QUANT_ROWS;
-    float *xcur = c->x, *xoth = c->x_alt;
-    float *const xn_own = pv ? c->xn_priv + (size_t)ith * LM_PRIVATE_QUANT_ROWS * E : c->xn;
-    const float *xin = c->xn; // the QKV input: attn_norm(x)
-    for (int il = 0; il < hp->n_layer; il++) {
-        const struct lm_layer *L = &m->layers[il];
-        // ---- attention block (xn = attn_norm(x) from the previous step)
-        const struct lm_weight *const qkv[3] = {&L->wq, &L->wk, &L->wv};
-        {
-            float *const ys[3] = {c->q, c->k, c->v};
-            lm_op_matmul_multi(c, 3, ys, xin, qkv, N, ith, nth);
-        }
-        SYNC_MM(LM_OP_QKV, il, qkv, 3);
-        // biases (qwen2), qk norm (qwen3), RoPE, q *= attn_scale, kv write: per token
-        lm_op_qk_rope_kv(c, il, ith, nth, &t);
-        SYNC(LM_OP_KV_WRITE, il);
-        // the last layer goes on with the output tokens' rows only (none: done)
-        int64_t r0 = 0, Nr = N;
-        if (il + 1 == hp->n_layer) {
-            Nr = lm_last_layer_rows(c, &r0);
-            if (Nr == 0) break;
-        }
-        lm_op_attention(c, il, ith, nth);
-        SYNC(LM_OP_ATTENTION, il);
-        const struct lm_weight *const wo[1] = {&L->wo};
-        lm_op_matmul(c, c->o, c->att + r0 * L->wo.n_in, &L->wo, Nr, ith, nth);
-        SYNC_MM(LM_OP_O_PROJ, il, wo, 1);
-        if (pv) { // residual + ffn norm in the FFN_NORM span, no barrier
-            lm_fwd_residual_priv(&xcur, &xoth, r0, c->o, NULL, &L->ffn_norm, hp->rms_eps,
-                                     Nr, E, xn_own, ith);
-            MARK(LM_OP_FFN_NORM, il);
-        } else {
-            lm_op_add(xcur + r0 * E, c->o, Nr, E, ith, nth);
-            MARK(LM_OP_ATTN_RESIDUAL, il);
-            lm_op_rmsnorm(c->xn, xcur + r0 * E, &L->ffn_norm, Nr, E, hp->rms_eps, ith, nth);
-            SYNC(LM_OP_FFN_NORM, il);
-        }
-        // ---- feed-forward block (SwiGLU)
-        lm_op_gate_up_act(c, c->gate, c->up, xn_own, &L->gate, &L->up, Nr, 1, il, ith, nth, &t);
-        SYNC(LM_OP_ACTIVATION, il);
-        const struct lm_weight *const down[1] = {&L->down};
-        lm_op_matmul(c, c->o, c->gate, &L->down, Nr, ith, nth);
-        SYNC_MM(LM_OP_DOWN, il, down, 1);
-        if (pv) { // back into x; the last layer's rows are needed by every thread's head
-            const bool last = il + 1 == hp->n_layer;
-            lm_fwd_residual_priv(&xcur, &xoth, r0, c->o, NULL,
-                                     last ? NULL : &m->layers[il + 1].attn_norm, hp->rms_eps, Nr, E,
-                                     xn_own, ith);
-            xin = xn_own;
-            if (last) SYNC(LM_OP_FFN_RESIDUAL, il);
-            else MARK(LM_OP_ATTN_NORM, il + 1);
-            continue;
-        }
-        lm_op_add(xcur + r0 * E, c->o, Nr, E, ith, nth);
-        if (il + 1 < hp->n_layer) {
-            MARK(LM_OP_FFN_RESIDUAL, il);
-            lm_op_rmsnorm(c->xn, c->x, &m->layers[il + 1].attn_norm, N, E, hp->rms_eps, ith, nth);
-            SYNC(LM_OP_ATTN_NORM, il + 1);
-        } else {
-            SYNC(LM_OP_FFN_RESIDUAL, il);
-        }
-    }
-    if (c->n_out > 0) {
-        lm_op_output_norm(c, ith, nth);
-        SYNC(LM_OP_OUTPUT_NORM, -1);
-        const struct lm_weight *const head[1] = {&m->output};
-        lm_op_lm_head(c, ith, nth);
-        if (m->output_b.data) { // qwen2 with an output bias
-            SYNC_MM(LM_OP_LM_HEAD, -1, head, 1);
-            lm_op_add_bias(c->logits, &m->output_b, c->n_out, ith, nth);
-            SYNC(LM_OP_LM_HEAD, -1);
-        } else {
-            SYNC_MM(LM_OP_LM_HEAD, -1, head, 1);
-        }
-    }
-#undef SYNC
-#undef SYNC_MM
-#undef MARK
-}
-
-const struct lm_arch lm_arch_llama = {.name = "llama", .load = llama_load, .forward = llama_forward};
-const struct lm_arch lm_arch_qwen2 = {.name = "qwen2", .load = llama_load, .forward = llama_forward};
-const struct lm_arch lm_arch_qwen3 = {.name = "qwen3", .load = llama_load, .forward = llama_forward};
+// pre-norm blocks only, SwiGLU
+#define LLAMA_DECODER {.post_norms = false, .ffn_act = LM_FFN_ACT_SILU}
+const struct lm_arch lm_arch_llama = {
+    .name = "llama", .load = llama_load, .forward = lm_decoder_forward, .decoder = LLAMA_DECODER};
+const struct lm_arch lm_arch_qwen2 = {
+    .name = "qwen2", .load = llama_load, .forward = lm_decoder_forward, .decoder = LLAMA_DECODER};
+const struct lm_arch lm_arch_qwen3 = {
+    .name = "qwen3", .load = llama_load, .forward = lm_decoder_forward, .decoder = LLAMA_DECODER};

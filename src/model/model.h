@@ -79,12 +79,36 @@ struct lm_layer {
 struct lm_context;
 struct lm_batch_plan;
 
+// The gate's activation in the FFN: act(gate) * up. The values are lm_op_gate_up_act's
+// act codes.
+enum lm_ffn_act {
+    LM_FFN_ACT_GELU = 0, // GELU (tanh approximation): gemma3
+    LM_FFN_ACT_SILU = 1, // SiLU (SwiGLU): llama, qwen2, qwen3
+};
+
+// The per-architecture shape of lm_decoder_forward's blocks, as data. What else differs
+// between the families is data too, used wherever present: per-model numbers in lm_hparams
+// (embd_scale: gemma3's sqrt(n_embd); final_softcap) and lm_layer (swa, rope_base); optional
+// weights the loader sets or leaves NULL (q/k/v biases: qwen2; q_norm/k_norm: gemma3, qwen3;
+// output_b: qwen2), which the ops apply when present.
+struct lm_decoder_desc {
+    bool post_norms;         // post_attn_norm / post_ffw_norm on the attention and FFN outputs
+                             // before their residual adds (gemma3; the loader requires them)
+    enum lm_ffn_act ffn_act;
+};
+
 struct lm_arch {
     const char *name; // general.architecture value
     enum lm_status (*load)(struct lm_model *m);
-    // Runs the whole forward pass for the planned batch on every pool thread.
+    // Runs the whole forward pass for the planned batch on every pool thread
+    // (lm_decoder_forward for every architecture so far).
     void (*forward)(struct lm_context *c, int ith, int nth);
+    struct lm_decoder_desc decoder; // read by lm_decoder_forward
 };
+
+// model/decoder.c: the forward pass of a decoder-only transformer (pre-norm blocks, GQA
+// attention, gated FFN, LM head), shaped by m->arch->decoder. Runs on every pool thread.
+void lm_decoder_forward(struct lm_context *c, int ith, int nth);
 
 struct lm_model {
     char path[512];
