@@ -12,28 +12,18 @@
 static enum lm_status gemma3_load(struct lm_model *m) {
     struct lm_hparams *hp = &m->hp;
     enum lm_status st;
-    uint32_t u;
-#define REQ_U32(key, field)                                                         \
-    do {                                                                            \
-        if ((st = lm_model_key_u32(m, key, &u, true)) != LM_OK) return st;          \
-        hp->field = (int32_t)u;                                                     \
-    } while (0)
-    REQ_U32("embedding_length", n_embd);
-    REQ_U32("block_count", n_layer);
-    REQ_U32("feed_forward_length", n_ff);
-    REQ_U32("attention.head_count", n_head);
+    if ((st = lm_model_key_i32(m, "embedding_length", &hp->n_embd, true))) return st;
+    if ((st = lm_model_key_i32(m, "block_count", &hp->n_layer, true))) return st;
+    if ((st = lm_model_key_i32(m, "feed_forward_length", &hp->n_ff, true))) return st;
+    if ((st = lm_model_key_i32(m, "attention.head_count", &hp->n_head, true))) return st;
     hp->n_head_kv = hp->n_head;
-    u = (uint32_t)hp->n_head_kv;
-    if ((st = lm_model_key_u32(m, "attention.head_count_kv", &u, false)) != LM_OK) return st;
-    hp->n_head_kv = (int32_t)u;
-    u = (uint32_t)(hp->n_head ? hp->n_embd / hp->n_head : 0);
-    if ((st = lm_model_key_u32(m, "attention.key_length", &u, false)) != LM_OK) return st;
-    hp->head_dim_k = (int32_t)u;
-    if ((st = lm_model_key_u32(m, "attention.value_length", &u, false)) != LM_OK) return st;
-    hp->head_dim_v = (int32_t)u;
-    u = 8192;
-    if ((st = lm_model_key_u32(m, "context_length", &u, false)) != LM_OK) return st;
-    hp->n_ctx_train = (int32_t)u;
+    if ((st = lm_model_key_i32(m, "attention.head_count_kv", &hp->n_head_kv, false))) return st;
+    hp->head_dim_k = hp->n_head ? hp->n_embd / hp->n_head : 0;
+    if ((st = lm_model_key_i32(m, "attention.key_length", &hp->head_dim_k, false))) return st;
+    hp->head_dim_v = hp->head_dim_k;
+    if ((st = lm_model_key_i32(m, "attention.value_length", &hp->head_dim_v, false))) return st;
+    hp->n_ctx_train = 8192;
+    if ((st = lm_model_key_i32(m, "context_length", &hp->n_ctx_train, false))) return st;
     if ((st = lm_model_key_f32(m, "attention.layer_norm_rms_epsilon", &hp->rms_eps, true)))
         return st;
     hp->rope_base = 10000.0f;
@@ -43,16 +33,14 @@ static enum lm_status gemma3_load(struct lm_model *m) {
     float factor = 1.0f;
     if ((st = lm_model_key_f32(m, "rope.scaling.factor", &factor, false))) return st;
     hp->rope_scale = factor > 0.0f ? 1.0f / factor : 1.0f;
-    u = 0;
-    if ((st = lm_model_key_u32(m, "attention.sliding_window", &u, false))) return st;
-    hp->n_swa = (int32_t)u;
-    u = 6; // llama.cpp's default period: every 6th layer is global
-    if ((st = lm_model_key_u32(m, "attention.sliding_window_pattern", &u, false))) return st;
-    hp->swa_period = (int32_t)u;
+    hp->n_swa = 0;
+    if ((st = lm_model_key_i32(m, "attention.sliding_window", &hp->n_swa, false))) return st;
+    hp->swa_period = 6; // llama.cpp's default period: every 6th layer is global
+    if ((st = lm_model_key_i32(m, "attention.sliding_window_pattern", &hp->swa_period, false)))
+        return st;
     hp->final_softcap = 0.0f;
     if ((st = lm_model_key_f32(m, "final_logit_softcapping", &hp->final_softcap, false)))
         return st;
-#undef REQ_U32
     if (hp->n_embd <= 0 || hp->n_layer <= 0 || hp->n_head <= 0 || hp->n_head_kv <= 0 ||
         hp->n_head % hp->n_head_kv != 0 || hp->head_dim_k <= 0 || hp->head_dim_k > 512 ||
         hp->head_dim_v <= 0 || hp->head_dim_v > 512 || hp->n_ff <= 0 || hp->n_layer > 4096 ||
@@ -90,22 +78,22 @@ static enum lm_status gemma3_load(struct lm_model *m) {
                  (hp->swa_period == 0 || (il % hp->swa_period) < hp->swa_period - 1);
         L->rope_base = L->swa ? hp->rope_base_swa : hp->rope_base;
         L->rope_scale = L->swa ? 1.0f : hp->rope_scale;
-#define W(field, nm, nin, nout)                                                        \
-    if ((st = lm_model_weightf(m, &L->field, true, nin, nout, "blk.%d." nm, il))) return st
-        W(attn_norm, "attn_norm.weight", E, 1);
-        W(wq, "attn_q.weight", E, qd);
-        W(wk, "attn_k.weight", E, kd);
-        W(wv, "attn_v.weight", E, vd);
-        W(q_norm, "attn_q_norm.weight", hp->head_dim_k, 1);
-        W(k_norm, "attn_k_norm.weight", hp->head_dim_k, 1);
-        W(wo, "attn_output.weight", qd, E);
-        W(post_attn_norm, "post_attention_norm.weight", E, 1);
-        W(ffn_norm, "ffn_norm.weight", E, 1);
-        W(gate, "ffn_gate.weight", E, F);
-        W(up, "ffn_up.weight", E, F);
-        W(down, "ffn_down.weight", F, E);
-        W(post_ffw_norm, "post_ffw_norm.weight", E, 1);
-#undef W
+        const struct lm_layer_tensor ts[] = {
+            {&L->attn_norm, "attn_norm.weight", E, 1, true},
+            {&L->wq, "attn_q.weight", E, qd, true},
+            {&L->wk, "attn_k.weight", E, kd, true},
+            {&L->wv, "attn_v.weight", E, vd, true},
+            {&L->q_norm, "attn_q_norm.weight", hp->head_dim_k, 1, true},
+            {&L->k_norm, "attn_k_norm.weight", hp->head_dim_k, 1, true},
+            {&L->wo, "attn_output.weight", qd, E, true},
+            {&L->post_attn_norm, "post_attention_norm.weight", E, 1, true},
+            {&L->ffn_norm, "ffn_norm.weight", E, 1, true},
+            {&L->gate, "ffn_gate.weight", E, F, true},
+            {&L->up, "ffn_up.weight", E, F, true},
+            {&L->down, "ffn_down.weight", F, E, true},
+            {&L->post_ffw_norm, "post_ffw_norm.weight", E, 1, true},
+        };
+        if ((st = lm_model_layer_weights(m, il, ts, (int)(sizeof ts / sizeof ts[0])))) return st;
     }
     return LM_OK;
 }

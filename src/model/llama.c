@@ -117,35 +117,26 @@ static enum lm_status llama_load(struct lm_model *m) {
     const struct llama_variant *v = variant_of(m);
     struct lm_hparams *hp = &m->hp;
     enum lm_status st;
-    uint32_t u;
-#define REQ_U32(key, field)                                                         \
-    do {                                                                            \
-        if ((st = lm_model_key_u32(m, key, &u, true)) != LM_OK) return st;          \
-        hp->field = (int32_t)u;                                                     \
-    } while (0)
-#define OPT_U32(key, field, dflt)                                                   \
-    do {                                                                            \
-        u = (uint32_t)(dflt);                                                       \
-        if ((st = lm_model_key_u32(m, key, &u, false)) != LM_OK) return st;         \
-        hp->field = (int32_t)u;                                                     \
-    } while (0)
-    REQ_U32("embedding_length", n_embd);
-    REQ_U32("block_count", n_layer);
-    REQ_U32("feed_forward_length", n_ff);
-    REQ_U32("attention.head_count", n_head);
-    OPT_U32("attention.head_count_kv", n_head_kv, hp->n_head);
-    OPT_U32("attention.key_length", head_dim_k, hp->n_head ? hp->n_embd / hp->n_head : 0);
-    OPT_U32("attention.value_length", head_dim_v, hp->n_head ? hp->n_embd / hp->n_head : 0);
-    OPT_U32("rope.dimension_count", n_rot, hp->head_dim_k);
-    OPT_U32("context_length", n_ctx_train, 4096);
-    u = 0;
+    if ((st = lm_model_key_i32(m, "embedding_length", &hp->n_embd, true))) return st;
+    if ((st = lm_model_key_i32(m, "block_count", &hp->n_layer, true))) return st;
+    if ((st = lm_model_key_i32(m, "feed_forward_length", &hp->n_ff, true))) return st;
+    if ((st = lm_model_key_i32(m, "attention.head_count", &hp->n_head, true))) return st;
+    hp->n_head_kv = hp->n_head;
+    if ((st = lm_model_key_i32(m, "attention.head_count_kv", &hp->n_head_kv, false))) return st;
+    hp->head_dim_k = hp->n_head ? hp->n_embd / hp->n_head : 0;
+    if ((st = lm_model_key_i32(m, "attention.key_length", &hp->head_dim_k, false))) return st;
+    hp->head_dim_v = hp->n_head ? hp->n_embd / hp->n_head : 0;
+    if ((st = lm_model_key_i32(m, "attention.value_length", &hp->head_dim_v, false))) return st;
+    hp->n_rot = hp->head_dim_k;
+    if ((st = lm_model_key_i32(m, "rope.dimension_count", &hp->n_rot, false))) return st;
+    hp->n_ctx_train = 4096;
+    if ((st = lm_model_key_i32(m, "context_length", &hp->n_ctx_train, false))) return st;
+    uint32_t u = 0;
     if ((st = lm_model_key_u32(m, "expert_count", &u, false))) return st;
     if (u > 0)
         return lm_error_set(LM_ERR_UNSUPPORTED,
                             "%s: %s: mixture-of-experts models (expert_count %u) are not supported",
                             m->arch->name, m->path, u);
-#undef REQ_U32
-#undef OPT_U32
     if ((st = lm_model_key_f32(m, "attention.layer_norm_rms_epsilon", &hp->rms_eps, true)))
         return st;
     if (hp->n_embd <= 0 || hp->n_layer <= 0 || hp->n_head <= 0 || hp->n_head_kv <= 0 ||
@@ -207,23 +198,23 @@ static enum lm_status llama_load(struct lm_model *m) {
         L->rope_base = hp->rope_base;
         L->rope_scale = hp->rope_scale;
         if ((st = reject_unsupported(m, il))) return st;
-#define W(field, req, nm, nin, nout)                                                   \
-    if ((st = lm_model_weightf(m, &L->field, req, nin, nout, "blk.%d." nm, il))) return st
-        W(attn_norm, true, "attn_norm.weight", E, 1);
-        W(wq, true, "attn_q.weight", E, qd);
-        W(wk, true, "attn_k.weight", E, kd);
-        W(wv, true, "attn_v.weight", E, vd);
-        W(bq, false, "attn_q.bias", qd, 1);
-        W(bk, false, "attn_k.bias", kd, 1);
-        W(bv, false, "attn_v.bias", vd, 1);
-        W(q_norm, v->qk_norm, "attn_q_norm.weight", hp->head_dim_k, 1);
-        W(k_norm, v->qk_norm, "attn_k_norm.weight", hp->head_dim_k, 1);
-        W(wo, true, "attn_output.weight", qd, E);
-        W(ffn_norm, true, "ffn_norm.weight", E, 1);
-        W(gate, true, "ffn_gate.weight", E, F);
-        W(up, true, "ffn_up.weight", E, F);
-        W(down, true, "ffn_down.weight", F, E);
-#undef W
+        const struct lm_layer_tensor ts[] = {
+            {&L->attn_norm, "attn_norm.weight", E, 1, true},
+            {&L->wq, "attn_q.weight", E, qd, true},
+            {&L->wk, "attn_k.weight", E, kd, true},
+            {&L->wv, "attn_v.weight", E, vd, true},
+            {&L->bq, "attn_q.bias", qd, 1, false},
+            {&L->bk, "attn_k.bias", kd, 1, false},
+            {&L->bv, "attn_v.bias", vd, 1, false},
+            {&L->q_norm, "attn_q_norm.weight", hp->head_dim_k, 1, v->qk_norm},
+            {&L->k_norm, "attn_k_norm.weight", hp->head_dim_k, 1, v->qk_norm},
+            {&L->wo, "attn_output.weight", qd, E, true},
+            {&L->ffn_norm, "ffn_norm.weight", E, 1, true},
+            {&L->gate, "ffn_gate.weight", E, F, true},
+            {&L->up, "ffn_up.weight", E, F, true},
+            {&L->down, "ffn_down.weight", F, E, true},
+        };
+        if ((st = lm_model_layer_weights(m, il, ts, (int)(sizeof ts / sizeof ts[0])))) return st;
         if (!v->qk_norm) { // llama.cpp only reads QK-norm weights for qwen3
             memset(&L->q_norm, 0, sizeof L->q_norm);
             memset(&L->k_norm, 0, sizeof L->k_norm);

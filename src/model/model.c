@@ -73,11 +73,30 @@ enum lm_status lm_model_weightf(struct lm_model *m, struct lm_weight *w, bool re
     return lm_model_weight(m, w, name, n_in, n_out, required);
 }
 
+enum lm_status lm_model_layer_weights(struct lm_model *m, int il, const struct lm_layer_tensor *ts,
+                                      int n) {
+    for (int k = 0; k < n; k++) {
+        const struct lm_layer_tensor *t = &ts[k];
+        enum lm_status st =
+            lm_model_weightf(m, t->w, t->required, t->n_in, t->n_out, "blk.%d.%s", il, t->name);
+        if (st != LM_OK) return st;
+    }
+    return LM_OK;
+}
+
 enum lm_status lm_model_key_u32(struct lm_model *m, const char *suffix, uint32_t *out,
                                 bool required) {
     char key[256];
     snprintf(key, sizeof key, "%s.%s", m->arch->name, suffix);
     return lm_gguf_get_u32(&m->gguf, key, out, required);
+}
+
+enum lm_status lm_model_key_i32(struct lm_model *m, const char *suffix, int32_t *out,
+                                bool required) {
+    uint32_t u = (uint32_t)*out;
+    enum lm_status st = lm_model_key_u32(m, suffix, &u, required);
+    if (st == LM_OK) *out = (int32_t)u;
+    return st;
 }
 
 enum lm_status lm_model_key_f32(struct lm_model *m, const char *suffix, float *out,

@@ -138,8 +138,23 @@ enum lm_status lm_model_weight(struct lm_model *m, struct lm_weight *w, const ch
 enum lm_status lm_model_weightf(struct lm_model *m, struct lm_weight *w, bool required,
                                 int64_t n_in, int64_t n_out, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
-// "<arch>.<suffix>" key helpers
+// One tensor of layer il for lm_model_layer_weights: "blk.<il>.<name>", shape (n_in, n_out)
+// as lm_model_weight checks it.
+struct lm_layer_tensor {
+    struct lm_weight *w;
+    const char *name;
+    int64_t n_in, n_out;
+    bool required; // false: an absent tensor leaves w zeroed (data NULL)
+};
+// Loads the tensors of layer il in order; stops at (and returns) the first error.
+enum lm_status lm_model_layer_weights(struct lm_model *m, int il, const struct lm_layer_tensor *ts,
+                                      int n);
+// "<arch>.<suffix>" key helpers; an absent optional key leaves *out as it was (the default)
 enum lm_status lm_model_key_u32(struct lm_model *m, const char *suffix, uint32_t *out,
+                                bool required);
+// a u32 key into an int32 hyper-parameter (values over INT32_MAX turn negative, which the
+// loaders' range checks reject)
+enum lm_status lm_model_key_i32(struct lm_model *m, const char *suffix, int32_t *out,
                                 bool required);
 enum lm_status lm_model_key_f32(struct lm_model *m, const char *suffix, float *out,
                                 bool required);
