@@ -174,18 +174,7 @@ static enum lm_status llama_load(struct lm_model *m) {
     const int64_t E = hp->n_embd, qd = (int64_t)hp->n_head * hp->head_dim_k,
                   kd = (int64_t)hp->n_head_kv * hp->head_dim_k,
                   vd = (int64_t)hp->n_head_kv * hp->head_dim_v, F = hp->n_ff;
-    const struct lm_gguf_tensor *te = lm_gguf_find_tensor(&m->gguf, "token_embd.weight");
-    if (!te || te->n_dims != 2 || te->ne[1] <= 0 || te->ne[1] > INT32_MAX)
-        return lm_error_set(LM_ERR_FORMAT,
-                            "%s: %s: missing or malformed tensor 'token_embd.weight'",
-                            m->arch->name, m->path);
-    hp->n_vocab = (int32_t)te->ne[1];
-    if ((st = lm_model_weight(m, &m->tok_embd, "token_embd.weight", E, hp->n_vocab, true)))
-        return st;
-    if ((st = lm_model_weight(m, &m->output_norm, "output_norm.weight", E, 1, true))) return st;
-    if ((st = lm_model_weight(m, &m->output, "output.weight", E, hp->n_vocab, false))) return st;
-    m->tied_output = m->output.data == NULL;
-    if (m->tied_output) m->output = m->tok_embd;
+    if ((st = lm_model_io_weights(m))) return st;
     memset(&m->output_b, 0, sizeof m->output_b);
     if (v->output_bias &&
         (st = lm_model_weight(m, &m->output_b, "output.bias", hp->n_vocab, 1, false)))

@@ -73,6 +73,25 @@ enum lm_status lm_model_weightf(struct lm_model *m, struct lm_weight *w, bool re
     return lm_model_weight(m, w, name, n_in, n_out, required);
 }
 
+enum lm_status lm_model_io_weights(struct lm_model *m) {
+    struct lm_hparams *hp = &m->hp;
+    const int64_t E = hp->n_embd;
+    enum lm_status st;
+    const struct lm_gguf_tensor *te = lm_gguf_find_tensor(&m->gguf, "token_embd.weight");
+    if (!te || te->n_dims != 2 || te->ne[1] <= 0 || te->ne[1] > INT32_MAX)
+        return lm_error_set(LM_ERR_FORMAT,
+                            "%s: %s: missing or malformed tensor 'token_embd.weight'",
+                            m->arch->name, m->path);
+    hp->n_vocab = (int32_t)te->ne[1];
+    if ((st = lm_model_weight(m, &m->tok_embd, "token_embd.weight", E, hp->n_vocab, true)))
+        return st;
+    if ((st = lm_model_weight(m, &m->output_norm, "output_norm.weight", E, 1, true))) return st;
+    if ((st = lm_model_weight(m, &m->output, "output.weight", E, hp->n_vocab, false))) return st;
+    m->tied_output = m->output.data == NULL;
+    if (m->tied_output) m->output = m->tok_embd;
+    return LM_OK;
+}
+
 enum lm_status lm_model_layer_weights(struct lm_model *m, int il, const struct lm_layer_tensor *ts,
                                       int n) {
     for (int k = 0; k < n; k++) {

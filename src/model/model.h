@@ -138,6 +138,9 @@ enum lm_status lm_model_weight(struct lm_model *m, struct lm_weight *w, const ch
 enum lm_status lm_model_weightf(struct lm_model *m, struct lm_weight *w, bool required,
                                 int64_t n_in, int64_t n_out, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
+// The weights around the layers: token_embd (which sets hp.n_vocab), output_norm, and the
+// LM head, output.weight or, when absent, the token embeddings (tied_output).
+enum lm_status lm_model_io_weights(struct lm_model *m);
 // One tensor of layer il for lm_model_layer_weights: "blk.<il>.<name>", shape (n_in, n_out)
 // as lm_model_weight checks it.
 struct lm_layer_tensor {
