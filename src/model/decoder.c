@@ -87,8 +87,10 @@ void lm_decoder_forward(struct lm_context *c, int ith, int nth) {
             lm_fwd_residual_priv(&xcur, &xoth, r0, c->o, post_ffw, next_norm, eps, Nr, E, xn_own,
                                  ith);
             xin = xn_own;
-            if (last) t = lm_fwd_sync(c, ith, LM_OP_FFN_RESIDUAL, il, t); // every head reads it
-            else t = lm_fwd_mark(ith, LM_OP_ATTN_NORM, il + 1, t);
+            if (last) // thread 0 wrote the rows every thread's output norm reads
+                t = lm_fwd_sync(c, ith, LM_OP_FFN_RESIDUAL, il, t);
+            else
+                t = lm_fwd_mark(ith, LM_OP_ATTN_NORM, il + 1, t);
             continue;
         }
         if (post_ffw) {
