@@ -12,14 +12,7 @@
 static enum lm_status gemma3_load(struct lm_model *m) {
     struct lm_hparams *hp = &m->hp;
     enum lm_status st;
-    if ((st = lm_model_key_i32(m, "embedding_length", &hp->n_embd, true))) return st;
-    if ((st = lm_model_key_i32(m, "block_count", &hp->n_layer, true))) return st;
-    if ((st = lm_model_key_i32(m, "feed_forward_length", &hp->n_ff, true))) return st;
-    if ((st = lm_model_key_i32(m, "attention.head_count", &hp->n_head, true))) return st;
-    hp->n_head_kv = hp->n_head;
-    if ((st = lm_model_key_i32(m, "attention.head_count_kv", &hp->n_head_kv, false))) return st;
-    hp->head_dim_k = hp->n_head ? hp->n_embd / hp->n_head : 0;
-    if ((st = lm_model_key_i32(m, "attention.key_length", &hp->head_dim_k, false))) return st;
+    if ((st = lm_model_block_dims(m))) return st;
     hp->head_dim_v = hp->head_dim_k;
     if ((st = lm_model_key_i32(m, "attention.value_length", &hp->head_dim_v, false))) return st;
     hp->n_ctx_train = 8192;

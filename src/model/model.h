@@ -138,6 +138,10 @@ enum lm_status lm_model_weight(struct lm_model *m, struct lm_weight *w, const ch
 enum lm_status lm_model_weightf(struct lm_model *m, struct lm_weight *w, bool required,
                                 int64_t n_in, int64_t n_out, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
+// The sizes every decoder family reads alike: n_embd, n_layer, n_ff, n_head (required keys),
+// n_head_kv (default n_head), head_dim_k (attention.key_length, default n_embd / n_head).
+// Range checks stay with the loaders, as does head_dim_v (whose default differs).
+enum lm_status lm_model_block_dims(struct lm_model *m);
 // The weights around the layers: token_embd (which sets hp.n_vocab), output_norm, and the
 // LM head, output.weight or, when absent, the token embeddings (tied_output).
 enum lm_status lm_model_io_weights(struct lm_model *m);
