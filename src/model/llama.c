@@ -1,7 +1,7 @@
-// Llama-style decoder families sharing one loader and forward pass, as llama.cpp builds
-// them (src/models/llama.cpp, qwen2.cpp, qwen3.cpp): pre-norm blocks, GQA attention,
-// SwiGLU FFN, separate or tied LM head. llama: NORM RoPE, linear or llama3 (rope_freqs)
-// scaling; qwen2: q/k/v biases, NEOX RoPE; qwen3: per-head QK-norm before NEOX RoPE.
+// Llama-style decoder families sharing one loader, as llama.cpp builds them
+// (src/models/llama.cpp, qwen2.cpp, qwen3.cpp): pre-norm blocks, GQA attention, SwiGLU FFN,
+// separate or tied LM head; the forward is lm_decoder_forward. llama: NORM RoPE, linear or
+// llama3 (rope_freqs) scaling; qwen2: q/k/v biases, NEOX RoPE; qwen3: per-head QK-norm.
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -117,35 +117,19 @@ static enum lm_status llama_load(struct lm_model *m) {
     const struct llama_variant *v = variant_of(m);
     struct lm_hparams *hp = &m->hp;
     enum lm_status st;
-    uint32_t u;
-#define REQ_U32(key, field)                                                         \
-    do {                                                                            \
-        if ((st = lm_model_key_u32(m, key, &u, true)) != LM_OK) return st;          \
-        hp->field = (int32_t)u;                                                     \
-    } while (0)
-#define OPT_U32(key, field, dflt)                                                   \
-    do {                                                                            \
-        u = (uint32_t)(dflt);                                                       \
-        if ((st = lm_model_key_u32(m, key, &u, false)) != LM_OK) return st;         \
-        hp->field = (int32_t)u;                                                     \
-    } while (0)
-    REQ_U32("embedding_length", n_embd);
-    REQ_U32("block_count", n_layer);
-    REQ_U32("feed_forward_length", n_ff);
-    REQ_U32("attention.head_count", n_head);
-    OPT_U32("attention.head_count_kv", n_head_kv, hp->n_head);
-    OPT_U32("attention.key_length", head_dim_k, hp->n_head ? hp->n_embd / hp->n_head : 0);
-    OPT_U32("attention.value_length", head_dim_v, hp->n_head ? hp->n_embd / hp->n_head : 0);
-    OPT_U32("rope.dimension_count", n_rot, hp->head_dim_k);
-    OPT_U32("context_length", n_ctx_train, 4096);
-    u = 0;
+    if ((st = lm_model_block_dims(m))) return st;
+    hp->head_dim_v = hp->n_head ? hp->n_embd / hp->n_head : 0;
+    if ((st = lm_model_key_i32(m, "attention.value_length", &hp->head_dim_v, false))) return st;
+    hp->n_rot = hp->head_dim_k;
+    if ((st = lm_model_key_i32(m, "rope.dimension_count", &hp->n_rot, false))) return st;
+    hp->n_ctx_train = 4096;
+    if ((st = lm_model_key_i32(m, "context_length", &hp->n_ctx_train, false))) return st;
+    uint32_t u = 0;
     if ((st = lm_model_key_u32(m, "expert_count", &u, false))) return st;
     if (u > 0)
         return lm_error_set(LM_ERR_UNSUPPORTED,
                             "%s: %s: mixture-of-experts models (expert_count %u) are not supported",
                             m->arch->name, m->path, u);
-#undef REQ_U32
-#undef OPT_U32
     if ((st = lm_model_key_f32(m, "attention.layer_norm_rms_epsilon", &hp->rms_eps, true)))
         return st;
     if (hp->n_embd <= 0 || hp->n_layer <= 0 || hp->n_head <= 0 || hp->n_head_kv <= 0 ||
@@ -183,18 +167,7 @@ static enum lm_status llama_load(struct lm_model *m) {
     const int64_t E = hp->n_embd, qd = (int64_t)hp->n_head * hp->head_dim_k,
                   kd = (int64_t)hp->n_head_kv * hp->head_dim_k,
                   vd = (int64_t)hp->n_head_kv * hp->head_dim_v, F = hp->n_ff;
-    const struct lm_gguf_tensor *te = lm_gguf_find_tensor(&m->gguf, "token_embd.weight");
-    if (!te || te->n_dims != 2 || te->ne[1] <= 0 || te->ne[1] > INT32_MAX)
-        return lm_error_set(LM_ERR_FORMAT,
-                            "%s: %s: missing or malformed tensor 'token_embd.weight'",
-                            m->arch->name, m->path);
-    hp->n_vocab = (int32_t)te->ne[1];
-    if ((st = lm_model_weight(m, &m->tok_embd, "token_embd.weight", E, hp->n_vocab, true)))
-        return st;
-    if ((st = lm_model_weight(m, &m->output_norm, "output_norm.weight", E, 1, true))) return st;
-    if ((st = lm_model_weight(m, &m->output, "output.weight", E, hp->n_vocab, false))) return st;
-    m->tied_output = m->output.data == NULL;
-    if (m->tied_output) m->output = m->tok_embd;
+    if ((st = lm_model_io_weights(m))) return st;
     memset(&m->output_b, 0, sizeof m->output_b);
     if (v->output_bias &&
         (st = lm_model_weight(m, &m->output_b, "output.bias", hp->n_vocab, 1, false)))
@@ -207,23 +180,23 @@ static enum lm_status llama_load(struct lm_model *m) {
         L->rope_base = hp->rope_base;
         L->rope_scale = hp->rope_scale;
         if ((st = reject_unsupported(m, il))) return st;
-#define W(field, req, nm, nin, nout)                                                   \
-    if ((st = lm_model_weightf(m, &L->field, req, nin, nout, "blk.%d." nm, il))) return st
-        W(attn_norm, true, "attn_norm.weight", E, 1);
-        W(wq, true, "attn_q.weight", E, qd);
-        W(wk, true, "attn_k.weight", E, kd);
-        W(wv, true, "attn_v.weight", E, vd);
-        W(bq, false, "attn_q.bias", qd, 1);
-        W(bk, false, "attn_k.bias", kd, 1);
-        W(bv, false, "attn_v.bias", vd, 1);
-        W(q_norm, v->qk_norm, "attn_q_norm.weight", hp->head_dim_k, 1);
-        W(k_norm, v->qk_norm, "attn_k_norm.weight", hp->head_dim_k, 1);
-        W(wo, true, "attn_output.weight", qd, E);
-        W(ffn_norm, true, "ffn_norm.weight", E, 1);
-        W(gate, true, "ffn_gate.weight", E, F);
-        W(up, true, "ffn_up.weight", E, F);
-        W(down, true, "ffn_down.weight", F, E);
-#undef W
+        const struct lm_layer_tensor ts[] = {
+            {&L->attn_norm, "attn_norm.weight", E, 1, true},
+            {&L->wq, "attn_q.weight", E, qd, true},
+            {&L->wk, "attn_k.weight", E, kd, true},
+            {&L->wv, "attn_v.weight", E, vd, true},
+            {&L->bq, "attn_q.bias", qd, 1, false},
+            {&L->bk, "attn_k.bias", kd, 1, false},
+            {&L->bv, "attn_v.bias", vd, 1, false},
+            {&L->q_norm, "attn_q_norm.weight", hp->head_dim_k, 1, v->qk_norm},
+            {&L->k_norm, "attn_k_norm.weight", hp->head_dim_k, 1, v->qk_norm},
+            {&L->wo, "attn_output.weight", qd, E, true},
+            {&L->ffn_norm, "ffn_norm.weight", E, 1, true},
+            {&L->gate, "ffn_gate.weight", E, F, true},
+            {&L->up, "ffn_up.weight", E, F, true},
+            {&L->down, "ffn_down.weight", F, E, true},
+        };
+        if ((st = lm_model_layer_weights(m, il, ts, (int)(sizeof ts / sizeof ts[0])))) return st;
         if (!v->qk_norm) { // llama.cpp only reads QK-norm weights for qwen3
             memset(&L->q_norm, 0, sizeof L->q_norm);
             memset(&L->k_norm, 0, sizeof L->k_norm);
@@ -232,108 +205,11 @@ static enum lm_status llama_load(struct lm_model *m) {
     return LM_OK;
 }
 
-// ================================================================ forward
-
-// Runs on every pool thread, in gemma3_forward's shape: SYNC ends an op at a barrier
-// (recording its span and wait when profiling), MARK ends one without, where the next op
-// works on the same rows of the same thread (q/k/v bias -> qk norm -> rope -> kv write;
-// residual add -> norm; gate/up -> SiLU). Decode has 7 barriers per layer, 5 with 2+
-// threads (the residual steps then run on every thread, lm_op_residual_norm_priv).
-static void llama_forward(struct lm_context *c, int ith, int nth) {
-    const struct lm_model *m = c->m;
-    const struct lm_hparams *hp = &m->hp;
-    const int64_t N = c->n_tokens, E = hp->n_embd;
-    uint64_t t = lm_prof_now();
-#define SYNC(op, layer) t = lm_fwd_sync(c, ith, op, layer, t)
-#define SYNC_MM(op, layer, ws, n) t = lm_fwd_sync_mm(c, ith, op, layer, t, ws, n)
-#define MARK(op, layer) t = lm_fwd_mark(ith, op, layer, t)
-
-    lm_op_embed(c, hp->embd_scale, ith, nth);
-    lm_op_rope_cache(c, ith, nth);
-    MARK(LM_OP_EMBED, -1);
-    lm_op_rmsnorm(c->xn, c->x, &m->layers[0].attn_norm, N, E, hp->rms_eps, ith, nth);
-    SYNC(LM_OP_ATTN_NORM, 0);
-    // small batches: residual steps without barriers (as in gemma3_forward)
-    const bool pv = nth > 1 && N <= LM_PRIVATE_QUANT_ROWS;
-    float *xcur = c->x, *xoth = c->x_alt;
-    float *const xn_own = pv ? c->xn_priv + (size_t)ith * LM_PRIVATE_QUANT_ROWS * E : c->xn;
-    const float *xin = c->xn; // the QKV input: attn_norm(x)
-    for (int il = 0; il < hp->n_layer; il++) {
-        const struct lm_layer *L = &m->layers[il];
-        // ---- attention block (xn = attn_norm(x) from the previous step)
-        const struct lm_weight *const qkv[3] = {&L->wq, &L->wk, &L->wv};
-        {
-            float *const ys[3] = {c->q, c->k, c->v};
-            lm_op_matmul_multi(c, 3, ys, xin, qkv, N, ith, nth);
-        }
-        SYNC_MM(LM_OP_QKV, il, qkv, 3);
-        // biases (qwen2), qk norm (qwen3), RoPE, q *= attn_scale, kv write: per token
-        lm_op_qk_rope_kv(c, il, ith, nth, &t);
-        SYNC(LM_OP_KV_WRITE, il);
-        // the last layer goes on with the output tokens' rows only (none: done)
-        int64_t r0 = 0, Nr = N;
-        if (il + 1 == hp->n_layer) {
-            Nr = lm_last_layer_rows(c, &r0);
-            if (Nr == 0) break;
-        }
-        lm_op_attention(c, il, ith, nth);
-        SYNC(LM_OP_ATTENTION, il);
-        const struct lm_weight *const wo[1] = {&L->wo};
-        lm_op_matmul(c, c->o, c->att + r0 * L->wo.n_in, &L->wo, Nr, ith, nth);
-        SYNC_MM(LM_OP_O_PROJ, il, wo, 1);
-        if (pv) { // residual + ffn norm in the FFN_NORM span, no barrier
-            lm_fwd_residual_priv(&xcur, &xoth, r0, c->o, NULL, &L->ffn_norm, hp->rms_eps,
-                                     Nr, E, xn_own, ith);
-            MARK(LM_OP_FFN_NORM, il);
-        } else {
-            lm_op_add(xcur + r0 * E, c->o, Nr, E, ith, nth);
-            MARK(LM_OP_ATTN_RESIDUAL, il);
-            lm_op_rmsnorm(c->xn, xcur + r0 * E, &L->ffn_norm, Nr, E, hp->rms_eps, ith, nth);
-            SYNC(LM_OP_FFN_NORM, il);
-        }
-        // ---- feed-forward block (SwiGLU)
-        lm_op_gate_up_act(c, c->gate, c->up, xn_own, &L->gate, &L->up, Nr, 1, il, ith, nth, &t);
-        SYNC(LM_OP_ACTIVATION, il);
-        const struct lm_weight *const down[1] = {&L->down};
-        lm_op_matmul(c, c->o, c->gate, &L->down, Nr, ith, nth);
-        SYNC_MM(LM_OP_DOWN, il, down, 1);
-        if (pv) { // back into x; the last layer's rows are needed by every thread's head
-            const bool last = il + 1 == hp->n_layer;
-            lm_fwd_residual_priv(&xcur, &xoth, r0, c->o, NULL,
-                                     last ? NULL : &m->layers[il + 1].attn_norm, hp->rms_eps, Nr, E,
-                                     xn_own, ith);
-            xin = xn_own;
-            if (last) SYNC(LM_OP_FFN_RESIDUAL, il);
-            else MARK(LM_OP_ATTN_NORM, il + 1);
-            continue;
-        }
-        lm_op_add(xcur + r0 * E, c->o, Nr, E, ith, nth);
-        if (il + 1 < hp->n_layer) {
-            MARK(LM_OP_FFN_RESIDUAL, il);
-            lm_op_rmsnorm(c->xn, c->x, &m->layers[il + 1].attn_norm, N, E, hp->rms_eps, ith, nth);
-            SYNC(LM_OP_ATTN_NORM, il + 1);
-        } else {
-            SYNC(LM_OP_FFN_RESIDUAL, il);
-        }
-    }
-    if (c->n_out > 0) {
-        lm_op_output_norm(c, ith, nth);
-        SYNC(LM_OP_OUTPUT_NORM, -1);
-        const struct lm_weight *const head[1] = {&m->output};
-        lm_op_lm_head(c, ith, nth);
-        if (m->output_b.data) { // qwen2 with an output bias
-            SYNC_MM(LM_OP_LM_HEAD, -1, head, 1);
-            lm_op_add_bias(c->logits, &m->output_b, c->n_out, ith, nth);
-            SYNC(LM_OP_LM_HEAD, -1);
-        } else {
-            SYNC_MM(LM_OP_LM_HEAD, -1, head, 1);
-        }
-    }
-#undef SYNC
-#undef SYNC_MM
-#undef MARK
-}
-
-const struct lm_arch lm_arch_llama = {.name = "llama", .load = llama_load, .forward = llama_forward};
-const struct lm_arch lm_arch_qwen2 = {.name = "qwen2", .load = llama_load, .forward = llama_forward};
-const struct lm_arch lm_arch_qwen3 = {.name = "qwen3", .load = llama_load, .forward = llama_forward};
+// pre-norm blocks only, SwiGLU
+#define LLAMA_DECODER {.post_norms = false, .ffn_act = LM_FFN_ACT_SILU}
+const struct lm_arch lm_arch_llama = {
+    .name = "llama", .load = llama_load, .forward = lm_decoder_forward, .decoder = LLAMA_DECODER};
+const struct lm_arch lm_arch_qwen2 = {
+    .name = "qwen2", .load = llama_load, .forward = lm_decoder_forward, .decoder = LLAMA_DECODER};
+const struct lm_arch lm_arch_qwen3 = {
+    .name = "qwen3", .load = llama_load, .forward = lm_decoder_forward, .decoder = LLAMA_DECODER};

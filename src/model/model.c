@@ -73,6 +73,50 @@ enum lm_status lm_model_weightf(struct lm_model *m, struct lm_weight *w, bool re
     return lm_model_weight(m, w, name, n_in, n_out, required);
 }
 
+enum lm_status lm_model_block_dims(struct lm_model *m) {
+    struct lm_hparams *hp = &m->hp;
+    enum lm_status st;
+    if ((st = lm_model_key_i32(m, "embedding_length", &hp->n_embd, true))) return st;
+    if ((st = lm_model_key_i32(m, "block_count", &hp->n_layer, true))) return st;
+    if ((st = lm_model_key_i32(m, "feed_forward_length", &hp->n_ff, true))) return st;
+    if ((st = lm_model_key_i32(m, "attention.head_count", &hp->n_head, true))) return st;
+    hp->n_head_kv = hp->n_head;
+    if ((st = lm_model_key_i32(m, "attention.head_count_kv", &hp->n_head_kv, false))) return st;
+    hp->head_dim_k = hp->n_head ? hp->n_embd / hp->n_head : 0;
+    if ((st = lm_model_key_i32(m, "attention.key_length", &hp->head_dim_k, false))) return st;
+    return LM_OK;
+}
+
+enum lm_status lm_model_io_weights(struct lm_model *m) {
+    struct lm_hparams *hp = &m->hp;
+    const int64_t E = hp->n_embd;
+    enum lm_status st;
+    const struct lm_gguf_tensor *te = lm_gguf_find_tensor(&m->gguf, "token_embd.weight");
+    if (!te || te->n_dims != 2 || te->ne[1] <= 0 || te->ne[1] > INT32_MAX)
+        return lm_error_set(LM_ERR_FORMAT,
+                            "%s: %s: missing or malformed tensor 'token_embd.weight'",
+                            m->arch->name, m->path);
+    hp->n_vocab = (int32_t)te->ne[1];
+    if ((st = lm_model_weight(m, &m->tok_embd, "token_embd.weight", E, hp->n_vocab, true)))
+        return st;
+    if ((st = lm_model_weight(m, &m->output_norm, "output_norm.weight", E, 1, true))) return st;
+    if ((st = lm_model_weight(m, &m->output, "output.weight", E, hp->n_vocab, false))) return st;
+    m->tied_output = m->output.data == NULL;
+    if (m->tied_output) m->output = m->tok_embd;
+    return LM_OK;
+}
+
+enum lm_status lm_model_layer_weights(struct lm_model *m, int il, const struct lm_layer_tensor *ts,
+                                      int n) {
+    for (int k = 0; k < n; k++) {
+        const struct lm_layer_tensor *t = &ts[k];
+        enum lm_status st =
+            lm_model_weightf(m, t->w, t->required, t->n_in, t->n_out, "blk.%d.%s", il, t->name);
+        if (st != LM_OK) return st;
+    }
+    return LM_OK;
+}
+
 enum lm_status lm_model_key_u32(struct lm_model *m, const char *suffix, uint32_t *out,
                                 bool required) {
     char key[256];
@@ -85,6 +129,14 @@ enum lm_status lm_model_key_f32(struct lm_model *m, const char *suffix, float *o
     char key[256];
     snprintf(key, sizeof key, "%s.%s", m->arch->name, suffix);
     return lm_gguf_get_f32(&m->gguf, key, out, required);
+}
+
+enum lm_status lm_model_key_i32(struct lm_model *m, const char *suffix, int32_t *out,
+                                bool required) {
+    uint32_t u = (uint32_t)*out;
+    enum lm_status st = lm_model_key_u32(m, suffix, &u, required);
+    if (st == LM_OK) *out = (int32_t)u;
+    return st;
 }
 
 enum lm_status lm_model_load(struct lm_model **out, const char *path,

@@ -79,12 +79,36 @@ struct lm_layer {
 struct lm_context;
 struct lm_batch_plan;
 
+// The gate's activation in the FFN: act(gate) * up. The values are lm_op_gate_up_act's
+// act codes.
+enum lm_ffn_act {
+    LM_FFN_ACT_GELU = 0, // GELU (tanh approximation): gemma3
+    LM_FFN_ACT_SILU = 1, // SiLU (SwiGLU): llama, qwen2, qwen3
+};
+
+// The per-architecture shape of lm_decoder_forward's blocks, as data. What else differs
+// between the families is data too, used wherever present: per-model numbers in lm_hparams
+// (embd_scale: gemma3's sqrt(n_embd); final_softcap) and lm_layer (swa, rope_base); optional
+// weights the loader sets or leaves NULL (q/k/v biases: qwen2; q_norm/k_norm: gemma3, qwen3;
+// output_b: qwen2), which the ops apply when present.
+struct lm_decoder_desc {
+    bool post_norms;         // post_attn_norm / post_ffw_norm on the attention and FFN outputs
+                             // before their residual adds (gemma3; the loader requires them)
+    enum lm_ffn_act ffn_act;
+};
+
 struct lm_arch {
     const char *name; // general.architecture value
     enum lm_status (*load)(struct lm_model *m);
-    // Runs the whole forward pass for the planned batch on every pool thread.
+    // Runs the whole forward pass for the planned batch on every pool thread
+    // (lm_decoder_forward for every architecture so far).
     void (*forward)(struct lm_context *c, int ith, int nth);
+    struct lm_decoder_desc decoder; // read by lm_decoder_forward
 };
+
+// model/decoder.c: the forward pass of a decoder-only transformer (pre-norm blocks, GQA
+// attention, gated FFN, LM head), shaped by m->arch->decoder. Runs on every pool thread.
+void lm_decoder_forward(struct lm_context *c, int ith, int nth);
 
 struct lm_model {
     char path[512];
@@ -114,8 +138,30 @@ enum lm_status lm_model_weight(struct lm_model *m, struct lm_weight *w, const ch
 enum lm_status lm_model_weightf(struct lm_model *m, struct lm_weight *w, bool required,
                                 int64_t n_in, int64_t n_out, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
-// "<arch>.<suffix>" key helpers
+// The sizes every decoder family reads alike: n_embd, n_layer, n_ff, n_head (required keys),
+// n_head_kv (default n_head), head_dim_k (attention.key_length, default n_embd / n_head).
+// Range checks stay with the loaders, as does head_dim_v (whose default differs).
+enum lm_status lm_model_block_dims(struct lm_model *m);
+// The weights around the layers: token_embd (which sets hp.n_vocab), output_norm, and the
+// LM head, output.weight or, when absent, the token embeddings (tied_output).
+enum lm_status lm_model_io_weights(struct lm_model *m);
+// One tensor of layer il for lm_model_layer_weights: "blk.<il>.<name>", shape (n_in, n_out)
+// as lm_model_weight checks it.
+struct lm_layer_tensor {
+    struct lm_weight *w;
+    const char *name;
+    int64_t n_in, n_out;
+    bool required; // false: an absent tensor leaves w zeroed (data NULL)
+};
+// Loads the tensors of layer il in order; stops at (and returns) the first error.
+enum lm_status lm_model_layer_weights(struct lm_model *m, int il, const struct lm_layer_tensor *ts,
+                                      int n);
+// "<arch>.<suffix>" key helpers; an absent optional key leaves *out as it was (the default)
 enum lm_status lm_model_key_u32(struct lm_model *m, const char *suffix, uint32_t *out,
+                                bool required);
+// a u32 key into an int32 hyper-parameter (values over INT32_MAX turn negative, which the
+// loaders' range checks reject)
+enum lm_status lm_model_key_i32(struct lm_model *m, const char *suffix, int32_t *out,
                                 bool required);
 enum lm_status lm_model_key_f32(struct lm_model *m, const char *suffix, float *out,
                                 bool required);

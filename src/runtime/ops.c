@@ -984,15 +984,20 @@ void lm_op_embed(struct lm_context *c, float scale, int ith, int nth) {
 }
 
 // xn rows = final norm of the residual rows that want logits (gathered)
-void lm_op_output_norm(struct lm_context *c, int ith, int nth) {
+void lm_op_output_norm(struct lm_context *c, const float *x, int ith, int nth) {
     const struct lm_model *m = c->m;
     const int64_t d = m->hp.n_embd;
     int64_t s, e;
     split(c->n_out, ith, nth, &s, &e);
     for (int64_t r = s; r < e; r++)
-        rmsnorm_row(c->xn + r * d, c->x + (int64_t)c->out_rows[r] * d,
+        rmsnorm_row(c->xn + r * d, x + (int64_t)c->out_rows[r] * d,
                     (const float *)m->output_norm.data, d, m->hp.rms_eps);
-    if (ith == 0) atomic_store_explicit(&c->head_next, 0, memory_order_relaxed); // a barrier follows
+}
+
+// a separate call, not a side effect of the output norm: the caller owns the barrier that
+// orders it before every thread's first claim
+void lm_op_lm_head_reset(struct lm_context *c, int ith) {
+    if (ith == 0) atomic_store_explicit(&c->head_next, 0, memory_order_relaxed);
 }
 
 // the smallest claim of lm_head rows: 128 groups, ~1.4 MB of Gemma's q8_0 head

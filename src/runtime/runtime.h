@@ -38,7 +38,7 @@ struct lm_context {
     // xn_priv rows, while thread 0 writes the residual stream alternately to x and x_alt
     float *x_alt;        // (LM_PRIVATE_QUANT_ROWS, n_embd)
     float *xn_priv;      // (n_threads, LM_PRIVATE_QUANT_ROWS, n_embd)
-    atomic_llong head_next; // next lm_head row to claim (lm_op_lm_head; reset by lm_op_output_norm)
+    atomic_llong head_next; // next lm_head row to claim (lm_op_lm_head; lm_op_lm_head_reset)
 
     // scratch, sized once for n_batch entries (no allocation in the hot path)
     float *x;     // (n_batch, n_embd) residual stream
@@ -129,8 +129,12 @@ void lm_op_kv_write(struct lm_context *c, int il, int ith, int nth);
 void lm_op_attention(struct lm_context *c, int il, int ith, int nth);
 // x (n_tokens, n_embd) = embedding rows of the batch tokens * scale
 void lm_op_embed(struct lm_context *c, float scale, int ith, int nth);
-// xn rows = final norm of the x rows that want logits (gathered by out_rows)
-void lm_op_output_norm(struct lm_context *c, int ith, int nth);
+// xn rows = final norm of the rows of x that want logits (gathered by out_rows). x: the
+// buffer holding the final residual stream (n_tokens rows; the forward's, c->x or c->x_alt).
+void lm_op_output_norm(struct lm_context *c, const float *x, int ith, int nth);
+// Rewinds the head's row-claim counter (thread 0). lm_op_lm_head needs it once per pass,
+// with a barrier between the two (the forward puts it before the output norm's barrier).
+void lm_op_lm_head_reset(struct lm_context *c, int ith);
 // logits = lm_head(xn rows) (+ final soft-capping); has an internal barrier if capping
 void lm_op_lm_head(struct lm_context *c, int ith, int nth);
 
