@@ -146,15 +146,8 @@ int cmd_run(int argc, char **argv) {
         struct lm_chat_msg msg = {.role = "user", .content = prompt};
         size_t chat_len = 0;
         // template from the model's metadata (tokenizer.chat_template, vocab, architecture)
-        struct lm_gguf_str tmpl_s = {0, NULL};
-        lm_gguf_get_str(&m->gguf, "tokenizer.chat_template", &tmpl_s, false);
-        char *tmpl_text = NULL;
-        if (tmpl_s.data && (tmpl_text = malloc(tmpl_s.len + 1))) {
-            memcpy(tmpl_text, tmpl_s.data, tmpl_s.len);
-            tmpl_text[tmpl_s.len] = 0;
-        }
-        enum lm_chat_template tmpl = lm_chat_template_detect(tok, lm_model_arch(m), tmpl_text);
-        free(tmpl_text);
+        enum lm_chat_template tmpl =
+            lm_chat_template_detect(tok, lm_model_arch(m), lm_model_chat_template(m));
         if (tmpl == LM_CHAT_TEMPLATE_NONE) tmpl = LM_CHAT_TEMPLATE_CHATML; // llama.cpp's fallback
         st = lm_chat_apply(tmpl, &msg, 1, true, &chat_text, &chat_len);
         if (st != LM_OK) {

@@ -179,6 +179,16 @@ enum lm_status lm_model_load(struct lm_model **out, const char *path,
     if ((st = m->arch->load(m)) != LM_OK) goto fail;
     if ((st = lm_model_repack_il(m)) != LM_OK) goto fail;
     if ((st = lm_tokenizer_load(&m->tok, &m->gguf)) != LM_OK) goto fail;
+    struct lm_gguf_str tmpl = {0, NULL};
+    if ((st = lm_gguf_get_str(&m->gguf, "tokenizer.chat_template", &tmpl, false)) != LM_OK) goto fail;
+    if (tmpl.data) { // a NUL-terminated copy for lm_model_chat_template
+        if (!(m->chat_template = malloc(tmpl.len + 1))) {
+            st = lm_error_set(LM_ERR_NOMEM, "model: out of memory");
+            goto fail;
+        }
+        memcpy(m->chat_template, tmpl.data, tmpl.len);
+        m->chat_template[tmpl.len] = 0;
+    }
     if (lm_tokenizer_n_vocab(m->tok) != m->hp.n_vocab) {
         // llama.cpp allows a padded embedding; lumen requires the token count to fit
         if (lm_tokenizer_n_vocab(m->tok) > m->hp.n_vocab) {
@@ -200,6 +210,7 @@ fail:
 void lm_model_free(struct lm_model *m) {
     if (!m) return;
     if (m->tok) lm_tokenizer_free(m->tok);
+    free(m->chat_template);
     free(m->layers);
     free(m->il_buf);
     lm_gguf_close(&m->gguf);
@@ -210,3 +221,4 @@ int32_t lm_model_n_vocab(const struct lm_model *m) { return m->hp.n_vocab; }
 int32_t lm_model_n_ctx_train(const struct lm_model *m) { return m->hp.n_ctx_train; }
 const char *lm_model_arch(const struct lm_model *m) { return m->arch->name; }
 const struct lm_tokenizer *lm_model_tokenizer(const struct lm_model *m) { return m->tok; }
+const char *lm_model_chat_template(const struct lm_model *m) { return m->chat_template; }

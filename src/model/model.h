@@ -125,6 +125,7 @@ struct lm_model {
                                   // rope_freqs.weight or computed into rope_freqs_buf
     float rope_freqs_buf[256];
     struct lm_tokenizer *tok;
+    char *chat_template;   // tokenizer.chat_template (NUL-terminated copy) or NULL
     uint64_t load_ns;
     uint64_t weight_bytes; // bytes of all tensors
     void *il_buf;          // il copies of the layer matmul weights (lm_model_repack_il)

@@ -123,6 +123,14 @@ const char *lm_chat_template_name(enum lm_chat_template tmpl) {
     }
 }
 
+enum lm_chat_template lm_chat_template_from_name(const char *name) {
+    if (!name) return LM_CHAT_TEMPLATE_NONE;
+    if (!strcmp(name, "gemma")) return LM_CHAT_TEMPLATE_GEMMA;
+    if (!strcmp(name, "llama3")) return LM_CHAT_TEMPLATE_LLAMA3;
+    if (!strcmp(name, "chatml")) return LM_CHAT_TEMPLATE_CHATML;
+    return LM_CHAT_TEMPLATE_NONE;
+}
+
 static bool has(const char *s, const char *needle) { return strstr(s, needle) != NULL; }
 
 static bool vocab_has(const struct lm_tokenizer *t, const char *text) {

@@ -120,7 +120,6 @@ int32_t lm_tokenizer_find(const struct lm_tokenizer *t, const char *text, size_t
 const char *lm_tokenizer_text(const struct lm_tokenizer *t, int32_t id, size_t *len);
 uint32_t lm_tokenizer_attr(const struct lm_tokenizer *t, int32_t id); // 0 if out of range
 // Upper bound on lm_token_to_piece() byte counts for this vocabulary.
-size_t lm_tokenizer_max_piece(const struct lm_tokenizer *t);
 
 // Whole-sequence detokenization as llama_detokenize(): remove_special drops a leading BOS
 // and trailing EOS (when the vocab adds them), unparse_special renders control tokens, and
@@ -130,55 +129,7 @@ enum lm_status lm_tokenizer_detokenize(const struct lm_tokenizer *t, const int32
                                        bool remove_special, bool unparse_special, char **out,
                                        size_t *n_out);
 
-// ---------------------------------------------------------------- streaming detokenizer
-
-// Holds back the bytes of a UTF-8 sequence that is split across tokens (byte-fallback
-// tokens of an emoji, say) so every chunk handed out ends on a character boundary.
-// Invalid bytes (stray continuation bytes, 0xF8..0xFF) are passed through, never held.
-struct lm_detok {
-    uint8_t pend[4];
-    uint8_t n_pend;
-    bool render_special;
-};
-
-void lm_detok_init(struct lm_detok *d, bool render_special);
-// Appends the piece of id; writes the complete characters to out and sets *n_out.
-// cap must be >= lm_tokenizer_max_piece(t) + 4, else LM_ERR_ARG and d is unchanged.
-enum lm_status lm_detok_push(const struct lm_tokenizer *t, struct lm_detok *d, int32_t id, char *out,
-                             size_t cap, size_t *n_out);
-// Emits whatever is still held (an incomplete sequence at end of stream); at most 4 bytes.
-size_t lm_detok_flush(struct lm_detok *d, char *out, size_t cap);
-
-// ---------------------------------------------------------------- chat templates
-
-enum lm_chat_template {
-    LM_CHAT_TEMPLATE_NONE = -1,   // not detected / not supported
-    LM_CHAT_TEMPLATE_GEMMA = 0,   // <start_of_turn>role\n...<end_of_turn>\n
-    LM_CHAT_TEMPLATE_LLAMA3 = 1,  // <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|>
-    LM_CHAT_TEMPLATE_CHATML = 2,  // <|im_start|>role\n...<|im_end|>\n
-};
-
-struct lm_chat_msg {
-    const char *role;    // "system", "user", "assistant" (Gemma: -> "model"), or any other
-    const char *content;
-};
-
-// Writes the prompt text for msgs as llama.cpp's llm_chat_apply_template does (Gemma:
-// system messages are trimmed and merged into the next non-model turn; contents are
-// trimmed of ASCII whitespace). add_generation_prompt appends the opening of a model turn.
-// *out is malloc'd and NUL-terminated; *n_out excludes the NUL.
-enum lm_status lm_chat_apply(enum lm_chat_template tmpl, const struct lm_chat_msg *msgs, size_t n,
-                             bool add_generation_prompt, char **out, size_t *n_out);
-
-// Picks the template for a model. template_text (tokenizer.chat_template, may be NULL) is
-// matched as llama.cpp's llm_chat_detect_template does (a bare name "chatml", "llama3",
-// "gemma" or the markers in the Jinja text), returning NONE when it names a template lumen
-// lacks. Without a template text: the vocabulary's turn tokens (<|start_header_id|> +
-// <|eot_id|>, <|im_start|> + <|im_end|>, <start_of_turn>), then arch ("gemma*"). The turn
-// end tokens of all three are end-of-generation tokens (lm_tokenizer_is_eog).
-enum lm_chat_template lm_chat_template_detect(const struct lm_tokenizer *t, const char *arch,
-                                              const char *template_text);
-const char *lm_chat_template_name(enum lm_chat_template tmpl); // "gemma", ..., "none"
+// streaming detokenizer and chat templates: public (lumen.h)
 
 // ---------------------------------------------------------------- internal (tokenizer/*.c)
 
