@@ -11,6 +11,7 @@
 
 #include "base/threadpool.h"
 #include "kernels/kernels.h"
+#include "kernels/matmul.h"
 #include "model/model.h"
 #include "prof/prof.h"
 
@@ -65,28 +66,14 @@ struct lm_context {
     float *o;     // (n_batch, n_embd)
     float *gate;  // (n_batch, n_ff)
     float *up;    // (n_batch, n_ff)
-    void *xq[LM_DTYPE_COUNT]; // quantized activations per activation dtype (q8_0, q8_1,
-                              // q8_K, f16, bf16), (n_batch, row bytes of the widest input)
     // attention, per thread, for up to LM_ATTN_MAX_HEADS query heads done together:
     float *scores;   // (n_threads, LM_ATTN_MAX_HEADS, n_ctx + 64) scores / probabilities
     float *attn_acc; // (n_threads, LM_ATTN_MAX_HEADS, 512) vectors awaiting a reduction
     float *qtmp;     // (n_threads, LM_ATTN_MAX_HEADS, hd_k) q rounded to f16 precision
     float *logits;  // (n_batch, n_vocab)
-    // per-thread quantized activations for small batches (no barrier needed):
-    // xq_priv[ith * LM_DTYPE_COUNT + dtype] -> (LM_PRIVATE_QUANT_ROWS, widest row bytes)
-    void **xq_priv;
-    // q8_0 activations of large batches repacked for the VNNI multi-token kernels
-    // (lm_q8_0_repack_u8): xu8 (n_batch, xu8_stride bytes), xdyv (n_batch, xdyv_stride floats)
-    uint8_t *xu8;
-    float *xdyv;
-    uint8_t *xu8_priv; // (n_threads, LM_PRIVATE_QUANT_ROWS, xu8_stride): small batches
-    float *xdyv_priv;  // (n_threads, LM_PRIVATE_QUANT_ROWS, xdyv_stride)
-    size_t xu8_stride, xdyv_stride;
-    // q8_0 activations as "xq8" rows for the il q8_0 / q5_0 kernels (lm_il_act_from):
-    // xil (n_batch, xil_stride bytes), xil_priv (n_threads, LM_PRIVATE_QUANT_ROWS, xil_stride)
-    uint8_t *xil;
-    uint8_t *xil_priv;
-    size_t xil_stride;
+    // matmul activations (quantized, repacked), n_batch rows of the widest input, shared
+    // and per thread (kernels/matmul.h)
+    struct lm_matmul_ws mm;
     // RoPE cos/sin per batch entry for each distinct (base, scale) of the layers:
     // rope_cs[slot] -> (n_batch, n_rot) as (cos, sin) pairs; rope_slot[layer] -> slot
     int32_t n_rope_slots;
@@ -103,12 +90,9 @@ void lm_ops_init(void);
 // y[i] = rmsnorm(x[i]) * w for rows i in [0, n)  (w may be NULL: plain rmsnorm)
 void lm_op_rmsnorm(float *y, const float *x, const struct lm_weight *w, int64_t n_rows,
                    int64_t dim, float eps, int ith, int nth);
-#define LM_MATMUL_MAX_W 4
-// Batches up to this many rows quantize their activations per thread (redundantly)
-// instead of splitting the work and waiting at a barrier: cheaper for decode.
-#define LM_PRIVATE_QUANT_ROWS 4
-// Y (n_rows, W.n_out) = X (n_rows, W.n_in) @ W^T. Quantizes X, barrier, computes:
-// the caller places the barrier after it. _multi: several weights sharing X.
+// Y (n_rows, W.n_out) = X (n_rows, W.n_in) @ W^T on the path kernels/matmul.h chooses.
+// Quantizes X, barrier (large batches), computes: the caller places the barrier after it.
+// _multi: several weights sharing X (up to LM_MATMUL_MAX_W).
 void lm_op_matmul_multi(struct lm_context *c, int n_w, float *const *Ys, const float *X,
                         const struct lm_weight *const *Ws, int64_t n_rows, int ith, int nth);
 void lm_op_matmul(struct lm_context *c, float *Y, const float *X, const struct lm_weight *W,
