@@ -1,5 +1,5 @@
 // kernels/matmul.h: the path each dtype / layout / batch size takes on each kernel table
-// (the small-batch u8 GEMM included, which runtime/prof_hooks.c labels per_row or
+// (the small-batch u8 GEMM included, which the profiler used to label per_row or
 // multitoken), the decision's label, the workspace size query, and matmuls through
 // plan / quantize / rows: against a float64 reference within test_kernels_dot.c's per-dtype
 // tolerances (plus test_kernels_il.c's 1e-5 on il layouts), and bit-identical whatever
@@ -296,8 +296,8 @@ static void test_paths(void) {
         printf("no AVX-512 VNNI table on this CPU: its paths not checked\n");
         return;
     }
-    // q5_0 / q8_0 in the file layout: the u8 GEMM at every batch size. The profiler
-    // re-derives this as gemm_u8 only above LM_PRIVATE_QUANT_ROWS rows and so labels decode
+    // q5_0 / q8_0 in the file layout: the u8 GEMM at every batch size. The profiler used to
+    // re-derive this as gemm_u8 only above LM_PRIVATE_QUANT_ROWS rows and so labelled decode
     // "per_row" (1 token) and 2-4 tokens "multitoken" (e.g. LUMEN_NO_REPACK=1 decode).
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         PATH(a5, LM_DTYPE_Q8_0, false, all[i], "gemm_u8");

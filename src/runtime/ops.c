@@ -68,7 +68,8 @@ void lm_op_rmsnorm(float *y, const float *x, const struct lm_weight *w, int64_t 
 // ================================================================ matmul
 
 // The path choice, activation plan and kernels live in kernels/matmul.h; these ops split
-// rows across threads and place the barrier after a shared quantization.
+// rows across threads, place the barrier after a shared quantization, and keep thread 0's
+// decision for the profiler.
 
 // Plans Ws @ X on this thread and quantizes X: every row into this thread's own buffers
 // (small batches), or this thread's share of the rows into shared ones, then a barrier.
@@ -79,6 +80,7 @@ static void matmul_begin(struct lm_context *c, struct lm_matmul_plan *p, const s
     if (p->shared) split(n_rows, ith, nth, &s, &e);
     lm_matmul_quantize(p, s, e);
     if (p->shared) lm_pool_barrier(c->pool);
+    if (ith == 0 && lm_prof_on()) c->mm_last = p->d;
 }
 
 // For each j: Ws[j] (n_out_j, n_in) @ X (n_rows, n_in) -> Ys[j] (n_rows, n_out_j).
@@ -656,7 +658,7 @@ void lm_op_gate_up_act(struct lm_context *c, float *gate, float *up, const float
     if (lm_prof_on()) { // the activation is its own op in the profile
         const uint64_t t1 = lm_prof_ticks();
         lm_prof_op(ith, LM_OP_GATE_UP, il, *t, t1);
-        if (ith == 0) lm_fwd_matmul_event(c, LM_OP_GATE_UP, il, *t, t1, ws, 2);
+        if (ith == 0) lm_fwd_matmul_event(c, LM_OP_GATE_UP, il, *t, t1, &p.d);
         *t = t1;
     }
     for (int64_t i = 0; i < n_rows; i++) {

@@ -74,6 +74,9 @@ struct lm_context {
     // matmul activations (quantized, repacked), n_batch rows of the widest input, shared
     // and per thread (kernels/matmul.h)
     struct lm_matmul_ws mm;
+    // the decision of the last matmul op, kept by thread 0 when profiling, for its event
+    // (lm_fwd_sync_mm -> lm_fwd_matmul_event)
+    struct lm_matmul_decision mm_last;
     // RoPE cos/sin per batch entry for each distinct (base, scale) of the layers:
     // rope_cs[slot] -> (n_batch, n_rot) as (cos, sin) pairs; rope_slot[layer] -> slot
     int32_t n_rope_slots;
@@ -92,7 +95,8 @@ void lm_op_rmsnorm(float *y, const float *x, const struct lm_weight *w, int64_t 
                    int64_t dim, float eps, int ith, int nth);
 // Y (n_rows, W.n_out) = X (n_rows, W.n_in) @ W^T on the path kernels/matmul.h chooses.
 // Quantizes X, barrier (large batches), computes: the caller places the barrier after it.
-// _multi: several weights sharing X (up to LM_MATMUL_MAX_W).
+// _multi: several weights sharing X (up to LM_MATMUL_MAX_W). Thread 0 keeps the decision
+// in c->mm_last when profiling.
 void lm_op_matmul_multi(struct lm_context *c, int n_w, float *const *Ys, const float *X,
                         const struct lm_weight *const *Ws, int64_t n_rows, int ith, int nth);
 void lm_op_matmul(struct lm_context *c, float *Y, const float *X, const struct lm_weight *W,
@@ -137,11 +141,12 @@ void lm_op_lm_head(struct lm_context *c, int ith, int nth);
 // Ends op `op` of `layer` on this thread (started at t0 = lm_prof_now() or the previous
 // sync's return), waits at the barrier, records both spans when profiling is on, and
 // returns the start time of the next op. With profiling off: just the barrier.
-// mm/n_mm: the op's weights, recorded by thread 0 as one matmul event (fused ops: m is
-// the sum of the rows).
-// One matmul event (thread 0) for weights mm over [t0, t1].
+// mm/n_mm: the op's weights; thread 0 records one matmul event (fused ops: m is the sum
+// of the rows) from the decision the op kept in c->mm_last, which must be for mm.
+// One matmul event (thread 0) over [t0, t1] for the decision d a matmul op took: its
+// weights, rows and variant label (lm_matmul_decision_label).
 void lm_fwd_matmul_event(struct lm_context *c, enum lm_prof_op op, int layer, uint64_t t0,
-                         uint64_t t1, const struct lm_weight *const *mm, int n_mm);
+                         uint64_t t1, const struct lm_matmul_decision *d);
 // Records op span [t0, now] on this thread without a barrier (the next op uses the same
 // row partition); returns now. No-op (returns 0) when profiling is off.
 static inline uint64_t lm_fwd_mark(int ith, enum lm_prof_op op, int layer, uint64_t t0) {
