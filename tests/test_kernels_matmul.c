@@ -1,6 +1,6 @@
 // kernels/matmul.h: the path each dtype / layout / batch size takes on each kernel table
 // (the small-batch u8 GEMM included, which the profiler used to label per_row or
-// multitoken), the decision's label, the workspace size query, and matmuls through
+// multitoken), the decision's label, the workspace's fit and size query, and matmuls through
 // plan / quantize / rows: against a float64 reference within test_kernels_dot.c's per-dtype
 // tolerances (plus test_kernels_il.c's 1e-5 on il layouts), and bit-identical whatever
 // the batch size, the row split and the number of threads.
@@ -417,6 +417,19 @@ static void test_label_and_ws(void) {
     weight_free(&tw);
     CHECK(!strcmp(lm_matmul_path_name(LM_MATMUL_GEMM_U8), "gemm_u8"));
     CHECK(!strcmp(lm_matmul_path_name(LM_MATMUL_PATH_COUNT), "?"));
+    // fit: the widest input, and f32 il rows only for f16 weights on their il layout
+    struct lm_matmul_ws_params f = {.n_threads = 1, .n_rows = 1};
+    struct test_weight a, h;
+    weight_make(&a, LM_DTYPE_Q8_0, 32, 640, true);
+    weight_make(&h, LM_DTYPE_F16, 32, 96, false);
+    lm_matmul_ws_fit(&f, &a.w);
+    lm_matmul_ws_fit(&f, &h.w);
+    CHECK(f.n_in == 640 && !f.f16_il);
+    h.w.il = h.w.data;
+    lm_matmul_ws_fit(&f, &h.w);
+    CHECK(f.n_in == 640 && f.f16_il);
+    weight_free(&a);
+    weight_free(&h);
     // the size query is what init allocates
     CHECK(lm_matmul_ws_bytes(&g_ws.p) == g_ws.bytes && g_ws.bytes > 0);
     struct lm_matmul_ws_params q = g_ws.p;

@@ -118,6 +118,12 @@ static bool ws_layout(struct lm_matmul_ws *ws, const struct lm_matmul_ws_params 
     return ok;
 }
 
+void lm_matmul_ws_fit(struct lm_matmul_ws_params *p, const struct lm_weight *w) {
+    if (!w->data) return;
+    if (w->n_in > p->n_in) p->n_in = w->n_in;
+    if (w->il && w->type == LM_DTYPE_F16) p->f16_il = true;
+}
+
 uint64_t lm_matmul_ws_bytes(const struct lm_matmul_ws_params *p) {
     struct lm_matmul_ws ws;
     ws_layout(&ws, p, true);

@@ -82,6 +82,9 @@ struct lm_matmul_ws {
     size_t xil_stride;
     uint64_t bytes; // allocated
 };
+// Widens p to fit matmuls on weight w: its input, and the il activation rows its layout
+// reads. Call it for every matmul weight a workspace serves.
+void lm_matmul_ws_fit(struct lm_matmul_ws_params *p, const struct lm_weight *w);
 // Bytes lm_matmul_ws_init allocates for p.
 uint64_t lm_matmul_ws_bytes(const struct lm_matmul_ws_params *p);
 enum lm_status lm_matmul_ws_init(struct lm_matmul_ws *ws, const struct lm_matmul_ws_params *p);

@@ -75,16 +75,14 @@ int32_t lm_kv_cache_seq_len(const struct lm_context *c, int32_t seq) {
 
 // ================================================================ context
 
-// true if some matmul weight of m runs on the il layout of dtype t
-static bool model_has_il(const struct lm_model *m, enum lm_dtype t) {
-    if (m->output.il && m->output.type == t) return true;
+// widens p to fit every matmul weight of m
+static void matmul_ws_fit_model(struct lm_matmul_ws_params *p, const struct lm_model *m) {
+    lm_matmul_ws_fit(p, &m->output);
     for (int l = 0; l < m->hp.n_layer; l++) {
         const struct lm_layer *L = &m->layers[l];
         const struct lm_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->gate, &L->up, &L->down};
-        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
-            if (ws[i]->il && ws[i]->type == t) return true;
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) lm_matmul_ws_fit(p, ws[i]);
     }
-    return false;
 }
 
 static void *xalloc(struct lm_context *c, size_t bytes, bool *ok) {
@@ -170,9 +168,9 @@ enum lm_status lm_context_init(struct lm_context **out, struct lm_model *m,
     c->attn_acc = xalloc(c, ah * 512 * sizeof(float), &ok);
     c->qtmp = xalloc(c, ah * (size_t)hp->head_dim_k * sizeof(float), &ok);
     c->logits = xalloc(c, B * (size_t)hp->n_vocab * sizeof(float), &ok);
-    const struct lm_matmul_ws_params mp = {.n_threads = p.n_threads, .n_rows = p.n_batch,
-                                           .n_in = (int64_t)widest,
-                                           .f16_il = model_has_il(m, LM_DTYPE_F16)};
+    struct lm_matmul_ws_params mp = {.n_threads = p.n_threads, .n_rows = p.n_batch,
+                                     .n_in = (int64_t)widest};
+    matmul_ws_fit_model(&mp, m);
     if (ok && lm_matmul_ws_init(&c->mm, &mp) == LM_OK) c->scratch_bytes += c->mm.bytes;
     else ok = false;
     // distinct RoPE (base, scale) pairs of the layers -> cached cos/sin slots
