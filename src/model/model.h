@@ -9,18 +9,7 @@
 #include "format/gguf.h"
 #include "lumen.h"
 #include "tensor/dtype.h"
-
-// A weight matrix view into the mapping. W (n_out, n_in): n_out rows of n_in elements.
-struct lm_weight {
-    char name[64];     // GGUF tensor name (truncated), for the profiler and messages
-    const void *data;  // NULL if the tensor is absent (optional weights)
-    enum lm_dtype type;
-    int64_t n_in;      // ne[0]
-    int64_t n_out;     // ne[1] (1 for vectors)
-    size_t row_bytes;
-    const void *il;    // rows repacked into the il layout (kernels.h), NULL if not repacked
-    size_t il_group_bytes;
-};
+#include "tensor/weight.h" // struct lm_weight
 
 enum lm_rope_type {
     LM_ROPE_NORM = 0, // rotate adjacent pairs (x[2i], x[2i+1]) (llama)

@@ -53,16 +53,14 @@ void lm_kv_cache_stats(const struct lm_context *c, struct lm_kv_cache_stats *out
 
 // ================================================================ context
 
-// true if some matmul weight of m runs on the il layout of dtype t
-static bool model_has_il(const struct lm_model *m, enum lm_dtype t) {
-    if (m->output.il && m->output.type == t) return true;
+// widens p to fit every matmul weight of m
+static void matmul_ws_fit_model(struct lm_matmul_ws_params *p, const struct lm_model *m) {
+    lm_matmul_ws_fit(p, &m->output);
     for (int l = 0; l < m->hp.n_layer; l++) {
         const struct lm_layer *L = &m->layers[l];
         const struct lm_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->gate, &L->up, &L->down};
-        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
-            if (ws[i]->il && ws[i]->type == t) return true;
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) lm_matmul_ws_fit(p, ws[i]);
     }
-    return false;
 }
 
 static void *xalloc(struct lm_context *c, size_t bytes, bool *ok) {
@@ -89,16 +87,7 @@ void lm_context_free(struct lm_context *c) {
     free(c->x_alt); free(c->xn_priv);
     free(c->x); free(c->xn); free(c->q); free(c->k); free(c->v); free(c->att); free(c->o);
     free(c->gate); free(c->up); free(c->scores); free(c->attn_acc); free(c->qtmp); free(c->logits);
-    for (int i = 0; i < LM_DTYPE_COUNT; i++) free(c->xq[i]);
-    if (c->xq_priv)
-        for (int i = 0; i < c->n_threads * LM_DTYPE_COUNT; i++) free(c->xq_priv[i]);
-    free(c->xq_priv);
-    free(c->xu8);
-    free(c->xdyv);
-    free(c->xu8_priv);
-    free(c->xdyv_priv);
-    free(c->xil);
-    free(c->xil_priv);
+    lm_matmul_ws_free(&c->mm);
     for (int i = 0; i < c->n_rope_slots; i++) free(c->rope_cs[i]);
     free(c->rope_slot);
     free(c);
@@ -169,36 +158,11 @@ enum lm_status lm_context_init(struct lm_context **out, struct lm_model *m,
     c->attn_acc = xalloc(c, ah * 512 * sizeof(float), &ok);
     c->qtmp = xalloc(c, ah * (size_t)hp->head_dim_k * sizeof(float), &ok);
     c->logits = xalloc(c, (size_t)c->n_logits_max * (size_t)hp->n_vocab * sizeof(float), &ok);
-    const enum lm_dtype act[] = {LM_DTYPE_Q8_0, LM_DTYPE_Q8_1, LM_DTYPE_Q8_K, LM_DTYPE_F16,
-                                 LM_DTYPE_BF16};
-    for (size_t i = 0; i < sizeof act / sizeof act[0]; i++) {
-        const struct lm_dtype_traits *tr = lm_dtype_traits(act[i]);
-        const size_t row = (widest + (size_t)tr->block_size - 1) / (size_t)tr->block_size *
-                           tr->type_size;
-        c->xq[act[i]] = xalloc(c, B * row, &ok);
-    }
-    c->xu8_stride = widest;
-    c->xdyv_stride = ((widest / 32 + 1) / 2 + 1) * 16;
-    c->xu8 = xalloc(c, B * c->xu8_stride, &ok);
-    c->xdyv = xalloc(c, B * c->xdyv_stride * sizeof(float), &ok);
-    c->xu8_priv = xalloc(c, (size_t)p.n_threads * LM_PRIVATE_QUANT_ROWS * c->xu8_stride, &ok);
-    c->xdyv_priv = xalloc(c, (size_t)p.n_threads * LM_PRIVATE_QUANT_ROWS * c->xdyv_stride * sizeof(float), &ok);
-    c->xil_stride = lm_il_act_row_bytes(LM_DTYPE_Q8_0, (int64_t)(widest + 31) / 32 * 32);
-    if (model_has_il(m, LM_DTYPE_F16)) { // f32 activation rows, 64-byte multiples
-        const size_t f = (lm_il_act_row_bytes(LM_DTYPE_F16, (int64_t)widest) + 63) / 64 * 64;
-        if (f > c->xil_stride) c->xil_stride = f;
-    }
-    c->xil = xalloc(c, B * c->xil_stride, &ok);
-    c->xil_priv = xalloc(c, (size_t)p.n_threads * LM_PRIVATE_QUANT_ROWS * c->xil_stride, &ok);
-    c->xq_priv = calloc((size_t)p.n_threads * LM_DTYPE_COUNT, sizeof(void *));
-    if (!c->xq_priv) ok = false;
-    for (int t = 0; ok && t < p.n_threads; t++)
-        for (size_t i = 0; i < sizeof act / sizeof act[0]; i++) {
-            const struct lm_dtype_traits *tr = lm_dtype_traits(act[i]);
-            const size_t row = (widest + (size_t)tr->block_size - 1) / (size_t)tr->block_size *
-                               tr->type_size;
-            c->xq_priv[t * LM_DTYPE_COUNT + act[i]] = xalloc(c, LM_PRIVATE_QUANT_ROWS * row, &ok);
-        }
+    struct lm_matmul_ws_params mp = {.n_threads = p.n_threads, .n_rows = p.n_batch,
+                                     .n_in = (int64_t)widest};
+    matmul_ws_fit_model(&mp, m);
+    if (ok && lm_matmul_ws_init(&c->mm, &mp) == LM_OK) c->scratch_bytes += c->mm.bytes;
+    else ok = false;
     // distinct RoPE (base, scale) pairs of the layers -> cached cos/sin slots
     c->rope_slot = calloc((size_t)hp->n_layer, 1);
     if (!c->rope_slot) ok = false;

@@ -12,11 +12,6 @@
 #define LM_OPS_F16C 1
 #endif
 
-// this thread's repacked q8_0 activations for small batches (LM_PRIVATE_QUANT_ROWS rows)
-#define XU8_PRIV(c, ith) ((c)->xu8_priv + (size_t)(ith) * LM_PRIVATE_QUANT_ROWS * (c)->xu8_stride)
-#define XDY_PRIV(c, ith) ((c)->xdyv_priv + (size_t)(ith) * LM_PRIVATE_QUANT_ROWS * (c)->xdyv_stride)
-#define XIL_PRIV(c, ith) ((c)->xil_priv + (size_t)(ith) * LM_PRIVATE_QUANT_ROWS * (c)->xil_stride)
-
 // [start, end) of n items for thread ith of nth
 static inline void split(int64_t n, int ith, int nth, int64_t *s, int64_t *e) {
     int64_t per = (n + nth - 1) / nth;
@@ -26,15 +21,15 @@ static inline void split(int64_t n, int ith, int nth, int64_t *s, int64_t *e) {
     if (*e > n) *e = n;
 }
 
-// Same for n output rows, in whole il groups (LM_IL_ROWS) when n is a multiple of one.
+// Same for n output rows, in whole il groups (LM_MATMUL_ROW_ALIGN) when n is a multiple of one.
 static inline void split_rows(int64_t n, int ith, int nth, int64_t *s, int64_t *e) {
-    if (n % LM_IL_ROWS != 0) {
+    if (n % LM_MATMUL_ROW_ALIGN != 0) {
         split(n, ith, nth, s, e);
         return;
     }
-    split(n / LM_IL_ROWS, ith, nth, s, e);
-    *s *= LM_IL_ROWS;
-    *e *= LM_IL_ROWS;
+    split(n / LM_MATMUL_ROW_ALIGN, ith, nth, s, e);
+    *s *= LM_MATMUL_ROW_ALIGN;
+    *e *= LM_MATMUL_ROW_ALIGN;
 }
 
 // ================================================================ norms
@@ -72,156 +67,20 @@ void lm_op_rmsnorm(float *y, const float *x, const struct lm_weight *w, int64_t 
 
 // ================================================================ matmul
 
-// Rows [a, b) of W against all n_rows repacked activation rows. Blocks of 16 weight rows
-// (~7 KB of q5_0 at n_in 640) stay in L1 while tiles of 8 tokens stream past them; going
-// row by row instead re-read every token's activations from L2 once per weight row.
-#define LM_GEMM_ROW_BLOCK 16
-static void lm_matmul_rows_u8(const struct lm_context *c, lm_vec_dot_n_u8_fn dotu, float *Y,
-                              const struct lm_weight *W, const uint8_t *xu0, const float *xdy0,
-                              int64_t n_rows, int64_t a, int64_t b) {
-    const int64_t n_in = W->n_in, n_out = W->n_out;
-    for (int64_t rb = a; rb < b; rb += LM_GEMM_ROW_BLOCK) {
-        const int64_t re = rb + LM_GEMM_ROW_BLOCK < b ? rb + LM_GEMM_ROW_BLOCK : b;
-        for (int64_t i = 0; i < n_rows; i += LM_VEC_DOT_MAX_NT) {
-            const int nt = n_rows - i < LM_VEC_DOT_MAX_NT ? (int)(n_rows - i) : LM_VEC_DOT_MAX_NT;
-            const uint8_t *xu = xu0 + (size_t)i * c->xu8_stride;
-            const float *dy = xdy0 + (size_t)i * c->xdyv_stride;
-            for (int64_t r = rb; r < re; r++)
-                dotu(n_in, nt, &Y[i * n_out + r], (size_t)n_out,
-                     (const char *)W->data + (size_t)r * W->row_bytes, xu, c->xu8_stride, dy,
-                     c->xdyv_stride);
-        }
-    }
-}
+// The path choice, activation plan and kernels live in kernels/matmul.h; these ops split
+// rows across threads, place the barrier after a shared quantization, and keep thread 0's
+// decision for the profiler.
 
-static void lm_matmul_rows_n(lm_vec_dot_n_fn dotn, float *Y, const struct lm_weight *W,
-                             const char *xq, size_t xrow, int64_t n_rows, int64_t a, int64_t b) {
-    const int64_t n_in = W->n_in, n_out = W->n_out;
-    for (int64_t rb = a; rb < b; rb += LM_GEMM_ROW_BLOCK) {
-        const int64_t re = rb + LM_GEMM_ROW_BLOCK < b ? rb + LM_GEMM_ROW_BLOCK : b;
-        for (int64_t i = 0; i < n_rows; i += LM_VEC_DOT_MAX_NT) {
-            const int nt = n_rows - i < LM_VEC_DOT_MAX_NT ? (int)(n_rows - i) : LM_VEC_DOT_MAX_NT;
-            for (int64_t r = rb; r < re; r++)
-                dotn(n_in, nt, &Y[i * n_out + r], (size_t)n_out,
-                     (const char *)W->data + (size_t)r * W->row_bytes, xq + (size_t)i * xrow, xrow);
-        }
-    }
-}
-
-// X (n_rows, n_in) quantized once per activation dtype the weights Ws consume, into
-// xq[j] / xrow[j] for weight j (F32 weights read X itself; il weights get the rows their
-// kernels read: "xq8" rows for q8_0/q5_0, f32 rows for f16). Small batches: every thread
-// quantizes all rows into its own buffers (no barrier); larger ones: rows split across
-// threads, then one barrier. q8_0 rows are also repacked for the VNNI kernels of weights
-// kept in the file layout. il[j] says whether weight j runs on its il layout: the one il
-// activation buffer holds one kind of row, so if q8_0/q5_0 and f16 il weights meet in one
-// call, the f16 ones take their file-layout path (same numerics, kernels.h).
-static void quantize_inputs(struct lm_context *c, const struct lm_weight *const *Ws, int n_w,
-                            const float *X, int64_t n_rows, int ith, int nth, const char **xq,
-                            size_t *xrow, bool *il) {
-    const struct lm_kernels *k = c->kern;
-    const int64_t n_in = Ws[0]->n_in;
-    const bool priv = n_rows <= LM_PRIVATE_QUANT_ROWS;
-    uint8_t *xu = priv ? XU8_PRIV(c, ith) : c->xu8;
-    float *xdy = priv ? XDY_PRIV(c, ith) : c->xdyv;
-    uint8_t *xil = priv ? XIL_PRIV(c, ith) : c->xil;
-    bool done[LM_DTYPE_COUNT] = {false};
-    bool any = false, q8_il = false, q8_flat = false, f16_il = false;
-    for (int j = 0; j < n_w; j++) {
-        const enum lm_dtype vt = lm_vec_dot_type(Ws[j]->type);
-        if (vt == LM_DTYPE_Q8_0) {
-            if (Ws[j]->il) q8_il = true;
-            else q8_flat = true;
-        }
-        if (Ws[j]->type == LM_DTYPE_F16 && Ws[j]->il) f16_il = true;
-    }
-    if (q8_il) f16_il = false;
+// Plans Ws @ X on this thread and quantizes X: every row into this thread's own buffers
+// (small batches), or this thread's share of the rows into shared ones, then a barrier.
+static void matmul_begin(struct lm_context *c, struct lm_matmul_plan *p, const struct lm_weight *const *Ws,
+                         int n_w, const float *X, int64_t n_rows, int ith, int nth) {
+    lm_matmul_plan(p, c->kern, &c->mm, Ws, n_w, X, n_rows, ith);
     int64_t s = 0, e = n_rows;
-    if (!priv) split(n_rows, ith, nth, &s, &e);
-    for (int j = 0; j < n_w; j++) {
-        const enum lm_dtype vt = lm_vec_dot_type(Ws[j]->type);
-        LM_ASSERT(Ws[j]->n_in == n_in);
-        il[j] = Ws[j]->il && (vt == LM_DTYPE_F16 ? f16_il : true);
-        if (vt == LM_DTYPE_F32) {
-            xq[j] = (const char *)X;
-            xrow[j] = (size_t)n_in * sizeof(float);
-            continue;
-        }
-        const size_t qrow = lm_dtype_row_size(vt, n_in);
-        char *buf = priv ? c->xq_priv[ith * LM_DTYPE_COUNT + vt] : c->xq[vt];
-        xrow[j] = qrow;
-        xq[j] = buf;
-        const bool to_xil = il[j] && (vt == LM_DTYPE_Q8_0 || vt == LM_DTYPE_F16);
-        if (to_xil) {
-            xrow[j] = c->xil_stride;
-            xq[j] = (const char *)xil;
-        }
-        if (done[vt]) continue;
-        done[vt] = true;
-        any = any || !priv;
-        for (int64_t i = s; i < e; i++) {
-            char *row = buf + (size_t)i * qrow;
-            k->quant[vt](X + i * n_in, row, n_in);
-            if (vt == LM_DTYPE_F16 && f16_il) // the f16 il rows: that row widened (lm_il_act_from)
-                k->dequant[LM_DTYPE_F16](row, (float *)(xil + (size_t)i * c->xil_stride), n_in);
-            if (vt != LM_DTYPE_Q8_0) continue;
-            if (q8_flat)
-                lm_q8_0_repack_u8(row, n_in, xu + (size_t)i * c->xu8_stride, xdy + (size_t)i * c->xdyv_stride);
-            if (q8_il) lm_il_act_from(Ws[j]->type, row, n_in, xil + (size_t)i * c->xil_stride);
-        }
-    }
-    if (any) lm_pool_barrier(c->pool);
-}
-
-// rows [a, b) of W (n_out, n_in) for every token, from quantized activations xq; il: on
-// W's il layout (quantize_inputs decides)
-static void matmul_rows(const struct lm_context *c, int ith, float *Y, const struct lm_weight *W,
-                        bool il, const char *xq, size_t xrow, int64_t n_rows, int64_t a, int64_t b) {
-    const struct lm_kernels *k = c->kern;
-    if (il) { // groups of LM_IL_ROWS rows (a, b are multiples) x tiles of tokens
-        lm_il_gemm_fn gemm = k->il_gemm[W->type];
-        LM_ASSERT(gemm && a % LM_IL_ROWS == 0 && b % LM_IL_ROWS == 0);
-        const int64_t n_out = W->n_out;
-        lm_il_gemv_fn gemv = k->il_gemv[W->type];
-        if (gemv && n_rows <= LM_IL_GEMV_MAX_NT && lm_il_in_place(W->type, W->row_bytes, W->n_in)) {
-            gemv(W->n_in, b - a, (int)n_rows, &Y[a], (size_t)n_out, (const char *)W->il + (size_t)a * W->row_bytes,
-                 xq, xrow);
-            return;
-        }
-        for (int64_t g = a / LM_IL_ROWS; g < b / LM_IL_ROWS; g++) {
-            const char *wg = (const char *)W->il + (size_t)g * W->il_group_bytes;
-            for (int64_t i = 0; i < n_rows; i += LM_IL_MAX_NT) {
-                const int nt = n_rows - i < LM_IL_MAX_NT ? (int)(n_rows - i) : LM_IL_MAX_NT;
-                gemm(W->n_in, nt, &Y[i * n_out + g * LM_IL_ROWS], (size_t)n_out, wg,
-                     xq + (size_t)i * xrow, xrow);
-            }
-        }
-        return;
-    }
-    lm_vec_dot_fn dot = k->vec_dot[W->type];
-    lm_vec_dot_n_fn dotn = k->vec_dot_n[W->type];
-    lm_vec_dot_n_u8_fn dotu = lm_vec_dot_type(W->type) == LM_DTYPE_Q8_0 ? k->vec_dot_n_u8[W->type] : NULL;
-    const int64_t n_in = W->n_in, n_out = W->n_out;
-    if (dotu) {
-        const bool priv = n_rows <= LM_PRIVATE_QUANT_ROWS;
-        lm_matmul_rows_u8(c, dotu, Y, W, priv ? XU8_PRIV(c, ith) : c->xu8, priv ? XDY_PRIV(c, ith) : c->xdyv,
-                          n_rows, a, b);
-        return;
-    }
-    if (dotn && n_rows > LM_PRIVATE_QUANT_ROWS) {
-        lm_matmul_rows_n(dotn, Y, W, xq, xrow, n_rows, a, b);
-        return;
-    }
-    for (int64_t r = a; r < b; r++) {
-        const void *wr = (const char *)W->data + (size_t)r * W->row_bytes;
-        int64_t i = 0;
-        if (dotn)
-            for (; i + 1 < n_rows; i += LM_VEC_DOT_MAX_NT) {
-                const int nt = n_rows - i < LM_VEC_DOT_MAX_NT ? (int)(n_rows - i) : LM_VEC_DOT_MAX_NT;
-                dotn(n_in, nt, &Y[i * n_out + r], (size_t)n_out, wr, xq + (size_t)i * xrow, xrow);
-            }
-        for (; i < n_rows; i++) dot(n_in, &Y[i * n_out + r], wr, xq + (size_t)i * xrow);
-    }
+    if (p->shared) split(n_rows, ith, nth, &s, &e);
+    lm_matmul_quantize(p, s, e);
+    if (p->shared) lm_pool_barrier(c->pool);
+    if (ith == 0 && lm_prof_on()) c->mm_last = p->d;
 }
 
 // For each j: Ws[j] (n_out_j, n_in) @ X (n_rows, n_in) -> Ys[j] (n_rows, n_out_j).
@@ -229,22 +88,19 @@ static void matmul_rows(const struct lm_context *c, int ith, float *Y, const str
 // barriers, better balance).
 void lm_op_matmul_multi(struct lm_context *c, int n_w, float *const *Ys, const float *X,
                         const struct lm_weight *const *Ws, int64_t n_rows, int ith, int nth) {
-    const char *xq[LM_MATMUL_MAX_W];
-    size_t xrow[LM_MATMUL_MAX_W];
-    bool il[LM_MATMUL_MAX_W];
-    LM_ASSERT(n_w >= 1 && n_w <= LM_MATMUL_MAX_W);
-    quantize_inputs(c, Ws, n_w, X, n_rows, ith, nth, xq, xrow, il);
+    struct lm_matmul_plan p;
+    matmul_begin(c, &p, Ws, n_w, X, n_rows, ith, nth);
     int64_t total = 0;
     bool aligned = true;
     for (int j = 0; j < n_w; j++) {
         total += Ws[j]->n_out;
-        aligned = aligned && Ws[j]->n_out % LM_IL_ROWS == 0;
+        aligned = aligned && Ws[j]->n_out % LM_MATMUL_ROW_ALIGN == 0;
     }
     if (!aligned) { // each weight split on its own (il groups stay whole)
         for (int j = 0; j < n_w; j++) {
             int64_t a, b;
             split_rows(Ws[j]->n_out, ith, nth, &a, &b);
-            if (a < b) matmul_rows(c, ith, Ys[j], Ws[j], il[j], xq[j], xrow[j], n_rows, a, b);
+            if (a < b) lm_matmul_rows(&p, j, Ys[j], a, b);
         }
         return;
     }
@@ -257,7 +113,7 @@ void lm_op_matmul_multi(struct lm_context *c, int n_w, float *const *Ys, const f
         base += n_out;
         if (a < 0) a = 0;
         if (b > n_out) b = n_out;
-        if (a < b) matmul_rows(c, ith, Ys[j], Ws[j], il[j], xq[j], xrow[j], n_rows, a, b);
+        if (a < b) lm_matmul_rows(&p, j, Ys[j], a, b);
     }
 }
 
@@ -816,21 +672,16 @@ void lm_op_gate_up_act(struct lm_context *c, float *gate, float *up, const float
     const int64_t F = Wg->n_out;
     LM_ASSERT(Wu->n_out == F && Wu->n_in == Wg->n_in);
     const struct lm_weight *const ws[2] = {Wg, Wu};
-    const char *xq[2];
-    size_t xrow[2];
-    bool on_il[2];
-    quantize_inputs(c, ws, 2, X, n_rows, ith, nth, xq, xrow, on_il);
+    struct lm_matmul_plan p;
+    matmul_begin(c, &p, ws, 2, X, n_rows, ith, nth);
     int64_t a, b;
     split_rows(F, ith, nth, &a, &b);
-    matmul_rows(c, ith, gate, Wg, on_il[0], xq[0], xrow[0], n_rows, a, b);
-    matmul_rows(c, ith, up, Wu, on_il[1], xq[1], xrow[1], n_rows, a, b);
+    lm_matmul_rows(&p, 0, gate, a, b);
+    lm_matmul_rows(&p, 1, up, a, b);
     if (lm_prof_on()) { // the activation is its own op in the profile
         const uint64_t t1 = lm_prof_ticks();
         lm_prof_op(ith, LM_OP_GATE_UP, il, *t, t1);
-        if (ith == 0) {
-            const struct lm_weight *const mm[2] = {Wg, Wu};
-            lm_fwd_matmul_event(c, LM_OP_GATE_UP, il, *t, t1, mm, 2);
-        }
+        if (ith == 0) lm_fwd_matmul_event(c, LM_OP_GATE_UP, il, *t, t1, &p.d);
         *t = t1;
     }
     for (int64_t i = 0; i < n_rows; i++) {
@@ -1013,24 +864,22 @@ void lm_op_lm_head_reset(struct lm_context *c, int ith) {
 void lm_op_lm_head(struct lm_context *c, int ith, int nth) {
     const struct lm_model *m = c->m;
     const struct lm_weight *W = &m->output;
-    if (nth > 1 && W->n_out % LM_IL_ROWS == 0 && W->n_out > 2 * LM_HEAD_CHUNK) {
-        const char *xq[1];
-        size_t xrow[1];
-        bool on_il[1];
-        quantize_inputs(c, &W, 1, c->xn, c->n_out, ith, nth, xq, xrow, on_il);
+    if (nth > 1 && W->n_out % LM_MATMUL_ROW_ALIGN == 0 && W->n_out > 2 * LM_HEAD_CHUNK) {
+        struct lm_matmul_plan p;
+        matmul_begin(c, &p, &W, 1, c->xn, c->n_out, ith, nth);
         for (;;) {
             // guided: a claim takes 1/(2 nth) of the rows left (at least LM_HEAD_CHUNK), so
             // each thread streams a few long ranges and the last claims stay small
             int64_t a = atomic_load_explicit(&c->head_next, memory_order_relaxed), n = 0;
             do {
                 if (a >= W->n_out) break;
-                n = (W->n_out - a) / (2 * nth) & ~(int64_t)(LM_IL_ROWS - 1);
+                n = (W->n_out - a) / (2 * nth) & ~(int64_t)(LM_MATMUL_ROW_ALIGN - 1);
                 if (n < LM_HEAD_CHUNK) n = LM_HEAD_CHUNK;
             } while (!atomic_compare_exchange_weak_explicit(&c->head_next, &a, a + n, memory_order_relaxed,
                                                             memory_order_relaxed));
             if (a >= W->n_out) break;
             const int64_t b = a + n < W->n_out ? a + n : W->n_out;
-            matmul_rows(c, ith, c->logits, W, on_il[0], xq[0], xrow[0], c->n_out, a, b);
+            lm_matmul_rows(&p, 0, c->logits, a, b);
         }
     } else {
         lm_op_matmul(c, c->logits, c->xn, W, c->n_out, ith, nth);

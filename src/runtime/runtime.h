@@ -11,6 +11,7 @@
 
 #include "base/threadpool.h"
 #include "kernels/kernels.h"
+#include "kernels/matmul.h"
 #include "model/model.h"
 #include "prof/prof.h"
 #include "runtime/kv_cache.h"
@@ -50,28 +51,17 @@ struct lm_context {
     float *o;     // (n_batch, n_embd)
     float *gate;  // (n_batch, n_ff)
     float *up;    // (n_batch, n_ff)
-    void *xq[LM_DTYPE_COUNT]; // quantized activations per activation dtype (q8_0, q8_1,
-                              // q8_K, f16, bf16), (n_batch, row bytes of the widest input)
     // attention, per thread, for up to LM_ATTN_MAX_HEADS query heads done together:
     float *scores;   // (n_threads, LM_ATTN_MAX_HEADS, n_ctx + 64) scores / probabilities
     float *attn_acc; // (n_threads, LM_ATTN_MAX_HEADS, 512) vectors awaiting a reduction
     float *qtmp;     // (n_threads, LM_ATTN_MAX_HEADS, hd_k) q rounded to f16 precision
     float *logits;  // (n_logits_max, n_vocab)
-    // per-thread quantized activations for small batches (no barrier needed):
-    // xq_priv[ith * LM_DTYPE_COUNT + dtype] -> (LM_PRIVATE_QUANT_ROWS, widest row bytes)
-    void **xq_priv;
-    // q8_0 activations of large batches repacked for the VNNI multi-token kernels
-    // (lm_q8_0_repack_u8): xu8 (n_batch, xu8_stride bytes), xdyv (n_batch, xdyv_stride floats)
-    uint8_t *xu8;
-    float *xdyv;
-    uint8_t *xu8_priv; // (n_threads, LM_PRIVATE_QUANT_ROWS, xu8_stride): small batches
-    float *xdyv_priv;  // (n_threads, LM_PRIVATE_QUANT_ROWS, xdyv_stride)
-    size_t xu8_stride, xdyv_stride;
-    // q8_0 activations as "xq8" rows for the il q8_0 / q5_0 kernels (lm_il_act_from):
-    // xil (n_batch, xil_stride bytes), xil_priv (n_threads, LM_PRIVATE_QUANT_ROWS, xil_stride)
-    uint8_t *xil;
-    uint8_t *xil_priv;
-    size_t xil_stride;
+    // matmul activations (quantized, repacked), n_batch rows of the widest input, shared
+    // and per thread (kernels/matmul.h)
+    struct lm_matmul_ws mm;
+    // the decision of the last matmul op, kept by thread 0 when profiling, for its event
+    // (lm_fwd_sync_mm -> lm_fwd_matmul_event)
+    struct lm_matmul_decision mm_last;
     // RoPE cos/sin per batch entry for each distinct (base, scale) of the layers:
     // rope_cs[slot] -> (n_batch, n_rot) as (cos, sin) pairs; rope_slot[layer] -> slot
     int32_t n_rope_slots;
@@ -88,12 +78,10 @@ void lm_ops_init(void);
 // y[i] = rmsnorm(x[i]) * w for rows i in [0, n)  (w may be NULL: plain rmsnorm)
 void lm_op_rmsnorm(float *y, const float *x, const struct lm_weight *w, int64_t n_rows,
                    int64_t dim, float eps, int ith, int nth);
-#define LM_MATMUL_MAX_W 4
-// Batches up to this many rows quantize their activations per thread (redundantly)
-// instead of splitting the work and waiting at a barrier: cheaper for decode.
-#define LM_PRIVATE_QUANT_ROWS 4
-// Y (n_rows, W.n_out) = X (n_rows, W.n_in) @ W^T. Quantizes X, barrier, computes:
-// the caller places the barrier after it. _multi: several weights sharing X.
+// Y (n_rows, W.n_out) = X (n_rows, W.n_in) @ W^T on the path kernels/matmul.h chooses.
+// Quantizes X, barrier (large batches), computes: the caller places the barrier after it.
+// _multi: several weights sharing X (up to LM_MATMUL_MAX_W). Thread 0 keeps the decision
+// in c->mm_last when profiling.
 void lm_op_matmul_multi(struct lm_context *c, int n_w, float *const *Ys, const float *X,
                         const struct lm_weight *const *Ws, int64_t n_rows, int ith, int nth);
 void lm_op_matmul(struct lm_context *c, float *Y, const float *X, const struct lm_weight *W,
@@ -142,11 +130,12 @@ void lm_op_lm_head(struct lm_context *c, int ith, int nth);
 // Ends op `op` of `layer` on this thread (started at t0 = lm_prof_now() or the previous
 // sync's return), waits at the barrier, records both spans when profiling is on, and
 // returns the start time of the next op. With profiling off: just the barrier.
-// mm/n_mm: the op's weights, recorded by thread 0 as one matmul event (fused ops: m is
-// the sum of the rows).
-// One matmul event (thread 0) for weights mm over [t0, t1].
+// mm/n_mm: the op's weights; thread 0 records one matmul event (fused ops: m is the sum
+// of the rows) from the decision the op kept in c->mm_last, which must be for mm.
+// One matmul event (thread 0) over [t0, t1] for the decision d a matmul op took: its
+// weights, rows and variant label (lm_matmul_decision_label).
 void lm_fwd_matmul_event(struct lm_context *c, enum lm_prof_op op, int layer, uint64_t t0,
-                         uint64_t t1, const struct lm_weight *const *mm, int n_mm);
+                         uint64_t t1, const struct lm_matmul_decision *d);
 // Records op span [t0, now] on this thread without a barrier (the next op uses the same
 // row partition); returns now. No-op (returns 0) when profiling is off.
 static inline uint64_t lm_fwd_mark(int ith, enum lm_prof_op op, int layer, uint64_t t0) {
