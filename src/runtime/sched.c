@@ -594,6 +594,7 @@ int32_t lm_engine_step(struct lm_engine *e) {
         const int32_t step_idx = (int32_t)(e->st.steps - 1);
         const enum lm_prof_phase ph = e->st.last_step_decode == n ? LM_PHASE_DECODE : LM_PHASE_PREFILL;
         const uint64_t t_fwd = prof ? lm_prof_phase_begin(ph) : 0;
+        const uint64_t t_fwd_ns = lm_now_ns();
         const enum lm_status st = lm_decode(e->c, e->batch, n);
         if (prof) lm_prof_phase(ph, t_fwd, lm_prof_ticks(), step_idx, n);
         if (st != LM_OK) { // not expected (blocks were counted): fail the batch's requests
@@ -610,6 +611,7 @@ int32_t lm_engine_step(struct lm_engine *e) {
         }
         // 5. sample + deliver, in batch order
         const uint64_t t = lm_now_ns();
+        e->st.forward_ns += t - t_fwd_ns;
         const int32_t n_seqs = prof ? batch_seqs(e, n) : 0; // before deliver() finishes any
         const uint64_t t_smp = prof ? lm_prof_phase_begin(LM_PHASE_SAMPLE) : 0;
         int32_t k = 0;
@@ -620,6 +622,7 @@ int32_t lm_engine_step(struct lm_engine *e) {
             r->n_kv = e->batch[i].pos + 1;
             deliver(e, r, lm_get_logits(e->c, k++), t);
         }
+        e->st.sample_ns += lm_now_ns() - t;
         if (prof) {
             const uint64_t t_end = lm_prof_ticks();
             lm_prof_phase(LM_PHASE_SAMPLE, t_smp, t_end, step_idx, k);
