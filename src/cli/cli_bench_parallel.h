@@ -43,7 +43,7 @@ struct lm_bench_arrival_result {
     double chunk_step, chunk_step_max; // a step holding N decode tokens + a full chunk
     int n_chunk_steps;               // full-chunk steps of one run
     double long_ttft;                // the long prompt: submit to its first token
-    double increase;                 // gap_during_max - gap_base_max
+    double increase;                 // gap_during_max - gap_base_max (of the medians)
 };
 
 struct lm_bench_parallel_result {
