@@ -156,6 +156,8 @@ for x in t:
         assert a[k] > 0, (k, a)
     assert a["gap_during_max_worst_ms"] >= a["gap_during_max_ms"], a
     assert abs(a["increase_ms"] - (a["gap_during_max_ms"] - a["gap_base_max_ms"])) < 0.01, a
+    assert a["chunk_step_max_ms"] >= a["chunk_step_ms"] > 0, a
+    assert abs(a["increase_over_longest_chunk_step"] - a["increase_ms"] / a["chunk_step_max_ms"]) < 0.01, a
 EOF
   ok
 else
