@@ -554,9 +554,11 @@ int32_t lm_engine_step(struct lm_engine *e) {
     e->inbox_head = e->inbox_tail = NULL;
     uint64_t cancels[64];
     int32_t nc = e->n_cancels < 64 ? e->n_cancels : 64;
-    memcpy(cancels, e->cancels, (size_t)nc * sizeof *cancels);
-    memmove(e->cancels, e->cancels + nc, (size_t)(e->n_cancels - nc) * sizeof *cancels);
-    e->n_cancels -= nc;
+    if (nc > 0) { // e->cancels is NULL until the first cancel (memcpy of NULL is UB, even of 0 bytes)
+        memcpy(cancels, e->cancels, (size_t)nc * sizeof *cancels);
+        memmove(e->cancels, e->cancels + nc, (size_t)(e->n_cancels - nc) * sizeof *cancels);
+        e->n_cancels -= nc;
+    }
     pthread_mutex_unlock(&e->mu);
     while (in) {
         struct req *n = in->next;
