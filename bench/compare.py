@@ -2,14 +2,46 @@
 """lumen vs llama.cpp on the same GGUF files: pp512, tg128, TTFT, load time, read bandwidth
 and each engine's fraction of the decode roofline, at -t 1 and 2, engines alternating run
 by run. Writes bench/results/compare-<date>.md/.json and bench/results/latest.md.
+With --batched LIST, also batched decode of N sequences against llama-batched-bench
+(bench/results/batched-<date>.md/.json, batched-latest.md; see "batched decode" below).
 
 usage: .venv/bin/python bench/compare.py [-r 3] [-t 1,2] [--models A.gguf B.gguf ...]
+       .venv/bin/python bench/compare.py --batched 1,8,16 [--batched-prompt 64]
+                                         [--batched-gen 128] [--batched-only]
 
 llama.cpp is the pinned llama-cpp-python in .venv (built from source with
 CMAKE_ARGS=-DGGML_NATIVE=ON by scripts/setup.sh --reference), driven through its low-level
 API: llama_decode over batches of 512 (logits only on the last prompt token) for pp, one
 token per call for tg, n_threads = n_threads_batch, flash attention off. lumen is
 build/lumen run as `lumen bench -o json` (one process per repetition and thread count).
+
+Batched decode (--batched N1,N2,...; off by default: it needs llama.cpp's own
+llama-batched-bench, which `bash scripts/setup.sh --reference` builds from the llama.cpp tree
+vendored in the pinned llama-cpp-python sdist, and it adds minutes to a run whose default
+output is the README's single-stream table). For each thread count and repetition, engines
+alternating, one process of each: `lumen bench --parallel LIST -p P -n G+1 -o json` and
+`llama-batched-bench -npp P -ntg G -npl LIST`, same model, threads, N, prompt P and G decode
+steps. What is timed:
+  - llama-batched-bench: one llama_decode of the N prompts (T_PP), then G steps of one
+    llama_decode of N tokens (logits for all, nothing sampled); S_TG = N*G / time of those
+    G steps.
+  - lumen: the engine's first step prefills the N prompts (step budget N*P) and samples each
+    sequence's first token; then G decode steps of N tokens reach the same positions
+    (P .. P+G-1) and the same KV size N*(P+G), hence -n G+1. `fwd t/s` = N*G / the summed
+    forward-pass time (lm_decode, engine stats forward_ns) of those G steps: S_TG's
+    definition, the ratio column. `gen t/s` = N*G / the time from the last sequence's first
+    token to the last token: the same G steps with greedy sampling of every token and event
+    delivery, what a client sees (llama-batched-bench does no such work).
+  - TTFT: lumen, submit to each sequence's first token (the end of the prompt step's forward
+    pass), p50 / p99 over the N sequences; llama.cpp, T_PP (every sequence's first logits
+    come at the end of the one prompt batch, so its p50 = p99 = T_PP).
+Both use distinct prompts per sequence (llama.cpp random tokens, no -pps; lumen BOS + the
+bench text from a different offset per sequence, prefix cache off), f16 KV, flash attention
+off (--batched-flash-attn), n_threads = n_threads_batch, mmap, and the same warm-up: lumen
+--warmup W runs each N W times untimed, llama-batched-bench gets each N W+1 times in -npl
+and the last result counts. llama.cpp's context: n_ctx = max(N)*(P+G) (non-unified KV: one
+stream per sequence, as lumen's per-sequence block tables), n_batch = n_ubatch = max(N)*P
+(capped at 8192 like lumen's step) so every prompt is one batch in both engines.
 """
 import argparse
 import ctypes
@@ -266,6 +298,195 @@ class LlamaCpp:
         return res
 
 
+# ============================================================== batched decode
+
+BATCHED_MAX_STEP = 8192  # lumen's largest step budget (lm_engine_init)
+
+
+def batched_llama_settings(nlist, P, G, fa):
+    """llama-batched-bench's context and batch sizes for a run over nlist."""
+    nmax = max(nlist)
+    n_batch = nmax * P
+    return {"n_ctx": nmax * (P + G), "n_batch": n_batch, "n_ubatch": min(n_batch, BATCHED_MAX_STEP),
+            "flash_attn": fa, "kv_unified": False, "pp_shared": False}
+
+
+def lumen_batched(bin_, model, t, a, nlist):
+    """One `lumen bench --parallel` process: per N, the decode rates, TTFT, ITL, roof."""
+    cmd = [bin_, "bench", "-m", str(model), "--parallel", ",".join(map(str, nlist)),
+           "-p", str(a.batched_prompt), "-n", str(a.batched_gen + 1), "-r", "1",
+           "--warmup", str(a.warmup), "-t", str(t), "--bw-mib", "0", "-o", "json"]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"compare.py: {' '.join(cmd)} failed ({p.returncode}): {p.stderr.strip()}")
+    d = json.loads(p.stdout)
+    out = {}
+    for x in d["tests"]:
+        if x.get("kind") != "batched":
+            continue
+        out[x["n_seq"]] = {
+            "fwd_ts": x["fwd_tok_s"], "gen_ts": x["gen_tok_s"], "ttft_p50": x["ttft_ms_p50"],
+            "ttft_p99": x["ttft_ms_p99"], "itl_p50": x["itl_ms_p50"], "itl_p99": x["itl_ms_p99"],
+            "roof_ts": x["roof_tok_s"], "prefill_ts": x["prefill_tok_s"],
+            "sample_ms": x["sample_ms_per_step"], "kv_bytes": x["kv_bytes"],
+            "step_tokens": x["step_tokens"], "pp_ts": x["pp_tok_s"]}
+    missing = [n for n in nlist if n not in out]
+    if missing:
+        sys.exit(f"compare.py: lumen bench --parallel gave no result for N = {missing}")
+    return out, {"desc": d["model"]["desc"], "kernels": d["system"]["kernels"], "cmd": cmd}
+
+
+def llama_batched(exe, model, t, a, nlist, s):
+    """One llama-batched-bench process; each N is run warmup+1 times, the last one counts."""
+    npl = [n for n in nlist for _ in range(a.warmup + 1)]
+    cmd = [exe, "-m", str(model), "-c", str(s["n_ctx"]), "-b", str(s["n_batch"]),
+           "-ub", str(s["n_ubatch"]), "-npp", str(a.batched_prompt), "-ntg", str(a.batched_gen),
+           "-npl", ",".join(map(str, npl)), "-t", str(t), "-tb", str(t), "-fa", s["flash_attn"],
+           "--output-format", "jsonl"]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        tail = " | ".join(p.stderr.strip().splitlines()[-3:])
+        sys.exit(f"compare.py: {' '.join(cmd)} failed ({p.returncode}): {tail}")
+    out, info = {}, {}
+    for line in p.stdout.splitlines():
+        if not line.startswith("{"):
+            continue
+        r = json.loads(line)
+        info = {k: r[k] for k in ("n_kv_max", "n_batch", "n_ubatch", "flash_attn", "is_pp_shared",
+                                  "n_threads", "n_threads_batch")}
+        out[r["pl"]] = {"s_tg": r["speed_tg"], "ttft": r["t_pp"] * 1e3, "s_pp": r["speed_pp"],
+                        "t_tg": r["t_tg"], "n_kv": r["n_kv"]}
+    missing = [n for n in nlist if n not in out]
+    if missing:  # it skips an N whose N*(P+G) exceeds its n_kv_max
+        sys.exit(f"compare.py: llama-batched-bench gave no result for N = {missing} "
+                 f"(n_kv_max {info.get('n_kv_max')}); command: {' '.join(cmd)}")
+    return out, dict(info, cmd=cmd)
+
+
+def batched(a, models, threads, lumen, exe, nlist, machine):
+    """--batched: both engines per model, thread count and repetition; md + json."""
+    import reference
+    P, G = a.batched_prompt, a.batched_gen
+    s = batched_llama_settings(nlist, P, G, a.batched_flash_attn)
+    date = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
+    res = {"date": date, "setup": dict(machine, **{
+        "lumen_bin": os.path.relpath(a.bin, ROOT), "lumen_kernels": None,
+        "llama_batched_bench": os.path.relpath(exe, ROOT) if exe.startswith(str(ROOT)) else exe,
+        "llama_cpp_built_from": reference.built_from(), "n_list": nlist, "n_prompt": P,
+        "n_gen": G, "lumen_n_gen": G + 1, "reps": a.reps, "warmup": a.warmup, "threads": threads,
+        "llama": s, "lumen_cmd": None, "llama_cmd": None, "llama_info": None}), "models": []}
+    for model in models:
+        raw = {t: {"lumen": [], "llama.cpp": []} for t in threads}
+        desc = Path(model).name
+        for rep in range(a.reps):
+            for ti, t in enumerate(threads):
+                for eng in (("lumen", "llama.cpp") if (rep + ti) % 2 == 0 else ("llama.cpp", "lumen")):
+                    if eng == "lumen":
+                        r, info = lumen_batched(lumen.bin, model, t, a, nlist)
+                        desc = info["desc"]
+                        res["setup"]["lumen_kernels"] = info["kernels"]
+                        res["setup"]["lumen_cmd"] = " ".join(info["cmd"][1:]).replace(f"{ROOT}/", "")
+                        line = ", ".join(f"N={n} fwd {r[n]['fwd_ts']:.1f} gen {r[n]['gen_ts']:.1f}"
+                                         for n in nlist)
+                    else:
+                        r, info = llama_batched(exe, model, t, a, nlist, s)
+                        res["setup"]["llama_cmd"] = " ".join(info["cmd"][1:]).replace(f"{ROOT}/", "")
+                        res["setup"]["llama_info"] = {k: v for k, v in info.items() if k != "cmd"}
+                        line = ", ".join(f"N={n} S_TG {r[n]['s_tg']:.1f}" for n in nlist)
+                    raw[t][eng].append(r)
+                    print(f"compare.py: batched {Path(model).name} rep {rep + 1}/{a.reps} t={t} "
+                          f"{eng}: {line} tok/s", file=sys.stderr)
+        mr = {"model": str(model), "desc": desc, "threads": {}}
+        for t in threads:
+            lu, ll = raw[t]["lumen"], raw[t]["llama.cpp"]
+            per_n = {}
+            for n in nlist:
+                d = {"lumen": {k: summary([r[n][k] for r in lu]) for k in lu[0][n]},
+                     "llama.cpp": {k: summary([r[n][k] for r in ll]) for k in ll[0][n]}}
+                L, C = d["lumen"], d["llama.cpp"]
+                d["ratio_fwd"] = ratio(L["fwd_ts"], C["s_tg"])
+                d["ratio_gen"] = ratio(L["gen_ts"], C["s_tg"])
+                d["roof_fwd"] = L["fwd_ts"]["median"] / L["roof_ts"]["median"] if L["roof_ts"] else None
+                d["roof_gen"] = L["gen_ts"]["median"] / L["roof_ts"]["median"] if L["roof_ts"] else None
+                per_n[str(n)] = d
+            if 1 in nlist:  # each engine's scaling vs its own N = 1
+                b = per_n["1"]
+                for n in nlist:
+                    d = per_n[str(n)]
+                    d["scale_lumen_fwd"] = ratio(d["lumen"]["fwd_ts"], b["lumen"]["fwd_ts"])
+                    d["scale_lumen_gen"] = ratio(d["lumen"]["gen_ts"], b["lumen"]["gen_ts"])
+                    d["scale_llama"] = ratio(d["llama.cpp"]["s_tg"], b["llama.cpp"]["s_tg"])
+            mr["threads"][str(t)] = per_n
+        res["models"].append(mr)
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.datetime.now().strftime("%Y-%m-%d-%H%M")
+    js, md = out / f"batched-{stamp}.json", out / f"batched-{stamp}.md"
+    js.write_text(json.dumps(res, indent=1, default=str) + "\n")
+    write_batched_md(res, md)
+    (out / "batched-latest.md").write_text(md.read_text())
+    print(md.read_text())
+    print(f"compare.py: wrote {md}, {js}, {out / 'batched-latest.md'}", file=sys.stderr)
+
+
+def write_batched_md(res, path):
+    s = res["setup"]
+    ls, P, G = s["llama"], s["n_prompt"], s["n_gen"]
+    li = s["llama_info"] or {}
+    o = [f"# lumen vs llama.cpp, batched decode: {res['date']}\n"]
+    o.append(f"- machine: {s['cpu']} ({s['cores']} cores), {s['platform']}; shared, 2 cores: "
+             "compare ratios within one run, not absolute numbers")
+    o.append(f"- workload: N sequences (N = {', '.join(map(str, s['n_list']))}), each a distinct "
+             f"prompt of {P} tokens, then {G} decode steps of N tokens (positions {P}..{P + G - 1}; "
+             f"KV holds N x {P + G} positions at the end); engines alternate process by process; "
+             f"{s['reps']} reps after {s['warmup']} untimed pass(es) of each N; cells are median "
+             "[min–max]")
+    o.append(f"- lumen: `{s['lumen_bin']} {s['lumen_cmd']}` (kernels {s['lumen_kernels']}): the "
+             f"engine (lm_engine_step) with step budget N x {P} (every prompt in the first step), "
+             f"-n {G + 1} (the first token comes from the prompt step, then {G} decode steps), "
+             "distinct prompts (BOS + the bench text from a different offset per sequence), prefix "
+             "cache off, greedy sampling, end of generation ignored, f16 KV in 16-position blocks, "
+             "one process per repetition and thread count")
+    o.append(f"- llama.cpp: `{s['llama_batched_bench']} {s['llama_cmd']}` built from "
+             f"{s['llama_cpp_built_from'] or '?'} (scripts/setup.sh --reference): n_ctx "
+             f"{ls['n_ctx']} (n_kv_max {li.get('n_kv_max', '?')}), n_batch {ls['n_batch']}, n_ubatch "
+             f"{ls['n_ubatch']} (every prompt in one batch), flash_attn {ls['flash_attn']}, "
+             "non-unified KV (one stream per sequence), prompts not shared (no -pps; random "
+             "tokens per sequence), n_threads = n_threads_batch, f16 KV, its own 16-token "
+             "warm-up, each N repeated in -npl for the warm-up pass(es) (the last result counts)")
+    o.append(f"- llama.cpp S_TG = N x {G} / time of the {G} llama_decode calls of N tokens (logits "
+             "for all, nothing sampled). lumen fwd t/s = N x "
+             f"{G} / summed forward-pass time (lm_decode) of the same {G} steps: the same quantity, "
+             f"the ratio column. lumen gen t/s = N x {G} / time from the last sequence's first token "
+             "to the last token: those steps with greedy sampling over the vocabulary and token "
+             "delivery included (what a client sees; llama-batched-bench does not sample)")
+    o.append("- TTFT: lumen = submit to each sequence's first token (end of the prompt step's "
+             "forward pass), p50 / p99 over the N sequences; llama.cpp = T_PP, the one prompt "
+             "batch (every sequence's first logits at its end: p50 = p99)")
+    o.append("- roof: lumen's compute roof = its own pp512 prefill rate x layer MACs / (layer + "
+             "LM head MACs) per decode token (`lumen bench --parallel`); fraction = fwd t/s / roof")
+    o.append("")
+    for mr in res["models"]:
+        o.append(f"## {Path(mr['model']).name}: {mr['desc']}\n")
+        o.append("| threads | N | lumen fwd t/s | llama.cpp S_TG t/s | lumen / llama.cpp | lumen gen t/s "
+                 "| gen / llama.cpp | scaling vs N=1 lumen fwd / gen / llama.cpp | lumen roof | "
+                 "TTFT p50 ms lumen / llama.cpp | TTFT p99 ms lumen / llama.cpp | lumen ITL p50 / p99 ms "
+                 "| lumen sampling ms/step |")
+        o.append("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- | --- | --- | ---: |")
+        for t, per_n in mr["threads"].items():
+            for n, d in per_n.items():
+                L, C = d["lumen"], d["llama.cpp"]
+                q = lambda v: "-" if v is None else f"{v:.2f}"
+                sc = " / ".join(q(d.get(k)) for k in ("scale_lumen_fwd", "scale_lumen_gen", "scale_llama"))
+                roof = "-" if d["roof_fwd"] is None else f"{d['roof_fwd']:.0%}"
+                o.append(f"| {t} | {n} | {fmt(L['fwd_ts'])} | {fmt(C['s_tg'])} | {q(d['ratio_fwd'])} | "
+                         f"{fmt(L['gen_ts'])} | {q(d['ratio_gen'])} | {sc} | {roof} | "
+                         f"{fmt(L['ttft_p50'])} / {fmt(C['ttft'])} | {fmt(L['ttft_p99'])} / {fmt(C['ttft'])} | "
+                         f"{fmt(L['itl_p50'], 2)} / {fmt(L['itl_p99'], 2)} | {fmt(L['sample_ms'], 2)} |")
+        o.append("")
+    Path(path).write_text("\n".join(o) + "\n")
+
+
 # ============================================================== report
 
 def fmt(s, nd=1):
@@ -337,7 +558,7 @@ def write_md(res, path):
 # ============================================================== main
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", nargs="*", default=[],
                     help="more GGUF files (e.g. tools/make_arch_gguf.py shapes)")
     ap.add_argument("--no-default", action="store_true", help="skip " + str(DEFAULT_MODEL))
@@ -350,6 +571,18 @@ def main():
     ap.add_argument("--bw-mib", type=int, default=512)
     ap.add_argument("--bin", default=str(ROOT / "build" / "lumen"))
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
+    ap.add_argument("--batched", default="", metavar="LIST",
+                    help="also compare batched decode of N sequences (e.g. 1,8,16) with "
+                         "llama-batched-bench (needs setup.sh --reference); off by default")
+    ap.add_argument("--batched-prompt", type=int, default=64, metavar="P",
+                    help="prompt tokens per sequence (default 64)")
+    ap.add_argument("--batched-gen", type=int, default=128, metavar="G",
+                    help="decode steps after the prompts, llama-batched-bench's -ntg (default 128; "
+                         "lumen runs -n G+1: its first token comes from the prompt step)")
+    ap.add_argument("--batched-flash-attn", default="off", choices=("off", "on", "auto"),
+                    help="llama.cpp's flash attention in the batched runs (default off, as above)")
+    ap.add_argument("--batched-only", action="store_true",
+                    help="run only the batched comparison")
     a = ap.parse_args()
     try:
         threads = [int(x) for x in a.threads.split(",")]
@@ -357,22 +590,38 @@ def main():
         sys.exit(f"compare.py: -t: '{a.threads}' is not a list of integers")
     if a.reps < 1 or a.pp < 1 or a.tg < 1 or a.ttft < 1 or min(threads) < 1:
         sys.exit("compare.py: -r, --pp, --tg, --ttft and -t must be >= 1")
+    nlist = []
+    if a.batched:
+        try:
+            nlist = [int(x) for x in a.batched.split(",")]
+        except ValueError:
+            sys.exit(f"compare.py: --batched: '{a.batched}' is not a list of integers")
+        if min(nlist) < 1 or max(nlist) > 256 or len(set(nlist)) != len(nlist):
+            sys.exit("compare.py: --batched: N values must be distinct, in [1, 256]")
+        if a.batched_prompt < 1 or a.batched_gen < 1:
+            sys.exit("compare.py: --batched-prompt and --batched-gen must be >= 1")
+    elif a.batched_only:
+        sys.exit("compare.py: --batched-only needs --batched LIST")
     models = ([] if a.no_default else [DEFAULT_MODEL]) + [Path(m) for m in a.models]
     for m in models:
         if not Path(m).is_file():
             sys.exit(f"compare.py: model {m} not found")
-    text = bench_text()
-    lumen, llama = Lumen(a.bin), LlamaCpp()
+    lumen = Lumen(a.bin)
+    exe = None
+    if nlist:  # fail before any run when the tool is missing or stale
+        import reference
+        try:
+            exe = reference.tool("llama-batched-bench")
+        except reference.ReferenceMissing as e:
+            sys.exit(f"compare.py: --batched: {e}")
+    machine = machine_info()
+    if not a.batched_only:
+        single_stream(a, models, threads, lumen, machine)
+    if nlist:
+        batched(a, models, threads, lumen, exe, nlist, machine)
 
-    # ---- bandwidth: the script's own numpy probe and lumen's; the roofline uses the higher
-    print("compare.py: read-bandwidth probes...", file=sys.stderr)
-    lp = lumen.probe(models[0], threads, a.bw_mib)
-    bw = {}
-    for t in threads:
-        n = numpy_bandwidth(t, a.bw_mib)
-        l = lp.get(t)
-        bw[t] = {"numpy": n, "lumen": l, "used": max(n, l or 0.0)}
 
+def machine_info():
     cpu = "unknown"
     for line in open("/proc/cpuinfo"):
         if line.startswith("model name"):
@@ -385,10 +634,27 @@ def main():
             l3 = max(l3, int(v[:-1]) * {"K": 1 << 10, "M": 1 << 20}.get(v[-1], 1) if v[-1] in "KM" else int(v))
     except (OSError, ValueError):
         pass
+    return {"cpu": cpu, "cores": os.cpu_count(), "l3_bytes": l3, "platform": platform.platform()}
+
+
+def single_stream(a, models, threads, lumen, machine):
+    """pp / tg / TTFT / load against llama-cpp-python (the default comparison)."""
+    text = bench_text()
+    llama = LlamaCpp()
+
+    # ---- bandwidth: the script's own numpy probe and lumen's; the roofline uses the higher
+    print("compare.py: read-bandwidth probes...", file=sys.stderr)
+    lp = lumen.probe(models[0], threads, a.bw_mib)
+    bw = {}
+    for t in threads:
+        n = numpy_bandwidth(t, a.bw_mib)
+        l = lp.get(t)
+        bw[t] = {"numpy": n, "lumen": l, "used": max(n, l or 0.0)}
+
     date = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
     res = {"date": date, "setup": {
-        "cpu": cpu, "cores": os.cpu_count(), "l3_bytes": l3, "platform": platform.platform(),
-        "lumen_bin": os.path.relpath(a.bin, ROOT), "lumen_kernels": None,
+        "cpu": machine["cpu"], "cores": machine["cores"], "l3_bytes": machine["l3_bytes"],
+        "platform": machine["platform"], "lumen_bin": os.path.relpath(a.bin, ROOT), "lumen_kernels": None,
         "llama_cpp_version": llama.version, "llama_cpp_system_info": llama.system_info,
         "llama_cpp_build": "wheel built locally by scikit-build-core; AVX512 flags in the "
                            "system info come from -march=native" if "AVX512 = 1" in llama.system_info

@@ -308,6 +308,8 @@ struct lm_engine_stats {
     uint64_t steps, submitted, finished, cancelled, preempted, refused_busy;
     uint64_t prompt_tokens, generated_tokens, prefilled_tokens; // prefilled: computed (not cached)
     int32_t last_step_tokens, last_step_decode; // tokens in the last step, of which decode
+    uint64_t forward_ns, sample_ns;    // summed over the steps: time in the forward pass, and
+                                       // in sampling + event delivery (CLOCK_MONOTONIC)
     struct lm_kv_cache_stats kv;       // as of the end of the last step
 };
 void lm_engine_stats(struct lm_engine *e, struct lm_engine_stats *out);

@@ -37,6 +37,17 @@ expect 2 "empty list" -- "$BIN" bench -n ,
 expect 2 "not one of md, csv, json" -- "$BIN" bench -o xml
 expect 2 "not an integer" -- "$BIN" bench --warmup x
 expect 2 "nope.gguf" -- "$BIN" bench -m "$TMP/nope.gguf"
+# --parallel's own flags
+expect 2 "apply to --parallel runs" -- "$BIN" bench --arrival 100
+expect 2 "apply to --parallel runs" -- "$BIN" bench --step-tokens 256
+expect 2 "--trace, --perfetto and --profile apply to --parallel" -- "$BIN" bench --trace "$TMP/t.jsonl"
+expect 2 "--trace, --perfetto and --profile apply to --parallel" -- "$BIN" bench --profile
+expect 2 "needs a value" -- "$BIN" bench --parallel 2 --trace
+expect 2 "out of range" -- "$BIN" bench --parallel 2 --arrival 0
+expect 2 "out of range" -- "$BIN" bench --parallel 2 --step-tokens 9000
+expect 2 "--step-tokens 4 < N = 8" -- "$BIN" bench --parallel 1,8 --step-tokens 4
+expect 2 "budget of 9 leaves no prefill chunk beside N = 8" -- "$BIN" bench --parallel 8 --arrival 100 --step-tokens 9
+expect 2 "--parallel takes one -p value" -- "$BIN" bench --parallel 2 -n 1
 
 if [[ ! -x "$PY" ]]; then
   echo "test_cli_bench: $PY missing, skipping the tiny-model runs" >&2
@@ -124,6 +135,50 @@ if "$BIN" bench "${Q[@]}" -n 1 -t 1 --breakdown >"$TMP/b1.md" 2>"$TMP/err"; then
   grep -q 'does not call lm_prof_op' "$TMP/b1.md" && bad "-n 1 breakdown blames the forward pass" || ok
 else
   bad "bench -n 1 --breakdown: exit $?: $(head -c 300 "$TMP/err")"
+fi
+
+# ---- --parallel with --arrival (json and md) and a trace of the arrival run
+P=(-m "$M" --parallel 1,2 -p 8 -n 4 -r 2 --warmup 0 -t 1 --bw-mib 0)
+expect 2 "context is 256" -- "$BIN" bench "${P[@]}" --arrival 300
+if "$BIN" bench "${P[@]}" --arrival 40 --step-tokens 16 --trace "$TMP/a.jsonl" -o json >"$TMP/p.json" 2>"$TMP/err"; then
+  "$PY" - "$TMP/p.json" <<'EOF' || bad "--parallel --arrival json: fields"
+import json, sys
+d = json.load(open(sys.argv[1]))
+t = d["tests"]
+assert [x["n_seq"] for x in t] == [1, 2] and all(x["kind"] == "batched" for x in t), t
+for x in t:
+    assert x["step_tokens"] == 16 and x["gen_tok_s"] > 0 and x["fwd_tok_s"] >= x["gen_tok_s"] * 0.5, x
+    assert x["gen_tok_s_min"] <= x["gen_tok_s"] <= x["gen_tok_s_max"], x
+    a = x["arrival"]
+    assert a["n_prompt"] == 40 and a["step_tokens"] == 16 and a["chunk_tokens"] == 16 - x["n_seq"], a
+    assert a["reps"] == 2 and a["n_chunk_steps"] == 40 // (16 - x["n_seq"]), a
+    for k in ("gap_base_max_ms", "gap_during_max_ms", "chunk_step_ms", "decode_step_ms", "long_ttft_ms"):
+        assert a[k] > 0, (k, a)
+    assert a["gap_during_max_worst_ms"] >= a["gap_during_max_ms"], a
+    assert abs(a["increase_ms"] - (a["gap_during_max_ms"] - a["gap_base_max_ms"])) < 0.01, a
+    assert a["chunk_step_max_ms"] >= a["chunk_step_ms"] > 0, a
+    assert abs(a["increase_over_longest_chunk_step"] - a["increase_ms"] / a["chunk_step_max_ms"]) < 0.01, a
+EOF
+  ok
+else
+  bad "bench --parallel --arrival -o json: exit $?: $(head -c 300 "$TMP/err")"
+fi
+if "$BIN" analyze "$TMP/a.jsonl" >"$TMP/a.txt" 2>"$TMP/err"; then
+  # the profiled run is N = 2's arrival run: steps with prefill and decode-only steps
+  grep -qE '^  with prefill: count=[0-9]+' "$TMP/a.txt" && ok || bad "arrival trace: no steps with prefill"
+  grep -qE '^  decode only: count=[0-9]+' "$TMP/a.txt" && ok || bad "arrival trace: no decode-only steps"
+  grep -qE '^  sequences per step: .*max=3 ' "$TMP/a.txt" && ok || bad "arrival trace: no step with 3 sequences"
+else
+  bad "analyze of the arrival trace: $(cat "$TMP/err")"
+fi
+if "$BIN" bench "${P[@]}" --arrival 40 >"$TMP/p.md" 2>"$TMP/err"; then
+  for pat in '^\| model \| threads \| test \| n_seq \| gen t/s \| gen t/s vs N=1 \| fwd t/s' \
+             '^\| threads \| n_seq \| arrival \| step budget \| chunk \| worst gap before ms' \
+             '^\| 1 \| 2 \| 40 \| 256 \| 254 \|' '^arrival: after the N streams' '^compute roof: .*\(pp256,'; do
+    grep -qE -- "$pat" "$TMP/p.md" && ok || bad "--parallel --arrival md lacks /$pat/"
+  done
+else
+  bad "bench --parallel --arrival (md): exit $?: $(head -c 300 "$TMP/err")"
 fi
 
 echo "test_cli_bench: $pass passed, $fail failed"

@@ -1,7 +1,7 @@
 // Trace analyzer: exact statistics (count, total, mean, min, max, nearest-rank p95/p99)
 // on a synthetic JSONL with known answers, the HTML report's charts, and malformed
 // inputs (bad JSON, unknown version, truncation, schema violations) each giving one
-// "file:line: what" message.
+// "file:line: what" message. Engine steps (version 2): known answers and bad step events.
 // LM_TEST_LABELS: unit
 #include <unistd.h>
 
@@ -162,6 +162,74 @@ static void test_known(void) {
 }
 
 // ============================================================================
+// engine steps (schema version 2)
+// ============================================================================
+
+#define HDR2 "{\"type\":\"header\",\"schema\":\"lumen-trace\",\"version\":2,\"unit\":\"ns\"," \
+             "\"clock\":\"tsc\",\"ns_per_tick\":0.3333,\"n_threads\":1,\"events\":1,\"dropped\":0}\n"
+
+static void test_steps(void) {
+    const char *path = tmp_path("steps.jsonl");
+    FILE *f = fopen(path, "w");
+    fputs(HDR2, f);
+    // 20 steps: step 0 prefills 4 prompts of 16 (4 seqs, 64 us), steps 1..18 decode 4 (10..27 us),
+    // step 19 decodes 4 + a 12-token chunk of a fifth prompt (5 seqs, 40 us)
+    int n = 0;
+    for (int s = 0; s < 20; s++, n++) {
+        int nt = 4, nd = 4, ns = 4, us = 9 + s;
+        if (s == 0) nt = 64, nd = 0, us = 64;
+        if (s == 19) nt = 16, ns = 5, us = 40;
+        fprintf(f, "{\"type\":\"step\",\"tid\":0,\"ts_ns\":%d,\"dur_ns\":%d,\"step\":%d,"
+                   "\"n_tokens\":%d,\"n_decode\":%d,\"n_prefill\":%d,\"n_seqs\":%d}\n",
+                100000 * s, us * 1000, s, nt, nd, nt - nd, ns);
+    }
+    fprintf(f, "{\"type\":\"end\",\"events\":%d,\"dropped\":0}\n", n);
+    fclose(f);
+    struct lm_prof_report *r = NULL;
+    CHECKF(lm_prof_report_load(path, &r) == LM_OK, "%s", lm_error_msg());
+    if (!r) return;
+    // all: 10..27 us (18 steps) + 40 + 64 -> total 333 + 104 = 437 us
+    check_row(r, "step", "engine", 20, 437e3, 10e3, 64e3, 40e3, 64e3);
+    check_row(r, "step", "engine decode only", 18, 333e3, 10e3, 27e3, 27e3, 27e3);
+    check_row(r, "step", "engine with prefill", 2, 104e3, 40e3, 64e3, 64e3, 64e3);
+    check_row(r, "step_tokens", "tokens", 20, 64 + 18 * 4 + 16, 4, 64, 16, 64);
+    check_row(r, "step_tokens", "decode", 20, 19 * 4, 0, 4, 4, 4);
+    check_row(r, "step_tokens", "prefill", 20, 64 + 12, 0, 64, 12, 64);
+    check_row(r, "step_tokens", "seqs", 20, 19 * 4 + 5, 4, 5, 4, 5);
+    check_row(r, "type", "step", 20, 437e3, 10e3, 64e3, 40e3, 64e3);
+    const char *txt = tmp_path("steps.txt");
+    FILE *o = fopen(txt, "w");
+    lm_prof_report_print(r, o);
+    fclose(o);
+    char buf[65536];
+    o = fopen(txt, "r");
+    size_t len = fread(buf, 1, sizeof buf - 1, o);
+    buf[len] = 0;
+    fclose(o);
+    const char *want[] = {
+        "Engine steps (one per lm_engine_step",
+        "  decode only: count=18 | total=0.333ms",
+        "  tokens per step: count=20 | total=152 | avg=7.60 | min=4 | max=64",
+        "  sequences per step: count=20 | total=81",
+        "  tokens: 152 = decode 76 (50.0%) + prefill 76 (50.0%); step time: decode only 76.2%, "
+        "with prefill 23.8%",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        CHECKF(strstr(buf, want[i]) != NULL, "text report lacks '%s'", want[i]);
+    const char *html = tmp_path("steps.html");
+    CHECK(lm_prof_report_write_html(r, html) == LM_OK);
+    o = fopen(html, "r");
+    len = fread(buf, 1, sizeof buf - 1, o);
+    buf[len] = 0;
+    fclose(o);
+    CHECK(strstr(buf, "Engine steps") != NULL);
+    lm_prof_report_free(r);
+    unlink(txt);
+    unlink(html);
+    unlink(path);
+}
+
+// ============================================================================
 // malformed input
 // ============================================================================
 
@@ -192,8 +260,30 @@ static void test_malformed(void) {
     bad("badjson.jsonl", HDR OP(",\"op\":\"qkv\",\"layer\":0") "{\"type\":\"op\",\"tid\":0,\n" END(2),
         LM_ERR_FORMAT, "3", "bad JSON");
     bad("version.jsonl",
-        "{\"type\":\"header\",\"schema\":\"lumen-trace\",\"version\":2,\"n_threads\":1}\n" END(0),
-        LM_ERR_UNSUPPORTED, "1", "unsupported trace version 2");
+        "{\"type\":\"header\",\"schema\":\"lumen-trace\",\"version\":3,\"n_threads\":1}\n" END(0),
+        LM_ERR_UNSUPPORTED, "1", "unsupported trace version 3 (this lumen reads 1 to 2)");
+    bad("version0.jsonl",
+        "{\"type\":\"header\",\"schema\":\"lumen-trace\",\"version\":0,\"n_threads\":1}\n" END(0),
+        LM_ERR_UNSUPPORTED, "1", "unsupported trace version 0");
+#define STEP(body) "{\"type\":\"step\",\"tid\":0,\"ts_ns\":1,\"dur_ns\":5," body "}\n"
+    bad("step_v1.jsonl", HDR STEP("\"step\":0,\"n_tokens\":1,\"n_decode\":1,\"n_prefill\":0,\"n_seqs\":1") END(1),
+        LM_ERR_FORMAT, "2", "step event in a version 1 trace");
+    bad("step_key.jsonl", HDR2 STEP("\"step\":0,\"n_tokens\":1,\"n_decode\":1,\"n_seqs\":1") END(1),
+        LM_ERR_FORMAT, "2", "step event lacks required key 'n_prefill'");
+    bad("step_neg.jsonl", HDR2 STEP("\"step\":-1,\"n_tokens\":1,\"n_decode\":1,\"n_prefill\":0,\"n_seqs\":1") END(1),
+        LM_ERR_FORMAT, "2", "step event: key 'step' must be a non-negative integer");
+    bad("step_sum.jsonl", HDR2 STEP("\"step\":0,\"n_tokens\":8,\"n_decode\":3,\"n_prefill\":4,\"n_seqs\":4") END(1),
+        LM_ERR_FORMAT, "2", "step event: n_decode 3 + n_prefill 4 != n_tokens 8");
+    bad("step_zero.jsonl", HDR2 STEP("\"step\":0,\"n_tokens\":0,\"n_decode\":0,\"n_prefill\":0,\"n_seqs\":0") END(1),
+        LM_ERR_FORMAT, "2", "step event: n_tokens 0 < 1");
+    bad("step_seqs.jsonl", HDR2 STEP("\"step\":0,\"n_tokens\":8,\"n_decode\":4,\"n_prefill\":4,\"n_seqs\":4") END(1),
+        LM_ERR_FORMAT, "2", "step event: n_seqs 4 outside [5, 8]");
+    bad("step_seqs2.jsonl", HDR2 STEP("\"step\":0,\"n_tokens\":4,\"n_decode\":4,\"n_prefill\":0,\"n_seqs\":9") END(1),
+        LM_ERR_FORMAT, "2", "step event: n_seqs 9 outside [4, 4]");
+    bad("step_tid.jsonl", HDR2 "{\"type\":\"step\",\"tid\":3,\"ts_ns\":1,\"dur_ns\":5,\"step\":0,"
+                               "\"n_tokens\":1,\"n_decode\":1,\"n_prefill\":0,\"n_seqs\":1}\n" END(1),
+        LM_ERR_FORMAT, "2", "tid 3 >= header n_threads 1");
+#undef STEP
     bad("schema.jsonl", "{\"type\":\"header\",\"schema\":\"other\",\"version\":1,\"n_threads\":1}\n",
         LM_ERR_FORMAT, "1", "schema");
     bad("noend.jsonl", HDR OP(",\"op\":\"qkv\",\"layer\":0"), LM_ERR_FORMAT, "2",
@@ -262,6 +352,7 @@ static void test_malformed(void) {
 int main(void) {
     CHECK(mkdtemp(g_dir) != NULL);
     test_known();
+    test_steps();
     test_malformed();
     rmdir(g_dir);
     return lm_test_finish();

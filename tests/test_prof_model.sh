@@ -2,7 +2,8 @@
 # Profiled run on the default model: JSONL trace validates and its per-op spans add up to
 # the forward-pass (prefill/decode phase) time within 5%; the Perfetto file is valid JSON
 # with complete events per thread; lumen analyze reads the trace (text + HTML with charts);
-# --profile prints the summary tables.
+# --profile prints the summary tables. A batched `lumen bench --parallel --trace` run gives
+# engine step events that lumen analyze counts right (tokens, decode/prefill, sequences).
 # LM_TEST_LABELS: model
 set -u
 ROOT="${LUMEN_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}"
@@ -26,7 +27,7 @@ done
 import json, sys
 from collections import defaultdict
 lines = [json.loads(l) for l in open(sys.argv[1])]
-assert lines[0]["type"] == "header" and lines[0]["version"] == 1, lines[0]
+assert lines[0]["type"] == "header" and lines[0]["version"] == 2, lines[0]
 assert lines[-1]["type"] == "end" and lines[-1]["events"] == len(lines) - 2, lines[-1]
 need = {"phase": ["tid", "ts_ns", "dur_ns", "phase", "step", "n_tokens"],
         "op": ["tid", "ts_ns", "dur_ns", "phase", "step", "op", "layer"],
@@ -90,5 +91,42 @@ done
 n_svg=$(grep -o "<svg" "$TMP/r.html" | wc -l)
 if [[ $n_svg -ge 4 ]]; then ok; else bad "html has $n_svg charts"; fi
 if grep -qE "https?://" "$TMP/r.html"; then bad "html references the network"; else ok; fi
+
+# ---- batched: 1 and 4 sequences of 16 prompt tokens, 8 generated each; the profiled run is
+# N = 4: step 0 prefills 4 x 16 tokens (budget N x prompt), then 7 steps decode 4 tokens
+if "$BIN" bench -m "$MODEL" --parallel 1,4 -p 16 -n 8 -r 1 --warmup 0 -t 2 --bw-mib 0 \
+    --trace "$TMP/b.jsonl" --perfetto "$TMP/b.json" --profile >"$TMP/bout" 2>"$TMP/berr"; then ok
+else bad "bench --parallel --trace failed: $(tail -3 "$TMP/berr")"; fi
+grep -q "engine steps (span" "$TMP/berr" && ok || bad "--profile summary lacks the engine steps"
+grep -q "tokens: 92 in 8 steps (decode 28 = 30.4%, prefill 64 = 69.6%)" "$TMP/berr" && ok || \
+  bad "--profile summary: wrong step token counts: $(grep 'tokens:' "$TMP/berr")"
+if "$BIN" analyze "$TMP/b.jsonl" >"$TMP/brep" 2>"$TMP/err3"; then ok
+else bad "lumen analyze (batched) failed: $(cat "$TMP/err3")"; fi
+for s in "^Engine steps \(one per lm_engine_step" "^  all: count=8 " "^  decode only: count=7 " \
+         "^  with prefill: count=1 " "^  tokens per step: count=8 \| total=92 \| avg=11.50 \| min=4 \| max=64 " \
+         "^  decode tokens per step: count=8 \| total=28 " "^  prefill tokens per step: count=8 \| total=64 " \
+         "^  sequences per step: count=8 \| total=32 \| avg=4.00 \| min=4 \| max=4 " \
+         "^  tokens: 92 = decode 28 \(30.4%\) \+ prefill 64 \(69.6%\)" "^    decode: 28 tokens"; do
+  grep -qE -- "$s" "$TMP/brep" && ok || bad "batched analyze report lacks /$s/"
+done
+"$PY" - "$TMP/b.jsonl" "$TMP/b.json" <<'PY' && ok || bad "batched trace checks failed"
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+steps = [e for e in lines if e["type"] == "step"]
+assert [s["step"] for s in steps] == list(range(8)), steps
+assert [(s["n_tokens"], s["n_decode"], s["n_prefill"], s["n_seqs"]) for s in steps] == \
+    [(64, 0, 64, 4)] + [(4, 4, 0, 4)] * 7, steps
+# every op of thread 0 falls in exactly one step span and carries that step's index
+spans = [(s["ts_ns"], s["ts_ns"] + s["dur_ns"], s["step"]) for s in steps]
+ops = [e for e in lines if e["type"] == "op" and e["tid"] == 0]
+assert ops
+for o in ops:
+    inside = [k for a, b, k in spans if a <= o["ts_ns"] < b]
+    assert inside == [o["step"]], (o, inside)
+pf = json.load(open(sys.argv[2]))
+es = [e for e in pf["traceEvents"] if e.get("name") == "engine step"]
+assert len(es) == 8 and es[0]["args"]["n_prefill"] == 64, es[:1]
+PY
+
 echo "$pass passed, $fail failed"
 [[ $fail -eq 0 ]]

@@ -2,6 +2,8 @@
 // phases, ops, barriers, matmuls, variants and memory; the summary, the JSONL (every
 // line checked against the documented schema, then read back by the analyzer) and the
 // Perfetto file (valid JSON, complete events, strict nesting per thread) are checked.
+// Synthetic engine steps (lm_prof_step around the phases, as lm_engine_step records
+// them) give step events whose ops carry the step index, and the analyzer's step rows.
 // LM_TEST_LABELS: unit
 #include <stdint.h>
 #include <unistd.h>
@@ -118,6 +120,34 @@ static void run_generation(struct lm_pool *pool) {
     }
     mem.kv_cache = 4u << 20;
     lm_prof_memory(&mem);
+}
+
+// Engine steps as lm_engine_step records them: step 0 prefills two prompts (5 + 2
+// tokens), steps 1..3 decode both sequences, step 4 decodes one and prefills a third
+// prompt of 3 tokens. Each: step span > forward phase (prefill if any prefill token) +
+// sample phase, with the phases' step = the engine step index.
+#define ENG_STEPS 5
+static const struct lm_prof_step k_eng[ENG_STEPS] = {
+    {0, 7, 0, 2}, {1, 2, 2, 2}, {2, 2, 2, 2}, {3, 2, 2, 2}, {4, 4, 1, 2},
+};
+
+static void run_engine_steps(struct lm_pool *pool) {
+    struct fwd f = {.pool = pool};
+    for (int s = 0; s < ENG_STEPS; s++) {
+        const struct lm_prof_step *st = &k_eng[s];
+        const uint64_t t_step = lm_prof_ticks();
+        const enum lm_prof_phase ph = st->n_decode == st->n_tokens ? LM_PHASE_DECODE : LM_PHASE_PREFILL;
+        uint64_t t0 = lm_prof_phase_begin(ph);
+        f.n_tokens = st->n_tokens;
+        f.step = s;
+        lm_pool_run(pool, forward, &f);
+        lm_prof_phase(ph, t0, lm_prof_ticks(), s, st->n_tokens);
+        t0 = lm_prof_phase_begin(LM_PHASE_SAMPLE);
+        spin(&f, 100);
+        const uint64_t t1 = lm_prof_ticks();
+        lm_prof_phase(LM_PHASE_SAMPLE, t0, t1, s, st->n_seqs);
+        lm_prof_step(st, t_step, t1);
+    }
 }
 
 // events of one generation: per forward, per thread N_LAYERS*N_LOPS ops + barriers,
@@ -334,6 +364,7 @@ static int check_jsonl_schema(const char *path, int *n_types) {
         {"variant", "tid:u", "ts_ns:u", "kernel:s", "variant:s", "reason:s"},
         {"memory", "tid:u", "ts_ns:u", "weights_mapped:u", "kv_cache:u", "scratch:u", "rss:u", "rss_peak:u"},
         {"end", "events:u", "dropped:u"},
+        {"step", "tid:u", "ts_ns:u", "dur_ns:u", "step:u", "n_tokens:u", "n_decode:u", "n_prefill:u", "n_seqs:u"},
     };
     FILE *f = fopen(path, "r");
     if (!f) return -1;
@@ -347,7 +378,7 @@ static int check_jsonl_schema(const char *path, int *n_types) {
             continue;
         }
         int ti = -1;
-        for (int t = 0; t < 8; t++) {
+        for (int t = 0; t < 9; t++) {
             char pat[64];
             snprintf(pat, sizeof pat, "{\"type\":\"%s\"", req[t][0]);
             if (!strncmp(line, pat, strlen(pat))) ti = t;
@@ -457,7 +488,7 @@ int main(void) {
     CHECK(lm_prof_dropped() == 0);
     CHECK(lm_prof_write_jsonl(jsonl) == LM_OK);
     CHECK(lm_prof_write_perfetto(perf) == LM_OK);
-    int n_types[8] = {0};
+    int n_types[9] = {0};
     int bad = check_jsonl_schema(jsonl, n_types);
     CHECKF(bad == 0, "%d JSONL lines fail the schema", bad);
     CHECK(n_types[0] == 1 && n_types[7] == 1);
@@ -465,7 +496,8 @@ int main(void) {
     CHECKF(n_types[2] == EV_OPS, "ops %d vs %d", n_types[2], EV_OPS);
     CHECKF(n_types[3] == EV_BARRIERS, "barriers %d vs %d", n_types[3], EV_BARRIERS);
     CHECKF(n_types[4] == EV_MATMULS, "matmuls %d vs %d", n_types[4], EV_MATMULS);
-    CHECK(n_types[5] == 1 && n_types[6] == 2);
+    CHECK(n_types[5] == 1 && n_types[6] == 2 && n_types[8] == 0);
+    CHECK(contains(jsonl, "\"version\":2,"));
     check_perfetto(perf, 2);
 
     // ---- the analyzer reads it back
@@ -488,6 +520,62 @@ int main(void) {
               row.count == N_LAYERS);
         CHECK(lm_prof_report_row(r, "op", "attention", &row) && row.count == 2 * N_LAYERS * N_FWD &&
               row.min <= row.p95 && row.p95 <= row.p99 && row.p99 <= row.max && row.min > 0);
+        lm_prof_report_free(r);
+    }
+
+    // ---- engine steps: summary, JSONL (step events, ops carry the step), Perfetto, analyzer
+    CHECK(lm_prof_init(LM_PROF_SUMMARY, 2, 0) == LM_OK);
+    run_engine_steps(pool);
+    sf = fopen(summ, "w");
+    lm_prof_print_summary(sf);
+    fclose(sf);
+    CHECK(contains(summ, "engine steps"));
+    CHECK(contains(summ, "tokens: 17 in 5 steps (decode 7 = 41.2%, prefill 10 = 58.8%); per step avg 3.4, min 2, max 7"));
+    CHECK(lm_prof_init(LM_PROF_TRACE, 2, 0) == LM_OK);
+    run_engine_steps(pool);
+    CHECK(lm_prof_write_jsonl(jsonl) == LM_OK);
+    CHECK(lm_prof_write_perfetto(perf) == LM_OK);
+    memset(n_types, 0, sizeof n_types);
+    bad = check_jsonl_schema(jsonl, n_types);
+    CHECKF(bad == 0, "%d JSONL lines fail the schema", bad);
+    CHECKF(n_types[8] == ENG_STEPS, "step events %d", n_types[8]);
+    CHECK(contains(jsonl, "{\"type\":\"step\",\"tid\":0,") &&
+          contains(jsonl, "\"step\":4,\"n_tokens\":4,\"n_decode\":1,\"n_prefill\":3,\"n_seqs\":2}"));
+    { // every op line of the trace carries the step whose span holds it
+        FILE *jf = fopen(jsonl, "r");
+        char line[4096];
+        int per_step[ENG_STEPS] = {0}, other = 0;
+        while (jf && fgets(line, sizeof line, jf)) {
+            if (strncmp(line, "{\"type\":\"op\",", 13)) continue;
+            const char *p = strstr(line, "\"step\":");
+            int k = p ? atoi(p + 7) : -1;
+            if (k >= 0 && k < ENG_STEPS) per_step[k]++;
+            else other++;
+        }
+        if (jf) fclose(jf);
+        CHECKF(other == 0, "%d ops outside the steps", other);
+        for (int k = 0; k < ENG_STEPS; k++)
+            CHECKF(per_step[k] == 2 * N_LAYERS * N_LOPS + 3, "step %d: %d ops", k, per_step[k]);
+    }
+    check_perfetto(perf, 2);
+    CHECK(contains(perf, "\"name\":\"engine step\",\"cat\":\"step\",\"args\":{\"step\":0,\"n_tokens\":7,"
+                         "\"n_decode\":0,\"n_prefill\":7,\"n_seqs\":2}"));
+    CHECK(contains(perf, "\"name\":\"step tokens\""));
+    r = NULL;
+    CHECKF(lm_prof_report_load(jsonl, &r) == LM_OK, "%s", lm_error_msg());
+    if (r) {
+        struct lm_prof_row row;
+        CHECK(lm_prof_report_row(r, "step", "engine", &row) && row.count == ENG_STEPS);
+        CHECK(lm_prof_report_row(r, "step", "engine decode only", &row) && row.count == 3);
+        CHECK(lm_prof_report_row(r, "step", "engine with prefill", &row) && row.count == 2);
+        CHECK(lm_prof_report_row(r, "step_tokens", "tokens", &row) && row.total == 17 &&
+              row.min == 2 && row.max == 7);
+        CHECK(lm_prof_report_row(r, "step_tokens", "decode", &row) && row.total == 7);
+        CHECK(lm_prof_report_row(r, "step_tokens", "prefill", &row) && row.total == 10);
+        CHECK(lm_prof_report_row(r, "step_tokens", "seqs", &row) && row.total == 10);
+        CHECK(lm_prof_report_row(r, "phase", "prefill", &row) && row.count == 2);
+        CHECK(lm_prof_report_row(r, "phase", "decode", &row) && row.count == 3);
+        CHECK(lm_prof_report_row(r, "phase_op", "prefill :: qkv", &row) && row.count == 2 * 2 * N_LAYERS);
         lm_prof_report_free(r);
     }
 

@@ -7,6 +7,7 @@
 // test_runtime_sched_threads.c.)
 // LM_TEST_LABELS: model
 #include <pthread.h>
+#include <time.h>
 
 #include "lm_test.h"
 #include "lumen.h"
@@ -120,9 +121,18 @@ int main(void) {
         struct lm_engine *e = engine(16, 64, 0, 0);
         for (int i = 0; i < NR; i++)
             CHECK(lm_engine_submit(e, prompts[i], 20 + 2 * i, &rp[i], on_event, &s2, &id2[i]) == LM_OK);
+        struct timespec w0, w1;
+        clock_gettime(CLOCK_MONOTONIC, &w0);
         const int steps = run_all(e, &s2);
+        clock_gettime(CLOCK_MONOTONIC, &w1);
         struct lm_engine_stats st;
         lm_engine_stats(e, &st);
+        // forward pass and sampling times: both spent, together within the steps' wall time
+        const uint64_t wall = (uint64_t)(w1.tv_sec - w0.tv_sec) * 1000000000ull + (uint64_t)w1.tv_nsec -
+                              (uint64_t)w0.tv_nsec;
+        CHECKF(st.forward_ns > 0 && st.sample_ns > 0 && st.forward_ns + st.sample_ns <= wall,
+               "forward %llu + sample %llu ns, wall %llu ns", (unsigned long long)st.forward_ns,
+               (unsigned long long)st.sample_ns, (unsigned long long)wall);
         printf("%d requests together: %d steps, %llu generated, %llu prefilled\n", NR, steps,
                (unsigned long long)st.generated_tokens, (unsigned long long)st.prefilled_tokens);
         CHECK(st.generated_tokens == (uint64_t)(NR * GEN) && st.running == 0 && st.waiting == 0);

@@ -47,6 +47,15 @@ static const char *k_bench_help =
     "                      reports aggregate decode t/s, TTFT and inter-token latency\n"
     "                      percentiles, KV memory held, and the compute roof (the pp512\n"
     "                      prefill MAC rate / MACs of one decode token with the LM head)\n"
+    "      --step-tokens S --parallel: the engine's token budget per step (default: N x -p,\n"
+    "                      every prompt in the first step; 256 in the --arrival runs)\n"
+    "      --arrival L     --parallel: per N, also a run where a prompt of L tokens arrives\n"
+    "                      while the N streams decode; reports their worst inter-token gap\n"
+    "                      before and during its prefill against one full-chunk step\n"
+    "      --trace FILE    --parallel: one extra profiled run at the largest N and -t (its\n"
+    "                      --arrival run if given): JSONL for `lumen analyze`\n"
+    "      --perfetto FILE --parallel: the same run as a Perfetto trace\n"
+    "      --profile       --parallel: that run's profiler summary on stderr\n"
     "\n"
     "Prompts are deterministic: BOS + a fixed English text's token ids, repeated to length;\n"
     "prefill runs in chunks of 512 with logits only for the last token. Each test reports\n"
@@ -662,9 +671,11 @@ int cmd_bench(int argc, char **argv) {
     bool breakdown = false, progress = false, pp_set = false, tg_set = false;
     int64_t par[BENCH_MAX_LIST];
     int n_parl = 0;
+    struct lm_bench_parallel_opts popt = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(k_bench_help, stdout); return 0; }
+        else if (lm_bench_parallel_flag(cmd, argc, argv, &i, &popt)) continue;
         else if (!strcmp(a, "-m") || !strcmp(a, "--model")) model_path = cli_value(cmd, argc, argv, &i);
         else if (!strcmp(a, "-p") || !strcmp(a, "--n-prompt"))
             n_pp = parse_list(cmd, a, cli_value(cmd, argc, argv, &i), 0, 1 << 20, pp), pp_set = true;
@@ -705,6 +716,7 @@ int cmd_bench(int argc, char **argv) {
             cli_usage_error(cmd, "--parallel takes one -p value >= 1 and one -n value >= 2");
         if (breakdown || ttft) cli_usage_error(cmd, "--parallel does not combine with --breakdown or --ttft");
     }
+    lm_bench_parallel_check(cmd, &popt, n_parl > 0, par, n_parl);
 
     // ---- model
     const uint64_t t_load0 = lm_now_ns();
@@ -729,10 +741,12 @@ int cmd_bench(int argc, char **argv) {
     if (ttft > need) need = ttft;
     if (breakdown && bd_prompt + bd_gen > need) need = bd_prompt + bd_gen;
     if (need < BENCH_TG_PROMPT + 1) need = BENCH_TG_PROMPT + 1; // the sampling test's prompt
+    if (n_parl > 0) // one sequence: prompt + generated (+ the arrival's long prompt)
+        need = pp[0] + tg[0] + 1 > popt.arrival + 2 ? pp[0] + tg[0] + 1 : popt.arrival + 2;
     if (need > mi.n_ctx_train) {
         lm_model_free(m);
         cli_usage_error(cmd, "the tests need %lld positions; the model's context is %d "
-                             "(lower -p/-n/--ttft)", (long long)need, mi.n_ctx_train);
+                             "(lower -p/-n/--ttft/--arrival)", (long long)need, mi.n_ctx_train);
     }
     int32_t *ids = lm_bench_tokens(m, (int32_t)need);
     if (!ids) { die_status(""); lm_model_free(m); return 1; }
@@ -773,13 +787,18 @@ int cmd_bench(int argc, char **argv) {
     if (n_parl > 0) {
         int nl[BENCH_MAX_LIST];
         for (int i = 0; i < n_parl; i++) nl[i] = (int)par[i];
-        int rc = 0;
+        int rc = 0, prof_ti = 0; // the profiled run: at the largest thread count
+        for (int ti = 1; ti < n_th; ti++) if (th[ti] > th[prof_ti]) prof_ti = ti;
         for (int ti = 0; ti < n_th && rc == 0; ti++) {
             for (int i = 0; i < n_parl; i++)
                 par_p[n_par + i] = (struct lm_bench_parallel_params){
                     .list = nl, .n_list = n_parl, .n_prompt = (int)pp[0], .n_gen = (int)tg[0],
                     .n_threads = (int)th[ti], .reps = (int)reps, .warmup = (int)warmup,
-                    .roof = true, .progress = progress};
+                    .step_tokens = popt.step_tokens, .arrival = popt.arrival,
+                    .roof = true, .progress = progress,
+                    .trace = ti == prof_ti ? popt.trace : NULL,
+                    .perfetto = ti == prof_ti ? popt.perfetto : NULL,
+                    .profile = ti == prof_ti && popt.profile};
             if (lm_bench_parallel_run(m, &mi, &par_p[n_par], &par_r[n_par]) != LM_OK) {
                 die_status("");
                 rc = 1;

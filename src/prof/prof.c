@@ -1,6 +1,7 @@
 // Profiler recorder: timer calibration, buffers, and the recording functions called
 // from the forward pass (per-thread, lock-free, no allocation after lm_prof_init).
 #define _GNU_SOURCE
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -210,6 +211,30 @@ void lm_prof_phase_rec(enum lm_prof_phase ph, uint64_t t0, uint64_t t1, int32_t 
         if (e) *e = (struct lm_prof_ev){.t0 = t0, .t1 = t1, .a = step, .b = n_tokens,
                                         .layer = -1, .type = LM_EV_PHASE, .code = (uint8_t)ph,
                                         .phase = (uint8_t)ph};
+    }
+}
+
+void lm_prof_step_rec(const struct lm_prof_step *st, uint64_t t0, uint64_t t1) {
+    struct lm_prof_state *s = &lm_prof_g;
+    if (!s->th || !st || st->n_tokens < 1) return;
+    const int32_t n_dec = st->n_decode < 0 ? 0 : st->n_decode > st->n_tokens ? st->n_tokens : st->n_decode;
+    const int kind = n_dec < st->n_tokens; // 1: holds prefill tokens
+    const uint64_t d = t1 > t0 ? t1 - t0 : 0;
+    lm_prof_stat_add(&s->step[kind], d);
+    s->step_hist[kind].b[lm_prof_hist_index(d)]++;
+    if (s->step[0].n + s->step[1].n == 1 || st->n_tokens < s->step_tok_min) s->step_tok_min = st->n_tokens;
+    if (st->n_tokens > s->step_tok_max) s->step_tok_max = st->n_tokens;
+    s->step_tokens += (uint64_t)st->n_tokens;
+    s->step_decode += (uint64_t)n_dec;
+    s->step_seqs += (uint64_t)(st->n_seqs > 0 ? st->n_seqs : 0);
+    if (s->level == LM_PROF_TRACE) {
+        // n_decode <= max_running <= 4096 and n_seqs <= 4096 (lm_engine_init's limits)
+        struct lm_prof_ev *e = ev_push(&s->th[0]);
+        if (e) *e = (struct lm_prof_ev){.t0 = t0, .t1 = t1, .a = st->step, .b = st->n_tokens,
+                                        .layer = (int16_t)(n_dec > INT16_MAX ? INT16_MAX : n_dec),
+                                        .type = LM_EV_STEP, .phase = (uint8_t)lm_prof_cur_phase_g,
+                                        .c = (uint16_t)(st->n_seqs < 0 ? 0 : st->n_seqs > UINT16_MAX
+                                                        ? UINT16_MAX : st->n_seqs)};
     }
 }
 

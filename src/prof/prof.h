@@ -154,6 +154,22 @@ static inline void lm_prof_variant(const char *kernel, const char *variant,
     if (lm_prof_on()) lm_prof_variant_rec(kernel, variant, reason);
 }
 
+// Engine step (lm_engine_step, on the thread running the steps = pool thread 0): one per
+// step that ran a batch. t0..t1 spans the whole step (intake, admission, batch, forward
+// pass, sampling and delivery); the forward pass inside it is a prefill phase (the step
+// holds prefill tokens) or a decode phase (decode tokens only) whose step is this step's
+// index, so the ops recorded during it carry that index in the trace.
+struct lm_prof_step {
+    int32_t step;      // engine step index (0, 1, ...)
+    int32_t n_tokens;  // batch entries
+    int32_t n_decode;  // of which decode tokens (one per decoding request); the rest prefill
+    int32_t n_seqs;    // sequences (requests) in the batch
+};
+void lm_prof_step_rec(const struct lm_prof_step *st, uint64_t t0, uint64_t t1);
+static inline void lm_prof_step(const struct lm_prof_step *st, uint64_t t0, uint64_t t1) {
+    if (lm_prof_on()) lm_prof_step_rec(st, t0, t1);
+}
+
 // Memory gauges (bytes), recorded (main thread) when they change; 0 = unknown.
 struct lm_prof_memory {
     uint64_t weights_mapped, kv_cache, scratch, rss, rss_peak;
@@ -194,7 +210,8 @@ enum lm_status lm_prof_write_perfetto(const char *path);
 
 // ---- analysis of a JSONL trace (`lumen analyze`)
 #define LM_PROF_JSONL_SCHEMA "lumen-trace"
-#define LM_PROF_JSONL_VERSION 1
+#define LM_PROF_JSONL_VERSION 2     // written; version 2 added the engine `step` event
+#define LM_PROF_JSONL_VERSION_MIN 1 // oldest version the analyzer reads
 
 struct lm_prof_report;
 // Reads and validates path; on malformed input returns LM_ERR_FORMAT (or
@@ -216,7 +233,10 @@ struct lm_prof_row {
 //   "type" (event type), "phase" ("decode"), "phase_op" ("decode :: qkv"),
 //   "layer" ("decode :: block_3"), "op" ("qkv"), "barrier_phase" ("decode"),
 //   "barrier_op" ("decode :: qkv"), "matmul" ("qkv m=1024 n=1 k=640 q4_K avx2"),
-//   "step" (decode step latency: key "decode").
+//   "step" (latency of each phase span, key "decode" / "prefill" / ...; of engine steps,
+//   keys "engine" (all), "engine decode only", "engine with prefill"),
+//   "step_tokens" (per engine step, values are counts, not ns: keys "tokens", "decode",
+//   "prefill", "seqs"; total = sum over the steps).
 bool lm_prof_report_row(const struct lm_prof_report *r, const char *section,
                         const char *key, struct lm_prof_row *out);
 

@@ -15,7 +15,7 @@ const char *const lm_r_mem_names[5] = {"weights_mapped", "kv_cache", "scratch", 
 
 static const char *const k_sec_names[LM_RS_COUNT] = {
     "type", "phase", "phase_op", "layer", "op", "barrier_phase", "barrier_op", "matmul",
-    "variant", "mm_variant", "step",
+    "variant", "mm_variant", "step", "step_tokens",
 };
 
 const char *lm_r_section_name(int sec) {
@@ -450,11 +450,48 @@ static enum lm_status blk_close(struct loader *L) {
     return add(L, LM_RS_LAYER, key, L->blk_t1 - L->blk_t0);
 }
 
+// Engine step (schema version 2): latency by kind, tokens / decode / prefill / sequences.
+static enum lm_status on_step(struct loader *L) {
+    struct lm_prof_report *r = L->r;
+    enum lm_status st;
+    const char *type = "step";
+    if (r->version < 2)
+        return lerr(L, LM_ERR_FORMAT, "step event in a version %d trace (step events are version 2)",
+                    r->version);
+    NEED(type, "dur_ns", 'u', fdur);
+    NEED(type, "step", 'u', fstep);
+    NEED(type, "n_tokens", 'u', fnt);
+    NEED(type, "n_decode", 'u', fnd);
+    NEED(type, "n_prefill", 'u', fnp);
+    NEED(type, "n_seqs", 'u', fns);
+    (void)fstep;
+    const long long nt = fnt->i, nd = fnd->i, np = fnp->i, ns = fns->i;
+    if (nt < 1) return lerr(L, LM_ERR_FORMAT, "step event: n_tokens %lld < 1", nt);
+    if (nd + np != nt)
+        return lerr(L, LM_ERR_FORMAT, "step event: n_decode %lld + n_prefill %lld != n_tokens %lld",
+                    nd, np, nt);
+    if (ns < nd + (np > 0) || ns > nt)
+        return lerr(L, LM_ERR_FORMAT, "step event: n_seqs %lld outside [%lld, %lld] (one per decode "
+                    "token, one or more per prefill chunk)", ns, nd + (np > 0), nt);
+    const uint64_t dur = (uint64_t)fdur->i;
+    if ((st = add(L, LM_RS_TYPE, type, dur))) return st;
+    if ((st = add(L, LM_RS_STEP, "engine", dur))) return st;
+    if ((st = add(L, LM_RS_STEP, np ? "engine with prefill" : "engine decode only", dur))) return st;
+    if ((st = add(L, LM_RS_STEP_TOKENS, "tokens", (uint64_t)nt))) return st;
+    if ((st = add(L, LM_RS_STEP_TOKENS, "decode", (uint64_t)nd))) return st;
+    if ((st = add(L, LM_RS_STEP_TOKENS, "prefill", (uint64_t)np))) return st;
+    if ((st = add(L, LM_RS_STEP_TOKENS, "seqs", (uint64_t)ns))) return st;
+    r->step_tokens += (uint64_t)nt;
+    r->step_decode += (uint64_t)nd;
+    return LM_OK;
+}
+
 static enum lm_status on_event(struct loader *L, const char *type) {
     struct lm_prof_report *r = L->r;
     enum lm_status st;
     char key[256];
-    static const char *const known[] = {"phase", "op", "barrier", "matmul", "variant", "memory"};
+    static const char *const known[] = {"phase", "op", "barrier", "matmul", "variant", "memory",
+                                        "step"};
     bool is_known = false;
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) is_known |= !strcmp(type, known[i]);
     if (!is_known) return lerr(L, LM_ERR_FORMAT, "unknown event type '%s'", type);
@@ -463,6 +500,7 @@ static enum lm_status on_event(struct loader *L, const char *type) {
     if (ftid->i >= LM_PROF_MAX_THREADS)
         return lerr(L, LM_ERR_FORMAT, "tid %lld >= %d", ftid->i, LM_PROF_MAX_THREADS);
     int tid = (int)ftid->i;
+    if (!strcmp(type, "step")) return on_step(L);
     bool timed = !strcmp(type, "phase") || !strcmp(type, "op") || !strcmp(type, "barrier") ||
                  !strcmp(type, "matmul");
     uint64_t dur = 0;
@@ -653,11 +691,12 @@ enum lm_status lm_prof_report_load(const char *path, struct lm_prof_report **out
                 st = lerr(&L, LM_ERR_FORMAT, "header: version must be an integer");
                 break;
             }
-            if (fv->i != LM_PROF_JSONL_VERSION) {
-                st = lerr(&L, LM_ERR_UNSUPPORTED, "unsupported trace version %lld (this lumen reads %d)",
-                          fv->i, LM_PROF_JSONL_VERSION);
+            if (fv->i < LM_PROF_JSONL_VERSION_MIN || fv->i > LM_PROF_JSONL_VERSION) {
+                st = lerr(&L, LM_ERR_UNSUPPORTED, "unsupported trace version %lld (this lumen "
+                          "reads %d to %d)", fv->i, LM_PROF_JSONL_VERSION_MIN, LM_PROF_JSONL_VERSION);
                 break;
             }
+            r->version = (int)fv->i;
             const struct jfield *fn = jget(&L.j, "n_threads"), *fd = jget(&L.j, "dropped"),
                                 *fc = jget(&L.j, "clock");
             if (!fn || fn->type != JV_NUM || !fn->is_int || fn->i < 1 || fn->i > LM_PROF_MAX_THREADS) {
@@ -768,6 +807,48 @@ static void print_section(FILE *f, const struct lm_prof_report *r, int sec, cons
     free(a);
 }
 
+// Engine steps: latency (all, decode only, with prefill), then tokens per step and the
+// decode / prefill shares of the tokens and of the step time.
+static void print_steps(FILE *f, const struct lm_prof_report *r) {
+    fprintf(f, "\nEngine steps (one per lm_engine_step with a batch; span = admission + forward "
+               "pass + sampling):\n");
+    const struct lm_rgroup *all = lm_r_find(&r->sec[LM_RS_STEP], "engine");
+    if (!all || !all->n) {
+        fprintf(f, "  no samples\n");
+        return;
+    }
+    static const char *const kinds[3][2] = {{"engine", "all"}, {"engine decode only", "decode only"},
+                                            {"engine with prefill", "with prefill"}};
+    double t_kind[3] = {0};
+    for (int i = 0; i < 3; i++) {
+        const struct lm_rgroup *g = lm_r_find(&r->sec[LM_RS_STEP], kinds[i][0]);
+        if (!g) continue;
+        t_kind[i] = g->sum;
+        print_row(f, "  ", kinds[i][1], &g->row);
+    }
+    static const char *const counts[4][2] = {{"tokens", "tokens per step"},
+                                             {"decode", "decode tokens per step"},
+                                             {"prefill", "prefill tokens per step"},
+                                             {"seqs", "sequences per step"}};
+    for (int i = 0; i < 4; i++) {
+        const struct lm_rgroup *g = lm_r_find(&r->sec[LM_RS_STEP_TOKENS], counts[i][0]);
+        if (!g) continue;
+        const struct lm_prof_row *w = &g->row;
+        fprintf(f, "  %s: count=%llu | total=%.0f | avg=%.2f | min=%.0f | max=%.0f | p95=%.0f | "
+                   "p99=%.0f\n", counts[i][1], (unsigned long long)w->count, w->total, w->avg,
+                w->min, w->max, w->p95, w->p99);
+    }
+    const uint64_t pre = r->step_tokens - r->step_decode;
+    const double tt = r->step_tokens ? (double)r->step_tokens : 1.0;
+    fprintf(f, "  tokens: %llu = decode %llu (%.1f%%) + prefill %llu (%.1f%%); step time: decode "
+               "only %.1f%%, with prefill %.1f%%; %.2f tok/s over step time\n",
+            (unsigned long long)r->step_tokens, (unsigned long long)r->step_decode,
+            100.0 * (double)r->step_decode / tt, (unsigned long long)pre, 100.0 * (double)pre / tt,
+            t_kind[0] > 0 ? 100.0 * t_kind[1] / t_kind[0] : 0.0,
+            t_kind[0] > 0 ? 100.0 * t_kind[2] / t_kind[0] : 0.0,
+            t_kind[0] > 0 ? (double)r->step_tokens / (t_kind[0] * 1e-9) : 0.0);
+}
+
 static int cmp_layer_key(const void *a, const void *b) {
     const struct lm_rgroup *x = *(struct lm_rgroup *const *)a, *y = *(struct lm_rgroup *const *)b;
     const char *bx = strstr(x->key, "block_"), *by = strstr(y->key, "block_");
@@ -817,6 +898,8 @@ void lm_prof_report_print(const struct lm_prof_report *r, FILE *f) {
                     (double)r->tokens[p] / (g->sum * 1e-9));
     }
     if (!r->sec[LM_RS_PHASE].n) fprintf(f, "  no samples\n");
+
+    print_steps(f, r);
 
     print_section(f, r, LM_RS_PHASE_OP, "By phase/op (per-thread spans, all layers)", true, 64);
 

@@ -413,6 +413,33 @@ enum lm_status lm_prof_report_write_html(const struct lm_prof_report *r, const c
     }
     fputs("</table></section>\n", f);
 
+    // engine steps (traces of the engine: lm_engine_step)
+    const struct lm_rgroup *ge = lm_r_find(&r->sec[LM_RS_STEP], "engine");
+    if (ge && ge->n) {
+        fputs("<section class=\"card\"><h2>Engine steps (admission + forward pass + sampling)</h2><table>", f);
+        th_timing(f, "step");
+        fputs("</tr>\n", f);
+        static const char *const kinds[3][2] = {{"engine", "all"}, {"engine decode only", "decode only"},
+                                                {"engine with prefill", "with prefill"}};
+        for (int i = 0; i < 3; i++) {
+            const struct lm_rgroup *g = lm_r_find(&r->sec[LM_RS_STEP], kinds[i][0]);
+            if (!g) continue;
+            td_timing(f, kinds[i][1], &g->row);
+            fputs("</tr>\n", f);
+        }
+        fputs("</table><table><tr><th>per step</th><th>avg</th><th>min</th><th>max</th><th>p95</th>"
+              "<th>total</th></tr>\n", f);
+        static const char *const counts[4] = {"tokens", "decode", "prefill", "seqs"};
+        for (int i = 0; i < 4; i++) {
+            const struct lm_rgroup *g = lm_r_find(&r->sec[LM_RS_STEP_TOKENS], counts[i]);
+            if (!g) continue;
+            fprintf(f, "<tr><td class=\"k\">%s</td><td>%.2f</td><td>%.0f</td><td>%.0f</td><td>%.0f</td>"
+                       "<td>%.0f</td></tr>\n", counts[i], g->row.avg, g->row.min, g->row.max,
+                    g->row.p95, g->row.total);
+        }
+        fputs("</table></section>\n", f);
+    }
+
     table_section(f, r, LM_RS_PHASE_OP, "By phase / op (per-thread spans)", "phase :: op", 60);
 
     // matmul

@@ -46,17 +46,20 @@ enum lm_prof_ev_type {
     LM_EV_MATMUL,  // a = index into the matmul descriptor table
     LM_EV_VARIANT, // a = index into the variant table
     LM_EV_MEMORY,  // a = index into the memory log
+    LM_EV_STEP,    // engine step: a = step, b = n_tokens, layer = n_decode, c = n_seqs
 };
 struct lm_prof_ev {
     uint64_t t0, t1;
-    int32_t a;       // phase: step; matmul/variant/memory: table index
-    int32_t b;       // phase: n_tokens
-    int16_t layer;   // op/barrier/matmul
+    int32_t a;       // phase/step: step; matmul/variant/memory: table index
+    int32_t b;       // phase/step: n_tokens
+    int16_t layer;   // op/barrier/matmul; step: n_decode
     uint8_t type;    // enum lm_prof_ev_type
     uint8_t code;    // op (op/barrier/matmul) or phase (phase)
     uint8_t phase;   // phase current at record time (LM_PHASE_COUNT = none)
-    uint8_t pad[3];
+    uint8_t pad;
+    uint16_t c;      // step: n_seqs
 };
+_Static_assert(sizeof(struct lm_prof_ev) == 32, "trace events stay 32 bytes");
 
 // Phase slots of the op aggregates: the phases plus "none".
 #define LM_PROF_NPH (LM_PHASE_COUNT + 1)
@@ -121,6 +124,11 @@ struct lm_prof_state {
     struct lm_prof_stat phase[LM_PHASE_COUNT];
     struct lm_prof_hist phase_hist[LM_PHASE_COUNT];
     uint64_t phase_tokens[LM_PHASE_COUNT];
+    // engine steps: [0] decode tokens only, [1] holding prefill tokens
+    struct lm_prof_stat step[2];
+    struct lm_prof_hist step_hist[2];
+    uint64_t step_tokens, step_decode, step_seqs; // sums over the steps
+    int32_t step_tok_min, step_tok_max;
     struct lm_prof_mm_desc *mm_desc; // [MM_DESC_CAP], hash table
     int *mm_desc_slot;               // hash slot -> desc index + 1
     int n_mm_desc;

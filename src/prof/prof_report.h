@@ -38,7 +38,8 @@ enum {
     LM_RS_MATMUL,
     LM_RS_VARIANT,  // counts only: "kernel -> variant (reason)"
     LM_RS_MM_VARIANT, // counts only: "op dtype -> variant (reason)"
-    LM_RS_STEP,     // per phase: step latencies in step order (not sorted)
+    LM_RS_STEP,     // per phase and engine step kind: latencies in step order (not sorted)
+    LM_RS_STEP_TOKENS, // per engine step: token / sequence counts (not ns)
     LM_RS_COUNT
 };
 
@@ -62,6 +63,9 @@ struct lm_prof_report {
     int max_layer;
     struct lm_rthread th[LM_PROF_MAX_THREADS];
     uint64_t tokens[LM_PHASE_COUNT];
+    int version;       // of the file's header
+    // engine steps: tokens summed over the steps
+    uint64_t step_tokens, step_decode;
     // memory gauges: last and peak
     bool have_mem;
     uint64_t mem_last[5], mem_peak[5];

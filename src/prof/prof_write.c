@@ -96,6 +96,43 @@ static void print_top_ops(FILE *f, int ph) {
     }
 }
 
+// Engine steps (lm_prof_step): latency of decode-only steps, steps holding prefill
+// tokens and all, then tokens per step and the decode / prefill share.
+static void print_steps(FILE *f) {
+    const struct lm_prof_state *s = &lm_prof_g;
+    const uint64_t n = s->step[0].n + s->step[1].n;
+    if (n == 0) return;
+    struct lm_prof_stat all = {0};
+    struct lm_prof_hist all_h = {{0}};
+    lm_prof_stat_merge(&all, &s->step[0]);
+    lm_prof_stat_merge(&all, &s->step[1]);
+    hist_merge(&all_h, &s->step_hist[0]);
+    hist_merge(&all_h, &s->step_hist[1]);
+    fprintf(f, "\nengine steps (span: admission + forward pass + sampling):\n  %-16s %8s %10s %10s "
+               "%10s %10s %10s %10s %s\n", "step", "count", "total", "avg", "min", "max", "p95",
+            "p99", "tok/s");
+    static const char *const names[3] = {"decode only", "with prefill", "all"};
+    const struct lm_prof_stat *st[3] = {&s->step[0], &s->step[1], &all};
+    const struct lm_prof_hist *h[3] = {&s->step_hist[0], &s->step_hist[1], &all_h};
+    for (int i = 0; i < 3; i++) {
+        if (st[i]->n == 0) continue;
+        fprintf(f, "  %-16s ", names[i]);
+        print_timing(f, st[i], h[i]);
+        if (i == 2 && st[i]->sum > 0)
+            fprintf(f, " %.1f", (double)s->step_tokens / ((double)st[i]->sum * s->ns_per_tick * 1e-9));
+        fputc('\n', f);
+    }
+    const uint64_t pre = s->step_tokens - s->step_decode;
+    fprintf(f, "  tokens: %llu in %llu steps (decode %llu = %.1f%%, prefill %llu = %.1f%%); per step "
+               "avg %.1f, min %d, max %d; sequences per step avg %.1f\n",
+            (unsigned long long)s->step_tokens, (unsigned long long)n,
+            (unsigned long long)s->step_decode,
+            s->step_tokens ? 100.0 * (double)s->step_decode / (double)s->step_tokens : 0.0,
+            (unsigned long long)pre, s->step_tokens ? 100.0 * (double)pre / (double)s->step_tokens : 0.0,
+            (double)s->step_tokens / (double)n, s->step_tok_min, s->step_tok_max,
+            (double)s->step_seqs / (double)n);
+}
+
 void lm_prof_print_summary(FILE *f) {
     struct lm_prof_state *s = &lm_prof_g;
     if (!s->th) {
@@ -124,6 +161,8 @@ void lm_prof_print_summary(FILE *f) {
         }
         fputc('\n', f);
     }
+
+    print_steps(f);
 
     // ---- ops per phase
     for (int ph = 0; ph < LM_PROF_NPH; ph++) print_top_ops(f, ph);
@@ -206,6 +245,7 @@ static int cmp_span(const void *a, const void *b) {
 
 static int type_rank(int type) {
     switch (type) {
+    case LM_EV_STEP: return -1; // an engine step holds its phases
     case LM_EV_PHASE: return 0;
     case LM_EV_OP: return 2;
     case LM_EV_MATMUL: return 3;
@@ -279,6 +319,8 @@ static enum lm_status collect(struct collected *c, const char *who) {
             if (e->type == LM_EV_PHASE) {
                 r.phase = e->code;
                 r.step = e->a;
+            } else if (e->type == LM_EV_STEP) {
+                r.step = e->a;
             } else {
                 const struct phase_span *sp = span_at(c, e->t0);
                 if (sp) {
@@ -351,6 +393,12 @@ enum lm_status lm_prof_write_jsonl(const char *path) {
                     "\"phase\":\"%s\",\"step\":%d,\"n_tokens\":%d}\n",
                     r->tid, ts, dur, phase_str(e->code), e->a, e->b);
             break;
+        case LM_EV_STEP:
+            fprintf(f,
+                    "{\"type\":\"step\",\"tid\":%d,\"ts_ns\":%llu,\"dur_ns\":%llu,\"step\":%d,"
+                    "\"n_tokens\":%d,\"n_decode\":%d,\"n_prefill\":%d,\"n_seqs\":%d}\n",
+                    r->tid, ts, dur, e->a, e->b, e->layer, e->b - e->layer, e->c);
+            break;
         case LM_EV_OP:
         case LM_EV_BARRIER:
             fprintf(f,
@@ -411,7 +459,7 @@ enum lm_status lm_prof_write_jsonl(const char *path) {
 // Perfetto (Chrome Trace Event Format)
 // ============================================================================
 
-enum { SL_PHASE, SL_BLOCK, SL_OP, SL_BARRIER, SL_MATMUL };
+enum { SL_STEP, SL_PHASE, SL_BLOCK, SL_OP, SL_BARRIER, SL_MATMUL };
 
 struct slice {
     uint64_t ts, end; // ns since epoch
@@ -437,6 +485,10 @@ static void emit_slice(FILE *f, int tid, const struct slice *sl, bool clamped) {
     char name[96];
     const char *cat = "op";
     switch (sl->kind) {
+    case SL_STEP:
+        snprintf(name, sizeof name, "engine step");
+        cat = "step";
+        break;
     case SL_PHASE:
         snprintf(name, sizeof name, "%s", phase_str(sl->phase));
         cat = "phase";
@@ -466,6 +518,10 @@ static void emit_slice(FILE *f, int tid, const struct slice *sl, bool clamped) {
     json_str(f, name);
     fprintf(f, ",\"cat\":\"%s\",\"args\":{", cat);
     switch (sl->kind) {
+    case SL_STEP:
+        fprintf(f, "\"step\":%d,\"n_tokens\":%d,\"n_decode\":%d,\"n_prefill\":%d,\"n_seqs\":%d",
+                e->a, e->b, e->layer, e->b - e->layer, e->c);
+        break;
     case SL_PHASE: fprintf(f, "\"step\":%d,\"n_tokens\":%d", e->a, e->b); break;
     case SL_BLOCK: fprintf(f, "\"layer\":%d,\"phase\":\"%s\"", sl->layer, phase_str(sl->phase)); break;
     case SL_OP:
@@ -508,7 +564,8 @@ static size_t thread_slices(const struct collected *c, int tid, struct slice *ou
         if (e->type == LM_EV_VARIANT || e->type == LM_EV_MEMORY) continue;
         uint64_t ts = lm_prof_ts_ns(e->t0), end = lm_prof_ts_ns(e->t1);
         if (end < ts) end = ts;
-        int kind = e->type == LM_EV_PHASE ? SL_PHASE : e->type == LM_EV_OP ? SL_OP
+        int kind = e->type == LM_EV_STEP ? SL_STEP : e->type == LM_EV_PHASE ? SL_PHASE
+                 : e->type == LM_EV_OP ? SL_OP
                  : e->type == LM_EV_BARRIER ? SL_BARRIER : SL_MATMUL;
         out[n++] = (struct slice){ts, end, kind, type_rank(e->type), e->layer, r->phase,
                                   r->step, e};
@@ -589,6 +646,10 @@ enum lm_status lm_prof_write_perfetto(const char *path) {
             fputs(",\"reason\":", f);
             json_str(f, v->reason);
             fputs("}}", f);
+        } else if (e->type == LM_EV_STEP) { // tokens of each step as a counter track
+            fputs(",\n{\"ph\":\"C\",\"pid\":1,\"name\":\"step tokens\",\"ts\":", f);
+            us(f, lm_prof_ts_ns(e->t0));
+            fprintf(f, ",\"args\":{\"decode\":%d,\"prefill\":%d}}", e->layer, e->b - e->layer);
         } else if (e->type == LM_EV_MEMORY) {
             const struct lm_prof_memory *m = &s->mem[e->a].m;
             fputs(",\n{\"ph\":\"C\",\"pid\":1,\"name\":\"memory MiB\",\"ts\":", f);

@@ -536,7 +536,18 @@ static void publish(struct lm_engine *e) {
     pthread_mutex_unlock(&e->mu);
 }
 
+// Sequences in the batch: a request's entries are contiguous (its decode token, or its
+// prefill chunk), so count the runs.
+static int32_t batch_seqs(const struct lm_engine *e, int32_t n) {
+    int32_t k = 0;
+    for (int32_t i = 0; i < n; i++) k += i == 0 || e->batch_req[i] != e->batch_req[i - 1];
+    return k;
+}
+
 int32_t lm_engine_step(struct lm_engine *e) {
+    // profiling: one branch when off; the step span covers the whole step
+    const bool prof = lm_prof_on();
+    const uint64_t t_step = prof ? lm_prof_ticks() : 0;
     // 1. intake: new requests to the queue, cancellations
     pthread_mutex_lock(&e->mu);
     struct req *in = e->inbox_head;
@@ -580,8 +591,14 @@ int32_t lm_engine_step(struct lm_engine *e) {
         for (int32_t i = 0; i < n; i++)
             e->st.last_step_decode += e->batch_req[i]->n_kv == e->batch_req[i]->n_toks - 1;
         e->st.prefilled_tokens += (uint64_t)(n - e->st.last_step_decode);
-        // 4. the forward pass
+        // 4. the forward pass: a prefill phase when the step holds prefill tokens, else a
+        // decode phase; its step index is the engine's, so the ops carry it in a trace
+        const int32_t step_idx = (int32_t)(e->st.steps - 1);
+        const enum lm_prof_phase ph = e->st.last_step_decode == n ? LM_PHASE_DECODE : LM_PHASE_PREFILL;
+        const uint64_t t_fwd = prof ? lm_prof_phase_begin(ph) : 0;
+        const uint64_t t_fwd_ns = lm_now_ns();
         const enum lm_status st = lm_decode(e->c, e->batch, n);
+        if (prof) lm_prof_phase(ph, t_fwd, lm_prof_ticks(), step_idx, n);
         if (st != LM_OK) { // not expected (blocks were counted): fail the batch's requests
             char msg[256];
             snprintf(msg, sizeof msg, "%s", lm_error_msg());
@@ -596,6 +613,9 @@ int32_t lm_engine_step(struct lm_engine *e) {
         }
         // 5. sample + deliver, in batch order
         const uint64_t t = lm_now_ns();
+        e->st.forward_ns += t - t_fwd_ns;
+        const int32_t n_seqs = prof ? batch_seqs(e, n) : 0; // before deliver() finishes any
+        const uint64_t t_smp = prof ? lm_prof_phase_begin(LM_PHASE_SAMPLE) : 0;
         int32_t k = 0;
         for (int32_t i = 0; i < n; i++) {
             struct req *r = e->batch_req[i];
@@ -603,6 +623,14 @@ int32_t lm_engine_step(struct lm_engine *e) {
             if (!e->batch[i].want_logits) continue;
             r->n_kv = e->batch[i].pos + 1;
             deliver(e, r, lm_get_logits(e->c, k++), t);
+        }
+        e->st.sample_ns += lm_now_ns() - t;
+        if (prof) {
+            const uint64_t t_end = lm_prof_ticks();
+            lm_prof_phase(LM_PHASE_SAMPLE, t_smp, t_end, step_idx, k);
+            const struct lm_prof_step ps = {.step = step_idx, .n_tokens = n,
+                                            .n_decode = e->st.last_step_decode, .n_seqs = n_seqs};
+            lm_prof_step(&ps, t_step, t_end);
         }
     }
     publish(e);
