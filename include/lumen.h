@@ -1,5 +1,15 @@
 // lumen public API: load a GGUF model, tokenize, run batches through the one
-// forward path, sample. All symbols are prefixed lm_.
+// forward path, sample, serve many requests through the engine. All symbols are
+// prefixed lm_.
+//
+// Thread-safety, by object:
+//   model, tokenizer  read-only once loaded: every const function (tokenize, pieces,
+//                     chat templates, getters) may run on any threads at once;
+//                     lm_model_free only when nothing else uses the model.
+//   context           one thread at a time (lm_decode, lm_kv_cache_*, getters).
+//   sampler, detok    one thread at a time per object; distinct objects are independent.
+//   engine            see its section: submit / cancel / stats from any thread.
+//   lm_error_msg      per thread (the message of the calling thread's last failure).
 #ifndef LUMEN_H
 #define LUMEN_H
 
