@@ -175,13 +175,17 @@ static void chat_reset(struct chat *ch) {
 }
 
 // The conversation with the opening of a model turn, tokenized (BOS, control tokens).
-static enum lm_status render(struct chat *ch, int32_t **ids, size_t *n_ids) {
+// only_last: just the system messages and the last message (the least a turn needs).
+static enum lm_status render(struct chat *ch, bool only_last, int32_t **ids, size_t *n_ids) {
     struct lm_chat_msg *cm = malloc((ch->n_msgs + 1) * sizeof *cm);
     if (!cm) die_oom();
-    for (size_t i = 0; i < ch->n_msgs; i++) cm[i] = (struct lm_chat_msg){ch->msgs[i].role, ch->msgs[i].content};
+    size_t n = 0;
+    for (size_t i = 0; i < ch->n_msgs; i++)
+        if (!only_last || i + 1 == ch->n_msgs || !strcmp(ch->msgs[i].role, "system"))
+            cm[n++] = (struct lm_chat_msg){ch->msgs[i].role, ch->msgs[i].content};
     char *text = NULL;
     size_t n_text = 0;
-    enum lm_status st = lm_chat_apply(ch->tmpl, cm, ch->n_msgs, true, &text, &n_text);
+    enum lm_status st = lm_chat_apply(ch->tmpl, cm, n, true, &text, &n_text);
     free(cm);
     if (st != LM_OK) return st;
     st = lm_tokenize(ch->tok, text, n_text, true, true, ids, n_ids);
@@ -221,18 +225,12 @@ static int chat_turn(struct chat *ch, uint64_t t_enter) {
     // room kept for the reply when deciding whether the conversation fits
     int64_t reserve = ch->n_predict > 0 ? ch->n_predict : 256;
     if (reserve > ch->n_ctx / 2) reserve = ch->n_ctx / 2;
-    int dropped = 0;
-    for (;;) {
-        free(ids);
-        ids = NULL;
-        if ((st = render(ch, &ids, &n_ids)) != LM_OK) {
-            fprintf(stderr, "lumen chat: %s\n", lm_error_msg());
-            msgs_pop(ch);
-            return 1;
-        }
-        if ((int64_t)n_ids + reserve <= ch->n_ctx) break;
-        if (!msgs_drop_oldest_turn(ch)) break;
-        dropped++;
+    // a message that does not fit even alone (with the system prompt) is refused before
+    // any turn is dropped for it
+    if ((st = render(ch, true, &ids, &n_ids)) != LM_OK) {
+        fprintf(stderr, "lumen chat: %s\n", lm_error_msg());
+        msgs_pop(ch);
+        return 1;
     }
     if ((int64_t)n_ids >= ch->n_ctx) {
         fprintf(stderr, "lumen chat: this message makes a prompt of %zu tokens; the context holds %d "
@@ -241,9 +239,22 @@ static int chat_turn(struct chat *ch, uint64_t t_enter) {
         msgs_pop(ch);
         return 0;
     }
+    int dropped = 0;
+    for (;;) {
+        free(ids);
+        ids = NULL;
+        if ((st = render(ch, false, &ids, &n_ids)) != LM_OK) {
+            fprintf(stderr, "lumen chat: %s\n", lm_error_msg());
+            msgs_pop(ch);
+            return 1;
+        }
+        if ((int64_t)n_ids + reserve <= ch->n_ctx) break;
+        if (!msgs_drop_oldest_turn(ch)) break;
+        dropped++;
+    }
     if (dropped)
-        fprintf(stderr, "lumen chat: context full (%d tokens): dropped the oldest %d turn%s; the "
-                        "conversation is now %zu tokens\n", ch->n_ctx, dropped, dropped > 1 ? "s" : "", n_ids);
+        fprintf(stderr, "lumen chat: context full (%d tokens): dropped the oldest %d turn(s); the "
+                        "conversation is now %zu tokens\n", ch->n_ctx, dropped, n_ids);
 
     // ---- reuse the KV's longest common prefix (at least one token is computed: logits)
     int32_t keep = 0;
