@@ -13,7 +13,7 @@ MODEL="${LUMEN_MODEL:-$ROOT/models/gemma-3-270m-q4_k_m.gguf}"
 TMP="$(mktemp -d)"
 # a private tmux server (own socket dir, no user config) and a temporary HOME: the test
 # never touches the user's tmux or files
-export TMUX_TMPDIR="$TMP" HOME="$TMP/home"
+export TMUX_TMPDIR="$TMP" HOME="$TMP/home" LC_ALL=C.UTF-8 # UTF-8 typed at the prompt
 mkdir -p "$HOME"
 T=(tmux -L lumen-test -f /dev/null)
 cleanup() { "${T[@]}" kill-server >/dev/null 2>&1; rm -rf "$TMP"; }
@@ -63,8 +63,18 @@ start a "$CHAT -n 16"
 if wait_for a '/help for commands' && wait_prompts a 1; then ok; else bad "no prompt: $(screen a | tail -5)"; fi
 if screen a | grep -q "has no chat template (a base model?); using the gemma turn format"; then ok
 else bad "no missing-template warning: $(screen a | head -3)"; fi
-"${T[@]}" send-keys -t a "Hello, who are you?" Enter
+"${T[@]}" send-keys -t a "Hello, who are you? Café" Enter
 if wait_prompts a 2; then ok; else bad "turn 1: no reply/prompt: $(screen a | tail -5)"; fi
+# libedit took the non-ASCII character (it needs the locale's LC_CTYPE)
+if screen a | grep -q '^> Hello, who are you? Café$'; then ok; else bad "typed UTF-8 lost: $(screen a | grep '^> ')"; fi
+# history: Up brings the last message back (then Ctrl-U clears the line)
+"${T[@]}" send-keys -t a Up
+recalled() { (($(screen a | grep -c '^> Hello, who are you? Café$') == 2)); }
+t0=$SECONDS
+until recalled || ((SECONDS - t0 > 10)); do sleep 0.2; done
+if recalled; then ok
+else bad "history: Up did not recall the message: $(screen a | tail -3)"; fi
+"${T[@]}" send-keys -t a C-u
 # the reply is the text between the message line and the next prompt
 reply=$(screen a | sed -n '/^> Hello, who are you?/,/^> /p' | sed '1d;$d' | tr -d '\n ')
 if [[ -n "$reply" ]]; then ok; else bad "turn 1: empty reply: $(screen a | tail -5)"; fi

@@ -4,6 +4,7 @@
 // conversation with the chat template, keeps the longest common prefix with what the KV
 // holds and prefills only the rest. Also the chat-template choice shared with `lumen run`.
 #include <errno.h>
+#include <locale.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -477,6 +478,9 @@ static void input_open(struct chat *ch, struct input *in, const char *argv0) {
     (void)argv0;
 #ifdef LM_HAVE_LIBEDIT
     if (ch->interactive) {
+        // libedit decodes keystrokes with the locale's multibyte functions: without the
+        // user's LC_CTYPE (UTF-8) it drops every non-ASCII character typed
+        setlocale(LC_CTYPE, "");
         in->el = el_init(argv0, stdin, stdout, stderr);
         in->hist = history_init();
         if (in->el && in->hist) {
