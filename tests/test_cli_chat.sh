@@ -59,7 +59,7 @@ start() {
 CHAT="'$BIN' chat -m '$MODEL' -t 2 --temp 0"
 
 # ---------------------------------------------------------------- a conversation
-start a "$CHAT -n 16"
+start a "$CHAT -n 16 --history '$HOME/history'"
 if wait_for a '/help for commands' && wait_prompts a 1; then ok; else bad "no prompt: $(screen a | tail -5)"; fi
 if screen a | grep -q "has no chat template (a base model?); using the gemma turn format"; then ok
 else bad "no missing-template warning: $(screen a | head -3)"; fi
@@ -95,6 +95,9 @@ if wait_for a '\(conversation cleared\)'; then ok; else bad "/reset: $(screen a 
 if wait_for a '^no reply yet'; then ok; else bad "/stats after /reset: $(screen a | tail -3)"; fi
 "${T[@]}" send-keys -t a "/exit" Enter
 if wait_for a '^\[exit 0\]'; then ok; else bad "/exit: $(screen a | tail -3)"; fi
+# --history FILE: saved on exit (libedit's format encodes spaces as \040)
+if grep -q 'Hello,.*who.*Caf' "$HOME/history" 2>/dev/null; then ok
+else bad "--history: no message saved in $HOME/history: $(head -c 200 "$HOME/history" 2>&1)"; fi
 
 # ---------------------------------------------------------------- Ctrl-C, Ctrl-D
 start b "$CHAT -n 2000"
