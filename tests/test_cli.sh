@@ -25,7 +25,7 @@ expect() {
 }
 
 # help
-for sub in "" run info; do
+for sub in "" run info chat tokenize; do
   if "$BIN" $sub --help >"$TMP/out" 2>&1 && grep -q "usage" "$TMP/out"; then ok; else bad "lumen $sub --help"; fi
 done
 expect 2 "unknown command" -- "$BIN" frobnicate
@@ -40,6 +40,14 @@ expect 2 "cannot read prompt file" -- "$BIN" run -f "$TMP/nope.txt"
 expect 2 "nope.gguf" -- "$BIN" run -m "$TMP/nope.gguf" -p hi
 expect 2 "nope.gguf" -- "$BIN" info "$TMP/nope.gguf"
 expect 2 "unknown option" -- "$BIN" info --what
+expect 2 "unknown option '--bogus'" -- "$BIN" tokenize --bogus
+expect 2 "no text" -- "$BIN" tokenize
+expect 2 "cannot read file" -- "$BIN" tokenize -f "$TMP/nope.txt"
+expect 2 "unknown option '--bogus'" -- "$BIN" chat --bogus
+expect 2 "not an integer" -- "$BIN" chat -n lots
+expect 2 "unknown format 'nope'" -- "$BIN" chat --template nope
+expect 2 "unknown format 'nope'" -- "$BIN" run -p hi --chat --template nope
+expect 2 "nope.gguf" -- "$BIN" chat -m "$TMP/nope.gguf" </dev/null
 printf 'not a gguf file at all' >"$TMP/junk.gguf"
 expect 1 "junk.gguf.*magic" -- "$BIN" info "$TMP/junk.gguf"
 : >"$TMP/empty.gguf"
@@ -60,6 +68,12 @@ if [[ -x "$PY" ]]; then
   expect 0 "" -- "$BIN" run -m "$TMP/tiny_ok.gguf" -p "the cat" -n 8 -t 2 --seed 1
   if grep -q "gen .* tok/s" "$TMP/err"; then ok; else bad "stats line missing: $(cat "$TMP/err")"; fi
   expect 2 "exceeds the model's context length 256" -- "$BIN" run -m "$TMP/tiny_ok.gguf" -p hi --ctx 1000
+  # chat without a terminal: one reply per line, /stats; one warning naming the fallback format
+  printf 'hi\n/stats\nmore\n/stats\n' >"$TMP/chat_in"
+  expect 0 "" -- "$BIN" chat -m "$TMP/tiny_ok.gguf" -n 4 -t 2 --seed 1 <"$TMP/chat_in"
+  if [[ $(grep -c "^last reply: TTFT" "$TMP/out") -eq 2 && $(wc -l <"$TMP/err") -eq 1 ]] &&
+     grep -q "has no chat template (a base model?); using the gemma turn format" "$TMP/err"; then ok
+  else bad "tiny chat: $(cat "$TMP/out" "$TMP/err")"; fi
 else
   bad "no venv python at $PY (run scripts/setup.sh)"
 fi

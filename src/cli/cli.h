@@ -25,5 +25,13 @@ int cmd_run(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_analyze(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+
+struct lm_model;
+// The chat format for a model (cli_chat.c): the named one when forced ("gemma", "llama3",
+// "chatml"), else the model's; a model without a template it knows gets one stderr line
+// naming the fallback used. Returns an enum lm_chat_template.
+int cli_chat_template(const char *cmd, const struct lm_model *m, const char *path, const char *forced);
 
 #endif

@@ -9,6 +9,7 @@
 #include "base/threadpool.h"
 #include "base/timer.h"
 #include "cli/cli.h"
+#include "cli/cli_progress.h"
 #include "cli/cli_bench.h"
 #include "cli/cli_bench_parallel.h"
 #include "kernels/kernels.h"
@@ -384,18 +385,27 @@ static enum lm_status run_test(struct bench_run *r, bench_fn fn, int n, int warm
                                struct bench_test *t, bool progress) {
     uint64_t ns;
     enum lm_status st;
-    for (int w = 0; w < warmup; w++)
-        if ((st = fn(r, n, &ns)) != LM_OK) return st;
+    char label[64]; // a live line on a terminal when the test runs over ~2 s (cli_progress.h)
+    snprintf(label, sizeof label, "lumen bench: %s t=%d", t->name, t->threads);
+    struct cli_progress pg;
+    cli_progress_begin(&pg, label, warmup + reps, "runs");
+    pg.enabled = pg.enabled && !progress; // --progress prints a line per run instead
+    for (int w = 0; w < warmup; w++) {
+        if ((st = fn(r, n, &ns)) != LM_OK) { cli_progress_end(&pg); return st; }
+        cli_progress_update(&pg, w + 1);
+    }
     t->reps = reps;
     t->ns = calloc((size_t)reps, sizeof *t->ns);
-    if (!t->ns) return lm_error_set(LM_ERR_NOMEM, "bench: out of memory");
+    if (!t->ns) { cli_progress_end(&pg); return lm_error_set(LM_ERR_NOMEM, "bench: out of memory"); }
     for (int i = 0; i < reps; i++) {
-        if ((st = fn(r, n, &ns)) != LM_OK) return st;
+        if ((st = fn(r, n, &ns)) != LM_OK) { cli_progress_end(&pg); return st; }
+        cli_progress_update(&pg, warmup + i + 1);
         t->ns[i] = (double)ns;
         if (progress)
             fprintf(stderr, "lumen bench: %s t=%d rep %d/%d: %.2f ms (%.2f t/s)\n", t->name,
                     t->threads, i + 1, reps, (double)ns / 1e6, t->units / ((double)ns * 1e-9));
     }
+    cli_progress_end(&pg);
     return LM_OK;
 }
 

@@ -6,6 +6,7 @@
 
 #include "base/timer.h"
 #include "cli/cli.h"
+#include "cli/cli_progress.h"
 #include "lumen.h"
 #include "base/threadpool.h"
 #include "kernels/kernels.h"
@@ -20,7 +21,9 @@ static const char *k_run_help =
     "  -p, --prompt TEXT     prompt text\n"
     "  -f, --file PATH       read the prompt from a file\n"
     "  -n, --n-predict N     tokens to generate (default 128; stops early at end of generation)\n"
-    "      --chat            wrap the prompt in the model's chat turn format\n"
+    "      --chat            wrap the prompt in the model's chat turn format (a model without\n"
+    "                        a chat template gets a fallback format and one warning naming it)\n"
+    "      --template NAME   with --chat: gemma, llama3 or chatml instead of the model's\n"
     "      --temp T          temperature (default 0.8; 0 = greedy)\n"
     "      --top-k K         keep the K most likely tokens (default 40; 0 = off)\n"
     "      --top-p P         nucleus sampling (default 0.95; 1 = off)\n"
@@ -30,6 +33,8 @@ static const char *k_run_help =
     "  -t, --threads N       threads (default: physical cores)\n"
     "      --ctx N           context size (default: min(model's, 4096))\n"
     "      --ignore-eos      keep generating past end-of-generation tokens\n"
+    "      --verbose         print the prompt's token count and chat format, and a progress\n"
+    "                        line for prefills over ~2 s (when stderr is a terminal)\n"
     "      --profile         print the profiler's summary (phases, ops, matmuls, barriers,\n"
     "                        memory) to stderr at the end\n"
     "      --trace FILE      write every profiler event as JSONL (docs/profiling.md)\n"
@@ -64,8 +69,8 @@ int cmd_run(int argc, char **argv) {
     const char *cmd = "run";
     const char *model_path = NULL, *prompt = NULL, *prompt_file = NULL;
     int64_t n_predict = 128, n_threads = 0, n_ctx = 0;
-    bool chat = false, ignore_eos = false, profile = false;
-    const char *trace_path = NULL, *perfetto_path = NULL;
+    bool chat = false, ignore_eos = false, profile = false, verbose = false;
+    const char *trace_path = NULL, *perfetto_path = NULL, *tmpl_name = NULL;
     struct lm_sampler_params sp = lm_sampler_params_default();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -76,6 +81,8 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict"))
             n_predict = cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 0, 1 << 20);
         else if (!strcmp(a, "--chat")) chat = true;
+        else if (!strcmp(a, "--template")) tmpl_name = cli_value(cmd, argc, argv, &i);
+        else if (!strcmp(a, "--verbose")) verbose = true;
         else if (!strcmp(a, "--ignore-eos")) ignore_eos = true;
         else if (!strcmp(a, "--profile")) profile = true;
         else if (!strcmp(a, "--trace")) trace_path = cli_value(cmd, argc, argv, &i);
@@ -100,6 +107,8 @@ int cmd_run(int argc, char **argv) {
     }
     if (!prompt && !prompt_file) cli_usage_error(cmd, "no prompt: give -p TEXT or -f FILE");
     if (prompt && prompt_file) cli_usage_error(cmd, "give either -p or -f, not both");
+    if (tmpl_name && lm_chat_template_from_name(tmpl_name) == LM_CHAT_TEMPLATE_NONE)
+        cli_usage_error(cmd, "--template: unknown format '%s' (gemma, llama3 or chatml)", tmpl_name);
     char *file_text = NULL;
     size_t prompt_len = 0;
     if (prompt_file) {
@@ -145,10 +154,10 @@ int cmd_run(int argc, char **argv) {
     if (chat) {
         struct lm_chat_msg msg = {.role = "user", .content = prompt};
         size_t chat_len = 0;
-        // template from the model's metadata (tokenizer.chat_template, vocab, architecture)
-        enum lm_chat_template tmpl =
-            lm_chat_template_detect(tok, lm_model_arch(m), lm_model_chat_template(m));
-        if (tmpl == LM_CHAT_TEMPLATE_NONE) tmpl = LM_CHAT_TEMPLATE_CHATML; // llama.cpp's fallback
+        // the model's template (tokenizer.chat_template), else a fallback named in a warning
+        const enum lm_chat_template tmpl =
+            (enum lm_chat_template)cli_chat_template(cmd, m, model_path, tmpl_name);
+        if (verbose) fprintf(stderr, "lumen run: chat format %s\n", lm_chat_template_name(tmpl));
         st = lm_chat_apply(tmpl, &msg, 1, true, &chat_text, &chat_len);
         if (st != LM_OK) {
             fprintf(stderr, "lumen run: %s\n", lm_error_msg());
@@ -217,6 +226,12 @@ int cmd_run(int argc, char **argv) {
 
     // ---- prefill in chunks of n_batch; logits only for the last prompt token
     struct lm_batch_entry *batch = malloc(512 * sizeof *batch);
+    if (verbose)
+        fprintf(stderr, "lumen run: %s: prompt %zu tokens, context %lld, %d threads\n", model_path, n_ids,
+                (long long)n_ctx, lm_context_n_threads(c));
+    struct cli_progress prog;
+    cli_progress_begin(&prog, "prefill", (int64_t)n_ids, "tok");
+    prog.enabled = prog.enabled && verbose;
     const uint64_t t_prefill0 = lm_now_ns();
     for (size_t off = 0; off < n_ids; off += 512) {
         const size_t nb = n_ids - off < 512 ? n_ids - off : 512;
@@ -229,7 +244,9 @@ int cmd_run(int argc, char **argv) {
             return 1;
         }
         lm_prof_phase(LM_PHASE_PREFILL, tp, lm_prof_ticks(), -1, (int32_t)nb);
+        cli_progress_update(&prog, (int64_t)(off + nb));
     }
+    cli_progress_end(&prog);
     const uint64_t t_prefill1 = lm_now_ns();
 
     // ---- generate

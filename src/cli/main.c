@@ -1,4 +1,4 @@
-// lumen command line: dispatches to the subcommands (run, info).
+// lumen command line: dispatches to the subcommands (run, chat, tokenize, info, analyze, bench).
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +17,8 @@ static const char *k_usage =
     "\n"
     "commands:\n"
     "  run     generate text from a prompt (streams to stdout, stats on stderr)\n"
+    "  chat    interactive multi-turn chat (line editing, history, KV kept between turns)\n"
+    "  tokenize print a text's token ids and pieces\n"
     "  info    print a model's architecture, hyper-parameters, tokenizer and tensors\n"
     "  analyze report on a JSONL profile trace (text, optional --html page)\n"
     "  bench   throughput tests (pp/tg/TTFT), bandwidth roofline, --breakdown report\n"
@@ -90,6 +92,8 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "info")) return cmd_info(argc - 1, argv + 1);
     if (!strcmp(cmd, "analyze")) return cmd_analyze(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
+    if (!strcmp(cmd, "chat")) return cmd_chat(argc - 1, argv + 1);
+    if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
     fprintf(stderr, "lumen: unknown command '%s' (try `lumen --help`)\n", cmd);
     return LM_EXIT_USAGE;
 }
