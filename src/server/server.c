@@ -662,10 +662,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
                             key ? "Incorrect API key provided" : "Missing API key: send 'Authorization: "
                                                                  "Bearer KEY'");
         }
+        // An oversized body is read and dropped, then answered 413 (a client that sends its
+        // body before reading would otherwise see a reset, not the answer); answered at once
+        // when the client waits for "100 Continue" or the body is far too large to read.
         const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl && strtoull(cl, NULL, 10) > s->o->max_body)
-            return fail(c, mc, 413, "invalid_request_error", "request_too_large",
-                        "The request body is %s bytes; the limit is %zu", cl, s->o->max_body);
+        const char *expect = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
+        const unsigned long long len = cl ? strtoull(cl, NULL, 10) : 0;
+        if (len > s->o->max_body) {
+            if ((expect && !strcasecmp(expect, "100-continue")) || len / 16 > s->o->max_body)
+                return fail(c, mc, 413, "invalid_request_error", "request_too_large",
+                            "The request body is %llu bytes; the limit is %zu", len, s->o->max_body);
+            c->too_large = true;
+        }
         return MHD_YES;
     }
     if (*upload_data_size) { // body data: kept up to the limit

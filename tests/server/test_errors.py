@@ -119,6 +119,13 @@ def test_body_too_large_413(server):
     head = s.recv(4096).decode("latin-1")
     s.close()
     assert head.startswith("HTTP/1.1 413"), head[:200]
+    # a client that waits for 100 Continue is answered before it sends the body
+    s = socket.create_connection((server.host, server.port))
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + API_KEY.encode() +
+              b"\r\nContent-Length: 5000000\r\nExpect: 100-continue\r\n\r\n")
+    head = s.recv(4096).decode("latin-1")
+    s.close()
+    assert head.startswith("HTTP/1.1 413"), head[:200]
 
 
 def test_auth(server):
