@@ -203,8 +203,12 @@ struct lm_sampler_params {
     float top_p;          // >= 1: off
     float min_p;          // <= 0: off
     float repeat_penalty; // 1: off
-    int32_t repeat_last_n;// window for the penalty (default 64)
+    int32_t repeat_last_n;// window of the penalties: the last n accepted tokens (default 64)
     uint64_t seed;
+    // OpenAI's penalties over the same window (llama.cpp's order: after repeat_penalty):
+    // logit -= count * frequency_penalty + (count > 0) * presence_penalty. 0: off.
+    float presence_penalty;
+    float frequency_penalty;
 };
 struct lm_sampler;
 enum lm_status lm_sampler_init(struct lm_sampler **out, const struct lm_sampler_params *p,

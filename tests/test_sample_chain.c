@@ -147,6 +147,33 @@ int main(void) {
     CHECK(lm_sampler_sample(s, logits) == 1);
     lm_sampler_free(s);
 
+    // presence / frequency penalties (OpenAI): logit -= count * freq + (count > 0) * presence
+    p = lm_sampler_params_default();
+    p.temperature = 0.0f;
+    p.presence_penalty = 0.2f; // 3.0 - 0.2 = 2.8 < 2.9: token 5 wins
+    s = mk(p, 8);
+    lm_sampler_accept(s, 1);
+    CHECK(lm_sampler_sample(s, logits) == 5);
+    lm_sampler_free(s);
+    p.presence_penalty = 0.0f;
+    p.frequency_penalty = 0.06f; // once: 3.0 - 0.06 = 2.94 > 2.9; twice: 2.88 < 2.9
+    s = mk(p, 8);
+    lm_sampler_accept(s, 1);
+    CHECK(lm_sampler_sample(s, logits) == 1);
+    lm_sampler_accept(s, 1);
+    CHECK(lm_sampler_sample(s, logits) == 5);
+    lm_sampler_free(s);
+    p.frequency_penalty = -1.0f; // negative values favour repeats: token 6, -5 + 9 = 4 > 3
+    s = mk(p, 8);
+    for (int i = 0; i < 9; i++) lm_sampler_accept(s, 6);
+    CHECK(lm_sampler_sample(s, logits) == 6);
+    lm_sampler_free(s);
+    p.frequency_penalty = NAN;
+    {
+        struct lm_sampler *bad = NULL;
+        CHECK(lm_sampler_init(&bad, &p, 8) == LM_ERR_ARG && bad == NULL);
+    }
+
     // bad parameters are rejected with a message
     p = lm_sampler_params_default();
     p.repeat_penalty = 0.0f;

@@ -25,5 +25,6 @@ int cmd_run(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_analyze(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 #endif

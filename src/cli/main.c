@@ -1,4 +1,4 @@
-// lumen command line: dispatches to the subcommands (run, info).
+// lumen command line: dispatches to the subcommands (run, info, analyze, bench, serve).
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +20,7 @@ static const char *k_usage =
     "  info    print a model's architecture, hyper-parameters, tokenizer and tensors\n"
     "  analyze report on a JSONL profile trace (text, optional --html page)\n"
     "  bench   throughput tests (pp/tg/TTFT), bandwidth roofline, --breakdown report\n"
+    "  serve   OpenAI-compatible HTTP server on the continuous-batching engine\n"
     "\n"
     "`lumen <command> --help` shows each command's options.\n";
 
@@ -90,6 +91,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "info")) return cmd_info(argc - 1, argv + 1);
     if (!strcmp(cmd, "analyze")) return cmd_analyze(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
+    if (!strcmp(cmd, "serve")) return cmd_serve(argc - 1, argv + 1);
     fprintf(stderr, "lumen: unknown command '%s' (try `lumen --help`)\n", cmd);
     return LM_EXIT_USAGE;
 }

@@ -1,4 +1,4 @@
-// Sampler chain: repetition penalty -> top-k -> top-p -> min-p -> temperature ->
+// Sampler chain: penalties (repetition, presence, frequency) -> top-k -> top-p -> min-p -> temperature ->
 // draw from a seeded RNG (temperature <= 0: greedy argmax). Same seed and
 // parameters give the same tokens.
 #include <math.h>
@@ -59,10 +59,13 @@ enum lm_status lm_sampler_init(struct lm_sampler **out, const struct lm_sampler_
     if (n_vocab <= 0) return lm_error_set(LM_ERR_ARG, "sampler: n_vocab %d", n_vocab);
     if (!(p->temperature == p->temperature) || !(p->top_p == p->top_p) || p->top_p < 0.0f ||
         !(p->min_p == p->min_p) || p->min_p > 1.0f || !(p->repeat_penalty > 0.0f) ||
-        p->repeat_last_n < 0 || p->repeat_last_n > 1 << 20)
+        p->repeat_last_n < 0 || p->repeat_last_n > 1 << 20 || !isfinite(p->presence_penalty) ||
+        !isfinite(p->frequency_penalty))
         return lm_error_set(LM_ERR_ARG, "sampler: invalid parameters (temp %g, top_p %g, min_p %g, "
-                            "repeat_penalty %g, repeat_last_n %d)", p->temperature, p->top_p,
-                            p->min_p, p->repeat_penalty, p->repeat_last_n);
+                            "repeat_penalty %g, repeat_last_n %d, presence_penalty %g, "
+                            "frequency_penalty %g)", p->temperature, p->top_p, p->min_p,
+                            p->repeat_penalty, p->repeat_last_n, p->presence_penalty,
+                            p->frequency_penalty);
     struct lm_sampler *s = calloc(1, sizeof *s);
     if (!s) return lm_error_set(LM_ERR_NOMEM, "sampler: out of memory");
     s->p = *p;
@@ -196,17 +199,22 @@ static int32_t argmax(const float *x, int32_t n) {
 int32_t lm_sampler_sample(struct lm_sampler *s, const float *logits) {
     const int32_t nv = s->n_vocab;
     const struct lm_sampler_params *p = &s->p;
-    if (p->repeat_penalty != 1.0f && s->n_recent > 0) {
+    const bool penalize = p->repeat_penalty != 1.0f || p->presence_penalty != 0.0f ||
+                          p->frequency_penalty != 0.0f;
+    if (penalize && s->n_recent > 0) {
         memcpy(s->penalized, logits, (size_t)nv * sizeof(float));
         for (int32_t i = 0; i < s->n_recent; i++) {
             const int32_t t = s->recent[i];
             if (t < 0 || t >= nv) continue;
-            // each distinct token is penalized once (as llama.cpp does)
+            // each distinct token is penalized once, by its count in the window (llama.cpp)
             int dup = 0;
             for (int32_t j = 0; j < i; j++) if (s->recent[j] == t) { dup = 1; break; }
             if (dup) continue;
+            int32_t count = 1;
+            for (int32_t j = i + 1; j < s->n_recent; j++) count += s->recent[j] == t;
             float *l = &s->penalized[t];
             *l = *l > 0.0f ? *l / p->repeat_penalty : *l * p->repeat_penalty;
+            *l -= (float)count * p->frequency_penalty + p->presence_penalty;
         }
         logits = s->penalized;
     }

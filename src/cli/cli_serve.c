@@ -1,0 +1,88 @@
+// `lumen serve`: flags (named as llama-server names them where it has them) -> the
+// server's options; the server itself is src/server/ (docs/server.md).
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "server/server.h"
+
+static const char *k_serve_help =
+    "usage: lumen serve [-m MODEL] [options]\n"
+    "\n"
+    "An OpenAI-compatible HTTP server (POST /v1/completions, /v1/chat/completions,\n"
+    "GET /v1/models, /health, /metrics, POST /tokenize, /detokenize, the chat page at /)\n"
+    "on the continuous-batching engine. Stops cleanly on SIGINT / SIGTERM.\n"
+    "\n"
+    "  -m, --model PATH        GGUF model (default: " LM_DEFAULT_MODEL ")\n"
+    "      --host HOST         address to listen on (default 127.0.0.1)\n"
+    "      --port N            port (default 8080; 0 = any free port, printed when ready)\n"
+    "  -t, --threads N         threads of the forward pass (default: physical cores)\n"
+    "  -c, --ctx-size N        KV pool capacity in tokens, shared by all requests (default 8192);\n"
+    "                          a request holds at most min(N, the model's context)\n"
+    "  -np, --parallel N       requests decoding at once (default 8)\n"
+    "      --queue N           requests waiting beyond which the answer is 429 (default 64)\n"
+    "  -b, --batch-size N      tokens per engine step (decode + prefill chunks; default 256)\n"
+    "      --api-key KEY       require 'Authorization: Bearer KEY' (also $LUMEN_API_KEY);\n"
+    "                          /health and the page stay open\n"
+    "      --chat-template T   gemma | llama3 | chatml, or a file holding a template\n"
+    "                          (default: the model's own, else its architecture's turn format)\n"
+    "  -a, --alias NAME        model id in responses (default: the file name)\n"
+    "      --stream-buffer N   tokens held for a client before it is cut off as too slow\n"
+    "                          (default 1024)\n"
+    "      --max-body BYTES    larger request bodies are answered 413 (default 8388608)\n"
+    "      --max-connections N simultaneous connections (default 256)\n"
+    "      --no-prefix-cache   do not reuse the KV blocks of earlier prompts\n"
+    "\n"
+    "Prints `lumen serve: listening on http://HOST:PORT` on stderr once ready, then one line\n"
+    "per request: id, status, prompt and generated tokens, TTFT, tok/s, why it finished.\n";
+
+int cmd_serve(int argc, char **argv) {
+    const char *cmd = "serve";
+    struct lm_server_opts o = {
+        .host = "127.0.0.1",
+        .port = 8080,
+        .ep = {.max_running = 8, .max_waiting = 64, .step_tokens = 256, .kv_tokens = 8192},
+        .stream_buffer = 1024,
+        .max_body = 8u << 20,
+        .max_connections = 256,
+    };
+    const char *env_key = getenv("LUMEN_API_KEY");
+    if (env_key && *env_key) o.api_key = env_key;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(k_serve_help, stdout); return 0; }
+        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) o.model_path = cli_value(cmd, argc, argv, &i);
+        else if (!strcmp(a, "--host")) o.host = cli_value(cmd, argc, argv, &i);
+        else if (!strcmp(a, "--port")) o.port = (int)cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 0, 65535);
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads"))
+            o.ep.n_threads = (int32_t)cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 1, 256);
+        else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size"))
+            o.ep.kv_tokens = (int32_t)cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 16, 1 << 24);
+        else if (!strcmp(a, "-np") || !strcmp(a, "--parallel"))
+            o.ep.max_running = (int32_t)cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 1, 256);
+        else if (!strcmp(a, "--queue"))
+            o.ep.max_waiting = (int32_t)cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 1, 1 << 16);
+        else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size"))
+            o.ep.step_tokens = (int32_t)cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 1, 8192);
+        else if (!strcmp(a, "--api-key")) o.api_key = cli_value(cmd, argc, argv, &i);
+        else if (!strcmp(a, "--chat-template")) o.chat_template = cli_value(cmd, argc, argv, &i);
+        else if (!strcmp(a, "-a") || !strcmp(a, "--alias")) o.alias = cli_value(cmd, argc, argv, &i);
+        else if (!strcmp(a, "--stream-buffer"))
+            o.stream_buffer = (int32_t)cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 1, 1 << 20);
+        else if (!strcmp(a, "--max-body"))
+            o.max_body = (size_t)cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 1024, (int64_t)1 << 30);
+        else if (!strcmp(a, "--max-connections"))
+            o.max_connections = (int)cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 1, 65536);
+        else if (!strcmp(a, "--no-prefix-cache")) o.ep.no_prefix_cache = true;
+        else cli_usage_error(cmd, "unknown option '%s' (try `lumen serve --help`)", a);
+    }
+    if (o.api_key && !*o.api_key) cli_usage_error(cmd, "--api-key: the key is empty");
+    if (o.ep.step_tokens < o.ep.max_running)
+        cli_usage_error(cmd, "--batch-size %d is below --parallel %d (each running request decodes one "
+                        "token per step)", o.ep.step_tokens, o.ep.max_running);
+    if (!o.model_path) o.model_path = cli_default_model();
+    const char *delay = getenv("LUMEN_SERVE_LOAD_DELAY_MS"); // test hook: a longer "loading" phase
+    if (delay && *delay) o.load_delay_ms = atoi(delay);
+    return lm_server_run(&o);
+}

@@ -1,0 +1,92 @@
+// OpenAI-compatible request parsing (JSON body -> engine parameters) and the error
+// shape. Pure functions of the body: no socket, no model (the fuzz target calls them).
+#ifndef LM_SERVER_API_H
+#define LM_SERVER_API_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lumen.h"
+
+enum api_kind { API_COMPLETION, API_CHAT };
+
+#define API_MAX_STOP 16       // stop strings per request
+#define API_MAX_STOP_LEN 512  // bytes of one stop string
+#define API_MAX_MESSAGES 4096
+#define API_MAX_TOP_LOGPROBS LM_MAX_TOP_LOGPROBS
+
+// An error answer: HTTP status and OpenAI's {"error": {"message", "type", "param", "code"}}.
+struct api_error {
+    int status;
+    const char *type;  // "invalid_request_error", "authentication_error", ...
+    const char *code;  // "invalid_json", "invalid_type", "invalid_value", ...
+    char param[64];    // the offending field ("" = none)
+    char message[512];
+};
+
+// Fills e (status 400 unless set otherwise by the caller afterwards); returns false so
+// parsers can `return api_fail(...)`.
+bool api_fail(struct api_error *e, int status, const char *type, const char *code,
+              const char *param, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+// {"error": {...}} as a malloc'd NUL-terminated string (NULL when out of memory).
+char *api_error_json(const struct api_error *e);
+
+struct api_message {
+    char *role;    // "developer" is read as "system"
+    char *content; // text parts joined with "\n"
+};
+
+// What a completion or chat request asks for. Fields the client left out keep the
+// defaults noted here (api_parse_generate sets them).
+struct api_request {
+    enum api_kind kind;
+    // completions: prompt text, or token ids (used as given: no BOS added)
+    char *prompt;
+    size_t prompt_len;
+    int32_t *prompt_ids;
+    int32_t n_prompt_ids;
+    bool has_prompt_ids;
+    // chat
+    struct api_message *msgs;
+    size_t n_msgs;
+
+    int32_t max_tokens;      // 0: not given (completions default to 16, chat to the context)
+    bool max_tokens_given;
+    struct lm_sampler_params sampling; // lumen's defaults for what is not given
+    bool seed_given;
+    bool ignore_eos;
+    char *stop[API_MAX_STOP];
+    size_t stop_len[API_MAX_STOP];
+    int32_t n_stop;
+    int32_t *bias_tokens;    // logit_bias; -100 and below ban the token (-inf)
+    float *bias_values;
+    int32_t n_bias;
+    bool logprobs;           // completions: logprobs given (>= 0); chat: logprobs true
+    int32_t top_logprobs;    // alternatives per token (0..20)
+    bool stream, include_usage;
+};
+
+// Parses a /v1/completions or /v1/chat/completions body. n_vocab bounds token ids (prompt
+// ids, logit_bias keys). On failure returns false with e filled (400) and r freed.
+bool api_parse_generate(const char *body, size_t len, enum api_kind kind, int32_t n_vocab,
+                        struct api_request *r, struct api_error *e);
+void api_request_free(struct api_request *r);
+
+// The request's logprob setting as lm_request_params.n_logprobs (0 = none).
+int32_t api_n_logprobs(const struct api_request *r);
+
+// POST /tokenize (llama-server's shape): {"content": str, "add_special": bool = false,
+// "parse_special": bool = true, "with_pieces": bool = false}. *content is malloc'd.
+struct api_tokenize {
+    char *content;
+    size_t len;
+    bool add_special, parse_special, with_pieces;
+};
+bool api_parse_tokenize(const char *body, size_t len, struct api_tokenize *t, struct api_error *e);
+
+// POST /detokenize: {"tokens": [int, ...]} with every id in [0, n_vocab). *ids is malloc'd.
+bool api_parse_detokenize(const char *body, size_t len, int32_t n_vocab, int32_t **ids,
+                          int32_t *n_ids, struct api_error *e);
+
+#endif

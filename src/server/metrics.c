@@ -1,0 +1,192 @@
+// Prometheus text exposition (format 0.0.4) of the server's counters and histograms and
+// the engine's gauges. One mutex; only HTTP threads touch it, never the engine thread.
+#include "metrics.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+static const int k_status[] = {200, 400, 401, 404, 405, 413, 429, 499, 500, 503};
+#define N_STATUS ((int)(sizeof k_status / sizeof k_status[0]))
+
+static const char *const k_route[MR_COUNT] = {
+    "/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/metrics", "/tokenize",
+    "/detokenize", "static", "other"};
+static const char *const k_finish[MF_COUNT] = {"stop", "length", "cancelled", "error"};
+
+// Bucket upper bounds (seconds); +Inf is implicit.
+static const double k_b_ttft[] = {0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5,
+                                  10, 20, 40, 80};
+static const double k_b_itl[] = {0.001, 0.0025, 0.005, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075, 0.1,
+                                 0.25, 0.5, 1, 2.5};
+static const double k_b_e2e[] = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160, 320};
+static const double k_b_queue[] = {0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+
+#define MAX_BUCKETS 16
+
+struct hist_def {
+    const char *name, *help;
+    const double *b;
+    int n;
+};
+
+static const struct hist_def k_hist[MH_COUNT] = {
+    {"lumen_time_to_first_token_seconds", "Time from a request's arrival to its first token.",
+     k_b_ttft, (int)(sizeof k_b_ttft / sizeof k_b_ttft[0])},
+    {"lumen_inter_token_latency_seconds", "Time between consecutive tokens of a request.", k_b_itl,
+     (int)(sizeof k_b_itl / sizeof k_b_itl[0])},
+    {"lumen_request_duration_seconds", "Time from a generation request's arrival to its end "
+     "(end to end).", k_b_e2e, (int)(sizeof k_b_e2e / sizeof k_b_e2e[0])},
+    {"lumen_request_queue_seconds", "Time a request waited in the engine's queue before it was "
+     "first scheduled.", k_b_queue, (int)(sizeof k_b_queue / sizeof k_b_queue[0])},
+};
+
+struct hist {
+    uint64_t bucket[MAX_BUCKETS + 1]; // last: +Inf
+    uint64_t count;
+    double sum;
+};
+
+struct mdata {
+    uint64_t requests[MR_COUNT][N_STATUS + 1]; // last: any other status
+    uint64_t finished[MF_COUNT];
+    uint64_t prompt_tokens, generated_tokens;
+    struct hist h[MH_COUNT];
+};
+
+struct metrics {
+    pthread_mutex_t mu;
+    struct mdata d;
+};
+
+struct metrics *metrics_new(void) {
+    struct metrics *m = calloc(1, sizeof *m);
+    if (m) pthread_mutex_init(&m->mu, NULL);
+    return m;
+}
+
+void metrics_free(struct metrics *m) {
+    if (!m) return;
+    pthread_mutex_destroy(&m->mu);
+    free(m);
+}
+
+const char *metrics_route_name(enum metrics_route r) { return r < MR_COUNT ? k_route[r] : "other"; }
+
+void metrics_request(struct metrics *m, enum metrics_route r, int status) {
+    int k = N_STATUS;
+    for (int i = 0; i < N_STATUS; i++)
+        if (k_status[i] == status) k = i;
+    pthread_mutex_lock(&m->mu);
+    m->d.requests[r < MR_COUNT ? r : MR_OTHER][k]++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void metrics_tokens(struct metrics *m, int64_t prompt, int64_t generated) {
+    pthread_mutex_lock(&m->mu);
+    m->d.prompt_tokens += (uint64_t)(prompt > 0 ? prompt : 0);
+    m->d.generated_tokens += (uint64_t)(generated > 0 ? generated : 0);
+    pthread_mutex_unlock(&m->mu);
+}
+
+void metrics_finish(struct metrics *m, enum metrics_finish f) {
+    pthread_mutex_lock(&m->mu);
+    m->d.finished[f < MF_COUNT ? f : MF_ERROR]++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void metrics_observe(struct metrics *m, enum metrics_hist h, double s) {
+    if (h >= MH_COUNT || !(s >= 0)) return;
+    const struct hist_def *d = &k_hist[h];
+    int k = d->n;
+    for (int i = 0; i < d->n; i++)
+        if (s <= d->b[i]) { k = i; break; }
+    pthread_mutex_lock(&m->mu);
+    m->d.h[h].bucket[k]++;
+    m->d.h[h].count++;
+    m->d.h[h].sum += s;
+    pthread_mutex_unlock(&m->mu);
+}
+
+static void head(struct sbuf *b, const char *name, const char *type, const char *help) {
+    sbuf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void scalar(struct sbuf *b, const char *name, const char *type, const char *help, double v) {
+    head(b, name, type, help);
+    sbuf_printf(b, "%s %.17g\n", name, v);
+}
+
+char *metrics_render(struct metrics *m, const struct lm_engine_stats *st) {
+    struct mdata s;
+    pthread_mutex_lock(&m->mu);
+    s = m->d; // a consistent copy; render outside the lock
+    pthread_mutex_unlock(&m->mu);
+    struct sbuf b = {0};
+
+    head(&b, "lumen_requests_total", "counter", "HTTP requests answered, by route and status "
+         "(499: the client went away before the answer was complete).");
+    for (int r = 0; r < MR_COUNT; r++)
+        for (int k = 0; k <= N_STATUS; k++)
+            if (s.requests[r][k]) {
+                char code[8];
+                if (k < N_STATUS) snprintf(code, sizeof code, "%d", k_status[k]);
+                else snprintf(code, sizeof code, "other");
+                sbuf_printf(&b, "lumen_requests_total{route=\"%s\",status=\"%s\"} %llu\n", k_route[r],
+                            code, (unsigned long long)s.requests[r][k]);
+            }
+    head(&b, "lumen_requests_finished_total", "counter", "Generation requests ended, by reason "
+         "(stop: end of generation or a stop string; length: max_tokens or the context; "
+         "cancelled: client gone, too slow or shutdown; error).");
+    for (int f = 0; f < MF_COUNT; f++)
+        sbuf_printf(&b, "lumen_requests_finished_total{reason=\"%s\"} %llu\n", k_finish[f],
+                    (unsigned long long)s.finished[f]);
+    scalar(&b, "lumen_prompt_tokens_total", "counter", "Prompt tokens of the generation requests "
+           "admitted to the engine.", (double)s.prompt_tokens);
+    scalar(&b, "lumen_generation_tokens_total", "counter", "Generated tokens returned to clients "
+           "(the sum of usage.completion_tokens).", (double)s.generated_tokens);
+
+    for (int h = 0; h < MH_COUNT; h++) {
+        const struct hist_def *d = &k_hist[h];
+        head(&b, d->name, "histogram", d->help);
+        uint64_t cum = 0;
+        for (int i = 0; i < d->n; i++) {
+            cum += s.h[h].bucket[i];
+            sbuf_printf(&b, "%s_bucket{le=\"%g\"} %llu\n", d->name, d->b[i], (unsigned long long)cum);
+        }
+        cum += s.h[h].bucket[d->n];
+        sbuf_printf(&b, "%s_bucket{le=\"+Inf\"} %llu\n", d->name, (unsigned long long)cum);
+        sbuf_printf(&b, "%s_sum %.9g\n%s_count %llu\n", d->name, s.h[h].sum, d->name,
+                    (unsigned long long)s.h[h].count);
+    }
+
+    scalar(&b, "lumen_model_ready", "gauge", "1 once the model is loaded and requests are served.",
+           st ? 1 : 0);
+    if (st) {
+        scalar(&b, "lumen_requests_running", "gauge", "Requests the engine is running (prefill or "
+               "decode).", st->running);
+        scalar(&b, "lumen_requests_waiting", "gauge", "Requests queued in the engine.", st->waiting);
+        scalar(&b, "lumen_kv_blocks_used", "gauge", "KV pool blocks held by running requests.",
+               st->kv.n_used);
+        scalar(&b, "lumen_kv_blocks_cached", "gauge", "KV pool blocks held by no request, kept for "
+               "the prefix cache (evicted least recently used).", st->kv.n_cached_free);
+        scalar(&b, "lumen_kv_blocks_total", "gauge", "KV pool capacity in blocks.", st->kv.n_blocks);
+        scalar(&b, "lumen_kv_block_tokens", "gauge", "Positions per KV block.", st->kv.block_size);
+        scalar(&b, "lumen_prefix_cache_queries_total", "counter", "Prompt tokens looked up in the "
+               "prefix cache.", (double)st->kv.prefix_query_tokens);
+        scalar(&b, "lumen_prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix "
+               "cache (not computed again).", (double)st->kv.prefix_hit_tokens);
+        scalar(&b, "lumen_engine_steps_total", "counter", "Engine steps (one forward pass each).",
+               (double)st->steps);
+        scalar(&b, "lumen_engine_preemptions_total", "counter", "Requests preempted (KV freed, "
+               "recomputed later).", (double)st->preempted);
+    }
+    if (b.oom) {
+        sbuf_free(&b);
+        return NULL;
+    }
+    return b.p;
+}

@@ -1,0 +1,30 @@
+// `lumen serve`: the OpenAI-compatible HTTP server on the engine (docs/server.md). The
+// command line (src/cli/cli_serve.c) fills the options and calls lm_server_run.
+#ifndef LM_SERVER_SERVER_H
+#define LM_SERVER_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lumen.h"
+
+struct lm_server_opts {
+    const char *model_path;
+    const char *host;           // "127.0.0.1"
+    int port;                   // 0: any free port (printed on the listening line)
+    const char *api_key;        // NULL: no authentication
+    const char *alias;          // model id in responses (NULL: the file's base name)
+    const char *chat_template;  // a template name or a file with one (NULL: the model's)
+    struct lm_engine_params ep; // parallel, queue, pool, threads, step tokens
+    int32_t stream_buffer;      // events held per request before a slow client is cut off
+    size_t max_body;            // request bodies above this are answered 413
+    int max_connections;
+    int load_delay_ms;          // test hook (LUMEN_SERVE_LOAD_DELAY_MS): /health says 503 longer
+};
+
+// Serves until SIGINT or SIGTERM, then stops cleanly. Returns the process exit code
+// (0; 1 when the model cannot be loaded or the address cannot be bound; 2 for a
+// --chat-template lumen does not know).
+int lm_server_run(const struct lm_server_opts *o);
+
+#endif

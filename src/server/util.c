@@ -1,0 +1,114 @@
+// Server helpers: growable buffer, UTF-8 validation and repair.
+#include "util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static bool sbuf_reserve(struct sbuf *b, size_t extra) {
+    if (b->oom) return false;
+    if (b->n + extra + 1 <= b->cap) return true;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->n + extra + 1) {
+        if (cap > SIZE_MAX / 2) { b->oom = true; return false; }
+        cap *= 2;
+    }
+    char *p = realloc(b->p, cap);
+    if (!p) { b->oom = true; return false; }
+    b->p = p;
+    b->cap = cap;
+    return true;
+}
+
+bool sbuf_append(struct sbuf *b, const char *s, size_t n) {
+    if (!sbuf_reserve(b, n)) return false;
+    if (n) memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = 0;
+    return true;
+}
+
+bool sbuf_puts(struct sbuf *b, const char *s) { return sbuf_append(b, s, strlen(s)); }
+
+bool sbuf_printf(struct sbuf *b, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char tmp[256];
+    const int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (k < 0) return false;
+    if ((size_t)k < sizeof tmp) return sbuf_append(b, tmp, (size_t)k);
+    if (!sbuf_reserve(b, (size_t)k)) return false;
+    va_start(ap, fmt);
+    vsnprintf(b->p + b->n, (size_t)k + 1, fmt, ap);
+    va_end(ap);
+    b->n += (size_t)k;
+    return true;
+}
+
+void sbuf_consume(struct sbuf *b, size_t n) {
+    if (n >= b->n) {
+        b->n = 0;
+        if (b->p) b->p[0] = 0;
+        return;
+    }
+    memmove(b->p, b->p + n, b->n - n);
+    b->n -= n;
+    b->p[b->n] = 0;
+}
+
+void sbuf_free(struct sbuf *b) {
+    free(b->p);
+    *b = (struct sbuf){0};
+}
+
+// Bytes of the valid UTF-8 sequence starting at s[0], or 0 (RFC 3629: no overlongs, no
+// surrogates, nothing above U+10FFFF, no NUL, which JSON strings in jansson refuse).
+static size_t utf8_seq(const unsigned char *s, size_t n) {
+    const unsigned char c = s[0];
+    if (c == 0) return 0;
+    if (c < 0x80) return 1;
+    size_t len;
+    unsigned lo = 0x80, hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF) len = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        len = 3;
+        if (c == 0xE0) lo = 0xA0;
+        if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        len = 4;
+        if (c == 0xF0) lo = 0x90;
+        if (c == 0xF4) hi = 0x8F;
+    } else return 0;
+    if (n < len) return 0;
+    if (s[1] < lo || s[1] > hi) return 0;
+    for (size_t i = 2; i < len; i++)
+        if (s[i] < 0x80 || s[i] > 0xBF) return 0;
+    return len;
+}
+
+size_t utf8_valid_prefix(const char *s, size_t n) {
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0;
+    while (i < n) {
+        const size_t k = utf8_seq(u + i, n - i);
+        if (!k) break;
+        i += k;
+    }
+    return i;
+}
+
+bool utf8_repair_append(struct sbuf *b, const char *s, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        const size_t ok = utf8_valid_prefix(s + i, n - i);
+        if (ok && !sbuf_append(b, s + i, ok)) return false;
+        i += ok;
+        if (i < n) { // one invalid byte (or a NUL) -> U+FFFD
+            if (!sbuf_append(b, "\xEF\xBF\xBD", 3)) return false;
+            i++;
+        }
+    }
+    if (!b->p) return sbuf_append(b, "", 0);
+    return true;
+}
