@@ -442,11 +442,12 @@ class Ctx:
 
 
 def server_argv(a, engine, parallel, queue=None):
+    tmpl = ["--chat-template", a.chat_template] if a.chat_template else []
     if engine == "lumen":
         return servers.lumen_serve_argv(a.lumen_bin, a.model, threads=a.threads, parallel=parallel,
-                                        ctx=a.ctx, queue=queue, extra=shlex.split(a.lumen_args))
+                                        ctx=a.ctx, queue=queue, extra=tmpl + shlex.split(a.lumen_args))
     return servers.llama_server_argv(a.llama_server, a.model, threads=a.threads, parallel=parallel,
-                                     ctx=a.ctx, extra=shlex.split(a.llama_args))
+                                     ctx=a.ctx, extra=tmpl + shlex.split(a.llama_args))
 
 
 async def with_server(a, engine, name, parallel, queue, body, prompts, log_dir, seed_base):
@@ -682,10 +683,13 @@ def parse_args(argv=None):
                    help="sequences decoded together (lumen --parallel, llama-server --parallel slots); "
                         "(a) and (c) need at least their largest N")
     g.add_argument("--ctx", type=positive, default=32768,
-                   help="KV cells of each server: lumen --ctx, llama-server -c (unified over its slots)")
+                   help="KV cells of each server: lumen --ctx-size (its KV pool), llama-server -c (unified over its slots)")
     g.add_argument("--lumen-bin", default=str(ROOT / "build" / "lumen"), help="lumen binary")
     g.add_argument("--llama-server", default=None,
                    help="llama-server binary (default: .reference/bin's, from bench/reference.py)")
+    g.add_argument("--chat-template", default=None,
+                   help="built-in chat template for both servers (lumen --chat-template, llama-server "
+                        "--chat-template), e.g. gemma; default: each server's own choice for the model")
     g.add_argument("--lumen-args", default="", help="extra arguments for lumen serve (one string)")
     g.add_argument("--llama-args", default="", help="extra arguments for llama-server (one string)")
 

@@ -54,7 +54,7 @@ def lumen_serve_argv(binary, model=None, threads=2, parallel=None, ctx=None, que
     if parallel is not None:
         argv += ["--parallel", str(parallel)]
     if ctx is not None:
-        argv += ["--ctx", str(ctx)]
+        argv += ["--ctx-size", str(ctx)]
     if queue is not None:
         argv += ["--queue", str(queue)]
     return argv + [str(a) for a in extra]

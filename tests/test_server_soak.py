@@ -149,8 +149,12 @@ async def one_plain(client, url, rng, tally):
 
 async def one_malformed(client, url, rng, tally):
     kind = "malformed"
+    # each invalid for both routes (a chat body lacks 'prompt', a completion body 'messages')
     bodies = [b"{not json", b'{"messages": "nope"}', b'{"messages": [], "max_tokens": -5}',
-              b'{"prompt": 12}', b"[]", b'{"messages": [{"role": "user"}]}']
+              b'{"prompt": 12}', b"[]", b'{"messages": [{"role": "user", "content": "x"}], "temperature": "hot"}',
+              b'{"prompt": "x", "messages": [{"role": "user", "content": "x"}], "max_tokens": 0}',
+              b'{"prompt": "x", "messages": [{"role": "user", "content": "x"}], "stream": "yes"}',
+              b"\xff\xfe not utf-8"]
     try:
         r = await client.post(url + rng.choice(["/v1/chat/completions", "/v1/completions"]),
                               content=rng.choice(bodies), headers={"Content-Type": "application/json"})
@@ -187,8 +191,8 @@ async def client_loop(i, url, deadline, tally):
                 status = await one_malformed(client, url, rng, tally)
             else:
                 status = await one_get(client, url, rng, tally)
-            if status == 429:
-                await asyncio.sleep(rng.uniform(0.05, 0.3))
+            if status == 429:  # back off as a client should (more answered than refused)
+                await asyncio.sleep(rng.uniform(0.3, 1.5))
 
 
 async def soak(srv, rss):

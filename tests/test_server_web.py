@@ -159,6 +159,14 @@ def pixel_stats(browser, png_path, rects):
         page.close()
 
 
+def metric(text, name):
+    """A sample's value from Prometheus text ('name' may include its {labels})."""
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[-1])
+    return None
+
+
 def test_page_loads_from_the_server_alone(browser, server):
     ctx, page, watch = open_page(browser, server, 1280, 800)
     try:
@@ -219,6 +227,17 @@ def test_stream_stop_continue_screenshot(browser, server):
         assert convo[-1]["content"].strip() == stopped_text.strip()
         reply = page.evaluate("lumenChat.replies")[idx]
         assert reply["state"] == "stopped" and reply["ttftMs"] > 0, reply
+        if KIND == "lumen":
+            # the server saw the client go away and cancelled the request
+            deadline = time.monotonic() + 10 * SLOW
+            while True:
+                text = server.get("/metrics")[1]
+                cancelled = metric(text, 'lumen_requests_finished_total{reason="cancelled"}')
+                running = metric(text, "lumen_requests_running")
+                if cancelled and cancelled >= 1 and running == 0:
+                    break
+                assert time.monotonic() < deadline, "no cancelled request in /metrics:\n" + text
+                time.sleep(0.2)
 
         # 2. the next turn completes: the whole conversation and the settings go with it, and
         #    the reply shows its TTFT and rate
