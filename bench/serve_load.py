@@ -446,6 +446,8 @@ def server_argv(a, engine, parallel, queue=None):
     if engine == "lumen":
         return servers.lumen_serve_argv(a.lumen_bin, a.model, threads=a.threads, parallel=parallel,
                                         ctx=a.ctx, queue=queue, extra=tmpl + shlex.split(a.lumen_args))
+    # llama-server reads --chat-template as Jinja source unless --no-jinja selects its built-ins
+    tmpl = ["--no-jinja"] + tmpl if tmpl else []
     return servers.llama_server_argv(a.llama_server, a.model, threads=a.threads, parallel=parallel,
                                      ctx=a.ctx, extra=tmpl + shlex.split(a.llama_args))
 
@@ -689,7 +691,8 @@ def parse_args(argv=None):
                    help="llama-server binary (default: .reference/bin's, from bench/reference.py)")
     g.add_argument("--chat-template", default=None,
                    help="built-in chat template for both servers (lumen --chat-template, llama-server "
-                        "--chat-template), e.g. gemma; default: each server's own choice for the model")
+                        "--no-jinja --chat-template), e.g. gemma; default: each server's own choice "
+                        "for the model")
     g.add_argument("--lumen-args", default="", help="extra arguments for lumen serve (one string)")
     g.add_argument("--llama-args", default="", help="extra arguments for llama-server (one string)")
 
