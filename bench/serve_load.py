@@ -244,9 +244,10 @@ def summarize(results, t0, t1):
     wall = max(1e-9, t1 - t0)
     return {
         "requests": len(results), "ok": len(ok), "refused": sum(1 for r in results if r.refused),
-        "failed": sum(1 for r in results if not r.ok and not r.refused),
-        "cancelled": sum(1 for r in results if r.cancelled),
-        "status": dict(sorted(_count(str(r.status) for r in results).items())),
+        "failed": sum(1 for r in results if not r.ok and not r.refused and not r.cancelled),
+        "cut": sum(1 for r in results if r.cancelled),  # cancelled by us at the time limit
+        "status": dict(sorted(_count((str(r.status) if r.status else "none (cut)" if r.cancelled else "none")
+                                     for r in results).items())),
         "errors": sorted({r.error for r in results if r.error and not r.refused})[:5],
         "prompt_tokens": _mean([r.prompt_tokens for r in ok]),
         "completion_tokens": toks, "wall_s": wall, "agg_tok_s": toks / wall,
@@ -484,11 +485,16 @@ async def with_server(a, engine, name, parallel, queue, body, prompts, log_dir, 
                 raise RuntimeError("%s: warm-up request failed: %s %s" % (engine, w.status, w.error))
             sampler = asyncio.create_task(sample())
             rss_start = srv.rss_kib()
+            cpu0, t0 = srv.cpu_s(), time.perf_counter()
             try:
                 rec["result"] = await body(ctx)
             finally:
                 stop_sampling.set()
                 await sampler
+            cpu1, t1 = srv.cpu_s(), time.perf_counter()
+            if cpu0 is not None and cpu1 is not None:
+                # how much of the 2 cores the server got: on a loaded machine, less than it wanted
+                rec["cpu"] = {"cpu_s": cpu1 - cpu0, "wall_s": t1 - t0, "cores": (cpu1 - cpu0) / max(1e-9, t1 - t0)}
             rec["rss_kib"] = {"start": rss_start, "peak": max(rss) if rss else None, "end": srv.rss_kib()}
     finally:
         code = srv.stop()
@@ -551,6 +557,9 @@ def write_md(rep, path):
              "over the scenario's wall time; percentiles interpolate between ranks." % (
                  a["prompt_tokens"], a["endpoint"], a["temperature"], a["ignore_eos"]))
     L.append("")
+    L.append("Server CPU (cores) = CPU seconds the server process used during the scenario / its wall time: "
+             "what it got of the 2 cores while other work ran on the machine.")
+    L.append("")
     L.append("Servers (each scenario starts each afresh; engines alternate, order flipped every other scenario):")
     L.append("")
     for e in a["engines"]:
@@ -565,34 +574,36 @@ def write_md(rep, path):
             a["prompt_tokens"], a["max_tokens"], a["requests_per_client"]))
         L.append("")
         L.append("| clients | engine | ok / refused / failed | prompt tok | agg tok/s | per-stream tok/s "
-                 "| TTFT p50 / p90 / p99 ms | ITL p50 / p90 / p99 / max ms | E2E p50 / p99 ms | peak RSS MiB |")
-        L.append("| ---: | --- | --- | ---: | ---: | ---: | --- | --- | --- | ---: |")
+                 "| TTFT p50 / p90 / p99 ms | ITL p50 / p90 / p99 / max ms | E2E p50 / p99 ms | peak RSS MiB "
+                 "| server CPU (cores) |")
+        L.append("| ---: | --- | --- | ---: | ---: | ---: | --- | --- | --- | ---: | ---: |")
         for row in sc["concurrency"]:
             for rec in row["runs"]:
                 r = rec["result"]
-                L.append("| %d | %s | %d / %d / %d%s | %s | %s | %s | %s / %s / %s | %s / %s / %s / %s | %s / %s | %s |" % (
+                L.append("| %d | %s | %d / %d / %d%s | %s | %s | %s | %s / %s / %s | %s / %s / %s / %s | %s / %s | %s | %s |" % (
                     row["clients"], rec["engine"], r["ok"], r["refused"], r["failed"],
-                    " (time limit)" if r["timed_out"] else "", f(r["prompt_tokens"], 0), f(r["agg_tok_s"]),
+                    " (%d cut at the time limit)" % r["cut"] if r["cut"] else "", f(r["prompt_tokens"], 0), f(r["agg_tok_s"]),
                     f(r["per_stream_tok_s"]),
                     d(r["ttft_ms"], "p50"), d(r["ttft_ms"], "p90"), d(r["ttft_ms"], "p99"),
                     d(r["itl_ms"], "p50"), d(r["itl_ms"], "p90"), d(r["itl_ms"], "p99"), d(r["itl_ms"], "max"),
-                    d(r["e2e_ms"], "p50", 0), d(r["e2e_ms"], "p99", 0), f(_mib(rec), 0)))
+                    d(r["e2e_ms"], "p50", 0), d(r["e2e_ms"], "p99", 0), f(_mib(rec), 0), _cores(rec)))
         L.append("")
     if "prefix" in sc:
         L.append("## (b) shared %d-token system prompt (prefix reuse), max_tokens %d, group of %d" % (
             a["prefix_tokens"], a["prefix_max_tokens"], a["prefix_group"]))
         L.append("")
         L.append("| engine | prompt tok | cold TTFT ms | next request TTFT ms (cached tok) | "
-                 "group of %d TTFT p50 / max ms | cold again (other prompt) ms | peak RSS MiB |" % a["prefix_group"])
-        L.append("| --- | ---: | ---: | ---: | --- | ---: | ---: |")
+                 "group of %d TTFT p50 / max ms | cold again (other prompt) ms | peak RSS MiB | server CPU (cores) |"
+                 % a["prefix_group"])
+        L.append("| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: |")
         for rec in sc["prefix"]:
             r = rec["result"]
             g = r["group"]
-            L.append("| %s | %s | %s | %s (%s) | %s / %s (%d ok) | %s | %s |" % (
+            L.append("| %s | %s | %s | %s (%s) | %s / %s (%d ok) | %s | %s | %s |" % (
                 rec["engine"], r["cold"]["prompt_tokens"], f(r["cold"]["ttft_ms"]), f(r["warm"]["ttft_ms"]),
                 r["warm"]["cached_tokens"] if r["warm"]["cached_tokens"] is not None else "n/a",
                 d(g["ttft_ms"], "p50"), d(g["ttft_ms"], "max"), g["ok"], f(r["cold_again"]["ttft_ms"]),
-                f(_mib(rec), 0)))
+                f(_mib(rec), 0), _cores(rec)))
         L.append("")
     if "interference" in sc:
         L.append("## (c) a %d-token prompt arrives while streams decode (streams: %d-token prompts, "
@@ -602,38 +613,43 @@ def write_md(rep, path):
                  "is the %.1f s before it arrived." % a["baseline_s"])
         L.append("")
         L.append("| streams | engine | long prompt tok | long TTFT ms | worst gap before ms | worst gap during ms "
-                 "| ITL p50 before / during ms | during window ms | streams stalled |")
-        L.append("| ---: | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: |")
+                 "| ITL p50 before / during ms | during window ms | streams stalled | server CPU (cores) |")
+        L.append("| ---: | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |")
         for row in sc["interference"]:
             for rec in row["runs"]:
                 r = rec["result"]
-                L.append("| %d | %s | %s | %s | %s | %s | %s / %s | %s | %s |" % (
+                L.append("| %d | %s | %s | %s | %s | %s | %s / %s | %s | %s | %s |" % (
                     r["streams"], rec["engine"], r["long"]["prompt_tokens"], f(r["long"]["ttft_ms"]),
                     f(r["before"]["worst_gap_ms"]), f(r["during"]["worst_gap_ms"]),
                     d(r["before"]["itl_ms"], "p50"), d(r["during"]["itl_ms"], "p50"),
-                    f(r["during"]["window_s"] * 1000, 0), r["streams_without_tokens_after_long_arrived"]))
+                    f(r["during"]["window_s"] * 1000, 0), r["streams_without_tokens_after_long_arrived"], _cores(rec)))
         L.append("")
     if "overload" in sc:
         L.append("## (d) overload: %d requests at once, %d-token prompts, max_tokens %d, parallel %d, queue %d" % (
             a["overload_requests"], a["prompt_tokens"], a["overload_max_tokens"], a["overload_parallel"],
             a["overload_queue"]))
         L.append("")
-        L.append("| engine | answered | refused 429 | failed | statuses | first refusal ms | admitted TTFT p50 / p99 / max ms "
-                 "| agg tok/s | wall s |")
-        L.append("| --- | ---: | ---: | ---: | --- | ---: | --- | ---: | ---: |")
+        L.append("| engine | answered | refused 429 | failed | cut at the time limit | statuses | first refusal ms "
+                 "| admitted TTFT p50 / p99 / max ms | agg tok/s | wall s | server CPU (cores) |")
+        L.append("| --- | ---: | ---: | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: |")
         for rec in sc["overload"]:
             r = rec["result"]
-            L.append("| %s | %d | %d | %d | %s | %s | %s / %s / %s | %s | %s |" % (
-                rec["engine"], r["ok"], r["refused_429"], r["failed"],
+            L.append("| %s | %d | %d | %d | %d | %s | %s | %s / %s / %s | %s | %s | %s |" % (
+                rec["engine"], r["ok"], r["refused_429"], r["failed"], r["cut"],
                 ", ".join("%s: %d" % kv for kv in r["status"].items()), f(r["first_refusal_ms"]),
                 d(r["ttft_ms"], "p50"), d(r["ttft_ms"], "p99"), d(r["ttft_ms"], "max"), f(r["agg_tok_s"]),
-                f(r["wall_s"], 1)))
+                f(r["wall_s"], 1), _cores(rec)))
         L.append("")
     problems = [(rec["engine"], rec.get("sanitizer_report") or "") for rec in _records(sc)
                 if rec.get("sanitizer_report")]
     for e, rep_ in problems:
         L.append("**%s: sanitizer report in its log** (%s)" % (e, rep_.splitlines()[0] if rep_ else ""))
     Path(path).write_text("\n".join(L) + "\n")
+
+
+def _cores(rec):
+    c = rec.get("cpu")
+    return "%.2f" % c["cores"] if c else "-"
 
 
 def _mib(rec):

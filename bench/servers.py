@@ -237,6 +237,15 @@ class Server:
             return None
         return None
 
+    def cpu_s(self):
+        """CPU seconds (user + system, all threads) the server process has used so far."""
+        try:
+            with open("/proc/%d/stat" % self.proc.pid) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, ValueError, IndexError, AttributeError):
+            return None
+
     def log_text(self):
         try:
             return self.log_path.read_text("utf-8", "replace")

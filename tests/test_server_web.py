@@ -309,3 +309,24 @@ def test_narrow_window(browser, server):
         assert not watch.errors, watch.errors
     finally:
         ctx.close()
+
+
+def test_refusal_is_shown_and_not_kept(browser, server):
+    """A 429 (the server's queue is full) shows as an error on that turn; the turn leaves the
+    conversation and its text goes back into the input box. The refusal is the browser's own
+    (playwright answers the request), so it needs no overloaded server."""
+    ctx, page, watch = open_page(browser, server, 1000, 700)
+    try:
+        page.route("**/v1/chat/completions", lambda route: route.fulfill(
+            status=429, content_type="application/json",
+            body='{"error":{"message":"the server is busy (64 requests waiting)","type":"server_busy"}}'))
+        send(page, "Are you there?")
+        wait_idle(page)
+        msg = page.locator(".msg.assistant").last
+        assert msg.get_attribute("data-state") == "error"
+        assert "HTTP 429: the server is busy" in msg.locator(".content").inner_text()
+        assert page.input_value("#input") == "Are you there?"
+        assert page.evaluate("lumenChat.messages") == []
+        assert page.locator(".msg.dropped").count() == 2
+    finally:
+        ctx.close()
