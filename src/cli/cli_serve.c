@@ -32,6 +32,8 @@ static const char *k_serve_help =
     "                          (default 1024)\n"
     "      --max-body BYTES    larger request bodies are answered 413 (default 8388608)\n"
     "      --max-connections N simultaneous connections (default 256)\n"
+    "  -to, --timeout N        close a connection idle for N seconds: nothing read or written,\n"
+    "                          a client not reading its stream (default 600; 0 = never)\n"
     "      --no-prefix-cache   do not reuse the KV blocks of earlier prompts\n"
     "\n"
     "Prints `lumen serve: listening on http://HOST:PORT` on stderr once ready, then one line\n"
@@ -46,6 +48,7 @@ int cmd_serve(int argc, char **argv) {
         .stream_buffer = 1024,
         .max_body = 8u << 20,
         .max_connections = 256,
+        .timeout_s = 600,
     };
     const char *env_key = getenv("LUMEN_API_KEY");
     if (env_key && *env_key) o.api_key = env_key;
@@ -74,6 +77,8 @@ int cmd_serve(int argc, char **argv) {
             o.max_body = (size_t)cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 1024, (int64_t)1 << 30);
         else if (!strcmp(a, "--max-connections"))
             o.max_connections = (int)cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 1, 65536);
+        else if (!strcmp(a, "-to") || !strcmp(a, "--timeout"))
+            o.timeout_s = (int)cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 0, 1 << 20);
         else if (!strcmp(a, "--no-prefix-cache")) o.ep.no_prefix_cache = true;
         else cli_usage_error(cmd, "unknown option '%s' (try `lumen serve --help`)", a);
     }

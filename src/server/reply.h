@@ -8,6 +8,9 @@
 #include "api.h"
 #include "util.h"
 
+// json_dumps flags of every answer: compact; 9 significant digits round-trip a float.
+#define SRV_JSON_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(9))
+
 // One generated token as the engine delivered it.
 struct gen_tok {
     int32_t token;

@@ -34,6 +34,8 @@
 
 enum srv_state { SRV_LOADING, SRV_READY, SRV_STOPPING };
 
+#define SRV_SNDBUF (128 * 1024) // bytes of a connection's kernel send buffer
+
 struct server {
     const struct lm_server_opts *o;
     struct MHD_Daemon *d;
@@ -88,6 +90,7 @@ struct conn {
     bool too_large, answered;
     int status;
     char id[24];
+    char err[200];       // the error answered (log line)
     struct run *run;
 };
 
@@ -136,12 +139,13 @@ static enum MHD_Result send_body(struct conn *c, struct MHD_Connection *mc, int 
 }
 
 static enum MHD_Result send_json(struct conn *c, struct MHD_Connection *mc, int status, json_t *j) {
-    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    char *s = j ? json_dumps(j, SRV_JSON_FLAGS) : NULL;
     json_decref(j);
     return send_body(c, mc, status, s, "application/json");
 }
 
 static enum MHD_Result send_error(struct conn *c, struct MHD_Connection *mc, const struct api_error *e) {
+    snprintf(c->err, sizeof c->err, "%s: %.160s", e->code ? e->code : e->type, e->message);
     char *s = api_error_json(e);
     if (!s) return send_body(c, mc, 500, NULL, NULL);
     struct MHD_Response *r = MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE);
@@ -252,8 +256,7 @@ static void run_pump(struct conn *c) {
     if (r->st.overflow) {
         r->failed = true;
         r->mf = MF_CANCELLED;
-        snprintf(r->note, sizeof r->note, "cancelled: the client read too slowly (%d events queued)",
-                 s->o->stream_buffer);
+        snprintf(r->note, sizeof r->note, "cancelled: the client read too slowly");
     } else if (r->st.finish == LM_FINISH_CANCELLED) {
         r->failed = true;
         r->mf = MF_CANCELLED;
@@ -274,7 +277,7 @@ static json_t *run_usage(const struct run *r) {
 }
 
 static void sse(struct run *r, json_t *j) {
-    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    char *s = j ? json_dumps(j, SRV_JSON_FLAGS) : NULL;
     json_decref(j);
     if (!s) {
         r->out.oom = true;
@@ -628,7 +631,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
         const uint64_t n = atomic_fetch_add(&s->next_id, 1);
         snprintf(c->id, sizeof c->id, "%08x%06llx", (unsigned)(s->salt >> 32), (unsigned long long)(n & 0xffffff));
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
-        if (ci) c->fd = ci->connect_fd;
+        if (ci) {
+            c->fd = ci->connect_fd;
+            // A bounded kernel send buffer (no autotuning to megabytes): a client that stops
+            // reading fills it, then the request's token queue, then is cut off.
+            const int sndbuf = SRV_SNDBUF;
+            setsockopt(c->fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
+        }
 
         const bool is_get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
         const struct route *rt = NULL;
@@ -653,10 +662,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
                             key ? "Incorrect API key provided" : "Missing API key: send 'Authorization: "
                                                                  "Bearer KEY'");
         }
+        // An oversized body is read and dropped, then answered 413 (a client that sends its
+        // body before reading would otherwise see a reset, not the answer); answered at once
+        // when the client waits for "100 Continue" or the body is far too large to read.
         const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl && strtoull(cl, NULL, 10) > s->o->max_body)
-            return fail(c, mc, 413, "invalid_request_error", "request_too_large",
-                        "The request body is %s bytes; the limit is %zu", cl, s->o->max_body);
+        const char *expect = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
+        const unsigned long long len = cl ? strtoull(cl, NULL, 10) : 0;
+        if (len > s->o->max_body) {
+            if ((expect && !strcasecmp(expect, "100-continue")) || len / 16 > s->o->max_body)
+                return fail(c, mc, 413, "invalid_request_error", "request_too_large",
+                            "The request body is %llu bytes; the limit is %zu", len, s->o->max_body);
+            c->too_large = true;
+        }
         return MHD_YES;
     }
     if (*upload_data_size) { // body data: kept up to the limit
@@ -700,19 +717,23 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
     *con_cls = NULL;
     const uint64_t now = srv_now_ns();
     struct run *r = c->run;
-    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && c->status < 400) {
-        if (r && r->submitted && !r->ended) {
-            job_cancel(r->job);
-            if (!r->failed) {
-                r->failed = true;
-                r->mf = MF_CANCELLED;
-                snprintf(r->note, sizeof r->note, "cancelled: the client disconnected");
-            }
+    if (r && r->submitted && !r->ended) { // MHD ended it: the client left, or timed out
+        job_cancel(r->job);
+        job_take(r->job, r->ev, NULL, NULL, 0, &r->st); // the engine's last word on it
+        if (!r->failed) {
+            r->failed = true;
+            r->mf = MF_CANCELLED;
+            snprintf(r->note, sizeof r->note, "%s",
+                     r->st.overflow ? "cancelled: the client read too slowly"
+                     : toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED ? "cancelled: the connection timed out"
+                                                                     : "cancelled: the client disconnected");
         }
-        // 499: the client went away before the answer was complete (a client cut off for
-        // reading too slowly keeps its 200: the server ended it)
-        if ((!r || !r->ended || r->failed) && !(r && r->st.overflow)) c->status = 499;
     }
+    // 499: the client went away before the answer was complete (a client cut off for
+    // reading too slowly keeps its 200: the server ended it)
+    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && c->status < 400 &&
+        (!r || !r->ended || r->failed) && !(r && r->st.overflow))
+        c->status = 499;
     if (c->status == 0) c->status = 499; // no answer was queued: the client left first
     metrics_request(s->metrics, c->route, c->status);
     char line[1024];
@@ -729,8 +750,8 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
                  r->n_prompt, r->st.n_cached, ng, ttft, tps, qms, (double)(now - c->t_arrive) / 1e6,
                  r->failed ? r->note : r->finish ? r->finish : "-", r->req.stream ? " (stream)" : "");
     } else {
-        snprintf(line, sizeof line, "req-%s %s %s %d | %.1f ms", c->id, c->method, c->path, c->status,
-                 (double)(now - c->t_arrive) / 1e6);
+        snprintf(line, sizeof line, "req-%s %s %s %d | %.1f ms%s%s", c->id, c->method, c->path, c->status,
+                 (double)(now - c->t_arrive) / 1e6, c->err[0] ? " | " : "", c->err);
     }
     fprintf(stderr, "lumen serve: %s\n", line);
     run_free(r);
@@ -866,7 +887,9 @@ int lm_server_run(const struct lm_server_opts *o) {
                             on_request, s, MHD_OPTION_LISTEN_SOCKET, lfd,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)o->max_connections,
-                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024, MHD_OPTION_END);
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->timeout_s,
+                            MHD_OPTION_END);
     if (!s->d) {
         close(lfd);
         fprintf(stderr, "lumen serve: cannot start the HTTP server on %s\n", s->url);

@@ -19,6 +19,7 @@ struct lm_server_opts {
     int32_t stream_buffer;      // events held per request before a slow client is cut off
     size_t max_body;            // request bodies above this are answered 413
     int max_connections;
+    int timeout_s;              // a connection idle (no byte read or written) this long is closed
     int load_delay_ms;          // test hook (LUMEN_SERVE_LOAD_DELAY_MS): /health says 503 longer
 };
 

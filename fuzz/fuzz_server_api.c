@@ -1,0 +1,114 @@
+// libFuzzer target for lumen serve's request parsing (src/server/api.c): the first byte
+// picks the route (completions, chat, tokenize, detokenize), the rest is the JSON body.
+// A parsed request must satisfy every bound the server relies on; an error must come out
+// as valid OpenAI-shaped JSON; chat messages go through every chat template; the UTF-8
+// repair used for token text must always produce valid UTF-8.
+#include <jansson.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "util.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define N_VOCAB 262144
+
+static void check_error(const struct api_error *e) {
+    if (e->status < 400 || e->status > 599 || !e->message[0]) __builtin_trap();
+    char *s = api_error_json(e);
+    if (!s) return; // out of memory
+    json_error_t je;
+    json_t *j = json_loads(s, 0, &je);
+    if (!j || !json_is_object(json_object_get(j, "error"))) __builtin_trap();
+    if (!json_is_string(json_object_get(json_object_get(j, "error"), "message"))) __builtin_trap();
+    json_decref(j);
+    free(s);
+}
+
+static void check_request(const struct api_request *r) {
+    if (r->n_stop < 0 || r->n_stop > API_MAX_STOP) __builtin_trap();
+    for (int32_t i = 0; i < r->n_stop; i++)
+        if (!r->stop[i] || r->stop_len[i] == 0 || r->stop_len[i] > API_MAX_STOP_LEN) __builtin_trap();
+    if (r->max_tokens_given && (r->max_tokens < 1 || r->max_tokens > (1 << 24))) __builtin_trap();
+    if (r->top_logprobs < 0 || r->top_logprobs > API_MAX_TOP_LOGPROBS) __builtin_trap();
+    if (api_n_logprobs(r) < 0 || api_n_logprobs(r) > LM_MAX_TOP_LOGPROBS + 1) __builtin_trap();
+    for (int32_t i = 0; i < r->n_prompt_ids; i++)
+        if (r->prompt_ids[i] < 0 || r->prompt_ids[i] >= N_VOCAB) __builtin_trap();
+    for (int32_t i = 0; i < r->n_bias; i++)
+        if (r->bias_tokens[i] < 0 || r->bias_tokens[i] >= N_VOCAB || !(r->bias_values[i] <= 100.0f))
+            __builtin_trap();
+    const struct lm_sampler_params *p = &r->sampling;
+    if (!(p->temperature >= 0 && p->temperature <= 100) || !(p->top_p >= 0 && p->top_p <= 1) ||
+        !(p->min_p >= 0 && p->min_p <= 1) || p->top_k < 0 || !(p->presence_penalty >= -2 && p->presence_penalty <= 2) ||
+        !(p->frequency_penalty >= -2 && p->frequency_penalty <= 2))
+        __builtin_trap();
+    if (r->kind == API_COMPLETION) {
+        if (!r->has_prompt_ids && !r->prompt) __builtin_trap();
+    } else {
+        if (r->n_msgs == 0 || !r->msgs) __builtin_trap();
+        struct lm_chat_msg *m = calloc(r->n_msgs, sizeof *m);
+        if (!m) return;
+        for (size_t i = 0; i < r->n_msgs; i++) {
+            if (!r->msgs[i].role || !r->msgs[i].content) __builtin_trap();
+            m[i] = (struct lm_chat_msg){r->msgs[i].role, r->msgs[i].content};
+        }
+        for (int t = LM_CHAT_TEMPLATE_GEMMA; t <= LM_CHAT_TEMPLATE_CHATML; t++) {
+            char *out = NULL;
+            size_t n = 0;
+            if (lm_chat_apply((enum lm_chat_template)t, m, r->n_msgs, true, &out, &n) == LM_OK &&
+                (!out || strlen(out) != n))
+                __builtin_trap();
+            free(out);
+        }
+        free(m);
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size == 0) return 0;
+    const char *body = (const char *)data + 1;
+    const size_t len = size - 1;
+    struct api_error e;
+    switch (data[0] % 4) {
+    case 0:
+    case 1: {
+        struct api_request r;
+        const enum api_kind kind = data[0] % 4 == 0 ? API_COMPLETION : API_CHAT;
+        if (api_parse_generate(body, len, kind, N_VOCAB, &r, &e)) {
+            check_request(&r);
+            api_request_free(&r);
+        } else {
+            check_error(&e);
+        }
+        break;
+    }
+    case 2: {
+        struct api_tokenize t;
+        if (api_parse_tokenize(body, len, &t, &e)) {
+            if (!t.content || strlen(t.content) != t.len) __builtin_trap(); // no NUL inside
+            free(t.content);
+        } else {
+            check_error(&e);
+        }
+        break;
+    }
+    default: {
+        int32_t *ids = NULL, n = 0;
+        if (api_parse_detokenize(body, len, N_VOCAB, &ids, &n, &e)) {
+            for (int32_t i = 0; i < n; i++)
+                if (ids[i] < 0 || ids[i] >= N_VOCAB) __builtin_trap();
+            free(ids);
+        } else {
+            check_error(&e);
+        }
+        break;
+    }
+    }
+    // UTF-8 repair (token text -> JSON) on the raw bytes
+    struct sbuf b = {0};
+    if (utf8_repair_append(&b, body, len) && !b.oom && utf8_valid_prefix(b.p, b.n) != b.n) __builtin_trap();
+    sbuf_free(&b);
+    return 0;
+}

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# lumen serve end to end: the pytest suite in tests/server/ drives a live `lumen serve` (the
+# build's own binary, LUMEN_BIN) through the official openai client and raw HTTP: answers,
+# streams, errors, disconnects, backpressure, /health, /metrics, clean shutdown.
+# LM_TEST_LABELS: model;server
+set -u
+ROOT="${LUMEN_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}"
+export LUMEN_BIN="${LUMEN_BIN:-$ROOT/build/lumen}"
+PY="$ROOT/.venv/bin/python"
+if ! "$PY" -c 'import openai, pytest' 2>/dev/null; then
+  echo "FAIL: $PY lacks openai or pytest (run scripts/setup.sh)" >&2
+  exit 1
+fi
+cd "$ROOT/tests/server" || exit 1
+exec "$PY" -m pytest -q -p no:cacheprovider -o console_output_style=classic "$@" .
