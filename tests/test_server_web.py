@@ -330,3 +330,35 @@ def test_refusal_is_shown_and_not_kept(browser, server):
         assert page.locator(".msg.dropped").count() == 2
     finally:
         ctx.close()
+
+
+def test_api_key(browser):
+    """Against `--api-key`: the page loads (it is open), says it needs the key and opens the
+    settings; once the key is typed the model appears and a reply streams with the key sent."""
+    if KIND != "lumen":
+        pytest.skip("llama-server answers /v1/models without the key")
+    key = "page-test-key"
+    argv = servers.lumen_serve_argv(BIN, threads=1, extra=["--api-key", key])
+    srv = servers.Server(KIND + "-key", argv, log_path=ARTIFACTS / ("%s-api-key.log" % KIND))
+    srv.start(timeout=120 * SLOW)
+    try:
+        ctx = browser.new_context(viewport={"width": 1000, "height": 700})
+        page = ctx.new_page()
+        page.set_default_timeout(60_000 * SLOW)
+        watch = PageWatch(page)
+        page.goto(srv.url + "/")
+        page.wait_for_function("document.getElementById('model').textContent.includes('API key needed')")
+        assert page.locator("#settings").is_visible()
+        page.fill("#api-key", key)
+        page.press("#api-key", "Tab")  # 'change' fires on leaving the field
+        page.wait_for_function("window.lumenChat.model !== null")
+        set_settings(page, temperature=0, max_tokens=4)
+        send(page, "Hello")
+        wait_idle(page)
+        assert page.locator(".msg.assistant").last.get_attribute("data-state") == "done"
+        chat = [r for r in watch.requests if r.url.endswith("/v1/chat/completions")]
+        assert chat and chat[-1].headers.get("authorization") == "Bearer " + key
+        ctx.close()
+    finally:
+        srv.stop()
+    assert not srv.sanitizer_report(), srv.sanitizer_report()

@@ -13,11 +13,12 @@
     newChat: $('new-chat'), settings: $('settings'), settingsToggle: $('settings-toggle'),
     settingsClose: $('settings-close'), settingsReset: $('settings-reset'), system: $('system'),
     temperature: $('temperature'), temperatureRange: $('temperature-range'),
-    temperatureOut: $('temperature-out'), maxTokens: $('max-tokens'),
+    temperatureOut: $('temperature-out'), maxTokens: $('max-tokens'), apiKey: $('api-key'),
   };
 
   const DEFAULTS = { system: '', temperature: 0.8, maxTokens: 256 };
   const SETTINGS_KEY = 'lumen.chat.settings';
+  const API_KEY_KEY = 'lumen.chat.apiKey';  // sessionStorage: this tab only
 
   // Everything the page knows; window.lumenChat exposes it to tests and the console.
   const state = {
@@ -67,6 +68,24 @@
   ui.system.addEventListener('input', saveSettings);
   ui.maxTokens.addEventListener('input', saveSettings);
   ui.settingsReset.addEventListener('click', () => { showSettings(DEFAULTS); saveSettings(); });
+
+  // With `lumen serve --api-key`, every API route wants `Authorization: Bearer KEY` (the page
+  // and /health do not): the key comes from the settings panel.
+  function apiKey() { return ui.apiKey.value.trim(); }
+  function apiHeaders(extra) {
+    const h = { ...(extra || {}) };
+    if (apiKey()) h.Authorization = 'Bearer ' + apiKey();
+    return h;
+  }
+  function askForKey() {
+    setSettingsOpen(true);
+    ui.apiKey.focus();
+  }
+  try { ui.apiKey.value = sessionStorage.getItem(API_KEY_KEY) || ''; } catch (_) { /* no storage */ }
+  ui.apiKey.addEventListener('change', () => {
+    try { sessionStorage.setItem(API_KEY_KEY, apiKey()); } catch (_) { /* no storage */ }
+    loadModel();
+  });
 
   function setSettingsOpen(open) {
     ui.settings.hidden = !open;
@@ -129,7 +148,13 @@
   }
   async function loadModel() {
     try {
-      const r = await fetch('v1/models', { cache: 'no-store' });
+      const r = await fetch('v1/models', { cache: 'no-store', headers: apiHeaders() });
+      if (r.status === 401 || r.status === 403) {
+        state.model = null;
+        ui.model.textContent = apiKey() ? '(API key refused)' : '(API key needed)';
+        askForKey();
+        return;
+      }
       const j = await r.json();
       const m = j && Array.isArray(j.data) && j.data[0];
       state.model = m ? String(m.id) : null;
@@ -210,9 +235,10 @@
     let tFirst = null, tLast = null, chunks = 0, usage = null, out = '';
     try {
       const resp = await fetch('v1/chat/completions', {
-        method: 'POST', headers: { 'Content-Type': 'application/json' },
+        method: 'POST', headers: apiHeaders({ 'Content-Type': 'application/json' }),
         body: JSON.stringify(body), signal: controller.signal,
       });
+      if (resp.status === 401 || resp.status === 403) askForKey();
       if (!resp.ok) throw new Error(`HTTP ${resp.status}: ${await errorMessage(resp)}`);
       for await (const data of sseData(resp.body)) {
         if (data === '[DONE]') break;
