@@ -16,7 +16,8 @@ Scenarios (each a flag; none given = all four):
                      TTFT percentiles of the admitted
 
 Each scenario starts each engine's server afresh (its own log under --out/logs/), sends one
-warm-up request, runs, samples VmRSS, stops it. Writes --out/serve-<date>.md and .json.
+warm-up request, runs, samples VmRSS and the CPU time the server got, stops it. Writes
+--out/serve-<date>.md and .json. The machine is shared: the report says so and gives the load.
 
 usage: .venv/bin/python bench/serve_load.py [--engines lumen,llama] [scenario flags] [-t 2]
 """
@@ -686,9 +687,12 @@ def positive(s):
 
 
 def parse_args(argv=None):
+    class Fmt(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+        pass
+
     ap = argparse.ArgumentParser(
-        prog="serve_load.py", description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        prog="serve_load.py", description=__doc__.rsplit("\nusage:", 1)[0],
+        formatter_class=Fmt,
         epilog="Every scenario starts each engine's server with the same model, threads (-t), parallel "
                "sequences and context (--ctx); llama-server also gets -kvu (one KV cache shared by its "
                "slots, like lumen's pool) and --cont-batching. Loopback only.")
