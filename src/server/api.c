@@ -198,7 +198,7 @@ static bool parse_prompt(json_t *o, int32_t n_vocab, struct api_request *r, stru
     return wrong_type(e, "prompt", "a string or an array of token ids", first);
 }
 
-// content: a string, null, or an array of {"type": "text", "text": str} parts (joined
+// content: a string, null (assistant only), or an array of {"type": "text", "text": str} parts (joined
 // with "\n"; other part types are refused: lumen serves text models).
 static bool parse_content(json_t *c, size_t i, char **out, struct api_error *e) {
     char param[48];
@@ -269,7 +269,13 @@ static bool parse_messages(json_t *o, struct api_request *r, struct api_error *e
             return bad_request(e, "invalid_value", param, "'%s' must be a name of 1 to 64 bytes", param);
         r->msgs[i].role = !strcmp(rs, "developer") ? dup_n("system", 6) : dup_n(rs, rl);
         if (!r->msgs[i].role) return oom(e);
-        if (!parse_content(json_object_get(msg, "content"), i, &r->msgs[i].content, e)) return false;
+        json_t *content = json_object_get(msg, "content");
+        if ((!content || json_is_null(content)) && strcmp(rs, "assistant") != 0) { // as OpenAI
+            snprintf(param, sizeof param, "messages[%zu].content", i);
+            return bad_request(e, "missing_field", param, "'%s' is required (only an assistant message "
+                               "may have none)", param);
+        }
+        if (!parse_content(content, i, &r->msgs[i].content, e)) return false;
     }
     return true;
 }

@@ -145,7 +145,7 @@ char *metrics_render(struct metrics *m, const struct lm_engine_stats *st) {
         sbuf_printf(&b, "lumen_requests_finished_total{reason=\"%s\"} %llu\n", k_finish[f],
                     (unsigned long long)s.finished[f]);
     scalar(&b, "lumen_prompt_tokens_total", "counter", "Prompt tokens of the generation requests "
-           "admitted to the engine.", (double)s.prompt_tokens);
+           "submitted to the engine.", (double)s.prompt_tokens);
     scalar(&b, "lumen_generation_tokens_total", "counter", "Generated tokens returned to clients "
            "(the sum of usage.completion_tokens).", (double)s.generated_tokens);
 

@@ -72,6 +72,8 @@ def test_completions_400(server, body, code, param):
     ({"messages": [{"content": "hi"}]}, "missing_field", "messages[0].role"),
     ({"messages": [{"role": 1, "content": "hi"}]}, "invalid_type", "messages[0].role"),
     ({"messages": [{"role": "user", "content": 5}]}, "invalid_type", "messages[0].content"),
+    ({"messages": [{"role": "user"}]}, "missing_field", "messages[0].content"),
+    ({"messages": [{"role": "system", "content": None}]}, "missing_field", "messages[0].content"),
     ({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}, "unsupported", "messages[0].content"),
     ({"messages": [{"role": "user", "content": "hi"}], "logprobs": 1}, "invalid_type", "logprobs"),
     ({"messages": [{"role": "user", "content": "hi"}], "top_logprobs": 3}, "invalid_value", "top_logprobs"),

@@ -152,9 +152,10 @@ def test_disconnect_during_decode_frees_the_slot(small):
     assert gen < 200  # stopped long before max_tokens
 
 
-def test_disconnect_during_prefill(small):
+@pytest.mark.parametrize("stream", [False, True])
+def test_disconnect_during_prefill(small, stream):
     n = 1500 if QUICK else 4000
-    s = small.open_stream({"prompt": long_prompt_tokens(n, 2), "max_tokens": 4})
+    s = small.open_stream({"prompt": long_prompt_tokens(n, 2 + stream), "max_tokens": 4, "stream": stream})
     m0, _ = small.wait_metric(lambda m: m["lumen_requests_running"] == 1 and m["lumen_kv_blocks_used"] > 0)
     s.close()
     m1 = cancelled_within_steps(small, m0)
