@@ -154,7 +154,8 @@ async def one_malformed(client, url, rng, tally):
               b'{"prompt": 12}', b"[]", b'{"messages": [{"role": "user", "content": "x"}], "temperature": "hot"}',
               b'{"prompt": "x", "messages": [{"role": "user", "content": "x"}], "max_tokens": 0}',
               b'{"prompt": "x", "messages": [{"role": "user", "content": "x"}], "stream": "yes"}',
-              b"\xff\xfe not utf-8"]
+              b"\xff\xfe not utf-8",
+              b'{"prompt": "x", "messages": [{"role": "user"}], "max_tokens": 4}']  # no content: 400
     try:
         r = await client.post(url + rng.choice(["/v1/chat/completions", "/v1/completions"]),
                               content=rng.choice(bodies), headers={"Content-Type": "application/json"})
