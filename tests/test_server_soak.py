@@ -155,7 +155,7 @@ async def one_malformed(client, url, rng, tally):
               b'{"prompt": "x", "messages": [{"role": "user", "content": "x"}], "max_tokens": 0}',
               b'{"prompt": "x", "messages": [{"role": "user", "content": "x"}], "stream": "yes"}',
               b"\xff\xfe not utf-8",
-              b'{"prompt": "x", "messages": [{"role": "user"}], "max_tokens": 4}']  # no content: 400
+              b'{"messages": [{"role": "user"}], "max_tokens": 4}']  # no content (chat), no prompt: 400
     try:
         r = await client.post(url + rng.choice(["/v1/chat/completions", "/v1/completions"]),
                               content=rng.choice(bodies), headers={"Content-Type": "application/json"})
