@@ -99,7 +99,7 @@ build_reference_tools() {
 
 # ---------------------------------------------------------------- 1. system packages
 APT_PKGS=(build-essential cmake pkg-config libpcre2-dev python3 python3-venv python3-pip git
-    clang libclang-rt-14-dev libedit-dev tmux libmicrohttpd-dev libjansson-dev)
+    clang libclang-rt-14-dev libedit-dev tmux libmicrohttpd-dev libjansson-dev chromium)
 missing=()
 for p in "${APT_PKGS[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
