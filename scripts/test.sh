@@ -5,6 +5,7 @@
 # labelled `threads` under ThreadSanitizer (build-tsan/).
 #   bash scripts/test.sh [extra ctest args, e.g. -L unit or -R gguf]
 # Env: LUMEN_JOBS (parallelism, default 2)
+#      LUMEN_SLOW=1 (also run the tests labelled `slow`, e.g. the server soak; CI leaves them out)
 #      LUMEN_ASAN_LABEL_EXCLUDE (regex of CTest labels left out of the ASan pass, e.g. slow)
 #      LUMEN_SKIP_ASAN=1 (Release pass only; for quick local runs, never in CI)
 #      LUMEN_SKIP_GENERIC=1 (no LUMEN_FORCE_GENERIC=1 pass; for quick local runs, never in CI)
@@ -14,6 +15,8 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 
 T0=$(date +%s)
+# tests labelled slow (soaks, long runs) only on request
+if [ "${LUMEN_SLOW:-0}" != 1 ]; then set -- -LE slow "$@"; fi
 JOBS=${LUMEN_JOBS:-2}
 failed=()
 
