@@ -247,6 +247,8 @@ const float *lm_get_logits(const struct lm_context *c, int32_t i) {
     return c->logits + (size_t)i * c->m->hp.n_vocab;
 }
 
+void lm_context_set_kernels(struct lm_context *c, const struct lm_kernels *k) { c->kern = k; }
+
 int32_t lm_context_n_threads(const struct lm_context *c) { return c->n_threads; }
 int32_t lm_context_n_ctx(const struct lm_context *c) { return c->n_ctx; }
 int32_t lm_context_n_seq(const struct lm_context *c) { return c->n_seq; }

@@ -68,6 +68,11 @@ struct lm_context {
     uint64_t scratch_bytes;
 };
 
+// Makes every op of c compute with table k (tests and tools: e.g. the generic table beside
+// the best one in one process). Weight layouts do not depend on the table, so any table
+// works on any loaded model; results are the same bits with every table (kernels.h).
+void lm_context_set_kernels(struct lm_context *c, const struct lm_kernels *k);
+
 // ---------------------------------------------------------------- ops
 // Builds the ops' lookup tables (the f16 GELU table: ~1.4 ms) once per process; called by
 // lm_context_init so the first forward pass does not pay for it.
