@@ -37,32 +37,60 @@ void lm_rmsnorm_avx512(float *y, const float *x, const float *w, int64_t n, floa
     }
 }
 
-void lm_rope_avx512(float *x, int64_t n_rows, int64_t stride, const float *cs, int64_t n_rot,
-                    bool neox) {
-    const int64_t h = n_rot / 2;
+// the 16 pairs' cos / sin of each chunk are split once for all rows (neox), or paired
+// with their swapped copy once (adjacent pairs); a masked last chunk for n_rot / 2 (or
+// n_rot) not a multiple of 16
+static inline __attribute__((always_inline)) void rope_neox16(float *x, int64_t n_rows, int64_t stride,
+                                                              const float *cs, int64_t h, int64_t i,
+                                                              __mmask16 m) {
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    const bool full = m == 0xffff; // a constant after inlining: plain loads
+    const __m512 ca = full ? _mm512_loadu_ps(cs + 2 * i) : _mm512_maskz_loadu_ps(mask_n(2 * (h - i)), cs + 2 * i);
+    const __m512 cb = full ? _mm512_loadu_ps(cs + 2 * i + 16)
+                           : _mm512_maskz_loadu_ps(mask_n(2 * (h - i) - 16), cs + 2 * i + 16);
+    const __m512 co = _mm512_permutex2var_ps(ca, even, cb), si = _mm512_permutex2var_ps(ca, odd, cb);
     for (int64_t r = 0; r < n_rows; r++) {
         float *v = x + r * stride;
-        if (neox) { // 16 pairs (x[i], x[i + h]) at a time; cos / sin split from 32 floats
-            for (int64_t i = 0; i < h; i += 16) {
-                const __mmask16 m = mask_n(h - i);
-                const __m512 ca = _mm512_maskz_loadu_ps(mask_n(2 * (h - i)), cs + 2 * i);
-                const __m512 cb = _mm512_maskz_loadu_ps(mask_n(2 * (h - i) - 16), cs + 2 * i + 16);
-                const __m512 co = _mm512_permutex2var_ps(ca, even, cb), si = _mm512_permutex2var_ps(ca, odd, cb);
-                const __m512 x0 = _mm512_maskz_loadu_ps(m, v + i), x1 = _mm512_maskz_loadu_ps(m, v + h + i);
-                _mm512_mask_storeu_ps(v + i, m, _mm512_fmsub_ps(x0, co, _mm512_mul_ps(x1, si)));
-                _mm512_mask_storeu_ps(v + h + i, m, _mm512_fmadd_ps(x0, si, _mm512_mul_ps(x1, co)));
-            }
-        } else { // 8 adjacent pairs at a time: (x0, x0) * (cos, sin) -/+ (x1, x1) * (sin, cos)
-            for (int64_t i = 0; i < n_rot; i += 16) {
-                const __mmask16 m = mask_n(n_rot - i);
-                const __m512 c = _mm512_maskz_loadu_ps(m, cs + i), xv = _mm512_maskz_loadu_ps(m, v + i);
-                const __m512 sc = _mm512_permute_ps(c, _MM_SHUFFLE(2, 3, 0, 1)); // (sin, cos) pairs
-                _mm512_mask_storeu_ps(v + i, m, _mm512_fmaddsub_ps(_mm512_moveldup_ps(xv), c,
-                                                                   _mm512_mul_ps(_mm512_movehdup_ps(xv), sc)));
-            }
+        const __m512 x0 = full ? _mm512_loadu_ps(v + i) : _mm512_maskz_loadu_ps(m, v + i);
+        const __m512 x1 = full ? _mm512_loadu_ps(v + h + i) : _mm512_maskz_loadu_ps(m, v + h + i);
+        const __m512 y0 = _mm512_fmsub_ps(x0, co, _mm512_mul_ps(x1, si)), y1 = _mm512_fmadd_ps(x0, si, _mm512_mul_ps(x1, co));
+        if (full) {
+            _mm512_storeu_ps(v + i, y0);
+            _mm512_storeu_ps(v + h + i, y1);
+        } else {
+            _mm512_mask_storeu_ps(v + i, m, y0);
+            _mm512_mask_storeu_ps(v + h + i, m, y1);
         }
+    }
+}
+
+static inline __attribute__((always_inline)) void rope_adj16(float *x, int64_t n_rows, int64_t stride,
+                                                             const float *cs, int64_t i, __mmask16 m) {
+    // (x0, x0) * (cos, sin) -/+ (x1, x1) * (sin, cos): fmaddsub subtracts in even lanes
+    const bool full = m == 0xffff; // a constant after inlining: plain loads and stores
+    const __m512 c = full ? _mm512_loadu_ps(cs + i) : _mm512_maskz_loadu_ps(m, cs + i);
+    const __m512 sc = _mm512_permute_ps(c, _MM_SHUFFLE(2, 3, 0, 1)); // (sin, cos) pairs
+    for (int64_t r = 0; r < n_rows; r++) {
+        float *v = x + r * stride;
+        const __m512 xv = full ? _mm512_loadu_ps(v + i) : _mm512_maskz_loadu_ps(m, v + i);
+        const __m512 y = _mm512_fmaddsub_ps(_mm512_moveldup_ps(xv), c, _mm512_mul_ps(_mm512_movehdup_ps(xv), sc));
+        if (full) _mm512_storeu_ps(v + i, y);
+        else _mm512_mask_storeu_ps(v + i, m, y);
+    }
+}
+
+void lm_rope_avx512(float *x, int64_t n_rows, int64_t stride, const float *cs, int64_t n_rot,
+                    bool neox) {
+    const int64_t h = n_rot / 2, n = neox ? h : n_rot; // pairs (neox) or floats per row
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        if (neox) rope_neox16(x, n_rows, stride, cs, h, i, 0xffff);
+        else rope_adj16(x, n_rows, stride, cs, i, 0xffff);
+    }
+    if (i < n) {
+        if (neox) rope_neox16(x, n_rows, stride, cs, h, i, mask_n(n - i));
+        else rope_adj16(x, n_rows, stride, cs, i, mask_n(n - i));
     }
 }
 

@@ -278,11 +278,12 @@ void lm_op_qk_rope_kv(struct lm_context *c, int il, int ith, int nth, uint64_t *
     if (lm_prof_on()) { const uint64_t t1 = lm_prof_ticks(); lm_prof_op(ith, LM_OP_QK_NORM, il, *t, t1); *t = t1; }
     // rope, then q *= attn_scale (after rope, as llama.cpp)
     const bool neox = hp->rope_type == LM_ROPE_NEOX;
+    const float scale = hp->attn_scale; // a local: q's stores could alias hp's fields
     for (int64_t i = s; i < e; i++) {
         const float *cs = cs0 + i * hp->n_rot;
         float *q = c->q + i * nh * hd;
         c->kern->rope(q, nh, hd, cs, hp->n_rot, neox);
-        for (int64_t d = 0; d < nh * hd; d++) q[d] *= hp->attn_scale;
+        for (int64_t d = 0; d < nh * hd; d++) q[d] *= scale;
         c->kern->rope(c->k + i * nkv * hd, nkv, hd, cs, hp->n_rot, neox);
     }
     if (lm_prof_on()) { const uint64_t t1 = lm_prof_ticks(); lm_prof_op(ith, LM_OP_ROPE, il, *t, t1); *t = t1; }
