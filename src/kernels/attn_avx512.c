@@ -317,8 +317,9 @@ void lm_attn_avx512(const struct lm_attn_job *job) {
                                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
     }
     // The block size is a constant for the default 16-cell blocks: read from the job, its
-    // shift and mask made the attention op 12% slower (Gemma 3 270M, ~540-token prefill, 1
-    // thread, min of 8 alternating runs: 121.7 ms against 107.4 with constants)
+    // shift and mask made the attention op 13% slower (Gemma 3 270M, 603-token prefill, 1
+    // thread, attention op total, min of 8 alternating runs: 113.0 ms, 100.1 with the
+    // constant, 97.3 for f9beac6's attention inside ops.c)
 #define ATTN_HEADS(SH)                                     \
     switch (nh) {                                          \
     case 1: attn_heads(&j, SH, 1, job->out); break;        \

@@ -101,7 +101,8 @@ typedef void (*lm_f32_to_f16_fn)(lm_f16 *y, const float *x, int64_t n);
 // in the float order of llama.cpp's single-token f16-KV path (attn_generic.c states it):
 //   q.k      q rounded to f16; per cell 4 accumulators x 16 lanes over 64-element steps
 //            (fmaf, lane l of accumulator a takes element 64 i + 16 a + l), (acc0 + acc2) +
-//            (acc1 + acc3), lm_tree16, then elements past the last 64 in double
+//            (acc1 + acc3), lm_tree16, then the float products of the elements past
+//            the last whole 64 added in double
 //   softmax  max of the scores; e = lm_expf_ggml(s - max), summed per 16-cell chunk
 //            (lm_tree16, chunks aligned to 16 cells) into a double; p = f16(e * (float)(1/sum))
 //   p.v      per output dim 64 slot accumulators (cell % 64; start -0.0 if the window
@@ -110,6 +111,8 @@ typedef void (*lm_f32_to_f16_fn)(lm_f16 *y, const float *x, int64_t n);
 // Cells outside [p0, p] and cells whose present bit is clear (holes) are skipped: they
 // contribute exact zeros. Results depend only on cell positions, never on where the
 // blocks lie, so a sequence's outputs do not depend on what shares its batch.
+// query heads sharing a KV head done in one job: each K / V row is read and converted once
+// for all of them (sizes the scratch)
 #define LM_ATTN_MAX_HEADS 4
 struct lm_attn_job {
     const uint8_t *kb, *vb;   // block 0's K / V rows of this layer and KV head (pool base +

@@ -1,6 +1,9 @@
 // AVX-512 row kernels (kernels.h): the float operations of rows_generic.c, 16 lanes at a
 // time with masked tails (RMS norm's squares in 16 double lanes, RoPE, the f16-table GELU by
-// gather, SiLU by the ggml_v_expf polynomial, f32 -> f16 rows).
+// gather, SiLU by the ggml_v_expf polynomial, f32 -> f16 rows). Whole 16-lane chunks use
+// plain loads and stores: masked ones with a mask computed per chunk made RoPE 1.5x slower
+// (Gemma 3 270M, 603-token prefill, rope op, min of 8 runs: 2.06 -> 1.36 ms; 1.16 before
+// the move to kernels/).
 #pragma GCC optimize("fp-contract=off") // see kernels_generic.c
 
 #include "kernels/expf_ggml.h"
@@ -29,7 +32,13 @@ void lm_rmsnorm_avx512(float *y, const float *x, const float *w, int64_t n, floa
     double sum = _mm512_reduce_add_pd(_mm512_add_pd(s0, s1));
     for (int64_t j = j0; j < n; j++) sum += (double)(x[j] * x[j]);
     const __m512 scale = _mm512_set1_ps(1.0f / sqrtf((float)(sum / (double)n) + eps));
-    for (int64_t j = 0; j < n; j += 16) {
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + j), scale);
+        if (w) v = _mm512_mul_ps(v, _mm512_loadu_ps(w + j));
+        _mm512_storeu_ps(y + j, v);
+    }
+    if (j < n) {
         const __mmask16 m = mask_n(n - j);
         __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + j), scale);
         if (w) v = _mm512_mul_ps(v, _mm512_maskz_loadu_ps(m, w + j));
@@ -128,7 +137,10 @@ void lm_swiglu_avx512(float *g, const float *u, int64_t a, int64_t b, int64_t F)
 }
 
 void lm_f32_to_f16_avx512(lm_f16 *y, const float *x, int64_t n) {
-    for (int64_t j = 0; j < n; j += 16) {
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16)
+        _mm256_storeu_si256((__m256i *)(y + j), _mm512_cvtps_ph(_mm512_loadu_ps(x + j), RNE));
+    if (j < n) {
         const __mmask16 m = mask_n(n - j);
         _mm256_mask_storeu_epi16(y + j, m, _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, x + j), RNE));
     }
