@@ -1,5 +1,6 @@
 // Kernel dispatch table: dequantize, activation quantization and dot products per
-// weight dtype. One table per ISA (generic, avx2, avx512); the best one the CPU
+// weight dtype, and the forward pass's row kernels (norms, RoPE, activations, attention).
+// One table per ISA (generic, avx2, avx512); the best one the CPU
 // supports is chosen once at start-up; LUMEN_FORCE_GENERIC=1 forces the scalar one.
 #ifndef LM_KERNELS_KERNELS_H
 #define LM_KERNELS_KERNELS_H
@@ -60,6 +61,78 @@ typedef void (*lm_il_gemm_fn)(int64_t n_in, int nt, float *y, size_t ys, const v
 typedef void (*lm_il_gemv_fn)(int64_t n_in, int64_t n_rows, int nt, float *y, size_t ys,
                               const void *w, const void *xa, size_t xas);
 
+// ---- Row kernels of the forward pass: norms, RoPE, gated activations, f16 rows, attention.
+// Each one's _generic version (rows_generic.c, attn_generic.c) is the statement of its float
+// operations and their order: the ISA versions compute the same operations (16-lane
+// accumulators, _mm512_reduce_add_ps's tree as lm_tree16, the ggml_v_expf polynomial as
+// lm_expf_ggml, the same f16 roundings), so every table gives the same bits. The orders
+// are those of llama.cpp's CPU backend where lumen agrees with it (see each entry).
+
+// y (n) = x (n) * s [* w], s = 1 / sqrtf((float)(ss / n) + eps); y may be x; w may be NULL.
+// ss: the float squares x[j] * x[j] widened to double, for j < n - n % 16 in 16 double lanes
+// (lane j % 16), lanes l and l + 8 added, then _mm512_reduce_add_pd's tree (l + 4, then
+// l + 2, then l + 1); then the rest one by one. ggml adds them one by one in double: 16
+// lanes move the sum by ~1e-16 relative, far below the float rounding of s.
+typedef void (*lm_rmsnorm_fn)(float *y, const float *x, const float *w, int64_t n, float eps);
+
+// RoPE of n_rows rows (stride floats apart), dims [0, n_rot) of each, by cs: n_rot / 2
+// (cos, sin) pairs. Pair i is (x[i], x[i + n_rot/2]) if neox, else (x[2i], x[2i + 1]):
+//   x0' = fmaf(x0, cos, -(x1 * sin)),  x1' = fmaf(x0, sin, x1 * cos)
+// the contraction GCC made of ggml's "x0*cos - x1*sin, x0*sin + x1*cos" in the loops this
+// replaced (-march=native; scalar and vectorized alike), kept so that logits keep their bits.
+typedef void (*lm_rope_fn)(float *x, int64_t n_rows, int64_t stride, const float *cs,
+                           int64_t n_rot, bool neox);
+
+// g[j] = gelu(g[j]) * u[j] for j < n, GELU by table as ggml's GGML_GELU_FP16: x >= 10 -> x;
+// x > -10 -> table[f16 bits of x, rounded to nearest even]; else (and NaN) 0. table: 65536
+// floats (the runtime builds it).
+typedef void (*lm_geglu_fn)(float *g, const float *u, int64_t n, const float *table);
+// g[j] = silu(g[j]) * u[j] for j in [a, b) of a row of F, as ggml_vec_swiglu_f32: the first
+// F - F % 16 elements as (x / (1 + lm_expf_ggml(0 - x))) * u, the rest as
+// (x / (1 + expf(-x))) * u. Element-wise, so any split of the row gives the same values.
+typedef void (*lm_swiglu_fn)(float *g, const float *u, int64_t a, int64_t b, int64_t F);
+// y (n halves) = x (n floats) rounded to nearest even (lm_f32_to_f16, F16C's rounding)
+typedef void (*lm_f32_to_f16_fn)(lm_f16 *y, const float *x, int64_t n);
+
+// Attention of one token for nh query heads sharing a KV head, over its sequence's cells
+// [p0, p] read through a block table (runtime/kv_cache.h): cell c is row c & (2^block_shift
+// - 1) of block blocks[c >> block_shift], blocks of at least 16 cells.
+//   out (nh, hdv) = softmax(q (nh, hdk) . K^T) . V
+// in the float order of llama.cpp's single-token f16-KV path (attn_generic.c states it):
+//   q.k      q rounded to f16; per cell 4 accumulators x 16 lanes over 64-element steps
+//            (fmaf, lane l of accumulator a takes element 64 i + 16 a + l), (acc0 + acc2) +
+//            (acc1 + acc3), lm_tree16, then the float products of the elements past
+//            the last whole 64 added in double
+//   softmax  max of the scores; e = lm_expf_ggml(s - max), summed per 16-cell chunk
+//            (lm_tree16, chunks aligned to 16 cells) into a double; p = f16(e * (float)(1/sum))
+//   p.v      per output dim 64 slot accumulators (cell % 64; start -0.0 if the window
+//            reaches the slot, else +0.0), fmaf over the slot's cells in order, then
+//            (slot l + slot l+32) + (slot l+16 + slot l+48) for l < 16 and lm_tree16
+// Cells outside [p0, p] and cells whose present bit is clear (holes) are skipped: they
+// contribute exact zeros. Results depend only on cell positions, never on where the
+// blocks lie, so a sequence's outputs do not depend on what shares its batch.
+// query heads sharing a KV head done in one job: each K / V row is read and converted once
+// for all of them (sizes the scratch)
+#define LM_ATTN_MAX_HEADS 4
+struct lm_attn_job {
+    const uint8_t *kb, *vb;   // block 0's K / V rows of this layer and KV head (pool base +
+                              // layer offset + head columns); block b is b * block_bytes on
+    size_t block_bytes;       // bytes from one block to the next
+    const int32_t *blocks;    // the sequence's block table (-1: a block wholly removed)
+    int block_shift;          // log2 of cells per block (>= 4)
+    const uint64_t *present;  // bit per cell: held; NULL: every cell of [p0, p] is held
+    size_t kstride, vstride;  // elements from one cell's K / V row to the next
+    int32_t p0, p;            // the window: cells [p0, p], p >= p0 >= 0; cell p is held
+    int32_t hdk, hdv;         // head sizes
+    int nh;                   // query heads, 1 .. LM_ATTN_MAX_HEADS
+    const float *q;           // (nh, hdk) queries
+    float *out;               // (nh, hdv)
+    float *scratch;           // lm_attn_scratch_floats(hdk, hdv, p + 1) floats, 64-byte aligned
+};
+typedef void (*lm_attn_fn)(const struct lm_attn_job *j);
+// Floats of scratch one attention job needs (any table) for windows ending below n_cells.
+size_t lm_attn_scratch_floats(int64_t hdk, int64_t hdv, int64_t n_cells);
+
 struct lm_kernels {
     const char *name;                      // "generic", "avx2", "avx512", "avx512_vnni"
     lm_dequant_fn dequant[LM_DTYPE_COUNT]; // indexed by the weight dtype
@@ -69,6 +142,13 @@ struct lm_kernels {
     lm_vec_dot_n_u8_fn vec_dot_n_u8[LM_DTYPE_COUNT]; // on repacked q8_0 activations (may be NULL)
     lm_il_gemm_fn il_gemm[LM_DTYPE_COUNT]; // on il weights (set for every lm_il_supported dtype)
     lm_il_gemv_fn il_gemv[LM_DTYPE_COUNT]; // decode on in-place il weights (may be NULL)
+    // row kernels (set in every table)
+    lm_rmsnorm_fn rmsnorm;
+    lm_rope_fn rope;
+    lm_geglu_fn geglu;
+    lm_swiglu_fn swiglu;
+    lm_f32_to_f16_fn f32_to_f16;
+    lm_attn_fn attn;
 };
 
 // True if weight (n_out, n_in) of dtype t has an il layout: q8_0, q5_0, q4_K, q6_K, f16 with

@@ -1,6 +1,7 @@
 // AVX2 + FMA + F16C kernels: dot products for every weight dtype but q2_K / q3_K, the q8_0 /
 // q8_K activation quantizers and the hot dequantizers. Entries not specialized here point at
-// the generic table. Dequant and quant results are bit-identical to the generic ones.
+// the generic table, the row kernels (norms, RoPE, activations, attention) included: no AVX2
+// version of them exists yet. Dequant and quant results are bit-identical to the generic ones.
 #pragma GCC optimize("fp-contract=off") // see kernels_generic.c: d*q - m must not become an FMA
 
 #include "kernels/kernels.h"

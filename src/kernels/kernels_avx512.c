@@ -1,6 +1,7 @@
 // AVX-512 (F/BW/VL/DQ + VNNI) kernels: f32/f16 dots on 16 lanes with masked tails; int8
 // dots with vpdpbusd (unsigned x signed, 4 products per i32 lane) in place of the AVX2
-// maddubs + madd pair. Entries not specialized here come from the AVX2 table.
+// maddubs + madd pair. Entries not specialized here come from the AVX2 table; the row
+// kernels (norms, RoPE, activations, attention) are in rows_avx512.c and attn_avx512.c.
 #pragma GCC optimize("fp-contract=off") // see kernels_generic.c
 
 #include "kernels/kernels.h"
@@ -283,6 +284,12 @@ static void avx512_init(void) {
     k_avx512.vec_dot[LM_DTYPE_Q5_K] = vec_dot_q5_K;
     k_avx512.vec_dot[LM_DTYPE_Q6_K] = vec_dot_q6_K;
     lm_kernels_avx512_fill_multi(&k_avx512);
+    k_avx512.rmsnorm = lm_rmsnorm_avx512;
+    k_avx512.rope = lm_rope_avx512;
+    k_avx512.geglu = lm_geglu_avx512;
+    k_avx512.swiglu = lm_swiglu_avx512;
+    k_avx512.f32_to_f16 = lm_f32_to_f16_avx512;
+    k_avx512.attn = lm_attn_avx512;
 }
 
 const struct lm_kernels *lm_kernels_avx512(void) {

@@ -539,6 +539,8 @@ static const struct lm_kernels k_generic = {
         [LM_DTYPE_Q4_K] = lm_il_gemm_q4_K_generic, [LM_DTYPE_Q6_K] = lm_il_gemm_q6_K_generic,
         [LM_DTYPE_F16] = lm_il_gemm_f16_generic,
     },
+    .rmsnorm = lm_rmsnorm_generic, .rope = lm_rope_generic, .geglu = lm_geglu_generic,
+    .swiglu = lm_swiglu_generic, .f32_to_f16 = lm_f32_to_f16_generic, .attn = lm_attn_generic,
 };
 
 const struct lm_kernels *lm_kernels_generic(void) { return &k_generic; }

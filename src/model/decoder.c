@@ -28,7 +28,7 @@ void lm_decoder_forward(struct lm_context *c, int ith, int nth) {
     lm_op_embed(c, hp->embd_scale, ith, nth); // into c->x
     lm_op_rope_cache(c, ith, nth);
     t = lm_fwd_mark(ith, LM_OP_EMBED, -1, t);
-    lm_op_rmsnorm(c->xn, c->x, &m->layers[0].attn_norm, N, E, eps, ith, nth);
+    lm_op_rmsnorm(c, c->xn, c->x, &m->layers[0].attn_norm, N, E, eps, ith, nth);
     t = lm_fwd_sync(c, ith, LM_OP_ATTN_NORM, 0, t);
 
     const bool pv = nth > 1 && N <= LM_PRIVATE_QUANT_ROWS; // barrier-free residual steps
@@ -62,17 +62,17 @@ void lm_decoder_forward(struct lm_context *c, int ith, int nth) {
         lm_op_matmul(c, c->o, c->att + r0 * L->wo.n_in, &L->wo, Nr, ith, nth);
         t = lm_fwd_sync_mm(c, ith, LM_OP_O_PROJ, il, t, wo, 1);
         if (pv) { // post norm + residual + ffn norm in the ffn_norm span
-            lm_fwd_residual_priv(&xcur, &xoth, r0, c->o, post_attn, &L->ffn_norm, eps, Nr, E,
+            lm_fwd_residual_priv(c, &xcur, &xoth, r0, c->o, post_attn, &L->ffn_norm, eps, Nr, E,
                                  xn_own, ith);
             t = lm_fwd_mark(ith, LM_OP_FFN_NORM, il, t);
         } else {
             if (post_attn) {
-                lm_op_rmsnorm(c->o, c->o, post_attn, Nr, E, eps, ith, nth);
+                lm_op_rmsnorm(c, c->o, c->o, post_attn, Nr, E, eps, ith, nth);
                 t = lm_fwd_mark(ith, LM_OP_POST_ATTN_NORM, il, t);
             }
             lm_op_add(xcur + r0 * E, c->o, Nr, E, ith, nth);
             t = lm_fwd_mark(ith, LM_OP_ATTN_RESIDUAL, il, t);
-            lm_op_rmsnorm(c->xn, xcur + r0 * E, &L->ffn_norm, Nr, E, eps, ith, nth);
+            lm_op_rmsnorm(c, c->xn, xcur + r0 * E, &L->ffn_norm, Nr, E, eps, ith, nth);
             t = lm_fwd_sync(c, ith, LM_OP_FFN_NORM, il, t);
         }
 
@@ -84,7 +84,7 @@ void lm_decoder_forward(struct lm_context *c, int ith, int nth) {
         lm_op_matmul(c, c->o, c->gate, &L->down, Nr, ith, nth);
         t = lm_fwd_sync_mm(c, ith, LM_OP_DOWN, il, t, down, 1);
         if (pv) { // post norm + residual + the next layer's attn norm in the attn_norm span
-            lm_fwd_residual_priv(&xcur, &xoth, r0, c->o, post_ffw, next_norm, eps, Nr, E, xn_own,
+            lm_fwd_residual_priv(c, &xcur, &xoth, r0, c->o, post_ffw, next_norm, eps, Nr, E, xn_own,
                                  ith);
             xin = xn_own;
             if (last) // thread 0 wrote the rows every thread's output norm reads
@@ -94,7 +94,7 @@ void lm_decoder_forward(struct lm_context *c, int ith, int nth) {
             continue;
         }
         if (post_ffw) {
-            lm_op_rmsnorm(c->o, c->o, post_ffw, Nr, E, eps, ith, nth);
+            lm_op_rmsnorm(c, c->o, c->o, post_ffw, Nr, E, eps, ith, nth);
             t = lm_fwd_mark(ith, LM_OP_POST_FFW_NORM, il, t);
         }
         lm_op_add(xcur + r0 * E, c->o, Nr, E, ith, nth);
@@ -102,7 +102,7 @@ void lm_decoder_forward(struct lm_context *c, int ith, int nth) {
             t = lm_fwd_sync(c, ith, LM_OP_FFN_RESIDUAL, il, t);
         } else {
             t = lm_fwd_mark(ith, LM_OP_FFN_RESIDUAL, il, t);
-            lm_op_rmsnorm(c->xn, xcur, next_norm, N, E, eps, ith, nth);
+            lm_op_rmsnorm(c, c->xn, xcur, next_norm, N, E, eps, ith, nth);
             t = lm_fwd_sync(c, ith, LM_OP_ATTN_NORM, il + 1, t);
         }
     }

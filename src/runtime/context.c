@@ -86,7 +86,7 @@ void lm_context_free(struct lm_context *c) {
     free(c->out_rows);
     free(c->x_alt); free(c->xn_priv);
     free(c->x); free(c->xn); free(c->q); free(c->k); free(c->v); free(c->att); free(c->o);
-    free(c->gate); free(c->up); free(c->scores); free(c->attn_acc); free(c->qtmp); free(c->logits);
+    free(c->gate); free(c->up); free(c->attn_scratch); free(c->logits);
     lm_matmul_ws_free(&c->mm);
     for (int i = 0; i < c->n_rope_slots; i++) free(c->rope_cs[i]);
     free(c->rope_slot);
@@ -153,10 +153,9 @@ enum lm_status lm_context_init(struct lm_context **out, struct lm_model *m,
     c->o = xalloc(c, B * E * sizeof(float), &ok);
     c->gate = xalloc(c, B * (size_t)hp->n_ff * sizeof(float), &ok);
     c->up = xalloc(c, B * (size_t)hp->n_ff * sizeof(float), &ok);
-    const size_t ah = (size_t)p.n_threads * LM_ATTN_MAX_HEADS;
-    c->scores = xalloc(c, ah * ((size_t)p.n_ctx + 64) * sizeof(float), &ok);
-    c->attn_acc = xalloc(c, ah * 512 * sizeof(float), &ok);
-    c->qtmp = xalloc(c, ah * (size_t)hp->head_dim_k * sizeof(float), &ok);
+    // whole 64-byte lines per thread: each thread's scratch starts aligned
+    c->attn_scratch_stride = (lm_attn_scratch_floats(hp->head_dim_k, hp->head_dim_v, p.n_ctx) + 15) & ~(size_t)15;
+    c->attn_scratch = xalloc(c, (size_t)p.n_threads * c->attn_scratch_stride * sizeof(float), &ok);
     c->logits = xalloc(c, (size_t)c->n_logits_max * (size_t)hp->n_vocab * sizeof(float), &ok);
     struct lm_matmul_ws_params mp = {.n_threads = p.n_threads, .n_rows = p.n_batch,
                                      .n_in = (int64_t)widest};
@@ -247,6 +246,8 @@ const float *lm_get_logits(const struct lm_context *c, int32_t i) {
     if (i < 0 || i >= c->n_out) return NULL;
     return c->logits + (size_t)i * c->m->hp.n_vocab;
 }
+
+void lm_context_set_kernels(struct lm_context *c, const struct lm_kernels *k) { c->kern = k; }
 
 int32_t lm_context_n_threads(const struct lm_context *c) { return c->n_threads; }
 int32_t lm_context_n_ctx(const struct lm_context *c) { return c->n_ctx; }

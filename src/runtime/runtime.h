@@ -17,9 +17,6 @@
 #include "runtime/kv_cache.h"
 
 // ---------------------------------------------------------------- context
-// query heads sharing a KV head that attention processes at once (sizes its scratch)
-#define LM_ATTN_MAX_HEADS 4
-
 struct lm_context {
     struct lm_model *m;
     const struct lm_kernels *kern;
@@ -51,10 +48,10 @@ struct lm_context {
     float *o;     // (n_batch, n_embd)
     float *gate;  // (n_batch, n_ff)
     float *up;    // (n_batch, n_ff)
-    // attention, per thread, for up to LM_ATTN_MAX_HEADS query heads done together:
-    float *scores;   // (n_threads, LM_ATTN_MAX_HEADS, n_ctx + 64) scores / probabilities
-    float *attn_acc; // (n_threads, LM_ATTN_MAX_HEADS, 512) vectors awaiting a reduction
-    float *qtmp;     // (n_threads, LM_ATTN_MAX_HEADS, hd_k) q rounded to f16 precision
+    // attention kernels' scratch (lm_attn_job.scratch), per thread: n_threads rows of
+    // attn_scratch_stride floats (lm_attn_scratch_floats for windows up to n_ctx cells)
+    float *attn_scratch;
+    size_t attn_scratch_stride;
     float *logits;  // (n_logits_max, n_vocab)
     // matmul activations (quantized, repacked), n_batch rows of the widest input, shared
     // and per thread (kernels/matmul.h)
@@ -71,13 +68,18 @@ struct lm_context {
     uint64_t scratch_bytes;
 };
 
+// Makes every op of c compute with table k (tests and tools: e.g. the generic table beside
+// the best one in one process). Weight layouts do not depend on the table, so any table
+// works on any loaded model; results are the same bits with every table (kernels.h).
+void lm_context_set_kernels(struct lm_context *c, const struct lm_kernels *k);
+
 // ---------------------------------------------------------------- ops
 // Builds the ops' lookup tables (the f16 GELU table: ~1.4 ms) once per process; called by
 // lm_context_init so the first forward pass does not pay for it.
 void lm_ops_init(void);
 // y[i] = rmsnorm(x[i]) * w for rows i in [0, n)  (w may be NULL: plain rmsnorm)
-void lm_op_rmsnorm(float *y, const float *x, const struct lm_weight *w, int64_t n_rows,
-                   int64_t dim, float eps, int ith, int nth);
+void lm_op_rmsnorm(struct lm_context *c, float *y, const float *x, const struct lm_weight *w,
+                   int64_t n_rows, int64_t dim, float eps, int ith, int nth);
 // Y (n_rows, W.n_out) = X (n_rows, W.n_in) @ W^T on the path kernels/matmul.h chooses.
 // Quantizes X, barrier (large batches), computes: the caller places the barrier after it.
 // _multi: several weights sharing X (up to LM_MATMUL_MAX_W). Thread 0 keeps the decision
@@ -108,7 +110,7 @@ void lm_op_add(float *x, const float *y, int64_t n_rows, int64_t dim, int ith, i
 // be x, which other threads are reading), y = norm(s) into this thread's private rows.
 // The same float operations as lm_op_rmsnorm(o, o, post) + lm_op_add(x, o) +
 // lm_op_rmsnorm(y, x, norm), so results are bit-identical to that sequence.
-void lm_op_residual_norm_priv(float *x_out, const float *x, const float *o,
+void lm_op_residual_norm_priv(struct lm_context *c, float *x_out, const float *x, const float *o,
                               const struct lm_weight *post, const struct lm_weight *norm,
                               float eps, int64_t n_rows, int64_t dim, float *y, int ith);
 // Writes the batch's K and V rows of layer il into the cache.
@@ -149,11 +151,11 @@ uint64_t lm_fwd_sync_rec(struct lm_context *c, int ith, enum lm_prof_op op, int 
 // A forward pass's barrier-free residual step (small batches, 2+ threads): rows [r0, r0+n)
 // of the stream *xcur plus post(o) go to *xoth (thread 0), norm of them to this thread's
 // xn rows; then the two stream buffers swap, so *xcur holds the sum.
-static inline void lm_fwd_residual_priv(float **xcur, float **xoth, int64_t r0, const float *o,
-                                        const struct lm_weight *post,
+static inline void lm_fwd_residual_priv(struct lm_context *c, float **xcur, float **xoth,
+                                        int64_t r0, const float *o, const struct lm_weight *post,
                                         const struct lm_weight *norm, float eps, int64_t n,
                                         int64_t E, float *xn, int ith) {
-    lm_op_residual_norm_priv(*xoth + r0 * E, *xcur + r0 * E, o, post, norm, eps, n, E, xn, ith);
+    lm_op_residual_norm_priv(c, *xoth + r0 * E, *xcur + r0 * E, o, post, norm, eps, n, E, xn, ith);
     float *const t = *xcur;
     *xcur = *xoth;
     *xoth = t;

@@ -1,0 +1,127 @@
+// Scalar attention (kernels.h, lm_attn_fn): the statement of the float operations and their
+// order that every table's attention reproduces (llama.cpp's single-token f16-KV path, the
+// order attn_avx512.c explains), one float at a time. Also the scratch size of any table.
+#pragma GCC optimize("fp-contract=off") // see kernels_generic.c: only the fmaf written here
+
+#include <math.h>
+#include <string.h>
+
+#include "kernels/expf_ggml.h"
+#include "kernels/kernels_internal.h"
+
+static inline int64_t round16(int64_t n) { return (n + 15) & ~(int64_t)15; }
+
+size_t lm_attn_scratch_floats(int64_t hdk, int64_t hdv, int64_t n_cells) {
+    const int64_t hk = round16(hdk), hv = round16(hdv), row = hk > hv ? hk : hv;
+    const int64_t e = LM_ATTN_MAX_HEADS * round16(n_cells + 16); // chunks of 16 around the window
+    // attn_avx512.c: (heads, 512) horizontal-sum buffer; generic: a K/V row and (heads, 64 slots, hdv)
+    const int64_t avx512 = LM_ATTN_MAX_HEADS * 512, generic = row + LM_ATTN_MAX_HEADS * 64 * hv;
+    return (size_t)(LM_ATTN_MAX_HEADS * hk + e + (avx512 > generic ? avx512 : generic));
+}
+
+// cell c is in [p0, p] and held
+static inline bool cell_valid(const struct lm_attn_job *j, int32_t c) {
+    return c >= j->p0 && c <= j->p && (!j->present || ((j->present[c >> 6] >> (c & 63)) & 1));
+}
+
+// cell c's K (or V) row, converted to float
+static void cell_row(const struct lm_attn_job *j, const uint8_t *b0, size_t stride, int32_t c,
+                     int64_t n, float *out) {
+    const int32_t mask = (int32_t)((1u << j->block_shift) - 1);
+    const lm_f16 *r = (const lm_f16 *)(b0 + (size_t)j->blocks[c >> j->block_shift] * j->block_bytes) +
+                      (size_t)(c & mask) * stride;
+    for (int64_t i = 0; i < n; i++) out[i] = lm_f16_to_f32(r[i]);
+}
+
+// ggml_vec_dot_f16 of a K row and a query (both as floats): 4 accumulators x 16 lanes over
+// 64-element steps, (acc0 + acc2) + (acc1 + acc3), _mm512_reduce_add_ps's tree, the
+// elements past the last whole 64 added in double
+static float dot_ggml(const float *k, const float *q, int64_t n) {
+    float acc[4][16] = {{0}};
+    const int64_t np = n & ~(int64_t)63;
+    for (int64_t i = 0; i < np; i += 64)
+        for (int a = 0; a < 4; a++)
+            for (int l = 0; l < 16; l++) acc[a][l] = fmaf(k[i + 16 * a + l], q[i + 16 * a + l], acc[a][l]);
+    float x[16];
+    for (int l = 0; l < 16; l++) x[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
+    float s = lm_tree16(x);
+    if (np < n) {
+        double sum = (double)s;
+        for (int64_t i = np; i < n; i++) sum += (double)(k[i] * q[i]);
+        s = (float)sum;
+    }
+    return s;
+}
+
+void lm_attn_generic(const struct lm_attn_job *j) {
+    const int nh = j->nh;
+    const int64_t hdk = j->hdk, hdv = j->hdv;
+    const int32_t base = j->p0 & ~15, end = (j->p + 16) & ~15; // 16-cell chunks of the softmax sums
+    const int64_t ew = end - base;
+    // scratch (lm_attn_scratch_floats): qf (nh, hdk), e (nh, ew), a K/V row, acc (nh, 64, hdv)
+    float *qf = j->scratch;
+    float *e = qf + LM_ATTN_MAX_HEADS * round16(hdk);
+    float *row = e + LM_ATTN_MAX_HEADS * round16(ew);
+    float *acc = row + (round16(hdk) > round16(hdv) ? round16(hdk) : round16(hdv));
+
+    // q rounded to f16, as llama.cpp's f16 K dot product does
+    for (int64_t i = 0; i < nh * hdk; i++) qf[i] = lm_f16_to_f32(lm_f32_to_f16(j->q[i]));
+
+    // scores; cells outside the window or removed are -inf. The max skips NaN scores (as
+    // "if (s > mx)"); the sign of a zero max does not matter (x - (+-0) is the same).
+    float mx[LM_ATTN_MAX_HEADS];
+    for (int h = 0; h < nh; h++) mx[h] = -INFINITY;
+    for (int32_t c = base; c < end; c++) {
+        const bool valid = cell_valid(j, c);
+        if (valid) cell_row(j, j->kb, j->kstride, c, hdk, row);
+        for (int h = 0; h < nh; h++) {
+            const float s = valid ? dot_ggml(row, qf + h * hdk, hdk) : -INFINITY;
+            e[h * ew + (c - base)] = s;
+            if (s > mx[h]) mx[h] = s;
+        }
+    }
+
+    // softmax: e = exp(s - max) for the cells with a score above -inf (NaN scores count as
+    // masked, as the vector compare does), summed per 16-cell chunk into a double;
+    // p = e * (float)(1 / sum) rounded to f16
+    for (int h = 0; h < nh; h++) {
+        float *eh = e + h * ew;
+        double sum = 0.0;
+        for (int64_t c = 0; c < ew; c += 16) {
+            for (int l = 0; l < 16; l++) eh[c + l] = eh[c + l] > -INFINITY ? lm_expf_ggml(eh[c + l] - mx[h]) : 0.0f;
+            sum += (double)lm_tree16(eh + c);
+        }
+        const float inv = (float)(1.0 / sum);
+        for (int64_t c = 0; c < ew; c++) eh[c] = lm_f16_to_f32(lm_f32_to_f16(eh[c] * inv));
+    }
+
+    // p.v: 64 slot accumulators per output dim (slot = cell % 64). A slot the window reaches
+    // starts at -0.0 (the identity of addition: its first fmaf equals the product), the
+    // others stay +0.0 (a zeroed accumulator that sees only masked cells).
+    const uint32_t nwin = (uint32_t)(j->p - j->p0 + 1);
+    for (int h = 0; h < nh; h++)
+        for (uint32_t s = 0; s < 64; s++) {
+            const bool reached = nwin >= 64 || ((s - (uint32_t)j->p0) & 63) < nwin;
+            for (int64_t d = 0; d < hdv; d++) acc[((size_t)h * 64 + s) * hdv + d] = reached ? -0.0f : 0.0f;
+        }
+    for (int32_t c = j->p0; c <= j->p; c++) {
+        if (!cell_valid(j, c)) continue;
+        cell_row(j, j->vb, j->vstride, c, hdv, row);
+        for (int h = 0; h < nh; h++) {
+            const float pc = e[h * ew + (c - base)];
+            float *a = acc + ((size_t)h * 64 + (c & 63)) * hdv;
+            for (int64_t d = 0; d < hdv; d++) a[d] = fmaf(row[d], pc, a[d]);
+        }
+    }
+    // per dim: lane l of ggml's 4 accumulators x 16 lanes is (slot l + slot l+32) +
+    // (slot l+16 + slot l+48), then the tree over the 16 lanes
+    for (int h = 0; h < nh; h++)
+        for (int64_t d = 0; d < hdv; d++) {
+            const float *a = acc + (size_t)h * 64 * hdv + d;
+            float x[16];
+            for (int l = 0; l < 16; l++)
+                x[l] = (a[(size_t)l * hdv] + a[(size_t)(l + 32) * hdv]) +
+                       (a[(size_t)(l + 16) * hdv] + a[(size_t)(l + 48) * hdv]);
+            j->out[h * hdv + d] = lm_tree16(x);
+        }
+}
