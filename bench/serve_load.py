@@ -750,7 +750,7 @@ def parse_args(argv=None):
     g.add_argument("--overload-requests", type=positive, default=64, help="(d) requests sent at once")
     g.add_argument("--overload-parallel", type=positive, default=4, help="(d) the servers' parallel sequences")
     g.add_argument("--overload-queue", type=positive, default=8,
-                   help="(d) lumen serve --queue (waiting requests beyond which it answers 429); llama-server has no such limit")
+                   help="(d) lumen serve --queue (requests held beyond --parallel: it answers 429 once running + queued reach parallel + queue); llama-server has no such limit")
     g.add_argument("--overload-max-tokens", type=positive, default=32, help="(d) max_tokens of each request")
 
     g = ap.add_argument_group("output")

@@ -248,7 +248,8 @@ struct lm_engine;
 
 struct lm_engine_params {
     int32_t max_running;   // requests decoding at once (0 = 8)
-    int32_t max_waiting;   // queued requests beyond which submit returns LM_ERR_BUSY (0 = 64)
+    int32_t max_waiting;   // requests held beyond max_running: submit returns LM_ERR_BUSY once
+                           // running + queued reach max_running + max_waiting (0 = 64)
     int32_t step_tokens;   // token budget of one step (0 = 256; >= max_running)
     int32_t n_ctx;         // max positions of one request, prompt + generated (0 = model's)
     int32_t kv_tokens;     // KV pool capacity in positions, shared (0 = n_ctx)
@@ -304,7 +305,8 @@ enum lm_status lm_engine_init(struct lm_engine **out, struct lm_model *m,
 void lm_engine_free(struct lm_engine *e);
 // Queues a request; events go to cb(user, ...). LM_ERR_ARG: empty or out-of-range prompt,
 // prompt + max_tokens beyond n_ctx or the pool, bad sampling parameters; LM_ERR_BUSY: the
-// queue holds max_waiting requests. *id (may be NULL) names the request.
+// engine holds max_running + max_waiting requests (running or queued; a burst fills the free
+// sequences and the queue). *id (may be NULL) names the request.
 enum lm_status lm_engine_submit(struct lm_engine *e, const int32_t *prompt, int32_t n_prompt,
                                 const struct lm_request_params *rp, lm_event_fn cb, void *user,
                                 uint64_t *id);

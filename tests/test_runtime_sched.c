@@ -284,7 +284,7 @@ int main(void) {
     // ---- (f) finish reasons, logit bias, a full queue, bad requests
     {
         struct sink *s = &s2;
-        struct lm_engine *e = engine(1, 64, 0, 2);
+        struct lm_engine *e = engine(1, 64, 0, 1); // holds 1 running + 1 queued
         struct lm_request_params g = lm_request_params_default();
         g.sampling.temperature = 0;
         g.max_tokens = 3;
@@ -326,6 +326,23 @@ int main(void) {
         lm_engine_free(e);
         struct lm_engine_params bad = {.max_running = 8, .step_tokens = 4};
         CHECK(lm_engine_init(&e, g_m, &bad) == LM_ERR_ARG && e == NULL);
+    }
+    // ---- (f2) a burst: free sequences take requests beyond the queue (3 running + 2 queued),
+    // the next is refused; once one finishes, one more fits
+    {
+        struct sink *s = &s2;
+        s->n = 0;
+        struct lm_engine *e = engine(3, 64, 0, 2);
+        struct lm_request_params g = lm_request_params_default();
+        g.sampling.temperature = 0;
+        g.max_tokens = 2;
+        for (int i = 0; i < 5; i++) CHECK(lm_engine_submit(e, prompts[i], 8, &g, on_event, s, NULL) == LM_OK);
+        CHECK(lm_engine_submit(e, prompts[5], 8, &g, on_event, s, NULL) == LM_ERR_BUSY);
+        for (int done = 0; !done && lm_engine_step(e) > 0;)
+            for (int i = 0; i < s->n; i++) done |= s->r[i].finals > 0;
+        CHECK(lm_engine_submit(e, prompts[5], 8, &g, on_event, s, NULL) == LM_OK);
+        CHECK(run_all(e, s) >= 0);
+        lm_engine_free(e);
     }
 
     lm_model_free(g_m);

@@ -48,7 +48,10 @@ struct lm_engine {
     struct req *inbox_head, *inbox_tail;
     uint64_t *cancels;
     int32_t n_cancels, cap_cancels;
-    int32_t n_queued;          // inbox + waiting (the max_waiting check)
+    int32_t n_queued;          // inbox + waiting
+    int32_t n_run_pub;         // n_running, as the submitting threads see it: a request is
+                               // refused when n_queued + n_run_pub reaches max_waiting +
+                               // max_running (free sequences take requests beyond the queue)
     struct lm_engine_stats snap;
     bool stop, started;
     pthread_t thread;
@@ -104,6 +107,9 @@ static void req_finish(struct lm_engine *e, struct req *r, enum lm_finish why, i
         e->running[r->seq] = NULL;
         e->n_running--;
         r->seq = -1;
+        pthread_mutex_lock(&e->mu);
+        e->n_run_pub--;
+        pthread_mutex_unlock(&e->mu);
     }
     struct lm_event ev = {0};
     if (tmpl) ev = *tmpl;
@@ -300,7 +306,7 @@ enum lm_status lm_engine_submit(struct lm_engine *e, const int32_t *prompt, int3
     for (int32_t i = 0; i < n_prompt; i++) lm_sampler_accept(r->smp, prompt[i]);
 
     pthread_mutex_lock(&e->mu);
-    if (e->n_queued >= e->p.max_waiting) {
+    if (e->n_queued + e->n_run_pub >= e->p.max_waiting + e->p.max_running) {
         e->st.refused_busy++; // counted on the stepping thread's copy under the same lock
         pthread_mutex_unlock(&e->mu);
         req_free(r);
@@ -360,6 +366,7 @@ static void preempt(struct lm_engine *e, struct req *r) {
     wait_push(e, r, true);
     pthread_mutex_lock(&e->mu);
     e->n_queued++;
+    e->n_run_pub--;
     pthread_mutex_unlock(&e->mu);
     e->st.preempted++;
 }
@@ -389,6 +396,7 @@ static void admit(struct lm_engine *e) {
         wait_unlink(e, r);
         pthread_mutex_lock(&e->mu);
         e->n_queued--;
+        e->n_run_pub++;
         pthread_mutex_unlock(&e->mu);
         r->seq = seq;
         r->n_kv = n_att;
