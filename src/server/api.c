@@ -265,8 +265,15 @@ static bool parse_messages(json_t *o, struct api_request *r, struct api_error *e
         if (!json_is_string(role)) return wrong_type(e, param, "a string", role);
         const char *rs = json_string_value(role);
         const size_t rl = json_string_length(role);
-        if (rl == 0 || rl > 64 || strlen(rs) != rl)
-            return bad_request(e, "invalid_value", param, "'%s' must be a name of 1 to 64 bytes", param);
+        static const char *const roles[] = {"system", "developer", "user", "assistant", "tool", "function"};
+        bool known = strlen(rs) == rl;
+        if (known) {
+            known = false;
+            for (size_t k = 0; k < sizeof roles / sizeof *roles; k++) known |= !strcmp(rs, roles[k]);
+        }
+        if (!known) // as OpenAI: one of its roles
+            return bad_request(e, "invalid_value", param, "'%s' must be one of 'system', 'developer', "
+                               "'user', 'assistant', 'tool', 'function'", param);
         r->msgs[i].role = !strcmp(rs, "developer") ? dup_n("system", 6) : dup_n(rs, rl);
         if (!r->msgs[i].role) return oom(e);
         json_t *content = json_object_get(msg, "content");
