@@ -116,14 +116,18 @@ def main():
         for name, p in procs.items():
             engines[name] = ref_forward.StreamRows(p.stdout, ref.n_vocab)
         try:
-            st = ref_forward.compare(ref, seqs, engines)
+            st, err = ref_forward.compare(ref, seqs, engines), None
         except RuntimeError as e:  # a dump ended early: its exit status says why
-            print("FAIL %s: %s" % (", ".join(procs), e), flush=True)
-            st = None
+            st, err = None, e
+            print("FAIL %s: comparison stopped: %s" % (", ".join(procs), err), flush=True)
+            fails += 1
         for name, p in procs.items():
-            if p.wait() != 0 or st is None:
+            p.stdout.close()  # a dump still writing (another one failed) gets EPIPE and ends
+            if p.wait() != 0:
                 print("FAIL %s: logits_dump exited %d" % (name, p.returncode), flush=True)
                 fails += 1
+                continue
+            if st is None:
                 continue
             for what in check(name, gold[name], st[name]):
                 print("FAIL %s: %s" % (name, what), flush=True)
