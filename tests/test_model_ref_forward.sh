@@ -9,8 +9,8 @@
 # tests/test_model_ref_forward_full.sh (slow) runs all 1041 positions, past the 512-token
 # sliding window; tests/test_model_ref_forward_arch.sh the random-weight llama / qwen2 / qwen3 /
 # gemma3 copies. Both run through this script with LUMEN_REF_CASES.
-# LUMEN_TEST_QUICK=1 (sanitizer and generic-kernel passes): the random-weight F16 copies only
-# (the 270M model's reference pass would dominate).
+# LUMEN_TEST_QUICK=1 (sanitizer and generic-kernel passes): the random-weight quant mixes only
+# (the 270M model's reference pass would dominate; ~12 s on the generic kernels).
 # LUMEN_REF_CASES: the cases to run (globs of case names, spaces between), instead of the above.
 # LM_TEST_LABELS: model
 set -u
@@ -26,7 +26,7 @@ if [[ ! -x "$PY" ]] || ! "$PY" -c "import numpy, gguf" 2>/dev/null; then
   echo "FAIL: no python with numpy + gguf at $PY (bash scripts/setup.sh; LUMEN_ALLOW_SKIP=1 to skip)"; exit 1
 fi
 cases=('gemma3-270m-*-short')
-if [[ -n "${LUMEN_TEST_QUICK:-}" && "${LUMEN_TEST_QUICK}" != 0 ]]; then cases=('arch_*_f16'); fi
+if [[ -n "${LUMEN_TEST_QUICK:-}" && "${LUMEN_TEST_QUICK}" != 0 ]]; then cases=('arch_*_qmix'); fi
 if [[ -n "${LUMEN_REF_CASES:-}" ]]; then read -ra cases <<<"$LUMEN_REF_CASES"; fi
 args=()
 for c in "${cases[@]}"; do args+=(--only "$c"); done
