@@ -54,6 +54,9 @@ int32_t lm_tokenizer_n_vocab(const struct lm_tokenizer *t);
 int32_t lm_tokenizer_bos(const struct lm_tokenizer *t);
 int32_t lm_tokenizer_eos(const struct lm_tokenizer *t);
 bool lm_tokenizer_is_eog(const struct lm_tokenizer *t, int32_t id); // eos, eot, end_of_turn...
+// Whether lm_tokenize with add_special prepends BOS / appends EOS (the vocabulary's flags).
+bool lm_tokenizer_add_bos(const struct lm_tokenizer *t);
+bool lm_tokenizer_add_eos(const struct lm_tokenizer *t);
 // Longest piece of any token, in bytes (sizes lm_detok_push's buffer).
 size_t lm_tokenizer_max_piece(const struct lm_tokenizer *t);
 

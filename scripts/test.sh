@@ -6,7 +6,7 @@
 #   bash scripts/test.sh [extra ctest args, e.g. -L unit or -R gguf]
 # Env: LUMEN_JOBS (parallelism, default 2)
 #      LUMEN_SLOW=1 (also run the tests labelled `slow`, e.g. the server soak; CI leaves them out)
-#      LUMEN_ASAN_LABEL_EXCLUDE (regex of CTest labels left out of the ASan pass, e.g. slow)
+#      LUMEN_ASAN_LABEL_EXCLUDE (regex of CTest labels also left out of the ASan pass, e.g. browser)
 #      LUMEN_SKIP_ASAN=1 (Release pass only; for quick local runs, never in CI)
 #      LUMEN_SKIP_GENERIC=1 (no LUMEN_FORCE_GENERIC=1 pass; for quick local runs, never in CI)
 #      LUMEN_SKIP_TSAN=1 (no ThreadSanitizer pass over the `threads` label; local runs only)
@@ -15,9 +15,6 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 
 T0=$(date +%s)
-# tests labelled slow (soaks, long runs) only on request
-user_args=("$@")
-if [ "${LUMEN_SLOW:-0}" != 1 ]; then set -- -LE slow "$@"; fi
 JOBS=${LUMEN_JOBS:-2}
 failed=()
 
@@ -39,13 +36,18 @@ build() { # dir, cmake args...
     cmake --build "$dir" -j "$JOBS"
 }
 
+# labels left out of every pass: slow unless LUMEN_SLOW=1, plus $EXCLUDE (a regex) if set
+SLOW_EXCLUDE=slow
+if [ "${LUMEN_SLOW:-0}" = 1 ]; then SLOW_EXCLUDE=; fi
 run_ctest() { # name, dir, extra args...
     local name=$1 dir=$2
     shift 2
-    local t
+    local t ex="$SLOW_EXCLUDE" lab=()
+    if [ -n "${EXCLUDE:-}" ]; then ex="${ex:+$ex|}$EXCLUDE"; fi
+    if [ -n "$ex" ]; then lab=(-LE "$ex"); fi # one -LE: ctest keeps only the last
     t=$(date +%s)
-    say "ctest $dir/ ($name)"
-    if ctest --test-dir "$dir" --output-on-failure -j "$JOBS" "$@"; then
+    say "ctest $dir/ ($name${ex:+; labels left out: $ex})"
+    if ctest --test-dir "$dir" --output-on-failure -j "$JOBS" "${lab[@]}" "$@"; then
         say "$name: passed in $(($(date +%s) - t))s"
     else
         say "$name: FAILED after $(($(date +%s) - t))s"
@@ -61,9 +63,7 @@ if build build -DCMAKE_BUILD_TYPE=Release -DLUMEN_NATIVE=ON; then
     if [ "${LUMEN_SKIP_GENERIC:-0}" = 1 ]; then
         say "LUMEN_SKIP_GENERIC=1: skipping the generic-kernel pass"
     else
-        gx='server'
-        [ "${LUMEN_SLOW:-0}" != 1 ] && gx='slow|server'
-        LUMEN_FORCE_GENERIC=1 LUMEN_TEST_QUICK=1 run_ctest generic build -LE "$gx" "${user_args[@]}"
+        EXCLUDE=server LUMEN_FORCE_GENERIC=1 LUMEN_TEST_QUICK=1 run_ctest generic build "$@"
     fi
 else
     failed+=("release build")
@@ -75,16 +75,11 @@ else
     # -O1 keeps the model tests tolerable under ASan; asserts stay on (no -DNDEBUG).
     if build build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g" \
         -DLUMEN_SANITIZE=ON -DLUMEN_NATIVE=ON; then
-        asan_args=()
-        if [ -n "${LUMEN_ASAN_LABEL_EXCLUDE:-}" ]; then
-            say "ASan pass excludes labels matching '$LUMEN_ASAN_LABEL_EXCLUDE'"
-            asan_args=(-LE "$LUMEN_ASAN_LABEL_EXCLUDE")
-        fi
         # model tests do less work under the sanitizers (fewer positions; see each test)
         export LUMEN_TEST_QUICK=1
         export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
         export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-        run_ctest asan build-asan "${asan_args[@]}" "$@"
+        EXCLUDE="${LUMEN_ASAN_LABEL_EXCLUDE:-}" run_ctest asan build-asan "$@"
     else
         failed+=("asan build")
     fi

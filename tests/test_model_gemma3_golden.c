@@ -1,9 +1,8 @@
 // Golden test against llama.cpp on the default Gemma 3 model, through include/lumen.h only:
 // tokenization, per-position logits (top-1 / top-5 / top-20 values) and a 64-step greedy
-// continuation. Data from tools/gen_golden_logits.py, two files:
-//   gemma3_logits.txt          llama.cpp with n_ubatch=1 (its GEMV path): strict limits
-//   gemma3_logits_batched.txt  llama.cpp with n_ubatch=512 (its repacked/llamafile GEMM
-//                              path, which itself moves logits by ~0.2): looser limits
+// continuation. Data from tools/gen_golden_logits.py, two files of the same prompts:
+//   gemma3_logits.txt          llama.cpp with n_ubatch=1 (one token per decode: its GEMV path)
+//   gemma3_logits_batched.txt  llama.cpp with n_ubatch=512 (its repacked/llamafile GEMM path)
 // LM_TEST_LABELS: model
 #include "lm_test.h"
 #include "lumen.h"
@@ -14,13 +13,28 @@
 
 #define LM_GOLDEN_BATCH 512
 
-// How close is close enough is calibrated by llama.cpp itself: its batched path
-// (n_ubatch=512) and its GEMV path (n_ubatch=1) disagree with each other, because this
-// model amplifies float summation-order differences chaotically (a 1-ulp difference in
-// one dot product can move a logit by 0.3 a few layers later). lumen must agree with the
-// GEMV path at least as well as llama.cpp's two paths agree with each other, within a
-// small margin, and its greedy continuations may only split where llama.cpp's own
-// top-2 gap is small.
+// What holds, measured (2 threads, AVX-512 VNNI, this commit):
+//   - llama.cpp reproduces both files exactly (same build, same settings).
+//   - lumen reproduces position 0 of every prompt (BOS: attention over one cell) to the
+//     files' printed precision, 2e-5 (checked below, LM_GOLDEN_POS0_ABS).
+//   - From position 1 on (attention over 2 cells and more) lumen does NOT reproduce either
+//     file: its top-20 logits differ from the GEMV file by up to 0.4-0.6 in the short prompts
+//     (0.59 at position 2 of short_english, 0.57 at position 5 of question), mean |d| 0.20 and
+//     max 1.75 over all 1041 positions, top-1 97.2% (14 splits where llama.cpp's top-2 gap is
+//     not a near-tie). llama.cpp's own two batch paths differ from each other just as much
+//     (mean |d| 0.20, max 1.84, top-1 96.8%, 14 such splits). The cause is float summation
+//     order: lumen follows llama.cpp's order in attention (src/runtime/ops.c) but not in every
+//     kernel (layer dumps found the first difference, one ulp, in a Q4_K matmul where llama.cpp
+//     runs a repacked 8-row GEMV), and this model amplifies a 1-ulp difference in one sum
+//     chaotically (8-bit re-quantization of every matmul input can turn it into a whole
+//     rounding step), moving a logit by ~0.3 a few layers later.
+//     Against the float64 reference (tools/ref_forward.py, tests/test_model_ref_forward*.sh,
+//     docs/accuracy.md) lumen and llama.cpp are equally far from exact: mean KL 3.7e-3 vs
+//     3.6e-3 over these 1041 positions, and 7.8e-7 vs 7.6e-7 on an all-F32 copy of the model,
+//     where no 8-bit rounding amplifies the order.
+// So the tolerances are calibrated by llama.cpp itself: lumen must agree with the GEMV file at
+// least as well as llama.cpp's two paths agree with each other, within a small margin, and its
+// greedy continuations may only split where llama.cpp's own top-2 gap is small.
 #define LM_GOLDEN_MARGIN 0.005      // allowed excess in rates (fraction of positions) ...
 #define LM_GOLDEN_MARGIN_POS 2      // ... plus this many positions (small subsets: quick mode)
 #define LM_GOLDEN_ABS_FACTOR 1.6    // allowed factor on llama.cpp's own max |diff|
@@ -28,6 +42,7 @@
 #define LM_GOLDEN_GREEDY_GAP 0.5    // a greedy split needs llama.cpp's gap below this
 // ... on either of llama.cpp's two paths while their greedy histories are the same (the
 // two paths themselves move a top-1/top-2 gap by up to ~1.2 logits, median 0.11)
+#define LM_GOLDEN_POS0_ABS 2e-5     // position 0: the files print 6 decimals of logits ~15
 
 // LUMEN_TEST_QUICK=1 (the sanitizer pass): leave out the 864-token prompt and compare 16
 // greedy steps; the same limits, computed over the same subset, still apply.
@@ -62,6 +77,7 @@ struct cmp_state {
     double max_abs, sum_abs;
     long n_abs;
     int max_abs_pos, max_abs_id;
+    double pos0_abs; // max |diff| at position 0
 };
 
 static void compare_position(void *ud, int pos, const float *logits) {
@@ -94,6 +110,7 @@ static void compare_position(void *ud, int pos, const float *logits) {
     for (int k = 0; k < nt; k++) {
         if (gid[k] < 0 || gid[k] >= s->n_vocab) continue;
         double d = fabs((double)logits[gid[k]] - (double)gval[k]);
+        if (pos == 0 && !(d <= s->pos0_abs)) s->pos0_abs = isnan(d) ? INFINITY : d;
         if (!(d <= s->max_abs)) { // also catches NaN
             s->max_abs = isnan(d) ? INFINITY : d;
             s->max_abs_pos = pos;
@@ -192,6 +209,9 @@ static void run_file(const char *file, const char *other, struct agree *tot) {
                "mean|d| %.5f  (%.2fs)\n",
                gp->name, s.n_pos, s.top1_agree, s.n_pos, 100.0 * rate, LM_GOLDEN_MIN_TOP5_OVERLAP,
                s.top5_bad, s.max_abs, s.max_abs_pos, s.max_abs_id, mean_abs, tp);
+        CHECKF(s.pos0_abs <= LM_GOLDEN_POS0_ABS, "[%s] position 0 differs from %s by %.6f (> %g): "
+               "lumen no longer reproduces llama.cpp where attention covers one cell", gp->name, file,
+               s.pos0_abs, LM_GOLDEN_POS0_ABS);
         tot->n_pos += s.n_pos;
         tot->top1 += s.top1_agree;
         tot->bad_top1 += s.top1_bad_disagree;

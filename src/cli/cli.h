@@ -28,6 +28,7 @@ int cmd_bench(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_perplexity(int argc, char **argv);
 
 struct lm_model;
 // The chat format for a model (cli_chat.c): the named one when forced ("gemma", "llama3",

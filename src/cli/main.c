@@ -1,4 +1,5 @@
-// lumen command line: dispatches to the subcommands (run, chat, tokenize, info, analyze, bench, serve).
+// lumen command line: dispatches to the subcommands (run, chat, tokenize, perplexity, info,
+// analyze, bench, serve).
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,8 @@ static const char *k_usage =
     "  run     generate text from a prompt (streams to stdout, stats on stderr)\n"
     "  chat    interactive multi-turn chat (line editing, history, KV kept between turns)\n"
     "  tokenize print a text's token ids and pieces\n"
+    "  perplexity a text's perplexity (llama-perplexity's method); KL-divergence against a\n"
+    "          base-logits file written by lumen or llama-perplexity\n"
     "  info    print a model's architecture, hyper-parameters, tokenizer and tensors\n"
     "  analyze report on a JSONL profile trace (text, optional --html page)\n"
     "  bench   throughput tests (pp/tg/TTFT), bandwidth roofline, --breakdown report\n"
@@ -96,6 +99,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "chat")) return cmd_chat(argc - 1, argv + 1);
     if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "serve")) return cmd_serve(argc - 1, argv + 1);
+    if (!strcmp(cmd, "perplexity")) return cmd_perplexity(argc - 1, argv + 1);
     fprintf(stderr, "lumen: unknown command '%s' (try `lumen --help`)\n", cmd);
     return LM_EXIT_USAGE;
 }

@@ -633,6 +633,8 @@ done:
 int32_t lm_tokenizer_n_vocab(const struct lm_tokenizer *t) { return t->n_vocab; }
 int32_t lm_tokenizer_bos(const struct lm_tokenizer *t) { return t->bos; }
 int32_t lm_tokenizer_eos(const struct lm_tokenizer *t) { return t->eos; }
+bool lm_tokenizer_add_bos(const struct lm_tokenizer *t) { return t->add_bos; }
+bool lm_tokenizer_add_eos(const struct lm_tokenizer *t) { return t->add_eos; }
 
 bool lm_tokenizer_is_eog(const struct lm_tokenizer *t, int32_t id) {
     return id >= 0 && id < t->n_vocab && (t->attr[id] & LM_TOK_FLAG_EOG);

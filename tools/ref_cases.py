@@ -1,0 +1,108 @@
+"""The models and token sequences on which lumen and llama.cpp are compared with the float64
+reference (tools/ref_forward.py): shared by tools/gen_golden_ref.py (llama.cpp's figures,
+tests/golden/ref_kl.txt) and tests/ref_forward_check.py (lumen's, at test time).
+
+Each case: (name, model source, golden file whose `tokens` lines are the sequences, longest
+sequence taken or None for all of them).
+Model sources:
+  default         models/gemma-3-270m-q4_k_m.gguf (or $LUMEN_MODEL)
+  f32             that file with every tensor dequantized to F32 by the gguf package
+                  (ref_forward.write_f32_copy), cached in the work directory: both engines then
+                  run on the reference's exact weights, with no 8-bit activations
+  arch:FILE       a random-weight model of tools/make_arch_gguf.py --ci (real widths, few
+                  layers, 8192-token vocabulary), in $LUMEN_ARCH_DIR (/tmp/lumen-arch-<uid>)
+The default model's sequences are the golden prompts of tests/golden/gemma3_logits.txt (the
+longest, 864 tokens, runs past Gemma 3's 512-token sliding window); gemma3's random copy has
+a 600-token sequence for the same reason. The `-short` cases take the prompts of up to 100
+tokens only (6 prompts, 177 positions): the default suite's fast variant.
+"""
+import hashlib
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+import make_arch_gguf as mk  # noqa: E402
+import ref_forward  # noqa: E402
+
+ARCH = ["tinyllama", "llama32", "qwen25", "qwen3", "gemma3"]
+SHORT = 100
+CASES = [("gemma3-270m-q4_k_m", "default", "tests/golden/gemma3_logits.txt", None),
+         ("gemma3-270m-q4_k_m-short", "default", "tests/golden/gemma3_logits.txt", SHORT),
+         ("gemma3-270m-f32", "f32", "tests/golden/gemma3_logits.txt", None),
+         ("gemma3-270m-f32-short", "f32", "tests/golden/gemma3_logits.txt", SHORT)]
+for _a in ARCH:
+    for _dt in ("f16", "qmix"):
+        CASES.append(("arch_%s_%s" % (_a, _dt), "arch:arch_%s_%s.gguf" % (_a, _dt),
+                      "tests/golden/arch_%s_%s.txt" % (_a, _dt), None))
+
+
+def kind(name, source):
+    """The weights' kind, which sets how sharp a comparison is (tests/ref_forward_check.py)."""
+    if source == "default":
+        return "q4_k_m"
+    if source == "f32":
+        return "f32"
+    return name.rsplit("_", 1)[-1]  # arch_<family>_<f16|qmix>
+
+
+def work_dir():
+    d = os.environ.get("LUMEN_REF_DIR") or "/tmp/lumen-ref-%d" % os.getuid()
+    os.makedirs(d, exist_ok=True)
+    return d
+
+
+def default_model():
+    return os.environ.get("LUMEN_MODEL") or os.path.join(ROOT, "models/gemma-3-270m-q4_k_m.gguf")
+
+
+def sha256_file(path):
+    return mk.sha256_file(path)
+
+
+def _f32_copy():
+    """The F32 copy of the default model, rewritten when the source or the writer changes."""
+    src = default_model()
+    dst = os.path.join(work_dir(), "gemma-3-270m-f32.gguf")
+    with open(ref_forward.__file__, "rb") as fh:
+        code = hashlib.sha256(fh.read()).hexdigest()
+    st = os.stat(src)
+    stamp_txt = "%s %d %d %s\n" % (src, st.st_size, int(st.st_mtime), code)
+    stamp = dst + ".stamp"
+    if os.path.exists(dst) and os.path.exists(stamp) and open(stamp).read() == stamp_txt:
+        return dst
+    print("ref_cases: writing %s" % dst, flush=True)
+    ref_forward.write_f32_copy(src, dst)
+    with open(stamp, "w") as fh:
+        fh.write(stamp_txt)
+    return dst
+
+
+def ref_source(source):
+    """The model file the reference reads for a case's source. The F32 copy holds exactly the
+    values the gguf dequantizer gives for the default file (F32 and F16 tensors are copied
+    exactly), so the reference of both is the same and one pass serves the two."""
+    return "default" if source == "f32" else source
+
+
+def model_path(source):
+    if source == "default":
+        return default_model()
+    if source == "f32":
+        return _f32_copy()
+    if source.startswith("arch:"):
+        # the directory tests/test_model_arch_golden.c uses (write_ci skips current files)
+        d = os.environ.get("LUMEN_ARCH_DIR") or "/tmp/lumen-arch-%d" % os.getuid()
+        mk.write_ci(d)
+        return os.path.join(d, source[5:])
+    raise ValueError(source)
+
+
+def sequences(golden, max_len=None):
+    """The token-id lists of a golden logits file's `tokens` lines (those of up to max_len)."""
+    out = []
+    with open(os.path.join(ROOT, golden)) as fh:
+        for line in fh:
+            if line.startswith("tokens "):
+                out.append([int(t) for t in line.split()[1:]])
+    return [s for s in out if max_len is None or len(s) <= max_len]

@@ -1,0 +1,365 @@
+#!/usr/bin/env python3
+"""An exact reference: the forward pass of a GGUF model in float64 NumPy, on the file's own
+weights dequantized by the `gguf` package's dequantizer (gguf.quants.dequantize).
+
+Agreement between lumen and llama.cpp shows that lumen computes what llama.cpp computes,
+not that either is right; this computes what both approximate (float64 everywhere, no
+8-bit activations, no f16 KV cache, exact GELU), so each engine's distance from it can be
+measured (KL-divergence, top-1 agreement). Architectures, as llama.cpp builds them
+(src/models/<arch>.cpp of the pinned sdist):
+
+  llama    RMSNorm, RoPE on adjacent pairs (rope_freqs.weight divides the frequencies,
+           Llama 3), causal attention, SwiGLU FFN
+  qwen2    llama + q/k/v biases, RoPE on halves (NeoX)
+  qwen3    qwen2 without biases + per-head RMSNorm of q and k before RoPE
+  gemma3   embeddings x sqrt(n_embd); q/k norms; RoPE on halves with base freq_base on global
+           layers and freq_base_swa (default 10000) on sliding-window layers (window
+           sliding_window, pattern from sliding_window_pattern, default 6: five local, one
+           global); q x 1/sqrt(head_dim); post-attention and post-FFN norms; GELU (tanh) FFN;
+           optional final logit soft-capping
+
+Optional biases (attn_q/k/v/output.bias) are applied wherever present. Not supported (an
+error names them): YaRN / LongRoPE scaling, per-layer head counts, MoE.
+
+Library:
+    m = RefModel("model.gguf")
+    for p0, logp in m.log_probs(tokens, chunk=64):  # float64 (n, n_vocab) log-softmax rows
+        ...
+    m.logits(tokens)                                 # all positions at once (small models)
+CLI:
+    ref_forward.py MODEL --tokens 2,818,5279 [--top 5]        top tokens per position
+    ref_forward.py MODEL --write-f32 OUT.gguf                 every tensor dequantized to F32
+"""
+import argparse
+import math
+import os
+import sys
+
+import numpy as np
+import gguf
+from gguf import GGMLQuantizationType as QT
+
+SUPPORTED = ("llama", "qwen2", "qwen3", "gemma3")
+ROPE_NEOX = {"llama": False, "qwen2": True, "qwen3": True, "gemma3": True}
+
+
+def field_value(f):
+    """A reader field's value as Python data (scalar, str, or list)."""
+    return f.contents()
+
+
+class RefModel:
+    def __init__(self, path):
+        self.path = path
+        self.r = gguf.GGUFReader(path)
+        self.kv = {k: f for k, f in self.r.fields.items()}
+        self.arch = self.get("general.architecture")
+        if self.arch not in SUPPORTED:
+            raise SystemExit("ref_forward: %s: architecture %r not supported (%s)" % (
+                path, self.arch, ", ".join(SUPPORTED)))
+        a = self.arch
+        self.n_embd = self.get(a + ".embedding_length")
+        self.n_layer = self.get(a + ".block_count")
+        self.n_head = self.get(a + ".attention.head_count")
+        self.n_head_kv = self.get(a + ".attention.head_count_kv", self.n_head)
+        if isinstance(self.n_head, list) or isinstance(self.n_head_kv, list):
+            raise SystemExit("ref_forward: per-layer head counts are not supported")
+        self.head_k = self.get(a + ".attention.key_length", self.n_embd // self.n_head)
+        self.head_v = self.get(a + ".attention.value_length", self.n_embd // self.n_head)
+        self.n_rot = self.get(a + ".rope.dimension_count", self.head_k)
+        self.eps = self.get(a + ".attention.layer_norm_rms_epsilon")
+        self.rope_base = self.get(a + ".rope.freq_base", 10000.0)
+        scaling = self.get(a + ".rope.scaling.type", "linear")
+        if scaling not in ("linear", "none"):
+            raise SystemExit("ref_forward: rope scaling %r is not supported" % scaling)
+        factor = self.get(a + ".rope.scaling.factor", 0.0) or self.get(a + ".rope.scale_linear", 0.0)
+        self.rope_scale = 1.0 / factor if factor else 1.0
+        self.swa = [False] * self.n_layer
+        self.n_swa = 0
+        self.rope_base_swa, self.rope_scale_swa = 10000.0, 1.0  # llama_hparams defaults
+        self.softcap = 0.0
+        if a == "gemma3":
+            self.n_swa = self.get(a + ".attention.sliding_window", 0)
+            if self.n_swa > 0:
+                pat = self.get(a + ".attention.sliding_window_pattern", 6)
+                if isinstance(pat, list):
+                    self.swa = [bool(x) for x in pat]
+                else:
+                    self.swa = [pat == 0 or (il % pat < pat - 1) for il in range(self.n_layer)]
+                self.rope_base_swa = self.get(a + ".rope.freq_base_swa", 10000.0)
+            self.softcap = self.get(a + ".final_logit_softcapping", 0.0)
+            self.attn_scale = 1.0 / math.sqrt(self.head_k)
+        self.tensors = {t.name: t for t in self.r.tensors}
+        self.n_vocab = int(self.tensors["token_embd.weight"].shape[1])
+        self._cache = {}
+
+    def get(self, key, default=None):
+        f = self.kv.get(key)
+        if f is None:
+            if default is None:
+                raise SystemExit("ref_forward: %s: key %s missing" % (self.path, key))
+            return default
+        return field_value(f)
+
+    def has(self, name):
+        return name in self.tensors
+
+    def w(self, name):
+        """Tensor `name` as float64, numpy order (rows = outputs: (n_out, n_in))."""
+        if name in self._cache:
+            return self._cache[name]
+        t = self.tensors[name]
+        if t.tensor_type in (QT.F32, QT.F16):
+            x = np.asarray(t.data).astype(np.float64)
+        else:
+            x = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float64)
+        x = x.reshape([int(d) for d in reversed(t.shape)])
+        self._cache[name] = x
+        return x
+
+    # ------------------------------------------------------------ pieces
+
+    def rmsnorm(self, x, weight):
+        """x (..., n) / rms(x) * weight"""
+        return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.eps) * weight
+
+    def linear(self, x, name):
+        y = x @ self.w(name + ".weight").T
+        if self.has(name + ".bias"):
+            y = y + self.w(name + ".bias")
+        return y
+
+    def rope(self, x, pos, base, scale, factors):
+        """x (n, heads, head_dim) rotated by position: adjacent pairs (llama) or halves (NeoX)."""
+        d = self.n_rot
+        i = np.arange(d // 2, dtype=np.float64)
+        inv = base ** (-2.0 * i / d)
+        if factors is not None:
+            inv = inv / factors
+        theta = scale * pos[:, None].astype(np.float64) * inv[None, :]      # (n, d/2)
+        c, s = np.cos(theta)[:, None, :], np.sin(theta)[:, None, :]
+        out = x.copy()
+        if ROPE_NEOX[self.arch]:
+            a, b = x[..., : d // 2], x[..., d // 2: d]
+            out[..., : d // 2] = a * c - b * s
+            out[..., d // 2: d] = a * s + b * c
+        else:
+            a, b = x[..., 0:d:2], x[..., 1:d:2]
+            out[..., 0:d:2] = a * c - b * s
+            out[..., 1:d:2] = a * s + b * c
+        return out
+
+    def attention(self, q, k, v, il):
+        """q (n, H, dk), k (n, Hkv, dk), v (n, Hkv, dv) -> (n, H*dv); causal, sliding window."""
+        n = q.shape[0]
+        group = self.n_head // self.n_head_kv
+        scale = 1.0 if self.arch == "gemma3" else 1.0 / math.sqrt(self.head_k)  # gemma: q pre-scaled
+        qi = np.arange(n)[:, None]
+        ki = np.arange(n)[None, :]
+        masked = ki > qi
+        if self.swa[il] and self.n_swa > 0:
+            masked = masked | (qi - ki >= self.n_swa)
+        out = np.empty((n, self.n_head, self.head_v))
+        for h in range(self.n_head):
+            kh = h // group
+            s = (q[:, h, :] @ k[:, kh, :].T) * scale
+            s[masked] = -np.inf
+            s -= s.max(axis=1, keepdims=True)
+            p = np.exp(s)
+            p /= p.sum(axis=1, keepdims=True)
+            out[:, h, :] = p @ v[:, kh, :]
+        return out.reshape(n, -1)
+
+    @staticmethod
+    def gelu(x):
+        return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+    @staticmethod
+    def silu(x):
+        return x / (1.0 + np.exp(-x))
+
+    # ------------------------------------------------------------ forward
+
+    def hidden(self, tokens):
+        """The final normed hidden states (n, n_embd) of a token sequence at positions 0..n-1."""
+        tokens = np.asarray(tokens, dtype=np.int64)
+        n = len(tokens)
+        pos = np.arange(n)
+        x = self.w("token_embd.weight")[tokens]
+        if self.arch == "gemma3":
+            x = x * math.sqrt(self.n_embd)
+        factors = self.w("rope_freqs.weight") if self.has("rope_freqs.weight") else None
+        for il in range(self.n_layer):
+            p = "blk.%d." % il
+            h = self.rmsnorm(x, self.w(p + "attn_norm.weight"))
+            q = self.linear(h, p + "attn_q").reshape(n, self.n_head, self.head_k)
+            k = self.linear(h, p + "attn_k").reshape(n, self.n_head_kv, self.head_k)
+            v = self.linear(h, p + "attn_v").reshape(n, self.n_head_kv, self.head_v)
+            if self.has(p + "attn_q_norm.weight"):
+                q = self.rmsnorm(q, self.w(p + "attn_q_norm.weight"))
+                k = self.rmsnorm(k, self.w(p + "attn_k_norm.weight"))
+            if self.swa[il]:
+                base, scale = self.rope_base_swa, self.rope_scale_swa
+            else:
+                base, scale = self.rope_base, self.rope_scale
+            q = self.rope(q, pos, base, scale, factors)
+            k = self.rope(k, pos, base, scale, factors)
+            if self.arch == "gemma3":
+                q = q * self.attn_scale
+            a = self.linear(self.attention(q, k, v, il), p + "attn_output")
+            if self.arch == "gemma3":
+                a = self.rmsnorm(a, self.w(p + "post_attention_norm.weight"))
+            x = x + a
+            h = self.rmsnorm(x, self.w(p + "ffn_norm.weight"))
+            g = self.linear(h, p + "ffn_gate")
+            u = self.linear(h, p + "ffn_up")
+            act = self.gelu(g) if self.arch == "gemma3" else self.silu(g)
+            f = self.linear(act * u, p + "ffn_down")
+            if self.arch == "gemma3":
+                f = self.rmsnorm(f, self.w(p + "post_ffw_norm.weight"))
+            x = x + f
+        return self.rmsnorm(x, self.w("output_norm.weight"))
+
+    def head(self, h):
+        """Logits (n, n_vocab) of final hidden states h (n, n_embd)."""
+        name = "output.weight" if self.has("output.weight") else "token_embd.weight"
+        y = h @ self.w(name).T
+        if self.softcap:
+            y = np.tanh(y / self.softcap) * self.softcap
+        return y
+
+    def logits(self, tokens):
+        return self.head(self.hidden(tokens))
+
+    def log_probs(self, tokens, chunk=64):
+        """Yields (first position, log-softmax rows float64 (m, n_vocab)) in chunks of positions."""
+        h = self.hidden(tokens)
+        for p0 in range(0, len(tokens), chunk):
+            y = self.head(h[p0:p0 + chunk])
+            y -= y.max(axis=1, keepdims=True)
+            y -= np.log(np.exp(y).sum(axis=1, keepdims=True))
+            yield p0, y
+
+
+# ================================================================ engine comparison helpers
+
+def log_softmax(logits):
+    """float32/64 rows -> float64 log-softmax rows."""
+    y = np.asarray(logits, dtype=np.float64)
+    y = y - y.max(axis=1, keepdims=True)
+    return y - np.log(np.exp(y).sum(axis=1, keepdims=True))
+
+
+def kl_rows(ref_logp, eng_logp):
+    """KL(ref || engine) per row (float64)."""
+    return (np.exp(ref_logp) * (ref_logp - eng_logp)).sum(axis=1)
+
+
+class StreamRows:
+    """An engine's logits read from a binary stream of float32 rows (tests/logits_dump.c)."""
+
+    def __init__(self, f, n_vocab):
+        self.f, self.n_vocab = f, n_vocab
+
+    def rows(self, m):
+        want = m * self.n_vocab * 4
+        buf = self.f.read(want)
+        if len(buf) != want:
+            raise RuntimeError("engine stream ended early (%d of %d bytes)" % (len(buf), want))
+        return np.frombuffer(buf, dtype=np.float32).reshape(m, self.n_vocab)
+
+
+class ArrayRows:
+    """An engine's logits from arrays, one (n, n_vocab) array per sequence, in order."""
+
+    def __init__(self, arrays):
+        self.arrays, self.i, self.p = list(arrays), 0, 0
+
+    def rows(self, m):
+        a = self.arrays[self.i]
+        out = a[self.p:self.p + m]
+        self.p += m
+        if self.p >= len(a):
+            self.i, self.p = self.i + 1, 0
+        return out
+
+
+def compare(ref, seqs, engines, chunk=64):
+    """Every position of every sequence: KL(reference || engine) and whether the engine's
+    top token is the reference's. engines: {name: object with rows(m) giving the next m
+    rows of float32 logits, sequences and positions in order}. Returns {name: stats}."""
+    kl = {e: [] for e in engines}
+    top1 = {e: 0 for e in engines}
+    for toks in seqs:
+        for p0, lp in ref.log_probs(toks, chunk):
+            best = lp.argmax(axis=1)
+            for name, eng in engines.items():
+                logits = eng.rows(len(lp))
+                kl[name].append(kl_rows(lp, log_softmax(logits)))
+                top1[name] += int((np.asarray(logits).argmax(axis=1) == best).sum())
+    out = {}
+    for name in engines:
+        k = np.concatenate(kl[name])
+        out[name] = dict(n=len(k), kl_mean=float(k.mean()), kl_median=float(np.median(k)),
+                         kl_p99=float(np.percentile(k, 99)), kl_max=float(k.max()), top1=top1[name])
+    return out
+
+
+# ================================================================ F32 copy
+
+def write_f32_copy(src, dst):
+    """Writes dst: src's metadata with every tensor dequantized to F32 (gguf's dequantizer),
+    general.file_type 0 (ALL_F32). Both engines then read the reference's exact weights."""
+    r = gguf.GGUFReader(src)
+    arch = field_value(r.fields["general.architecture"])
+    tmp = dst + ".tmp"
+    w = gguf.GGUFWriter(tmp, arch)
+    for key, f in r.fields.items():
+        if key.startswith("GGUF.") or key == "general.architecture":
+            continue
+        if key == "general.file_type":
+            w.add_uint32(key, 0)
+            continue
+        vtype = f.types[0]
+        sub = f.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None
+        w.add_key_value(key, field_value(f), vtype, sub)
+    for t in r.tensors:
+        if t.tensor_type == QT.F32:
+            x = np.asarray(t.data, dtype=np.float32)
+        elif t.tensor_type == QT.F16:
+            x = np.asarray(t.data).astype(np.float32)
+        else:
+            x = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32)
+        x = x.reshape([int(d) for d in reversed(t.shape)])
+        w.add_tensor(t.name, x)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    os.replace(tmp, dst)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("model")
+    ap.add_argument("--tokens", help="comma-separated token ids")
+    ap.add_argument("--top", type=int, default=5)
+    ap.add_argument("--write-f32", metavar="OUT", help="write an all-F32 copy of the model")
+    a = ap.parse_args()
+    if a.write_f32:
+        write_f32_copy(a.model, a.write_f32)
+        print("wrote %s (%.1f MB)" % (a.write_f32, os.path.getsize(a.write_f32) / 1e6))
+        return 0
+    if not a.tokens:
+        ap.error("--tokens or --write-f32")
+    toks = [int(t) for t in a.tokens.split(",")]
+    m = RefModel(a.model)
+    for p0, lp in m.log_probs(toks):
+        for i, row in enumerate(lp):
+            top = np.argsort(-row, kind="stable")[: a.top]
+            print("pos %d: %s" % (p0 + i, " ".join("%d:%.6f" % (t, row[t]) for t in top)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
