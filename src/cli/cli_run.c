@@ -33,6 +33,9 @@ static const char *k_run_help =
     "  -t, --threads N       threads (default: physical cores)\n"
     "      --ctx N           context size (default: min(model's, 4096))\n"
     "      --ignore-eos      keep generating past end-of-generation tokens\n"
+    "      --no-fused-top-k  sample from the full logits row even when the sampler needs only\n"
+    "                        its k best (greedy, top-k without penalties), which the LM head\n"
+    "                        otherwise selects as it computes them (same tokens, slower)\n"
     "      --verbose         print the prompt's token count and chat format, a progress\n"
     "                        line for prefills over ~2 s (when stderr is a terminal), and\n"
     "                        where the decode steps' time went (forward, sampling, output)\n"
@@ -70,7 +73,7 @@ int cmd_run(int argc, char **argv) {
     const char *cmd = "run";
     const char *model_path = NULL, *prompt = NULL, *prompt_file = NULL;
     int64_t n_predict = 128, n_threads = 0, n_ctx = 0;
-    bool chat = false, ignore_eos = false, profile = false, verbose = false;
+    bool chat = false, ignore_eos = false, profile = false, verbose = false, fused = true;
     const char *trace_path = NULL, *perfetto_path = NULL, *tmpl_name = NULL;
     struct lm_sampler_params sp = lm_sampler_params_default();
     for (int i = 1; i < argc; i++) {
@@ -85,6 +88,7 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "--template")) tmpl_name = cli_value(cmd, argc, argv, &i);
         else if (!strcmp(a, "--verbose")) verbose = true;
         else if (!strcmp(a, "--ignore-eos")) ignore_eos = true;
+        else if (!strcmp(a, "--no-fused-top-k")) fused = false;
         else if (!strcmp(a, "--profile")) profile = true;
         else if (!strcmp(a, "--trace")) trace_path = cli_value(cmd, argc, argv, &i);
         else if (!strcmp(a, "--perfetto")) perfetto_path = cli_value(cmd, argc, argv, &i);
@@ -224,6 +228,12 @@ int cmd_run(int argc, char **argv) {
         return 1;
     }
     for (size_t i = 0; i < n_ids; i++) lm_sampler_accept(smp, ids[i]);
+    // the LM head selects the candidates the sampler draws from, when that is all it needs
+    const int32_t top_need = fused ? lm_sampler_top_k_need(smp) : 0;
+    if (top_need > 0 && (st = lm_context_set_top_k(c, top_need)) != LM_OK) {
+        fprintf(stderr, "lumen run: %s\n", lm_error_msg());
+        return 1;
+    }
 
     // ---- prefill in chunks of n_batch; logits only for the last prompt token
     struct lm_batch_entry *batch = malloc(512 * sizeof *batch);
@@ -264,7 +274,10 @@ int cmd_run(int argc, char **argv) {
     while (n_gen < n_predict) {
         if (n_gen > 0) t_mark = lm_now_ns();
         tp = lm_prof_phase_begin(LM_PHASE_SAMPLE);
-        const int32_t id = lm_sampler_sample(smp, lm_get_logits(c, 0));
+        const struct lm_token_logit *top = NULL;
+        const int32_t n_top = top_need > 0 ? lm_get_top_k(c, 0, &top) : 0;
+        const int32_t id = n_top > 0 ? lm_sampler_sample_top_k(smp, top, n_top)
+                                     : lm_sampler_sample(smp, lm_get_logits(c, 0));
         lm_sampler_accept(smp, id);
         lm_prof_phase(LM_PHASE_SAMPLE, tp, lm_prof_ticks(), (int32_t)n_gen, 1);
         const uint64_t t_sampled = lm_now_ns();
