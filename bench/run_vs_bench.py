@@ -10,6 +10,8 @@ run / bench, per thread count and sampling mode:
   - greedy:  `lumen run --temp 0`
   - sampled: `lumen run --seed S` with the default chain (temp 0.8, top-k 40, top-p 0.95,
              min-p 0.05)
+  - greedy-unfused, sampled-unfused: the same with --no-fused-top-k (the sampler's own pass
+             over the full logits instead of the LM head's fused top-k selection)
 Both run modes generate -n tokens with --ignore-eos (text to /dev/null); bench runs
 `lumen bench -p 0 -n N -r 1 --warmup 1 --bw-mib 0` (one timed tg run after one warm-up).
 Each round runs, per thread count, bench, greedy and sampled in an order that rotates from
@@ -46,7 +48,9 @@ def bench_tg(lumen, model, threads, n):
 def run_gen(lumen, model, threads, n, mode, seed):
     args = [lumen, "run", "-m", model, "-p", PROMPT, "-n", str(n), "--ignore-eos",
             "-t", str(threads)]
-    args += ["--temp", "0"] if mode == "greedy" else ["--seed", str(seed)]
+    args += ["--temp", "0"] if mode.startswith("greedy") else ["--seed", str(seed)]
+    if mode.endswith("-unfused"):
+        args.append("--no-fused-top-k")
     p = subprocess.run(args, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                        text=True)
     m = GEN_RE.search(p.stderr)
@@ -62,7 +66,7 @@ def main():
     ap.add_argument("-n", type=int, default=128, help="tokens generated / decode steps")
     ap.add_argument("--model", default=str(ROOT / "models" / "gemma-3-270m-q4_k_m.gguf"))
     ap.add_argument("--lumen", default=str(ROOT / "build" / "lumen"))
-    ap.add_argument("--modes", default="greedy,sampled")
+    ap.add_argument("--modes", default="greedy,sampled,greedy-unfused,sampled-unfused")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--json", help="also write the figures to this file")
     a = ap.parse_args()
@@ -77,7 +81,7 @@ def main():
                 v = (bench_tg(a.lumen, a.model, t, a.n) if k == "bench"
                      else run_gen(a.lumen, a.model, t, a.n, k, a.seed))
                 res[t][k].append(v)
-                print("round %d t=%d %-7s %8.2f tok/s" % (r + 1, t, k, v), file=sys.stderr)
+                print("round %d t=%d %-15s %8.2f tok/s" % (r + 1, t, k, v), file=sys.stderr)
     print("`lumen run` decode vs `lumen bench` tg%d: %s, %d rounds, medians (tok/s)\n"
           % (a.n, Path(a.model).name, a.rounds))
     print("| threads | bench tg%d | run mode | run | run / bench (medians) | "
