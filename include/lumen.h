@@ -180,7 +180,8 @@ struct lm_token_logit {
     float logit;
 };
 // From the next lm_decode on, select the k best logits of each entry that wants logits
-// (k = 0: off, the default; k in [1, LM_TOP_K_MAX], else LM_ERR_ARG). Allocates once here.
+// (k = 0: off, the default; k in [1, LM_TOP_K_MAX], else LM_ERR_ARG). Allocates here, and
+// only for a k larger than any before on this context (cheap to call every step).
 enum lm_status lm_context_set_top_k(struct lm_context *c, int32_t k);
 // The i-th logits entry's min(k, n_vocab) best logits, best first, in *out (valid as long
 // as lm_get_logits' rows); returns their count, 0 when the last lm_decode selected none.

@@ -68,6 +68,43 @@ static bool generate(struct lm_context *c, const struct lm_sampler_params *p, bo
     return ok;
 }
 
+// the engine: events' tokens per request
+struct got {
+    int32_t tok[4][N_GEN];
+    int n[4];
+};
+static void on_event(void *user, const struct lm_event *ev) {
+    struct got *g = user;
+    const int r = (int)(ev->id - 1) % 4; // ids count from 1 in submission order
+    if (ev->token >= 0 && g->n[r] < N_GEN) g->tok[r][g->n[r]++] = ev->token;
+}
+
+// Requests with and without logprobs (which need the full row: the sampler's own pass) in
+// one engine, in the same steps: the same tokens, greedy and sampled.
+static void engine_check(struct lm_model *m) {
+    struct lm_engine_params ep = {.max_running = 4, .step_tokens = 64, .n_ctx = 128, .n_threads = 2};
+    struct lm_engine *e = NULL;
+    CHECK(lm_engine_init(&e, m, &ep) == LM_OK);
+    if (!e) return;
+    static const int32_t prompt[] = {2, 9259, 1902, 236764, 1217};
+    struct got g = {0};
+    for (int i = 0; i < 4; i++) {
+        struct lm_request_params rp = lm_request_params_default();
+        rp.max_tokens = N_GEN;
+        rp.ignore_eos = true;
+        rp.sampling.seed = 9;
+        if (i >= 2) rp.sampling.temperature = 0.0f; // 2, 3 greedy
+        if (i % 2 == 1) rp.n_logprobs = 1;          // 1, 3 with logprobs: the full row
+        uint64_t id = 0;
+        CHECK(lm_engine_submit(e, prompt, 5, &rp, on_event, &g, &id) == LM_OK && id == (uint64_t)i + 1);
+    }
+    while (lm_engine_step(e) > 0) { }
+    CHECK(g.n[0] == N_GEN && g.n[2] == N_GEN);
+    CHECKF(g.n[0] == g.n[1] && !memcmp(g.tok[0], g.tok[1], sizeof g.tok[0]), "engine: sampled tokens differ");
+    CHECKF(g.n[2] == g.n[3] && !memcmp(g.tok[2], g.tok[3], sizeof g.tok[2]), "engine: greedy tokens differ");
+    lm_engine_free(e);
+}
+
 int main(void) {
     struct lm_model *m = NULL;
     if (lm_model_load(&m, lm_test_model_path(), NULL) != LM_OK) {
@@ -145,7 +182,8 @@ int main(void) {
     CHECK(lm_sampler_init(&s, &q, nv) == LM_OK && lm_sampler_top_k_need(s) == 40);
     CHECK(lm_sampler_sample_top_k(s, &one, 1) == -1);
     lm_sampler_free(s);
-    printf("%d chains compared fused against unfused\n", runs);
+    engine_check(m);
+    printf("%d chains compared fused against unfused, and in the engine\n", runs);
     free(sorted_row);
     lm_model_free(m);
     return lm_test_finish();

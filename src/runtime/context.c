@@ -242,11 +242,11 @@ enum lm_status lm_decode(struct lm_context *c, const struct lm_batch_entry *e, i
     lm_pool_run(c->pool, forward_worker, c);
     lm_kv_commit(&c->kv, e, n);
     if (c->top_k > 0) { // the threads' selections of each row -> one, sorted
-        const size_t k = (size_t)c->top_k;
-        struct lm_topk_cand *out_buf = c->topk_buf + (size_t)c->n_threads * c->n_logits_max * k;
+        const size_t cap = (size_t)c->topk_cap;
+        struct lm_topk_cand *out_buf = c->topk_buf + (size_t)c->n_threads * c->n_logits_max * cap;
         for (int32_t r = 0; r < n_out; r++) {
             struct lm_topk *t = &c->topk_out[r];
-            lm_topk_reset(t, out_buf + (size_t)r * k, c->top_k);
+            lm_topk_reset(t, out_buf + (size_t)r * cap, c->top_k);
             for (int ith = 0; ith < c->n_threads; ith++)
                 lm_topk_merge(t, &c->topk_part[(size_t)ith * c->n_logits_max + r]);
             lm_topk_sort(t);
@@ -266,21 +266,21 @@ const float *lm_get_logits(const struct lm_context *c, int32_t i) {
 enum lm_status lm_context_set_top_k(struct lm_context *c, int32_t k) {
     if (k < 0 || k > LM_TOP_K_MAX)
         return lm_error_set(LM_ERR_ARG, "context: top-k %d out of range [0, %d]", k, LM_TOP_K_MAX);
-    if (k == c->top_k) return LM_OK;
-    free(c->topk_part); free(c->topk_out); free(c->topk_buf);
-    c->topk_part = NULL; c->topk_out = NULL; c->topk_buf = NULL;
-    c->top_k = 0;
     c->n_topk_rows = 0;
-    if (k == 0) return LM_OK;
-    const size_t rows = (size_t)c->n_logits_max, nt = (size_t)c->n_threads;
-    c->topk_part = malloc(nt * rows * sizeof *c->topk_part);
-    c->topk_out = malloc(rows * sizeof *c->topk_out);
-    c->topk_buf = malloc((nt + 1) * rows * (size_t)k * sizeof *c->topk_buf);
-    if (!c->topk_part || !c->topk_out || !c->topk_buf) {
-        free(c->topk_part); free(c->topk_out); free(c->topk_buf);
-        c->topk_part = NULL; c->topk_out = NULL; c->topk_buf = NULL;
-        return lm_error_set(LM_ERR_NOMEM, "context: cannot allocate top-%d selections for %d rows", k,
-                            c->n_logits_max);
+    if (k > c->topk_cap) { // buffers for the largest k asked so far: a smaller k reuses them
+        const size_t rows = (size_t)c->n_logits_max, nt = (size_t)c->n_threads;
+        struct lm_topk *part = realloc(c->topk_part, nt * rows * sizeof *part);
+        if (part) c->topk_part = part;
+        struct lm_topk *out = realloc(c->topk_out, rows * sizeof *out);
+        if (out) c->topk_out = out;
+        struct lm_topk_cand *buf = realloc(c->topk_buf, (nt + 1) * rows * (size_t)k * sizeof *buf);
+        if (buf) c->topk_buf = buf;
+        if (!part || !out || !buf) {
+            c->top_k = 0;
+            return lm_error_set(LM_ERR_NOMEM, "context: cannot allocate top-%d selections for %d rows", k,
+                                c->n_logits_max);
+        }
+        c->topk_cap = k;
     }
     c->top_k = k;
     return LM_OK;

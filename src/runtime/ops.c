@@ -358,8 +358,8 @@ void lm_op_lm_head_reset(struct lm_context *c, int ith) {
 // Thread ith's fused top-k selections: empties them (every pass, before the head).
 static void head_topk_reset(struct lm_context *c, int ith) {
     struct lm_topk *t = c->topk_part + (size_t)ith * c->n_logits_max;
-    struct lm_topk_cand *buf = c->topk_buf + (size_t)ith * c->n_logits_max * c->top_k;
-    for (int32_t r = 0; r < c->n_out; r++) lm_topk_reset(&t[r], buf + (size_t)r * c->top_k, c->top_k);
+    struct lm_topk_cand *buf = c->topk_buf + (size_t)ith * c->n_logits_max * c->topk_cap;
+    for (int32_t r = 0; r < c->n_out; r++) lm_topk_reset(&t[r], buf + (size_t)r * c->topk_cap, c->top_k);
 }
 
 // Feeds columns [a, b) of every logits row, final values, to thread ith's selections.

@@ -40,10 +40,11 @@ struct lm_context {
     // fused top-k (lm_context_set_top_k): each thread selects from the logits it finishes,
     // lm_decode merges the threads' selections of each row into topk_out, sorted
     int32_t top_k;                 // 0: off
+    int32_t topk_cap;              // the buffers hold selections of up to this k
     int32_t n_topk_rows;           // rows lm_get_top_k answers (last lm_decode's n_out, or 0)
     struct lm_topk *topk_part;     // (n_threads, n_logits_max)
     struct lm_topk *topk_out;      // (n_logits_max)
-    struct lm_topk_cand *topk_buf; // (n_threads + 1) * n_logits_max * top_k candidates
+    struct lm_topk_cand *topk_buf; // (n_threads + 1) * n_logits_max * topk_cap candidates
 
     // scratch, sized once for n_batch entries (no allocation in the hot path)
     float *x;     // (n_batch, n_embd) residual stream
