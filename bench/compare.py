@@ -361,7 +361,8 @@ def write_batched_md(res, path):
              "for all, nothing sampled). lumen fwd t/s = N x "
              f"{G} / summed forward-pass time (lm_decode) of the same {G} steps: the same quantity, "
              f"the ratio column. lumen gen t/s = N x {G} / time from the last sequence's first token "
-             "to the last token: those steps with greedy sampling over the vocabulary and token "
+             "to the last token: those steps with greedy sampling (from the LM head's fused top-1 "
+             "selection) and token "
              "delivery included (what a client sees; llama-batched-bench does not sample)")
     o.append("- TTFT: lumen = submit to each sequence's first token (end of the prompt step's "
              "forward pass), p50 / p99 over the N sequences; llama.cpp = T_PP, the one prompt "
