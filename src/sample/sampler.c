@@ -1,6 +1,8 @@
 // Sampler chain: penalties (repetition, presence, frequency) -> top-k -> top-p -> min-p -> temperature ->
 // draw from a seeded RNG (temperature <= 0: greedy argmax). Same seed and
-// parameters give the same tokens.
+// parameters give the same tokens. The k best (greedy: 1) are selected by the kernels' top-k
+// (kernels.h), here over the row or by the LM head as it computes it (lm_sampler_sample_top_k):
+// one ranking, so both give the same token.
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
