@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""lumen vs llama.cpp on the same GGUF files: pp512, tg128, TTFT, load time, read bandwidth
-and each engine's fraction of the decode roofline, at -t 1 and 2, engines alternating run
-by run. Writes bench/results/compare-<date>.md/.json and bench/results/latest.md.
+"""lumen vs llama.cpp's own tools on the same GGUF files: pp512, tg128, TTFT (a 16-token
+prefill), read bandwidth and each engine's fraction of the decode roofline, at -t 1 and 2,
+engines alternating run by run. Writes bench/results/compare-<date>.md/.json and bench/results/latest.md.
 With --batched LIST, also batched decode of N sequences against llama-batched-bench
 (bench/results/batched-<date>.md/.json, batched-latest.md; see "batched decode" below).
 
@@ -9,11 +9,23 @@ usage: .venv/bin/python bench/compare.py [-r 3] [-t 1,2] [--models A.gguf B.gguf
        .venv/bin/python bench/compare.py --batched 1,8,16 [--batched-prompt 64]
                                          [--batched-gen 128] [--batched-only]
 
-llama.cpp is the pinned llama-cpp-python in .venv (built from source with
-CMAKE_ARGS=-DGGML_NATIVE=ON by scripts/setup.sh --reference), driven through its low-level
-API: llama_decode over batches of 512 (logits only on the last prompt token) for pp, one
-token per call for tg, n_threads = n_threads_batch, flash attention off. lumen is
-build/lumen run as `lumen bench -o json` (one process per repetition and thread count).
+llama.cpp is its own llama-bench, built by `bash scripts/setup.sh --reference` from the
+llama.cpp tree vendored in the pinned llama-cpp-python sdist (the same commit as the binding;
+.reference/bin, found by bench/reference.py). The Python binding's figures differ from
+llama.cpp's own tools on the same machine (its decode loop is Python), so the binding is kept
+only where a test needs logits (tools/gen_golden_*.py). Per repetition and thread count, one
+process of each engine, engines alternating:
+  - lumen: `lumen bench -p PP,TTFT -n TG -r 1 --warmup W -o json`: pp PP and pp TTFT (prefill
+    in batches of 512, logits for the last token), tg TG (TG one-token decode calls with
+    logits, nothing sampled, after an untimed 16-token prompt).
+  - llama.cpp: `llama-bench -p PP,TTFT -n 0 -r W+1` and `llama-bench -p 0 -n TG -d 16 -r W+1`
+    (-b 512 -ub 512 -fa off -t T, f16 KV, mmap, repack as built): the same tests (-d 16: the
+    decode starts after an untimed 16-token prefill, as lumen's); each test runs W+1 times
+    after llama-bench's own warm-up and the last run counts, as lumen's W untimed runs.
+TTFT here is the pp TTFT time (a TTFT-token prefill, logits for the last token, no sampling:
+llama-bench does not sample). Prompts: lumen BOS + the bench text, llama-bench BOS + random
+tokens (the content does not change the work). llama-bench does not time model loading, so
+load is reported for lumen alone (json).
 
 Batched decode (--batched N1,N2,...; off by default: it needs llama.cpp's own
 llama-batched-bench, which `bash scripts/setup.sh --reference` builds from the llama.cpp tree
@@ -44,12 +56,10 @@ stream per sequence, as lumen's per-sequence block tables), n_batch = n_ubatch =
 (capped at 8192 like lumen's step) so every prompt is one batch in both engines.
 """
 import argparse
-import ctypes
 import datetime
 import json
 import os
 import platform
-import re
 import statistics
 import subprocess
 import sys
@@ -66,16 +76,6 @@ TG_PROMPT = 16  # tokens prefilled (untimed) before a tg test, as in `lumen benc
 
 
 # ============================================================== helpers
-
-def bench_text():
-    """The fixed English text of `lumen bench` (src/cli/cli_bench.c), so both engines see
-    the same prompt; each engine tokenizes it itself."""
-    src = (ROOT / "src" / "cli" / "cli_bench.c").read_text()
-    m = re.search(r"const char lm_bench_text\[\] =(.*?);\n", src, re.S)
-    if not m:
-        sys.exit("compare.py: cannot find lm_bench_text in src/cli/cli_bench.c")
-    return "".join(re.findall(r'"((?:[^"\\]|\\.)*)"', m.group(1)))
-
 
 def summary(xs):
     xs = [x for x in xs if x is not None]
@@ -140,9 +140,8 @@ class Lumen:
 
     def run(self, model, threads, a):
         """One process: load, warm-up, one timed pp / tg / ttft each."""
-        cmd = [self.bin, "bench", "-m", str(model), "-p", str(a.pp), "-n", str(a.tg),
-               "--ttft", str(a.ttft), "-r", "1", "--warmup", str(a.warmup), "-t", str(threads),
-               "--bw-mib", "0", "-o", "json"]
+        cmd = [self.bin, "bench", "-m", str(model), "-p", f"{a.pp},{a.ttft}", "-n", str(a.tg),
+               "-r", "1", "--warmup", str(a.warmup), "-t", str(threads), "--bw-mib", "0", "-o", "json"]
         p = subprocess.run(cmd, capture_output=True, text=True)
         if p.returncode != 0:
             sys.exit(f"compare.py: {' '.join(cmd)} failed ({p.returncode}): {p.stderr.strip()}")
@@ -150,7 +149,7 @@ class Lumen:
         tests = {t["test"]: t for t in d["tests"]}
         ns = lambda k: tests[k]["samples_ns"][0]
         return {"pp_ts": a.pp / (ns(f"pp{a.pp}") * 1e-9), "tg_ts": a.tg / (ns(f"tg{a.tg}") * 1e-9),
-                "ttft_ms": ns(f"ttft{a.ttft}") / 1e6, "load_ms": d["model"]["load_ms"],
+                "ttft_ms": ns(f"pp{a.ttft}") / 1e6, "load_ms": d["model"]["load_ms"],
                 "ctx_ms": d["model"].get("ctx_init_ms"),
                 "bytes_per_token": d["model"]["bytes_per_token"], "desc": d["model"]["desc"],
                 "kernels": d["system"]["kernels"]}
@@ -166,136 +165,40 @@ class Lumen:
 
 # ============================================================== llama.cpp
 
-class LlamaCpp:
+class LlamaBench:
+    """llama.cpp's llama-bench (.reference/bin): pp / tg / TTFT-prefill, one run counted."""
     name = "llama.cpp"
 
-    def __init__(self):
-        import llama_cpp as L
-        self.L = L
-        L.llama_backend_init()
-        # silence llama.cpp's log (keep a reference to the callback)
-        self._log_cb = L.llama_log_callback(lambda level, text, user: None)
-        L.llama_log_set(self._log_cb, ctypes.c_void_p(0))
-        self.version = L.__version__
-        self.system_info = L.llama_print_system_info().decode(errors="replace").strip()
+    def __init__(self, exe):
+        self.exe = exe
+        self.build_commit = None
+        self.cmds = []
 
-    def tokens(self, vocab, n, text):
-        L = self.L
-        b = text.encode()
-        buf = (L.llama_token * (len(b) + 16))()
-        k = L.llama_tokenize(vocab, b, len(b), buf, len(buf), False, False)
-        if k < 0:  # buffer too small: -k tokens needed
-            buf = (L.llama_token * (-k))()
-            k = L.llama_tokenize(vocab, b, len(b), buf, len(buf), False, False)
-        if k <= 0:
-            sys.exit("compare.py: llama.cpp tokenized the bench text to nothing")
-        body = list(buf[:k])
-        ids = []
-        bos = L.llama_vocab_bos(vocab)
-        if bos >= 0 and n > 0:
-            ids.append(bos)
-        j = 0
-        while len(ids) < n:
-            ids.append(body[j % len(body)])
-            j += 1
-        return ids
+    def _bench(self, model, threads, a, args):
+        cmd = [self.exe, "-m", str(model), "-t", str(threads), "-r", str(a.warmup + 1),
+               "-b", str(N_BATCH), "-ub", str(N_BATCH), "-fa", "off", "-o", "jsonl"] + args
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            tail = " | ".join(p.stderr.strip().splitlines()[-3:])
+            sys.exit(f"compare.py: {' '.join(cmd)} failed ({p.returncode}): {tail}")
+        rows = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+        if rows:
+            self.build_commit = rows[0].get("build_commit")
+        if len(self.cmds) < 2:
+            shown = cmd[1:]
+            shown[shown.index("-t") + 1] = "T"
+            self.cmds.append(" ".join(shown).replace(f"{ROOT}/", ""))
+        # the last of the W+1 runs of each test counts (the first W are the warm-up)
+        return {(r["n_prompt"], r["n_gen"]): r["samples_ns"][-1] for r in rows}
 
-    def _batch(self, ids, pos0, logits_last):
-        L = self.L
-        b = L.llama_batch_init(len(ids), 0, 1)
-        for i, t in enumerate(ids):
-            b.token[i] = t
-            b.pos[i] = pos0 + i
-            b.n_seq_id[i] = 1
-            b.seq_id[i][0] = 0
-            b.logits[i] = 1 if (logits_last and i == len(ids) - 1) else 0
-        b.n_tokens = len(ids)
-        return b
-
-    def _prefill_batches(self, ids):
-        return [self._batch(ids[o:o + N_BATCH], o, o + N_BATCH >= len(ids))
-                for o in range(0, len(ids), N_BATCH)]
-
-    def _decode(self, ctx, batches):
-        for b in batches:
-            rc = self.L.llama_decode(ctx, b)
-            if rc != 0:
-                sys.exit(f"compare.py: llama_decode returned {rc}")
-        self.L.llama_synchronize(ctx)
-
-    def run(self, model, threads, a, text):
-        """Fresh model + context (as lumen's fresh process), warm-up, one timed pp/tg/ttft."""
-        L = self.L
-        need = max(a.pp, TG_PROMPT + a.tg, a.ttft)
-        mp = L.llama_model_default_params()
-        mp.n_gpu_layers = 0
-        t0 = time.perf_counter_ns()
-        mdl = L.llama_model_load_from_file(str(model).encode(), mp)
-        t1 = time.perf_counter_ns()
-        if not mdl:
-            sys.exit(f"compare.py: llama.cpp cannot load {model}")
-        cp = L.llama_context_default_params()
-        cp.n_ctx = need
-        cp.n_batch = cp.n_ubatch = N_BATCH
-        cp.n_seq_max = 1
-        cp.n_threads = cp.n_threads_batch = threads
-        cp.flash_attn_type = L.LLAMA_FLASH_ATTN_TYPE_DISABLED  # = llama-cpp-python's Llama default
-        cp.no_perf = True
-        t2 = time.perf_counter_ns()
-        ctx = L.llama_init_from_model(mdl, cp)
-        t3 = time.perf_counter_ns()
-        if not ctx:
-            sys.exit("compare.py: llama_init_from_model failed")
-        vocab = L.llama_model_get_vocab(mdl)
-        ids = self.tokens(vocab, need, text)
-        mem = L.llama_get_memory(ctx)
-        smpl = L.llama_sampler_chain_init(L.llama_sampler_chain_default_params())
-        for s in (L.llama_sampler_init_top_k(40), L.llama_sampler_init_top_p(0.95, 1),
-                  L.llama_sampler_init_min_p(0.05, 1), L.llama_sampler_init_temp(0.8),
-                  L.llama_sampler_init_dist(0)):
-            L.llama_sampler_chain_add(smpl, s)
-        # batches built before any timer starts
-        pp_b = self._prefill_batches(ids[:a.pp]) if a.pp else []
-        tg_pre = self._prefill_batches(ids[:TG_PROMPT])
-        tg_b = [self._batch([ids[TG_PROMPT + i]], TG_PROMPT + i, True) for i in range(a.tg)]
-        tt_b = self._prefill_batches(ids[:a.ttft]) if a.ttft else []
-        keep = pp_b + tg_pre + tg_b + tt_b
-
-        def pp():
-            L.llama_memory_clear(mem, True)
-            t = time.perf_counter_ns()
-            self._decode(ctx, pp_b)
-            return time.perf_counter_ns() - t
-
-        def tg():
-            L.llama_memory_clear(mem, True)
-            self._decode(ctx, tg_pre)
-            t = time.perf_counter_ns()
-            self._decode(ctx, tg_b)
-            return time.perf_counter_ns() - t
-
-        def ttft():
-            L.llama_memory_clear(mem, True)
-            t = time.perf_counter_ns()
-            self._decode(ctx, tt_b)
-            L.llama_sampler_sample(smpl, ctx, -1)
-            return time.perf_counter_ns() - t
-
-        res = {"load_ms": (t1 - t0) / 1e6, "ctx_ms": (t3 - t2) / 1e6}
-        for key, fn, n in (("pp_ts", pp, a.pp), ("tg_ts", tg, a.tg), ("ttft_ms", ttft, a.ttft)):
-            if not n:
-                res[key] = None
-                continue
-            for _ in range(a.warmup):
-                fn()
-            ns = fn()
-            res[key] = ns / 1e6 if key == "ttft_ms" else n / (ns * 1e-9)
-        for b in keep:
-            L.llama_batch_free(b)
-        L.llama_sampler_free(smpl)
-        L.llama_free(ctx)
-        L.llama_model_free(mdl)
-        return res
+    def run(self, model, threads, a):
+        pp = self._bench(model, threads, a, ["-p", f"{a.pp},{a.ttft}", "-n", "0"])
+        tg = self._bench(model, threads, a, ["-p", "0", "-n", str(a.tg), "-d", str(TG_PROMPT)])
+        try:
+            return {"pp_ts": a.pp / (pp[(a.pp, 0)] * 1e-9), "ttft_ms": pp[(a.ttft, 0)] / 1e6,
+                    "tg_ts": a.tg / (tg[(0, a.tg)] * 1e-9), "load_ms": None, "ctx_ms": None}
+        except KeyError as e:
+            sys.exit(f"compare.py: llama-bench gave no result for test {e}")
 
 
 # ============================================================== batched decode
@@ -458,7 +361,8 @@ def write_batched_md(res, path):
              "for all, nothing sampled). lumen fwd t/s = N x "
              f"{G} / summed forward-pass time (lm_decode) of the same {G} steps: the same quantity, "
              f"the ratio column. lumen gen t/s = N x {G} / time from the last sequence's first token "
-             "to the last token: those steps with greedy sampling over the vocabulary and token "
+             "to the last token: those steps with greedy sampling (from the LM head's fused top-1 "
+             "selection) and token "
              "delivery included (what a client sees; llama-batched-bench does not sample)")
     o.append("- TTFT: lumen = submit to each sequence's first token (end of the prompt step's "
              "forward pass), p50 / p99 over the N sequences; llama.cpp = T_PP, the one prompt "
@@ -505,24 +409,24 @@ def write_md(res, path):
     s = res["setup"]
     o.append(f"- machine: {s['cpu']} ({s['cores']} cores), {s['platform']}; shared, 2 cores: "
              "compare ratios, not absolute numbers")
-    o.append(f"- lumen: `{s['lumen_bin']}` (kernels {s['lumen_kernels']}), run as "
-             "`lumen bench -o json`, one process per repetition and thread count")
-    o.append(f"- llama.cpp: llama-cpp-python {s['llama_cpp_version']}, built from source with "
-             f"CMAKE_ARGS=-DGGML_NATIVE=ON ({s['llama_cpp_build']}); system info: "
-             f"`{s['llama_cpp_system_info']}`")
-    o.append(f"- pp{s['pp']}: prefill in llama_decode/lm_decode batches of {N_BATCH}, logits only "
-             f"for the last token. tg{s['tg']}: {s['tg']} one-token decode calls (logits each, no "
-             f"sampling) after a {TG_PROMPT}-token prompt. TTFT: prompt eval of {s['ttft']} tokens "
-             "+ one sample (top-k 40, top-p 0.95, min-p 0.05, temp 0.8), tokenization excluded.")
-    o.append(f"- both: same GGUF file, same prompt text (each engine tokenizes it), n_ctx "
-             f"{s['n_ctx']}, f16 KV cache, n_threads = n_threads_batch, flash attention off "
-             "(llama-cpp-python's Llama default; the low-level default is auto), mmap, warm page "
-             f"cache; {s['warmup']} warm-up run per test; engines alternate run by run; "
-             f"{s['reps']} reps; cells are median [min–max]")
-    o.append(f"- load: lumen = lm_model_load (mmap, validate, tokenizer) + lm_context_init; "
-             "llama.cpp = llama_model_load_from_file (vocab + weights) + llama_init_from_model"
-             + ("; llama.cpp's CPU backend repacks quantized weights at load (REPACK = 1), "
-                "which is most of its load time" if "REPACK = 1" in s["llama_cpp_system_info"] else ""))
+    o.append(f"- lumen: `{s['lumen_bin']} {s['lumen_cmd']}` (kernels {s['lumen_kernels']}), "
+             "one process per repetition and thread count T")
+    o.append(f"- llama.cpp: llama-bench (`{s['llama_bench']}`, build {s['llama_build_commit']}) built "
+             f"from {s['llama_cpp_built_from'] or '?'} by scripts/setup.sh --reference (Release, "
+             f"GGML_NATIVE=ON, CPU only): `{s['llama_cmds'][0]}` and `{s['llama_cmds'][1]}`, one "
+             "process each per repetition and thread count")
+    o.append(f"- pp{s['pp']}: prefill in batches of {N_BATCH}, logits only for the last token. "
+             f"tg{s['tg']}: {s['tg']} one-token decode calls (logits each, no sampling) after an "
+             f"untimed {TG_PROMPT}-token prompt (llama-bench -d {TG_PROMPT}). TTFT: the prefill of "
+             f"{s['ttft']} tokens (pp{s['ttft']}, logits for the last token; no sampling, which "
+             "llama-bench does not do; tokenization excluded).")
+    o.append(f"- both: same GGUF file, n_ctx >= {s['n_ctx']}, f16 KV cache, n_threads = "
+             "n_threads_batch, flash attention off, mmap, warm page cache; lumen prompts are BOS + "
+             "the bench text, llama-bench's BOS + random tokens; each test runs "
+             f"{s['warmup']} untimed time(s) then once timed (llama-bench: -r {s['warmup'] + 1}, the "
+             "last run counts, after its own warm-up); engines alternate process by process; "
+             f"{s['reps']} reps; cells are median [min–max]. llama-bench does not time model "
+             "loading: lumen's load time is in the json only")
     bw = s["bandwidth"]
     o.append("- read bandwidth (best of 3, sum over %d MiB): %s" % (s["bw_mib"], "; ".join(
         f"{t} thread{'s' if int(t) > 1 else ''}: numpy {v['numpy']:.2f} GB/s, lumen probe "
@@ -548,9 +452,7 @@ def write_md(res, path):
             row(f"tg{s['tg']} GB/s of weights", "tg_gbps", 2)
             o.append(f"| {t} | tg{s['tg']} fraction of roofline ({r['roofline_ts']:.1f} tok/s at "
                      f"{r['bw_gbps']:.2f} GB/s) | {lu['roof']:.0%} | {ll['roof']:.0%} | |")
-            row(f"TTFT ms ({s['ttft']} tokens)", "ttft_ms", 1, " (<1: lumen faster)")
-            row("model load ms", "load_ms", 1)
-            row("context init ms", "ctx_ms", 1)
+            row(f"TTFT ms (pp{s['ttft']})", "ttft_ms", 1, " (<1: lumen faster)")
         o.append("")
     Path(path).write_text("\n".join(o) + "\n")
 
@@ -638,9 +540,12 @@ def machine_info():
 
 
 def single_stream(a, models, threads, lumen, machine):
-    """pp / tg / TTFT / load against llama-cpp-python (the default comparison)."""
-    text = bench_text()
-    llama = LlamaCpp()
+    """pp / tg / TTFT against llama.cpp's llama-bench (the default comparison)."""
+    import reference
+    try:
+        llama = LlamaBench(reference.tool("llama-bench"))
+    except reference.ReferenceMissing as e:
+        sys.exit(f"compare.py: {e}")
 
     # ---- bandwidth: the script's own numpy probe and lumen's; the roofline uses the higher
     print("compare.py: read-bandwidth probes...", file=sys.stderr)
@@ -655,10 +560,9 @@ def single_stream(a, models, threads, lumen, machine):
     res = {"date": date, "setup": {
         "cpu": machine["cpu"], "cores": machine["cores"], "l3_bytes": machine["l3_bytes"],
         "platform": machine["platform"], "lumen_bin": os.path.relpath(a.bin, ROOT), "lumen_kernels": None,
-        "llama_cpp_version": llama.version, "llama_cpp_system_info": llama.system_info,
-        "llama_cpp_build": "wheel built locally by scikit-build-core; AVX512 flags in the "
-                           "system info come from -march=native" if "AVX512 = 1" in llama.system_info
-                           else "check the system info",
+        "llama_bench": os.path.relpath(llama.exe, ROOT) if llama.exe.startswith(str(ROOT)) else llama.exe,
+        "llama_cpp_built_from": reference.built_from(), "llama_build_commit": None,
+        "llama_cmds": None, "lumen_cmd": None,
         "pp": a.pp, "tg": a.tg, "ttft": a.ttft, "reps": a.reps, "warmup": a.warmup,
         "n_ctx": max(a.pp, TG_PROMPT + a.tg, a.ttft), "threads": threads, "bw_mib": a.bw_mib,
         "bandwidth": bw, "flash_attn": False, "n_batch": N_BATCH, "tg_prompt": TG_PROMPT},
@@ -672,13 +576,18 @@ def single_stream(a, models, threads, lumen, machine):
             for ti, t in enumerate(threads):
                 order = [lumen, llama] if (rep + ti) % 2 == 0 else [llama, lumen]
                 for eng in order:
-                    r = eng.run(model, t, a) if eng is lumen else eng.run(model, t, a, text)
+                    r = eng.run(model, t, a)
                     if eng is lumen:
                         desc = r["desc"]
                         res["setup"]["lumen_kernels"] = r["kernels"]
+                        res["setup"]["lumen_cmd"] = (f"bench -m {os.path.relpath(model, ROOT)} -p {a.pp},{a.ttft} "
+                                                     f"-n {a.tg} -r 1 --warmup {a.warmup} -t T --bw-mib 0 -o json")
                         if r["bytes_per_token"] != bpt:
                             print(f"compare.py: note: lumen counts {r['bytes_per_token']} bytes/token,"
                                   f" the script {bpt}", file=sys.stderr)
+                    else:
+                        res["setup"]["llama_build_commit"] = llama.build_commit
+                        res["setup"]["llama_cmds"] = llama.cmds
                     raw[t][eng.name].append(r)
                     print(f"compare.py: {Path(model).name} rep {rep + 1}/{a.reps} t={t} {eng.name}: "
                           f"pp {r['pp_ts']:.1f} tok/s, tg {r['tg_ts']:.2f} tok/s, TTFT "

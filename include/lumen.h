@@ -170,6 +170,26 @@ enum lm_status lm_decode(struct lm_context *c, const struct lm_batch_entry *entr
 // this context or lm_context_free.
 const float *lm_get_logits(const struct lm_context *c, int32_t i);
 
+// ---- Top-k selection fused into the LM head
+// The LM head's row pass can also select, for every entry that wants logits, its k largest
+// logits while each chunk of logits it wrote is still in cache, so a sampler that needs no
+// more than those (lm_sampler_top_k_need) skips its own pass over the n_vocab logits. The
+// full logits are still computed (lm_get_logits). Candidates rank by logit descending, then
+// by id ascending (NaN as -inf); lm_sampler_sample ranks the same way, so sampling from
+// lm_get_top_k gives the token lm_sampler_sample gives on the full row, bit for bit.
+#define LM_TOP_K_MAX 256
+struct lm_token_logit {
+    int32_t id;
+    float logit;
+};
+// From the next lm_decode on, select the k best logits of each entry that wants logits
+// (k = 0: off, the default; k in [1, LM_TOP_K_MAX], else LM_ERR_ARG). Allocates here, and
+// only for a k larger than any before on this context (cheap to call every step).
+enum lm_status lm_context_set_top_k(struct lm_context *c, int32_t k);
+// The i-th logits entry's min(k, n_vocab) best logits, best first, in *out (valid as long
+// as lm_get_logits' rows); returns their count, 0 when the last lm_decode selected none.
+int32_t lm_get_top_k(const struct lm_context *c, int32_t i, const struct lm_token_logit **out);
+
 // ---------------------------------------------------------------- KV cache sequences
 // Every function validates its sequence ids and ranges: LM_ERR_ARG with a message, no
 // change made. Rollback is exact at any depth: every position's K/V stays in the pool
@@ -228,6 +248,14 @@ enum lm_status lm_sampler_init(struct lm_sampler **out, const struct lm_sampler_
                                int32_t n_vocab);
 void lm_sampler_free(struct lm_sampler *s);
 int32_t lm_sampler_sample(struct lm_sampler *s, const float *logits);
+// How many of the best logits the chain needs to draw its token: 1 for greedy, top_k when
+// top-k is on (at most LM_TOP_K_MAX) and no penalty is; 0 when it needs every logit
+// (penalties, top-k off). Set lm_context_set_top_k to it, then lm_sampler_sample_top_k.
+int32_t lm_sampler_top_k_need(const struct lm_sampler *s);
+// Draws from the n best logits of a row, best first (lm_get_top_k): the token
+// lm_sampler_sample would draw from the whole row, and the same RNG step. -1 (LM_ERR_ARG) if
+// n < lm_sampler_top_k_need(s) or the chain needs every logit.
+int32_t lm_sampler_sample_top_k(struct lm_sampler *s, const struct lm_token_logit *top, int32_t n);
 void lm_sampler_accept(struct lm_sampler *s, int32_t token); // feeds the repetition window
 struct lm_sampler_params lm_sampler_params_default(void);
 

@@ -68,6 +68,20 @@ if [[ -x "$PY" ]]; then
   expect 0 "" -- "$BIN" run -m "$TMP/tiny_ok.gguf" -p "the cat" -n 8 -t 2 --seed 1
   if grep -q "gen .* tok/s" "$TMP/err"; then ok; else bad "stats line missing: $(cat "$TMP/err")"; fi
   expect 2 "exceeds the model's context length 256" -- "$BIN" run -m "$TMP/tiny_ok.gguf" -p hi --ctx 1000
+  # the LM head's fused top-k (a small head: selected after its barrier) gives the text the
+  # sampler's own pass over the logits gives; with soft-capping, selected after the cap
+  for f in tiny_ok tiny_softcap; do
+    for th in 1 2; do
+      for smp in "--temp 0" "--seed 3" "--seed 5 --top-k 3 --temp 2"; do
+        "$BIN" run -m "$TMP/$f.gguf" -p "the cat" -n 24 --ignore-eos -t $th $smp >"$TMP/fused" 2>/dev/null
+        "$BIN" run -m "$TMP/$f.gguf" -p "the cat" -n 24 --ignore-eos -t $th $smp --no-fused-top-k \
+          >"$TMP/unfused" 2>/dev/null
+        if [[ -s "$TMP/fused" ]] && cmp -s "$TMP/fused" "$TMP/unfused"; then ok
+        else bad "$f run -t $th $smp: fused and unfused text differ"; fi
+      done
+    done
+  done
+  "$BIN" info "$TMP/tiny_softcap.gguf" 2>/dev/null | grep -q "logit softcap  3" && ok || bad "tiny_softcap.gguf has no softcap"
   # chat without a terminal: one reply per line, /stats; one warning naming the fallback format
   printf 'hi\n/stats\nmore\n/stats\n' >"$TMP/chat_in"
   expect 0 "" -- "$BIN" chat -m "$TMP/tiny_ok.gguf" -n 4 -t 2 --seed 1 <"$TMP/chat_in"

@@ -198,8 +198,9 @@ int main(void) {
     }
     lm_sampler_free(s);
 
-    // greedy = the first index of the largest logit, on odd lengths with many ties and
-    // NaNs (the vectorized argmax against the plain loop)
+    // greedy = the first index of the largest logit, NaN ranking as -inf (never above a
+    // number, wherever it stands), on odd lengths with many ties and NaNs (the vectorized
+    // selection against the plain loop)
     {
         static float v[4099];
         const int lens[] = {1, 2, 15, 16, 17, 31, 32, 33, 47, 64, 65, 1000, 4099};
@@ -209,8 +210,10 @@ int main(void) {
             for (int rep = 0; rep < 40; rep++) {
                 for (int i = 0; i < n; i++) v[i] = (float)(lm_test_rng_u64() % 7);
                 if (rep % 5 == 1) v[lm_test_rng_u64() % n] = NAN;
+                if (rep % 5 == 2) v[0] = NAN; // the first element too
                 int want = 0;
-                for (int i = 1; i < n; i++) if (v[i] > v[want]) want = i;
+                for (int i = 1; i < n; i++)
+                    if (v[i] > (isnan(v[want]) ? -INFINITY : v[want])) want = i;
                 p = lm_sampler_params_default();
                 p.temperature = 0.0f;
                 s = mk(p, n);

@@ -41,6 +41,8 @@ def write(path, defect=None):
     u32("attention.sliding_window", 16)
     if defect != "no_eps":
         w.add_float32(f"{arch}.attention.layer_norm_rms_epsilon", 1e-6)
+    if defect == "softcap":  # not a defect: Gemma 2's final soft-capping of the logits
+        w.add_float32(f"{arch}.final_logit_softcapping", 3.0)
     if defect == "eps_wrong_type":
         w.add_string(f"{arch}.attention.layer_norm_rms_epsilon", "tiny")
     toks, scores, types = vocab()
@@ -89,6 +91,7 @@ def main():
     out = Path(sys.argv[1])
     out.mkdir(parents=True, exist_ok=True)
     write(out / "tiny_ok.gguf")
+    write(out / "tiny_softcap.gguf", "softcap")
     for d in ["bad_arch", "no_embedding_length", "no_eps", "missing_tensor", "wrong_shape"]:
         write(out / f"tiny_{d}.gguf", d)
 

@@ -284,6 +284,10 @@ static int chat_turn(struct chat *ch, uint64_t t_enter) {
         return 1;
     }
     for (size_t i = 0; i < n_ids; i++) lm_sampler_accept(smp, ids[i]);
+    // the LM head selects the candidates the sampler draws from, when that is all it needs
+    // (the same tokens as the sampler's own pass over the full row)
+    int32_t top_need = lm_sampler_top_k_need(smp);
+    if (lm_context_set_top_k(ch->c, top_need) != LM_OK) top_need = 0;
 
     // ---- prefill [keep, n_ids) in chunks; Ctrl-C is honoured between chunks
     struct cli_progress prog;
@@ -328,7 +332,10 @@ static int chat_turn(struct chat *ch, uint64_t t_enter) {
     rs.finish = "length";
     while (ch->n_predict == 0 || rs.n_gen < ch->n_predict) {
         if (g_interrupted) { rs.finish = "interrupted"; break; }
-        const int32_t id = lm_sampler_sample(smp, lm_get_logits(ch->c, 0));
+        const struct lm_token_logit *top = NULL;
+        const int32_t n_top = top_need > 0 ? lm_get_top_k(ch->c, 0, &top) : 0;
+        const int32_t id = n_top > 0 ? lm_sampler_sample_top_k(smp, top, n_top)
+                                     : lm_sampler_sample(smp, lm_get_logits(ch->c, 0));
         lm_sampler_accept(smp, id);
         if (rs.n_gen == 0) t_first = lm_now_ns();
         rs.n_gen++;

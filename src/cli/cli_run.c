@@ -33,8 +33,12 @@ static const char *k_run_help =
     "  -t, --threads N       threads (default: physical cores)\n"
     "      --ctx N           context size (default: min(model's, 4096))\n"
     "      --ignore-eos      keep generating past end-of-generation tokens\n"
-    "      --verbose         print the prompt's token count and chat format, and a progress\n"
-    "                        line for prefills over ~2 s (when stderr is a terminal)\n"
+    "      --no-fused-top-k  sample from the full logits row even when the sampler needs only\n"
+    "                        its k best (greedy, top-k without penalties), which the LM head\n"
+    "                        otherwise selects as it computes them (same tokens, slower)\n"
+    "      --verbose         print the prompt's token count and chat format, a progress\n"
+    "                        line for prefills over ~2 s (when stderr is a terminal), and\n"
+    "                        where the decode steps' time went (forward, sampling, output)\n"
     "      --profile         print the profiler's summary (phases, ops, matmuls, barriers,\n"
     "                        memory) to stderr at the end\n"
     "      --trace FILE      write every profiler event as JSONL (docs/profiling.md)\n"
@@ -69,7 +73,7 @@ int cmd_run(int argc, char **argv) {
     const char *cmd = "run";
     const char *model_path = NULL, *prompt = NULL, *prompt_file = NULL;
     int64_t n_predict = 128, n_threads = 0, n_ctx = 0;
-    bool chat = false, ignore_eos = false, profile = false, verbose = false;
+    bool chat = false, ignore_eos = false, profile = false, verbose = false, fused = true;
     const char *trace_path = NULL, *perfetto_path = NULL, *tmpl_name = NULL;
     struct lm_sampler_params sp = lm_sampler_params_default();
     for (int i = 1; i < argc; i++) {
@@ -84,6 +88,7 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "--template")) tmpl_name = cli_value(cmd, argc, argv, &i);
         else if (!strcmp(a, "--verbose")) verbose = true;
         else if (!strcmp(a, "--ignore-eos")) ignore_eos = true;
+        else if (!strcmp(a, "--no-fused-top-k")) fused = false;
         else if (!strcmp(a, "--profile")) profile = true;
         else if (!strcmp(a, "--trace")) trace_path = cli_value(cmd, argc, argv, &i);
         else if (!strcmp(a, "--perfetto")) perfetto_path = cli_value(cmd, argc, argv, &i);
@@ -223,6 +228,12 @@ int cmd_run(int argc, char **argv) {
         return 1;
     }
     for (size_t i = 0; i < n_ids; i++) lm_sampler_accept(smp, ids[i]);
+    // the LM head selects the candidates the sampler draws from, when that is all it needs
+    const int32_t top_need = fused ? lm_sampler_top_k_need(smp) : 0;
+    if (top_need > 0 && (st = lm_context_set_top_k(c, top_need)) != LM_OK) {
+        fprintf(stderr, "lumen run: %s\n", lm_error_msg());
+        return 1;
+    }
 
     // ---- prefill in chunks of n_batch; logits only for the last prompt token
     struct lm_batch_entry *batch = malloc(512 * sizeof *batch);
@@ -256,13 +267,22 @@ int cmd_run(int argc, char **argv) {
     char *piece = malloc(piece_cap);
     int64_t n_gen = 0;
     uint64_t t_first = 0, t_dec0 = 0;
+    // --verbose: where the decode steps' time goes (after the first token): forward passes,
+    // sampling, detokenization + writing the text
+    uint64_t ns_fwd = 0, ns_sample = 0, ns_out = 0, t_mark = 0;
     int32_t pos = (int32_t)n_ids;
     while (n_gen < n_predict) {
+        if (n_gen > 0) t_mark = lm_now_ns();
         tp = lm_prof_phase_begin(LM_PHASE_SAMPLE);
-        const int32_t id = lm_sampler_sample(smp, lm_get_logits(c, 0));
+        const struct lm_token_logit *top = NULL;
+        const int32_t n_top = top_need > 0 ? lm_get_top_k(c, 0, &top) : 0;
+        const int32_t id = n_top > 0 ? lm_sampler_sample_top_k(smp, top, n_top)
+                                     : lm_sampler_sample(smp, lm_get_logits(c, 0));
         lm_sampler_accept(smp, id);
         lm_prof_phase(LM_PHASE_SAMPLE, tp, lm_prof_ticks(), (int32_t)n_gen, 1);
-        if (n_gen == 0) t_first = t_dec0 = lm_now_ns();
+        const uint64_t t_sampled = lm_now_ns();
+        if (n_gen == 0) t_first = t_dec0 = t_sampled;
+        else ns_sample += t_sampled - t_mark;
         n_gen++;
         if (!ignore_eos && lm_tokenizer_is_eog(tok, id)) break;
         size_t np = 0;
@@ -271,6 +291,8 @@ int cmd_run(int argc, char **argv) {
         fwrite(piece, 1, np, stdout);
         fflush(stdout);
         lm_prof_phase(LM_PHASE_DETOKENIZE, tp, lm_prof_ticks(), (int32_t)n_gen - 1, 1);
+        t_mark = lm_now_ns();
+        ns_out += t_mark - t_sampled;
         if (n_gen == n_predict) break;
         if (pos >= n_ctx) break;
         struct lm_batch_entry e = {.token = id, .pos = pos++, .seq = 0, .want_logits = true};
@@ -280,6 +302,7 @@ int cmd_run(int argc, char **argv) {
             return 1;
         }
         lm_prof_phase(LM_PHASE_DECODE, tp, lm_prof_ticks(), (int32_t)n_gen - 1, 1);
+        ns_fwd += lm_now_ns() - t_mark;
     }
     size_t np = lm_detok_flush(&dt, piece, piece_cap);
     fwrite(piece, 1, np, stdout);
@@ -295,6 +318,13 @@ int cmd_run(int argc, char **argv) {
             "gen %lld tok, %.1f tok/s | threads %d\n",
             load_ms, n_ids, prefill_s > 0 ? (double)n_ids / prefill_s : 0.0, ttft_ms,
             (long long)n_gen, dec_s > 0 ? (double)(n_gen - 1) / dec_s : 0.0, lm_context_n_threads(c));
+    if (verbose && n_gen > 1) { // per generated token after the first
+        const double per = 1e3 * (double)(n_gen - 1);
+        fprintf(stderr, "lumen run: decode steps: forward %.1f us/tok (%.1f tok/s), sampling %.1f us/tok, "
+                "detokenize + output %.1f us/tok, other %.1f us/tok\n", (double)ns_fwd / per,
+                ns_fwd ? (double)(n_gen - 1) * 1e9 / (double)ns_fwd : 0.0, (double)ns_sample / per,
+                (double)ns_out / per, (double)(t_end - t_dec0 - ns_fwd - ns_sample - ns_out) / per);
+    }
     int rc = 0;
     if (lm_prof_on()) {
         struct lm_kv_cache_stats kvs;

@@ -133,6 +133,31 @@ typedef void (*lm_attn_fn)(const struct lm_attn_job *j);
 // Floats of scratch one attention job needs (any table) for windows ending below n_cells.
 size_t lm_attn_scratch_floats(int64_t hdk, int64_t hdv, int64_t n_cells);
 
+// ---- Top-k selection: the k largest logits of a row, for the sampler and for the LM head's
+// row pass, which selects while each chunk of logits it wrote is still in L1 (runtime/ops.c).
+// Candidates rank by logit descending, then by id ascending, NaN ranking as -inf: a strict
+// total order, so the k kept and their order do not depend on how a row is cut into spans,
+// in which order the spans come, or how partial selections are merged. Every table gives
+// the same selection (the ISA versions of topk_span only skip values that cannot enter).
+struct lm_topk_cand {
+    int32_t id;
+    float logit;
+};
+struct lm_topk {
+    struct lm_topk_cand *c; // (k) a heap while pushing, the worst kept at c[0]
+    int32_t k, n;           // capacity, kept so far
+};
+// Empties t over buf (k entries, k >= 0).
+void lm_topk_reset(struct lm_topk *t, struct lm_topk_cand *buf, int32_t k);
+// Offers one candidate.
+void lm_topk_push(struct lm_topk *t, int32_t id, float logit);
+// Offers every candidate of src (a heap or sorted) to dst.
+void lm_topk_merge(struct lm_topk *dst, const struct lm_topk *src);
+// Sorts the kept candidates best first (t->c[0 .. t->n)); no push after this.
+void lm_topk_sort(struct lm_topk *t);
+// Offers x[i] as candidate id0 + i for i < n.
+typedef void (*lm_topk_span_fn)(struct lm_topk *t, const float *x, int32_t id0, int64_t n);
+
 struct lm_kernels {
     const char *name;                      // "generic", "avx2", "avx512", "avx512_vnni"
     lm_dequant_fn dequant[LM_DTYPE_COUNT]; // indexed by the weight dtype
@@ -149,6 +174,7 @@ struct lm_kernels {
     lm_swiglu_fn swiglu;
     lm_f32_to_f16_fn f32_to_f16;
     lm_attn_fn attn;
+    lm_topk_span_fn topk_span;
 };
 
 // True if weight (n_out, n_in) of dtype t has an il layout: q8_0, q5_0, q4_K, q6_K, f16 with

@@ -290,6 +290,7 @@ static void avx512_init(void) {
     k_avx512.swiglu = lm_swiglu_avx512;
     k_avx512.f32_to_f16 = lm_f32_to_f16_avx512;
     k_avx512.attn = lm_attn_avx512;
+    k_avx512.topk_span = lm_topk_span_avx512;
 }
 
 const struct lm_kernels *lm_kernels_avx512(void) {

@@ -541,6 +541,7 @@ static const struct lm_kernels k_generic = {
     },
     .rmsnorm = lm_rmsnorm_generic, .rope = lm_rope_generic, .geglu = lm_geglu_generic,
     .swiglu = lm_swiglu_generic, .f32_to_f16 = lm_f32_to_f16_generic, .attn = lm_attn_generic,
+    .topk_span = lm_topk_span_generic,
 };
 
 const struct lm_kernels *lm_kernels_generic(void) { return &k_generic; }

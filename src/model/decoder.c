@@ -117,7 +117,7 @@ void lm_decoder_forward(struct lm_context *c, int ith, int nth) {
     lm_op_lm_head(c, ith, nth);
     t = lm_fwd_sync_mm(c, ith, LM_OP_LM_HEAD, -1, t, head, 1);
     if (m->output_b.data) {
-        lm_op_add_bias(c->logits, &m->output_b, c->n_out, ith, nth);
+        lm_op_lm_head_bias(c, ith, nth);
         lm_fwd_sync(c, ith, LM_OP_LM_HEAD, -1, t);
     }
 }

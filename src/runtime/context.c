@@ -87,6 +87,7 @@ void lm_context_free(struct lm_context *c) {
     free(c->x_alt); free(c->xn_priv);
     free(c->x); free(c->xn); free(c->q); free(c->k); free(c->v); free(c->att); free(c->o);
     free(c->gate); free(c->up); free(c->attn_scratch); free(c->logits);
+    free(c->topk_part); free(c->topk_out); free(c->topk_buf);
     lm_matmul_ws_free(&c->mm);
     for (int i = 0; i < c->n_rope_slots; i++) free(c->rope_cs[i]);
     free(c->rope_slot);
@@ -237,14 +238,60 @@ enum lm_status lm_decode(struct lm_context *c, const struct lm_batch_entry *e, i
     c->batch = e;
     c->n_tokens = n;
     c->n_out = n_out;
+    c->n_topk_rows = 0;
     lm_pool_run(c->pool, forward_worker, c);
     lm_kv_commit(&c->kv, e, n);
+    if (c->top_k > 0) { // the threads' selections of each row -> one, sorted
+        const size_t cap = (size_t)c->topk_cap;
+        struct lm_topk_cand *out_buf = c->topk_buf + (size_t)c->n_threads * c->n_logits_max * cap;
+        for (int32_t r = 0; r < n_out; r++) {
+            struct lm_topk *t = &c->topk_out[r];
+            lm_topk_reset(t, out_buf + (size_t)r * cap, c->top_k);
+            for (int ith = 0; ith < c->n_threads; ith++)
+                lm_topk_merge(t, &c->topk_part[(size_t)ith * c->n_logits_max + r]);
+            lm_topk_sort(t);
+        }
+        c->n_topk_rows = n_out;
+    }
     return LM_OK;
 }
 
 const float *lm_get_logits(const struct lm_context *c, int32_t i) {
     if (i < 0 || i >= c->n_out) return NULL;
     return c->logits + (size_t)i * c->m->hp.n_vocab;
+}
+
+// ================================================================ fused top-k
+
+enum lm_status lm_context_set_top_k(struct lm_context *c, int32_t k) {
+    if (k < 0 || k > LM_TOP_K_MAX)
+        return lm_error_set(LM_ERR_ARG, "context: top-k %d out of range [0, %d]", k, LM_TOP_K_MAX);
+    c->n_topk_rows = 0;
+    if (k > c->topk_cap) { // buffers for the largest k asked so far: a smaller k reuses them
+        const size_t rows = (size_t)c->n_logits_max, nt = (size_t)c->n_threads;
+        struct lm_topk *part = realloc(c->topk_part, nt * rows * sizeof *part);
+        if (part) c->topk_part = part;
+        struct lm_topk *out = realloc(c->topk_out, rows * sizeof *out);
+        if (out) c->topk_out = out;
+        struct lm_topk_cand *buf = realloc(c->topk_buf, (nt + 1) * rows * (size_t)k * sizeof *buf);
+        if (buf) c->topk_buf = buf;
+        if (!part || !out || !buf) {
+            c->top_k = 0;
+            return lm_error_set(LM_ERR_NOMEM, "context: cannot allocate top-%d selections for %d rows", k,
+                                c->n_logits_max);
+        }
+        c->topk_cap = k;
+    }
+    c->top_k = k;
+    return LM_OK;
+}
+
+int32_t lm_get_top_k(const struct lm_context *c, int32_t i, const struct lm_token_logit **out) {
+    *out = NULL;
+    if (i < 0 || i >= c->n_topk_rows) return 0;
+    // same layout (static assert in sample/sampler.c)
+    *out = (const struct lm_token_logit *)c->topk_out[i].c;
+    return c->topk_out[i].n;
 }
 
 void lm_context_set_kernels(struct lm_context *c, const struct lm_kernels *k) { c->kern = k; }

@@ -355,6 +355,25 @@ void lm_op_lm_head_reset(struct lm_context *c, int ith) {
 // the smallest claim of lm_head rows: 128 groups, ~1.4 MB of Gemma's q8_0 head
 #define LM_HEAD_CHUNK 2048
 
+// Thread ith's fused top-k selections: empties them (every pass, before the head).
+static void head_topk_reset(struct lm_context *c, int ith) {
+    struct lm_topk *t = c->topk_part + (size_t)ith * c->n_logits_max;
+    struct lm_topk_cand *buf = c->topk_buf + (size_t)ith * c->n_logits_max * c->topk_cap;
+    for (int32_t r = 0; r < c->n_out; r++) lm_topk_reset(&t[r], buf + (size_t)r * c->topk_cap, c->top_k);
+}
+
+// Feeds columns [a, b) of every logits row, final values, to thread ith's selections.
+static void head_topk_cols(struct lm_context *c, int ith, int64_t a, int64_t b) {
+    const int64_t nv = c->m->hp.n_vocab;
+    struct lm_topk *t = c->topk_part + (size_t)ith * c->n_logits_max;
+    for (int32_t r = 0; r < c->n_out; r++)
+        c->kern->topk_span(&t[r], c->logits + r * nv + a, (int32_t)a, b - a);
+}
+
+// the head's last pass writes the final logits: the bias, else the soft-capping, else the
+// matmul itself
+static bool head_has_bias(const struct lm_context *c) { return c->m->output_b.data != NULL; }
+
 // logits (n_out, n_vocab) = lm_head(xn rows), then the optional final soft-capping
 // The head is the largest matmul of a step (Gemma 3: 72% of the bytes read per token).
 // A static half per thread left one thread waiting 0.5-2.7 ms at the next barrier whenever
@@ -362,10 +381,17 @@ void lm_op_lm_head_reset(struct lm_context *c, int ith) {
 // Guided claims (first 1/4 of the head each at 2 threads, then shrinking) against fixed
 // 2048-row ones: Gemma decode at 2 threads, head time per token faster in 6 of 6
 // alternating runs (3.78-5.72 vs 4.11-6.24 ms): fewer restarts of the read streams.
+// Fused top-k: a claimed range is computed LM_HEAD_CHUNK rows at a time, each piece's logits
+// (8 KB per row) selected from while in L1; the sampler's own pass over Gemma 3's 262144
+// logits (1 MB, half of it in the other core's cache at 2 threads) took ~36 us per token.
 void lm_op_lm_head(struct lm_context *c, int ith, int nth) {
     const struct lm_model *m = c->m;
     const struct lm_weight *W = &m->output;
-    if (nth > 1 && W->n_out % LM_MATMUL_ROW_ALIGN == 0 && W->n_out > 2 * LM_HEAD_CHUNK) {
+    const float cap = m->hp.final_softcap;
+    const bool topk = c->top_k > 0, topk_inline = topk && cap <= 0.0f && !head_has_bias(c);
+    if (topk) head_topk_reset(c, ith);
+    const bool claim = W->n_out % LM_MATMUL_ROW_ALIGN == 0 && W->n_out > 2 * LM_HEAD_CHUNK;
+    if (claim && (nth > 1 || topk_inline)) {
         struct lm_matmul_plan p;
         matmul_begin(c, &p, &W, 1, c->xn, c->n_out, ith, nth);
         for (;;) {
@@ -380,17 +406,44 @@ void lm_op_lm_head(struct lm_context *c, int ith, int nth) {
                                                             memory_order_relaxed));
             if (a >= W->n_out) break;
             const int64_t b = a + n < W->n_out ? a + n : W->n_out;
-            lm_matmul_rows(&p, 0, c->logits, a, b);
+            if (!topk_inline) {
+                lm_matmul_rows(&p, 0, c->logits, a, b);
+                continue;
+            }
+            for (int64_t s = a; s < b; s += LM_HEAD_CHUNK) {
+                const int64_t e = s + LM_HEAD_CHUNK < b ? s + LM_HEAD_CHUNK : b;
+                lm_matmul_rows(&p, 0, c->logits, s, e);
+                head_topk_cols(c, ith, s, e);
+            }
         }
     } else {
         lm_op_matmul(c, c->logits, c->xn, W, c->n_out, ith, nth);
+        if (topk_inline) { // a small or unaligned head: select once every thread is done
+            lm_pool_barrier(c->pool);
+            int64_t s, e;
+            split(m->hp.n_vocab, ith, nth, &s, &e);
+            head_topk_cols(c, ith, s, e);
+        }
     }
-    if (m->hp.final_softcap > 0.0f) {
+    if (cap > 0.0f) {
         lm_pool_barrier(c->pool);
-        const float cap = m->hp.final_softcap;
+        // element-wise, so this split (columns of every row) gives the same values as any
+        const int64_t nv = m->hp.n_vocab;
         int64_t s, e;
-        split((int64_t)c->n_out * m->hp.n_vocab, ith, nth, &s, &e);
-        for (int64_t i = s; i < e; i++) c->logits[i] = tanhf(c->logits[i] / cap) * cap;
+        split(nv, ith, nth, &s, &e);
+        for (int32_t r = 0; r < c->n_out; r++)
+            for (int64_t i = s; i < e; i++) c->logits[r * nv + i] = tanhf(c->logits[r * nv + i] / cap) * cap;
+        if (topk && !head_has_bias(c)) head_topk_cols(c, ith, s, e);
     }
 }
 
+// element-wise like lm_op_add_bias (same values), split by columns for the selection
+void lm_op_lm_head_bias(struct lm_context *c, int ith, int nth) {
+    const int64_t nv = c->m->hp.n_vocab;
+    const float *bf = c->m->output_b.data;
+    int64_t s, e;
+    split(nv, ith, nth, &s, &e);
+    for (int32_t r = 0; r < c->n_out; r++)
+        for (int64_t j = s; j < e; j++) c->logits[r * nv + j] += bf[j];
+    if (c->top_k > 0) head_topk_cols(c, ith, s, e);
+}

@@ -37,6 +37,14 @@ struct lm_context {
     float *x_alt;        // (LM_PRIVATE_QUANT_ROWS, n_embd)
     float *xn_priv;      // (n_threads, LM_PRIVATE_QUANT_ROWS, n_embd)
     atomic_llong head_next; // next lm_head row to claim (lm_op_lm_head; lm_op_lm_head_reset)
+    // fused top-k (lm_context_set_top_k): each thread selects from the logits it finishes,
+    // lm_decode merges the threads' selections of each row into topk_out, sorted
+    int32_t top_k;                 // 0: off
+    int32_t topk_cap;              // the buffers hold selections of up to this k
+    int32_t n_topk_rows;           // rows lm_get_top_k answers (last lm_decode's n_out, or 0)
+    struct lm_topk *topk_part;     // (n_threads, n_logits_max)
+    struct lm_topk *topk_out;      // (n_logits_max)
+    struct lm_topk_cand *topk_buf; // (n_threads + 1) * n_logits_max * topk_cap candidates
 
     // scratch, sized once for n_batch entries (no allocation in the hot path)
     float *x;     // (n_batch, n_embd) residual stream
@@ -125,8 +133,13 @@ void lm_op_output_norm(struct lm_context *c, const float *x, int ith, int nth);
 // Rewinds the head's row-claim counter (thread 0). lm_op_lm_head needs it once per pass,
 // with a barrier between the two (the forward puts it before the output norm's barrier).
 void lm_op_lm_head_reset(struct lm_context *c, int ith);
-// logits = lm_head(xn rows) (+ final soft-capping); has an internal barrier if capping
+// logits = lm_head(xn rows) (+ final soft-capping); has an internal barrier if capping.
+// With c->top_k, the pass that writes the final logits (this one, or lm_op_lm_head_bias)
+// also feeds them to this thread's top-k selections (c->topk_part).
 void lm_op_lm_head(struct lm_context *c, int ith, int nth);
+// logits += the output bias (qwen2), and the fused top-k selection of the biased logits;
+// after the head's barrier
+void lm_op_lm_head_bias(struct lm_context *c, int ith, int nth);
 
 // ---------------------------------------------------------------- profiling hooks
 // Ends op `op` of `layer` on this thread (started at t0 = lm_prof_now() or the previous

@@ -31,6 +31,8 @@ struct req {
     int32_t *bias_tok;
     float *bias_val;
     struct lm_sampler *smp;
+    int32_t top_need;          // best logits the chain draws from (lm_sampler_top_k_need; 0:
+                               // it needs the full row: also with logit bias or logprobs)
     lm_event_fn cb;
     void *user;
     uint64_t t_submit, t_admit, admit_order;
@@ -304,6 +306,7 @@ enum lm_status lm_engine_submit(struct lm_engine *e, const int32_t *prompt, int3
     r->user = user;
     r->t_submit = lm_now_ns();
     for (int32_t i = 0; i < n_prompt; i++) lm_sampler_accept(r->smp, prompt[i]);
+    r->top_need = rp.n_bias == 0 && rp.n_logprobs == 0 ? lm_sampler_top_k_need(r->smp) : 0;
 
     pthread_mutex_lock(&e->mu);
     if (e->n_queued + e->n_run_pub >= e->p.max_waiting + e->p.max_running) {
@@ -500,14 +503,20 @@ static float logprobs(struct lm_engine *e, const float *lg, int32_t tok, int32_t
     return lg[tok] - lse;
 }
 
-// Samples the next token of r from its logits and delivers it; finishes r when done.
-static void deliver(struct lm_engine *e, struct req *r, const float *lg, uint64_t t) {
+// Samples the next token of r from logits row `row` and delivers it; finishes r when done.
+// A chain that needs only the best logits draws from the LM head's selection of the row
+// (the same token as from the full row, lm_sampler_sample_top_k).
+static void deliver(struct lm_engine *e, struct req *r, int32_t row, uint64_t t) {
+    const float *lg = lm_get_logits(e->c, row);
+    const struct lm_token_logit *top = NULL;
+    const int32_t n_top = r->top_need > 0 ? lm_get_top_k(e->c, row, &top) : 0;
     if (r->rp.n_bias > 0) {
         memcpy(e->biased, lg, (size_t)e->n_vocab * sizeof *lg);
         for (int32_t i = 0; i < r->rp.n_bias; i++) e->biased[r->bias_tok[i]] += r->bias_val[i];
         lg = e->biased;
     }
-    const int32_t tok = lm_sampler_sample(r->smp, lg);
+    const int32_t tok = n_top >= r->top_need && n_top > 0 ? lm_sampler_sample_top_k(r->smp, top, n_top)
+                                                           : lm_sampler_sample(r->smp, lg);
     lm_sampler_accept(r->smp, tok);
     struct lm_event ev = {.id = r->id, .token = tok, .index = r->n_gen, .t_ns = t,
                           .n_prompt = r->n_prompt, .n_cached = r->n_cached,
@@ -604,6 +613,12 @@ int32_t lm_engine_step(struct lm_engine *e) {
         const int32_t step_idx = (int32_t)(e->st.steps - 1);
         const enum lm_prof_phase ph = e->st.last_step_decode == n ? LM_PHASE_DECODE : LM_PHASE_PREFILL;
         const uint64_t t_fwd = prof ? lm_prof_phase_begin(ph) : 0;
+        // the head selects as many best logits as the step's most demanding chain needs
+        // (allocates only for a k above any before)
+        int32_t k_step = 0;
+        for (int32_t i = 0; i < n; i++)
+            if (e->batch[i].want_logits && e->batch_req[i]->top_need > k_step) k_step = e->batch_req[i]->top_need;
+        if (lm_context_set_top_k(e->c, k_step) != LM_OK) lm_context_set_top_k(e->c, 0); // full rows
         const uint64_t t_fwd_ns = lm_now_ns();
         const enum lm_status st = lm_decode(e->c, e->batch, n);
         if (prof) lm_prof_phase(ph, t_fwd, lm_prof_ticks(), step_idx, n);
@@ -630,7 +645,7 @@ int32_t lm_engine_step(struct lm_engine *e) {
             if (i + 1 == n || e->batch_req[i + 1] != r) r->n_kv = e->batch[i].pos + 1;
             if (!e->batch[i].want_logits) continue;
             r->n_kv = e->batch[i].pos + 1;
-            deliver(e, r, lm_get_logits(e->c, k++), t);
+            deliver(e, r, k++, t);
         }
         e->st.sample_ns += lm_now_ns() - t;
         if (prof) {

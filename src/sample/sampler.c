@@ -1,26 +1,29 @@
 // Sampler chain: penalties (repetition, presence, frequency) -> top-k -> top-p -> min-p -> temperature ->
 // draw from a seeded RNG (temperature <= 0: greedy argmax). Same seed and
-// parameters give the same tokens.
+// parameters give the same tokens. The k best (greedy: 1) are selected by the kernels' top-k
+// (kernels.h), here over the row or by the LM head as it computes it (lm_sampler_sample_top_k):
+// one ranking, so both give the same token.
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
 
 #include "base/status.h"
+#include "kernels/kernels.h"
 #include "lumen.h"
 
-struct lm_cand {
-    int32_t id;
-    float logit;
-};
+// the public candidate (lm_get_top_k) is the kernels' one
+_Static_assert(sizeof(struct lm_token_logit) == sizeof(struct lm_topk_cand) &&
+                   offsetof(struct lm_token_logit, id) == offsetof(struct lm_topk_cand, id) &&
+                   offsetof(struct lm_token_logit, logit) == offsetof(struct lm_topk_cand, logit),
+               "struct lm_token_logit and struct lm_topk_cand must share a layout");
 
 struct lm_sampler {
     struct lm_sampler_params p;
     int32_t n_vocab;
     uint64_t rng[4];      // xoshiro256**
-    struct lm_cand *cand; // (n_vocab) reused: no allocation per token
+    const struct lm_kernels *kern; // topk_span
+    struct lm_topk_cand *cand; // (n_vocab) reused: no allocation per token
     float *penalized;     // (n_vocab) logits copy when a penalty applies
     int32_t *recent;      // ring of the last repeat_last_n accepted tokens
     int32_t n_recent, recent_pos;
@@ -70,6 +73,7 @@ enum lm_status lm_sampler_init(struct lm_sampler **out, const struct lm_sampler_
     if (!s) return lm_error_set(LM_ERR_NOMEM, "sampler: out of memory");
     s->p = *p;
     s->n_vocab = n_vocab;
+    s->kern = lm_kernels_best();
     uint64_t seed = p->seed;
     for (int i = 0; i < 4; i++) s->rng[i] = splitmix64(&seed);
     s->cand = malloc((size_t)n_vocab * sizeof *s->cand);
@@ -98,136 +102,33 @@ void lm_sampler_accept(struct lm_sampler *s, int32_t token) {
     if (s->n_recent < s->p.repeat_last_n) s->n_recent++;
 }
 
-static int cand_desc(const void *a, const void *b) {
-    const struct lm_cand *x = a, *y = b;
-    if (x->logit > y->logit) return -1;
-    if (x->logit < y->logit) return 1;
-    return x->id - y->id; // deterministic order for ties
+// rank order of lm_topk (kernels.h): logit descending, then id ascending, NaN as -inf
+static int cand_rank(const void *a, const void *b) {
+    const struct lm_topk_cand *x = a, *y = b;
+    const float u = x->logit != x->logit ? -INFINITY : x->logit,
+                v = y->logit != y->logit ? -INFINITY : y->logit;
+    if (u > v) return -1;
+    if (u < v) return 1;
+    return (x->id > y->id) - (x->id < y->id);
 }
 
-// Moves the k largest to the front, sorted descending: a size-k min-heap over
-// all candidates, O(n log k), then a sort of the k survivors.
-static void heap_sift(struct lm_cand *h, int32_t k, int32_t i) {
-    for (;;) {
-        int32_t l = 2 * i + 1, r = l + 1, m = i;
-        if (l < k && cand_desc(&h[l], &h[m]) > 0) m = l; // "smaller" = later in desc order
-        if (r < k && cand_desc(&h[r], &h[m]) > 0) m = r;
-        if (m == i) return;
-        struct lm_cand t = h[i]; h[i] = h[m]; h[m] = t;
-        i = m;
-    }
+static bool penalizes(const struct lm_sampler_params *p) {
+    return p->repeat_penalty != 1.0f || p->presence_penalty != 0.0f || p->frequency_penalty != 0.0f;
 }
 
-static void top_k_sort(struct lm_cand *c, int32_t n, int32_t k) {
-    if (k < n) {
-        for (int32_t i = k / 2 - 1; i >= 0; i--) heap_sift(c, k, i);
-        for (int32_t i = k; i < n; i++)
-            if (cand_desc(&c[i], &c[0]) < 0) { // better than the worst kept
-                c[0] = c[i];
-                heap_sift(c, k, 0);
-            }
-    }
-    qsort(c, (size_t)(k < n ? k : n), sizeof *c, cand_desc);
-}
-
-// top_k_sort straight from the logits (the k < n_vocab case): a size-k heap seeded with
-// the first k ids, then one pass that touches the heap only for logits above its minimum
-// (ids ascend, so an equal logit would sort after the kept one and is rightly skipped).
-// Same survivors and order as top_k_sort on the full candidate array, without writing
-// n_vocab candidates first (Gemma 3: 262144 logits, 0.59 -> ~0.1 ms per token).
-static void top_k_scan(struct lm_cand *c, const float *logits, int32_t nv, int32_t k) {
-    for (int32_t i = 0; i < k; i++) { c[i].id = i; c[i].logit = logits[i]; }
-    for (int32_t i = k / 2 - 1; i >= 0; i--) heap_sift(c, k, i);
-    float thr = c[0].logit;
-    int32_t i = k;
-#if defined(__AVX512F__)
-    for (; i + 16 <= nv; i += 16) {
-        __mmask16 m = _mm512_cmp_ps_mask(_mm512_loadu_ps(logits + i), _mm512_set1_ps(thr), _CMP_GT_OQ);
-        while (m) {
-            const int32_t j = i + __builtin_ctz(m);
-            m &= (__mmask16)(m - 1);
-            if (logits[j] > thr) {
-                c[0].id = j;
-                c[0].logit = logits[j];
-                heap_sift(c, k, 0);
-                thr = c[0].logit;
-            }
-        }
-    }
-#endif
-    for (; i < nv; i++)
-        if (logits[i] > thr) {
-            c[0].id = i;
-            c[0].logit = logits[i];
-            heap_sift(c, k, 0);
-            thr = c[0].logit;
-        }
-    qsort(c, (size_t)k, sizeof *c, cand_desc);
-}
-
-// First index of the largest logit (NaNs never win). 16 running maxima with their
-// indices, then the best lane (lowest index among equal maxima): Gemma 3's 262144 logits
-// in ~25 us instead of ~200 (the scalar loop), which the engine pays per request per step.
-static int32_t argmax(const float *x, int32_t n) {
-    int32_t best = 0, i = 1;
-#if defined(__AVX512F__)
-    if (n >= 32) {
-        __m512 vm = _mm512_loadu_ps(x);
-        __m512i vi = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-        __m512i cur = _mm512_add_epi32(vi, _mm512_set1_epi32(16));
-        const __m512i step = _mm512_set1_epi32(16);
-        for (i = 16; i + 16 <= n; i += 16) {
-            const __m512 v = _mm512_loadu_ps(x + i);
-            const __mmask16 gt = _mm512_cmp_ps_mask(v, vm, _CMP_GT_OQ);
-            vm = _mm512_mask_mov_ps(vm, gt, v);
-            vi = _mm512_mask_mov_epi32(vi, gt, cur);
-            cur = _mm512_add_epi32(cur, step);
-        }
-        float mv[16];
-        int32_t mi[16];
-        _mm512_storeu_ps(mv, vm);
-        _mm512_storeu_si512(mi, vi);
-        best = mi[0];
-        for (int l = 1; l < 16; l++)
-            if (mv[l] > x[best] || (mv[l] == x[best] && mi[l] < best)) best = mi[l];
-    }
-#endif
-    for (; i < n; i++) if (x[i] > x[best]) best = i;
-    return best;
-}
-
-int32_t lm_sampler_sample(struct lm_sampler *s, const float *logits) {
-    const int32_t nv = s->n_vocab;
+int32_t lm_sampler_top_k_need(const struct lm_sampler *s) {
     const struct lm_sampler_params *p = &s->p;
-    const bool penalize = p->repeat_penalty != 1.0f || p->presence_penalty != 0.0f ||
-                          p->frequency_penalty != 0.0f;
-    if (penalize && s->n_recent > 0) {
-        memcpy(s->penalized, logits, (size_t)nv * sizeof(float));
-        for (int32_t i = 0; i < s->n_recent; i++) {
-            const int32_t t = s->recent[i];
-            if (t < 0 || t >= nv) continue;
-            // each distinct token is penalized once, by its count in the window (llama.cpp)
-            int dup = 0;
-            for (int32_t j = 0; j < i; j++) if (s->recent[j] == t) { dup = 1; break; }
-            if (dup) continue;
-            int32_t count = 1;
-            for (int32_t j = i + 1; j < s->n_recent; j++) count += s->recent[j] == t;
-            float *l = &s->penalized[t];
-            *l = *l > 0.0f ? *l / p->repeat_penalty : *l * p->repeat_penalty;
-            *l -= (float)count * p->frequency_penalty + p->presence_penalty;
-        }
-        logits = s->penalized;
-    }
-    if (p->temperature <= 0.0f) return argmax(logits, nv);
-    struct lm_cand *c = s->cand;
-    const int32_t k = (p->top_k > 0 && p->top_k < nv) ? p->top_k : nv;
-    if (k < nv) {
-        top_k_scan(c, logits, nv, k);
-    } else {
-        for (int32_t i = 0; i < nv; i++) { c[i].id = i; c[i].logit = logits[i]; }
-        top_k_sort(c, nv, k);
-    }
-    int32_t n = k;
+    if (penalizes(p)) return 0; // the penalties change logits outside any top k
+    if (p->temperature <= 0.0f) return 1;
+    if (p->top_k > 0 && p->top_k < s->n_vocab && p->top_k <= LM_TOP_K_MAX) return p->top_k;
+    return 0;
+}
+
+// The rest of the chain on the n best candidates c, sorted best first: top-p, min-p,
+// temperature, the draw (temperature <= 0: the best).
+static int32_t sample_sorted(struct lm_sampler *s, const struct lm_topk_cand *c, int32_t n) {
+    const struct lm_sampler_params *p = &s->p;
+    if (p->temperature <= 0.0f) return c[0].id;
     // probabilities at temperature 1 for the top-p / min-p filters (llama.cpp order)
     double sum = 0.0;
     const float mx = c[0].logit;
@@ -257,4 +158,49 @@ int32_t lm_sampler_sample(struct lm_sampler *s, const float *logits) {
         if (r < acc) return c[i].id;
     }
     return c[n - 1].id;
+}
+
+int32_t lm_sampler_sample_top_k(struct lm_sampler *s, const struct lm_token_logit *top, int32_t n) {
+    const int32_t need = lm_sampler_top_k_need(s);
+    if (need == 0 || n < need) {
+        lm_error_set(LM_ERR_ARG, "sampler: %d candidates given, the chain needs %s", n,
+                     need ? "more" : "every logit (lm_sampler_sample)");
+        return -1;
+    }
+    return sample_sorted(s, (const struct lm_topk_cand *)top, need);
+}
+
+int32_t lm_sampler_sample(struct lm_sampler *s, const float *logits) {
+    const int32_t nv = s->n_vocab;
+    const struct lm_sampler_params *p = &s->p;
+    if (penalizes(p) && s->n_recent > 0) {
+        memcpy(s->penalized, logits, (size_t)nv * sizeof(float));
+        for (int32_t i = 0; i < s->n_recent; i++) {
+            const int32_t t = s->recent[i];
+            if (t < 0 || t >= nv) continue;
+            // each distinct token is penalized once, by its count in the window (llama.cpp)
+            int dup = 0;
+            for (int32_t j = 0; j < i; j++) if (s->recent[j] == t) { dup = 1; break; }
+            if (dup) continue;
+            int32_t count = 1;
+            for (int32_t j = i + 1; j < s->n_recent; j++) count += s->recent[j] == t;
+            float *l = &s->penalized[t];
+            *l = *l > 0.0f ? *l / p->repeat_penalty : *l * p->repeat_penalty;
+            *l -= (float)count * p->frequency_penalty + p->presence_penalty;
+        }
+        logits = s->penalized;
+    }
+    // the k best, sorted (greedy: k = 1): the same selection lm_get_top_k gives when the
+    // LM head selects them (lm_context_set_top_k), so both paths draw the same token
+    const int32_t k = p->temperature <= 0.0f ? 1 : (p->top_k > 0 && p->top_k < nv) ? p->top_k : nv;
+    if (k < nv) {
+        struct lm_topk t;
+        lm_topk_reset(&t, s->cand, k);
+        s->kern->topk_span(&t, logits, 0, nv);
+        lm_topk_sort(&t);
+        return sample_sorted(s, s->cand, t.n);
+    }
+    for (int32_t i = 0; i < nv; i++) { s->cand[i].id = i; s->cand[i].logit = logits[i]; }
+    qsort(s->cand, (size_t)nv, sizeof *s->cand, cand_rank);
+    return sample_sorted(s, s->cand, nv);
 }
