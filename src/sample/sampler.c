@@ -10,6 +10,7 @@
 
 #include "base/status.h"
 #include "lumen.h"
+#include "sample/sample_internal.h"
 
 struct lm_cand {
     int32_t id;
@@ -22,6 +23,7 @@ struct lm_sampler {
     uint64_t rng[4];      // xoshiro256**
     struct lm_cand *cand; // (n_vocab) reused: no allocation per token
     float *penalized;     // (n_vocab) logits copy when a penalty applies
+    double *prob;         // (n_vocab) survivors' probabilities (speculative verification)
     int32_t *recent;      // ring of the last repeat_last_n accepted tokens
     int32_t n_recent, recent_pos;
 };
@@ -74,8 +76,9 @@ enum lm_status lm_sampler_init(struct lm_sampler **out, const struct lm_sampler_
     for (int i = 0; i < 4; i++) s->rng[i] = splitmix64(&seed);
     s->cand = malloc((size_t)n_vocab * sizeof *s->cand);
     s->penalized = malloc((size_t)n_vocab * sizeof *s->penalized);
+    s->prob = malloc((size_t)n_vocab * sizeof *s->prob);
     s->recent = malloc((size_t)(p->repeat_last_n > 0 ? p->repeat_last_n : 1) * sizeof(int32_t));
-    if (!s->cand || !s->penalized || !s->recent) {
+    if (!s->cand || !s->penalized || !s->prob || !s->recent) {
         lm_sampler_free(s);
         return lm_error_set(LM_ERR_NOMEM, "sampler: out of memory");
     }
@@ -87,6 +90,7 @@ void lm_sampler_free(struct lm_sampler *s) {
     if (!s) return;
     free(s->cand);
     free(s->penalized);
+    free(s->prob);
     free(s->recent);
     free(s);
 }
@@ -196,7 +200,10 @@ static int32_t argmax(const float *x, int32_t n) {
     return best;
 }
 
-int32_t lm_sampler_sample(struct lm_sampler *s, const float *logits) {
+// The chain up to the draw: penalties, then (temperature > 0) top-k, top-p and min-p.
+// Greedy: returns 0 and *greedy_tok is the argmax of the penalized logits. Otherwise the
+// survivors are s->cand[0, n) (descending), n is returned, *mx is the largest logit.
+static int32_t chain(struct lm_sampler *s, const float *logits, int32_t *greedy_tok, float *mx_out) {
     const int32_t nv = s->n_vocab;
     const struct lm_sampler_params *p = &s->p;
     const bool penalize = p->repeat_penalty != 1.0f || p->presence_penalty != 0.0f ||
@@ -218,7 +225,10 @@ int32_t lm_sampler_sample(struct lm_sampler *s, const float *logits) {
         }
         logits = s->penalized;
     }
-    if (p->temperature <= 0.0f) return argmax(logits, nv);
+    if (p->temperature <= 0.0f) {
+        *greedy_tok = argmax(logits, nv);
+        return 0;
+    }
     struct lm_cand *c = s->cand;
     const int32_t k = (p->top_k > 0 && p->top_k < nv) ? p->top_k : nv;
     if (k < nv) {
@@ -247,14 +257,99 @@ int32_t lm_sampler_sample(struct lm_sampler *s, const float *logits) {
         while (keep < n && (double)(c[keep].logit - mx) >= thr) keep++;
         n = keep;
     }
-    // temperature, softmax, draw
+    *mx_out = mx;
+    return n;
+}
+
+// unnormalised probability of candidate i after temperature
+static inline double cand_w(const struct lm_sampler *s, int32_t i, float mx) {
+    return exp((double)(s->cand[i].logit - mx) / s->p.temperature);
+}
+
+// Draws from the survivors (temperature, softmax); one uniform from the RNG.
+static int32_t draw(struct lm_sampler *s, int32_t n, float mx) {
     double tot = 0.0;
-    for (int32_t i = 0; i < n; i++) tot += exp((double)(c[i].logit - mx) / p->temperature);
+    for (int32_t i = 0; i < n; i++) tot += cand_w(s, i, mx);
     const double r = rng_uniform(s->rng) * tot;
     double acc = 0.0;
     for (int32_t i = 0; i < n; i++) {
-        acc += exp((double)(c[i].logit - mx) / p->temperature);
-        if (r < acc) return c[i].id;
+        acc += cand_w(s, i, mx);
+        if (r < acc) return s->cand[i].id;
     }
-    return c[n - 1].id;
+    return s->cand[n - 1].id;
+}
+
+int32_t lm_sampler_sample(struct lm_sampler *s, const float *logits) {
+    int32_t g = 0;
+    float mx = 0.0f;
+    const int32_t n = chain(s, logits, &g, &mx);
+    return n == 0 ? g : draw(s, n, mx);
+}
+
+// ================================================================ speculative verification
+
+// Probability of each survivor (after temperature), normalised, into p[0, n).
+static void probs(struct lm_sampler *s, int32_t n, float mx, double *p) {
+    double tot = 0.0;
+    for (int32_t i = 0; i < n; i++) tot += p[i] = cand_w(s, i, mx);
+    for (int32_t i = 0; i < n; i++) p[i] /= tot;
+}
+
+int32_t lm_sampler_verify_rule(struct lm_sampler *s, const float *logits, int32_t draft,
+                               const float *q, bool *accepted, enum lm_spec_rule rule) {
+    *accepted = false;
+    int32_t g = 0;
+    float mx = 0.0f;
+    const int32_t n = chain(s, logits, &g, &mx);
+    if (n == 0) { // greedy: the draft stands iff it is the argmax
+        *accepted = draft >= 0 && g == draft;
+        return g;
+    }
+    if (draft < 0 || (!q && rule == LM_SPEC_RULE_COUPLED)) {
+        // point mass q at the draft: accept with probability p(draft), else draw from p
+        // without the draft, renormalised. One draw x ~ p is exactly that: x == draft has
+        // probability p(draft), and x given x != draft is distributed as p renormalised
+        // over the other tokens. Plain sampling makes the same draw, so a seeded run gives
+        // the same text with or without drafting.
+        const int32_t x = draw(s, n, mx);
+        *accepted = draft >= 0 && x == draft;
+        return x;
+    }
+    double *p = s->prob;
+    probs(s, n, mx, p);
+    double pd = 0.0, qd = q ? (double)q[draft] : 1.0;
+    for (int32_t i = 0; i < n; i++)
+        if (s->cand[i].id == draft) pd = p[i];
+    const double u = rng_uniform(s->rng);
+    if (rule == LM_SPEC_RULE_WRONG_ALWAYS) { // test-only: trusts any draft the chain allows
+        *accepted = pd > 0.0;
+        if (*accepted) return draft;
+    } else if (u * qd < pd) { // accept with probability min(1, p/q)
+        *accepted = true;
+        return draft;
+    }
+    // rejected: draw from max(0, p - q) renormalised (point mass q: p without the draft)
+    double tot = 0.0;
+    for (int32_t i = 0; i < n; i++) {
+        const int32_t id = s->cand[i].id;
+        double r = p[i];
+        if (rule != LM_SPEC_RULE_WRONG_RESIDUAL) r -= q ? (double)q[id] : (id == draft ? 1.0 : 0.0);
+        p[i] = r > 0.0 ? r : 0.0;
+        tot += p[i];
+    }
+    if (!(tot > 0.0)) return draw(s, n, mx); // p == q: nothing left over (never with p(d) < 1)
+    const double r = rng_uniform(s->rng) * tot;
+    double acc = 0.0;
+    for (int32_t i = 0; i < n; i++) {
+        acc += p[i];
+        if (r < acc && p[i] > 0.0) return s->cand[i].id;
+    }
+    for (int32_t i = n - 1; i >= 0; i--)
+        if (p[i] > 0.0) return s->cand[i].id;
+    return s->cand[0].id;
+}
+
+int32_t lm_sampler_verify(struct lm_sampler *s, const float *logits, int32_t draft, const float *q,
+                          bool *accepted) {
+    return lm_sampler_verify_rule(s, logits, draft, q, accepted, LM_SPEC_RULE_COUPLED);
 }
