@@ -14,15 +14,16 @@
 // Target probabilities of the chain with top_k = k, temperature t (top-p, min-p, penalties
 // off) into p[n] (0 outside the top k; ties by lower id, as the sampler).
 static void spec_target(const float *lg, int n, int k, float t, double *p) {
-    for (int i = 0; i < n; i++) p[i] = 0.0;
-    double tot = 0.0, mx = -INFINITY;
-    for (int i = 0; i < n; i++) mx = lg[i] > mx ? lg[i] : mx;
-    for (int i = 0; i < n; i++) {
-        int rank = 0; // candidates that sort before i
-        for (int j = 0; j < n; j++) rank += lg[j] > lg[i] || (lg[j] == lg[i] && j < i);
-        if (rank < k) tot += p[i] = exp((double)(lg[i] - mx) / t);
+    for (int i = 0; i < n; i++) p[i] = -1.0; // -1: not chosen yet
+    double mx = -INFINITY, tot = 0.0;
+    for (int r = 0; r < k && r < n; r++) { // k selections: the largest unchosen, lowest id on ties
+        int b = -1;
+        for (int i = 0; i < n; i++)
+            if (p[i] < 0.0 && (b < 0 || lg[i] > lg[b])) b = i;
+        if (r == 0) mx = lg[b];
+        tot += p[b] = exp((double)(lg[b] - mx) / t);
     }
-    for (int i = 0; i < n; i++) p[i] /= tot;
+    for (int i = 0; i < n; i++) p[i] = p[i] < 0.0 ? 0.0 : p[i] / tot;
 }
 
 // Wilson-Hilferty approximation of the chi-square quantile at z standard deviations.
