@@ -466,10 +466,21 @@ static enum lm_status on_step(struct loader *L) {
     NEED(type, "n_seqs", 'u', fns);
     (void)fstep;
     const long long nt = fnt->i, nd = fnd->i, np = fnp->i, ns = fns->i;
+    // speculative drafts (optional: traces before them lack the keys)
+    const struct jfield *fdr = jget(&L->j, "n_draft"), *fac = jget(&L->j, "n_accepted");
+    long long ndr = 0, nac = 0;
+    if (fdr || fac) {
+        NEED(type, "n_draft", 'u', fdr2);
+        NEED(type, "n_accepted", 'u', fac2);
+        ndr = fdr2->i;
+        nac = fac2->i;
+        if (nac > ndr)
+            return lerr(L, LM_ERR_FORMAT, "step event: n_accepted %lld > n_draft %lld", nac, ndr);
+    }
     if (nt < 1) return lerr(L, LM_ERR_FORMAT, "step event: n_tokens %lld < 1", nt);
-    if (nd + np != nt)
-        return lerr(L, LM_ERR_FORMAT, "step event: n_decode %lld + n_prefill %lld != n_tokens %lld",
-                    nd, np, nt);
+    if (nd + np + ndr != nt)
+        return lerr(L, LM_ERR_FORMAT, "step event: n_decode %lld + n_prefill %lld + n_draft %lld != "
+                    "n_tokens %lld", nd, np, ndr, nt);
     if (ns < nd + (np > 0) || ns > nt)
         return lerr(L, LM_ERR_FORMAT, "step event: n_seqs %lld outside [%lld, %lld] (one per decode "
                     "token, one or more per prefill chunk)", ns, nd + (np > 0), nt);
@@ -481,6 +492,8 @@ static enum lm_status on_step(struct loader *L) {
     if ((st = add(L, LM_RS_STEP_TOKENS, "decode", (uint64_t)nd))) return st;
     if ((st = add(L, LM_RS_STEP_TOKENS, "prefill", (uint64_t)np))) return st;
     if ((st = add(L, LM_RS_STEP_TOKENS, "seqs", (uint64_t)ns))) return st;
+    if (ndr && (st = add(L, LM_RS_STEP_TOKENS, "draft", (uint64_t)ndr))) return st;
+    if (ndr && (st = add(L, LM_RS_STEP_TOKENS, "accepted", (uint64_t)nac))) return st;
     r->step_tokens += (uint64_t)nt;
     r->step_decode += (uint64_t)nd;
     return LM_OK;

@@ -738,6 +738,7 @@ int32_t lm_engine_step(struct lm_engine *e) {
             e->st.verify_plain_ns += (uint64_t)plain_ns;
         }
         const int32_t n_seqs = prof ? batch_seqs(e, n) : 0; // before deliver() finishes any
+        const uint64_t acc0 = e->st.accepted_tokens;
         const uint64_t t_smp = prof ? lm_prof_phase_begin(LM_PHASE_SAMPLE) : 0;
         int32_t k = 0;
         for (int32_t i = 0, j; i < n; i = j) { // each request's entries are contiguous
@@ -749,7 +750,9 @@ int32_t lm_engine_step(struct lm_engine *e) {
             const uint64_t t_end = lm_prof_ticks();
             lm_prof_phase(LM_PHASE_SAMPLE, t_smp, t_end, step_idx, k);
             const struct lm_prof_step ps = {.step = step_idx, .n_tokens = n,
-                                            .n_decode = e->st.last_step_decode, .n_seqs = n_seqs};
+                                            .n_decode = e->st.last_step_decode, .n_seqs = n_seqs,
+                                            .n_draft = n_drafts,
+                                            .n_accepted = (int32_t)(e->st.accepted_tokens - acc0)};
             lm_prof_step(&ps, t_step, t_end);
         }
     }
