@@ -6,20 +6,26 @@
 #include <string.h>
 
 int32_t lm_spec_lookup(const int32_t *toks, int32_t n_toks, int32_t k_max, int32_t *out) {
-    if (k_max <= 0) return 0;
-    for (int32_t ng = LM_SPEC_NGRAM_MAX; ng >= LM_SPEC_NGRAM_MIN; ng--) {
-        if (n_toks <= ng) continue;
-        const int32_t *tail = toks + n_toks - ng;
-        // latest start j < n_toks - ng whose ng tokens equal the tail (and something follows)
-        for (int32_t j = n_toks - ng - 1; j >= 0; j--) {
-            if (toks[j] != tail[0] || memcmp(toks + j, tail, (size_t)ng * sizeof *toks) != 0)
-                continue;
-            int32_t k = 0;
-            for (int32_t i = j + ng; i < n_toks && k < k_max; i++) out[k++] = toks[i];
-            return k;
+    if (k_max <= 0 || n_toks < LM_SPEC_NGRAM_MIN + 1) return 0;
+    // every earlier end e (< n_toks, so a token follows) of a run equal to the sequence's
+    // tail, scored by the run's length (at most LM_SPEC_MATCH_MAX): the longest is the best
+    // aligned copy; ties go to the latest
+    const int32_t *tail = toks + n_toks - 1;
+    int32_t best_e = -1, best_l = LM_SPEC_NGRAM_MIN - 1;
+    for (int32_t e = n_toks - 1; e >= LM_SPEC_NGRAM_MIN; e--) {
+        if (toks[e - 1] != *tail) continue;
+        int32_t l = 1;
+        while (l < LM_SPEC_MATCH_MAX && l < e && toks[e - 1 - l] == tail[-l]) l++;
+        if (l > best_l) {
+            best_l = l;
+            best_e = e;
+            if (l == LM_SPEC_MATCH_MAX) break;
         }
     }
-    return 0;
+    if (best_e < 0) return 0;
+    int32_t k = 0;
+    for (int32_t i = best_e; i < n_toks && k < k_max; i++) out[k++] = toks[i];
+    return k;
 }
 
 // ================================================================ step cost
