@@ -1,9 +1,10 @@
 // Speculative decoding (prompt lookup) on the default model through the engine: greedy
 // text is identical to plain decoding on many prompts (copy tasks, open-ended text, a
-// prompt past the sliding window so rollbacks cross it), alone and with 8 requests at
-// once; seeded sampling is identical too (the point-mass rule makes plain sampling's
-// draw), with penalties over accepted drafts; drafting counters; KV blocks all released;
-// and the acceptance rule's chi-square on the model's own next-token distribution.
+// prompt past the sliding window so rollbacks cross it), alone, 8 requests at once, and in
+// a pool so small that requests are preempted; seeded sampling is identical too (the
+// point-mass rule makes plain sampling's draw), with penalties over accepted drafts;
+// drafting counters; KV blocks all released; and the acceptance rule's chi-square on the
+// model's own next-token distribution.
 // LM_TEST_LABELS: model
 #include "lm_test.h"
 #include "lumen.h"
@@ -60,13 +61,15 @@ static int32_t *toks_of(const char *text, int *n) {
     return ids;
 }
 
-static struct lm_engine *engine(int max_running) {
+static struct lm_engine *engine_kv(int max_running, int kv_tokens) {
     struct lm_engine_params ep = {.max_running = max_running, .step_tokens = 256, .n_ctx = 2048,
-                                  .kv_tokens = 8192, .n_threads = 2};
+                                  .kv_tokens = kv_tokens, .n_threads = 2};
     struct lm_engine *e = NULL;
     if (lm_engine_init(&e, g_m, &ep) != LM_OK) fprintf(stderr, "engine: %s\n", lm_error_msg());
     return e;
 }
+
+static struct lm_engine *engine(int max_running) { return engine_kv(max_running, 8192); }
 
 static void run(struct lm_engine *e) {
     for (int i = 0; i < 100000 && lm_engine_step(e) > 0; i++) {}
@@ -148,6 +151,29 @@ int main(void) {
         for (int i = 0; i < np; i++)
             CHECKF(same(&plain[mode][i], &conc[mode][i]), "%s prompt %d: together differs",
                    mode ? "sampled" : "greedy", i);
+        lm_engine_free(e);
+    }
+
+    // ---- a pool too small for all of them: preemption (recompute) with drafts in flight
+    {
+        struct lm_engine *e = engine_kv(8, quick ? 256 : 384);
+        static struct rec pre[NP];
+        for (int i = 0; i < np; i++) {
+            struct lm_request_params r = rp[0];
+            r.lookup = true;
+            memset(&pre[i], 0, sizeof pre[i]);
+            CHECK(lm_engine_submit(e, pr[i], pn[i], &r, on_event, &pre[i], NULL) == LM_OK);
+        }
+        run(e);
+        struct lm_engine_stats st;
+        lm_engine_stats(e, &st);
+        printf("small pool: %llu preempted, drafted %llu, accepted %llu\n",
+               (unsigned long long)st.preempted, (unsigned long long)st.drafted_tokens,
+               (unsigned long long)st.accepted_tokens);
+        CHECK(st.preempted > 0);
+        CHECK(st.kv.n_used == 0 && lm_kv_check(&lm_engine_context(e)->kv));
+        for (int i = 0; i < np; i++)
+            CHECKF(same(&plain[0][i], &pre[i]), "small pool, prompt %d: differs", i);
         lm_engine_free(e);
     }
 
