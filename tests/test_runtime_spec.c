@@ -156,7 +156,7 @@ int main(void) {
 
     // ---- a pool too small for all of them: preemption (recompute) with drafts in flight
     {
-        struct lm_engine *e = engine_kv(8, quick ? 256 : 384);
+        struct lm_engine *e = engine_kv(8, quick ? 128 : 384);
         static struct rec pre[NP];
         for (int i = 0; i < np; i++) {
             struct lm_request_params r = rp[0];
