@@ -258,6 +258,16 @@ int32_t lm_sampler_top_k_need(const struct lm_sampler *s);
 int32_t lm_sampler_sample_top_k(struct lm_sampler *s, const struct lm_token_logit *top, int32_t n);
 void lm_sampler_accept(struct lm_sampler *s, int32_t token); // feeds the repetition window
 struct lm_sampler_params lm_sampler_params_default(void);
+// Speculative verification of a drafted token (docs/speculative.md): returns the token to
+// emit at this position, drawn so that its distribution is exactly lm_sampler_sample's on
+// the same logits (the whole chain: penalties, top-k, top-p, min-p, temperature); *accepted
+// tells whether it is the draft. q: the drafter's probabilities (n_vocab floats), or NULL
+// for a point mass at draft (prompt lookup): then the token is lm_sampler_sample's own
+// draw, so a seeded run gives the same text with and without drafting. With q: accept
+// with probability min(1, p/q), else draw from max(0, p - q) renormalised. Greedy: the
+// argmax, accepted iff it is the draft. draft < 0: plain sampling. Does not call accept.
+int32_t lm_sampler_verify(struct lm_sampler *s, const float *logits, int32_t draft, const float *q,
+                          bool *accepted);
 
 // ---------------------------------------------------------------- engine (scheduler)
 // The engine loop that serves many requests on one context: requests are queued,
@@ -309,7 +319,16 @@ struct lm_request_params {
     const int32_t *bias_tokens; // logit bias: logits[bias_tokens[i]] += bias_values[i]
     const float *bias_values;   // (copied at submit; NULL with n_bias 0)
     int32_t n_bias;
+    // Speculative decoding (docs/speculative.md): drafts from the request's own tokens
+    // (prompt lookup: the tokens that followed the latest earlier occurrence of its last
+    // few tokens), verified in the step's one forward pass; the text is the same as without.
+    // Drafts only take budget left after every running request's decode token, and their
+    // length adapts to the measured acceptance and the measured cost of longer steps.
+    bool lookup;
+    int32_t draft_max;    // drafted tokens per step at most (0 = LM_DRAFT_MAX_DEFAULT)
 };
+#define LM_DRAFT_MAX_DEFAULT 8
+#define LM_DRAFT_MAX_LIMIT 32
 struct lm_request_params lm_request_params_default(void);
 
 struct lm_event {
@@ -358,6 +377,11 @@ struct lm_engine_stats {
     uint64_t forward_ns, sample_ns;    // summed over the steps: time in the forward pass, and
                                        // in sampling + event delivery (CLOCK_MONOTONIC)
     struct lm_kv_cache_stats kv;       // as of the end of the last step
+    // speculative decoding: tokens drafted and accepted, steps that verified drafts, and
+    // those steps' forward time against the estimated time of the same steps without the
+    // drafts (the engine's measured cost of steps by token count): verify_ns / plain_ns is
+    // what verifying cost relative to a plain step
+    uint64_t drafted_tokens, accepted_tokens, verify_steps, verify_ns, verify_plain_ns;
 };
 void lm_engine_stats(struct lm_engine *e, struct lm_engine_stats *out);
 // The engine's context, for single-threaded use with step mode only (profiling, tests).

@@ -47,6 +47,10 @@ expect 2 "unknown option '--bogus'" -- "$BIN" chat --bogus
 expect 2 "not an integer" -- "$BIN" chat -n lots
 expect 2 "unknown format 'nope'" -- "$BIN" chat --template nope
 expect 2 "unknown format 'nope'" -- "$BIN" run -p hi --chat --template nope
+expect 2 "--draft-max needs --lookup" -- "$BIN" run -p hi --draft-max 4
+expect 2 "--draft-max: 40 is out of range" -- "$BIN" run -p hi --lookup --draft-max 40
+expect 2 "apply to --parallel runs" -- "$BIN" bench --lookup
+expect 2 "--draft-max: 0 is out of range" -- "$BIN" serve --draft-max 0
 expect 2 "nope.gguf" -- "$BIN" chat -m "$TMP/nope.gguf" </dev/null
 printf 'not a gguf file at all' >"$TMP/junk.gguf"
 expect 1 "junk.gguf.*magic" -- "$BIN" info "$TMP/junk.gguf"
@@ -82,6 +86,16 @@ if [[ -x "$PY" ]]; then
     done
   done
   "$BIN" info "$TMP/tiny_softcap.gguf" 2>/dev/null | grep -q "logit softcap  3" && ok || bad "tiny_softcap.gguf has no softcap"
+  # --lookup: the same greedy and seeded text as plain decoding; the stats line keeps its
+  # form and appends the drafting counters
+  for samp in "--temp 0" "--seed 3 --repeat-penalty 1.2"; do
+    expect 0 "" -- "$BIN" run -m "$TMP/tiny_ok.gguf" -p "the cat the dog the cat the" -n 40 -t 2 $samp
+    cp "$TMP/out" "$TMP/plain_out"
+    expect 0 "" -- "$BIN" run -m "$TMP/tiny_ok.gguf" -p "the cat the dog the cat the" -n 40 -t 2 $samp --lookup
+    if cmp -s "$TMP/out" "$TMP/plain_out"; then ok; else bad "--lookup ($samp) text differs"; fi
+    if grep -qE "gen 40 tok, [0-9.]+ tok/s \| threads 2 \| drafted [0-9]+, accepted [0-9]+ \([0-9.]+%\)$" "$TMP/err"
+    then ok; else bad "--lookup stats line: $(cat "$TMP/err")"; fi
+  done
   # chat without a terminal: one reply per line, /stats; one warning naming the fallback format
   printf 'hi\n/stats\nmore\n/stats\n' >"$TMP/chat_in"
   expect 0 "" -- "$BIN" chat -m "$TMP/tiny_ok.gguf" -n 4 -t 2 --seed 1 <"$TMP/chat_in"

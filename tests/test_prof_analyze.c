@@ -273,7 +273,16 @@ static void test_malformed(void) {
     bad("step_neg.jsonl", HDR2 STEP("\"step\":-1,\"n_tokens\":1,\"n_decode\":1,\"n_prefill\":0,\"n_seqs\":1") END(1),
         LM_ERR_FORMAT, "2", "step event: key 'step' must be a non-negative integer");
     bad("step_sum.jsonl", HDR2 STEP("\"step\":0,\"n_tokens\":8,\"n_decode\":3,\"n_prefill\":4,\"n_seqs\":4") END(1),
-        LM_ERR_FORMAT, "2", "step event: n_decode 3 + n_prefill 4 != n_tokens 8");
+        LM_ERR_FORMAT, "2", "step event: n_decode 3 + n_prefill 4 + n_draft 0 != n_tokens 8");
+    bad("step_draft.jsonl", HDR2 STEP("\"step\":0,\"n_tokens\":8,\"n_decode\":3,\"n_prefill\":4,\"n_seqs\":4,"
+                                      "\"n_draft\":2,\"n_accepted\":1") END(1),
+        LM_ERR_FORMAT, "2", "step event: n_decode 3 + n_prefill 4 + n_draft 2 != n_tokens 8");
+    bad("step_acc.jsonl", HDR2 STEP("\"step\":0,\"n_tokens\":8,\"n_decode\":4,\"n_prefill\":0,\"n_seqs\":4,"
+                                    "\"n_draft\":4,\"n_accepted\":5") END(1),
+        LM_ERR_FORMAT, "2", "step event: n_accepted 5 > n_draft 4");
+    bad("step_acc2.jsonl", HDR2 STEP("\"step\":0,\"n_tokens\":8,\"n_decode\":4,\"n_prefill\":0,\"n_seqs\":4,"
+                                     "\"n_draft\":4") END(1),
+        LM_ERR_FORMAT, "2", "step event lacks required key 'n_accepted'");
     bad("step_zero.jsonl", HDR2 STEP("\"step\":0,\"n_tokens\":0,\"n_decode\":0,\"n_prefill\":0,\"n_seqs\":0") END(1),
         LM_ERR_FORMAT, "2", "step event: n_tokens 0 < 1");
     bad("step_seqs.jsonl", HDR2 STEP("\"step\":0,\"n_tokens\":8,\"n_decode\":4,\"n_prefill\":4,\"n_seqs\":4") END(1),

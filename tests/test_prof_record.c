@@ -123,12 +123,12 @@ static void run_generation(struct lm_pool *pool) {
 }
 
 // Engine steps as lm_engine_step records them: step 0 prefills two prompts (5 + 2
-// tokens), steps 1..3 decode both sequences, step 4 decodes one and prefills a third
-// prompt of 3 tokens. Each: step span > forward phase (prefill if any prefill token) +
+// tokens), steps 1..3 decode both sequences (step 3 also verifies 4 drafts, 3 accepted),
+// step 4 decodes one and prefills a third prompt of 3 tokens. Each: step span > forward phase (prefill if any prefill token) +
 // sample phase, with the phases' step = the engine step index.
 #define ENG_STEPS 5
 static const struct lm_prof_step k_eng[ENG_STEPS] = {
-    {0, 7, 0, 2}, {1, 2, 2, 2}, {2, 2, 2, 2}, {3, 2, 2, 2}, {4, 4, 1, 2},
+    {0, 7, 0, 2, 0, 0}, {1, 2, 2, 2, 0, 0}, {2, 2, 2, 2, 0, 0}, {3, 6, 2, 2, 4, 3}, {4, 4, 1, 2, 0, 0},
 };
 
 static void run_engine_steps(struct lm_pool *pool) {
@@ -136,7 +136,8 @@ static void run_engine_steps(struct lm_pool *pool) {
     for (int s = 0; s < ENG_STEPS; s++) {
         const struct lm_prof_step *st = &k_eng[s];
         const uint64_t t_step = lm_prof_ticks();
-        const enum lm_prof_phase ph = st->n_decode == st->n_tokens ? LM_PHASE_DECODE : LM_PHASE_PREFILL;
+        const enum lm_prof_phase ph = st->n_decode + st->n_draft == st->n_tokens ? LM_PHASE_DECODE
+                                                                                  : LM_PHASE_PREFILL;
         uint64_t t0 = lm_prof_phase_begin(ph);
         f.n_tokens = st->n_tokens;
         f.step = s;
@@ -364,7 +365,8 @@ static int check_jsonl_schema(const char *path, int *n_types) {
         {"variant", "tid:u", "ts_ns:u", "kernel:s", "variant:s", "reason:s"},
         {"memory", "tid:u", "ts_ns:u", "weights_mapped:u", "kv_cache:u", "scratch:u", "rss:u", "rss_peak:u"},
         {"end", "events:u", "dropped:u"},
-        {"step", "tid:u", "ts_ns:u", "dur_ns:u", "step:u", "n_tokens:u", "n_decode:u", "n_prefill:u", "n_seqs:u"},
+        {"step", "tid:u", "ts_ns:u", "dur_ns:u", "step:u", "n_tokens:u", "n_decode:u", "n_prefill:u", "n_seqs:u",
+         "n_draft:u", "n_accepted:u"},
     };
     FILE *f = fopen(path, "r");
     if (!f) return -1;
@@ -530,7 +532,8 @@ int main(void) {
     lm_prof_print_summary(sf);
     fclose(sf);
     CHECK(contains(summ, "engine steps"));
-    CHECK(contains(summ, "tokens: 17 in 5 steps (decode 7 = 41.2%, prefill 10 = 58.8%); per step avg 3.4, min 2, max 7"));
+    CHECK(contains(summ, "tokens: 21 in 5 steps (decode 7 = 33.3%, prefill 10 = 47.6%); per step avg 4.2, min 2, max 7"));
+    CHECK(contains(summ, "speculative: 4 drafts verified in 1 steps, 3 accepted (75.0%, 3.00 per verifying step)"));
     CHECK(lm_prof_init(LM_PROF_TRACE, 2, 0) == LM_OK);
     run_engine_steps(pool);
     CHECK(lm_prof_write_jsonl(jsonl) == LM_OK);
@@ -540,7 +543,10 @@ int main(void) {
     CHECKF(bad == 0, "%d JSONL lines fail the schema", bad);
     CHECKF(n_types[8] == ENG_STEPS, "step events %d", n_types[8]);
     CHECK(contains(jsonl, "{\"type\":\"step\",\"tid\":0,") &&
-          contains(jsonl, "\"step\":4,\"n_tokens\":4,\"n_decode\":1,\"n_prefill\":3,\"n_seqs\":2}"));
+          contains(jsonl, "\"step\":4,\"n_tokens\":4,\"n_decode\":1,\"n_prefill\":3,\"n_seqs\":2,"
+                          "\"n_draft\":0,\"n_accepted\":0}") &&
+          contains(jsonl, "\"step\":3,\"n_tokens\":6,\"n_decode\":2,\"n_prefill\":0,\"n_seqs\":2,"
+                          "\"n_draft\":4,\"n_accepted\":3}"));
     { // every op line of the trace carries the step whose span holds it
         FILE *jf = fopen(jsonl, "r");
         char line[4096];
@@ -559,7 +565,7 @@ int main(void) {
     }
     check_perfetto(perf, 2);
     CHECK(contains(perf, "\"name\":\"engine step\",\"cat\":\"step\",\"args\":{\"step\":0,\"n_tokens\":7,"
-                         "\"n_decode\":0,\"n_prefill\":7,\"n_seqs\":2}"));
+                         "\"n_decode\":0,\"n_prefill\":7,\"n_seqs\":2,\"n_draft\":0,\"n_accepted\":0}"));
     CHECK(contains(perf, "\"name\":\"step tokens\""));
     r = NULL;
     CHECKF(lm_prof_report_load(jsonl, &r) == LM_OK, "%s", lm_error_msg());
@@ -568,7 +574,9 @@ int main(void) {
         CHECK(lm_prof_report_row(r, "step", "engine", &row) && row.count == ENG_STEPS);
         CHECK(lm_prof_report_row(r, "step", "engine decode only", &row) && row.count == 3);
         CHECK(lm_prof_report_row(r, "step", "engine with prefill", &row) && row.count == 2);
-        CHECK(lm_prof_report_row(r, "step_tokens", "tokens", &row) && row.total == 17 &&
+        CHECK(lm_prof_report_row(r, "step_tokens", "draft", &row) && row.total == 4);
+        CHECK(lm_prof_report_row(r, "step_tokens", "accepted", &row) && row.total == 3);
+        CHECK(lm_prof_report_row(r, "step_tokens", "tokens", &row) && row.total == 21 &&
               row.min == 2 && row.max == 7);
         CHECK(lm_prof_report_row(r, "step_tokens", "decode", &row) && row.total == 7);
         CHECK(lm_prof_report_row(r, "step_tokens", "prefill", &row) && row.total == 10);

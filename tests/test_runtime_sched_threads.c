@@ -1,7 +1,7 @@
 // The engine's thread boundary: an engine thread runs the steps while 3 threads submit
 // (retrying on a full queue) and this one cancels and reads stats; every request gets
 // exactly one last event, indices in order; lm_engine_free with requests in flight
-// still ends each one. Small requests: this test also runs under ThreadSanitizer
+// still ends each one; half the requests draft by prompt lookup. Small requests: this test also runs under ThreadSanitizer
 // (scripts/test.sh, label `threads`).
 // LM_TEST_LABELS: model;threads
 #include <pthread.h>
@@ -44,10 +44,11 @@ static void *submitter(void *p) {
     for (int i = 0; i < 4; i++) {
         int32_t t[12];
         t[0] = 2;
-        for (int k = 1; k < 12; k++) t[k] = 300 + 17 * (a->base + i) + k;
+        for (int k = 1; k < 12; k++) t[k] = 300 + 17 * (a->base + i) + (i % 2 ? k % 3 : k);
         struct lm_request_params rp = lm_request_params_default();
         rp.sampling.temperature = 0;
         rp.max_tokens = 4;
+        rp.lookup = i % 2; // repeating prompts: prompt-lookup drafts in the steps too
         rp.ignore_eos = true;
         while (lm_engine_submit(a->e, t, 12, &rp, on_event, a->s, &a->ids[i]) == LM_ERR_BUSY) {
             struct timespec ts = {0, 1000000};
@@ -90,6 +91,9 @@ int main(void) {
     }
     CHECKF(st.finished == 12, "%llu of 12 finished", (unsigned long long)st.finished);
     CHECK(st.running == 0 && st.waiting == 0);
+    CHECK(st.accepted_tokens <= st.drafted_tokens);
+    printf("drafted %llu, accepted %llu\n", (unsigned long long)st.drafted_tokens,
+           (unsigned long long)st.accepted_tokens);
     pthread_mutex_lock(&s.mu);
     int fin = 0, bad = 0;
     for (int i = 0; i < s.n; i++) { fin += s.r[i].finals == 1; bad += s.r[i].bad; }

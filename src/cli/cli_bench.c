@@ -57,6 +57,9 @@ static const char *k_bench_help =
     "                      --arrival run if given): JSONL for `lumen analyze`\n"
     "      --perfetto FILE --parallel: the same run as a Perfetto trace\n"
     "      --profile       --parallel: that run's profiler summary on stderr\n"
+    "      --lookup        --parallel: requests draft by prompt lookup (speculative decoding,\n"
+    "                      docs/speculative.md; the prompts repeat a text, so drafts are often\n"
+    "                      right); drafted / accepted tokens on stderr\n"
     "\n"
     "Prompts are deterministic: BOS + a fixed English text's token ids, repeated to length;\n"
     "prefill runs in chunks of 512 with logits only for the last token. Each test reports\n"
@@ -808,7 +811,7 @@ int cmd_bench(int argc, char **argv) {
                     .roof = true, .progress = progress,
                     .trace = ti == prof_ti ? popt.trace : NULL,
                     .perfetto = ti == prof_ti ? popt.perfetto : NULL,
-                    .profile = ti == prof_ti && popt.profile};
+                    .profile = ti == prof_ti && popt.profile, .lookup = popt.lookup};
             if (lm_bench_parallel_run(m, &mi, &par_p[n_par], &par_r[n_par]) != LM_OK) {
                 die_status("");
                 rc = 1;

@@ -31,6 +31,7 @@ bool lm_bench_parallel_flag(const char *cmd, int argc, char **argv, int *i,
     else if (!strcmp(a, "--trace")) o->trace = cli_value(cmd, argc, argv, i);
     else if (!strcmp(a, "--perfetto")) o->perfetto = cli_value(cmd, argc, argv, i);
     else if (!strcmp(a, "--profile")) o->profile = true;
+    else if (!strcmp(a, "--lookup")) o->lookup = true;
     else return false;
     return true;
 }
@@ -38,8 +39,8 @@ bool lm_bench_parallel_flag(const char *cmd, int argc, char **argv, int *i,
 void lm_bench_parallel_check(const char *cmd, const struct lm_bench_parallel_opts *o,
                              bool parallel, const int64_t *list, int n_list) {
     if (!parallel) {
-        if (o->arrival || o->step_tokens)
-            cli_usage_error(cmd, "--arrival and --step-tokens apply to --parallel runs");
+        if (o->arrival || o->step_tokens || o->lookup)
+            cli_usage_error(cmd, "--arrival, --step-tokens and --lookup apply to --parallel runs");
         if (o->trace || o->perfetto || o->profile)
             cli_usage_error(cmd, "--trace, --perfetto and --profile apply to --parallel runs "
                                  "(--breakdown profiles the pp/tg tests)");
@@ -124,6 +125,7 @@ static enum lm_status run_once(struct lm_model *m, const int32_t *ids, int n_ids
     rp.sampling.temperature = 0;
     rp.max_tokens = G;
     rp.ignore_eos = true;
+    rp.lookup = pp->lookup;
     const uint64_t t0 = lm_now_ns();
     for (int i = 0; i < N && st == LM_OK; i++) {
         lm_bench_par_prompt(ids, n_ids, i, prompt, P);
@@ -152,6 +154,8 @@ static enum lm_status run_once(struct lm_model *m, const int32_t *ids, int n_ids
     struct lm_kv_cache_stats ks;
     lm_kv_cache_stats(lm_engine_context(e), &ks);
     res->step_tokens = ep.step_tokens;
+    res->drafted = es.drafted_tokens;
+    res->accepted = es.accepted_tokens;
     lm_engine_free(e);
     if (st == LM_OK && (sink.bad || sink.cancelled))
         st = lm_error_set(LM_ERR_STATE, "bench: %d requests failed", sink.bad + sink.cancelled);
@@ -293,6 +297,8 @@ enum lm_status lm_bench_parallel_run(struct lm_model *m, const struct lm_bench_m
             res->kv_block_tokens = one.kv_block_tokens;
             res->kv_tokens_held = one.kv_tokens_held;
             res->step_tokens = one.step_tokens;
+            res->drafted += one.drafted;
+            res->accepted += one.accepted;
             if (pp->progress)
                 fprintf(stderr, "lumen bench: parallel %d rep %d/%d: %.1f gen tok/s, TTFT p50 %.1f ms\n",
                         N, r + 1, reps, one.gen_tok_s, one.ttft_ms_p50);
@@ -305,6 +311,11 @@ enum lm_status lm_bench_parallel_run(struct lm_model *m, const struct lm_bench_m
             }
         }
         if (st != LM_OK) break;
+        if (pp->lookup)
+            fprintf(stderr, "lumen bench: parallel %d --lookup: %llu tokens drafted, %llu accepted "
+                            "(%.1f%%) over %d repetitions\n", N, (unsigned long long)res->drafted,
+                    (unsigned long long)res->accepted,
+                    res->drafted ? 100.0 * (double)res->accepted / (double)res->drafted : 0.0, reps);
         res->reps = reps;
         res->gen_tok_s_min = res->gen_tok_s_max = g[0];
         res->fwd_tok_s_min = res->fwd_tok_s_max = fw[0];

@@ -16,6 +16,7 @@ struct lm_bench_parallel_opts {
     const char *trace;    // --trace FILE: JSONL of one profiled run (largest N, largest -t)
     const char *perfetto; // --perfetto FILE: the same run for ui.perfetto.dev
     bool profile;         // --profile: that run's profiler summary on stderr
+    bool lookup;          // --lookup: every request drafts by prompt lookup (docs/speculative.md)
 };
 
 struct lm_bench_parallel_params {
@@ -30,6 +31,7 @@ struct lm_bench_parallel_params {
     // one extra, untimed, profiled run at the largest N (its arrival run with --arrival)
     const char *trace, *perfetto;
     bool profile;
+    bool lookup;     // requests with prompt-lookup drafting
 };
 
 // The --arrival figures of one N (medians over the repetitions, ms).
@@ -56,6 +58,7 @@ struct lm_bench_parallel_result {
     double ttft_ms_p50, ttft_ms_p99, itl_ms_p50, itl_ms_p99;
     uint64_t kv_bytes;        // peak bytes of the pool in use
     uint64_t kv_tokens_held;  // N x (prompt + generated - 1) at the end
+    uint64_t drafted, accepted; // --lookup: drafted / accepted tokens over the repetitions
     uint64_t kv_block_bytes;
     int kv_block_tokens;
     int step_tokens;          // the engine's step budget in the throughput runs

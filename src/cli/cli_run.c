@@ -1,5 +1,7 @@
 // `lumen run`: tokenize a prompt (optionally in the model's chat format), prefill
-// it, then sample and stream tokens; one stats line on stderr at the end.
+// it, then sample and stream tokens; one stats line on stderr at the end. With --lookup
+// the request runs on the engine (lm_engine, step mode), whose speculative decoding the
+// server shares.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +38,9 @@ static const char *k_run_help =
     "      --no-fused-top-k  sample from the full logits row even when the sampler needs only\n"
     "                        its k best (greedy, top-k without penalties), which the LM head\n"
     "                        otherwise selects as it computes them (same tokens, slower)\n"
+    "      --lookup          speculative decoding with prompt-lookup drafts (the same text,\n"
+    "                        faster when the output repeats the prompt; docs/speculative.md)\n"
+    "      --draft-max K     with --lookup: drafted tokens per step at most (default 8, <= 32)\n"
     "      --verbose         print the prompt's token count and chat format, a progress\n"
     "                        line for prefills over ~2 s (when stderr is a terminal), and\n"
     "                        where the decode steps' time went (forward, sampling, output)\n"
@@ -45,7 +50,8 @@ static const char *k_run_help =
     "      --perfetto FILE   write a Chrome trace (open it in ui.perfetto.dev)\n"
     "\n"
     "Prints generated text to stdout as it is produced, then one stats line to stderr:\n"
-    "load ms, prompt tokens and tok/s, time to first token, generated tokens and tok/s.\n";
+    "load ms, prompt tokens and tok/s, time to first token, generated tokens and tok/s\n"
+    "(with --lookup also tokens drafted, accepted and the acceptance rate).\n";
 
 static char *read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
@@ -69,11 +75,106 @@ static char *read_file(const char *path, size_t *len) {
     return buf;
 }
 
+// ================================================================ --lookup: the engine
+
+struct run_sink {
+    const struct lm_tokenizer *tok;
+    struct lm_detok dt;
+    char *piece;
+    size_t piece_cap;
+    bool ignore_eos, done, failed;
+    int64_t n_gen;
+    uint64_t t_first;
+};
+
+static void run_on_event(void *user, const struct lm_event *ev) {
+    struct run_sink *s = user;
+    if (ev->token >= 0) {
+        if (s->n_gen++ == 0) s->t_first = lm_now_ns();
+        // as the plain loop: an end-of-generation token ends the text without being shown
+        if (s->ignore_eos || !lm_tokenizer_is_eog(s->tok, ev->token)) {
+            size_t np = 0;
+            lm_detok_push(s->tok, &s->dt, ev->token, s->piece, s->piece_cap, &np);
+            fwrite(s->piece, 1, np, stdout);
+            fflush(stdout);
+        }
+    }
+    if (ev->finish != LM_FINISH_NONE) {
+        s->done = true;
+        if (ev->finish == LM_FINISH_ERROR) {
+            fprintf(stderr, "\nlumen run: %s\n", ev->error ? ev->error : "forward pass failed");
+            s->failed = true;
+        }
+    }
+}
+
+// Generates with one request on an engine driven from this thread; the stats line has the
+// plain loop's form plus the drafting counters. Returns the exit status.
+static int run_engine(struct lm_model *m, const int32_t *ids, size_t n_ids, int64_t n_ctx,
+                      int64_t n_threads, int64_t n_predict, const struct lm_sampler_params *sp,
+                      bool ignore_eos, int32_t draft_max, double load_ms, uint64_t t0) {
+    struct lm_engine_params ep = {.max_running = 1, .max_waiting = 1, .step_tokens = 512,
+                                  .n_ctx = (int32_t)n_ctx, .kv_tokens = (int32_t)n_ctx,
+                                  .n_threads = (int32_t)n_threads, .no_prefix_cache = true};
+    struct lm_engine *e = NULL;
+    if (lm_engine_init(&e, m, &ep) != LM_OK) {
+        fprintf(stderr, "lumen run: %s\n", lm_error_msg());
+        return 1;
+    }
+    struct lm_request_params rp = lm_request_params_default();
+    rp.sampling = *sp;
+    rp.max_tokens = (int32_t)n_predict;
+    rp.ignore_eos = ignore_eos;
+    rp.lookup = true;
+    rp.draft_max = draft_max;
+    struct run_sink s = {.tok = lm_model_tokenizer(m), .ignore_eos = ignore_eos};
+    lm_detok_init(&s.dt, false);
+    s.piece_cap = lm_tokenizer_max_piece(s.tok) + 8;
+    s.piece = malloc(s.piece_cap);
+    int rc = 0;
+    if (!s.piece || lm_engine_submit(e, ids, (int32_t)n_ids, &rp, run_on_event, &s, NULL) != LM_OK) {
+        fprintf(stderr, "lumen run: %s\n", s.piece ? lm_error_msg() : "out of memory");
+        rc = 1;
+    }
+    uint64_t t_pre1 = 0;
+    while (rc == 0 && !s.done) {
+        if (lm_engine_step(e) < 0 && !s.done) {
+            fprintf(stderr, "\nlumen run: %s\n", lm_error_msg());
+            rc = 1;
+        }
+        if (!t_pre1 && s.n_gen > 0) t_pre1 = s.t_first;
+    }
+    if (s.failed) rc = 1;
+    const size_t np = s.piece ? lm_detok_flush(&s.dt, s.piece, s.piece_cap) : 0;
+    fwrite(s.piece, 1, np, stdout);
+    fputc('\n', stdout);
+    fflush(stdout);
+    const uint64_t t_end = lm_now_ns();
+    struct lm_engine_stats st;
+    lm_engine_stats(e, &st);
+    // prefill rate: the prompt over the time to the first token (the engine's prefill steps)
+    const double ttft_ms = s.n_gen ? (double)(s.t_first - t0) / 1e6 : 0.0;
+    const double dec_s = s.n_gen > 1 ? (double)(t_end - s.t_first) / 1e9 : 0.0;
+    fprintf(stderr,
+            "lumen: load %.1f ms | prompt %zu tok, %.1f tok/s | TTFT %.1f ms | "
+            "gen %lld tok, %.1f tok/s | threads %d | drafted %llu, accepted %llu (%.1f%%)\n",
+            load_ms, n_ids, ttft_ms > 0 ? (double)n_ids / (ttft_ms / 1e3) : 0.0, ttft_ms,
+            (long long)s.n_gen, dec_s > 0 ? (double)(s.n_gen - 1) / dec_s : 0.0,
+            lm_context_n_threads(lm_engine_context(e)), (unsigned long long)st.drafted_tokens,
+            (unsigned long long)st.accepted_tokens,
+            st.drafted_tokens ? 100.0 * (double)st.accepted_tokens / (double)st.drafted_tokens : 0.0);
+    free(s.piece);
+    lm_engine_free(e);
+    return rc;
+}
+
 int cmd_run(int argc, char **argv) {
     const char *cmd = "run";
     const char *model_path = NULL, *prompt = NULL, *prompt_file = NULL;
     int64_t n_predict = 128, n_threads = 0, n_ctx = 0;
     bool chat = false, ignore_eos = false, profile = false, verbose = false, fused = true;
+    bool lookup = false;
+    int64_t draft_max = 0;
     const char *trace_path = NULL, *perfetto_path = NULL, *tmpl_name = NULL;
     struct lm_sampler_params sp = lm_sampler_params_default();
     for (int i = 1; i < argc; i++) {
@@ -89,6 +190,9 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "--verbose")) verbose = true;
         else if (!strcmp(a, "--ignore-eos")) ignore_eos = true;
         else if (!strcmp(a, "--no-fused-top-k")) fused = false;
+        else if (!strcmp(a, "--lookup")) lookup = true;
+        else if (!strcmp(a, "--draft-max"))
+            draft_max = cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 1, LM_DRAFT_MAX_LIMIT);
         else if (!strcmp(a, "--profile")) profile = true;
         else if (!strcmp(a, "--trace")) trace_path = cli_value(cmd, argc, argv, &i);
         else if (!strcmp(a, "--perfetto")) perfetto_path = cli_value(cmd, argc, argv, &i);
@@ -112,6 +216,7 @@ int cmd_run(int argc, char **argv) {
     }
     if (!prompt && !prompt_file) cli_usage_error(cmd, "no prompt: give -p TEXT or -f FILE");
     if (prompt && prompt_file) cli_usage_error(cmd, "give either -p or -f, not both");
+    if (draft_max && !lookup) cli_usage_error(cmd, "--draft-max needs --lookup");
     if (tmpl_name && lm_chat_template_from_name(tmpl_name) == LM_CHAT_TEMPLATE_NONE)
         cli_usage_error(cmd, "--template: unknown format '%s' (gemma, llama3 or chatml)", tmpl_name);
     char *file_text = NULL;
@@ -195,6 +300,26 @@ int cmd_run(int argc, char **argv) {
         cli_usage_error(cmd, "prompt is %zu tokens, context is %lld (raise --ctx)", n_ids,
                         (long long)n_ctx);
 
+    if (lookup && n_predict > 0) {
+        if (verbose)
+            fprintf(stderr, "lumen run: %s: prompt %zu tokens, context %lld, engine with prompt "
+                    "lookup (draft max %lld)\n", model_path, n_ids, (long long)n_ctx,
+                    (long long)(draft_max ? draft_max : LM_DRAFT_MAX_DEFAULT));
+        int rc = run_engine(m, ids, n_ids, n_ctx, n_threads, n_predict, &sp, ignore_eos,
+                            (int32_t)draft_max, load_ms, t0);
+        if (lm_prof_on()) {
+            if (profile) lm_prof_print_summary(stderr);
+            if (trace_path && lm_prof_write_jsonl(trace_path) != LM_OK) rc = 1;
+            if (perfetto_path && lm_prof_write_perfetto(perfetto_path) != LM_OK) rc = 1;
+            if (rc) fprintf(stderr, "lumen run: %s\n", lm_error_msg());
+            lm_prof_shutdown();
+        }
+        free(ids);
+        free(chat_text);
+        free(file_text);
+        lm_model_free(m);
+        return rc;
+    }
     struct lm_context_params cp = {.n_ctx = (int32_t)n_ctx, .n_seq_max = 1, .n_batch = 512,
                                    .n_threads = (int32_t)n_threads};
     struct lm_context *c = NULL;

@@ -35,6 +35,10 @@ static const char *k_serve_help =
     "  -to, --timeout N        close a connection idle for N seconds: nothing read or written,\n"
     "                          a client not reading its stream (default 600; 0 = never)\n"
     "      --no-prefix-cache   do not reuse the KV blocks of earlier prompts\n"
+    "      --lookup            speculative decoding with prompt-lookup drafts for every request\n"
+    "                          (a request's \"lookup\": true/false overrides; docs/speculative.md)\n"
+    "      --draft-max K       drafted tokens per step at most (default 8, <= 32; a request's\n"
+    "                          \"draft_max\" overrides)\n"
     "\n"
     "Prints `lumen serve: listening on http://HOST:PORT` on stderr once ready, then one line\n"
     "per request: id, status, prompt and generated tokens, TTFT, tok/s, why it finished.\n";
@@ -80,6 +84,9 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "-to") || !strcmp(a, "--timeout"))
             o.timeout_s = (int)cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 0, 1 << 20);
         else if (!strcmp(a, "--no-prefix-cache")) o.ep.no_prefix_cache = true;
+        else if (!strcmp(a, "--lookup")) o.lookup = true;
+        else if (!strcmp(a, "--draft-max"))
+            o.draft_max = (int32_t)cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 1, LM_DRAFT_MAX_LIMIT);
         else cli_usage_error(cmd, "unknown option '%s' (try `lumen serve --help`)", a);
     }
     if (o.api_key && !*o.api_key) cli_usage_error(cmd, "--api-key: the key is empty");

@@ -218,7 +218,10 @@ void lm_prof_step_rec(const struct lm_prof_step *st, uint64_t t0, uint64_t t1) {
     struct lm_prof_state *s = &lm_prof_g;
     if (!s->th || !st || st->n_tokens < 1) return;
     const int32_t n_dec = st->n_decode < 0 ? 0 : st->n_decode > st->n_tokens ? st->n_tokens : st->n_decode;
-    const int kind = n_dec < st->n_tokens; // 1: holds prefill tokens
+    int32_t n_dr = st->n_draft < 0 ? 0 : st->n_draft > 255 ? 255 : st->n_draft;
+    if (n_dr > st->n_tokens - n_dec) n_dr = st->n_tokens - n_dec;
+    const int32_t n_acc = st->n_accepted < 0 ? 0 : st->n_accepted > n_dr ? n_dr : st->n_accepted;
+    const int kind = n_dec + n_dr < st->n_tokens; // 1: holds prefill tokens
     const uint64_t d = t1 > t0 ? t1 - t0 : 0;
     lm_prof_stat_add(&s->step[kind], d);
     s->step_hist[kind].b[lm_prof_hist_index(d)]++;
@@ -227,12 +230,16 @@ void lm_prof_step_rec(const struct lm_prof_step *st, uint64_t t0, uint64_t t1) {
     s->step_tokens += (uint64_t)st->n_tokens;
     s->step_decode += (uint64_t)n_dec;
     s->step_seqs += (uint64_t)(st->n_seqs > 0 ? st->n_seqs : 0);
+    s->step_draft += (uint64_t)n_dr;
+    s->step_accepted += (uint64_t)n_acc;
+    s->step_verify += n_dr > 0;
     if (s->level == LM_PROF_TRACE) {
         // n_decode <= max_running <= 4096 and n_seqs <= 4096 (lm_engine_init's limits)
         struct lm_prof_ev *e = ev_push(&s->th[0]);
         if (e) *e = (struct lm_prof_ev){.t0 = t0, .t1 = t1, .a = st->step, .b = st->n_tokens,
                                         .layer = (int16_t)(n_dec > INT16_MAX ? INT16_MAX : n_dec),
                                         .type = LM_EV_STEP, .phase = (uint8_t)lm_prof_cur_phase_g,
+                                        .code = (uint8_t)n_dr, .pad = (uint8_t)n_acc,
                                         .c = (uint16_t)(st->n_seqs < 0 ? 0 : st->n_seqs > UINT16_MAX
                                                         ? UINT16_MAX : st->n_seqs)};
     }

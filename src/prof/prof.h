@@ -164,6 +164,8 @@ struct lm_prof_step {
     int32_t n_tokens;  // batch entries
     int32_t n_decode;  // of which decode tokens (one per decoding request); the rest prefill
     int32_t n_seqs;    // sequences (requests) in the batch
+    int32_t n_draft;   // speculative drafts verified (not decode, not prefill; <= 255)
+    int32_t n_accepted;// of which accepted
 };
 void lm_prof_step_rec(const struct lm_prof_step *st, uint64_t t0, uint64_t t1);
 static inline void lm_prof_step(const struct lm_prof_step *st, uint64_t t0, uint64_t t1) {

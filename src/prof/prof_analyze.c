@@ -466,10 +466,21 @@ static enum lm_status on_step(struct loader *L) {
     NEED(type, "n_seqs", 'u', fns);
     (void)fstep;
     const long long nt = fnt->i, nd = fnd->i, np = fnp->i, ns = fns->i;
+    // speculative drafts (optional: traces before them lack the keys)
+    const struct jfield *fdr = jget(&L->j, "n_draft"), *fac = jget(&L->j, "n_accepted");
+    long long ndr = 0, nac = 0;
+    if (fdr || fac) {
+        NEED(type, "n_draft", 'u', fdr2);
+        NEED(type, "n_accepted", 'u', fac2);
+        ndr = fdr2->i;
+        nac = fac2->i;
+        if (nac > ndr)
+            return lerr(L, LM_ERR_FORMAT, "step event: n_accepted %lld > n_draft %lld", nac, ndr);
+    }
     if (nt < 1) return lerr(L, LM_ERR_FORMAT, "step event: n_tokens %lld < 1", nt);
-    if (nd + np != nt)
-        return lerr(L, LM_ERR_FORMAT, "step event: n_decode %lld + n_prefill %lld != n_tokens %lld",
-                    nd, np, nt);
+    if (nd + np + ndr != nt)
+        return lerr(L, LM_ERR_FORMAT, "step event: n_decode %lld + n_prefill %lld + n_draft %lld != "
+                    "n_tokens %lld", nd, np, ndr, nt);
     if (ns < nd + (np > 0) || ns > nt)
         return lerr(L, LM_ERR_FORMAT, "step event: n_seqs %lld outside [%lld, %lld] (one per decode "
                     "token, one or more per prefill chunk)", ns, nd + (np > 0), nt);
@@ -481,8 +492,12 @@ static enum lm_status on_step(struct loader *L) {
     if ((st = add(L, LM_RS_STEP_TOKENS, "decode", (uint64_t)nd))) return st;
     if ((st = add(L, LM_RS_STEP_TOKENS, "prefill", (uint64_t)np))) return st;
     if ((st = add(L, LM_RS_STEP_TOKENS, "seqs", (uint64_t)ns))) return st;
+    if (ndr && (st = add(L, LM_RS_STEP_TOKENS, "draft", (uint64_t)ndr))) return st;
+    if (ndr && (st = add(L, LM_RS_STEP_TOKENS, "accepted", (uint64_t)nac))) return st;
     r->step_tokens += (uint64_t)nt;
     r->step_decode += (uint64_t)nd;
+    r->step_draft += (uint64_t)ndr;
+    r->step_accepted += (uint64_t)nac;
     return LM_OK;
 }
 
@@ -826,11 +841,13 @@ static void print_steps(FILE *f, const struct lm_prof_report *r) {
         t_kind[i] = g->sum;
         print_row(f, "  ", kinds[i][1], &g->row);
     }
-    static const char *const counts[4][2] = {{"tokens", "tokens per step"},
+    static const char *const counts[6][2] = {{"tokens", "tokens per step"},
                                              {"decode", "decode tokens per step"},
                                              {"prefill", "prefill tokens per step"},
-                                             {"seqs", "sequences per step"}};
-    for (int i = 0; i < 4; i++) {
+                                             {"seqs", "sequences per step"},
+                                             {"draft", "drafted tokens per verifying step"},
+                                             {"accepted", "accepted drafts per verifying step"}};
+    for (int i = 0; i < 6; i++) {
         const struct lm_rgroup *g = lm_r_find(&r->sec[LM_RS_STEP_TOKENS], counts[i][0]);
         if (!g) continue;
         const struct lm_prof_row *w = &g->row;
@@ -838,15 +855,24 @@ static void print_steps(FILE *f, const struct lm_prof_report *r) {
                    "p99=%.0f\n", counts[i][1], (unsigned long long)w->count, w->total, w->avg,
                 w->min, w->max, w->p95, w->p99);
     }
-    const uint64_t pre = r->step_tokens - r->step_decode;
+    const uint64_t pre = r->step_tokens - r->step_decode - r->step_draft;
     const double tt = r->step_tokens ? (double)r->step_tokens : 1.0;
-    fprintf(f, "  tokens: %llu = decode %llu (%.1f%%) + prefill %llu (%.1f%%); step time: decode "
+    char drafts[64] = "";
+    if (r->step_draft)
+        snprintf(drafts, sizeof drafts, " + drafts %llu (%.1f%%)", (unsigned long long)r->step_draft,
+                 100.0 * (double)r->step_draft / tt);
+    fprintf(f, "  tokens: %llu = decode %llu (%.1f%%) + prefill %llu (%.1f%%)%s; step time: decode "
                "only %.1f%%, with prefill %.1f%%; %.2f tok/s over step time\n",
             (unsigned long long)r->step_tokens, (unsigned long long)r->step_decode,
             100.0 * (double)r->step_decode / tt, (unsigned long long)pre, 100.0 * (double)pre / tt,
+            drafts,
             t_kind[0] > 0 ? 100.0 * t_kind[1] / t_kind[0] : 0.0,
             t_kind[0] > 0 ? 100.0 * t_kind[2] / t_kind[0] : 0.0,
             t_kind[0] > 0 ? (double)r->step_tokens / (t_kind[0] * 1e-9) : 0.0);
+    if (r->step_draft)
+        fprintf(f, "  speculative: %llu drafted tokens, %llu accepted (%.1f%%)\n",
+                (unsigned long long)r->step_draft, (unsigned long long)r->step_accepted,
+                100.0 * (double)r->step_accepted / (double)r->step_draft);
 }
 
 static int cmp_layer_key(const void *a, const void *b) {

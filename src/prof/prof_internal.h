@@ -56,8 +56,8 @@ struct lm_prof_ev {
     uint8_t type;    // enum lm_prof_ev_type
     uint8_t code;    // op (op/barrier/matmul) or phase (phase)
     uint8_t phase;   // phase current at record time (LM_PHASE_COUNT = none)
-    uint8_t pad;
-    uint16_t c;      // step: n_seqs
+    uint8_t pad;     // step: n_accepted
+    uint16_t c;      // step: n_seqs (code: n_draft)
 };
 _Static_assert(sizeof(struct lm_prof_ev) == 32, "trace events stay 32 bytes");
 
@@ -128,6 +128,7 @@ struct lm_prof_state {
     struct lm_prof_stat step[2];
     struct lm_prof_hist step_hist[2];
     uint64_t step_tokens, step_decode, step_seqs; // sums over the steps
+    uint64_t step_draft, step_accepted, step_verify; // drafts, accepted, steps with drafts
     int32_t step_tok_min, step_tok_max;
     struct lm_prof_mm_desc *mm_desc; // [MM_DESC_CAP], hash table
     int *mm_desc_slot;               // hash slot -> desc index + 1

@@ -65,7 +65,7 @@ struct lm_prof_report {
     uint64_t tokens[LM_PHASE_COUNT];
     int version;       // of the file's header
     // engine steps: tokens summed over the steps
-    uint64_t step_tokens, step_decode;
+    uint64_t step_tokens, step_decode, step_draft, step_accepted;
     // memory gauges: last and peak
     bool have_mem;
     uint64_t mem_last[5], mem_peak[5];

@@ -122,7 +122,7 @@ static void print_steps(FILE *f) {
             fprintf(f, " %.1f", (double)s->step_tokens / ((double)st[i]->sum * s->ns_per_tick * 1e-9));
         fputc('\n', f);
     }
-    const uint64_t pre = s->step_tokens - s->step_decode;
+    const uint64_t pre = s->step_tokens - s->step_decode - s->step_draft;
     fprintf(f, "  tokens: %llu in %llu steps (decode %llu = %.1f%%, prefill %llu = %.1f%%); per step "
                "avg %.1f, min %d, max %d; sequences per step avg %.1f\n",
             (unsigned long long)s->step_tokens, (unsigned long long)n,
@@ -131,6 +131,12 @@ static void print_steps(FILE *f) {
             (unsigned long long)pre, s->step_tokens ? 100.0 * (double)pre / (double)s->step_tokens : 0.0,
             (double)s->step_tokens / (double)n, s->step_tok_min, s->step_tok_max,
             (double)s->step_seqs / (double)n);
+    if (s->step_draft)
+        fprintf(f, "  speculative: %llu drafts verified in %llu steps, %llu accepted (%.1f%%, %.2f per "
+                   "verifying step)\n", (unsigned long long)s->step_draft,
+                (unsigned long long)s->step_verify, (unsigned long long)s->step_accepted,
+                100.0 * (double)s->step_accepted / (double)s->step_draft,
+                (double)s->step_accepted / (double)s->step_verify);
 }
 
 void lm_prof_print_summary(FILE *f) {
@@ -396,8 +402,10 @@ enum lm_status lm_prof_write_jsonl(const char *path) {
         case LM_EV_STEP:
             fprintf(f,
                     "{\"type\":\"step\",\"tid\":%d,\"ts_ns\":%llu,\"dur_ns\":%llu,\"step\":%d,"
-                    "\"n_tokens\":%d,\"n_decode\":%d,\"n_prefill\":%d,\"n_seqs\":%d}\n",
-                    r->tid, ts, dur, e->a, e->b, e->layer, e->b - e->layer, e->c);
+                    "\"n_tokens\":%d,\"n_decode\":%d,\"n_prefill\":%d,\"n_seqs\":%d,"
+                    "\"n_draft\":%d,\"n_accepted\":%d}\n",
+                    r->tid, ts, dur, e->a, e->b, e->layer, e->b - e->layer - e->code, e->c, e->code,
+                    e->pad);
             break;
         case LM_EV_OP:
         case LM_EV_BARRIER:
@@ -519,8 +527,9 @@ static void emit_slice(FILE *f, int tid, const struct slice *sl, bool clamped) {
     fprintf(f, ",\"cat\":\"%s\",\"args\":{", cat);
     switch (sl->kind) {
     case SL_STEP:
-        fprintf(f, "\"step\":%d,\"n_tokens\":%d,\"n_decode\":%d,\"n_prefill\":%d,\"n_seqs\":%d",
-                e->a, e->b, e->layer, e->b - e->layer, e->c);
+        fprintf(f, "\"step\":%d,\"n_tokens\":%d,\"n_decode\":%d,\"n_prefill\":%d,\"n_seqs\":%d,"
+                   "\"n_draft\":%d,\"n_accepted\":%d",
+                e->a, e->b, e->layer, e->b - e->layer - e->code, e->c, e->code, e->pad);
         break;
     case SL_PHASE: fprintf(f, "\"step\":%d,\"n_tokens\":%d", e->a, e->b); break;
     case SL_BLOCK: fprintf(f, "\"layer\":%d,\"phase\":\"%s\"", sl->layer, phase_str(sl->phase)); break;

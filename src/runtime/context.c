@@ -109,8 +109,8 @@ enum lm_status lm_context_init(struct lm_context **out, struct lm_model *m,
     if (p.n_seq_max > 4096) return lm_error_set(LM_ERR_ARG, "context: n_seq_max %d > 4096", p.n_seq_max);
     if (p.kv_tokens < 0) return lm_error_set(LM_ERR_ARG, "context: kv_tokens %d < 0", p.kv_tokens);
     if (p.kv_tokens == 0) p.kv_tokens = p.n_ctx;
-    if (p.n_logits_max <= 0 || p.n_logits_max > p.n_batch) p.n_logits_max = p.n_batch;
     if (p.n_batch <= 0) p.n_batch = 512;
+    if (p.n_logits_max <= 0 || p.n_logits_max > p.n_batch) p.n_logits_max = p.n_batch;
     if (p.n_batch > 8192) return lm_error_set(LM_ERR_ARG, "context: n_batch %d > 8192", p.n_batch);
     if (p.n_threads <= 0) p.n_threads = lm_cpu_physical_cores();
     if (p.n_threads > 256) return lm_error_set(LM_ERR_ARG, "context: %d threads > 256", p.n_threads);

@@ -1,7 +1,8 @@
 // Engine (lumen.h lm_engine_*): the scheduler loop over one context. Queue, admission
 // under the KV pool's capacity with prefix-cache reuse, one step = a decode token for
 // every running request + prefill chunks of the others under a token budget,
-// cancellation, preemption by recompute, sampling and token delivery with timestamps.
+// cancellation, preemption by recompute, sampling and token delivery with timestamps,
+// speculative decoding (prompt-lookup drafts verified in the step's forward pass).
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -11,6 +12,7 @@
 #include "base/status.h"
 #include "base/timer.h"
 #include "runtime/runtime.h"
+#include "runtime/spec.h"
 #include "tokenizer/tokenizer.h"
 
 // ================================================================ types
@@ -36,6 +38,10 @@ struct req {
     lm_event_fn cb;
     void *user;
     uint64_t t_submit, t_admit, admit_order;
+    // speculative decoding (rp.lookup): this step's drafts (after its decode entry)
+    int32_t draft[LM_DRAFT_MAX_LIMIT];
+    int32_t n_draft;
+    struct lm_spec_acc sacc;
 };
 
 struct lm_engine {
@@ -71,7 +77,13 @@ struct lm_engine {
     int32_t top_tok[LM_MAX_TOP_LOGPROBS];
     float top_lp[LM_MAX_TOP_LOGPROBS];
     struct lm_engine_stats st;    // counters (published into snap after each step)
+    struct lm_spec_cost cost;     // forward ns by step token count (draft lengths that pay)
+    int32_t draft_rows;           // logits rows beyond max_running, for drafts
 };
+
+// Logits rows for drafted tokens, beyond one per running request: bounds a step's drafts
+// (and the logits buffer: a row is n_vocab floats, 1 MiB for Gemma 3).
+#define LM_ENGINE_DRAFT_ROWS 32
 
 const char *lm_finish_name(enum lm_finish f) {
     switch (f) {
@@ -177,7 +189,7 @@ enum lm_status lm_engine_init(struct lm_engine **out, struct lm_model *m,
     struct lm_context_params cp = {.n_ctx = p.n_ctx, .n_seq_max = p.max_running,
                                    .n_batch = p.step_tokens, .n_threads = p.n_threads,
                                    .kv_tokens = p.kv_tokens, .no_prefix_cache = p.no_prefix_cache,
-                                   .n_logits_max = p.max_running};
+                                   .n_logits_max = p.max_running + LM_ENGINE_DRAFT_ROWS};
     enum lm_status st = lm_context_init(&e->c, m, &cp);
     if (st != LM_OK) {
         free(e);
@@ -188,13 +200,15 @@ enum lm_status lm_engine_init(struct lm_engine **out, struct lm_model *m,
     p.n_threads = e->c->n_threads;
     e->m = m;
     e->p = p;
+    e->draft_rows = e->c->n_logits_max - p.max_running; // n_logits_max is capped at step_tokens
     e->n_vocab = lm_model_n_vocab(m);
     e->running = calloc((size_t)p.max_running, sizeof *e->running);
     e->order = calloc((size_t)p.max_running, sizeof *e->order);
     e->batch = calloc((size_t)p.step_tokens, sizeof *e->batch);
     e->batch_req = calloc((size_t)p.step_tokens, sizeof *e->batch_req);
     e->biased = malloc((size_t)e->n_vocab * sizeof *e->biased);
-    if (!e->running || !e->order || !e->batch || !e->batch_req || !e->biased) {
+    if (!e->running || !e->order || !e->batch || !e->batch_req || !e->biased ||
+        !lm_spec_cost_init(&e->cost, p.step_tokens)) {
         lm_engine_free(e);
         return lm_error_set(LM_ERR_NOMEM, "engine: out of memory");
     }
@@ -238,6 +252,7 @@ void lm_engine_free(struct lm_engine *e) {
     free(e->batch_req);
     free(e->biased);
     free(e->cancels);
+    lm_spec_cost_free(&e->cost);
     free(e);
 }
 
@@ -274,8 +289,13 @@ enum lm_status lm_engine_submit(struct lm_engine *e, const int32_t *prompt, int3
                 return lm_error_set(LM_ERR_ARG, "engine: logit bias entry %d: token %d, value %g "
                                     "(tokens in [0, %d), finite values or -inf)", i,
                                     rp.bias_tokens[i], rp.bias_values[i], e->n_vocab);
+    if (rp.draft_max < 0 || rp.draft_max > LM_DRAFT_MAX_LIMIT)
+        return lm_error_set(LM_ERR_ARG, "engine: draft_max %d out of range [0, %d]", rp.draft_max,
+                            LM_DRAFT_MAX_LIMIT);
+    if (rp.lookup && rp.draft_max == 0) rp.draft_max = LM_DRAFT_MAX_DEFAULT;
     struct req *r = calloc(1, sizeof *r);
     if (!r) return lm_error_set(LM_ERR_NOMEM, "engine: out of memory");
+    lm_spec_acc_init(&r->sacc);
     enum lm_status st = lm_sampler_init(&r->smp, &rp.sampling, e->n_vocab);
     if (st != LM_OK) {
         free(r);
@@ -426,15 +446,68 @@ static int32_t fit_chunk(const struct lm_kv_cache *kv, int32_t seq, int32_t want
     return lo;
 }
 
-// Fills e->batch: a decode token for every running request that is decoding, then
-// prefill chunks in admission order up to the token budget. Requests that do not fit
+// Drafts for the n decode entries of e->batch (lookup requests), in the budget left after
+// them: each request's draft length is the one that maximises the step's expected tokens
+// per measured ns (lm_spec_choose), so a draft is only added when it pays against the
+// same step without it. Inserts each request's drafts after its decode entry; returns the
+// new entry count and takes their blocks from *avail.
+static int32_t add_drafts(struct lm_engine *e, int32_t n, int32_t *avail) {
+    struct lm_kv_cache *kv = &e->c->kv;
+    int32_t rows = e->draft_rows, n_tot = n;
+    double g_base = n;
+    for (int32_t i = 0; i < n; i++) {
+        struct req *r = e->batch_req[i];
+        r->n_draft = 0;
+        if (!r->rp.lookup) continue;
+        int32_t room = e->p.step_tokens - n_tot;
+        if (room > rows) room = rows;
+        if (room > r->rp.draft_max) room = r->rp.draft_max;
+        if (room > e->p.n_ctx - r->n_toks) room = e->p.n_ctx - r->n_toks; // positions < n_ctx
+        if ((int64_t)room > (int64_t)r->max_gen - r->n_gen - 1) room = r->max_gen - r->n_gen - 1;
+        if (room <= 0) continue;
+        int32_t nd = lm_spec_lookup(r->toks, r->n_toks, room, r->draft);
+        const int32_t b1 = lm_kv_blocks_needed(kv, r->seq, 1);
+        while (nd > 0 && lm_kv_blocks_needed(kv, r->seq, 1 + nd) - b1 > *avail) nd--;
+        if (nd == 0) continue;
+        double gain = 0.0;
+        const int32_t k = lm_spec_choose(&e->cost, lm_spec_acc_rate(&r->sacc), n_tot, g_base, nd,
+                                         &gain);
+        if (k == 0) { // does not pay now: drafting pauses, the estimate drifts back
+            lm_spec_acc_idle(&r->sacc);
+            continue;
+        }
+        *avail -= lm_kv_blocks_needed(kv, r->seq, 1 + k) - b1;
+        r->n_draft = k;
+        rows -= k;
+        n_tot += k;
+        g_base += gain;
+    }
+    // spread: each request's drafts right after its decode entry (positions pos+1..pos+k)
+    for (int32_t i = n - 1, w = n_tot - 1; i >= 0; i--) {
+        struct req *r = e->batch_req[i];
+        const struct lm_batch_entry d = e->batch[i];
+        for (int32_t j = r->n_draft - 1; j >= 0; j--) {
+            e->batch[w] = (struct lm_batch_entry){r->draft[j], d.pos + 1 + j, d.seq, true};
+            e->batch_req[w--] = r;
+        }
+        e->batch[w] = d;
+        e->batch_req[w--] = r;
+    }
+    return n_tot;
+}
+
+// Fills e->batch: a decode token for every running request that is decoding, drafts of
+// the lookup requests among them (add_drafts), then prefill chunks in admission order up to the token budget. Requests that do not fit
 // the pool are preempted newest first. Returns the entry count.
 static int32_t build_batch(struct lm_engine *e) {
     struct lm_kv_cache *kv = &e->c->kv;
 retry:;
     int32_t n = 0, avail = lm_kv_blocks_available(kv), no = 0;
     for (int32_t s = 0; s < e->p.max_running; s++)
-        if (e->running[s]) e->order[no++] = e->running[s];
+        if (e->running[s]) {
+            e->order[no++] = e->running[s];
+            e->running[s]->n_draft = 0;
+        }
     for (int32_t i = 1; i < no; i++) // by admission (insertion sort: a few requests)
         for (int32_t j = i; j > 0 && e->order[j - 1]->admit_order > e->order[j]->admit_order; j--) {
             struct req *t = e->order[j];
@@ -458,6 +531,7 @@ retry:;
         e->batch[n] = (struct lm_batch_entry){r->toks[r->n_kv], r->n_kv, r->seq, true};
         e->batch_req[n++] = r;
     }
+    n = add_drafts(e, n, &avail);
     for (int32_t k = 0; k < no && n < e->p.step_tokens; k++) {
         struct req *r = e->order[k];
         if (r->n_kv >= r->n_toks - 1) continue;
@@ -503,20 +577,26 @@ static float logprobs(struct lm_engine *e, const float *lg, int32_t tok, int32_t
     return lg[tok] - lse;
 }
 
-// Samples the next token of r from logits row `row` and delivers it; finishes r when done.
-// A chain that needs only the best logits draws from the LM head's selection of the row
-// (the same token as from the full row, lm_sampler_sample_top_k).
-static void deliver(struct lm_engine *e, struct req *r, int32_t row, uint64_t t) {
+// Samples the next token of r from logits row `row` and delivers it; finishes r when done (and
+// returns false: r is freed). draft >= 0: the token drafted at this position, verified by
+// lm_sampler_verify on the full row (*accepted: the delivered token is the draft). Otherwise a
+// chain that needs only the best logits draws from the LM head's selection of the row (the
+// same token as from the full row, lm_sampler_sample_top_k).
+static bool deliver(struct lm_engine *e, struct req *r, int32_t row, uint64_t t, int32_t draft,
+                    bool *accepted) {
     const float *lg = lm_get_logits(e->c, row);
     const struct lm_token_logit *top = NULL;
-    const int32_t n_top = r->top_need > 0 ? lm_get_top_k(e->c, row, &top) : 0;
+    const int32_t n_top = draft < 0 && r->top_need > 0 ? lm_get_top_k(e->c, row, &top) : 0;
     if (r->rp.n_bias > 0) {
         memcpy(e->biased, lg, (size_t)e->n_vocab * sizeof *lg);
         for (int32_t i = 0; i < r->rp.n_bias; i++) e->biased[r->bias_tok[i]] += r->bias_val[i];
         lg = e->biased;
     }
-    const int32_t tok = n_top >= r->top_need && n_top > 0 ? lm_sampler_sample_top_k(r->smp, top, n_top)
-                                                           : lm_sampler_sample(r->smp, lg);
+    bool acc = false;
+    const int32_t tok = draft >= 0 ? lm_sampler_verify(r->smp, lg, draft, NULL, &acc)
+                        : n_top >= r->top_need && n_top > 0 ? lm_sampler_sample_top_k(r->smp, top, n_top)
+                                                            : lm_sampler_sample(r->smp, lg);
+    if (accepted) *accepted = acc;
     lm_sampler_accept(r->smp, tok);
     struct lm_event ev = {.id = r->id, .token = tok, .index = r->n_gen, .t_ns = t,
                           .n_prompt = r->n_prompt, .n_cached = r->n_cached,
@@ -536,9 +616,40 @@ static void deliver(struct lm_engine *e, struct req *r, int32_t row, uint64_t t)
     else if (r->n_toks >= e->p.n_ctx) why = LM_FINISH_CONTEXT;
     if (why != LM_FINISH_NONE) {
         req_finish(e, r, why, tok, &ev, NULL);
-        return;
+        return false;
     }
     if (r->cb) r->cb(r->user, &ev);
+    return true;
+}
+
+// The results of r's entries [i, j) of the batch from logits row *k on: a prefill chunk
+// (a token if it ends the prompt), a decode token, or a decode token and its drafts: each
+// position is verified in order until one is rejected (that position's token is the
+// target's own) and the rejected drafts' positions are rolled back.
+static void deliver_group(struct lm_engine *e, struct req *r, int32_t i, int32_t j, int32_t *k,
+                          uint64_t t) {
+    r->n_kv = e->batch[j - 1].pos + 1;
+    if (!e->batch[j - 1].want_logits) return; // a prefill chunk short of the prompt's end
+    const int32_t nd = r->n_draft, seq = r->seq, pos0 = e->batch[i].pos, row = *k;
+    *k += nd + 1;
+    if (nd == 0) {
+        deliver(e, r, row, t, -1, NULL);
+        return;
+    }
+    int32_t acc = 0;
+    bool alive = true, ok = true;
+    while (alive && ok) { // the draft at position pos0+1+acc, or the bonus token after all nd
+        const int32_t d = acc < nd ? r->draft[acc] : -1;
+        alive = deliver(e, r, row + acc, t, d, &ok);
+        if (ok) acc++;
+    }
+    e->st.drafted_tokens += (uint64_t)nd;
+    e->st.accepted_tokens += (uint64_t)acc;
+    if (!alive) return; // finished: its sequence is freed already
+    lm_spec_acc_update(&r->sacc, nd, acc);
+    r->n_draft = 0;
+    r->n_kv = pos0 + 1 + acc; // the accepted drafts' K/V stay; the rest is rolled back
+    if (acc < nd) lm_kv_seq_rm(&e->c->kv, seq, r->n_kv, -1);
 }
 
 static void publish(struct lm_engine *e) {
@@ -605,13 +716,19 @@ int32_t lm_engine_step(struct lm_engine *e) {
         e->st.steps++;
         e->st.last_step_tokens = n;
         e->st.last_step_decode = 0;
-        for (int32_t i = 0; i < n; i++)
-            e->st.last_step_decode += e->batch_req[i]->n_kv == e->batch_req[i]->n_toks - 1;
-        e->st.prefilled_tokens += (uint64_t)(n - e->st.last_step_decode);
+        int32_t n_drafts = 0;
+        for (int32_t i = 0; i < n; i++) {
+            const struct req *r = e->batch_req[i];
+            e->st.last_step_decode += e->batch[i].pos == r->n_kv && r->n_kv == r->n_toks - 1;
+            n_drafts += e->batch[i].pos > r->n_kv && r->n_kv == r->n_toks - 1;
+        }
+        e->st.prefilled_tokens += (uint64_t)(n - e->st.last_step_decode - n_drafts);
+        const double plain_ns = n_drafts ? lm_spec_cost_est(&e->cost, n - n_drafts) : 0.0;
         // 4. the forward pass: a prefill phase when the step holds prefill tokens, else a
         // decode phase; its step index is the engine's, so the ops carry it in a trace
         const int32_t step_idx = (int32_t)(e->st.steps - 1);
-        const enum lm_prof_phase ph = e->st.last_step_decode == n ? LM_PHASE_DECODE : LM_PHASE_PREFILL;
+        const enum lm_prof_phase ph = e->st.last_step_decode + n_drafts == n ? LM_PHASE_DECODE
+                                                                               : LM_PHASE_PREFILL;
         const uint64_t t_fwd = prof ? lm_prof_phase_begin(ph) : 0;
         // the head selects as many best logits as the step's most demanding chain needs
         // (allocates only for a k above any before)
@@ -637,22 +754,28 @@ int32_t lm_engine_step(struct lm_engine *e) {
         // 5. sample + deliver, in batch order
         const uint64_t t = lm_now_ns();
         e->st.forward_ns += t - t_fwd_ns;
+        lm_spec_cost_observe(&e->cost, n, t - t_fwd_ns);
+        if (n_drafts) {
+            e->st.verify_steps++;
+            e->st.verify_ns += t - t_fwd_ns;
+            e->st.verify_plain_ns += (uint64_t)plain_ns;
+        }
         const int32_t n_seqs = prof ? batch_seqs(e, n) : 0; // before deliver() finishes any
+        const uint64_t acc0 = e->st.accepted_tokens;
         const uint64_t t_smp = prof ? lm_prof_phase_begin(LM_PHASE_SAMPLE) : 0;
         int32_t k = 0;
-        for (int32_t i = 0; i < n; i++) {
-            struct req *r = e->batch_req[i];
-            if (i + 1 == n || e->batch_req[i + 1] != r) r->n_kv = e->batch[i].pos + 1;
-            if (!e->batch[i].want_logits) continue;
-            r->n_kv = e->batch[i].pos + 1;
-            deliver(e, r, k++, t);
+        for (int32_t i = 0, j; i < n; i = j) { // each request's entries are contiguous
+            for (j = i + 1; j < n && e->batch_req[j] == e->batch_req[i]; j++) {}
+            deliver_group(e, e->batch_req[i], i, j, &k, t);
         }
         e->st.sample_ns += lm_now_ns() - t;
         if (prof) {
             const uint64_t t_end = lm_prof_ticks();
             lm_prof_phase(LM_PHASE_SAMPLE, t_smp, t_end, step_idx, k);
             const struct lm_prof_step ps = {.step = step_idx, .n_tokens = n,
-                                            .n_decode = e->st.last_step_decode, .n_seqs = n_seqs};
+                                            .n_decode = e->st.last_step_decode, .n_seqs = n_seqs,
+                                            .n_draft = n_drafts,
+                                            .n_accepted = (int32_t)(e->st.accepted_tokens - acc0)};
             lm_prof_step(&ps, t_step, t_end);
         }
     }

@@ -11,6 +11,7 @@
 #include "base/status.h"
 #include "kernels/kernels.h"
 #include "lumen.h"
+#include "sample/sample_internal.h"
 
 // the public candidate (lm_get_top_k) is the kernels' one
 _Static_assert(sizeof(struct lm_token_logit) == sizeof(struct lm_topk_cand) &&
@@ -25,6 +26,7 @@ struct lm_sampler {
     const struct lm_kernels *kern; // topk_span
     struct lm_topk_cand *cand; // (n_vocab) reused: no allocation per token
     float *penalized;     // (n_vocab) logits copy when a penalty applies
+    double *prob;         // (n_vocab) survivors' probabilities (speculative verification)
     int32_t *recent;      // ring of the last repeat_last_n accepted tokens
     int32_t n_recent, recent_pos;
 };
@@ -78,8 +80,9 @@ enum lm_status lm_sampler_init(struct lm_sampler **out, const struct lm_sampler_
     for (int i = 0; i < 4; i++) s->rng[i] = splitmix64(&seed);
     s->cand = malloc((size_t)n_vocab * sizeof *s->cand);
     s->penalized = malloc((size_t)n_vocab * sizeof *s->penalized);
+    s->prob = malloc((size_t)n_vocab * sizeof *s->prob);
     s->recent = malloc((size_t)(p->repeat_last_n > 0 ? p->repeat_last_n : 1) * sizeof(int32_t));
-    if (!s->cand || !s->penalized || !s->recent) {
+    if (!s->cand || !s->penalized || !s->prob || !s->recent) {
         lm_sampler_free(s);
         return lm_error_set(LM_ERR_NOMEM, "sampler: out of memory");
     }
@@ -91,6 +94,7 @@ void lm_sampler_free(struct lm_sampler *s) {
     if (!s) return;
     free(s->cand);
     free(s->penalized);
+    free(s->prob);
     free(s->recent);
     free(s);
 }
@@ -124,11 +128,10 @@ int32_t lm_sampler_top_k_need(const struct lm_sampler *s) {
     return 0;
 }
 
-// The rest of the chain on the n best candidates c, sorted best first: top-p, min-p,
-// temperature, the draw (temperature <= 0: the best).
-static int32_t sample_sorted(struct lm_sampler *s, const struct lm_topk_cand *c, int32_t n) {
+// top-p and min-p on the n best candidates c, sorted best first (temperature > 0): how many
+// survive
+static int32_t filter_sorted(const struct lm_sampler *s, const struct lm_topk_cand *c, int32_t n) {
     const struct lm_sampler_params *p = &s->p;
-    if (p->temperature <= 0.0f) return c[0].id;
     // probabilities at temperature 1 for the top-p / min-p filters (llama.cpp order)
     double sum = 0.0;
     const float mx = c[0].logit;
@@ -148,16 +151,33 @@ static int32_t sample_sorted(struct lm_sampler *s, const struct lm_topk_cand *c,
         while (keep < n && (double)(c[keep].logit - mx) >= thr) keep++;
         n = keep;
     }
-    // temperature, softmax, draw
+    return n;
+}
+
+// unnormalised probability of candidate c after temperature (mx: the best logit)
+static inline double cand_w(const struct lm_sampler *s, const struct lm_topk_cand *c, float mx) {
+    return exp((double)(c->logit - mx) / s->p.temperature);
+}
+
+// temperature, softmax, one draw from the survivors c[0, n)
+static int32_t draw(struct lm_sampler *s, const struct lm_topk_cand *c, int32_t n) {
+    const float mx = c[0].logit;
     double tot = 0.0;
-    for (int32_t i = 0; i < n; i++) tot += exp((double)(c[i].logit - mx) / p->temperature);
+    for (int32_t i = 0; i < n; i++) tot += cand_w(s, &c[i], mx);
     const double r = rng_uniform(s->rng) * tot;
     double acc = 0.0;
     for (int32_t i = 0; i < n; i++) {
-        acc += exp((double)(c[i].logit - mx) / p->temperature);
+        acc += cand_w(s, &c[i], mx);
         if (r < acc) return c[i].id;
     }
     return c[n - 1].id;
+}
+
+// The rest of the chain on the n best candidates c, sorted best first: top-p, min-p,
+// temperature, the draw (temperature <= 0: the best).
+static int32_t sample_sorted(struct lm_sampler *s, const struct lm_topk_cand *c, int32_t n) {
+    if (s->p.temperature <= 0.0f) return c[0].id;
+    return draw(s, c, filter_sorted(s, c, n));
 }
 
 int32_t lm_sampler_sample_top_k(struct lm_sampler *s, const struct lm_token_logit *top, int32_t n) {
@@ -170,7 +190,8 @@ int32_t lm_sampler_sample_top_k(struct lm_sampler *s, const struct lm_token_logi
     return sample_sorted(s, (const struct lm_topk_cand *)top, need);
 }
 
-int32_t lm_sampler_sample(struct lm_sampler *s, const float *logits) {
+// Penalties, then the k best of the row sorted into s->cand (greedy: k = 1); returns k.
+static int32_t select_sorted(struct lm_sampler *s, const float *logits) {
     const int32_t nv = s->n_vocab;
     const struct lm_sampler_params *p = &s->p;
     if (penalizes(p) && s->n_recent > 0) {
@@ -198,9 +219,76 @@ int32_t lm_sampler_sample(struct lm_sampler *s, const float *logits) {
         lm_topk_reset(&t, s->cand, k);
         s->kern->topk_span(&t, logits, 0, nv);
         lm_topk_sort(&t);
-        return sample_sorted(s, s->cand, t.n);
+        return t.n;
     }
     for (int32_t i = 0; i < nv; i++) { s->cand[i].id = i; s->cand[i].logit = logits[i]; }
     qsort(s->cand, (size_t)nv, sizeof *s->cand, cand_rank);
-    return sample_sorted(s, s->cand, nv);
+    return nv;
+}
+
+int32_t lm_sampler_sample(struct lm_sampler *s, const float *logits) {
+    return sample_sorted(s, s->cand, select_sorted(s, logits));
+}
+
+// ================================================================ speculative verification
+
+int32_t lm_sampler_verify_rule(struct lm_sampler *s, const float *logits, int32_t draft,
+                               const float *q, bool *accepted, enum lm_spec_rule rule) {
+    *accepted = false;
+    const struct lm_topk_cand *c = s->cand;
+    int32_t n = select_sorted(s, logits);
+    if (s->p.temperature <= 0.0f) { // greedy: the draft stands iff it is the best
+        *accepted = draft >= 0 && c[0].id == draft;
+        return c[0].id;
+    }
+    n = filter_sorted(s, c, n);
+    if (draft < 0 || (!q && rule == LM_SPEC_RULE_COUPLED)) {
+        // point mass q at the draft: accept with probability p(draft), else draw from p
+        // without the draft, renormalised. One draw x ~ p is exactly that: x == draft has
+        // probability p(draft), and x given x != draft is distributed as p renormalised
+        // over the other tokens. Plain sampling makes the same draw, so a seeded run gives
+        // the same text with or without drafting.
+        const int32_t x = draw(s, c, n);
+        *accepted = draft >= 0 && x == draft;
+        return x;
+    }
+    double *p = s->prob, tot = 0.0;
+    for (int32_t i = 0; i < n; i++) tot += p[i] = cand_w(s, &c[i], c[0].logit);
+    for (int32_t i = 0; i < n; i++) p[i] /= tot;
+    double pd = 0.0;
+    const double qd = q ? (double)q[draft] : 1.0;
+    for (int32_t i = 0; i < n; i++)
+        if (c[i].id == draft) pd = p[i];
+    const double u = rng_uniform(s->rng);
+    if (rule == LM_SPEC_RULE_WRONG_ALWAYS) { // test-only: trusts any draft the chain allows
+        *accepted = pd > 0.0;
+        if (*accepted) return draft;
+    } else if (u * qd < pd) { // accept with probability min(1, p/q)
+        *accepted = true;
+        return draft;
+    }
+    // rejected: draw from max(0, p - q) renormalised (point mass q: p without the draft)
+    tot = 0.0;
+    for (int32_t i = 0; i < n; i++) {
+        const int32_t id = c[i].id;
+        double r = p[i];
+        if (rule != LM_SPEC_RULE_WRONG_RESIDUAL) r -= q ? (double)q[id] : (id == draft ? 1.0 : 0.0);
+        p[i] = r > 0.0 ? r : 0.0;
+        tot += p[i];
+    }
+    if (!(tot > 0.0)) return draw(s, c, n); // p == q: nothing left over (never with p(d) < 1)
+    const double r = rng_uniform(s->rng) * tot;
+    double acc = 0.0;
+    for (int32_t i = 0; i < n; i++) {
+        acc += p[i];
+        if (r < acc && p[i] > 0.0) return c[i].id;
+    }
+    for (int32_t i = n - 1; i >= 0; i--)
+        if (p[i] > 0.0) return c[i].id;
+    return c[0].id;
+}
+
+int32_t lm_sampler_verify(struct lm_sampler *s, const float *logits, int32_t draft, const float *q,
+                          bool *accepted) {
+    return lm_sampler_verify_rule(s, logits, draft, q, accepted, LM_SPEC_RULE_COUPLED);
 }

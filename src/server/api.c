@@ -463,6 +463,15 @@ bool api_parse_generate(const char *body, size_t len, enum api_kind kind, int32_
     if (ok) ok = get_bool(o, "ignore_eos", &r->ignore_eos, e);
     if (ok) ok = get_bool(o, "stream", &r->stream, e);
     if (ok) {
+        r->lookup_given = field(o, "lookup") != NULL;
+        ok = get_bool(o, "lookup", &r->lookup, e);
+    }
+    if (ok) {
+        long long dm = 0;
+        ok = get_int(o, "draft_max", 1, LM_DRAFT_MAX_LIMIT, &dm, NULL, e);
+        r->draft_max = (int32_t)dm;
+    }
+    if (ok) {
         json_t *so = field(o, "stream_options");
         if (so && !json_is_object(so)) ok = wrong_type(e, "stream_options", "an object", so);
         else if (so) ok = get_bool(so, "include_usage", &r->include_usage, e);

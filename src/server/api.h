@@ -65,6 +65,10 @@ struct api_request {
     bool logprobs;           // completions: logprobs given (>= 0); chat: logprobs true
     int32_t top_logprobs;    // alternatives per token (0..20)
     bool stream, include_usage;
+    // speculative decoding (lumen's own fields): "lookup": bool (default: the server's
+    // --lookup), "draft_max": 1..LM_DRAFT_MAX_LIMIT (default: the server's --draft-max)
+    bool lookup, lookup_given;
+    int32_t draft_max;       // 0: not given
 };
 
 // Parses a /v1/completions or /v1/chat/completions body. n_vocab bounds token ids (prompt

@@ -183,6 +183,18 @@ char *metrics_render(struct metrics *m, const struct lm_engine_stats *st) {
                (double)st->steps);
         scalar(&b, "lumen_engine_preemptions_total", "counter", "Requests preempted (KV freed, "
                "recomputed later).", (double)st->preempted);
+        scalar(&b, "lumen_spec_drafted_tokens_total", "counter", "Tokens drafted by speculative "
+               "decoding (prompt lookup) and verified in an engine step.", (double)st->drafted_tokens);
+        scalar(&b, "lumen_spec_accepted_tokens_total", "counter", "Drafted tokens the model "
+               "accepted (each saves a step of its request).", (double)st->accepted_tokens);
+        scalar(&b, "lumen_spec_verify_steps_total", "counter", "Engine steps that verified drafts.",
+               (double)st->verify_steps);
+        scalar(&b, "lumen_spec_verify_seconds_total", "counter", "Forward time of the steps that "
+               "verified drafts.", (double)st->verify_ns / 1e9);
+        scalar(&b, "lumen_spec_verify_plain_seconds_total", "counter", "Estimated forward time of "
+               "the same steps without their drafts (measured cost by token count); the ratio "
+               "of the two is the verify cost against a plain step.",
+               (double)st->verify_plain_ns / 1e9);
     }
     if (b.oom) {
         sbuf_free(&b);

@@ -425,6 +425,8 @@ static enum MHD_Result handle_generate(struct conn *c, struct MHD_Connection *mc
     rp.bias_tokens = q->bias_tokens;
     rp.bias_values = q->bias_values;
     rp.n_bias = q->n_bias;
+    rp.lookup = q->lookup_given ? q->lookup : s->o->lookup;
+    rp.draft_max = q->draft_max ? q->draft_max : s->o->draft_max;
 
     const int32_t nt = q->logprobs ? q->top_logprobs : 0;
     r->job = job_new(s->e, s->o->stream_buffer, nt);

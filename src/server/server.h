@@ -21,6 +21,8 @@ struct lm_server_opts {
     int max_connections;
     int timeout_s;              // a connection idle (no byte read or written) this long is closed
     int load_delay_ms;          // test hook (LUMEN_SERVE_LOAD_DELAY_MS): /health says 503 longer
+    bool lookup;                // requests draft by prompt lookup unless they say "lookup": false
+    int32_t draft_max;          // default "draft_max" (0: LM_DRAFT_MAX_DEFAULT)
 };
 
 // Serves until SIGINT or SIGTERM, then stops cleanly. Returns the process exit code
