@@ -8,9 +8,9 @@ docs/speculative.md). Also, on the same prompts, llama.cpp's own lookup decoding
 (llama-lookup, built by `scripts/setup.sh --reference`), and with --serve, `lumen serve`
 with 8 concurrent streams: aggregate tok/s with every request "lookup": true vs false.
 
-Each prompt's runs hold the exclusive CPU lock (--lock, default /work/cpu.lock when it
-exists) so they are not interleaved with other heavy work; the machine is shared and has 2
-cores: only the ratios, measured within one run, mean anything.
+With --lock FILE (or $LUMEN_BENCH_LOCK), each prompt's runs hold an exclusive flock on FILE,
+so on a shared machine they are not interleaved with other jobs that take the same lock; only
+the ratios, measured within one run, mean anything.
 
 usage: .venv/bin/python bench/spec.py [-n 128] [-t 2] [--reps 3] [--only NAME,...] [--serve]
        [--no-llama] [--out bench/results]
@@ -47,7 +47,7 @@ def parse_args():
     ap.add_argument("--no-llama", action="store_true")
     ap.add_argument("--serve", action="store_true", help="also the 8-stream server comparison")
     ap.add_argument("--serve-streams", type=int, default=8)
-    ap.add_argument("--lock", default="/work/cpu.lock" if os.path.exists("/work/cpu.lock") else "")
+    ap.add_argument("--lock", default=os.environ.get("LUMEN_BENCH_LOCK", ""))
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
     return ap.parse_args()
 
