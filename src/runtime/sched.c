@@ -578,25 +578,25 @@ static float logprobs(struct lm_engine *e, const float *lg, int32_t tok, int32_t
 }
 
 // Samples the next token of r from logits row `row` and delivers it; finishes r when done (and
-// returns false: r is freed). draft >= 0: the token drafted at this position, verified by
-// lm_sampler_verify on the full row (*accepted: the delivered token is the draft). Otherwise a
-// chain that needs only the best logits draws from the LM head's selection of the row (the
-// same token as from the full row, lm_sampler_sample_top_k).
+// returns false: r is freed). draft >= 0: the token drafted at this position (*accepted: the
+// delivered token is the draft). Drafts are point masses (prompt lookup), for which the
+// acceptance rule (lm_sampler_verify: accept with probability p(draft), else draw from p
+// without it) is exactly one plain draw x ~ p compared with the draft, so a draft position
+// samples as a plain one does. A chain that needs only the best logits draws from the LM
+// head's selection of the row (the same token as from the full row, lm_sampler_sample_top_k).
 static bool deliver(struct lm_engine *e, struct req *r, int32_t row, uint64_t t, int32_t draft,
                     bool *accepted) {
     const float *lg = lm_get_logits(e->c, row);
     const struct lm_token_logit *top = NULL;
-    const int32_t n_top = draft < 0 && r->top_need > 0 ? lm_get_top_k(e->c, row, &top) : 0;
+    const int32_t n_top = r->top_need > 0 ? lm_get_top_k(e->c, row, &top) : 0;
     if (r->rp.n_bias > 0) {
         memcpy(e->biased, lg, (size_t)e->n_vocab * sizeof *lg);
         for (int32_t i = 0; i < r->rp.n_bias; i++) e->biased[r->bias_tok[i]] += r->bias_val[i];
         lg = e->biased;
     }
-    bool acc = false;
-    const int32_t tok = draft >= 0 ? lm_sampler_verify(r->smp, lg, draft, NULL, &acc)
-                        : n_top >= r->top_need && n_top > 0 ? lm_sampler_sample_top_k(r->smp, top, n_top)
-                                                            : lm_sampler_sample(r->smp, lg);
-    if (accepted) *accepted = acc;
+    const int32_t tok = n_top >= r->top_need && n_top > 0 ? lm_sampler_sample_top_k(r->smp, top, n_top)
+                                                           : lm_sampler_sample(r->smp, lg);
+    if (accepted) *accepted = draft >= 0 && tok == draft;
     lm_sampler_accept(r->smp, tok);
     struct lm_event ev = {.id = r->id, .token = tok, .index = r->n_gen, .t_ns = t,
                           .n_prompt = r->n_prompt, .n_cached = r->n_cached,
