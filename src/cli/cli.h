@@ -4,6 +4,7 @@
 #define LM_CLI_CLI_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define LM_DEFAULT_MODEL "models/gemma-3-270m-q4_k_m.gguf"
@@ -21,6 +22,8 @@ double cli_float(const char *cmd, const char *flag, const char *v, double lo, do
 // Default model: $LUMEN_MODEL, ./models/..., or <exe dir>/../models/...
 const char *cli_default_model(void);
 
+// The whole file, NUL-terminated (*len bytes before the NUL), or NULL if it cannot be read.
+char *cli_read_file(const char *path, size_t *len);
 int cmd_run(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_analyze(int argc, char **argv);

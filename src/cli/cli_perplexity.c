@@ -330,27 +330,6 @@ static void kld_print_final(struct kld_stats *k) {
 
 // =====================================================================  command
 
-static char *read_text(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap + 1);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap) break;
-        cap *= 2;
-        char *nb = realloc(buf, cap + 1);
-        if (!nb) free(buf);
-        buf = nb;
-    }
-    const int err = ferror(f);
-    fclose(f);
-    if (!buf || err) { free(buf); return NULL; }
-    buf[n] = 0;
-    *len = n;
-    return buf;
-}
-
 struct ppl_run {
     enum ppl_mode mode;
     struct lm_context *ctx;
@@ -521,7 +500,7 @@ int cmd_perplexity(int argc, char **argv) {
     struct lm_kld_base base = {0};
     char *text = NULL;
     size_t text_len = 0;
-    if (text_path && !(text = read_text(text_path, &text_len)))
+    if (text_path && !(text = cli_read_file(text_path, &text_len)))
         cli_usage_error(cmd, "cannot read file '%s'", text_path);
     if (r.mode == PPL_KLD) {
         enum lm_status st = lm_kld_base_open(&base, base_path);

@@ -53,28 +53,6 @@ static const char *k_run_help =
     "load ms, prompt tokens and tok/s, time to first token, generated tokens and tok/s\n"
     "(with --lookup also tokens drafted, accepted and the acceptance rate).\n";
 
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap + 1);
-    while (buf) {
-        size_t r = fread(buf + n, 1, cap - n, f);
-        n += r;
-        if (n < cap) break;
-        cap *= 2;
-        char *nb = realloc(buf, cap + 1);
-        if (!nb) { free(buf); buf = NULL; }
-        buf = nb;
-    }
-    int err = ferror(f);
-    fclose(f);
-    if (!buf || err) { free(buf); return NULL; }
-    buf[n] = 0;
-    *len = n;
-    return buf;
-}
-
 // ================================================================ --lookup: the engine
 
 struct run_sink {
@@ -222,7 +200,7 @@ int cmd_run(int argc, char **argv) {
     char *file_text = NULL;
     size_t prompt_len = 0;
     if (prompt_file) {
-        file_text = read_file(prompt_file, &prompt_len);
+        file_text = cli_read_file(prompt_file, &prompt_len);
         if (!file_text) cli_usage_error(cmd, "cannot read prompt file '%s'", prompt_file);
         prompt = file_text;
     } else {

@@ -58,27 +58,6 @@ static void put_escaped(FILE *f, const char *p, size_t n, bool quote) {
     }
 }
 
-static char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap + 1);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap) break;
-        cap *= 2;
-        char *nb = realloc(buf, cap + 1);
-        if (!nb) free(buf);
-        buf = nb;
-    }
-    const int err = ferror(f);
-    fclose(f);
-    if (!buf || err) { free(buf); return NULL; }
-    buf[n] = 0;
-    *len = n;
-    return buf;
-}
-
 int cmd_tokenize(int argc, char **argv) {
     const char *cmd = "tokenize";
     const char *model_path = NULL, *text = NULL, *file = NULL;
@@ -101,7 +80,7 @@ int cmd_tokenize(int argc, char **argv) {
     char *file_text = NULL;
     size_t len = 0;
     if (file) {
-        if (!(file_text = slurp(file, &len))) cli_usage_error(cmd, "cannot read file '%s'", file);
+        if (!(file_text = cli_read_file(file, &len))) cli_usage_error(cmd, "cannot read file '%s'", file);
         text = file_text;
     } else {
         len = strlen(text);

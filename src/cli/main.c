@@ -39,6 +39,30 @@ void cli_usage_error(const char *cmd, const char *fmt, ...) {
     exit(LM_EXIT_USAGE);
 }
 
+char *cli_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap) break;
+        cap *= 2;
+        char *nb = realloc(buf, cap + 1);
+        if (!nb) free(buf);
+        buf = nb;
+    }
+    const int err = ferror(f);
+    fclose(f);
+    if (!buf || err) {
+        free(buf);
+        return NULL;
+    }
+    buf[n] = 0;
+    *len = n;
+    return buf;
+}
+
 const char *cli_value(const char *cmd, int argc, char **argv, int *i) {
     if (*i + 1 >= argc) cli_usage_error(cmd, "option %s needs a value", argv[*i]);
     return argv[++*i];
