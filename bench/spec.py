@@ -6,14 +6,15 @@ and reporting the median decode tok/s of each, the speed-up, drafted / accepted 
 whether the texts are identical (they must be: greedy, and seeded sampling too, see
 docs/speculative.md). Also, on the same prompts, llama.cpp's own lookup decoding
 (llama-lookup, built by `scripts/setup.sh --reference`), and with --serve, `lumen serve`
-with 8 concurrent streams: aggregate tok/s with every request "lookup": true vs false.
+with 2, 4 and 8 concurrent clients (one request each: a closed batch; or several each, one
+after another: a loaded server): aggregate tok/s with every request "lookup": true vs false.
 
 With --lock FILE (or $LUMEN_BENCH_LOCK), each prompt's runs hold an exclusive flock on FILE,
 so on a shared machine they are not interleaved with other jobs that take the same lock; only
 the ratios, measured within one run, mean anything.
 
 usage: .venv/bin/python bench/spec.py [-n 128] [-t 2] [--reps 3] [--only NAME,...] [--serve]
-       [--no-llama] [--out bench/results]
+       [--serve-only] [--serve-reps N] [--no-llama] [--out bench/results]
 """
 import argparse
 import concurrent.futures as cf
@@ -26,6 +27,7 @@ import os
 import re
 import statistics
 import subprocess
+import threading
 import sys
 import tempfile
 import time
@@ -45,8 +47,11 @@ def parse_args():
     ap.add_argument("--draft-max", type=int, default=0, help="lumen --draft-max (0: its default)")
     ap.add_argument("--only", default="", help="comma-separated prompt names")
     ap.add_argument("--no-llama", action="store_true")
-    ap.add_argument("--serve", action="store_true", help="also the 8-stream server comparison")
-    ap.add_argument("--serve-streams", type=int, default=8)
+    ap.add_argument("--serve", action="store_true",
+                    help="also the server comparison (2, 4 and 8 streams; closed and sustained)")
+    ap.add_argument("--serve-only", action="store_true", help="only the server comparison")
+    ap.add_argument("--serve-reps", type=int, default=0,
+                    help="alternating runs of each server configuration (0: --reps)")
     ap.add_argument("--lock", default=os.environ.get("LUMEN_BENCH_LOCK", ""))
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
     return ap.parse_args()
@@ -143,9 +148,11 @@ def bench_prompt(a, p, lbin):
 
 # ---------------------------------------------------------------- server, N streams
 
-def serve_compare(a, prompts, label):
+def serve_compare(a, prompts, label, streams, per_client):
+    """streams clients, each sending per_client requests one after another (prompt i of
+    the set for request i, cycling): aggregate generated tok/s, "lookup" false vs true."""
     proc = subprocess.Popen([a.bin, "serve", "-m", a.model, "--port", "0", "-t", str(a.t),
-                             "--parallel", str(a.serve_streams)],
+                             "--parallel", str(streams)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     port = None
     for line in proc.stderr:
@@ -155,6 +162,8 @@ def serve_compare(a, prompts, label):
             break
     if port is None:
         sys.exit("spec.py: lumen serve did not start")
+    # keep reading its log (a line per request): a full pipe would block the server
+    threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
 
     def one(body):
         c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
@@ -164,13 +173,17 @@ def serve_compare(a, prompts, label):
         return r["choices"][0]["text"], r["usage"]["completion_tokens"]
 
     def batch(lookup):
+        n_req = streams * per_client
         bodies = [{"prompt": prompts[i % len(prompts)]["prompt"], "max_tokens": a.n,
                    "temperature": 0 if prompts[i % len(prompts)]["kind"] == "grounded" else 0.8,
-                   "seed": i, "lookup": lookup} for i in range(a.serve_streams)]
+                   "seed": i, "lookup": lookup} for i in range(n_req)]
         t0 = time.monotonic()
-        with cf.ThreadPoolExecutor(a.serve_streams) as ex:
-            out = list(ex.map(one, bodies))
+        with cf.ThreadPoolExecutor(streams) as ex:  # client c sends requests c, c + streams, ...
+            per = list(ex.map(lambda c: [one(b) for b in bodies[c::streams]], range(streams)))
         dt = time.monotonic() - t0
+        out = [None] * n_req
+        for c in range(streams):
+            out[c::streams] = per[c]
         return [o[0] for o in out], sum(o[1] for o in out) / dt
 
     rows = {"plain": [], "lookup": []}
@@ -178,7 +191,7 @@ def serve_compare(a, prompts, label):
     try:
         with cpu_lock(a.lock):
             batch(False)  # warm-up
-            for rep in range(a.reps):
+            for rep in range(a.serve_reps or a.reps):
                 order = (False, True) if rep % 2 == 0 else (True, False)
                 got = {}
                 for lk in order:
@@ -189,8 +202,8 @@ def serve_compare(a, prompts, label):
         proc.terminate()
         proc.wait(timeout=60)
     p, l = statistics.median(rows["plain"]), statistics.median(rows["lookup"])
-    return {"label": label, "streams": a.serve_streams, "plain_tps": p, "lookup_tps": l,
-            "ratio": l / p, "identical": identical, "runs": rows}
+    return {"label": label, "streams": streams, "per_client": per_client, "plain_tps": p,
+            "lookup_tps": l, "ratio": l / p, "identical": identical, "runs": rows}
 
 
 def main():
@@ -208,7 +221,9 @@ def main():
                 break
     load = os.getloadavg()[0]
     results = []
-    for p in prompts:
+    if a.serve_only:
+        a.serve = True
+    for p in ([] if a.serve_only else prompts):
         r = bench_prompt(a, p, lbin)
         results.append(r)
         print(f"{r['name']:<20} {r['kind']:<8} plain {r['plain_tps']:7.1f}  lookup {r['lookup_tps']:7.1f} "
@@ -218,10 +233,12 @@ def main():
               file=sys.stderr)
     serve = []
     if a.serve:  # the prompts as listed (mostly grounded), then open-ended ones only
-        serve.append(serve_compare(a, prompts, "mixed"))
         opn = [p for p in prompts if p["kind"] == "open"]
-        if opn:
-            serve.append(serve_compare(a, opn, "open-ended only"))
+        for label, sel, streams, per in (("mixed", prompts, 8, 1), ("mixed", prompts, 8, 4),
+                                         ("open-ended only", opn, 8, 1), ("mixed", prompts, 4, 2),
+                                         ("mixed", prompts, 2, 4)):
+            if sel:
+                serve.append(serve_compare(a, sel, label, streams, per))
 
     def gmean(xs):
         xs = [x for x in xs if x == x and x > 0]
@@ -232,9 +249,11 @@ def main():
              f"Model `{os.path.relpath(a.model, ROOT)}`; load average at start {load:.2f} (shared "
              "2-core machine: ratios within this run only). Grounded prompts greedy, open-ended "
              "sampled (temp 0.8, top-k 40, top-p 0.95, min-p 0.05, seed = run).", "",
-             "| prompt | kind | plain tok/s | lookup tok/s | speed-up | accepted / drafted | "
-             "same text | llama-lookup tok/s (accept) | lumen lookup / llama-lookup |",
-             "| --- | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: |"]
+             ]
+    if results:
+        lines += ["| prompt | kind | plain tok/s | lookup tok/s | speed-up | accepted / drafted | "
+                  "same text | llama-lookup tok/s (accept) | lumen lookup / llama-lookup |",
+                  "| --- | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: |"]
     for r in results:
         lines.append(f"| {r['name']} | {r['kind']} | {r['plain_tps']:.1f} | {r['lookup_tps']:.1f} | "
                      f"{r['speedup']:.2f}x | {r['accepted']} / {r['drafted']} "
@@ -247,14 +266,16 @@ def main():
             lines.append(f"| **{kind} (geometric mean)** | | | | **{gmean([r['speedup'] for r in sel]):.2f}x** "
                          f"| | | | {gmean([r['lookup_tps'] / r['llama_tps'] for r in sel]):.2f}x |")
     if serve:
-        lines += ["", f"`lumen serve --parallel {a.serve_streams}`: {a.serve_streams} concurrent requests "
-                  f"(-n {a.n}; prompt i is the i-th of the set, cycling), aggregate generated tok/s, "
-                  f"medians of {a.reps} alternating runs:", "",
-                  "| prompts | \"lookup\": false | \"lookup\": true | ratio | same texts |",
-                  "| --- | ---: | ---: | ---: | --- |"]
+        lines += ["", f"`lumen serve --parallel S`: S clients, each sending its requests one after "
+                  f"another (-n {a.n}; request i gets prompt i of the set, cycling): aggregate "
+                  f"generated tok/s from the first request to the last answer, medians of "
+                  f"{a.serve_reps or a.reps} alternating runs. One request per client is a closed batch (it ends "
+                  f"with its slowest request); several keep the server loaded.", "",
+                  "| prompts | streams x requests each | \"lookup\": false | \"lookup\": true | ratio | same texts |",
+                  "| --- | --- | ---: | ---: | ---: | --- |"]
         for sv in serve:
-            lines.append(f"| {sv['label']} | {sv['plain_tps']:.1f} | {sv['lookup_tps']:.1f} | "
-                         f"{sv['ratio']:.2f}x | {'yes' if sv['identical'] else 'NO'} |")
+            lines.append(f"| {sv['label']} | {sv['streams']} x {sv['per_client']} | {sv['plain_tps']:.1f} | "
+                         f"{sv['lookup_tps']:.1f} | {sv['ratio']:.2f}x | {'yes' if sv['identical'] else 'NO'} |")
     lines += ["", "Command: `" + " ".join([".venv/bin/python bench/spec.py"] + sys.argv[1:]) + "`"]
     md = "\n".join(lines) + "\n"
     print(md)

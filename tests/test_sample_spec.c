@@ -113,23 +113,58 @@ static void test_lookup(void) {
 
 static void test_choose(void) {
     struct lm_spec_cost c;
-    CHECK(lm_spec_cost_init(&c, 64));
+    CHECK(lm_spec_cost_init(&c, 64, 8));
     double g = 0.0;
-    CHECK(lm_spec_choose(&c, 0.9, 1, 1.0, 8, &g) == 0); // nothing measured: no drafting
-    lm_spec_cost_observe(&c, 1, 10000000);
-    CHECK(fabs(lm_spec_cost_est(&c, 1) - 1e7) < 1);
-    CHECK(lm_spec_cost_est(&c, 5) > 1e7); // optimistic extrapolation above
+    CHECK(lm_spec_choose(&c, 0.9, 1, 1, 1, 8, &g) == 0); // nothing measured: no drafting
+    lm_spec_cost_observe(&c, 1, 1, 10000000);
+    CHECK(fabs(lm_spec_cost_est(&c, 1, 1) - 1e7) < 1);
+    CHECK(lm_spec_cost_est(&c, 1, 5) > 1e7); // optimistic extrapolation above
+    CHECK(lm_spec_cost_est(&c, 2, 5) == 0);  // another sequence count: its own row
     // cheap extra tokens, high acceptance: the longest draft
-    CHECK(lm_spec_choose(&c, 0.9, 1, 1.0, 8, &g) == 8 && g > 4.0);
+    CHECK(lm_spec_choose(&c, 0.9, 1, 1, 1, 8, &g) == 8 && g > 4.0);
     // measured: 9 tokens cost 3x one -> shorter drafts only, none at low acceptance
-    lm_spec_cost_observe(&c, 9, 30000000);
-    const int k_hi = lm_spec_choose(&c, 0.9, 1, 1.0, 8, &g);
+    lm_spec_cost_observe(&c, 1, 9, 30000000);
+    // that step priced a token beyond the sequences' own (2.5 ms): other rows use it above
+    // their largest measured count
+    lm_spec_cost_observe(&c, 3, 3, 20000000);
+    CHECK(fabs(c.marginal - 2.5e6) < 1 && fabs(lm_spec_cost_est(&c, 3, 5) - 2.5e7) < 1);
+    const int k_hi = lm_spec_choose(&c, 0.9, 1, 1, 1, 8, &g);
     CHECK(k_hi >= 1 && k_hi < 8);
-    CHECK(lm_spec_choose(&c, 0.1, 1, 1.0, 8, &g) == 0);
-    // 8 decode tokens in the step: the same draft must beat a step already yielding 8
-    for (int n = 8; n <= 16; n++) lm_spec_cost_observe(&c, n, (uint64_t)(2e7 + 2e6 * (n - 8)));
-    CHECK(lm_spec_choose(&c, 0.5, 8, 8.0, 8, &g) == 0);
-    CHECK(lm_spec_choose(&c, 0.99, 8, 8.0, 8, &g) > 0);
+    CHECK(lm_spec_choose(&c, 0.1, 1, 1, 1, 8, &g) == 0);
+    // alone in its step, the choice is the length with the most expected tokens per ns (if
+    // it beats the plain step by the least gain)
+    for (int k = 2; k <= 8; k++) lm_spec_cost_observe(&c, 1, k, (uint64_t)(1e7 * (1.0 + 0.12 * (k - 1))));
+    for (int ia = 1; ia <= 9; ia++) {
+        const double a = 0.1 * ia;
+        int kb = 0;
+        double best = exp(LM_SPEC_MIN_GAIN) / lm_spec_cost_est(&c, 1, 1), gk = 0.0, ak = 1.0;
+        for (int k = 1; k <= 8; k++) {
+            ak *= a;
+            gk += ak;
+            if ((1.0 + gk) / lm_spec_cost_est(&c, 1, 1 + k) > best) {
+                best = (1.0 + gk) / lm_spec_cost_est(&c, 1, 1 + k);
+                kb = k;
+            }
+        }
+        CHECK(lm_spec_choose(&c, a, 1, 1, 1, 8, &g) == kb);
+    }
+    // 8 sequences in the step, each extra token 10% of its cost: even a sure draft cannot
+    // repay 8 streams' slowdown (2 tokens for it, a 1.1x longer step for all: 2 < 1.1^8)...
+    for (int n = 8; n <= 16; n++) lm_spec_cost_observe(&c, 8, n, (uint64_t)(2e7 + 2e6 * (n - 8)));
+    CHECK(lm_spec_choose(&c, 0.99, 8, 8, 8, 8, &g) == 0);
+    CHECK(lm_spec_choose(&c, 0.99, 8, 8, 1, 8, &g) > 0); // (alone, the same price pays)
+    // ...at 1% per token a likely draft does, an unlikely one does not
+    for (int rep = 0; rep < 40; rep++) // the moving averages converge
+        for (int n = 8; n <= 16; n++) lm_spec_cost_observe(&c, 8, n, (uint64_t)(2e7 * (1.0 + 0.01 * (n - 8))));
+    CHECK(lm_spec_choose(&c, 0.95, 8, 8, 8, 8, &g) > 0);
+    CHECK(lm_spec_choose(&c, 0.05, 8, 8, 8, 8, &g) == 0);
+    // a hiccup (one step 4x slower) moves the average by 7.5% at most
+    const double before = lm_spec_cost_est(&c, 8, 8);
+    lm_spec_cost_observe(&c, 8, 8, (uint64_t)(4 * before));
+    CHECK(lm_spec_cost_est(&c, 8, 8) <= 1.0751 * before);
+    // more sequences than rows share the last row; counts below s are not steps of s
+    lm_spec_cost_observe(&c, 20, 24, 50000000);
+    CHECK(fabs(lm_spec_cost_est(&c, 12, 24) - 5e7) < 1 && lm_spec_cost_est(&c, 9, 8) == 0);
     lm_spec_cost_free(&c);
     // acceptance: a run of rejections pauses, idling drifts back toward the prior
     struct lm_spec_acc a;

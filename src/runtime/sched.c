@@ -77,7 +77,7 @@ struct lm_engine {
     int32_t top_tok[LM_MAX_TOP_LOGPROBS];
     float top_lp[LM_MAX_TOP_LOGPROBS];
     struct lm_engine_stats st;    // counters (published into snap after each step)
-    struct lm_spec_cost cost;     // forward ns by step token count (draft lengths that pay)
+    struct lm_spec_cost cost;     // decode steps' forward ns by sequences and tokens (drafts that pay)
     int32_t draft_rows;           // logits rows beyond max_running, for drafts
 };
 
@@ -208,7 +208,7 @@ enum lm_status lm_engine_init(struct lm_engine **out, struct lm_model *m,
     e->batch_req = calloc((size_t)p.step_tokens, sizeof *e->batch_req);
     e->biased = malloc((size_t)e->n_vocab * sizeof *e->biased);
     if (!e->running || !e->order || !e->batch || !e->batch_req || !e->biased ||
-        !lm_spec_cost_init(&e->cost, p.step_tokens)) {
+        !lm_spec_cost_init(&e->cost, p.step_tokens, p.max_running < 64 ? p.max_running : 64)) {
         lm_engine_free(e);
         return lm_error_set(LM_ERR_NOMEM, "engine: out of memory");
     }
@@ -447,14 +447,14 @@ static int32_t fit_chunk(const struct lm_kv_cache *kv, int32_t seq, int32_t want
 }
 
 // Drafts for the n decode entries of e->batch (lookup requests), in the budget left after
-// them: each request's draft length is the one that maximises the step's expected tokens
-// per measured ns (lm_spec_choose), so a draft is only added when it pays against the
-// same step without it. Inserts each request's drafts after its decode entry; returns the
+// them: each request's draft length is the one lm_spec_choose finds best for the product
+// of the running requests' token rates (alone: the most tokens per measured ns; among
+// several, a draft must repay the slowdown of everybody's step), so a draft is only added
+// when it pays against the same step without it. Inserts each request's drafts after its decode entry; returns the
 // new entry count and takes their blocks from *avail.
 static int32_t add_drafts(struct lm_engine *e, int32_t n, int32_t *avail) {
     struct lm_kv_cache *kv = &e->c->kv;
     int32_t rows = e->draft_rows, n_tot = n;
-    double g_base = n;
     for (int32_t i = 0; i < n; i++) {
         struct req *r = e->batch_req[i];
         r->n_draft = 0;
@@ -470,8 +470,8 @@ static int32_t add_drafts(struct lm_engine *e, int32_t n, int32_t *avail) {
         while (nd > 0 && lm_kv_blocks_needed(kv, r->seq, 1 + nd) - b1 > *avail) nd--;
         if (nd == 0) continue;
         double gain = 0.0;
-        const int32_t k = lm_spec_choose(&e->cost, lm_spec_acc_rate(&r->sacc), n_tot, g_base, nd,
-                                         &gain);
+        const int32_t k = lm_spec_choose(&e->cost, lm_spec_acc_rate(&r->sacc), n, n_tot,
+                                         e->n_running, nd, &gain);
         if (k == 0) { // does not pay now: drafting pauses, the estimate drifts back
             lm_spec_acc_idle(&r->sacc);
             continue;
@@ -480,7 +480,6 @@ static int32_t add_drafts(struct lm_engine *e, int32_t n, int32_t *avail) {
         r->n_draft = k;
         rows -= k;
         n_tot += k;
-        g_base += gain;
     }
     // spread: each request's drafts right after its decode entry (positions pos+1..pos+k)
     for (int32_t i = n - 1, w = n_tot - 1; i >= 0; i--) {
@@ -723,7 +722,6 @@ int32_t lm_engine_step(struct lm_engine *e) {
             n_drafts += e->batch[i].pos > r->n_kv && r->n_kv == r->n_toks - 1;
         }
         e->st.prefilled_tokens += (uint64_t)(n - e->st.last_step_decode - n_drafts);
-        const double plain_ns = n_drafts ? lm_spec_cost_est(&e->cost, n - n_drafts) : 0.0;
         // 4. the forward pass: a prefill phase when the step holds prefill tokens, else a
         // decode phase; its step index is the engine's, so the ops carry it in a trace
         const int32_t step_idx = (int32_t)(e->st.steps - 1);
@@ -754,11 +752,15 @@ int32_t lm_engine_step(struct lm_engine *e) {
         // 5. sample + deliver, in batch order
         const uint64_t t = lm_now_ns();
         e->st.forward_ns += t - t_fwd_ns;
-        lm_spec_cost_observe(&e->cost, n, t - t_fwd_ns);
-        if (n_drafts) {
+        const int32_t n_dec = e->st.last_step_decode;
+        if (ph == LM_PHASE_DECODE) lm_spec_cost_observe(&e->cost, n_dec, n, t - t_fwd_ns);
+        if (n_drafts) { // without its drafts, the step would have taken (model's ratio)
+            const double with = lm_spec_cost_est(&e->cost, n_dec, n_dec + n_drafts);
             e->st.verify_steps++;
             e->st.verify_ns += t - t_fwd_ns;
-            e->st.verify_plain_ns += (uint64_t)plain_ns;
+            if (with > 0)
+                e->st.verify_plain_ns +=
+                    (uint64_t)((double)(t - t_fwd_ns) * lm_spec_cost_est(&e->cost, n_dec, n_dec) / with);
         }
         const int32_t n_seqs = prof ? batch_seqs(e, n) : 0; // before deliver() finishes any
         const uint64_t acc0 = e->st.accepted_tokens;

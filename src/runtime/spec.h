@@ -11,6 +11,7 @@
 
 #define LM_SPEC_NGRAM_MIN 2  // shortest match (a single token matches too much to be worth it)
 #define LM_SPEC_MATCH_MAX 32 // a match this long is taken at once
+#define LM_SPEC_MIN_GAIN 0.03 // lm_spec_choose: least log gain of the product of rates
 
 // Prompt lookup: among the earlier places where the last LM_SPEC_NGRAM_MIN or more tokens
 // of toks[0, n_toks) occur, the one matching the longest run of tokens before (the best
@@ -21,19 +22,27 @@
 // (the longest match skips short runs that repeat, like indentation, to the aligned copy).
 int32_t lm_spec_lookup(const int32_t *toks, int32_t n_toks, int32_t k_max, int32_t *out);
 
-// Forward time of a step by its token count [1, n_max]: a moving average per count,
-// measured by the engine on every step. Counts never measured are estimated from their
-// measured neighbours (linear between two, an optimistic +3% per token above the largest
-// below, so an untried length gets tried once and then is measured).
+// Forward time of a decode step (every entry wants logits: decode tokens and drafts, no
+// prefill) by its sequence count s and token count n >= s: a moving average per (s, n),
+// measured by the engine on every such step. The sequence count matters as much as the
+// tokens (on the default model, 8 tokens of one sequence cost 15% less than one token each
+// of 8), and prefill steps are left out (a prompt token wants no logits: it skips the LM
+// head, which is most of a drafted row's price). Counts never measured are estimated from
+// the measured ones of the same s: linear between two; above the largest below, plus the
+// marginal price of a token measured on any row (a drafted row's price hardly depends on
+// s: ~1 ms at 2 threads on the default model, from 1 to 8 sequences), or, before any step
+// measured it, an optimistic +3% per token, so an untried length gets tried once. s above
+// s_max shares row s_max.
 struct lm_spec_cost {
-    int32_t n_max;
-    double *ns;     // [n_max + 1] average forward ns (0: never measured)
+    int32_t n_max, s_max;
+    double marginal; // ns per token beyond a step's sequences (moving average; 0: unknown)
+    double *ns;     // [(s_max + 1) * (n_max + 1)] average forward ns (0: never measured)
 };
-bool lm_spec_cost_init(struct lm_spec_cost *c, int32_t n_max);
+bool lm_spec_cost_init(struct lm_spec_cost *c, int32_t n_max, int32_t s_max);
 void lm_spec_cost_free(struct lm_spec_cost *c);
-void lm_spec_cost_observe(struct lm_spec_cost *c, int32_t n, uint64_t ns);
-// Estimated ns of a step of n tokens; 0 if no count <= n was measured yet.
-double lm_spec_cost_est(const struct lm_spec_cost *c, int32_t n);
+void lm_spec_cost_observe(struct lm_spec_cost *c, int32_t s, int32_t n, uint64_t ns);
+// Estimated ns of a step of s sequences and n tokens; 0 if no count in [s, n] was measured.
+double lm_spec_cost_est(const struct lm_spec_cost *c, int32_t s, int32_t n);
 
 // Acceptance of a request's drafts: decayed counts of accepted and rejected draft
 // positions; while drafting is paused they drift back to the prior, so a request whose
@@ -46,11 +55,19 @@ double lm_spec_acc_rate(const struct lm_spec_acc *a); // probability a draft tok
 void lm_spec_acc_update(struct lm_spec_acc *a, int32_t drafted, int32_t accepted);
 void lm_spec_acc_idle(struct lm_spec_acc *a);
 
-// The draft length in [0, k_avail] that maximises the step's expected tokens per ns:
-// (g_base + a + a^2 + ... + a^K) / cost(n_base + K), where g_base is the tokens the step
-// yields without this draft (its decode tokens and the gains of drafts already in it).
-// 0 when no length beats the step without it, or its cost is unknown. *gain: a+..+a^K.
-int32_t lm_spec_choose(const struct lm_spec_cost *c, double a, int32_t n_base, double g_base,
-                       int32_t k_avail, double *gain);
+// The draft length in [0, k_avail] for one of the n_streams requests (decoding or
+// prefilling) of a step of s_seq decoding sequences that holds n_base tokens so far. A draft of K tokens with
+// per-token acceptance a yields g = a + a^2 + ... + a^K expected extra tokens to its
+// request and makes the step cost(n_base + K) instead of cost(n_base), which slows every
+// request in it. The length maximises the log of the product of the requests' token
+// rates, log(1 + g) - n_streams * log(cost(n_base + K) / cost(n_base)) (proportional
+// fairness): alone, that is the most tokens per ns; among n streams, a draft must repay
+// the slowdown it imposes on each of the others, so one request's drafts never buy the
+// step's throughput with another's latency. 0 when no length gains, or the cost is
+// unknown. *gain: the chosen length's g. A length must gain at least LM_SPEC_MIN_GAIN
+// (the product of rates 3% higher): near break-even, the measurement noise decides, and a
+// draft that breaks even in rates still delays the requests that do not draft.
+int32_t lm_spec_choose(const struct lm_spec_cost *c, double a, int32_t s_seq, int32_t n_base,
+                       int32_t n_streams, int32_t k_avail, double *gain);
 
 #endif
