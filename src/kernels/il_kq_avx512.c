@@ -13,10 +13,11 @@
 #include <string.h>
 
 #include "base/status.h"
+#include "kernels/kernels_internal.h"
 
 #define AI static inline __attribute__((always_inline))
 
-// Prefill (8+ tokens) streams the weights slowly (~4-6 GB/s per core) and the hardware
+// Prefill (LM_IL_PF_NT+ tokens, kernels_internal.h) streams the weights slowly (~4-6 GB/s per core) and the hardware
 // prefetcher falls behind: software prefetch 1 KB ahead, one line per weight line, issued
 // outside the token loop. Cold 640-row weights, 15 tokens, GMAC/s per core over 4
 // alternating rounds: q4_K (k 1024) 106-115 -> 113-143, q6_K (k 2048) 90-101 -> 97-120,
@@ -87,7 +88,7 @@ AI void q4_K_il(const int NT, int64_t n_in, float *y, size_t ys, const void *wg,
         for (int j = 0; j < 8; j++) {
             // 8 weight vectors of sub-block j: lo[v] = columns 32j + 4v.., hi[v] = 32j + 16 + 4v..
             __m512i lo[4], hi[4];
-            if (NT >= 8) // the sub-block's 4 lines, KQ_PF_AHEAD on (see the top of the file)
+            if (NT >= LM_IL_PF_NT) // the sub-block's 4 lines, KQ_PF_AHEAD on (see the top of the file)
                 for (int c = 0; c < 4; c++) _mm_prefetch((const char *)b->qs[j] + KQ_PF_AHEAD + 64 * c, _MM_HINT_T0);
             for (int v = 0; v < 4; v++) {
                 const __m512i raw = _mm512_loadu_si512((const void *)b->qs[j][v]);
@@ -151,7 +152,7 @@ AI void q6_K_il(const int NT, int64_t n_in, float *y, size_t ys, const void *wg,
             // nibbles, high 2 bits moved from qh to bits 4-5 (epi16 shifts: neighbours' bits
             // only land outside 0x30), merged with one ternlog (a | (b & c) = 0xF8)
             const struct lm_il_q6_K_pair *qp = &b->q[p];
-            if (NT >= 8) // the pair's 6 lines, KQ_PF_AHEAD on (see the top of the file)
+            if (NT >= LM_IL_PF_NT) // the pair's 6 lines, KQ_PF_AHEAD on (see the top of the file)
                 for (int c = 0; c < 6; c++) _mm_prefetch((const char *)qp + KQ_PF_AHEAD + 64 * c, _MM_HINT_T0);
             __m512i q[8];
             for (int h = 0; h < 2; h++) {

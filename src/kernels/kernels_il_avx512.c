@@ -36,7 +36,7 @@ AI void il_q8_n(const int NT, const int Q5, int64_t n_in, float *y, size_t ys, c
     for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *r = (const uint8_t *)wg + (size_t)b * rec;
-        if (NT >= 8) // prefill: weights stream slowly; ahead of the hardware prefetcher (fewer
+        if (NT >= LM_IL_PF_NT) // weights stream slowly; ahead of the hardware prefetcher (fewer
             // tokens: bandwidth-bound like decode, where prefetching loses)
             for (size_t o = 0; o < rec; o += 64) _mm_prefetch((const char *)r + IL_PF_AHEAD + o, _MM_HINT_T0);
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)r));

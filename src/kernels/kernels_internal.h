@@ -8,6 +8,17 @@
 // Adds the AVX-512 multi-token dot products (kernels_gemm_avx512.c) to a table.
 void lm_kernels_avx512_fill_multi(struct lm_kernels *k);
 
+// The AVX-512 il kernels prefetch the weight records ahead of the hardware prefetcher for
+// tiles of at least this many tokens (fewer: bandwidth-bound like decode, where prefetching
+// loses). It was 8 until 2026-11-25, and a 7-token tile then ran far slower than an 8-token
+// one: on the default model, 2 threads, a step of 7 tokens took 10.5-12.2 ms against 8.0-10.4
+// ms for 8 (1 or 4 sequences), and 7.8-9.0 ms with the prefetch. 6 tokens: the same either
+// way; 5: within noise, slightly slower with it. A step of 5-7 tokens is decode with drafts,
+// or 5-7 streams.
+#ifndef LM_IL_PF_NT
+#define LM_IL_PF_NT 6
+#endif
+
 // il layouts of q8_0 / q5_0 (kernels_il.c): bytes of one 32-element block record of a
 // 16-row group, and of one block of an "xq8" activation row
 #define LM_IL_Q8_0_REC (32 + 512)
