@@ -69,12 +69,28 @@ static bool tsc_invariant(void) {
 }
 
 // Calibrates ns per TSC tick against CLOCK_MONOTONIC_RAW over ~20 ms.
+#if defined(__x86_64__) || defined(__i386__)
+// A TSC reading and the clock's time at it: the TSC read between two clock reads, retried
+// (at most 100 times) until they are under 20 us apart, so a preemption between the
+// two clocks on a loaded machine cannot skew the calibration (1 ms in a 20 ms window: 5%).
+static void tsc_pair(uint64_t *ns, uint64_t *tsc) {
+    for (int i = 0; i < 100; i++) {
+        const uint64_t a = lm_prof_ticks_slow();
+        *tsc = __builtin_ia32_rdtsc();
+        const uint64_t b = lm_prof_ticks_slow();
+        *ns = a + (b - a) / 2;
+        if (b - a < 20000) return;
+    }
+}
+#endif
+
 static double tsc_calibrate(void) {
 #if defined(__x86_64__) || defined(__i386__)
-    uint64_t n0 = lm_prof_ticks_slow(), c0 = __builtin_ia32_rdtsc();
+    uint64_t n0, c0, n1, c1;
+    tsc_pair(&n0, &c0);
     struct timespec req = {0, 20 * 1000 * 1000};
     nanosleep(&req, NULL);
-    uint64_t n1 = lm_prof_ticks_slow(), c1 = __builtin_ia32_rdtsc();
+    tsc_pair(&n1, &c1);
     if (c1 <= c0 || n1 <= n0) return 0;
     return (double)(n1 - n0) / (double)(c1 - c0);
 #else
