@@ -42,8 +42,8 @@ static enum lm_status put(struct lm_kv_cache *kv, int32_t seq, const int32_t *to
         m->n++;
         const uint64_t c = content(m->tok, m->n);
         for (int l = 0; l < NL; l++) {
-            memcpy(kv->base + ko[i] + kv->k_off[l], &c, sizeof c);
-            memcpy(kv->base + vo[i] + kv->v_off[l] + 8, &c, sizeof c);
+            memcpy(kv->base + ko[i] + kv->lay[kv->seqs[seq].layout].k_off[l], &c, sizeof c);
+            memcpy(kv->base + vo[i] + kv->lay[kv->seqs[seq].layout].v_off[l] + 8, &c, sizeof c);
         }
     }
     lm_kv_commit(kv, e, n);
@@ -64,8 +64,9 @@ static bool verify(const struct lm_kv_cache *kv) {
             const int32_t b = q->blocks[p / LM_KV_BLOCK];
             for (int l = 0; l < NL; l++) {
                 uint64_t k, v;
-                memcpy(&k, (const uint8_t *)lm_kv_k(kv, b, l) + (size_t)(p % LM_KV_BLOCK) * DK * 2, 8);
-                memcpy(&v, (const uint8_t *)lm_kv_v(kv, b, l) + (size_t)(p % LM_KV_BLOCK) * DV * 2 + 8, 8);
+                const struct lm_kv_layout *L = &kv->lay[q->layout];
+                memcpy(&k, (const uint8_t *)lm_kv_k(kv, q->layout, b, l) + (size_t)(p % LM_KV_BLOCK) * L->kv_dim_k * 2, 8);
+                memcpy(&v, (const uint8_t *)lm_kv_v(kv, q->layout, b, l) + (size_t)(p % LM_KV_BLOCK) * L->kv_dim_v * 2 + 8, 8);
                 if (k != want || v != want) return false;
             }
         }
@@ -103,14 +104,14 @@ int main(void) {
 
     // ---- prefix: the same first 40 tokens attach 2 blocks (32 positions); differing in
     // block 1 attaches 1; the whole 32-token prompt attaches 1 (one token left to compute)
-    CHECK(lm_kv_prefix_probe(&kv, tok, 40) == 32);
-    CHECK(lm_kv_prefix_probe(&kv, tok, 33) == 32 && lm_kv_prefix_probe(&kv, tok, 32) == 16);
+    CHECK(lm_kv_prefix_probe(&kv, 0, tok, 40) == 32);
+    CHECK(lm_kv_prefix_probe(&kv, 0, tok, 33) == 32 && lm_kv_prefix_probe(&kv, 0, tok, 32) == 16);
     int32_t alt[40];
     memcpy(alt, tok, sizeof alt);
     alt[20] = 7;
-    CHECK(lm_kv_prefix_probe(&kv, alt, 40) == 16);
+    CHECK(lm_kv_prefix_probe(&kv, 0, alt, 40) == 16);
     alt[0] = 7;
-    CHECK(lm_kv_prefix_probe(&kv, alt, 40) == 0);
+    CHECK(lm_kv_prefix_probe(&kv, 0, alt, 40) == 0);
     int32_t na = -1;
     CHECK(lm_kv_prefix_attach(&kv, 1, tok, 40, &na) == LM_OK && na == 32);
     model_cp(0, 1, 32);
@@ -133,7 +134,7 @@ int main(void) {
     CHECK(put(&kv, 0, other, 16) == LM_OK);
     CHECK(kv.cow_copies == cow0 + 1 && kv.seqs[0].blocks[1] != b1 && kv.cached[b1]);
     CHECK(lm_kv_check(&kv) && verify(&kv));
-    CHECK(lm_kv_prefix_probe(&kv, tok, 40) == 32); // the original block 1 is still cached
+    CHECK(lm_kv_prefix_probe(&kv, 0, tok, 40) == 32); // the original block 1 is still cached
 
     // ---- seq_cp shares blocks, a write into the shared partial block copies it
     CHECK(lm_kv_seq_rm(&kv, 1, 0, -1) == LM_OK);
@@ -191,7 +192,7 @@ int main(void) {
     CHECK(kv.n_evictable == 4 && kv.n_free == 0);
     CHECK(put(&kv, 2, tok + 128, 17) == LM_OK); // evicts 2, block 0 of tok first
     CHECK(kv.evictions == ev0 + 2);
-    CHECK(lm_kv_prefix_probe(&kv, tok, 64) == 0);        // its first block is gone
+    CHECK(lm_kv_prefix_probe(&kv, 0, tok, 64) == 0);        // its first block is gone
     CHECK(lm_kv_check(&kv) && verify(&kv));
     lm_kv_free(&kv);
 
@@ -266,6 +267,41 @@ int main(void) {
            (unsigned long long)kv.cow_copies);
     CHECK(kv.prefix_hit_tokens > 0 && kv.evictions > 0 && kv.cow_copies > 0 && full > 0);
     lm_kv_free(&kv);
+
+    // ---- two layouts in one pool (a target and a draft model): sequences 0-1 and 2-3
+    {
+        memset(ms, 0, sizeof ms);
+        const struct lm_kv_layout lays[2] = {{.n_layer = NL, .kv_dim_k = DK, .kv_dim_v = DV},
+                                             {.n_layer = NL + 1, .kv_dim_k = 2 * DV, .kv_dim_v = DK}};
+        CHECK(lm_kv_init_layouts(&kv, lays, 2, 512, 2, 16 * LM_KV_BLOCK, true) == LM_OK);
+        CHECK(kv.n_seq == 4 && kv.seqs[1].layout == 0 && kv.seqs[2].layout == 1);
+        CHECK(kv.lay[0].bytes == (size_t)NL * LM_KV_BLOCK * (DK + DV) * 2);
+        CHECK(kv.lay[1].bytes == (size_t)(NL + 1) * LM_KV_BLOCK * (2 * DV + DK) * 2);
+        CHECK(kv.block_bytes == kv.lay[1].bytes); // the larger layout's
+        CHECK(put(&kv, 0, tok, 40) == LM_OK);     // target: 2 full blocks registered
+        // the same tokens on a draft sequence find nothing: the index keys on the layout
+        CHECK(lm_kv_prefix_probe(&kv, 0, tok, 40) == 32 && lm_kv_prefix_probe(&kv, 1, tok, 40) == 0);
+        int32_t att = -1;
+        CHECK(lm_kv_prefix_attach(&kv, 2, tok, 40, &att) == LM_OK && att == 0);
+        CHECK(put(&kv, 2, tok, 40) == LM_OK);
+        CHECK(lm_kv_prefix_probe(&kv, 1, tok, 40) == 32);
+        CHECK(kv.seqs[2].blocks[0] != kv.seqs[0].blocks[0]);
+        CHECK(lm_kv_prefix_attach(&kv, 3, tok, 40, &att) == LM_OK && att == 32); // draft's own
+        CHECK(kv.seqs[3].blocks[0] == kv.seqs[2].blocks[0]);
+        ms[3].n = 32;
+        memcpy(ms[3].tok, tok, 32 * sizeof *tok);
+        for (int i = 0; i < 32; i++) ms[3].held[i] = true;
+        CHECK(lm_kv_seq_cp(&kv, 0, 3, 8) == LM_ERR_ARG);   // across models: refused
+        CHECK(lm_kv_seq_cp(&kv, 0, 1, 40) == LM_OK);        // within one: shared blocks
+        ms[1] = ms[0];
+        CHECK(put(&kv, 1, tok + 100, 5) == LM_OK);           // copy-on-write of a target block
+        CHECK(lm_kv_seq_rm(&kv, 2, 20, -1) == LM_OK);        // a draft rollback
+        ms[2].n = 20;
+        CHECK(put(&kv, 2, tok + 50, 30) == LM_OK);
+        CHECK(lm_kv_check(&kv));
+        CHECKF(verify(&kv), "two layouts: a held cell does not hold its sequence's content");
+        lm_kv_free(&kv);
+    }
 
     // ---- init arguments
     CHECK(lm_kv_init(&kv, NL, DK, DV, 0, 1, 16, true) == LM_ERR_ARG);

@@ -83,7 +83,7 @@ static uint64_t gen(const int32_t *p, int n, const struct lm_request_params *rp,
     run(e);
     struct lm_engine_stats st;
     lm_engine_stats(e, &st);
-    CHECK(st.kv.n_used == 0 && lm_kv_check(&lm_engine_context(e)->kv));
+    CHECK(st.kv.n_used == 0 && lm_kv_check(lm_engine_context(e)->kv));
     CHECK(st.accepted_tokens <= st.drafted_tokens);
     lm_engine_free(e);
     return st.drafted_tokens;
@@ -147,7 +147,7 @@ int main(void) {
                mode ? "sampled" : "greedy", (unsigned long long)st.drafted_tokens,
                (unsigned long long)st.accepted_tokens, (unsigned long long)st.verify_steps);
         CHECK(st.drafted_tokens > 0 && st.accepted_tokens > 0 && st.verify_steps > 0);
-        CHECK(st.kv.n_used == 0 && lm_kv_check(&lm_engine_context(e)->kv));
+        CHECK(st.kv.n_used == 0 && lm_kv_check(lm_engine_context(e)->kv));
         for (int i = 0; i < np; i++)
             CHECKF(same(&plain[mode][i], &conc[mode][i]), "%s prompt %d: together differs",
                    mode ? "sampled" : "greedy", i);
@@ -171,7 +171,7 @@ int main(void) {
                (unsigned long long)st.preempted, (unsigned long long)st.drafted_tokens,
                (unsigned long long)st.accepted_tokens);
         CHECK(st.preempted > 0);
-        CHECK(st.kv.n_used == 0 && lm_kv_check(&lm_engine_context(e)->kv));
+        CHECK(st.kv.n_used == 0 && lm_kv_check(lm_engine_context(e)->kv));
         for (int i = 0; i < np; i++)
             CHECKF(same(&plain[0][i], &pre[i]), "small pool, prompt %d: differs", i);
         lm_engine_free(e);

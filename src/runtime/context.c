@@ -7,9 +7,17 @@
 
 // ================================================================ KV cache API
 
+// A context names the pool's sequences [seq0, seq0 + n_seq) (a plain context: all of them).
+static enum lm_status ctx_seq(const struct lm_context *c, const char *fn, int32_t seq) {
+    if (seq < c->seq0 || seq >= c->seq0 + c->n_seq)
+        return lm_error_set(LM_ERR_ARG, "%s: sequence %d out of range [%d, %d)", fn, seq, c->seq0,
+                            c->seq0 + c->n_seq);
+    return LM_OK;
+}
+
 int32_t lm_kv_cache_seq_pos(const struct lm_context *c, int32_t seq) {
-    if (seq < 0 || seq >= c->n_seq) return -1;
-    return c->kv.seqs[seq].n_pos;
+    if (seq < c->seq0 || seq >= c->seq0 + c->n_seq) return -1;
+    return c->kv->seqs[seq].n_pos;
 }
 
 int32_t lm_kv_cache_seq_len(const struct lm_context *c, int32_t seq) {
@@ -17,25 +25,32 @@ int32_t lm_kv_cache_seq_len(const struct lm_context *c, int32_t seq) {
 }
 
 enum lm_status lm_kv_cache_seq_rm(struct lm_context *c, int32_t seq, int32_t p0, int32_t p1) {
-    return lm_kv_seq_rm(&c->kv, seq, p0, p1);
+    const enum lm_status st = ctx_seq(c, "kv seq_rm", seq);
+    return st != LM_OK ? st : lm_kv_seq_rm(c->kv, seq, p0, p1);
 }
 
 enum lm_status lm_kv_cache_seq_cp(struct lm_context *c, int32_t src, int32_t dst, int32_t n_pos) {
-    return lm_kv_seq_cp(&c->kv, src, dst, n_pos);
+    enum lm_status st;
+    if ((st = ctx_seq(c, "kv seq_cp", src)) != LM_OK || (st = ctx_seq(c, "kv seq_cp", dst)) != LM_OK)
+        return st;
+    return lm_kv_seq_cp(c->kv, src, dst, n_pos);
 }
 
 enum lm_status lm_kv_cache_seq_keep(struct lm_context *c, int32_t seq) {
-    return lm_kv_seq_keep(&c->kv, seq);
+    const enum lm_status st = ctx_seq(c, "kv seq_keep", seq);
+    return st != LM_OK ? st : lm_kv_seq_keep(c->kv, seq);
 }
 
 enum lm_status lm_kv_cache_prefix_attach(struct lm_context *c, int32_t seq,
                                          const int32_t *tokens, int32_t n,
                                          int32_t *n_attached) {
-    return lm_kv_prefix_attach(&c->kv, seq, tokens, n, n_attached);
+    *n_attached = 0;
+    const enum lm_status st = ctx_seq(c, "kv prefix", seq);
+    return st != LM_OK ? st : lm_kv_prefix_attach(c->kv, seq, tokens, n, n_attached);
 }
 
 void lm_kv_cache_stats(const struct lm_context *c, struct lm_kv_cache_stats *out) {
-    const struct lm_kv_cache *kv = &c->kv;
+    const struct lm_kv_cache *kv = c->kv;
     memset(out, 0, sizeof *out);
     out->block_size = LM_KV_BLOCK;
     out->n_blocks = kv->n_blocks;
@@ -78,8 +93,8 @@ static void *xalloc(struct lm_context *c, size_t bytes, bool *ok) {
 
 void lm_context_free(struct lm_context *c) {
     if (!c) return;
-    if (c->pool) lm_pool_free(c->pool);
-    lm_kv_free(&c->kv);
+    if (c->pool && !c->borrowed) lm_pool_free(c->pool);
+    lm_kv_free(&c->kv_own);
     free(c->kv_koff);
     free(c->kv_voff);
     free(c->seq_next);
@@ -94,17 +109,37 @@ void lm_context_free(struct lm_context *c) {
     free(c);
 }
 
-enum lm_status lm_context_init(struct lm_context **out, struct lm_model *m,
-                               const struct lm_context_params *params) {
+// A context for m: its own KV pool and thread pool (t NULL; draft: a second model whose
+// layout the pool also holds), or t's (a draft context, t the target's).
+static enum lm_status context_init(struct lm_context **out, struct lm_model *m,
+                                   const struct lm_context_params *params,
+                                   const struct lm_model *draft, struct lm_context *t) {
     *out = NULL;
     lm_ops_init();
     struct lm_context_params p = {0};
     if (params) p = *params;
     const struct lm_hparams *hp = &m->hp;
+    if (t) { // the target's sequences, context and threads
+        p.n_ctx = t->n_ctx;
+        p.n_seq_max = t->n_seq;
+        p.n_threads = t->n_threads;
+        if (t->borrowed || t->kv->n_layouts != 2)
+            return lm_error_set(LM_ERR_ARG, "context: %s: the target context's KV pool has no draft "
+                                "layout (lm_context_init_pair)", m->path);
+        const struct lm_kv_layout *L = &t->kv->lay[1];
+        if (L->n_layer != hp->n_layer || L->kv_dim_k != hp->n_head_kv * hp->head_dim_k ||
+            L->kv_dim_v != hp->n_head_kv * hp->head_dim_v)
+            return lm_error_set(LM_ERR_ARG, "context: %s: the pool's draft layout (%d layers, kv dims "
+                                "%d/%d) is another model's", m->path, L->n_layer, L->kv_dim_k,
+                                L->kv_dim_v);
+    }
     if (p.n_ctx <= 0) p.n_ctx = hp->n_ctx_train;
     if (p.n_ctx > hp->n_ctx_train)
-        return lm_error_set(LM_ERR_ARG, "context: n_ctx %d exceeds the model's context length %d",
-                            p.n_ctx, hp->n_ctx_train);
+        return lm_error_set(LM_ERR_ARG, "context: n_ctx %d exceeds the model's context length %d%s%s",
+                            p.n_ctx, hp->n_ctx_train, t ? " (draft model " : "", t ? m->path : "");
+    if (draft && p.n_ctx > draft->hp.n_ctx_train)
+        return lm_error_set(LM_ERR_ARG, "context: n_ctx %d exceeds the draft model's context length "
+                            "%d (%s)", p.n_ctx, draft->hp.n_ctx_train, draft->path);
     if (p.n_seq_max <= 0) p.n_seq_max = 1;
     if (p.n_seq_max > 4096) return lm_error_set(LM_ERR_ARG, "context: n_seq_max %d > 4096", p.n_seq_max);
     if (p.kv_tokens < 0) return lm_error_set(LM_ERR_ARG, "context: kv_tokens %d < 0", p.kv_tokens);
@@ -117,6 +152,9 @@ enum lm_status lm_context_init(struct lm_context **out, struct lm_model *m,
     if (hp->head_dim_k % 16 != 0 || hp->head_dim_v % 16 != 0)
         return lm_error_set(LM_ERR_UNSUPPORTED, "context: head size %d/%d is not a multiple of 16",
                             hp->head_dim_k, hp->head_dim_v);
+    if (draft && (draft->hp.head_dim_k % 16 != 0 || draft->hp.head_dim_v % 16 != 0))
+        return lm_error_set(LM_ERR_UNSUPPORTED, "context: draft model %s: head size %d/%d is not a "
+                            "multiple of 16", draft->path, draft->hp.head_dim_k, draft->hp.head_dim_v);
 
     struct lm_context *c = calloc(1, sizeof *c);
     if (!c) return lm_error_set(LM_ERR_NOMEM, "context: out of memory");
@@ -127,14 +165,36 @@ enum lm_status lm_context_init(struct lm_context **out, struct lm_model *m,
     c->n_batch = p.n_batch;
     c->n_logits_max = p.n_logits_max;
     c->n_threads = p.n_threads;
-    enum lm_status st = lm_kv_init(&c->kv, hp->n_layer, hp->n_head_kv * hp->head_dim_k,
-                                   hp->n_head_kv * hp->head_dim_v, p.n_ctx, p.n_seq_max,
-                                   p.kv_tokens, !p.no_prefix_cache);
-    if (st != LM_OK) { free(c); return st; }
+    if (t) {
+        c->kv = t->kv;
+        c->pool = t->pool;
+        c->borrowed = true;
+        c->seq0 = t->n_seq;
+        c->kv_layout = 1;
+        c->kern = t->kern;
+    } else {
+        c->kv = &c->kv_own;
+        struct lm_kv_layout lays[2] = {
+            {.n_layer = hp->n_layer, .kv_dim_k = hp->n_head_kv * hp->head_dim_k,
+             .kv_dim_v = hp->n_head_kv * hp->head_dim_v},
+        };
+        if (draft) // the draft's positions get as many blocks again as the target's
+            lays[1] = (struct lm_kv_layout){.n_layer = draft->hp.n_layer,
+                                            .kv_dim_k = draft->hp.n_head_kv * draft->hp.head_dim_k,
+                                            .kv_dim_v = draft->hp.n_head_kv * draft->hp.head_dim_v};
+        const int64_t pool_tokens = (int64_t)p.kv_tokens * (draft ? 2 : 1);
+        if (pool_tokens > INT32_MAX) {
+            free(c);
+            return lm_error_set(LM_ERR_ARG, "context: kv_tokens %d too large", p.kv_tokens);
+        }
+        enum lm_status st = lm_kv_init_layouts(&c->kv_own, lays, draft ? 2 : 1, p.n_ctx, p.n_seq_max,
+                                               (int32_t)pool_tokens, !p.no_prefix_cache);
+        if (st != LM_OK) { free(c); return st; }
+    }
 
     const size_t B = (size_t)p.n_batch, E = (size_t)hp->n_embd;
-    const size_t qd = (size_t)hp->n_head * hp->head_dim_k, kd = (size_t)c->kv.kv_dim_k,
-                 vd = (size_t)c->kv.kv_dim_v, ad = (size_t)hp->n_head * hp->head_dim_v;
+    const size_t qd = (size_t)hp->n_head * hp->head_dim_k, kd = (size_t)c->kv->lay[c->kv_layout].kv_dim_k,
+                 vd = (size_t)c->kv->lay[c->kv_layout].kv_dim_v, ad = (size_t)hp->n_head * hp->head_dim_v;
     size_t widest = E;
     if ((size_t)hp->n_ff > widest) widest = (size_t)hp->n_ff;
     if (ad > widest) widest = ad;
@@ -184,13 +244,29 @@ enum lm_status lm_context_init(struct lm_context **out, struct lm_model *m,
         return lm_error_set(LM_ERR_NOMEM, "context: cannot allocate scratch buffers (n_batch %d)",
                             p.n_batch);
     }
-    c->pool = lm_pool_create(p.n_threads);
+    if (!c->pool) c->pool = lm_pool_create(p.n_threads);
     if (!c->pool) {
         lm_context_free(c);
         return LM_ERR_NOMEM;
     }
     *out = c;
     return LM_OK;
+}
+
+enum lm_status lm_context_init(struct lm_context **out, struct lm_model *m,
+                               const struct lm_context_params *params) {
+    return context_init(out, m, params, NULL, NULL);
+}
+
+enum lm_status lm_context_init_pair(struct lm_context **out, struct lm_model *m,
+                                    const struct lm_context_params *params,
+                                    const struct lm_model *draft) {
+    return context_init(out, m, params, draft, NULL);
+}
+
+enum lm_status lm_context_init_draft(struct lm_context **out, struct lm_context *t,
+                                     struct lm_model *draft, const struct lm_context_params *params) {
+    return context_init(out, draft, params, NULL, t);
 }
 
 // ================================================================ decode
@@ -208,24 +284,24 @@ enum lm_status lm_decode(struct lm_context *c, const struct lm_batch_entry *e, i
     const int32_t n_vocab = c->m->hp.n_vocab;
     // validate: tokens in range, sequences known, positions consecutive per sequence
     for (int32_t i = 0; i < n; i++) {
-        if (e[i].seq < 0 || e[i].seq >= c->n_seq)
-            return lm_error_set(LM_ERR_ARG, "decode: entry %d: sequence %d out of range [0, %d)",
-                                i, e[i].seq, c->n_seq);
-        c->seq_next[e[i].seq] = c->kv.seqs[e[i].seq].n_pos;
+        if (e[i].seq < c->seq0 || e[i].seq >= c->seq0 + c->n_seq)
+            return lm_error_set(LM_ERR_ARG, "decode: entry %d: sequence %d out of range [%d, %d)",
+                                i, e[i].seq, c->seq0, c->seq0 + c->n_seq);
+        c->seq_next[e[i].seq - c->seq0] = c->kv->seqs[e[i].seq].n_pos;
     }
     int32_t n_out = 0;
     for (int32_t i = 0; i < n; i++) {
         if (e[i].token < 0 || e[i].token >= n_vocab)
             return lm_error_set(LM_ERR_ARG, "decode: entry %d: token %d out of range [0, %d)", i,
                                 e[i].token, n_vocab);
-        if (e[i].pos != c->seq_next[e[i].seq])
+        if (e[i].pos != c->seq_next[e[i].seq - c->seq0])
             return lm_error_set(LM_ERR_ARG,
                                 "decode: entry %d: sequence %d expects position %d, got %d", i,
-                                e[i].seq, c->seq_next[e[i].seq], e[i].pos);
+                                e[i].seq, c->seq_next[e[i].seq - c->seq0], e[i].pos);
         if (e[i].pos >= c->n_ctx)
             return lm_error_set(LM_ERR_STATE, "decode: sequence %d is full (n_ctx %d)", e[i].seq,
                                 c->n_ctx);
-        c->seq_next[e[i].seq]++;
+        c->seq_next[e[i].seq - c->seq0]++;
         if (e[i].want_logits) {
             if (n_out == c->n_logits_max)
                 return lm_error_set(LM_ERR_ARG, "decode: more than %d entries want logits "
@@ -233,14 +309,14 @@ enum lm_status lm_decode(struct lm_context *c, const struct lm_batch_entry *e, i
             c->out_rows[n_out++] = i;
         }
     }
-    enum lm_status st = lm_kv_prepare(&c->kv, e, n, c->kv_koff, c->kv_voff);
+    enum lm_status st = lm_kv_prepare(c->kv, e, n, c->kv_koff, c->kv_voff);
     if (st != LM_OK) return st;
     c->batch = e;
     c->n_tokens = n;
     c->n_out = n_out;
     c->n_topk_rows = 0;
     lm_pool_run(c->pool, forward_worker, c);
-    lm_kv_commit(&c->kv, e, n);
+    lm_kv_commit(c->kv, e, n);
     if (c->top_k > 0) { // the threads' selections of each row -> one, sorted
         const size_t cap = (size_t)c->topk_cap;
         struct lm_topk_cand *out_buf = c->topk_buf + (size_t)c->n_threads * c->n_logits_max * cap;

@@ -9,6 +9,10 @@
 
 #define KV_SEED 0x6c756d656e4b5631ull // "lumenKV1": parent hash of a sequence's first block
 
+// The first block's parent hash for layout lay: chains of different layouts (models) never
+// meet in the index, since every lookup compares the parent hash too.
+static inline uint64_t kv_seed(int lay) { return KV_SEED + (uint64_t)lay * 0x9e3779b97f4a7c15ull; }
+
 // ================================================================ hashing
 
 static inline uint64_t mix64(uint64_t x) {
@@ -113,8 +117,10 @@ static void seq_free(struct lm_kv_seq *s) {
     free(s->present);
     free(s->tokens);
     free(s->chain);
+    const int32_t layout = s->layout;
     memset(s, 0, sizeof *s);
     s->first_hole = INT32_MAX;
+    s->layout = layout;
 }
 
 void lm_kv_free(struct lm_kv_cache *kv) {
@@ -122,8 +128,10 @@ void lm_kv_free(struct lm_kv_cache *kv) {
         for (int32_t s = 0; s < kv->n_seq; s++) seq_free(&kv->seqs[s]);
     free(kv->seqs);
     free(kv->base);
-    free(kv->k_off);
-    free(kv->v_off);
+    for (int l = 0; l < LM_KV_LAYOUTS_MAX; l++) {
+        free(kv->lay[l].k_off);
+        free(kv->lay[l].v_off);
+    }
     free(kv->ref);
     free(kv->hash);
     free(kv->parent);
@@ -139,29 +147,48 @@ void lm_kv_free(struct lm_kv_cache *kv) {
 enum lm_status lm_kv_init(struct lm_kv_cache *kv, int32_t n_layer, int32_t kv_dim_k,
                           int32_t kv_dim_v, int32_t n_ctx, int32_t n_seq, int32_t kv_tokens,
                           bool prefix_cache) {
+    const struct lm_kv_layout lay = {.n_layer = n_layer, .kv_dim_k = kv_dim_k, .kv_dim_v = kv_dim_v};
+    return lm_kv_init_layouts(kv, &lay, 1, n_ctx, n_seq, kv_tokens, prefix_cache);
+}
+
+enum lm_status lm_kv_init_layouts(struct lm_kv_cache *kv, const struct lm_kv_layout *lays,
+                                  int32_t n_lay, int32_t n_ctx, int32_t n_seq, int32_t kv_tokens,
+                                  bool prefix_cache) {
     memset(kv, 0, sizeof *kv);
-    if (n_layer <= 0 || kv_dim_k <= 0 || kv_dim_v <= 0 || n_ctx <= 0 || n_seq <= 0 || kv_tokens <= 0)
-        return lm_error_set(LM_ERR_ARG, "kv cache: invalid sizes (layers %d, kv dims %d/%d, n_ctx %d, "
-                            "sequences %d, pool tokens %d)", n_layer, kv_dim_k, kv_dim_v, n_ctx,
-                            n_seq, kv_tokens);
-    kv->n_layer = n_layer;
-    kv->kv_dim_k = kv_dim_k;
-    kv->kv_dim_v = kv_dim_v;
+    if (n_lay < 1 || n_lay > LM_KV_LAYOUTS_MAX)
+        return lm_error_set(LM_ERR_ARG, "kv cache: %d layouts (1 to %d)", n_lay, LM_KV_LAYOUTS_MAX);
+    for (int32_t l = 0; l < n_lay; l++)
+        if (lays[l].n_layer <= 0 || lays[l].kv_dim_k <= 0 || lays[l].kv_dim_v <= 0 || n_ctx <= 0 ||
+            n_seq <= 0 || kv_tokens <= 0)
+            return lm_error_set(LM_ERR_ARG, "kv cache: invalid sizes (layout %d: layers %d, kv dims "
+                                "%d/%d, n_ctx %d, sequences %d, pool tokens %d)", l, lays[l].n_layer,
+                                lays[l].kv_dim_k, lays[l].kv_dim_v, n_ctx, n_seq, kv_tokens);
+    const int32_t n_layer = lays[0].n_layer, kv_dim_k = lays[0].kv_dim_k, kv_dim_v = lays[0].kv_dim_v;
+    kv->n_layouts = n_lay;
+    kv->n_seq_layout = n_seq;
+    n_seq *= n_lay;
     kv->n_ctx = n_ctx;
     kv->n_seq = n_seq;
     kv->prefix_cache = prefix_cache;
     kv->n_blocks = (int32_t)(((int64_t)kv_tokens + LM_KV_BLOCK - 1) / LM_KV_BLOCK);
-    kv->k_off = calloc((size_t)n_layer, sizeof *kv->k_off);
-    kv->v_off = calloc((size_t)n_layer, sizeof *kv->v_off);
-    if (!kv->k_off || !kv->v_off) goto nomem;
-    size_t off = 0; // every layer's rows start on a 64-byte line (kv_dim is a multiple of 16)
-    for (int l = 0; l < n_layer; l++) {
-        kv->k_off[l] = off;
-        off += (size_t)LM_KV_BLOCK * (size_t)kv_dim_k * sizeof(lm_f16);
-        kv->v_off[l] = off;
-        off += (size_t)LM_KV_BLOCK * (size_t)kv_dim_v * sizeof(lm_f16);
+    for (int32_t l = 0; l < n_lay; l++) {
+        struct lm_kv_layout *L = &kv->lay[l];
+        L->n_layer = lays[l].n_layer;
+        L->kv_dim_k = lays[l].kv_dim_k;
+        L->kv_dim_v = lays[l].kv_dim_v;
+        L->k_off = calloc((size_t)L->n_layer, sizeof *L->k_off);
+        L->v_off = calloc((size_t)L->n_layer, sizeof *L->v_off);
+        if (!L->k_off || !L->v_off) goto nomem;
+        size_t off = 0; // every layer's rows start on a 64-byte line (kv_dim is a multiple of 16)
+        for (int i = 0; i < L->n_layer; i++) {
+            L->k_off[i] = off;
+            off += (size_t)LM_KV_BLOCK * (size_t)L->kv_dim_k * sizeof(lm_f16);
+            L->v_off[i] = off;
+            off += (size_t)LM_KV_BLOCK * (size_t)L->kv_dim_v * sizeof(lm_f16);
+        }
+        L->bytes = off;
+        if (off > kv->block_bytes) kv->block_bytes = off;
     }
-    kv->block_bytes = off;
     const size_t nb = (size_t)kv->n_blocks;
     if (nb > SIZE_MAX / 2 / kv->block_bytes) goto nomem;
     kv->map_bytes = nb * kv->block_bytes;
@@ -187,12 +214,16 @@ enum lm_status lm_kv_init(struct lm_kv_cache *kv, int32_t n_layer, int32_t kv_di
     memset(kv->htab, 0xff, hcap * sizeof *kv->htab);
     kv->lru_prev[nb] = kv->lru_next[nb] = (int32_t)nb;
     for (int32_t b = kv->n_blocks - 1; b >= 0; b--) kv->free_stack[kv->n_free++] = b;
-    for (int32_t s = 0; s < n_seq; s++) kv->seqs[s].first_hole = INT32_MAX;
+    for (int32_t s = 0; s < n_seq; s++) {
+        kv->seqs[s].first_hole = INT32_MAX;
+        kv->seqs[s].layout = s / kv->n_seq_layout;
+    }
     return LM_OK;
 nomem:
     lm_kv_free(kv);
     return lm_error_set(LM_ERR_NOMEM, "kv cache: cannot allocate a pool of %d tokens (%d layers, kv "
-                        "dims %d/%d, %d sequences)", kv_tokens, n_layer, kv_dim_k, kv_dim_v, n_seq);
+                        "dims %d/%d, %d layouts, %d sequences)", kv_tokens, n_layer, kv_dim_k,
+                        kv_dim_v, n_lay, n_seq);
 }
 
 // Grows a sequence's per-position arrays to hold positions [0, need).
@@ -282,7 +313,7 @@ enum lm_status lm_kv_prepare(struct lm_kv_cache *kv, const struct lm_batch_entry
             LM_ASSERT(nb >= 0); // counted above
             if (old >= 0) { // copy-on-write: the cells before pos keep their content
                 memcpy(kv->base + (size_t)nb * kv->block_bytes,
-                       kv->base + (size_t)old * kv->block_bytes, kv->block_bytes);
+                       kv->base + (size_t)old * kv->block_bytes, kv->lay[s->layout].bytes);
                 blk_release(kv, old);
                 kv->cow_copies++;
             }
@@ -290,8 +321,9 @@ enum lm_status lm_kv_prepare(struct lm_kv_cache *kv, const struct lm_batch_entry
         }
         const size_t blk = (size_t)s->blocks[bi] * kv->block_bytes;
         const size_t row = (size_t)(e[i].pos & (LM_KV_BLOCK - 1));
-        k_row_off[i] = blk + row * (size_t)kv->kv_dim_k * sizeof(lm_f16);
-        v_row_off[i] = blk + row * (size_t)kv->kv_dim_v * sizeof(lm_f16);
+        const struct lm_kv_layout *L = &kv->lay[s->layout];
+        k_row_off[i] = blk + row * (size_t)L->kv_dim_k * sizeof(lm_f16);
+        v_row_off[i] = blk + row * (size_t)L->kv_dim_v * sizeof(lm_f16);
     }
     // the batch's cells count as held from now on: attention reads them in this forward
     for (int32_t i = 0; i < n; i++) {
@@ -307,7 +339,7 @@ static void seq_register(struct lm_kv_cache *kv, struct lm_kv_seq *s) {
     while (s->n_chain < s->n_pos / LM_KV_BLOCK &&
            (int64_t)(s->n_chain + 1) * LM_KV_BLOCK <= s->first_hole) {
         const int32_t i = s->n_chain;
-        const uint64_t parent = i ? s->chain[i - 1] : KV_SEED;
+        const uint64_t parent = i ? s->chain[i - 1] : kv_seed(s->layout);
         const int32_t *tok = s->tokens + (size_t)i * LM_KV_BLOCK;
         const uint64_t h = block_hash(parent, tok);
         s->chain[i] = h;
@@ -385,6 +417,9 @@ enum lm_status lm_kv_seq_cp(struct lm_kv_cache *kv, int32_t src, int32_t dst, in
     const struct lm_kv_seq *s = &kv->seqs[src];
     struct lm_kv_seq *d = &kv->seqs[dst];
     if (src == dst) return lm_error_set(LM_ERR_ARG, "kv seq_cp: source and destination are both %d", src);
+    if (s->layout != d->layout)
+        return lm_error_set(LM_ERR_ARG, "kv seq_cp: sequences %d and %d belong to different models "
+                            "(KV layouts %d and %d)", src, dst, s->layout, d->layout);
     if (n_pos < 0) n_pos = s->n_pos;
     if (n_pos > s->n_pos)
         return lm_error_set(LM_ERR_ARG, "kv seq_cp: %d positions asked of sequence %d, which holds %d",
@@ -421,10 +456,10 @@ enum lm_status lm_kv_seq_keep(struct lm_kv_cache *kv, int32_t seq) {
 
 // Walks tokens[0, n) block by block through the index, leaving at least one token
 // uncovered; returns the number of blocks found, their ids in ids (if not NULL).
-static int32_t prefix_walk(const struct lm_kv_cache *kv, const int32_t *tokens, int32_t n,
+static int32_t prefix_walk(const struct lm_kv_cache *kv, int lay, const int32_t *tokens, int32_t n,
                            int32_t *ids, uint64_t *chain) {
     if (!kv->prefix_cache) return 0;
-    uint64_t parent = KV_SEED;
+    uint64_t parent = kv_seed(lay);
     int32_t i = 0;
     for (; (int64_t)(i + 1) * LM_KV_BLOCK <= (int64_t)n - 1; i++) {
         const int32_t *tok = tokens + (size_t)i * LM_KV_BLOCK;
@@ -438,8 +473,8 @@ static int32_t prefix_walk(const struct lm_kv_cache *kv, const int32_t *tokens, 
     return i;
 }
 
-int32_t lm_kv_prefix_probe(const struct lm_kv_cache *kv, const int32_t *tokens, int32_t n) {
-    return prefix_walk(kv, tokens, n, NULL, NULL) * LM_KV_BLOCK;
+int32_t lm_kv_prefix_probe(const struct lm_kv_cache *kv, int lay, const int32_t *tokens, int32_t n) {
+    return prefix_walk(kv, lay, tokens, n, NULL, NULL) * LM_KV_BLOCK;
 }
 
 enum lm_status lm_kv_prefix_attach(struct lm_kv_cache *kv, int32_t seq, const int32_t *tokens,
@@ -455,11 +490,11 @@ enum lm_status lm_kv_prefix_attach(struct lm_kv_cache *kv, int32_t seq, const in
         return lm_error_set(LM_ERR_ARG, "kv prefix: %d tokens for a context of %d", n, kv->n_ctx);
     kv->prefix_queries++;
     kv->prefix_query_tokens += (uint64_t)n;
-    const int32_t nb = prefix_walk(kv, tokens, n, NULL, NULL);
+    const int32_t nb = prefix_walk(kv, s->layout, tokens, n, NULL, NULL);
     if (nb == 0) return LM_OK;
     const int32_t np = nb * LM_KV_BLOCK;
     if ((st = seq_reserve(kv, seq, np)) != LM_OK) return st;
-    prefix_walk(kv, tokens, n, s->blocks, s->chain);
+    prefix_walk(kv, s->layout, tokens, n, s->blocks, s->chain);
     for (int32_t i = 0; i < nb; i++) blk_acquire(kv, s->blocks[i]);
     memcpy(s->tokens, tokens, (size_t)np * sizeof *tokens);
     for (int32_t p = 0; p < np; p += 64)

@@ -30,16 +30,28 @@ struct lm_kv_seq {
     int32_t n_chain;     // chain[0, n_chain) valid
     int32_t first_hole;  // lowest removed position below n_pos (INT32_MAX if none): blocks
                          // from there on have another context and are never registered
+    int32_t layout;      // kv->lay[layout] places its rows (seq / n_seq_layout)
+};
+
+// Where one model's K/V rows sit in a block. A pool holds one layout per model that
+// shares it: the target's, and a draft model's (speculative decoding, docs/speculative.md).
+#define LM_KV_LAYOUTS_MAX 2
+struct lm_kv_layout {
+    int32_t n_layer, kv_dim_k, kv_dim_v; // kv_dim = n_head_kv * head size
+    size_t *k_off;      // [n_layer] offset of layer l's K rows (LM_KV_BLOCK, kv_dim_k) in a block
+    size_t *v_off;      // [n_layer] V rows (LM_KV_BLOCK, kv_dim_v)
+    size_t bytes;       // bytes of a block this layout uses (<= block_bytes)
 };
 
 struct lm_kv_cache {
-    int32_t n_layer, kv_dim_k, kv_dim_v; // kv_dim = n_head_kv * head size
+    struct lm_kv_layout lay[LM_KV_LAYOUTS_MAX];
+    int32_t n_layouts;
     int32_t n_ctx;      // max positions of one sequence
-    int32_t n_seq;      // sequence ids [0, n_seq)
+    int32_t n_seq;      // sequence ids [0, n_seq): n_seq_layout per layout, layout l's are
+    int32_t n_seq_layout; // [l * n_seq_layout, (l + 1) * n_seq_layout)
     int32_t n_blocks;   // pool capacity
-    size_t block_bytes; // all layers' K and V rows of one block
-    size_t *k_off;      // [n_layer] offset of layer l's K rows (LM_KV_BLOCK, kv_dim_k) in a block
-    size_t *v_off;      // [n_layer] V rows (LM_KV_BLOCK, kv_dim_v)
+    size_t block_bytes; // all layers' K and V rows of one block: the largest layout's (a
+                        // block of a smaller layout leaves the rest unused)
     uint8_t *base;      // n_blocks * block_bytes, reserved up front, touched when first used
     size_t map_bytes;
     bool prefix_cache;  // register full blocks and look them up (lm_kv_prefix_attach)
@@ -62,17 +74,25 @@ struct lm_kv_cache {
     uint64_t prefix_queries, prefix_query_tokens, prefix_hit_tokens, evictions, cow_copies;
 };
 
+// One layout (one model), sequences [0, n_seq).
 enum lm_status lm_kv_init(struct lm_kv_cache *kv, int32_t n_layer, int32_t kv_dim_k,
                           int32_t kv_dim_v, int32_t n_ctx, int32_t n_seq, int32_t kv_tokens,
                           bool prefix_cache);
+// n_lay layouts over one pool of blocks: n_seq sequences per layout, layout l's are
+// [l * n_seq, (l + 1) * n_seq). Block tables, refcounts, copy-on-write, rollback and
+// eviction do not depend on the layout; the prefix index keys on it (a block of one model's
+// K/V never serves another's sequence). lays[l]: n_layer, kv_dim_k, kv_dim_v (rest ignored).
+enum lm_status lm_kv_init_layouts(struct lm_kv_cache *kv, const struct lm_kv_layout *lays,
+                                  int32_t n_lay, int32_t n_ctx, int32_t n_seq, int32_t kv_tokens,
+                                  bool prefix_cache);
 void lm_kv_free(struct lm_kv_cache *kv);
 
-// K / V rows of block b, layer l: (LM_KV_BLOCK, kv_dim) f16
-static inline lm_f16 *lm_kv_k(const struct lm_kv_cache *kv, int32_t b, int l) {
-    return (lm_f16 *)(kv->base + (size_t)b * kv->block_bytes + kv->k_off[l]);
+// K / V rows of block b, layer l of layout lay: (LM_KV_BLOCK, kv_dim) f16
+static inline lm_f16 *lm_kv_k(const struct lm_kv_cache *kv, int lay, int32_t b, int l) {
+    return (lm_f16 *)(kv->base + (size_t)b * kv->block_bytes + kv->lay[lay].k_off[l]);
 }
-static inline lm_f16 *lm_kv_v(const struct lm_kv_cache *kv, int32_t b, int l) {
-    return (lm_f16 *)(kv->base + (size_t)b * kv->block_bytes + kv->v_off[l]);
+static inline lm_f16 *lm_kv_v(const struct lm_kv_cache *kv, int lay, int32_t b, int l) {
+    return (lm_f16 *)(kv->base + (size_t)b * kv->block_bytes + kv->lay[lay].v_off[l]);
 }
 
 // ---- a batch's writes: lm_kv_prepare before the forward pass, lm_kv_commit after it
@@ -97,8 +117,8 @@ enum lm_status lm_kv_seq_keep(struct lm_kv_cache *kv, int32_t seq);
 // in *n_attached.
 enum lm_status lm_kv_prefix_attach(struct lm_kv_cache *kv, int32_t seq, const int32_t *tokens,
                                    int32_t n, int32_t *n_attached);
-// Cached full blocks that tokens[0, n) would attach (no change made).
-int32_t lm_kv_prefix_probe(const struct lm_kv_cache *kv, const int32_t *tokens, int32_t n);
+// Cached full blocks of layout lay that tokens[0, n) would attach (no change made).
+int32_t lm_kv_prefix_probe(const struct lm_kv_cache *kv, int lay, const int32_t *tokens, int32_t n);
 // Free blocks, counting evictable cached ones.
 static inline int32_t lm_kv_blocks_available(const struct lm_kv_cache *kv) {
     return kv->n_free + kv->n_evictable;

@@ -143,14 +143,15 @@ static void rope_angles(float *cs, int32_t pos, int64_t n_rot, float theta_scale
 // ================================================================ attention
 
 void lm_op_kv_write(struct lm_context *c, int il, int ith, int nth) {
-    struct lm_kv_cache *kv = &c->kv;
+    struct lm_kv_cache *kv = c->kv;
+    const struct lm_kv_layout *lay = &kv->lay[c->kv_layout];
     int64_t s, e;
     split(c->n_tokens, ith, nth, &s, &e);
     for (int64_t i = s; i < e; i++) { // cells placed by lm_kv_prepare
-        lm_f16 *kd = (lm_f16 *)(kv->base + c->kv_koff[i] + kv->k_off[il]);
-        lm_f16 *vd = (lm_f16 *)(kv->base + c->kv_voff[i] + kv->v_off[il]);
-        c->kern->f32_to_f16(kd, c->k + i * kv->kv_dim_k, kv->kv_dim_k);
-        c->kern->f32_to_f16(vd, c->v + i * kv->kv_dim_v, kv->kv_dim_v);
+        lm_f16 *kd = (lm_f16 *)(kv->base + c->kv_koff[i] + lay->k_off[il]);
+        lm_f16 *vd = (lm_f16 *)(kv->base + c->kv_voff[i] + lay->v_off[il]);
+        c->kern->f32_to_f16(kd, c->k + i * lay->kv_dim_k, lay->kv_dim_k);
+        c->kern->f32_to_f16(vd, c->v + i * lay->kv_dim_v, lay->kv_dim_v);
     }
 }
 
@@ -159,12 +160,13 @@ void lm_op_kv_write(struct lm_context *c, int il, int ith, int nth) {
 void lm_op_attention(struct lm_context *c, int il, int ith, int nth) {
     const struct lm_hparams *hp = &c->m->hp;
     const struct lm_layer *L = &c->m->layers[il];
-    struct lm_kv_cache *kv = &c->kv;
+    struct lm_kv_cache *kv = c->kv;
+    const struct lm_kv_layout *lay = &kv->lay[c->kv_layout];
     const int64_t hdk = hp->head_dim_k, hdv = hp->head_dim_v;
     const int64_t n_head = hp->n_head, n_kv = hp->n_head_kv, group = n_head / n_kv;
     struct lm_attn_job j = {
         .block_bytes = kv->block_bytes, .block_shift = LM_KV_BLOCK_SHIFT,
-        .kstride = (size_t)kv->kv_dim_k, .vstride = (size_t)kv->kv_dim_v,
+        .kstride = (size_t)lay->kv_dim_k, .vstride = (size_t)lay->kv_dim_v,
         .hdk = (int32_t)hdk, .hdv = (int32_t)hdv,
         .scratch = c->attn_scratch + (size_t)ith * c->attn_scratch_stride,
     };
@@ -193,8 +195,8 @@ void lm_op_attention(struct lm_context *c, int il, int ith, int nth) {
         const struct lm_kv_seq *sq = &kv->seqs[b->seq];
         j.blocks = sq->blocks;
         j.present = sq->first_hole <= j.p ? sq->present : NULL;
-        j.kb = kv->base + kv->k_off[il] + (size_t)g * hdk * sizeof(lm_f16);
-        j.vb = kv->base + kv->v_off[il] + (size_t)g * hdv * sizeof(lm_f16);
+        j.kb = kv->base + lay->k_off[il] + (size_t)g * hdk * sizeof(lm_f16);
+        j.vb = kv->base + lay->v_off[il] + (size_t)g * hdv * sizeof(lm_f16);
         for (int64_t h0 = hb; h0 < he; h0 += LM_ATTN_MAX_HEADS) {
             j.nh = he - h0 < LM_ATTN_MAX_HEADS ? (int)(he - h0) : LM_ATTN_MAX_HEADS;
             j.q = c->q + (i * n_head + h0) * hdk;

@@ -22,7 +22,14 @@ struct lm_context {
     const struct lm_kernels *kern;
     struct lm_pool *pool;
     int32_t n_ctx, n_seq, n_batch, n_threads, n_logits_max;
-    struct lm_kv_cache kv;
+    // The KV pool: kv_own, or a target context's (a draft context, lm_context_init_draft,
+    // which borrows its pool and thread pool too). This context's sequences are the pool's
+    // [seq0, seq0 + n_seq), whose rows sit at kv->lay[kv_layout] (its model's layout).
+    struct lm_kv_cache *kv;
+    struct lm_kv_cache kv_own;
+    int32_t seq0;
+    int kv_layout;
+    bool borrowed;       // kv and pool belong to another context
 
     // current batch (set by lm_decode)
     const struct lm_batch_entry *batch;
@@ -75,6 +82,22 @@ struct lm_context {
     int8_t *rope_slot;
     uint64_t scratch_bytes;
 };
+
+// A target context whose KV pool also holds a draft model's layout (speculative decoding
+// with a draft model, docs/speculative.md): the pool's sequences [0, n_seq) are the
+// target's, [n_seq, 2 n_seq) the draft context's; kv_tokens counts the target's positions
+// and the pool gets as many blocks again for the draft's. The draft needs head sizes that
+// are multiples of 16, like any model.
+enum lm_status lm_context_init_pair(struct lm_context **out, struct lm_model *m,
+                                    const struct lm_context_params *params,
+                                    const struct lm_model *draft);
+// The draft model's context on target context t (made by lm_context_init_pair with this
+// model): borrows t's KV pool (layout 1, sequences [t->n_seq, 2 t->n_seq): entries name
+// those ids) and thread pool, so both models run on one pool of threads and one pool of
+// blocks; own scratch for n_batch entries (params: n_batch, n_logits_max; the rest is t's).
+// The same forward path runs on the draft's weights. Free it before t.
+enum lm_status lm_context_init_draft(struct lm_context **out, struct lm_context *t,
+                                     struct lm_model *draft, const struct lm_context_params *params);
 
 // Makes every op of c compute with table k (tests and tools: e.g. the generic table beside
 // the best one in one process). Weight layouts do not depend on the table, so any table

@@ -117,7 +117,7 @@ static void req_free(struct req *r) {
 static void req_finish(struct lm_engine *e, struct req *r, enum lm_finish why, int32_t tok,
                        const struct lm_event *tmpl, const char *error) {
     if (r->seq >= 0) {
-        lm_kv_seq_rm(&e->c->kv, r->seq, 0, -1); // full blocks stay cached for later prompts
+        lm_kv_seq_rm(e->c->kv, r->seq, 0, -1); // full blocks stay cached for later prompts
         e->running[r->seq] = NULL;
         e->n_running--;
         r->seq = -1;
@@ -196,7 +196,7 @@ enum lm_status lm_engine_init(struct lm_engine **out, struct lm_model *m,
         return st;
     }
     p.n_ctx = e->c->n_ctx;
-    p.kv_tokens = e->c->kv.n_blocks * LM_KV_BLOCK;
+    p.kv_tokens = e->c->kv->n_blocks * LM_KV_BLOCK;
     p.n_threads = e->c->n_threads;
     e->m = m;
     e->p = p;
@@ -381,7 +381,7 @@ void lm_engine_stats(struct lm_engine *e, struct lm_engine_stats *out) {
 // Frees r's sequence and puts it back at the head of the queue; its tokens so far are
 // recomputed when it is admitted again (same results: batch invariance).
 static void preempt(struct lm_engine *e, struct req *r) {
-    lm_kv_seq_rm(&e->c->kv, r->seq, 0, -1);
+    lm_kv_seq_rm(e->c->kv, r->seq, 0, -1);
     e->running[r->seq] = NULL;
     e->n_running--;
     r->seq = -1;
@@ -405,13 +405,13 @@ static struct req *newest_running(struct lm_engine *e) {
 // for the whole prompt beyond its cached prefix, plus one block of headroom per running
 // request (their decode growth); otherwise the queue waits.
 static void admit(struct lm_engine *e) {
-    struct lm_kv_cache *kv = &e->c->kv;
+    struct lm_kv_cache *kv = e->c->kv;
     while (e->wait_head && e->n_running < e->p.max_running) {
         struct req *r = e->wait_head;
         int32_t seq = 0;
         while (e->running[seq]) seq++;
         // blocks beyond the cached prefix (which stops being evictable once attached)
-        const int32_t n_hit = lm_kv_prefix_probe(kv, r->toks, r->n_toks);
+        const int32_t n_hit = lm_kv_prefix_probe(kv, 0, r->toks, r->n_toks);
         const int32_t need = (r->n_toks - n_hit + LM_KV_BLOCK - 1) / LM_KV_BLOCK + n_hit / LM_KV_BLOCK;
         if (need + e->n_running > lm_kv_blocks_available(kv) && e->n_running > 0) break;
         int32_t n_att = 0;
@@ -453,7 +453,7 @@ static int32_t fit_chunk(const struct lm_kv_cache *kv, int32_t seq, int32_t want
 // when it pays against the same step without it. Inserts each request's drafts after its decode entry; returns the
 // new entry count and takes their blocks from *avail.
 static int32_t add_drafts(struct lm_engine *e, int32_t n, int32_t *avail) {
-    struct lm_kv_cache *kv = &e->c->kv;
+    struct lm_kv_cache *kv = e->c->kv;
     int32_t rows = e->draft_rows, n_tot = n;
     for (int32_t i = 0; i < n; i++) {
         struct req *r = e->batch_req[i];
@@ -499,7 +499,7 @@ static int32_t add_drafts(struct lm_engine *e, int32_t n, int32_t *avail) {
 // the lookup requests among them (add_drafts), then prefill chunks in admission order up to the token budget. Requests that do not fit
 // the pool are preempted newest first. Returns the entry count.
 static int32_t build_batch(struct lm_engine *e) {
-    struct lm_kv_cache *kv = &e->c->kv;
+    struct lm_kv_cache *kv = e->c->kv;
 retry:;
     int32_t n = 0, avail = lm_kv_blocks_available(kv), no = 0;
     for (int32_t s = 0; s < e->p.max_running; s++)
@@ -648,7 +648,7 @@ static void deliver_group(struct lm_engine *e, struct req *r, int32_t i, int32_t
     lm_spec_acc_update(&r->sacc, nd, acc);
     r->n_draft = 0;
     r->n_kv = pos0 + 1 + acc; // the accepted drafts' K/V stay; the rest is rolled back
-    if (acc < nd) lm_kv_seq_rm(&e->c->kv, seq, r->n_kv, -1);
+    if (acc < nd) lm_kv_seq_rm(e->c->kv, seq, r->n_kv, -1);
 }
 
 static void publish(struct lm_engine *e) {
