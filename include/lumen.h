@@ -296,6 +296,13 @@ struct lm_engine_params {
     int32_t kv_tokens;     // KV pool capacity in positions, shared (0 = n_ctx)
     int32_t n_threads;     // 0 = physical cores
     bool no_prefix_cache;
+    // Speculative decoding with a draft model (docs/speculative.md): a smaller model of the
+    // same vocabulary (lm_engine_init refuses another with LM_ERR_ARG naming both files and
+    // the first token id that differs) drafts for the requests that ask for it
+    // (lm_request_params.use_draft). It runs on the engine's thread pool and KV pool: the
+    // pool gets as many blocks again for the draft's positions (kv_tokens counts the
+    // target's). NULL: none. The engine does not own it (free it after lm_engine_free).
+    struct lm_model *draft_model;
 };
 
 enum lm_finish {
@@ -326,6 +333,15 @@ struct lm_request_params {
     // length adapts to the measured acceptance and the measured cost of longer steps.
     bool lookup;
     int32_t draft_max;    // drafted tokens per step at most (0 = LM_DRAFT_MAX_DEFAULT)
+    // Drafts from the engine's draft model (lm_engine_params.draft_model; LM_ERR_ARG on an
+    // engine without one): k small forwards of the draft per step, verified in the step's
+    // forward pass; greedy text is the same as without, sampled text has the same
+    // distribution (accept with probability min(1, p/q), else draw from max(0, p - q)).
+    // With lookup too, the draft model drafts (lookup is ignored).
+    bool use_draft;
+    // With use_draft: draft min(draft_max, room) tokens every step instead of the length the
+    // cost model picks (tests and measurements of acceptance; not faster).
+    bool draft_fixed;
 };
 #define LM_DRAFT_MAX_DEFAULT 8
 #define LM_DRAFT_MAX_LIMIT 32
@@ -382,6 +398,8 @@ struct lm_engine_stats {
     // drafts (the engine's measured cost of steps by token count): verify_ns / plain_ns is
     // what verifying cost relative to a plain step
     uint64_t drafted_tokens, accepted_tokens, verify_steps, verify_ns, verify_plain_ns;
+    // draft model: its forward passes (catching up, drafting) and their time
+    uint64_t draft_forwards, draft_forward_ns;
 };
 void lm_engine_stats(struct lm_engine *e, struct lm_engine_stats *out);
 // The engine's context, for single-threaded use with step mode only (profiling, tests).

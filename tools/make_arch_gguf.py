@@ -20,6 +20,11 @@ llama.cpp's search), which is fine: the golden data comes from llama.cpp on the 
 usage:
   make_arch_gguf.py --family qwen3 [--layers N] [--vocab N] [--dtype f16|qmix] OUT.gguf
   make_arch_gguf.py --ci OUT_DIR     # the reduced copies the tests use (+ OUT_DIR/manifest.txt)
+
+Draft-model pairs (tests/test_runtime_spec_draft.c): the same family, vocabulary and seed
+with fewer layers share the target's embeddings and first layers (one random stream in
+tensor order); --sliding-window N shortens gemma3's window so short sequences cross it;
+--token-text ID=TEXT rewrites one token's text (a vocabulary that differs in one id).
 """
 import argparse
 import hashlib
@@ -229,6 +234,8 @@ def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_S
     w.add_rope_dimension_count(HD)
     w.add_rope_freq_base(f["rope_base"])
     w.add_layer_norm_rms_eps(f["eps"])
+    if "sliding_window" in extra:
+        f["sliding_window"] = extra["sliding_window"]
     if "sliding_window" in f:
         w.add_sliding_window(f["sliding_window"])
         if "rope_base_swa" in f:
@@ -238,6 +245,8 @@ def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_S
     w.add_file_type(1 if dtype == "f16" else 15)  # MOSTLY_F16 / MOSTLY_Q4_K_M
 
     toks, scores, types = spm_vocab(V)
+    for tid, text in extra.get("token_text", {}).items():
+        toks[tid] = text
     w.add_tokenizer_model("llama")
     w.add_tokenizer_pre("default")
     w.add_token_list(toks)
@@ -353,6 +362,10 @@ def main():
     ap.add_argument("--seed", type=int, default=CI_SEED)
     ap.add_argument("--swa-pattern", type=int, default=0,
                     help="write <arch>.attention.sliding_window_pattern (gemma3)")
+    ap.add_argument("--sliding-window", type=int, default=0,
+                    help="gemma3's sliding window (0 = the family's)")
+    ap.add_argument("--token-text", action="append", default=[], metavar="ID=TEXT",
+                    help="rewrite token ID's text (repeatable)")
     a = ap.parse_args()
     if a.ci:
         write_ci(a.out)
@@ -360,6 +373,10 @@ def main():
     if not a.family:
         ap.error("--family is required without --ci")
     extra = {"sliding_window_pattern": a.swa_pattern} if a.swa_pattern else {}
+    if a.sliding_window:
+        extra["sliding_window"] = a.sliding_window
+    if a.token_text:
+        extra["token_text"] = {int(t.split("=", 1)[0]): t.split("=", 1)[1] for t in a.token_text}
     write_model(a.out, a.family, a.layers or None, a.vocab or None, a.dtype, a.seed, extra)
     return 0
 

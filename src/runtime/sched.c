@@ -2,7 +2,8 @@
 // under the KV pool's capacity with prefix-cache reuse, one step = a decode token for
 // every running request + prefill chunks of the others under a token budget,
 // cancellation, preemption by recompute, sampling and token delivery with timestamps,
-// speculative decoding (prompt-lookup drafts verified in the step's forward pass).
+// speculative decoding (prompt-lookup or draft-model drafts verified in the step's forward
+// pass; the draft model runs on the same thread pool and KV pool).
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -13,6 +14,7 @@
 #include "base/timer.h"
 #include "runtime/runtime.h"
 #include "runtime/spec.h"
+#include "sample/sample_internal.h"
 #include "tokenizer/tokenizer.h"
 
 // ================================================================ types
@@ -42,6 +44,16 @@ struct req {
     int32_t draft[LM_DRAFT_MAX_LIMIT];
     int32_t n_draft;
     struct lm_spec_acc sacc;
+    // draft model (rp.use_draft): the draft sequence (seq + max_running in the pool) holds
+    // toks[0, n_dkv), never past n_kv after a verification
+    bool mdraft;               // this step's drafts are the draft model's (drafted after
+                               // build_batch placed them: run_model_drafts)
+    int32_t n_dkv;
+    int32_t bidx;              // this step: index of its decode entry in e->batch
+    int32_t vj;                // the drafted position deliver() verifies
+    uint64_t drng[4];          // draws drafts from q (the sampler's own RNG stays untouched)
+    struct lm_token_prob *dq;  // sampling: [draft_max][dq_cap] q of each drafted position
+    int32_t dq_cap, dq_n[LM_DRAFT_MAX_LIMIT];
 };
 
 struct lm_engine {
@@ -79,6 +91,13 @@ struct lm_engine {
     struct lm_engine_stats st;    // counters (published into snap after each step)
     struct lm_spec_cost cost;     // decode steps' forward ns by sequences and tokens (drafts that pay)
     int32_t draft_rows;           // logits rows beyond max_running, for drafts
+    // draft model (p.draft_model): its context on c's KV pool and thread pool
+    struct lm_context *dc;
+    struct lm_batch_entry *dbatch; // [dc->n_batch]
+    struct req **dbatch_req;       // [dc->n_batch]
+    double dtok_ns;                // draft forward ns per sequence of a drafting round (one
+                                   // position each: the price of a drafted token; 0: unknown)
+    float *qdense;                 // [n_vocab] zeros; a drafted position's q during verification
 };
 
 // Logits rows for drafted tokens, beyond one per running request: bounds a step's drafts
@@ -106,6 +125,7 @@ struct lm_request_params lm_request_params_default(void) {
 
 static void req_free(struct req *r) {
     if (!r) return;
+    free(r->dq);
     lm_sampler_free(r->smp);
     free(r->toks);
     free(r->bias_tok);
@@ -118,6 +138,7 @@ static void req_finish(struct lm_engine *e, struct req *r, enum lm_finish why, i
                        const struct lm_event *tmpl, const char *error) {
     if (r->seq >= 0) {
         lm_kv_seq_rm(e->c->kv, r->seq, 0, -1); // full blocks stay cached for later prompts
+        if (e->dc) lm_kv_seq_rm(e->c->kv, r->seq + e->p.max_running, 0, -1);
         e->running[r->seq] = NULL;
         e->n_running--;
         r->seq = -1;
@@ -190,13 +211,31 @@ enum lm_status lm_engine_init(struct lm_engine **out, struct lm_model *m,
                                    .n_batch = p.step_tokens, .n_threads = p.n_threads,
                                    .kv_tokens = p.kv_tokens, .no_prefix_cache = p.no_prefix_cache,
                                    .n_logits_max = p.max_running + LM_ENGINE_DRAFT_ROWS};
-    enum lm_status st = lm_context_init(&e->c, m, &cp);
+    enum lm_status st = p.draft_model ? lm_spec_vocab_check(m, p.draft_model) : LM_OK;
+    if (st == LM_OK) st = p.draft_model ? lm_context_init_pair(&e->c, m, &cp, p.draft_model)
+                                        : lm_context_init(&e->c, m, &cp);
     if (st != LM_OK) {
         free(e);
         return st;
     }
     p.n_ctx = e->c->n_ctx;
-    p.kv_tokens = e->c->kv->n_blocks * LM_KV_BLOCK;
+    p.kv_tokens = e->c->kv->n_blocks / e->c->kv->n_layouts * LM_KV_BLOCK; // the target's share
+    if (p.draft_model) { // catch-ups and drafts of every running request beside a step's prefill
+        const int32_t nb = p.step_tokens + 2 * p.max_running;
+        struct lm_context_params dp = {.n_batch = nb > 8192 ? 8192 : nb, .n_logits_max = p.max_running};
+        st = lm_context_init_draft(&e->dc, e->c, p.draft_model, &dp);
+        if (st == LM_OK) {
+            e->dbatch = calloc((size_t)e->dc->n_batch, sizeof *e->dbatch);
+            e->dbatch_req = calloc((size_t)e->dc->n_batch, sizeof *e->dbatch_req);
+            e->qdense = calloc((size_t)lm_model_n_vocab(m), sizeof *e->qdense);
+            if (!e->dbatch || !e->dbatch_req || !e->qdense)
+                st = lm_error_set(LM_ERR_NOMEM, "engine: out of memory");
+        }
+        if (st != LM_OK) {
+            lm_engine_free(e);
+            return st;
+        }
+    }
     p.n_threads = e->c->n_threads;
     e->m = m;
     e->p = p;
@@ -245,7 +284,11 @@ void lm_engine_free(struct lm_engine *e) {
         pthread_mutex_destroy(&e->mu);
         pthread_cond_destroy(&e->cv);
     }
+    lm_context_free(e->dc); // borrows c's pools: first
     lm_context_free(e->c);
+    free(e->dbatch);
+    free(e->dbatch_req);
+    free(e->qdense);
     free(e->running);
     free(e->order);
     free(e->batch);
@@ -292,7 +335,11 @@ enum lm_status lm_engine_submit(struct lm_engine *e, const int32_t *prompt, int3
     if (rp.draft_max < 0 || rp.draft_max > LM_DRAFT_MAX_LIMIT)
         return lm_error_set(LM_ERR_ARG, "engine: draft_max %d out of range [0, %d]", rp.draft_max,
                             LM_DRAFT_MAX_LIMIT);
-    if (rp.lookup && rp.draft_max == 0) rp.draft_max = LM_DRAFT_MAX_DEFAULT;
+    if (rp.use_draft && !e->dc)
+        return lm_error_set(LM_ERR_ARG, "engine: the request asks for draft-model drafting, the "
+                            "engine has no draft model");
+    if (rp.use_draft) rp.lookup = false; // the draft model drafts
+    if ((rp.lookup || rp.use_draft) && rp.draft_max == 0) rp.draft_max = LM_DRAFT_MAX_DEFAULT;
     struct req *r = calloc(1, sizeof *r);
     if (!r) return lm_error_set(LM_ERR_NOMEM, "engine: out of memory");
     lm_spec_acc_init(&r->sacc);
@@ -303,6 +350,16 @@ enum lm_status lm_engine_submit(struct lm_engine *e, const int32_t *prompt, int3
     }
     r->cap_toks = rp.max_tokens > 0 ? n_prompt + rp.max_tokens : e->p.n_ctx;
     r->toks = malloc((size_t)r->cap_toks * sizeof *r->toks);
+    if (rp.use_draft && rp.sampling.temperature > 0.0f) { // q of each drafted position
+        const int32_t k = rp.sampling.top_k;
+        r->dq_cap = k > 0 && k < e->n_vocab ? k : e->n_vocab;
+        r->dq = malloc((size_t)rp.draft_max * (size_t)r->dq_cap * sizeof *r->dq);
+        if (!r->dq) {
+            req_free(r);
+            return lm_error_set(LM_ERR_NOMEM, "engine: out of memory");
+        }
+    }
+    lm_sampler_rng_seed(r->drng, rp.sampling.seed ^ 0x6472616674ull); // seed ^ ASCII draft
     if (rp.n_bias) {
         r->bias_tok = malloc((size_t)rp.n_bias * sizeof *r->bias_tok);
         r->bias_val = malloc((size_t)rp.n_bias * sizeof *r->bias_val);
@@ -382,6 +439,8 @@ void lm_engine_stats(struct lm_engine *e, struct lm_engine_stats *out) {
 // recomputed when it is admitted again (same results: batch invariance).
 static void preempt(struct lm_engine *e, struct req *r) {
     lm_kv_seq_rm(e->c->kv, r->seq, 0, -1);
+    if (e->dc) lm_kv_seq_rm(e->c->kv, r->seq + e->p.max_running, 0, -1);
+    r->n_dkv = 0;
     e->running[r->seq] = NULL;
     e->n_running--;
     r->seq = -1;
@@ -412,7 +471,11 @@ static void admit(struct lm_engine *e) {
         while (e->running[seq]) seq++;
         // blocks beyond the cached prefix (which stops being evictable once attached)
         const int32_t n_hit = lm_kv_prefix_probe(kv, 0, r->toks, r->n_toks);
-        const int32_t need = (r->n_toks - n_hit + LM_KV_BLOCK - 1) / LM_KV_BLOCK + n_hit / LM_KV_BLOCK;
+        int32_t need = (r->n_toks - n_hit + LM_KV_BLOCK - 1) / LM_KV_BLOCK + n_hit / LM_KV_BLOCK;
+        if (r->rp.use_draft) { // the draft sequence's blocks for the same tokens
+            const int32_t d_hit = lm_kv_prefix_probe(kv, 1, r->toks, r->n_toks);
+            need += (r->n_toks - d_hit + LM_KV_BLOCK - 1) / LM_KV_BLOCK + d_hit / LM_KV_BLOCK;
+        }
         if (need + e->n_running > lm_kv_blocks_available(kv) && e->n_running > 0) break;
         int32_t n_att = 0;
         if (lm_kv_prefix_attach(kv, seq, r->toks, r->n_toks, &n_att) != LM_OK) n_att = 0;
@@ -423,6 +486,10 @@ static void admit(struct lm_engine *e) {
         pthread_mutex_unlock(&e->mu);
         r->seq = seq;
         r->n_kv = n_att;
+        r->n_dkv = 0;
+        if (r->rp.use_draft &&
+            lm_kv_prefix_attach(kv, seq + e->p.max_running, r->toks, r->n_toks, &r->n_dkv) != LM_OK)
+            r->n_dkv = 0;
         if (!r->admitted_once) {
             r->admitted_once = true;
             r->n_cached = n_att;
@@ -495,6 +562,188 @@ static int32_t add_drafts(struct lm_engine *e, int32_t n, int32_t *avail) {
     return n_tot;
 }
 
+// ================================================================ draft model
+
+// Drafts of the draft model for the decode entries [0, n) of e->batch whose requests ask
+// for it (rp.use_draft), in the budget left after the decode tokens and lookup drafts:
+// each request's length is the one lm_spec_choose_drafter finds best for the product of
+// the running requests' rates (as lookup drafts), a drafted token priced at its row in the
+// step plus a draft forward of one position (measured, e->dtok_ns),
+// and only if the draft sequence can catch up in the draft's batch. Places k entries after
+// the request's decode entry with their tokens still to draw (run_model_drafts) and takes
+// both sequences' blocks from *avail. Returns the new entry count.
+static int32_t plan_model_drafts(struct lm_engine *e, int32_t n, int32_t *avail) {
+    if (!e->dc) return n;
+    struct lm_kv_cache *kv = e->c->kv;
+    int32_t n_dec = 0;
+    for (int32_t i = 0; i < n; i++) n_dec += e->batch[i].pos == e->batch_req[i]->n_kv;
+    int32_t rows = e->draft_rows - (n - n_dec), n_tot = n, d_room = e->dc->n_batch;
+    double extra_ns = 0.0;
+    const double d1 = e->dtok_ns; // 0 until measured: tried once
+    for (int32_t i = 0; i < n; i++) {
+        struct req *r = e->batch_req[i];
+        if (!r->rp.use_draft || e->batch[i].pos != r->n_kv) continue;
+        const int32_t ds = r->seq + e->p.max_running, catchup = r->n_toks - r->n_dkv;
+        int32_t room = e->p.step_tokens - n_tot;
+        if (room > rows) room = rows;
+        if (room > r->rp.draft_max) room = r->rp.draft_max;
+        if (room > e->p.n_ctx - r->n_toks) room = e->p.n_ctx - r->n_toks; // positions < n_ctx
+        if ((int64_t)room > (int64_t)r->max_gen - r->n_gen - 1) room = r->max_gen - r->n_gen - 1;
+        if (room <= 0 || catchup > d_room) continue;
+        const int32_t b1 = lm_kv_blocks_needed(kv, r->seq, 1);
+        int32_t nd = room;
+        while (nd > 0 && lm_kv_blocks_needed(kv, r->seq, 1 + nd) - b1 +
+                                 lm_kv_blocks_needed(kv, ds, catchup + nd - 1) > *avail)
+            nd--;
+        if (nd == 0) continue;
+        double gain = 0.0;
+        const int32_t k = r->rp.draft_fixed ? nd
+                          : lm_spec_choose_drafter(&e->cost, lm_spec_acc_rate(&r->sacc), n_dec,
+                                                   n_tot, e->n_running, extra_ns, d1, nd, &gain);
+        if (k == 0) { // does not pay now: drafting pauses, the estimate drifts back
+            lm_spec_acc_idle(&r->sacc);
+            continue;
+        }
+        *avail -= lm_kv_blocks_needed(kv, r->seq, 1 + k) - b1 + lm_kv_blocks_needed(kv, ds, catchup + k - 1);
+        r->n_draft = k;
+        r->mdraft = true;
+        rows -= k;
+        n_tot += k;
+        d_room -= catchup;
+        extra_ns += k * d1;
+    }
+    if (n_tot == n) return n;
+    for (int32_t i = n - 1, w = n_tot - 1; i >= 0; i--) { // placeholders after the decode entries
+        struct req *r = e->batch_req[i];
+        const struct lm_batch_entry d = e->batch[i];
+        if (r->mdraft && d.pos == r->n_kv)
+            for (int32_t j = r->n_draft - 1; j >= 0; j--) {
+                e->batch[w] = (struct lm_batch_entry){-1, d.pos + 1 + j, d.seq, true};
+                e->batch_req[w--] = r;
+            }
+        e->batch[w] = d;
+        e->batch_req[w--] = r;
+    }
+    return n_tot;
+}
+
+// Removes the placeholders of requests whose drafts were not drawn (n_draft set to 0).
+static int32_t drop_undrawn(struct lm_engine *e, int32_t n) {
+    int32_t w = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (e->batch[i].token < 0) continue;
+        e->batch[w] = e->batch[i];
+        e->batch_req[w++] = e->batch_req[i];
+    }
+    for (int32_t i = 0; i < w; i++) // decode entries may have moved
+        if (e->batch_req[i]->mdraft && e->batch[i].pos == e->batch_req[i]->n_kv) e->batch_req[i]->bidx = i;
+    return w;
+}
+
+// One forward of the draft model over e->dbatch[0, nd); a forward of one position per
+// sequence (a drafting round) prices a drafted token (e->dtok_ns).
+static enum lm_status draft_forward(struct lm_engine *e, int32_t nd) {
+    int32_t k_step = 0;
+    for (int32_t i = 0; i < nd; i++)
+        if (e->dbatch[i].want_logits && e->dbatch_req[i]->top_need > k_step) k_step = e->dbatch_req[i]->top_need;
+    if (lm_context_set_top_k(e->dc, k_step) != LM_OK) lm_context_set_top_k(e->dc, 0);
+    const uint64_t t0 = lm_now_ns();
+    const enum lm_status st = lm_decode(e->dc, e->dbatch, nd);
+    const uint64_t dt = lm_now_ns() - t0;
+    if (st != LM_OK) return st;
+    int32_t n_rows = 0;
+    for (int32_t i = 0; i < nd; i++) n_rows += e->dbatch[i].want_logits;
+    if (n_rows == nd) // a moving average that follows the machine's load within a few steps
+        e->dtok_ns = e->dtok_ns > 0 ? 0.7 * e->dtok_ns + 0.3 * (double)dt / nd : (double)dt / nd;
+    e->st.draft_forwards++;
+    e->st.draft_forward_ns += dt;
+    for (int32_t i = 0; i < nd; i++) // sequences advance in order: the last entry of each counts
+        e->dbatch_req[i]->n_dkv = e->dbatch[i].pos + 1;
+    return LM_OK;
+}
+
+// The draft of r at its j-th drafted position from the draft's logits row `row`: drawn from
+// q (the request's chain on the draft's logits, lm_sampler_draft), kept for verification.
+static void draw_draft(struct lm_engine *e, struct req *r, int32_t row, int32_t j) {
+    const struct lm_token_logit *top = NULL;
+    const int32_t n_top = r->top_need > 0 ? lm_get_top_k(e->dc, row, &top) : 0;
+    struct lm_token_prob one;
+    struct lm_token_prob *q = r->dq ? r->dq + (size_t)j * r->dq_cap : &one;
+    const int32_t d = lm_sampler_draft(r->smp, lm_get_logits(e->dc, row), top, n_top, r->drng, q,
+                                       &r->dq_n[j]);
+    r->draft[j] = d;
+    e->batch[r->bidx + 1 + j].token = d;
+}
+
+// Runs the draft model for the step e->batch[0, n) that build_batch made: round 1 catches
+// every draft sequence up (drafting requests: to their last token, with logits; requests
+// prefilling: to the end of their chunk, as far as the draft's batch and *avail allow)
+// and draws each drafting request's first draft; round j draws the j-th from the (j-1)-th,
+// one position per drafting request, all in one forward. Fills the placeholders of
+// plan_model_drafts; returns the entry count (placeholders dropped if drafting failed).
+static int32_t run_model_drafts(struct lm_engine *e, int32_t n, int32_t *avail) {
+    struct lm_kv_cache *kv = e->c->kv;
+    int32_t nd = 0, k_max = 0;
+    for (int32_t i = 0, j; i < n; i = j) {
+        struct req *r = e->batch_req[i];
+        for (j = i + 1; j < n && e->batch_req[j] == r; j++) {}
+        if (!r->rp.use_draft) continue;
+        const int32_t ds = r->seq + e->p.max_running;
+        if (r->mdraft) { // decoding with drafts: up to toks[n_toks - 1], logits on it (counted in plan)
+            r->bidx = i;
+            for (int32_t p = r->n_dkv; p < r->n_toks; p++) {
+                e->dbatch[nd] = (struct lm_batch_entry){r->toks[p], p, ds, p == r->n_toks - 1};
+                e->dbatch_req[nd++] = r;
+            }
+            if (r->n_draft > k_max) k_max = r->n_draft;
+        } else if (r->n_kv < r->n_toks - 1) { // prefilling: the chunk's tokens as well
+            int32_t end = e->batch[j - 1].pos + 1, room = e->dc->n_batch - nd;
+            if (end - r->n_dkv > room) end = r->n_dkv + room;
+            if (end <= r->n_dkv) continue;
+            end = r->n_dkv + fit_chunk(kv, ds, end - r->n_dkv, *avail);
+            *avail -= lm_kv_blocks_needed(kv, ds, end - r->n_dkv);
+            for (int32_t p = r->n_dkv; p < end; p++) {
+                e->dbatch[nd] = (struct lm_batch_entry){r->toks[p], p, ds, false};
+                e->dbatch_req[nd++] = r;
+            }
+        }
+    }
+    if (nd == 0) return n;
+    bool ok = draft_forward(e, nd) == LM_OK;
+    int32_t row = 0;
+    for (int32_t i = 0; ok && i < nd; i++)
+        if (e->dbatch[i].want_logits) draw_draft(e, e->dbatch_req[i], row++, 0);
+    for (int32_t j = 1; ok && j < k_max; j++) { // round j + 1: the j-th drafts in, the next out
+        nd = 0;
+        for (int32_t i = 0; i < n; i++) {
+            struct req *r = e->batch_req[i];
+            if (!r->mdraft || r->bidx != i || r->n_draft <= j) continue;
+            e->dbatch[nd] = (struct lm_batch_entry){r->draft[j - 1], r->n_toks + j - 1,
+                                                    r->seq + e->p.max_running, true};
+            e->dbatch_req[nd++] = r;
+        }
+        ok = draft_forward(e, nd) == LM_OK;
+        for (int32_t i = 0; ok && i < nd; i++) draw_draft(e, e->dbatch_req[i], i, j);
+    }
+    if (ok) return n;
+    // not expected (blocks were counted): this step verifies no model drafts; the draft
+    // sequences keep what they computed (a prefix of their tokens)
+    for (int32_t i = 0; i < n; i++)
+        if (e->batch_req[i]->mdraft && e->batch[i].pos > e->batch_req[i]->n_kv) e->batch[i].token = -1;
+    n = drop_undrawn(e, n);
+    for (int32_t i = 0; i < n; i++) {
+        struct req *r = e->batch_req[i];
+        if (!r->mdraft) continue;
+        r->mdraft = false;
+        r->n_draft = 0;
+        if (r->n_dkv > r->n_toks) { // drafts it fed: not tokens of the request
+            lm_kv_seq_rm(kv, r->seq + e->p.max_running, r->n_toks, -1);
+            r->n_dkv = r->n_toks;
+        }
+    }
+    return n;
+}
+
 // Fills e->batch: a decode token for every running request that is decoding, drafts of
 // the lookup requests among them (add_drafts), then prefill chunks in admission order up to the token budget. Requests that do not fit
 // the pool are preempted newest first. Returns the entry count.
@@ -506,6 +755,7 @@ retry:;
         if (e->running[s]) {
             e->order[no++] = e->running[s];
             e->running[s]->n_draft = 0;
+            e->running[s]->mdraft = false;
         }
     for (int32_t i = 1; i < no; i++) // by admission (insertion sort: a few requests)
         for (int32_t j = i; j > 0 && e->order[j - 1]->admit_order > e->order[j]->admit_order; j--) {
@@ -531,6 +781,7 @@ retry:;
         e->batch_req[n++] = r;
     }
     n = add_drafts(e, n, &avail);
+    n = plan_model_drafts(e, n, &avail);
     for (int32_t k = 0; k < no && n < e->p.step_tokens; k++) {
         struct req *r = e->order[k];
         if (r->n_kv >= r->n_toks - 1) continue;
@@ -551,6 +802,7 @@ retry:;
         else preempt(e, v);
         goto retry;
     }
+    if (e->dc) n = run_model_drafts(e, n, &avail);
     return n;
 }
 
@@ -578,10 +830,11 @@ static float logprobs(struct lm_engine *e, const float *lg, int32_t tok, int32_t
 
 // Samples the next token of r from logits row `row` and delivers it; finishes r when done (and
 // returns false: r is freed). draft >= 0: the token drafted at this position (*accepted: the
-// delivered token is the draft). Drafts are point masses (prompt lookup), for which the
-// acceptance rule (lm_sampler_verify: accept with probability p(draft), else draw from p
-// without it) is exactly one plain draw x ~ p compared with the draft, so a draft position
-// samples as a plain one does. A chain that needs only the best logits draws from the LM
+// delivered token is the draft). Point-mass drafts (prompt lookup; a draft model's greedy
+// argmax), for which the acceptance rule (lm_sampler_verify: accept with probability
+// p(draft), else draw from p without it) is exactly one plain draw x ~ p compared with the
+// draft, so a draft position samples as a plain one does. A draft model's sampled draft
+// came from its q (r->dq): accept with probability min(1, p/q), else draw from max(0, p - q). A chain that needs only the best logits draws from the LM
 // head's selection of the row (the same token as from the full row, lm_sampler_sample_top_k).
 static bool deliver(struct lm_engine *e, struct req *r, int32_t row, uint64_t t, int32_t draft,
                     bool *accepted) {
@@ -593,8 +846,18 @@ static bool deliver(struct lm_engine *e, struct req *r, int32_t row, uint64_t t,
         for (int32_t i = 0; i < r->rp.n_bias; i++) e->biased[r->bias_tok[i]] += r->bias_val[i];
         lg = e->biased;
     }
-    const int32_t tok = n_top >= r->top_need && n_top > 0 ? lm_sampler_sample_top_k(r->smp, top, n_top)
-                                                           : lm_sampler_sample(r->smp, lg);
+    int32_t tok;
+    if (draft >= 0 && r->mdraft && r->dq) { // a draft model's draft, sampled from its q
+        const struct lm_token_prob *q = r->dq + (size_t)r->vj * r->dq_cap;
+        const int32_t nq = r->dq_n[r->vj];
+        for (int32_t i = 0; i < nq; i++) e->qdense[q[i].id] = q[i].p;
+        bool acc = false;
+        tok = lm_sampler_verify(r->smp, lg, draft, e->qdense, &acc);
+        for (int32_t i = 0; i < nq; i++) e->qdense[q[i].id] = 0.0f;
+    } else { // plain, or a point-mass draft (lookup; a draft model's greedy draft)
+        tok = n_top >= r->top_need && n_top > 0 ? lm_sampler_sample_top_k(r->smp, top, n_top)
+                                                : lm_sampler_sample(r->smp, lg);
+    }
     if (accepted) *accepted = draft >= 0 && tok == draft;
     lm_sampler_accept(r->smp, tok);
     struct lm_event ev = {.id = r->id, .token = tok, .index = r->n_gen, .t_ns = t,
@@ -639,6 +902,7 @@ static void deliver_group(struct lm_engine *e, struct req *r, int32_t i, int32_t
     bool alive = true, ok = true;
     while (alive && ok) { // the draft at position pos0+1+acc, or the bonus token after all nd
         const int32_t d = acc < nd ? r->draft[acc] : -1;
+        r->vj = acc;
         alive = deliver(e, r, row + acc, t, d, &ok);
         if (ok) acc++;
     }
@@ -649,6 +913,10 @@ static void deliver_group(struct lm_engine *e, struct req *r, int32_t i, int32_t
     r->n_draft = 0;
     r->n_kv = pos0 + 1 + acc; // the accepted drafts' K/V stay; the rest is rolled back
     if (acc < nd) lm_kv_seq_rm(e->c->kv, seq, r->n_kv, -1);
+    if (r->n_dkv > r->n_kv) { // the draft sequence: its drafts past the accepted ones
+        lm_kv_seq_rm(e->c->kv, seq + e->p.max_running, r->n_kv, -1);
+        r->n_dkv = r->n_kv;
+    }
 }
 
 static void publish(struct lm_engine *e) {

@@ -18,4 +18,20 @@ enum lm_spec_rule {
 int32_t lm_sampler_verify_rule(struct lm_sampler *s, const float *logits, int32_t draft,
                                const float *q, bool *accepted, enum lm_spec_rule rule);
 
+// ---- draft-model drafting (runtime/sched.c, docs/speculative.md)
+struct lm_token_prob {
+    int32_t id;
+    float p;
+};
+// Seeds a xoshiro256** state as lm_sampler_init does from a seed.
+void lm_sampler_rng_seed(uint64_t rng[4], uint64_t seed);
+// The chain's distribution q on a draft model's logits row (penalties with the sampler's
+// window as it is, top-k, top-p, min-p, temperature) and one token drawn from it with rng,
+// the caller's own state: the request's sampler RNG is not touched. top/n_top: the row's
+// best logits (lm_get_top_k), used when the chain needs no more (lm_sampler_top_k_need),
+// else logits. q's nonzero entries go to out (room for the chain's candidates: top_k, else
+// n_vocab), their count to *n_out. Greedy: the argmax, q a point mass (no draw).
+int32_t lm_sampler_draft(struct lm_sampler *s, const float *logits, const struct lm_token_logit *top,
+                         int32_t n_top, uint64_t rng[4], struct lm_token_prob *out, int32_t *n_out);
+
 #endif

@@ -288,6 +288,49 @@ int32_t lm_sampler_verify_rule(struct lm_sampler *s, const float *logits, int32_
     return c[0].id;
 }
 
+// ================================================================ draft-model drafting
+
+void lm_sampler_rng_seed(uint64_t rng[4], uint64_t seed) {
+    for (int i = 0; i < 4; i++) rng[i] = splitmix64(&seed);
+}
+
+int32_t lm_sampler_draft(struct lm_sampler *s, const float *logits, const struct lm_token_logit *top,
+                         int32_t n_top, uint64_t rng[4], struct lm_token_prob *out, int32_t *n_out) {
+    const int32_t need = lm_sampler_top_k_need(s);
+    const struct lm_topk_cand *c = s->cand;
+    int32_t n;
+    if (top && need > 0 && n_top >= need) {
+        c = (const struct lm_topk_cand *)top;
+        n = need;
+    } else {
+        n = select_sorted(s, logits);
+    }
+    if (s->p.temperature <= 0.0f) {
+        out[0] = (struct lm_token_prob){c[0].id, 1.0f};
+        *n_out = 1;
+        return c[0].id;
+    }
+    n = filter_sorted(s, c, n);
+    double tot = 0.0;
+    for (int32_t i = 0; i < n; i++) tot += cand_w(s, &c[i], c[0].logit);
+    // q as the floats the verification will read; the draw is from exactly those
+    double qs = 0.0;
+    for (int32_t i = 0; i < n; i++) {
+        out[i] = (struct lm_token_prob){c[i].id, (float)(cand_w(s, &c[i], c[0].logit) / tot)};
+        qs += out[i].p;
+    }
+    *n_out = n;
+    const double r = rng_uniform(rng) * qs;
+    double acc = 0.0;
+    for (int32_t i = 0; i < n; i++) {
+        acc += out[i].p;
+        if (r < acc && out[i].p > 0.0f) return out[i].id;
+    }
+    for (int32_t i = n - 1; i >= 0; i--)
+        if (out[i].p > 0.0f) return out[i].id;
+    return out[0].id;
+}
+
 int32_t lm_sampler_verify(struct lm_sampler *s, const float *logits, int32_t draft, const float *q,
                           bool *accepted) {
     return lm_sampler_verify_rule(s, logits, draft, q, accepted, LM_SPEC_RULE_COUPLED);
