@@ -96,6 +96,25 @@ if [[ -x "$PY" ]]; then
     if grep -qE "gen 40 tok, [0-9.]+ tok/s \| threads 2 \| drafted [0-9]+, accepted [0-9]+ \([0-9.]+%\)$" "$TMP/err"
     then ok; else bad "--lookup stats line: $(cat "$TMP/err")"; fi
   done
+  # -md: a draft model of the same vocabulary (tiny_softcap: other weights), greedy: the same
+  # text as plain decoding, the stats line with the drafting counters; the model as its own
+  # draft accepts every draft; a draft of another vocabulary: one line naming both files
+  expect 0 "" -- "$BIN" run -m "$TMP/tiny_ok.gguf" -p "the cat the dog" -n 40 -t 2 --temp 0 --ignore-eos
+  cp "$TMP/out" "$TMP/plain_out"
+  for d in tiny_softcap tiny_ok; do
+    expect 0 "" -- "$BIN" run -m "$TMP/tiny_ok.gguf" -p "the cat the dog" -n 40 -t 2 --temp 0 --ignore-eos \
+      -md "$TMP/$d.gguf" --draft-max 4 --draft-fixed
+    if cmp -s "$TMP/out" "$TMP/plain_out"; then ok; else bad "-md $d text differs"; fi
+    if grep -qE "gen 40 tok, [0-9.]+ tok/s \| threads 2 \| drafted [1-9][0-9]*, accepted [0-9]+ \([0-9.]+%\)$" "$TMP/err"
+    then ok; else bad "-md $d stats line: $(cat "$TMP/err")"; fi
+  done
+  if grep -qE "accepted ([0-9]+) \(100.0%\)" "$TMP/err"; then ok; else bad "-md self: $(cat "$TMP/err")"; fi
+  expect 0 "" -- "$BIN" run -m "$TMP/tiny_ok.gguf" -p "the cat" -n 16 -t 2 --seed 4 -md "$TMP/tiny_softcap.gguf"
+  "$PY" "$ROOT/tools/make_arch_gguf.py" --family qwen3 --layers 1 --vocab 300 "$TMP/v300.gguf" >/dev/null
+  expect 1 "draft model .*v300.gguf: vocabulary of 300 tokens.*tiny_ok.gguf" -- \
+    "$BIN" run -m "$TMP/tiny_ok.gguf" -p "the cat" -n 8 -md "$TMP/v300.gguf"
+  expect 2 "either --lookup or -md" -- "$BIN" run -m "$TMP/tiny_ok.gguf" -p hi --lookup -md "$TMP/tiny_ok.gguf"
+  expect 2 "--draft-fixed needs -md" -- "$BIN" run -m "$TMP/tiny_ok.gguf" -p hi --draft-fixed
   # chat without a terminal: one reply per line, /stats; one warning naming the fallback format
   printf 'hi\n/stats\nmore\n/stats\n' >"$TMP/chat_in"
   expect 0 "" -- "$BIN" chat -m "$TMP/tiny_ok.gguf" -n 4 -t 2 --seed 1 <"$TMP/chat_in"

@@ -1,7 +1,7 @@
 // `lumen run`: tokenize a prompt (optionally in the model's chat format), prefill
 // it, then sample and stream tokens; one stats line on stderr at the end. With --lookup
-// the request runs on the engine (lm_engine, step mode), whose speculative decoding the
-// server shares.
+// or -md (a draft model) the request runs on the engine (lm_engine, step mode), whose
+// speculative decoding the server shares.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +40,13 @@ static const char *k_run_help =
     "                        otherwise selects as it computes them (same tokens, slower)\n"
     "      --lookup          speculative decoding with prompt-lookup drafts (the same text,\n"
     "                        faster when the output repeats the prompt; docs/speculative.md)\n"
-    "      --draft-max K     with --lookup: drafted tokens per step at most (default 8, <= 32)\n"
+    "  -md, --model-draft PATH  speculative decoding with a draft model: a smaller model of\n"
+    "                        the same vocabulary drafts, the model verifies (greedy: the same\n"
+    "                        text; sampling: the same distribution; docs/speculative.md)\n"
+    "      --draft-max K     with --lookup or -md: drafted tokens per step at most (default 8,\n"
+    "                        <= 32)\n"
+    "      --draft-fixed     with -md: draft K tokens every step instead of the length the\n"
+    "                        measured cost and acceptance pick (to measure acceptance)\n"
     "      --verbose         print the prompt's token count and chat format, a progress\n"
     "                        line for prefills over ~2 s (when stderr is a terminal), and\n"
     "                        where the decode steps' time went (forward, sampling, output)\n"
@@ -51,9 +57,9 @@ static const char *k_run_help =
     "\n"
     "Prints generated text to stdout as it is produced, then one stats line to stderr:\n"
     "load ms, prompt tokens and tok/s, time to first token, generated tokens and tok/s\n"
-    "(with --lookup also tokens drafted, accepted and the acceptance rate).\n";
+    "(with --lookup or -md also tokens drafted, accepted and the acceptance rate).\n";
 
-// ================================================================ --lookup: the engine
+// ================================================================ --lookup, -md: the engine
 
 struct run_sink {
     const struct lm_tokenizer *tok;
@@ -90,10 +96,12 @@ static void run_on_event(void *user, const struct lm_event *ev) {
 // plain loop's form plus the drafting counters. Returns the exit status.
 static int run_engine(struct lm_model *m, const int32_t *ids, size_t n_ids, int64_t n_ctx,
                       int64_t n_threads, int64_t n_predict, const struct lm_sampler_params *sp,
-                      bool ignore_eos, int32_t draft_max, double load_ms, uint64_t t0) {
+                      bool ignore_eos, int32_t draft_max, struct lm_model *draft, bool draft_fixed,
+                      double load_ms, uint64_t t0) {
     struct lm_engine_params ep = {.max_running = 1, .max_waiting = 1, .step_tokens = 512,
                                   .n_ctx = (int32_t)n_ctx, .kv_tokens = (int32_t)n_ctx,
-                                  .n_threads = (int32_t)n_threads, .no_prefix_cache = true};
+                                  .n_threads = (int32_t)n_threads, .no_prefix_cache = true,
+                                  .draft_model = draft};
     struct lm_engine *e = NULL;
     if (lm_engine_init(&e, m, &ep) != LM_OK) {
         fprintf(stderr, "lumen run: %s\n", lm_error_msg());
@@ -103,7 +111,9 @@ static int run_engine(struct lm_model *m, const int32_t *ids, size_t n_ids, int6
     rp.sampling = *sp;
     rp.max_tokens = (int32_t)n_predict;
     rp.ignore_eos = ignore_eos;
-    rp.lookup = true;
+    rp.lookup = !draft;
+    rp.use_draft = draft != NULL;
+    rp.draft_fixed = draft_fixed;
     rp.draft_max = draft_max;
     struct run_sink s = {.tok = lm_model_tokenizer(m), .ignore_eos = ignore_eos};
     lm_detok_init(&s.dt, false);
@@ -148,10 +158,10 @@ static int run_engine(struct lm_model *m, const int32_t *ids, size_t n_ids, int6
 
 int cmd_run(int argc, char **argv) {
     const char *cmd = "run";
-    const char *model_path = NULL, *prompt = NULL, *prompt_file = NULL;
+    const char *model_path = NULL, *prompt = NULL, *prompt_file = NULL, *draft_path = NULL;
     int64_t n_predict = 128, n_threads = 0, n_ctx = 0;
     bool chat = false, ignore_eos = false, profile = false, verbose = false, fused = true;
-    bool lookup = false;
+    bool lookup = false, draft_fixed = false;
     int64_t draft_max = 0;
     const char *trace_path = NULL, *perfetto_path = NULL, *tmpl_name = NULL;
     struct lm_sampler_params sp = lm_sampler_params_default();
@@ -169,6 +179,8 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "--ignore-eos")) ignore_eos = true;
         else if (!strcmp(a, "--no-fused-top-k")) fused = false;
         else if (!strcmp(a, "--lookup")) lookup = true;
+        else if (!strcmp(a, "--draft-fixed")) draft_fixed = true;
+        else if (!strcmp(a, "-md") || !strcmp(a, "--model-draft")) draft_path = cli_value(cmd, argc, argv, &i);
         else if (!strcmp(a, "--draft-max"))
             draft_max = cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 1, LM_DRAFT_MAX_LIMIT);
         else if (!strcmp(a, "--profile")) profile = true;
@@ -194,7 +206,9 @@ int cmd_run(int argc, char **argv) {
     }
     if (!prompt && !prompt_file) cli_usage_error(cmd, "no prompt: give -p TEXT or -f FILE");
     if (prompt && prompt_file) cli_usage_error(cmd, "give either -p or -f, not both");
-    if (draft_max && !lookup) cli_usage_error(cmd, "--draft-max needs --lookup");
+    if (draft_max && !lookup && !draft_path) cli_usage_error(cmd, "--draft-max needs --lookup or -md");
+    if (lookup && draft_path) cli_usage_error(cmd, "give either --lookup or -md, not both");
+    if (draft_fixed && !draft_path) cli_usage_error(cmd, "--draft-fixed needs -md");
     if (tmpl_name && lm_chat_template_from_name(tmpl_name) == LM_CHAT_TEMPLATE_NONE)
         cli_usage_error(cmd, "--template: unknown format '%s' (gemma, llama3 or chatml)", tmpl_name);
     char *file_text = NULL;
@@ -228,6 +242,13 @@ int cmd_run(int argc, char **argv) {
     if (st != LM_OK) {
         fprintf(stderr, "lumen run: %s\n", lm_error_msg());
         free(file_text);
+        return st == LM_ERR_IO ? LM_EXIT_USAGE : 1;
+    }
+    struct lm_model *dm = NULL; // the draft model (-md)
+    if (draft_path && (st = lm_model_load(&dm, draft_path, NULL)) != LM_OK) {
+        fprintf(stderr, "lumen run: %s\n", lm_error_msg());
+        free(file_text);
+        lm_model_free(m);
         return st == LM_ERR_IO ? LM_EXIT_USAGE : 1;
     }
     const double load_ms = (double)(lm_now_ns() - t_load0) / 1e6;
@@ -274,17 +295,21 @@ int cmd_run(int argc, char **argv) {
     if (n_ctx > lm_model_n_ctx_train(m))
         cli_usage_error(cmd, "--ctx %lld exceeds the model's context length %d", (long long)n_ctx,
                         lm_model_n_ctx_train(m));
+    if (dm && n_ctx > lm_model_n_ctx_train(dm))
+        cli_usage_error(cmd, "context %lld exceeds the draft model's context length %d (give --ctx)",
+                        (long long)n_ctx, lm_model_n_ctx_train(dm));
     if ((int64_t)n_ids >= n_ctx)
         cli_usage_error(cmd, "prompt is %zu tokens, context is %lld (raise --ctx)", n_ids,
                         (long long)n_ctx);
 
-    if (lookup && n_predict > 0) {
+    if ((lookup || dm) && n_predict > 0) {
         if (verbose)
-            fprintf(stderr, "lumen run: %s: prompt %zu tokens, context %lld, engine with prompt "
-                    "lookup (draft max %lld)\n", model_path, n_ids, (long long)n_ctx,
+            fprintf(stderr, "lumen run: %s: prompt %zu tokens, context %lld, engine with %s%s "
+                    "(draft max %lld)\n", model_path, n_ids, (long long)n_ctx,
+                    dm ? "draft model " : "prompt lookup", dm ? draft_path : "",
                     (long long)(draft_max ? draft_max : LM_DRAFT_MAX_DEFAULT));
         int rc = run_engine(m, ids, n_ids, n_ctx, n_threads, n_predict, &sp, ignore_eos,
-                            (int32_t)draft_max, load_ms, t0);
+                            (int32_t)draft_max, dm, draft_fixed, load_ms, t0);
         if (lm_prof_on()) {
             if (profile) lm_prof_print_summary(stderr);
             if (trace_path && lm_prof_write_jsonl(trace_path) != LM_OK) rc = 1;
@@ -295,9 +320,11 @@ int cmd_run(int argc, char **argv) {
         free(ids);
         free(chat_text);
         free(file_text);
+        lm_model_free(dm);
         lm_model_free(m);
         return rc;
     }
+    lm_model_free(dm); // -n 0: nothing to draft
     struct lm_context_params cp = {.n_ctx = (int32_t)n_ctx, .n_seq_max = 1, .n_batch = 512,
                                    .n_threads = (int32_t)n_threads};
     struct lm_context *c = NULL;

@@ -37,6 +37,9 @@ static const char *k_serve_help =
     "      --no-prefix-cache   do not reuse the KV blocks of earlier prompts\n"
     "      --lookup            speculative decoding with prompt-lookup drafts for every request\n"
     "                          (a request's \"lookup\": true/false overrides; docs/speculative.md)\n"
+    "  -md, --model-draft PATH  speculative decoding with a draft model of the same vocabulary\n"
+    "                          for every request (a request's \"draft_model\": false opts out;\n"
+    "                          it wins over lookup; docs/speculative.md)\n"
     "      --draft-max K       drafted tokens per step at most (default 8, <= 32; a request's\n"
     "                          \"draft_max\" overrides)\n"
     "\n"
@@ -85,6 +88,7 @@ int cmd_serve(int argc, char **argv) {
             o.timeout_s = (int)cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 0, 1 << 20);
         else if (!strcmp(a, "--no-prefix-cache")) o.ep.no_prefix_cache = true;
         else if (!strcmp(a, "--lookup")) o.lookup = true;
+        else if (!strcmp(a, "-md") || !strcmp(a, "--model-draft")) o.draft_path = cli_value(cmd, argc, argv, &i);
         else if (!strcmp(a, "--draft-max"))
             o.draft_max = (int32_t)cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 1, LM_DRAFT_MAX_LIMIT);
         else cli_usage_error(cmd, "unknown option '%s' (try `lumen serve --help`)", a);

@@ -467,6 +467,10 @@ bool api_parse_generate(const char *body, size_t len, enum api_kind kind, int32_
         ok = get_bool(o, "lookup", &r->lookup, e);
     }
     if (ok) {
+        r->draft_model_given = field(o, "draft_model") != NULL;
+        ok = get_bool(o, "draft_model", &r->draft_model, e);
+    }
+    if (ok) {
         long long dm = 0;
         ok = get_int(o, "draft_max", 1, LM_DRAFT_MAX_LIMIT, &dm, NULL, e);
         r->draft_max = (int32_t)dm;

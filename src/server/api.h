@@ -69,6 +69,7 @@ struct api_request {
     // --lookup), "draft_max": 1..LM_DRAFT_MAX_LIMIT (default: the server's --draft-max)
     bool lookup, lookup_given;
     int32_t draft_max;       // 0: not given
+    bool draft_model, draft_model_given; // "draft_model": bool (default: the server has one)
 };
 
 // Parses a /v1/completions or /v1/chat/completions body. n_vocab bounds token ids (prompt

@@ -42,6 +42,7 @@ struct server {
     atomic_int state;
     atomic_bool stopping;
     struct lm_model *m;
+    struct lm_model *dm;       // -md: the draft model, or NULL
     struct lm_engine *e;
     const struct lm_tokenizer *tok;
     int32_t n_vocab, n_ctx, kv_tokens, n_ctx_train;
@@ -427,6 +428,7 @@ static enum MHD_Result handle_generate(struct conn *c, struct MHD_Connection *mc
     rp.n_bias = q->n_bias;
     rp.lookup = q->lookup_given ? q->lookup : s->o->lookup;
     rp.draft_max = q->draft_max ? q->draft_max : s->o->draft_max;
+    rp.use_draft = q->draft_model_given ? q->draft_model : s->dm != NULL;
 
     const int32_t nt = q->logprobs ? q->top_logprobs : 0;
     r->job = job_new(s->e, s->o->stream_buffer, nt);
@@ -914,6 +916,15 @@ int lm_server_run(const struct lm_server_opts *o) {
     struct lm_engine_params ep = o->ep;
     if (ep.kv_tokens <= 0) ep.kv_tokens = 8192;
     ep.n_ctx = ep.kv_tokens < s->n_ctx_train ? ep.kv_tokens : s->n_ctx_train;
+    if (o->draft_path) {
+        if (lm_model_load(&s->dm, o->draft_path, NULL) != LM_OK) {
+            fprintf(stderr, "lumen serve: %s\n", lm_error_msg());
+            rc = 1;
+            goto stop;
+        }
+        if (ep.n_ctx > lm_model_n_ctx_train(s->dm)) ep.n_ctx = lm_model_n_ctx_train(s->dm);
+        ep.draft_model = s->dm;
+    }
     if (lm_engine_init(&s->e, s->m, &ep) != LM_OK || lm_engine_start(s->e) != LM_OK) {
         fprintf(stderr, "lumen serve: %s\n", lm_error_msg());
         rc = 1;
@@ -922,7 +933,7 @@ int lm_server_run(const struct lm_server_opts *o) {
     struct lm_engine_stats st;
     lm_engine_stats(s->e, &st);
     s->n_ctx = ep.n_ctx;
-    s->kv_tokens = st.kv.n_blocks * st.kv.block_size;
+    s->kv_tokens = st.kv.n_blocks * st.kv.block_size / (s->dm ? 2 : 1); // a draft's blocks: as many again
     fprintf(stderr, "lumen serve: model %s (%s), context %d tokens per request, KV pool %d tokens, "
             "parallel %d, queue %d; chat template %s (%s)\n", s->model_id, lm_model_arch(s->m), s->n_ctx,
             s->kv_tokens, ep.max_running > 0 ? ep.max_running : 8, ep.max_waiting > 0 ? ep.max_waiting : 64,
@@ -942,6 +953,7 @@ stop:
     atomic_store(&s->stopping, true);
     MHD_stop_daemon(s->d);
     lm_engine_free(s->e);
+    lm_model_free(s->dm);
     lm_model_free(s->m);
     if (rc == 0) fprintf(stderr, "lumen serve: stopped\n");
 out:

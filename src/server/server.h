@@ -23,6 +23,7 @@ struct lm_server_opts {
     int load_delay_ms;          // test hook (LUMEN_SERVE_LOAD_DELAY_MS): /health says 503 longer
     bool lookup;                // requests draft by prompt lookup unless they say "lookup": false
     int32_t draft_max;          // default "draft_max" (0: LM_DRAFT_MAX_DEFAULT)
+    const char *draft_path;     // -md: a draft model; requests use it unless "draft_model": false
 };
 
 // Serves until SIGINT or SIGTERM, then stops cleanly. Returns the process exit code

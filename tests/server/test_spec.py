@@ -5,7 +5,7 @@ import concurrent.futures as cf
 
 import pytest
 
-from conftest import QUICK, Server, client
+from conftest import MODEL, QUICK, Server, client
 
 N_GEN = 24 if QUICK else 48
 COPY = ("Text: The old lighthouse stood at the edge of the cliff for more than two hundred "
@@ -59,3 +59,27 @@ def test_server_default_and_override(server, lookup_server):
     assert got == [want[i % len(PROMPTS)] for i in range(8)]
     assert lookup_server.metrics()["lumen_spec_drafted_tokens_total"] > \
         m0["lumen_spec_drafted_tokens_total"]
+
+
+@pytest.fixture(scope="module")
+def draft_server():
+    # the default model as its own draft (-md): every draft is accepted (batch invariance)
+    s = Server("-md", MODEL, "--draft-max", "4")
+    yield s
+    s.stop()
+
+
+def test_draft_model_same_text(server, draft_server):
+    c0, c1 = client(server), client(draft_server)
+    want = [gen(c0, p) for p in PROMPTS[:2]]
+    m0 = draft_server.metrics()
+    # greedy: the same text with the draft model (the server's default) and without it
+    assert [gen(c1, p) for p in PROMPTS[:2]] == want
+    assert gen(c1, PROMPTS[0], {"draft_model": False}) == want[0]
+    with cf.ThreadPoolExecutor(4) as ex:  # 4 streams at once, drafting in batched rounds
+        got = list(ex.map(lambda i: gen(c1, PROMPTS[i % 2]), range(4)))
+    assert got == [want[i % 2] for i in range(4)]
+    m1 = draft_server.metrics()
+    drafted = m1["lumen_spec_drafted_tokens_total"] - m0["lumen_spec_drafted_tokens_total"]
+    accepted = m1["lumen_spec_accepted_tokens_total"] - m0["lumen_spec_accepted_tokens_total"]
+    assert 0 < drafted and accepted == drafted  # its own draft: all accepted when it drafts
