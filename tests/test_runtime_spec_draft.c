@@ -43,6 +43,7 @@ static bool same(const struct rec *a, const struct rec *b) {
 }
 
 static char g_dir[512];
+static bool g_quick; // LUMEN_TEST_QUICK (the sanitizer build): fewer prompts and tokens
 
 // Writes the pairs with tools/make_arch_gguf.py. Returns false (a failed check) if it cannot.
 static bool generate(void) {
@@ -149,6 +150,7 @@ static void test_pair_greedy(const char *name, int min_len, int max_len) {
     if (!t || !d) { lm_model_free(t); lm_model_free(d); return; }
     int32_t *pr[NP];
     int pn[NP];
+    const int np = g_quick ? 6 : NP;
     for (int i = 0; i < NP; i++) {
         pn[i] = min_len + (int)(lm_test_rng_u64() % (uint64_t)(max_len - min_len + 1));
         pr[i] = malloc((size_t)pn[i] * sizeof *pr[i]);
@@ -156,12 +158,12 @@ static void test_pair_greedy(const char *name, int min_len, int max_len) {
         for (int j = 1; j < pn[i]; j++) pr[i][j] = 259 + (int32_t)(lm_test_rng_u64() % 7933);
     }
     struct lm_request_params rp = lm_request_params_default();
-    rp.max_tokens = 48;
+    rp.max_tokens = g_quick ? 24 : 48;
     rp.ignore_eos = true;
     rp.sampling.temperature = 0.0f;
     static struct rec plain[NP], both[NP], alone[NP], small[NP];
-    gen_all(t, NULL, pr, pn, NP, rp, 8, 8192, false, plain);
-    const struct lm_engine_stats st = gen_all(t, d, pr, pn, NP, rp, 8, 8192, true, both);
+    gen_all(t, NULL, pr, pn, np, rp, 8, 8192, false, plain);
+    const struct lm_engine_stats st = gen_all(t, d, pr, pn, np, rp, 8, 8192, true, both);
     printf("%s greedy, 8 at once: drafted %llu, accepted %llu in %llu verify steps, %llu draft "
            "forwards\n", name, (unsigned long long)st.drafted_tokens,
            (unsigned long long)st.accepted_tokens, (unsigned long long)st.verify_steps,
@@ -170,19 +172,19 @@ static void test_pair_greedy(const char *name, int min_len, int max_len) {
            "%s: nothing drafted or accepted", name);
     CHECKF(st.accepted_tokens < st.drafted_tokens, "%s: no draft rejected (the pair is too alike "
            "to test rollback)", name);
-    for (int i = 0; i < NP; i++)
+    for (int i = 0; i < np; i++)
         CHECKF(same(&plain[i], &both[i]), "%s prompt %d (%d tokens): draft model differs", name, i, pn[i]);
-    for (int i = 0; i < 3; i++) { // alone
+    for (int i = 0; i < (g_quick ? 1 : 3); i++) { // alone
         gen_all(t, d, &pr[i], &pn[i], 1, rp, 1, 2048, true, &alone[i]);
         CHECKF(same(&plain[i], &alone[i]), "%s prompt %d: alone differs", name, i);
     }
     // a pool too small for all of them: preemption with drafts in flight
-    const struct lm_engine_stats sp = gen_all(t, d, pr, pn, NP, rp, 8, 256, true, small);
+    const struct lm_engine_stats sp = gen_all(t, d, pr, pn, np, rp, 8, g_quick ? 128 : 256, true, small);
     printf("%s small pool: %llu preempted, drafted %llu, accepted %llu\n", name,
            (unsigned long long)sp.preempted, (unsigned long long)sp.drafted_tokens,
            (unsigned long long)sp.accepted_tokens);
     CHECK(sp.preempted > 0 && sp.drafted_tokens > 0);
-    for (int i = 0; i < NP; i++)
+    for (int i = 0; i < np; i++)
         CHECKF(same(&plain[i], &small[i]), "%s small pool, prompt %d: differs", name, i);
     for (int i = 0; i < NP; i++) free(pr[i]);
     lm_model_free(t);
@@ -224,7 +226,7 @@ static void test_sampled_distribution(void) {
     }
     lm_context_free(c);
     // the engine: N requests of 3 tokens (the second verified from a draft), seeds 1..N
-    const int N = getenv("LUMEN_TEST_QUICK") ? 1500 : 4000;
+    const int N = g_quick ? 800 : 4000;
     struct lm_engine *e = engine(t, d, 16, 4096);
     struct rec *out = calloc((size_t)N, sizeof *out);
     int submitted = 0, bad = 0;
@@ -335,7 +337,7 @@ static void test_self_draft(void) {
         "List: apple, banana, cherry, date, elderberry, fig, grape.\nThe list again: apple,",
         "Dear John, thank you for your letter of the fifth.",
     };
-    const int np = getenv("LUMEN_TEST_QUICK") ? 3 : 6;
+    const int np = g_quick ? 3 : 6;
     int32_t *pr[6];
     int pn[6];
     for (int i = 0; i < np; i++) {
@@ -345,7 +347,7 @@ static void test_self_draft(void) {
     }
     for (int mode = 0; mode < 2; mode++) {
         struct lm_request_params rp = lm_request_params_default();
-        rp.max_tokens = 32;
+        rp.max_tokens = g_quick ? 16 : 32;
         rp.ignore_eos = true;
         if (mode == 0) rp.sampling.temperature = 0.0f;
         static struct rec plain[6], self[6];
@@ -372,6 +374,8 @@ static void test_self_draft(void) {
 
 int main(void) {
     (void)spec_chi2_run; // spec_chi2.h: this test uses its target distribution and quantile
+    const char *qk = getenv("LUMEN_TEST_QUICK");
+    g_quick = qk && *qk && strcmp(qk, "0");
     if (!generate()) return lm_test_finish();
     test_vocab_mismatch();
     test_pair_greedy("qwen3", 4, 40);
