@@ -300,6 +300,16 @@ int main(void) {
         CHECK(put(&kv, 2, tok + 50, 30) == LM_OK);
         CHECK(lm_kv_check(&kv));
         CHECKF(verify(&kv), "two layouts: a held cell does not hold its sequence's content");
+        // a block held across layouts is an inconsistency lm_kv_check reports
+        const int32_t b0 = kv.seqs[2].blocks[0], t0 = kv.seqs[0].blocks[0];
+        kv.seqs[2].blocks[0] = t0;
+        kv.ref[t0]++;
+        kv.ref[b0]--;
+        CHECK(!lm_kv_check(&kv) && strstr(lm_error_msg(), "layouts"));
+        kv.seqs[2].blocks[0] = b0;
+        kv.ref[t0]--;
+        kv.ref[b0]++;
+        CHECK(lm_kv_check(&kv));
         lm_kv_free(&kv);
     }
 

@@ -511,7 +511,8 @@ enum lm_status lm_kv_prefix_attach(struct lm_kv_cache *kv, int32_t seq, const in
 bool lm_kv_check(const struct lm_kv_cache *kv) {
     const int32_t nb = kv->n_blocks;
     int32_t *refs = calloc((size_t)nb, sizeof *refs);
-    bool ok = refs != NULL;
+    int8_t *lay = malloc((size_t)nb); // the layout of a block's holders: one model's K/V
+    bool ok = refs != NULL && lay != NULL;
 #define FAIL(...)                                 \
     do {                                          \
         lm_error_set(LM_ERR_STATE, __VA_ARGS__);  \
@@ -525,7 +526,12 @@ bool lm_kv_check(const struct lm_kv_cache *kv) {
         for (int32_t bi = 0; bi < s->cap / LM_KV_BLOCK; bi++) {
             const int32_t b = s->blocks[bi];
             if (b >= nb) FAIL("kv check: seq %d block %d id %d", q, bi, b);
-            if (b >= 0) refs[b]++;
+            if (b >= 0 && refs[b] > 0 && lay[b] != s->layout)
+                FAIL("kv check: block %d is held by sequences of layouts %d and %d", b, lay[b], s->layout);
+            if (b >= 0) {
+                refs[b]++;
+                lay[b] = (int8_t)s->layout;
+            }
             if (b >= 0 && bi * LM_KV_BLOCK >= s->n_pos) FAIL("kv check: seq %d holds block %d past n_pos", q, bi);
         }
         for (int32_t p = 0; p < s->cap; p++) {
@@ -559,5 +565,6 @@ bool lm_kv_check(const struct lm_kv_cache *kv) {
 #undef FAIL
 done:
     free(refs);
+    free(lay);
     return ok;
 }
