@@ -23,7 +23,7 @@ static const char *const k_op_names[LM_OP_COUNT] = {
     "activation", "down",   "post_ffw_norm", "ffn_residual", "output_norm", "lm_head",
 };
 static const char *const k_phase_names[LM_PHASE_COUNT] = {
-    "load", "tokenize", "prefill", "decode", "sample", "detokenize",
+    "load", "tokenize", "prefill", "decode", "sample", "detokenize", "draft",
 };
 
 const char *lm_prof_op_name(enum lm_prof_op op) {

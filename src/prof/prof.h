@@ -26,6 +26,7 @@ enum lm_prof_phase {
     LM_PHASE_DECODE,     // one lm_decode of a generation step
     LM_PHASE_SAMPLE,
     LM_PHASE_DETOKENIZE,
+    LM_PHASE_DRAFT,      // one lm_decode of a draft model (speculative decoding, -md)
     LM_PHASE_COUNT
 };
 

@@ -647,9 +647,12 @@ static enum lm_status draft_forward(struct lm_engine *e, int32_t nd) {
     for (int32_t i = 0; i < nd; i++)
         if (e->dbatch[i].want_logits && e->dbatch_req[i]->top_need > k_step) k_step = e->dbatch_req[i]->top_need;
     if (lm_context_set_top_k(e->dc, k_step) != LM_OK) lm_context_set_top_k(e->dc, 0);
+    const bool prof = lm_prof_on(); // the draft's ops under their own phase, this step's index
+    const uint64_t tp = prof ? lm_prof_phase_begin(LM_PHASE_DRAFT) : 0;
     const uint64_t t0 = lm_now_ns();
     const enum lm_status st = lm_decode(e->dc, e->dbatch, nd);
     const uint64_t dt = lm_now_ns() - t0;
+    if (prof) lm_prof_phase(LM_PHASE_DRAFT, tp, lm_prof_ticks(), (int32_t)e->st.steps, nd);
     if (st != LM_OK) return st;
     int32_t n_rows = 0;
     for (int32_t i = 0; i < nd; i++) n_rows += e->dbatch[i].want_logits;

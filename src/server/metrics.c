@@ -184,7 +184,8 @@ char *metrics_render(struct metrics *m, const struct lm_engine_stats *st) {
         scalar(&b, "lumen_engine_preemptions_total", "counter", "Requests preempted (KV freed, "
                "recomputed later).", (double)st->preempted);
         scalar(&b, "lumen_spec_drafted_tokens_total", "counter", "Tokens drafted by speculative "
-               "decoding (prompt lookup) and verified in an engine step.", (double)st->drafted_tokens);
+               "decoding (prompt lookup or the draft model) and verified in an engine step.",
+               (double)st->drafted_tokens);
         scalar(&b, "lumen_spec_accepted_tokens_total", "counter", "Drafted tokens the model "
                "accepted (each saves a step of its request).", (double)st->accepted_tokens);
         scalar(&b, "lumen_spec_verify_steps_total", "counter", "Engine steps that verified drafts.",
@@ -195,6 +196,10 @@ char *metrics_render(struct metrics *m, const struct lm_engine_stats *st) {
                "the same steps without their drafts (measured cost by token count); the ratio "
                "of the two is the verify cost against a plain step.",
                (double)st->verify_plain_ns / 1e9);
+        scalar(&b, "lumen_spec_draft_forwards_total", "counter", "Forward passes of the draft "
+               "model (-md): catching up and drafting.", (double)st->draft_forwards);
+        scalar(&b, "lumen_spec_draft_forward_seconds_total", "counter", "Time in the draft model's "
+               "forward passes (-md).", (double)st->draft_forward_ns / 1e9);
     }
     if (b.oom) {
         sbuf_free(&b);

@@ -83,3 +83,5 @@ def test_draft_model_same_text(server, draft_server):
     drafted = m1["lumen_spec_drafted_tokens_total"] - m0["lumen_spec_drafted_tokens_total"]
     accepted = m1["lumen_spec_accepted_tokens_total"] - m0["lumen_spec_accepted_tokens_total"]
     assert 0 < drafted and accepted == drafted  # its own draft: all accepted when it drafts
+    assert m1["lumen_spec_draft_forwards_total"] > m0["lumen_spec_draft_forwards_total"]
+    assert m1["lumen_spec_draft_forward_seconds_total"] > 0
