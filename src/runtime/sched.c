@@ -699,8 +699,12 @@ static int32_t run_model_drafts(struct lm_engine *e, int32_t n, int32_t *avail) 
                 e->dbatch_req[nd++] = r;
             }
             if (r->n_draft > k_max) k_max = r->n_draft;
-        } else if (r->n_kv < r->n_toks - 1) { // prefilling: the chunk's tokens as well
-            int32_t end = e->batch[j - 1].pos + 1, room = e->dc->n_batch - nd;
+        } else if (r->n_kv < r->n_toks - 1 || r->n_kv - r->n_dkv > e->dc->n_batch / 2) {
+            // prefilling: the chunk's tokens as well; decoding without drafts but so far
+            // behind (its prefill found no blocks) that a drafting step could not catch up:
+            // a chunk of what it missed (a short lag waits for the next drafting step)
+            int32_t end = r->n_kv < r->n_toks - 1 ? e->batch[j - 1].pos + 1 : r->n_kv;
+            const int32_t room = e->dc->n_batch - nd;
             if (end - r->n_dkv > room) end = r->n_dkv + room;
             if (end <= r->n_dkv) continue;
             end = r->n_dkv + fit_chunk(kv, ds, end - r->n_dkv, *avail);
