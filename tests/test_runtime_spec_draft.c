@@ -230,7 +230,7 @@ static void test_long_tight(void) {
     printf("long prompts, tight pool: %llu preempted, drafted %llu, accepted %llu\n",
            (unsigned long long)st.preempted, (unsigned long long)st.drafted_tokens,
            (unsigned long long)st.accepted_tokens);
-    CHECK(st.preempted > 0 && st.drafted_tokens > 0);
+    CHECK(st.drafted_tokens > 0 && (g_quick || st.preempted > 0)); // quick: 4 prompts, no preemption
     for (int i = 0; i < np; i++)
         CHECKF(same(&plain[i], &both[i]), "long prompt %d (%d tokens): draft model differs", i, pn[i]);
     for (int i = 0; i < np; i++) free(pr[i]);
