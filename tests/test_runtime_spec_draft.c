@@ -424,12 +424,20 @@ int main(void) {
     const char *qk = getenv("LUMEN_TEST_QUICK");
     g_quick = qk && *qk && strcmp(qk, "0");
     if (!generate()) return lm_test_finish();
+    // On the scalar kernels (scripts/test.sh's generic pass) the random-weight pairs' f16
+    // layers of real widths take ~15 min of CPU here; their engine logic is the same as in
+    // the release pass, and the generic kernels give the same bits (test_runtime_tables), so
+    // that pass keeps one pair and the default model as its own draft.
+    const char *fg = getenv("LUMEN_FORCE_GENERIC");
+    const bool generic = fg && *fg && strcmp(fg, "0");
     test_vocab_mismatch();
     test_pair_greedy("qwen3", 4, 40);
-    test_pair_greedy("tinyllama", 4, 40);
-    test_pair_greedy("gemma3", 20, 90); // window 32: drafts and rollbacks cross it
-    test_long_tight();
-    test_sampled_distribution();
+    if (!generic) {
+        test_pair_greedy("tinyllama", 4, 40);
+        test_pair_greedy("gemma3", 20, 90); // window 32: drafts and rollbacks cross it
+        test_long_tight();
+        test_sampled_distribution();
+    }
     test_self_draft();
     return lm_test_finish();
 }
