@@ -102,14 +102,17 @@ void lm_spec_acc_idle(struct lm_spec_acc *a) {
     a->rej = 0.97f * a->rej + 0.03f;
 }
 
-int32_t lm_spec_choose(const struct lm_spec_cost *c, double a, int32_t s_seq, int32_t n_base,
-                       int32_t n_streams, int32_t k_avail, double *gain) {
+int32_t lm_spec_choose_drafter(const struct lm_spec_cost *c, double a, int32_t s_seq, int32_t n_base,
+                               int32_t n_streams, double extra_ns, double draft_ns, int32_t k_avail,
+                               double *gain) {
     *gain = 0.0;
     const double t0 = lm_spec_cost_est(c, s_seq, n_base);
     if (!(t0 > 0) || k_avail <= 0 || !(a > 0) || n_streams < 1) return 0;
-    // the drafting stream's rate goes from 1 / t0 to (1 + g) / t, every stream's (its own
-    // included) is divided by t / t0: the log of the product of all rates changes by
-    // log(1 + g) - n_streams * log(t / t0)
+    // the drafting stream's rate goes from 1 / base to (1 + g) / time, every stream's (its
+    // own included) is divided by time / base: the log of the product of all rates changes
+    // by log(1 + g) - n_streams * log(time / base), with base = t0 + extra_ns and time =
+    // t + extra_ns + K draft_ns
+    const double base = t0 + extra_ns;
     double best = LM_SPEC_MIN_GAIN, g = 0.0, ai = 1.0, t = t0;
     int32_t kb = 0;
     for (int32_t k = 1; k <= k_avail && n_base + k <= c->n_max; k++) {
@@ -117,7 +120,7 @@ int32_t lm_spec_choose(const struct lm_spec_cost *c, double a, int32_t s_seq, in
         g += ai;
         const double tk = lm_spec_cost_est(c, s_seq, n_base + k);
         if (tk > t) t = tk; // a longer step never costs less (estimates from noisy averages)
-        const double v = log1p(g) - (double)n_streams * log(t / t0);
+        const double v = log1p(g) - (double)n_streams * log((t + extra_ns + k * draft_ns) / base);
         if (v > best) {
             best = v;
             kb = k;
@@ -125,4 +128,9 @@ int32_t lm_spec_choose(const struct lm_spec_cost *c, double a, int32_t s_seq, in
         }
     }
     return kb;
+}
+
+int32_t lm_spec_choose(const struct lm_spec_cost *c, double a, int32_t s_seq, int32_t n_base,
+                       int32_t n_streams, int32_t k_avail, double *gain) {
+    return lm_spec_choose_drafter(c, a, s_seq, n_base, n_streams, 0.0, 0.0, k_avail, gain);
 }

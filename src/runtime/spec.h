@@ -70,13 +70,8 @@ void lm_spec_acc_idle(struct lm_spec_acc *a);
 int32_t lm_spec_choose(const struct lm_spec_cost *c, double a, int32_t s_seq, int32_t n_base,
                        int32_t n_streams, int32_t k_avail, double *gain);
 
-// ---- draft models (spec_draft.c)
-struct lm_model;
-// LM_OK when draft can draft for target: the same vocabulary size, the same text for every
-// token id, the same BOS / EOS / EOT and end-of-generation tokens; else LM_ERR_ARG with one
-// line naming both files and the first id that differs.
-enum lm_status lm_spec_vocab_check(const struct lm_model *target, const struct lm_model *draft);
-// lm_spec_choose for drafts that cost more than their rows in the step: each drafted token
+// lm_spec_choose for drafts that cost more than their rows in the step (lm_spec_choose is
+// this with extra_ns = draft_ns = 0): each drafted token
 // adds draft_ns (a draft model's forward of one position) and the step already carries
 // extra_ns of drafting (the drafts of requests chosen before): the length maximising
 // log(1 + g) - n_streams * log((cost(s_seq, n_base + K) + extra_ns + K draft_ns) /
@@ -84,5 +79,12 @@ enum lm_status lm_spec_vocab_check(const struct lm_model *target, const struct l
 int32_t lm_spec_choose_drafter(const struct lm_spec_cost *c, double a, int32_t s_seq, int32_t n_base,
                                int32_t n_streams, double extra_ns, double draft_ns, int32_t k_avail,
                                double *gain);
+
+// ---- draft models (spec_draft.c)
+struct lm_model;
+// LM_OK when draft can draft for target: the same vocabulary size, the same text for every
+// token id, the same BOS / EOS / EOT and end-of-generation tokens; else LM_ERR_ARG with one
+// line naming both files and the first id that differs.
+enum lm_status lm_spec_vocab_check(const struct lm_model *target, const struct lm_model *draft);
 
 #endif

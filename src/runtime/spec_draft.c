@@ -1,7 +1,6 @@
 // Draft-model speculative decoding helpers (docs/speculative.md): the vocabulary check
 // that refuses a target/draft pair whose token ids mean different things, and the draft
 // length choice when each drafted token also costs a forward of the draft model.
-#include <math.h>
 #include <string.h>
 
 #include "base/status.h"
@@ -52,29 +51,4 @@ enum lm_status lm_spec_vocab_check(const struct lm_model *target, const struct l
                             tb, pa, ta);
     }
     return LM_OK;
-}
-
-int32_t lm_spec_choose_drafter(const struct lm_spec_cost *c, double a, int32_t s_seq, int32_t n_base,
-                               int32_t n_streams, double extra_ns, double draft_ns, int32_t k_avail,
-                               double *gain) {
-    *gain = 0.0;
-    const double t0 = lm_spec_cost_est(c, s_seq, n_base);
-    if (!(t0 > 0) || k_avail <= 0 || !(a > 0) || n_streams < 1) return 0;
-    // as lm_spec_choose, with the step's time t + extra_ns + K draft_ns against t0 + extra_ns
-    const double base = t0 + extra_ns;
-    double best = LM_SPEC_MIN_GAIN, g = 0.0, ai = 1.0, t = t0;
-    int32_t kb = 0;
-    for (int32_t k = 1; k <= k_avail && n_base + k <= c->n_max; k++) {
-        ai *= a;
-        g += ai;
-        const double tk = lm_spec_cost_est(c, s_seq, n_base + k);
-        if (tk > t) t = tk; // a longer step never costs less
-        const double v = log1p(g) - (double)n_streams * log((t + extra_ns + k * draft_ns) / base);
-        if (v > best) {
-            best = v;
-            kb = k;
-            *gain = g;
-        }
-    }
-    return kb;
 }
