@@ -14,7 +14,9 @@ set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 [ $# -eq 2 ] || { echo "usage: $0 OLD_TREE NEW_TREE" >&2; exit 2; }
 old=$(cd "$1" && pwd) && new=$(cd "$2" && pwd) || exit 2
-out=${LUMEN_SAME_DIR:-/tmp/lumen-same-$(id -u)}
+# results per NEW tree (two comparisons may run at once); the family models are shared
+cache=${LUMEN_SAME_DIR:-/tmp/lumen-same-$(id -u)}
+out=$cache/$(basename "$new")
 mkdir -p "$out"
 py=$here/.venv/bin/python
 
@@ -29,10 +31,10 @@ for side in old new; do
 done
 
 models=("$here/models/gemma-3-270m-q4_k_m.gguf")
-if [ ! -f "$out/arch/manifest.txt" ]; then
-    "$py" "$here/tools/make_arch_gguf.py" --ci "$out/arch" >/dev/null || exit 2
+if [ ! -f "$cache/arch/manifest.txt" ]; then
+    "$py" "$here/tools/make_arch_gguf.py" --ci "$cache/arch" >/dev/null || exit 2
 fi
-for f in "$out"/arch/*.gguf; do models+=("$f"); done
+for f in "$cache"/arch/*.gguf; do models+=("$f"); done
 
 rc=0
 for generic in 0 ${LUMEN_SAME_GENERIC:-1}; do
