@@ -1,11 +1,12 @@
 // Gemma 3 (text): hyper-parameters from GGUF metadata and weight views, as llama.cpp reads
-// them; the forward (lm_decoder_forward) gets scaled embeddings, pre+post norms around
+// them; the forward pass (runtime/forward.c) gets scaled embeddings, pre+post norms around
 // attention and FFN, per-head QK-norm, NEOX RoPE with separate local/global bases,
 // interleaved sliding-window/global layers, GELU-gated FFN and a tied LM head from them.
 #include <math.h>
 #include <stdio.h>
 
-#include "runtime/runtime.h"
+#include "base/status.h"
+#include "model/model.h"
 
 // ================================================================ load
 
@@ -34,15 +35,7 @@ static enum lm_status gemma3_load(struct lm_model *m) {
     hp->final_softcap = 0.0f;
     if ((st = lm_model_key_f32(m, "final_logit_softcapping", &hp->final_softcap, false)))
         return st;
-    if (hp->n_embd <= 0 || hp->n_layer <= 0 || hp->n_head <= 0 || hp->n_head_kv <= 0 ||
-        hp->n_head % hp->n_head_kv != 0 || hp->head_dim_k <= 0 || hp->head_dim_k > 512 ||
-        hp->head_dim_v <= 0 || hp->head_dim_v > 512 || hp->n_ff <= 0 || hp->n_layer > 4096 ||
-        hp->head_dim_k % 2 != 0)
-        return lm_error_set(LM_ERR_FORMAT,
-                            "gemma3: %s: inconsistent hyper-parameters (n_embd %d, n_layer %d, "
-                            "n_head %d, n_head_kv %d, head_dim %d/%d, n_ff %d)",
-                            m->path, hp->n_embd, hp->n_layer, hp->n_head, hp->n_head_kv,
-                            hp->head_dim_k, hp->head_dim_v, hp->n_ff);
+    if ((st = lm_model_check_dims(m))) return st;
     hp->n_rot = hp->head_dim_k;
     hp->rope_type = LM_ROPE_NEOX;
     hp->embd_scale = sqrtf((float)hp->n_embd);
@@ -84,6 +77,5 @@ static enum lm_status gemma3_load(struct lm_model *m) {
 const struct lm_arch lm_arch_gemma3 = {
     .name = "gemma3",
     .load = gemma3_load,
-    .forward = lm_decoder_forward,
     .decoder = {.post_norms = true, .ffn_act = LM_FFN_ACT_GELU},
 };

@@ -1,13 +1,13 @@
 // Llama-style decoder families sharing one loader, as llama.cpp builds them
 // (src/models/llama.cpp, qwen2.cpp, qwen3.cpp): pre-norm blocks, GQA attention, SwiGLU FFN,
-// separate or tied LM head; the forward is lm_decoder_forward. llama: NORM RoPE, linear or
+// separate or tied LM head (the forward pass: runtime/forward.c). llama: NORM RoPE, linear or
 // llama3 (rope_freqs) scaling; qwen2: q/k/v biases, NEOX RoPE; qwen3: per-head QK-norm.
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "runtime/ops_ext.h"
-#include "runtime/runtime.h"
+#include "base/status.h"
+#include "model/model.h"
 
 // What differs between the families.
 struct llama_variant {
@@ -28,6 +28,27 @@ static const struct llama_variant *variant_of(const struct lm_model *m) {
 }
 
 // ================================================================ load
+
+// llama3 frequency factors (n_rot/2 floats) from rope.scaling.* metadata, as
+// convert_hf_to_gguf computes rope_freqs.weight (factor, low/high_freq_factor,
+// original_context_length), in float32 like ggml's rope cache reads them.
+static void rope_llama3_factors(float *out, int n_rot, float base, float factor, float low_freq,
+                            float high_freq, float orig_ctx) {
+    const double lo_wl = (double)orig_ctx / low_freq, hi_wl = (double)orig_ctx / high_freq;
+    for (int i = 0; i < n_rot / 2; i++) {
+        // freqs as the converter computes them: float32 base ** (2i/dim)
+        const float freq = 1.0f / powf(base, (float)(2 * i) / (float)n_rot);
+        const double wl = 2.0 * M_PI / (double)freq;
+        if (wl < hi_wl) {
+            out[i] = 1.0f;
+        } else if (wl > lo_wl) {
+            out[i] = factor;
+        } else {
+            const double sm = ((double)orig_ctx / wl - low_freq) / ((double)high_freq - low_freq);
+            out[i] = (float)(1.0 / ((1.0 - sm) / factor + sm));
+        }
+    }
+}
 
 static enum lm_status load_rope_scaling(struct lm_model *m, const struct llama_variant *v) {
     struct lm_hparams *hp = &m->hp;
@@ -84,7 +105,7 @@ static enum lm_status load_rope_scaling(struct lm_model *m, const struct llama_v
                                 "%s: %s: llama3 rope scaling needs high_freq_factor > "
                                 "low_freq_factor and original_context_length > 0 (got %g, %g, %u)",
                                 m->arch->name, m->path, hi, lo, u);
-        lm_rope_llama3_factors(m->rope_freqs_buf, hp->n_rot, hp->rope_base, factor, lo, hi, orig);
+        rope_llama3_factors(m->rope_freqs_buf, hp->n_rot, hp->rope_base, factor, lo, hi, orig);
         m->rope_freqs = m->rope_freqs_buf;
         hp->rope_scaling = LM_ROPE_SCALING_LLAMA3;
         return LM_OK;
@@ -132,16 +153,7 @@ static enum lm_status llama_load(struct lm_model *m) {
                             m->arch->name, m->path, u);
     if ((st = lm_model_key_f32(m, "attention.layer_norm_rms_epsilon", &hp->rms_eps, true)))
         return st;
-    if (hp->n_embd <= 0 || hp->n_layer <= 0 || hp->n_head <= 0 || hp->n_head_kv <= 0 ||
-        hp->n_head % hp->n_head_kv != 0 || hp->head_dim_k <= 0 || hp->head_dim_k > 512 ||
-        hp->head_dim_v <= 0 || hp->head_dim_v > 512 || hp->n_ff <= 0 || hp->n_layer > 4096 ||
-        hp->head_dim_k % 2 != 0 || hp->n_ctx_train <= 0)
-        return lm_error_set(LM_ERR_FORMAT,
-                            "%s: %s: inconsistent hyper-parameters (n_embd %d, n_layer %d, "
-                            "n_head %d, n_head_kv %d, head_dim %d/%d, n_ff %d, n_ctx %d)",
-                            m->arch->name, m->path, hp->n_embd, hp->n_layer, hp->n_head,
-                            hp->n_head_kv, hp->head_dim_k, hp->head_dim_v, hp->n_ff,
-                            hp->n_ctx_train);
+    if ((st = lm_model_check_dims(m))) return st;
     // llama.cpp's graphs for these families assert head size == n_rot (no partial RoPE)
     if (hp->n_rot != hp->head_dim_k || hp->head_dim_k != hp->head_dim_v)
         return lm_error_set(LM_ERR_UNSUPPORTED,
@@ -208,8 +220,8 @@ static enum lm_status llama_load(struct lm_model *m) {
 // pre-norm blocks only, SwiGLU
 #define LLAMA_DECODER {.post_norms = false, .ffn_act = LM_FFN_ACT_SILU}
 const struct lm_arch lm_arch_llama = {
-    .name = "llama", .load = llama_load, .forward = lm_decoder_forward, .decoder = LLAMA_DECODER};
+    .name = "llama", .load = llama_load, .decoder = LLAMA_DECODER};
 const struct lm_arch lm_arch_qwen2 = {
-    .name = "qwen2", .load = llama_load, .forward = lm_decoder_forward, .decoder = LLAMA_DECODER};
+    .name = "qwen2", .load = llama_load, .decoder = LLAMA_DECODER};
 const struct lm_arch lm_arch_qwen3 = {
-    .name = "qwen3", .load = llama_load, .forward = lm_decoder_forward, .decoder = LLAMA_DECODER};
+    .name = "qwen3", .load = llama_load, .decoder = LLAMA_DECODER};

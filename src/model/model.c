@@ -87,6 +87,21 @@ enum lm_status lm_model_block_dims(struct lm_model *m) {
     return LM_OK;
 }
 
+enum lm_status lm_model_check_dims(const struct lm_model *m) {
+    const struct lm_hparams *hp = &m->hp;
+    if (hp->n_embd <= 0 || hp->n_layer <= 0 || hp->n_head <= 0 || hp->n_head_kv <= 0 ||
+        hp->n_head % hp->n_head_kv != 0 || hp->head_dim_k <= 0 || hp->head_dim_k > 512 ||
+        hp->head_dim_v <= 0 || hp->head_dim_v > 512 || hp->n_ff <= 0 || hp->n_layer > 4096 ||
+        hp->head_dim_k % 2 != 0 || hp->n_ctx_train <= 0)
+        return lm_error_set(LM_ERR_FORMAT,
+                            "%s: %s: inconsistent hyper-parameters (n_embd %d, n_layer %d, "
+                            "n_head %d, n_head_kv %d, head_dim %d/%d, n_ff %d, n_ctx %d)",
+                            m->arch->name, m->path, hp->n_embd, hp->n_layer, hp->n_head,
+                            hp->n_head_kv, hp->head_dim_k, hp->head_dim_v, hp->n_ff,
+                            hp->n_ctx_train);
+    return LM_OK;
+}
+
 enum lm_status lm_model_io_weights(struct lm_model *m) {
     struct lm_hparams *hp = &m->hp;
     const int64_t E = hp->n_embd;

@@ -1,5 +1,6 @@
 // Model = mapped GGUF + hyper-parameters + weight views + tokenizer, and the
-// architecture registry (one file per architecture provides load + forward).
+// architecture registry: one loader per family and the shape of its blocks as data; the
+// forward pass that reads them is runtime/forward.c.
 #ifndef LM_MODEL_MODEL_H
 #define LM_MODEL_MODEL_H
 
@@ -65,9 +66,6 @@ struct lm_layer {
     struct lm_weight post_ffw_norm;  // (n_embd), optional
 };
 
-struct lm_context;
-struct lm_batch_plan;
-
 // The gate's activation in the FFN: act(gate) * up. The values are lm_op_gate_up_act's
 // act codes.
 enum lm_ffn_act {
@@ -75,7 +73,7 @@ enum lm_ffn_act {
     LM_FFN_ACT_SILU = 1, // SiLU (SwiGLU): llama, qwen2, qwen3
 };
 
-// The per-architecture shape of lm_decoder_forward's blocks, as data. What else differs
+// The per-architecture shape of the forward pass's blocks (runtime/forward.c), as data. What else differs
 // between the families is data too, used wherever present: per-model numbers in lm_hparams
 // (embd_scale: gemma3's sqrt(n_embd); final_softcap) and lm_layer (swa, rope_base); optional
 // weights the loader sets or leaves NULL (q/k/v biases: qwen2; q_norm/k_norm: gemma3, qwen3;
@@ -89,15 +87,8 @@ struct lm_decoder_desc {
 struct lm_arch {
     const char *name; // general.architecture value
     enum lm_status (*load)(struct lm_model *m);
-    // Runs the whole forward pass for the planned batch on every pool thread
-    // (lm_decoder_forward for every architecture so far).
-    void (*forward)(struct lm_context *c, int ith, int nth);
-    struct lm_decoder_desc decoder; // read by lm_decoder_forward
+    struct lm_decoder_desc decoder; // read by the forward pass
 };
-
-// model/decoder.c: the forward pass of a decoder-only transformer (pre-norm blocks, GQA
-// attention, gated FFN, LM head), shaped by m->arch->decoder. Runs on every pool thread.
-void lm_decoder_forward(struct lm_context *c, int ith, int nth);
 
 struct lm_model {
     char path[512];
@@ -130,8 +121,12 @@ enum lm_status lm_model_weightf(struct lm_model *m, struct lm_weight *w, bool re
     __attribute__((format(printf, 6, 7)));
 // The sizes every decoder family reads alike: n_embd, n_layer, n_ff, n_head (required keys),
 // n_head_kv (default n_head), head_dim_k (attention.key_length, default n_embd / n_head).
-// Range checks stay with the loaders, as does head_dim_v (whose default differs).
+// head_dim_v's default differs between families: the loaders read it.
 enum lm_status lm_model_block_dims(struct lm_model *m);
+// The ranges every decoder family needs of those sizes and of head_dim_v and n_ctx_train
+// (positive, heads a multiple of the KV heads, head sizes even and <= 512, layers <= 4096):
+// LM_ERR_FORMAT naming the file and every size otherwise. Loaders call it once all are read.
+enum lm_status lm_model_check_dims(const struct lm_model *m);
 // The weights around the layers: token_embd (which sets hp.n_vocab), output_norm, and the
 // LM head, output.weight or, when absent, the token embeddings (tied_output).
 enum lm_status lm_model_io_weights(struct lm_model *m);

@@ -273,7 +273,7 @@ enum lm_status lm_context_init_draft(struct lm_context **out, struct lm_context 
 
 static void forward_worker(void *arg, int ith, int nth) {
     struct lm_context *c = arg;
-    c->m->arch->forward(c, ith, nth);
+    lm_forward(c, ith, nth);
 }
 
 enum lm_status lm_decode(struct lm_context *c, const struct lm_batch_entry *e, int32_t n) {

@@ -104,6 +104,11 @@ enum lm_status lm_context_init_draft(struct lm_context **out, struct lm_context 
 // works on any loaded model; results are the same bits with every table (kernels.h).
 void lm_context_set_kernels(struct lm_context *c, const struct lm_kernels *k);
 
+// ---------------------------------------------------------------- the forward pass
+// Runs the forward pass of c's current batch (set by lm_decode) on pool thread ith of nth:
+// embeddings, every layer, the LM head of the entries that want logits (runtime/forward.c).
+void lm_forward(struct lm_context *c, int ith, int nth);
+
 // ---------------------------------------------------------------- ops
 // Builds the ops' lookup tables (the f16 GELU table: ~1.4 ms) once per process; called by
 // lm_context_init so the first forward pass does not pay for it.

@@ -1,6 +1,7 @@
-// The one forward pass of every decoder-only architecture (gemma3, llama, qwen2, qwen3):
+// The forward pass: the one decoder of every architecture (gemma3, llama, qwen2, qwen3),
 // llama.cpp's pre-norm block stack, shaped by m->arch->decoder (lm_decoder_desc) and by the
-// model's data (hyper-parameters, optional weights), so no family has a copy of it.
+// model's data (hyper-parameters, optional weights), so no family has a copy of it. Prefill,
+// decode, batched decode and speculative verification are all this function (lm_decode).
 #include "runtime/runtime.h"
 
 // Runs on every pool thread. Each op ends either at a barrier, lm_fwd_sync (which records
@@ -17,7 +18,7 @@
 //
 // The residual stream starts in c->x (lm_op_embed) and ends in xcur, which the output norm
 // is given: on the private path that is c->x only because each layer swaps twice.
-void lm_decoder_forward(struct lm_context *c, int ith, int nth) {
+void lm_forward(struct lm_context *c, int ith, int nth) {
     const struct lm_model *m = c->m;
     const struct lm_decoder_desc *dd = &m->arch->decoder;
     const struct lm_hparams *hp = &m->hp;
