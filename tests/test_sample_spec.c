@@ -113,7 +113,7 @@ static void test_lookup(void) {
 
 static void test_choose(void) {
     struct lm_spec_cost c;
-    CHECK(lm_spec_cost_init(&c, 64, 8));
+    CHECK(lm_spec_cost_init(&c, 64, 8) == LM_OK);
     double g = 0.0;
     CHECK(lm_spec_choose(&c, 0.9, 1, 1, 1, 8, &g) == 0); // nothing measured: no drafting
     lm_spec_cost_observe(&c, 1, 1, 10000000);

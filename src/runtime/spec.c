@@ -1,42 +1,29 @@
-// Speculative decoding helpers of the engine: prompt lookup, the step cost model, the
-// acceptance estimate and the draft-length choice (runtime/spec.h, docs/speculative.md).
+// Speculative decoding (docs/speculative.md), what both drafters share: the step cost
+// model, the acceptance estimate, the draft-length choice (runtime/spec.h), the engine's
+// and each request's draft state, and the verification of a step's drafts with its
+// rollback (runtime/engine.h). The drafters: spec_lookup.c (prompt lookup) and
+// spec_draft.c (a draft model).
 #include "runtime/spec.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-int32_t lm_spec_lookup(const int32_t *toks, int32_t n_toks, int32_t k_max, int32_t *out) {
-    if (k_max <= 0 || n_toks < LM_SPEC_NGRAM_MIN + 1) return 0;
-    // every earlier end e (< n_toks, so a token follows) of a run equal to the sequence's
-    // tail, scored by the run's length (at most LM_SPEC_MATCH_MAX): the longest is the best
-    // aligned copy; ties go to the latest
-    const int32_t *tail = toks + n_toks - 1;
-    int32_t best_e = -1, best_l = LM_SPEC_NGRAM_MIN - 1;
-    for (int32_t e = n_toks - 1; e >= LM_SPEC_NGRAM_MIN; e--) {
-        if (toks[e - 1] != *tail) continue;
-        int32_t l = 1;
-        while (l < LM_SPEC_MATCH_MAX && l < e && toks[e - 1 - l] == tail[-l]) l++;
-        if (l > best_l) {
-            best_l = l;
-            best_e = e;
-            if (l == LM_SPEC_MATCH_MAX) break;
-        }
-    }
-    if (best_e < 0) return 0;
-    int32_t k = 0;
-    for (int32_t i = best_e; i < n_toks && k < k_max; i++) out[k++] = toks[i];
-    return k;
-}
+#include "base/status.h"
+#include "runtime/engine.h"
+#include "sample/sample_internal.h"
 
 // ================================================================ step cost
 
-bool lm_spec_cost_init(struct lm_spec_cost *c, int32_t n_max, int32_t s_max) {
+enum lm_status lm_spec_cost_init(struct lm_spec_cost *c, int32_t n_max, int32_t s_max) {
     c->n_max = n_max;
     c->s_max = s_max < 1 ? 1 : s_max > n_max ? n_max : s_max;
     c->marginal = 0.0;
     c->ns = calloc((size_t)(c->s_max + 1) * ((size_t)n_max + 1), sizeof *c->ns);
-    return c->ns != NULL;
+    if (!c->ns)
+        return lm_error_set(LM_ERR_NOMEM, "spec: out of memory for the step cost table (%d x %d)",
+                            c->s_max + 1, n_max + 1);
+    return LM_OK;
 }
 
 void lm_spec_cost_free(struct lm_spec_cost *c) {
@@ -133,4 +120,102 @@ int32_t lm_spec_choose_drafter(const struct lm_spec_cost *c, double a, int32_t s
 int32_t lm_spec_choose(const struct lm_spec_cost *c, double a, int32_t s_seq, int32_t n_base,
                        int32_t n_streams, int32_t k_avail, double *gain) {
     return lm_spec_choose_drafter(c, a, s_seq, n_base, n_streams, 0.0, 0.0, k_avail, gain);
+}
+
+// ================================================================ the engine's draft state
+
+enum lm_status lm_spec_engine_init(struct lm_engine *e) {
+    struct lm_spec_engine *sp = &e->spec;
+    const struct lm_engine_params *p = &e->p;
+    sp->draft_rows = e->c->n_logits_max - p->max_running; // n_logits_max is capped at step_tokens
+    enum lm_status st = lm_spec_cost_init(&sp->cost, p->step_tokens, p->max_running < 64 ? p->max_running : 64);
+    if (st != LM_OK || !p->draft_model) return st;
+    // catch-ups and drafts of every running request beside a step's prefill
+    const int32_t nb = p->step_tokens + 2 * p->max_running;
+    struct lm_context_params dp = {.n_batch = nb > 8192 ? 8192 : nb, .n_logits_max = p->max_running};
+    if ((st = lm_context_init_draft(&sp->dc, e->c, p->draft_model, &dp)) != LM_OK) return st;
+    sp->dbatch = calloc((size_t)sp->dc->n_batch, sizeof *sp->dbatch);
+    sp->dbatch_req = calloc((size_t)sp->dc->n_batch, sizeof *sp->dbatch_req);
+    sp->q_dense = calloc((size_t)e->n_vocab, sizeof *sp->q_dense);
+    if (!sp->dbatch || !sp->dbatch_req || !sp->q_dense)
+        return lm_error_set(LM_ERR_NOMEM, "engine: out of memory");
+    return LM_OK;
+}
+
+void lm_spec_engine_free(struct lm_engine *e) {
+    struct lm_spec_engine *sp = &e->spec;
+    lm_context_free(sp->dc);
+    free(sp->dbatch);
+    free(sp->dbatch_req);
+    free(sp->q_dense);
+    lm_spec_cost_free(&sp->cost);
+}
+
+// ================================================================ a request's draft state
+
+enum lm_status lm_spec_req_init(struct lm_engine *e, struct lm_req *r) {
+    struct lm_req_spec *sp = &r->spec;
+    const struct lm_request_params *rp = &r->rp;
+    lm_spec_acc_init(&sp->acc);
+    lm_sampler_rng_seed(sp->rng, rp->sampling.seed ^ 0x6472616674ull); // seed ^ ASCII "draft"
+    if (rp->use_draft && rp->sampling.temperature > 0.0f) { // q of each drafted position
+        const int32_t k = rp->sampling.top_k;
+        sp->q_cap = k > 0 && k < e->n_vocab ? k : e->n_vocab;
+        sp->q = malloc((size_t)rp->draft_max * (size_t)sp->q_cap * sizeof *sp->q);
+        if (!sp->q) return LM_ERR_NOMEM;
+    }
+    return LM_OK;
+}
+
+void lm_spec_req_free(struct lm_req *r) { free(r->spec.q); }
+
+// ================================================================ planning
+
+int32_t lm_spec_room(const struct lm_engine *e, const struct lm_req *r, int32_t n_tot, int32_t rows) {
+    int32_t room = e->p.step_tokens - n_tot;
+    if (room > rows) room = rows;
+    if (room > r->rp.draft_max) room = r->rp.draft_max;
+    if (room > e->p.n_ctx - r->n_toks) room = e->p.n_ctx - r->n_toks; // positions < n_ctx
+    if ((int64_t)room > (int64_t)r->max_gen - r->n_gen - 1) room = r->max_gen - r->n_gen - 1;
+    return room;
+}
+
+int32_t lm_spec_insert_drafts(struct lm_engine *e, int32_t n, int32_t n_tot, bool from_model) {
+    for (int32_t i = n - 1, w = n_tot - 1; i >= 0; i--) {
+        struct lm_req *r = e->batch_req[i];
+        const struct lm_batch_entry d = e->batch[i];
+        if (d.pos == r->n_kv && r->spec.from_model == from_model)
+            for (int32_t j = r->spec.n_draft - 1; j >= 0; j--) {
+                const int32_t tok = from_model ? -1 : r->spec.draft[j];
+                e->batch[w] = (struct lm_batch_entry){tok, d.pos + 1 + j, d.seq, true};
+                e->batch_req[w--] = r;
+            }
+        e->batch[w] = d;
+        e->batch_req[w--] = r;
+    }
+    return n_tot;
+}
+
+// ================================================================ verification
+
+void lm_spec_verify(struct lm_engine *e, struct lm_req *r, int32_t row, uint64_t t) {
+    struct lm_req_spec *sp = &r->spec;
+    const int32_t nd = sp->n_draft, seq = r->seq;
+    int32_t acc = 0;
+    bool alive = true, ok = true;
+    while (alive && ok) { // the draft at position n_kv + acc, or the bonus token after all nd
+        const int32_t d = acc < nd ? sp->draft[acc] : -1;
+        const bool sampled = d >= 0 && sp->from_model && sp->q; // drawn from the draft's q
+        alive = lm_deliver_token(e, r, row + acc, t, d, sampled ? sp->q + (size_t)acc * sp->q_cap : NULL,
+                                 sampled ? sp->q_n[acc] : 0, &ok);
+        if (ok) acc++;
+    }
+    e->st.drafted_tokens += (uint64_t)nd;
+    e->st.accepted_tokens += (uint64_t)acc;
+    if (!alive) return; // finished: its sequences are freed already
+    lm_spec_acc_update(&sp->acc, nd, acc);
+    sp->n_draft = 0;
+    r->n_kv += acc; // the accepted drafts' K/V stay; the rest is rolled back
+    if (acc < nd) lm_kv_seq_rm(e->c->kv, seq, r->n_kv, -1);
+    if (sp->draft_kv > r->n_kv) lm_spec_model_seq_rm(e, r, r->n_kv); // the draft's drafts too
 }

@@ -38,7 +38,8 @@ struct lm_spec_cost {
     double marginal; // ns per token beyond a step's sequences (moving average; 0: unknown)
     double *ns;     // [(s_max + 1) * (n_max + 1)] average forward ns (0: never measured)
 };
-bool lm_spec_cost_init(struct lm_spec_cost *c, int32_t n_max, int32_t s_max);
+// LM_OK, or LM_ERR_NOMEM with a message (the table is (s_max + 1) x (n_max + 1) doubles).
+enum lm_status lm_spec_cost_init(struct lm_spec_cost *c, int32_t n_max, int32_t s_max);
 void lm_spec_cost_free(struct lm_spec_cost *c);
 void lm_spec_cost_observe(struct lm_spec_cost *c, int32_t s, int32_t n, uint64_t ns);
 // Estimated ns of a step of s sequences and n tokens; 0 if no count in [s, n] was measured.

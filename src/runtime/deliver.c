@@ -1,0 +1,104 @@
+// A step's results (engine.h): each request's logits row becomes its next token (sampled
+// with its chain, its logit bias and logprobs), an event to its callback, and its finish
+// when an end-of-generation token, max_tokens or the context ends it. Drafted positions are
+// verified through the same call (spec.c, lm_spec_verify).
+#include <math.h>
+#include <string.h>
+
+#include "runtime/engine.h"
+#include "sample/sample_internal.h"
+#include "tokenizer/tokenizer.h"
+
+// log-softmax of the logits at tok, and the n most likely tokens with theirs (e->top_tok,
+// e->top_lp, ties to the lower id)
+static float logprobs(struct lm_engine *e, const float *lg, int32_t tok, int32_t n) {
+    const int32_t nv = e->n_vocab;
+    float mx = lg[0];
+    for (int32_t i = 1; i < nv; i++) mx = lg[i] > mx ? lg[i] : mx;
+    double sum = 0.0;
+    for (int32_t i = 0; i < nv; i++) sum += exp((double)(lg[i] - mx));
+    const float lse = mx + (float)log(sum);
+    int32_t k = 0; // top n by insertion
+    for (int32_t i = 0; i < nv && n > 0; i++) {
+        if (k == n && !(lg[i] > lg[e->top_tok[k - 1]])) continue;
+        int32_t j = k < n ? k++ : n - 1;
+        while (j > 0 && lg[i] > lg[e->top_tok[j - 1]]) {
+            e->top_tok[j] = e->top_tok[j - 1];
+            j--;
+        }
+        e->top_tok[j] = i;
+    }
+    for (int32_t j = 0; j < k; j++) e->top_lp[j] = lg[e->top_tok[j]] - lse;
+    return lg[tok] - lse;
+}
+
+// A drafted position samples as a plain one: for a point-mass draft (prompt lookup, a greedy
+// draft model) the acceptance rule (lm_sampler_verify: accept with probability p(draft),
+// else draw from p without it) is exactly one plain draw x ~ p compared with the draft. A
+// draft model's sampled draft came from q: accept with probability min(1, p/q), else draw
+// from max(0, p - q). A chain that needs only the best logits draws from the LM head's
+// selection of the row (the same token as from the full row, lm_sampler_sample_top_k).
+bool lm_deliver_token(struct lm_engine *e, struct lm_req *r, int32_t row, uint64_t t,
+                      int32_t draft, const struct lm_token_prob *q, int32_t n_q, bool *accepted) {
+    const float *lg = lm_get_logits(e->c, row);
+    const struct lm_token_logit *top = NULL;
+    const int32_t n_top = r->top_need > 0 ? lm_get_top_k(e->c, row, &top) : 0;
+    if (r->rp.n_bias > 0) {
+        memcpy(e->biased, lg, (size_t)e->n_vocab * sizeof *lg);
+        for (int32_t i = 0; i < r->rp.n_bias; i++) e->biased[r->bias_tok[i]] += r->bias_val[i];
+        lg = e->biased;
+    }
+    int32_t tok;
+    if (draft >= 0 && q) { // a draft model's draft, sampled from its q
+        float *const q_dense = e->spec.q_dense;
+        for (int32_t i = 0; i < n_q; i++) q_dense[q[i].id] = q[i].p;
+        bool acc = false;
+        tok = lm_sampler_verify(r->smp, lg, draft, q_dense, &acc);
+        for (int32_t i = 0; i < n_q; i++) q_dense[q[i].id] = 0.0f;
+    } else { // plain, or a point-mass draft
+        tok = n_top >= r->top_need && n_top > 0 ? lm_sampler_sample_top_k(r->smp, top, n_top)
+                                                : lm_sampler_sample(r->smp, lg);
+    }
+    if (accepted) *accepted = draft >= 0 && tok == draft;
+    lm_sampler_accept(r->smp, tok);
+    struct lm_event ev = {.id = r->id, .token = tok, .index = r->n_gen, .t_ns = t,
+                          .n_prompt = r->n_prompt, .n_cached = r->n_cached,
+                          .t_submit_ns = r->t_submit, .t_admit_ns = r->t_admit};
+    if (r->rp.n_logprobs > 0) {
+        ev.logprob = logprobs(e, lg, tok, r->rp.n_logprobs - 1);
+        ev.n_top = r->rp.n_logprobs - 1;
+        ev.top_tokens = e->top_tok;
+        ev.top_logprobs = e->top_lp;
+    }
+    r->toks[r->n_toks++] = tok;
+    r->n_gen++;
+    e->st.generated_tokens++;
+    enum lm_finish why = LM_FINISH_NONE;
+    if (!r->rp.ignore_eos && lm_tokenizer_is_eog(lm_model_tokenizer(e->m), tok)) why = LM_FINISH_EOG;
+    else if (r->n_gen >= r->max_gen) why = LM_FINISH_LENGTH;
+    else if (r->n_toks >= e->p.n_ctx) why = LM_FINISH_CONTEXT;
+    if (why != LM_FINISH_NONE) {
+        lm_req_finish(e, r, why, tok, &ev, NULL);
+        return false;
+    }
+    if (r->cb) r->cb(r->user, &ev);
+    return true;
+}
+
+int32_t lm_deliver_step(struct lm_engine *e, int32_t n, uint64_t t) {
+    int32_t row = 0; // logits rows come in batch order of the entries that want them
+    for (int32_t i = 0, j; i < n; i = j) {
+        struct lm_req *r = e->batch_req[i];
+        for (j = i + 1; j < n && e->batch_req[j] == r; j++) {}
+        const int32_t n_draft = r->spec.n_draft;
+        if (n_draft > 0) { // a decode token and its drafts: one row each
+            r->n_kv = e->batch[i].pos + 1; // the decode token's; verification adds the accepted
+            lm_spec_verify(e, r, row, t);
+            row += n_draft + 1;
+            continue;
+        }
+        r->n_kv = e->batch[j - 1].pos + 1; // a prefill chunk, or a decode token
+        if (e->batch[j - 1].want_logits) lm_deliver_token(e, r, row++, t, -1, NULL, 0, NULL);
+    }
+    return row;
+}

@@ -1,0 +1,198 @@
+// The engine's state, shared by its modules (internal; the API is lumen.h lm_engine_*):
+//   engine.c   the engine thread, its inbox, submit / cancel / stats, and the step
+//   sched.c    the scheduling policy: the waiting queue, admission, preemption, the batch
+//   deliver.c  a step's results: sampling, events, finishing requests
+//   spec*.c    speculative decoding: drafts (prompt lookup, a draft model), verification
+// Only the thread running the steps touches what is not marked "under mu".
+#ifndef LM_RUNTIME_ENGINE_H
+#define LM_RUNTIME_ENGINE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "lumen.h"
+#include "runtime/runtime.h"
+#include "runtime/spec.h"
+
+// ---------------------------------------------------------------- a request
+
+// What speculative decoding keeps per request (spec*.c). Drafts of a step sit in the batch
+// right after the request's decode entry, at positions n_kv + 1 .. n_kv + n_draft.
+struct lm_req_spec {
+    int32_t draft[LM_DRAFT_MAX_LIMIT]; // this step's drafted tokens
+    int32_t n_draft;
+    struct lm_spec_acc acc;            // how often its drafts are accepted
+    // draft model (rp.use_draft): its sequence (the request's seq + max_running in the pool)
+    // holds toks[0, draft_kv), never past the request's n_kv after a verification
+    bool from_model;      // this step's drafts are the draft model's, drawn after the batch
+                          // was planned (lm_spec_model_draft)
+    int32_t draft_kv;
+    int32_t decode_entry; // this step: the index of the request's decode entry in the batch
+    uint64_t rng[4];      // draws drafts from q (the request's sampler RNG stays untouched)
+    struct lm_token_prob *q; // sampled drafts: [draft_max][q_cap] the draft's distribution q
+    int32_t q_cap;           // at each drafted position (its q_n[j] most likely tokens)
+    int32_t q_n[LM_DRAFT_MAX_LIMIT];
+};
+
+struct lm_req {
+    uint64_t id;
+    struct lm_req *next, *prev; // inbox (next only) or the waiting queue
+    int32_t *toks;              // prompt + generated so far
+    int32_t n_toks, cap_toks;
+    int32_t n_prompt, n_gen, max_gen;
+    int32_t n_kv;               // positions of toks held in the KV (the sequence's next position)
+    int32_t seq;                // sequence while running, else -1
+    int32_t n_cached;           // prompt tokens the prefix cache supplied at first admission
+    bool admitted_once;
+    struct lm_request_params rp;
+    int32_t *bias_tok;
+    float *bias_val;
+    struct lm_sampler *smp;
+    int32_t top_need;           // best logits the chain draws from (lm_sampler_top_k_need; 0:
+                                // it needs the full row: also with logit bias or logprobs)
+    lm_event_fn cb;
+    void *user;
+    uint64_t t_submit, t_admit, admit_order;
+    struct lm_req_spec spec;
+};
+
+// ---------------------------------------------------------------- the engine
+
+// What speculative decoding keeps per engine (spec*.c).
+struct lm_spec_engine {
+    struct lm_spec_cost cost; // decode steps' forward ns by sequences and tokens (drafts that pay)
+    int32_t draft_rows;       // logits rows beyond max_running, for drafts
+    // draft model (lm_engine_params.draft_model): its context on the target's KV pool and
+    // thread pool, and its batch
+    struct lm_context *dc;
+    struct lm_batch_entry *dbatch; // [dc->n_batch]
+    struct lm_req **dbatch_req;    // [dc->n_batch]
+    double draft_tok_ns; // draft forward ns per sequence of a drafting round (one position
+                         // each: the price of a drafted token; 0: not measured yet)
+    float *q_dense;      // [n_vocab] zeros; a drafted position's q during its verification
+};
+
+// Logits rows for drafted tokens, beyond one per running request: bounds a step's drafts
+// (and the logits buffer: a row is n_vocab floats, 1 MiB for Gemma 3).
+#define LM_ENGINE_DRAFT_ROWS 32
+
+struct lm_engine {
+    struct lm_model *m;
+    struct lm_context *c;
+    struct lm_engine_params p;
+    int32_t n_vocab;
+
+    // ---- shared with other threads, under mu
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct lm_req *inbox_head, *inbox_tail;
+    uint64_t *cancels;
+    int32_t n_cancels, cap_cancels;
+    int32_t n_queued;          // inbox + waiting
+    int32_t n_run_pub;         // n_running, as the submitting threads see it: a request is
+                               // refused when n_queued + n_run_pub reaches max_waiting +
+                               // max_running (free sequences take requests beyond the queue)
+    struct lm_engine_stats snap;
+    bool stop, started;
+    pthread_t thread;
+
+    // ---- the stepping thread only
+    struct lm_req *wait_head, *wait_tail;
+    int32_t n_waiting;
+    struct lm_req **running;      // [max_running] by sequence id
+    int32_t n_running;
+    uint64_t admit_counter;
+    struct lm_batch_entry *batch; // [step_tokens] this step's entries
+    struct lm_req **batch_req;    // [step_tokens] the request of each entry
+    struct lm_req **order;        // [max_running] scratch: running requests by admission
+    float *biased;                // [n_vocab] logits with a request's logit bias
+    int32_t top_tok[LM_MAX_TOP_LOGPROBS];
+    float top_lp[LM_MAX_TOP_LOGPROBS];
+    struct lm_engine_stats st;    // counters (published into snap after each step)
+    struct lm_spec_engine spec;
+};
+
+// ---------------------------------------------------------------- engine.c
+
+// Ends r: frees its sequences, delivers its last event (token tok or -1; fields from tmpl
+// when given), frees r. r must not be in the waiting queue.
+void lm_req_finish(struct lm_engine *e, struct lm_req *r, enum lm_finish why, int32_t tok,
+                   const struct lm_event *tmpl, const char *error);
+
+// ---------------------------------------------------------------- sched.c
+
+// The waiting queue (requests admitted before are put back at the front when preempted).
+void lm_sched_wait_push(struct lm_engine *e, struct lm_req *r, bool front);
+void lm_sched_wait_unlink(struct lm_engine *e, struct lm_req *r);
+// Admits queued requests in order into free sequences while the KV pool holds their blocks.
+void lm_sched_admit(struct lm_engine *e);
+
+// A step's batch as the scheduler planned it: e->batch[0, n) and their requests, each
+// request's entries contiguous (a decode token and its drafts, or a prefill chunk).
+struct lm_step {
+    int32_t n;
+    int32_t free_blocks; // KV blocks still free after the batch's (for the draft's catch-up)
+};
+// Plans the step: a decode token for every running request that is decoding, the drafts
+// that pay (prompt lookup: tokens; draft model: slots drawn by lm_spec_model_draft), then
+// prefill chunks in admission order up to the token budget. Preempts the newest requests
+// (or ends a lone one's context) while the pool cannot hold the decode tokens.
+struct lm_step lm_sched_plan(struct lm_engine *e);
+// The largest n <= want whose blocks for seq fit in avail.
+int32_t lm_sched_fit_chunk(const struct lm_kv_cache *kv, int32_t seq, int32_t want, int32_t avail);
+
+// ---------------------------------------------------------------- deliver.c
+
+// Samples and delivers the results of the step's batch e->batch[0, n), stamped t: per
+// request, its next token (a prefill chunk short of the prompt's end has none), or its
+// decode token's drafts verified (lm_spec_verify); finishes requests that are done.
+// Returns the logits rows it read.
+int32_t lm_deliver_step(struct lm_engine *e, int32_t n, uint64_t t);
+// Samples r's token from logits row `row` and delivers its event; finishes r when done.
+// draft >= 0: the token drafted at this position, q (n_q entries) the draft model's
+// distribution there, or NULL for a point mass (prompt lookup, a greedy draft model);
+// *accepted (may be NULL): the token is the draft. Returns false when r finished: r is
+// freed then.
+bool lm_deliver_token(struct lm_engine *e, struct lm_req *r, int32_t row, uint64_t t,
+                      int32_t draft, const struct lm_token_prob *q, int32_t n_q, bool *accepted);
+
+// ---------------------------------------------------------------- spec*.c
+
+// Engine-level state: the cost model and, with a draft model, its context and batch.
+// LM_ERR_NOMEM / a context error with its message.
+enum lm_status lm_spec_engine_init(struct lm_engine *e);
+void lm_spec_engine_free(struct lm_engine *e);
+// A request's draft state at submit (rp final): the acceptance prior, the draft RNG, q's
+// buffer for sampled draft-model drafts. LM_ERR_NOMEM.
+enum lm_status lm_spec_req_init(struct lm_engine *e, struct lm_req *r);
+void lm_spec_req_free(struct lm_req *r);
+
+// The most tokens r may draft in a step that holds n_tot entries with `rows` logits rows
+// left for drafts: within the step's budget, its draft_max, its context and max_tokens.
+int32_t lm_spec_room(const struct lm_engine *e, const struct lm_req *r, int32_t n_tot, int32_t rows);
+// Spreads e->batch[0, n) to n_tot entries: after each decode entry whose request drafts
+// (spec.n_draft, of the drafter from_model names) its drafts at the next positions (a draft
+// model's as slots, token -1). Returns n_tot.
+int32_t lm_spec_insert_drafts(struct lm_engine *e, int32_t n, int32_t n_tot, bool from_model);
+
+// spec_lookup.c: prompt-lookup drafts for the n decode entries at the front of e->batch,
+// in the budget left after them; inserts each request's drafts after its decode entry,
+// takes their blocks from *avail and returns the new entry count.
+int32_t lm_spec_lookup_plan(struct lm_engine *e, int32_t n, int32_t *avail);
+
+// spec_draft.c: the draft model. _plan: slots (token -1) for the drafts that pay after the
+// decode entries of the requests that use it, their blocks (both sequences) taken from
+// *avail; returns the new entry count. _draft: the draft model's forward passes for the
+// planned step (catching its sequences up, then one round per drafted position), filling
+// the slots; returns the entry count (slots dropped if a forward failed).
+int32_t lm_spec_model_plan(struct lm_engine *e, int32_t n, int32_t *avail);
+int32_t lm_spec_model_draft(struct lm_engine *e, int32_t n, int32_t *avail);
+// spec.c: delivers r's decode token at logits row `row` and its n_draft drafts after it, in
+// order until one is rejected (that position's token is the model's own), and rolls both
+// sequences back past the accepted ones. The request may finish (and be freed) on the way.
+void lm_spec_verify(struct lm_engine *e, struct lm_req *r, int32_t row, uint64_t t);
+// Frees r's draft-model sequence from position p on (p = 0: all of it).
+void lm_spec_model_seq_rm(struct lm_engine *e, struct lm_req *r, int32_t p);
+
+#endif
