@@ -9,7 +9,7 @@
 #include "lm_test.h"
 #include "lumen.h"
 #include "runtime/kv_cache.h"
-#include "runtime/runtime.h"
+#include "runtime/context.h"
 #include "spec_chi2.h"
 
 #define MAXG 96

@@ -15,7 +15,7 @@
 #include "lm_test.h"
 #include "lumen.h"
 #include "runtime/kv_cache.h"
-#include "runtime/runtime.h"
+#include "runtime/context.h"
 #include "spec_chi2.h"
 
 #include <unistd.h>

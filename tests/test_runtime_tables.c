@@ -6,7 +6,7 @@
 // LM_TEST_LABELS: model
 #include "lm_test.h"
 #include "lumen.h"
-#include "runtime/runtime.h"
+#include "runtime/context.h"
 
 static int nv;
 

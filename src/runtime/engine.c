@@ -9,6 +9,7 @@
 
 #include "base/status.h"
 #include "base/timer.h"
+#include "prof/prof.h"
 #include "runtime/engine.h"
 #include "sample/sample_internal.h"
 
@@ -47,7 +48,7 @@ void lm_req_finish(struct lm_engine *e, struct lm_req *r, enum lm_finish why, in
                    const struct lm_event *tmpl, const char *error) {
     if (r->seq >= 0) {
         lm_kv_seq_rm(e->c->kv, r->seq, 0, -1); // full blocks stay cached for later prompts
-        if (e->spec.dc) lm_spec_model_seq_rm(e, r, 0);
+        if (e->spec.draft_ctx) lm_spec_model_seq_rm(e, r, 0);
         e->running[r->seq] = NULL;
         e->n_running--;
         r->seq = -1;
@@ -177,7 +178,8 @@ static enum lm_status check_request(const struct lm_engine *e, const int32_t *pr
         if (prompt[i] < 0 || prompt[i] >= e->n_vocab)
             return lm_error_set(LM_ERR_ARG, "engine: prompt token %d at index %d is out of range "
                                 "[0, %d)", prompt[i], i, e->n_vocab);
-    if (rp->max_tokens < 0) return lm_error_set(LM_ERR_ARG, "engine: max_tokens %d < 0", rp->max_tokens);
+    if (rp->max_tokens < 0)
+        return lm_error_set(LM_ERR_ARG, "engine: max_tokens %d < 0", rp->max_tokens);
     const int64_t total = (int64_t)n_prompt + (rp->max_tokens > 0 ? rp->max_tokens : 1);
     if (n_prompt >= e->p.n_ctx || total > e->p.n_ctx)
         return lm_error_set(LM_ERR_ARG, "engine: prompt of %d tokens + max_tokens %d exceeds the "
@@ -200,7 +202,7 @@ static enum lm_status check_request(const struct lm_engine *e, const int32_t *pr
     if (rp->draft_max < 0 || rp->draft_max > LM_DRAFT_MAX_LIMIT)
         return lm_error_set(LM_ERR_ARG, "engine: draft_max %d out of range [0, %d]", rp->draft_max,
                             LM_DRAFT_MAX_LIMIT);
-    if (rp->use_draft && !e->spec.dc)
+    if (rp->use_draft && !e->spec.draft_ctx)
         return lm_error_set(LM_ERR_ARG, "engine: the request asks for draft-model drafting, the "
                             "engine has no draft model");
     return LM_OK;
@@ -364,7 +366,8 @@ static enum lm_status forward(struct lm_engine *e, struct step_info *k) {
     const uint64_t tp = prof ? lm_prof_phase_begin(k->phase) : 0;
     int32_t top_k = 0;
     for (int32_t i = 0; i < k->n; i++)
-        if (e->batch[i].want_logits && e->batch_req[i]->top_need > top_k) top_k = e->batch_req[i]->top_need;
+        if (e->batch[i].want_logits && e->batch_req[i]->top_need > top_k)
+            top_k = e->batch_req[i]->top_need;
     if (lm_context_set_top_k(e->c, top_k) != LM_OK) lm_context_set_top_k(e->c, 0); // full rows
     const uint64_t t0 = lm_now_ns();
     const enum lm_status st = lm_decode(e->c, e->batch, k->n);
@@ -378,9 +381,8 @@ static enum lm_status forward(struct lm_engine *e, struct step_info *k) {
         const double with = lm_spec_cost_est(cost, k->n_decode, k->n_decode + k->n_drafts);
         e->st.verify_steps++;
         e->st.verify_ns += k->forward_ns;
-        if (with > 0)
-            e->st.verify_plain_ns += (uint64_t)((double)k->forward_ns *
-                                                lm_spec_cost_est(cost, k->n_decode, k->n_decode) / with);
+        const double plain = lm_spec_cost_est(cost, k->n_decode, k->n_decode);
+        if (with > 0) e->st.verify_plain_ns += (uint64_t)((double)k->forward_ns * plain / with);
     }
     return LM_OK;
 }
@@ -441,7 +443,7 @@ int32_t lm_engine_step(struct lm_engine *e) {
     intake(e);                           // 1. new requests and cancellations
     lm_sched_admit(e);                   // 2. queued requests into free sequences
     struct lm_step s = lm_sched_plan(e); // 3. the batch: decode tokens, drafts, prefill chunks
-    if (s.n > 0 && e->spec.dc)           // 4. the draft model's forward passes draw its drafts
+    if (s.n > 0 && e->spec.draft_ctx)    // 4. the draft model's forward passes draw its drafts
         s.n = lm_spec_model_draft(e, s.n, &s.free_blocks);
     if (s.n > 0) {
         struct step_info k = count_step(e, s.n);

@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "lumen.h"
-#include "runtime/runtime.h"
+#include "runtime/context.h"
 #include "runtime/spec.h"
 
 // ---------------------------------------------------------------- a request
@@ -65,9 +65,9 @@ struct lm_spec_engine {
     int32_t draft_rows;       // logits rows beyond max_running, for drafts
     // draft model (lm_engine_params.draft_model): its context on the target's KV pool and
     // thread pool, and its batch
-    struct lm_context *dc;
-    struct lm_batch_entry *dbatch; // [dc->n_batch]
-    struct lm_req **dbatch_req;    // [dc->n_batch]
+    struct lm_context *draft_ctx;
+    struct lm_batch_entry *draft_batch; // [draft_ctx->n_batch]
+    struct lm_req **draft_batch_req;    // [draft_ctx->n_batch]
     double draft_tok_ns; // draft forward ns per sequence of a drafting round (one position
                          // each: the price of a drafted token; 0: not measured yet)
     float *q_dense;      // [n_vocab] zeros; a drafted position's q during its verification

@@ -2,7 +2,7 @@
 // llama.cpp's pre-norm block stack, shaped by m->arch->decoder (lm_decoder_desc) and by the
 // model's data (hyper-parameters, optional weights), so no family has a copy of it. Prefill,
 // decode, batched decode and speculative verification are all this function (lm_decode).
-#include "runtime/runtime.h"
+#include "runtime/forward.h"
 
 // Runs on every pool thread. Each op ends either at a barrier, lm_fwd_sync (which records
 // its span and the wait when profiling), or without one, lm_fwd_mark, where the next op

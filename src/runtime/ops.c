@@ -5,7 +5,7 @@
 #include <string.h>
 #include <stdlib.h>
 
-#include "runtime/runtime.h"
+#include "runtime/forward.h"
 
 // [start, end) of n items for thread ith of nth
 static inline void split(int64_t n, int ith, int nth, int64_t *s, int64_t *e) {
@@ -376,16 +376,14 @@ static void head_topk_cols(struct lm_context *c, int ith, int64_t a, int64_t b) 
 // matmul itself
 static bool head_has_bias(const struct lm_context *c) { return c->m->output_b.data != NULL; }
 
-// logits (n_out, n_vocab) = lm_head(xn rows), then the optional final soft-capping
-// The head is the largest matmul of a step (Gemma 3: 72% of the bytes read per token).
-// A static half per thread left one thread waiting 0.5-2.7 ms at the next barrier whenever
-// the other was slowed (shared machine); claiming chunks lets the faster thread do more.
-// Guided claims (first 1/4 of the head each at 2 threads, then shrinking) against fixed
-// 2048-row ones: Gemma decode at 2 threads, head time per token faster in 6 of 6
-// alternating runs (3.78-5.72 vs 4.11-6.24 ms): fewer restarts of the read streams.
-// Fused top-k: a claimed range is computed LM_HEAD_CHUNK rows at a time, each piece's logits
-// (8 KB per row) selected from while in L1; the sampler's own pass over Gemma 3's 262144
-// logits (1 MB, half of it in the other core's cache at 2 threads) took ~36 us per token.
+// logits (n_out, n_vocab) = lm_head(xn rows), then the optional final soft-capping.
+// The head is the largest matmul of a step (Gemma 3: 72% of the bytes read per token), so
+// threads claim shrinking row ranges (1/(2 nth) of what is left) rather than a static half:
+// a thread slowed by the shared machine no longer leaves the other idle at the barrier, and
+// long claims keep the read streams running (head time per token 3.8-5.7 vs 4.1-6.2 ms with
+// fixed 2048-row chunks at 2 threads). Fused top-k: each claimed range is computed
+// LM_HEAD_CHUNK rows at a time and selected from while in L1 (the sampler's own pass over
+// Gemma 3's 262144 logits took ~36 us per token).
 void lm_op_lm_head(struct lm_context *c, int ith, int nth) {
     const struct lm_model *m = c->m;
     const struct lm_weight *W = &m->output;

@@ -83,7 +83,7 @@ void lm_sched_admit(struct lm_engine *e) {
 // recomputed when it is admitted again (same results: batch invariance).
 static void preempt(struct lm_engine *e, struct lm_req *r) {
     lm_kv_seq_rm(e->c->kv, r->seq, 0, -1);
-    if (e->spec.dc) lm_spec_model_seq_rm(e, r, 0);
+    if (e->spec.draft_ctx) lm_spec_model_seq_rm(e, r, 0);
     r->spec.draft_kv = 0;
     e->running[r->seq] = NULL;
     e->n_running--;

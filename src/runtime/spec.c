@@ -128,25 +128,26 @@ enum lm_status lm_spec_engine_init(struct lm_engine *e) {
     struct lm_spec_engine *sp = &e->spec;
     const struct lm_engine_params *p = &e->p;
     sp->draft_rows = e->c->n_logits_max - p->max_running; // n_logits_max is capped at step_tokens
-    enum lm_status st = lm_spec_cost_init(&sp->cost, p->step_tokens, p->max_running < 64 ? p->max_running : 64);
+    const int32_t s_max = p->max_running < 64 ? p->max_running : 64;
+    enum lm_status st = lm_spec_cost_init(&sp->cost, p->step_tokens, s_max);
     if (st != LM_OK || !p->draft_model) return st;
     // catch-ups and drafts of every running request beside a step's prefill
     const int32_t nb = p->step_tokens + 2 * p->max_running;
     struct lm_context_params dp = {.n_batch = nb > 8192 ? 8192 : nb, .n_logits_max = p->max_running};
-    if ((st = lm_context_init_draft(&sp->dc, e->c, p->draft_model, &dp)) != LM_OK) return st;
-    sp->dbatch = calloc((size_t)sp->dc->n_batch, sizeof *sp->dbatch);
-    sp->dbatch_req = calloc((size_t)sp->dc->n_batch, sizeof *sp->dbatch_req);
+    if ((st = lm_context_init_draft(&sp->draft_ctx, e->c, p->draft_model, &dp)) != LM_OK) return st;
+    sp->draft_batch = calloc((size_t)sp->draft_ctx->n_batch, sizeof *sp->draft_batch);
+    sp->draft_batch_req = calloc((size_t)sp->draft_ctx->n_batch, sizeof *sp->draft_batch_req);
     sp->q_dense = calloc((size_t)e->n_vocab, sizeof *sp->q_dense);
-    if (!sp->dbatch || !sp->dbatch_req || !sp->q_dense)
+    if (!sp->draft_batch || !sp->draft_batch_req || !sp->q_dense)
         return lm_error_set(LM_ERR_NOMEM, "engine: out of memory");
     return LM_OK;
 }
 
 void lm_spec_engine_free(struct lm_engine *e) {
     struct lm_spec_engine *sp = &e->spec;
-    lm_context_free(sp->dc);
-    free(sp->dbatch);
-    free(sp->dbatch_req);
+    lm_context_free(sp->draft_ctx);
+    free(sp->draft_batch);
+    free(sp->draft_batch_req);
     free(sp->q_dense);
     lm_spec_cost_free(&sp->cost);
 }
@@ -206,8 +207,8 @@ void lm_spec_verify(struct lm_engine *e, struct lm_req *r, int32_t row, uint64_t
     while (alive && ok) { // the draft at position n_kv + acc, or the bonus token after all nd
         const int32_t d = acc < nd ? sp->draft[acc] : -1;
         const bool sampled = d >= 0 && sp->from_model && sp->q; // drawn from the draft's q
-        alive = lm_deliver_token(e, r, row + acc, t, d, sampled ? sp->q + (size_t)acc * sp->q_cap : NULL,
-                                 sampled ? sp->q_n[acc] : 0, &ok);
+        const struct lm_token_prob *q = sampled ? sp->q + (size_t)acc * sp->q_cap : NULL;
+        alive = lm_deliver_token(e, r, row + acc, t, d, q, sampled ? sp->q_n[acc] : 0, &ok);
         if (ok) acc++;
     }
     e->st.drafted_tokens += (uint64_t)nd;

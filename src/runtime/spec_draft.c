@@ -7,6 +7,7 @@
 #include "base/status.h"
 #include "base/timer.h"
 #include "model/model.h"
+#include "prof/prof.h"
 #include "runtime/engine.h"
 #include "sample/sample_internal.h"
 #include "tokenizer/tokenizer.h"
@@ -72,11 +73,11 @@ void lm_spec_model_seq_rm(struct lm_engine *e, struct lm_req *r, int32_t p) {
 // request's n_kv (the others are lookup drafts).
 int32_t lm_spec_model_plan(struct lm_engine *e, int32_t n, int32_t *avail) {
     struct lm_spec_engine *se = &e->spec;
-    if (!se->dc) return n;
+    if (!se->draft_ctx) return n;
     struct lm_kv_cache *kv = e->c->kv;
     int32_t n_dec = 0;
     for (int32_t i = 0; i < n; i++) n_dec += e->batch[i].pos == e->batch_req[i]->n_kv;
-    int32_t rows = se->draft_rows - (n - n_dec), n_tot = n, d_room = se->dc->n_batch;
+    int32_t rows = se->draft_rows - (n - n_dec), n_tot = n, d_room = se->draft_ctx->n_batch;
     double extra_ns = 0.0;
     const double d1 = se->draft_tok_ns; // 0 until measured: tried once
     for (int32_t i = 0; i < n; i++) {
@@ -100,7 +101,8 @@ int32_t lm_spec_model_plan(struct lm_engine *e, int32_t n, int32_t *avail) {
             lm_spec_acc_idle(&sp->acc);
             continue;
         }
-        *avail -= lm_kv_blocks_needed(kv, r->seq, 1 + k) - b1 + lm_kv_blocks_needed(kv, ds, catchup + k - 1);
+        *avail -= lm_kv_blocks_needed(kv, r->seq, 1 + k) - b1 +
+                  lm_kv_blocks_needed(kv, ds, catchup + k - 1);
         sp->n_draft = k;
         sp->from_model = true;
         rows -= k;
@@ -114,30 +116,31 @@ int32_t lm_spec_model_plan(struct lm_engine *e, int32_t n, int32_t *avail) {
 
 // ================================================================ drafting
 
-// One forward of the draft model over spec.dbatch[0, nd); a forward of one position per
+// One forward of the draft model over spec.draft_batch[0, nd); a forward of one position per
 // sequence (a drafting round) prices a drafted token (spec.draft_tok_ns).
 static enum lm_status draft_forward(struct lm_engine *e, int32_t nd) {
     struct lm_spec_engine *se = &e->spec;
     int32_t top_k = 0;
     for (int32_t i = 0; i < nd; i++)
-        if (se->dbatch[i].want_logits && se->dbatch_req[i]->top_need > top_k) top_k = se->dbatch_req[i]->top_need;
-    if (lm_context_set_top_k(se->dc, top_k) != LM_OK) lm_context_set_top_k(se->dc, 0);
+        if (se->draft_batch[i].want_logits && se->draft_batch_req[i]->top_need > top_k)
+            top_k = se->draft_batch_req[i]->top_need;
+    if (lm_context_set_top_k(se->draft_ctx, top_k) != LM_OK) lm_context_set_top_k(se->draft_ctx, 0);
     const bool prof = lm_prof_on(); // the draft's ops under their own phase, this step's index
     const uint64_t tp = prof ? lm_prof_phase_begin(LM_PHASE_DRAFT) : 0;
     const uint64_t t0 = lm_now_ns();
-    const enum lm_status st = lm_decode(se->dc, se->dbatch, nd);
+    const enum lm_status st = lm_decode(se->draft_ctx, se->draft_batch, nd);
     const uint64_t dt = lm_now_ns() - t0;
     if (prof) lm_prof_phase(LM_PHASE_DRAFT, tp, lm_prof_ticks(), (int32_t)e->st.steps, nd);
     if (st != LM_OK) return st;
     int32_t n_rows = 0;
-    for (int32_t i = 0; i < nd; i++) n_rows += se->dbatch[i].want_logits;
+    for (int32_t i = 0; i < nd; i++) n_rows += se->draft_batch[i].want_logits;
     if (n_rows == nd) // a moving average that follows the machine's load within a few steps
         se->draft_tok_ns = se->draft_tok_ns > 0 ? 0.7 * se->draft_tok_ns + 0.3 * (double)dt / nd
                                                 : (double)dt / nd;
     e->st.draft_forwards++;
     e->st.draft_forward_ns += dt;
     for (int32_t i = 0; i < nd; i++) // sequences advance in order: the last entry of each counts
-        se->dbatch_req[i]->spec.draft_kv = se->dbatch[i].pos + 1;
+        se->draft_batch_req[i]->spec.draft_kv = se->draft_batch[i].pos + 1;
     return LM_OK;
 }
 
@@ -146,11 +149,11 @@ static enum lm_status draft_forward(struct lm_engine *e, int32_t nd) {
 static void draw_draft(struct lm_engine *e, struct lm_req *r, int32_t row, int32_t j) {
     struct lm_req_spec *sp = &r->spec;
     const struct lm_token_logit *top = NULL;
-    const int32_t n_top = r->top_need > 0 ? lm_get_top_k(e->spec.dc, row, &top) : 0;
+    const int32_t n_top = r->top_need > 0 ? lm_get_top_k(e->spec.draft_ctx, row, &top) : 0;
     struct lm_token_prob one;
     struct lm_token_prob *q = sp->q ? sp->q + (size_t)j * sp->q_cap : &one;
-    const int32_t d = lm_sampler_draft(r->smp, lm_get_logits(e->spec.dc, row), top, n_top, sp->rng,
-                                       q, &sp->q_n[j]);
+    const float *lg = lm_get_logits(e->spec.draft_ctx, row);
+    const int32_t d = lm_sampler_draft(r->smp, lg, top, n_top, sp->rng, q, &sp->q_n[j]);
     sp->draft[j] = d;
     e->batch[sp->decode_entry + 1 + j].token = d;
 }
@@ -158,7 +161,7 @@ static void draw_draft(struct lm_engine *e, struct lm_req *r, int32_t row, int32
 // Round 1: the draft sequences catch up to the step, as far as the draft's batch and the
 // free blocks allow (requests drafting: to their last token, with logits; prefilling: to
 // the end of their chunk; decoding without drafts but far behind: a chunk of what they
-// missed). Returns the entry count of spec.dbatch; *k_max: the longest draft planned.
+// missed). Returns the entry count of spec.draft_batch; *k_max: the longest draft planned.
 static int32_t catch_up(struct lm_engine *e, int32_t n, int32_t *avail, int32_t *k_max) {
     struct lm_spec_engine *se = &e->spec;
     struct lm_kv_cache *kv = e->c->kv;
@@ -172,21 +175,21 @@ static int32_t catch_up(struct lm_engine *e, int32_t n, int32_t *avail, int32_t 
         if (sp->from_model) { // up to toks[n_toks - 1], logits on it (counted in the plan)
             sp->decode_entry = i;
             for (int32_t p = sp->draft_kv; p < r->n_toks; p++) {
-                se->dbatch[nd] = (struct lm_batch_entry){r->toks[p], p, ds, p == r->n_toks - 1};
-                se->dbatch_req[nd++] = r;
+                se->draft_batch[nd] = (struct lm_batch_entry){r->toks[p], p, ds, p == r->n_toks - 1};
+                se->draft_batch_req[nd++] = r;
             }
             if (sp->n_draft > *k_max) *k_max = sp->n_draft;
-        } else if (r->n_kv < r->n_toks - 1 || r->n_kv - sp->draft_kv > se->dc->n_batch / 2) {
+        } else if (r->n_kv < r->n_toks - 1 || r->n_kv - sp->draft_kv > se->draft_ctx->n_batch / 2) {
             // a short lag of a decoding request waits for its next drafting step
             int32_t end = r->n_kv < r->n_toks - 1 ? e->batch[j - 1].pos + 1 : r->n_kv;
-            const int32_t room = se->dc->n_batch - nd;
+            const int32_t room = se->draft_ctx->n_batch - nd;
             if (end - sp->draft_kv > room) end = sp->draft_kv + room;
             if (end <= sp->draft_kv) continue;
             end = sp->draft_kv + lm_sched_fit_chunk(kv, ds, end - sp->draft_kv, *avail);
             *avail -= lm_kv_blocks_needed(kv, ds, end - sp->draft_kv);
             for (int32_t p = sp->draft_kv; p < end; p++) {
-                se->dbatch[nd] = (struct lm_batch_entry){r->toks[p], p, ds, false};
-                se->dbatch_req[nd++] = r;
+                se->draft_batch[nd] = (struct lm_batch_entry){r->toks[p], p, ds, false};
+                se->draft_batch_req[nd++] = r;
             }
         }
     }
@@ -223,19 +226,19 @@ int32_t lm_spec_model_draft(struct lm_engine *e, int32_t n, int32_t *avail) {
     bool ok = draft_forward(e, nd) == LM_OK;
     int32_t row = 0;
     for (int32_t i = 0; ok && i < nd; i++)
-        if (se->dbatch[i].want_logits) draw_draft(e, se->dbatch_req[i], row++, 0);
+        if (se->draft_batch[i].want_logits) draw_draft(e, se->draft_batch_req[i], row++, 0);
     for (int32_t j = 1; ok && j < k_max; j++) {
         nd = 0;
         for (int32_t i = 0; i < n; i++) {
             struct lm_req *r = e->batch_req[i];
             const struct lm_req_spec *sp = &r->spec;
             if (!sp->from_model || sp->decode_entry != i || sp->n_draft <= j) continue;
-            se->dbatch[nd] = (struct lm_batch_entry){sp->draft[j - 1], r->n_toks + j - 1,
+            se->draft_batch[nd] = (struct lm_batch_entry){sp->draft[j - 1], r->n_toks + j - 1,
                                                      r->seq + e->p.max_running, true};
-            se->dbatch_req[nd++] = r;
+            se->draft_batch_req[nd++] = r;
         }
         ok = draft_forward(e, nd) == LM_OK;
-        for (int32_t i = 0; ok && i < nd; i++) draw_draft(e, se->dbatch_req[i], i, j);
+        for (int32_t i = 0; ok && i < nd; i++) draw_draft(e, se->draft_batch_req[i], i, j);
     }
     return ok ? n : drop_model_drafts(e, n);
 }

@@ -1,0 +1,105 @@
+// The context (lumen.h lm_context_*): the model, its KV pool (own or borrowed), the thread
+// pool, the current batch and every scratch buffer of the forward pass, sized once at init
+// for n_batch entries (no allocation in the hot path). runtime/context.c makes it and runs
+// lm_decode, which validates a batch and runs the forward pass (runtime/forward.c).
+#ifndef LM_RUNTIME_CONTEXT_H
+#define LM_RUNTIME_CONTEXT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/threadpool.h"
+#include "kernels/kernels.h"
+#include "kernels/matmul.h"
+#include "model/model.h"
+#include "runtime/kv_cache.h"
+
+struct lm_context {
+    struct lm_model *m;
+    const struct lm_kernels *kern;
+    struct lm_pool *pool;
+    int32_t n_ctx, n_seq, n_batch, n_threads, n_logits_max;
+    // The KV pool: kv_own, or a target context's (a draft context, lm_context_init_draft,
+    // which borrows its pool and thread pool too). This context's sequences are the pool's
+    // [seq0, seq0 + n_seq), whose rows sit at kv->lay[kv_layout] (its model's layout).
+    struct lm_kv_cache *kv;
+    struct lm_kv_cache kv_own;
+    int32_t seq0;
+    int kv_layout;
+    bool borrowed;       // kv and pool belong to another context
+
+    // current batch (set by lm_decode)
+    const struct lm_batch_entry *batch;
+    int32_t n_tokens;
+    size_t *kv_koff, *kv_voff; // [n_batch] each entry's K / V cell in the pool (lm_kv_prepare)
+    int32_t *seq_next;         // [n_seq] lm_decode's position check
+    int32_t n_out;       // entries wanting logits
+    int32_t *out_rows;   // [n_batch] batch index of each output row
+    // small batches (<= LM_PRIVATE_QUANT_ROWS tokens, 2+ threads): every thread computes the
+    // residual adds and norms of all rows itself (lm_op_residual_norm_priv), into its own
+    // xn_priv rows, while thread 0 writes the residual stream alternately to x and x_alt
+    float *x_alt;        // (LM_PRIVATE_QUANT_ROWS, n_embd)
+    float *xn_priv;      // (n_threads, LM_PRIVATE_QUANT_ROWS, n_embd)
+    atomic_llong head_next; // next lm_head row to claim (lm_op_lm_head; lm_op_lm_head_reset)
+    // fused top-k (lm_context_set_top_k): each thread selects from the logits it finishes,
+    // lm_decode merges the threads' selections of each row into topk_out, sorted
+    int32_t top_k;                 // 0: off
+    int32_t topk_cap;              // the buffers hold selections of up to this k
+    int32_t n_topk_rows;           // rows lm_get_top_k answers (last lm_decode's n_out, or 0)
+    struct lm_topk *topk_part;     // (n_threads, n_logits_max)
+    struct lm_topk *topk_out;      // (n_logits_max)
+    struct lm_topk_cand *topk_buf; // (n_threads + 1) * n_logits_max * topk_cap candidates
+
+    // scratch, sized once for n_batch entries (no allocation in the hot path)
+    float *x;     // (n_batch, n_embd) residual stream
+    float *xn;    // (n_batch, n_embd) normed input of a block
+    float *q;     // (n_batch, n_head*hd_k)
+    float *k;     // (n_batch, n_head_kv*hd_k)
+    float *v;     // (n_batch, n_head_kv*hd_v)
+    float *att;   // (n_batch, n_head*hd_v)
+    float *o;     // (n_batch, n_embd)
+    float *gate;  // (n_batch, n_ff)
+    float *up;    // (n_batch, n_ff)
+    // attention kernels' scratch (lm_attn_job.scratch), per thread: n_threads rows of
+    // attn_scratch_stride floats (lm_attn_scratch_floats for windows up to n_ctx cells)
+    float *attn_scratch;
+    size_t attn_scratch_stride;
+    float *logits;  // (n_logits_max, n_vocab)
+    // matmul activations (quantized, repacked), n_batch rows of the widest input, shared
+    // and per thread (kernels/matmul.h)
+    struct lm_matmul_ws mm;
+    // the decision of the last matmul op, kept by thread 0 when profiling, for its event
+    // (lm_fwd_sync_mm -> lm_fwd_matmul_event)
+    struct lm_matmul_decision mm_last;
+    // RoPE cos/sin per batch entry for each distinct (base, scale) of the layers:
+    // rope_cs[slot] -> (n_batch, n_rot) as (cos, sin) pairs; rope_slot[layer] -> slot
+    int32_t n_rope_slots;
+    float rope_base[4], rope_scale[4];
+    float *rope_cs[4];
+    int8_t *rope_slot;
+    uint64_t scratch_bytes;
+};
+
+// A target context whose KV pool also holds a draft model's layout (speculative decoding
+// with a draft model, docs/speculative.md): the pool's sequences [0, n_seq) are the
+// target's, [n_seq, 2 n_seq) the draft context's; kv_tokens counts the target's positions
+// and the pool gets as many blocks again for the draft's. The draft needs head sizes that
+// are multiples of 16, like any model.
+enum lm_status lm_context_init_pair(struct lm_context **out, struct lm_model *m,
+                                    const struct lm_context_params *params,
+                                    const struct lm_model *draft);
+// The draft model's context on target context t (made by lm_context_init_pair with this
+// model): borrows t's KV pool (layout 1, sequences [t->n_seq, 2 t->n_seq): entries name
+// those ids) and thread pool, so both models run on one pool of threads and one pool of
+// blocks; own scratch for n_batch entries (params: n_batch, n_logits_max; the rest is t's).
+// The same forward path runs on the draft's weights. Free it before t.
+enum lm_status lm_context_init_draft(struct lm_context **out, struct lm_context *t,
+                                     struct lm_model *draft, const struct lm_context_params *params);
+
+// Makes every op of c compute with table k (tests and tools: e.g. the generic table beside
+// the best one in one process). Weight layouts do not depend on the table, so any table
+// works on any loaded model; results are the same bits with every table (kernels.h).
+void lm_context_set_kernels(struct lm_context *c, const struct lm_kernels *k);
+
+#endif

@@ -1,0 +1,69 @@
+// The parallel ops the forward pass is built from (runtime/ops.c): norms, matmuls over the
+// kernels' path choice, RoPE, attention over the KV pool, the gated FFN, embeddings and the
+// LM head. Every pool thread calls each op with (ith, nth) and the op splits its work; the
+// caller places lm_pool_barrier() between dependent ops (runtime/forward.h's sync hooks).
+#ifndef LM_RUNTIME_OPS_H
+#define LM_RUNTIME_OPS_H
+
+#include "runtime/context.h"
+
+// Builds the ops' lookup tables (the f16 GELU table: ~1.4 ms) once per process; called by
+// lm_context_init so the first forward pass does not pay for it.
+void lm_ops_init(void);
+// y[i] = rmsnorm(x[i]) * w for rows i in [0, n)  (w may be NULL: plain rmsnorm)
+void lm_op_rmsnorm(struct lm_context *c, float *y, const float *x, const struct lm_weight *w,
+                   int64_t n_rows, int64_t dim, float eps, int ith, int nth);
+// Y (n_rows, W.n_out) = X (n_rows, W.n_in) @ W^T on the path kernels/matmul.h chooses.
+// Quantizes X, barrier (large batches), computes: the caller places the barrier after it.
+// _multi: several weights sharing X (up to LM_MATMUL_MAX_W). Thread 0 keeps the decision
+// in c->mm_last when profiling.
+void lm_op_matmul_multi(struct lm_context *c, int n_w, float *const *Ys, const float *X,
+                        const struct lm_weight *const *Ws, int64_t n_rows, int ith, int nth);
+void lm_op_matmul(struct lm_context *c, float *Y, const float *X, const struct lm_weight *W,
+                  int64_t n_rows, int ith, int nth);
+// Gate/up pair with aligned row ranges: thread ith computes rows [a, b) of BOTH weights
+// (same n_out), then applies act(gate) * up on those columns for every token, so no
+// barrier is needed between the matmul and the activation. act: 0 = GELU(tanh, f16
+// table as llama.cpp), 1 = SiLU (in ggml_vec_swiglu_f32's vector order).
+void lm_op_gate_up_act(struct lm_context *c, float *gate, float *up, const float *X,
+                       const struct lm_weight *Wg, const struct lm_weight *Wu, int64_t n_rows,
+                       int act, int il, int ith, int nth, uint64_t *t);
+// RoPE cos/sin tables of the batch for every slot (token split, like lm_op_embed)
+void lm_op_rope_cache(struct lm_context *c, int ith, int nth);
+// q/k/v biases and q/k head norms (optional weights), RoPE from the cache,
+// q *= attn_scale, K/V into the cache: all per token (token split, no barrier inside), so it follows the QKV matmul
+// with one barrier. Records its sub-op spans when profiling.
+void lm_op_qk_rope_kv(struct lm_context *c, int il, int ith, int nth, uint64_t *t);
+// Y += b per row (bias)
+void lm_op_add_bias(float *Y, const struct lm_weight *b, int64_t n_rows, int ith, int nth);
+// x += y over (n_rows, dim)
+void lm_op_add(float *x, const float *y, int64_t n_rows, int64_t dim, int ith, int nth);
+// Barrier-free residual step for small batches, run by every thread on all n_rows rows:
+// s = x + post(o) (post: an optional RMS norm), x_out = s (thread 0 only: x_out must not
+// be x, which other threads are reading), y = norm(s) into this thread's private rows.
+// The same float operations as lm_op_rmsnorm(o, o, post) + lm_op_add(x, o) +
+// lm_op_rmsnorm(y, x, norm), so results are bit-identical to that sequence.
+void lm_op_residual_norm_priv(struct lm_context *c, float *x_out, const float *x, const float *o,
+                              const struct lm_weight *post, const struct lm_weight *norm,
+                              float eps, int64_t n_rows, int64_t dim, float *y, int ith);
+// Writes the batch's K and V rows of layer il into the cache.
+void lm_op_kv_write(struct lm_context *c, int il, int ith, int nth);
+// att (n_tokens, n_head*hd_v) = softmax(q k^T + mask) v over the cache of layer il.
+void lm_op_attention(struct lm_context *c, int il, int ith, int nth);
+// x (n_tokens, n_embd) = embedding rows of the batch tokens * scale
+void lm_op_embed(struct lm_context *c, float scale, int ith, int nth);
+// xn rows = final norm of the rows of x that want logits (gathered by out_rows). x: the
+// buffer holding the final residual stream (n_tokens rows; the forward's, c->x or c->x_alt).
+void lm_op_output_norm(struct lm_context *c, const float *x, int ith, int nth);
+// Rewinds the head's row-claim counter (thread 0). lm_op_lm_head needs it once per pass,
+// with a barrier between the two (the forward puts it before the output norm's barrier).
+void lm_op_lm_head_reset(struct lm_context *c, int ith);
+// logits = lm_head(xn rows) (+ final soft-capping); has an internal barrier if capping.
+// With c->top_k, the pass that writes the final logits (this one, or lm_op_lm_head_bias)
+// also feeds them to this thread's top-k selections (c->topk_part).
+void lm_op_lm_head(struct lm_context *c, int ith, int nth);
+// logits += the output bias (qwen2), and the fused top-k selection of the biased logits;
+// after the head's barrier
+void lm_op_lm_head_bias(struct lm_context *c, int ith, int nth);
+
+#endif
