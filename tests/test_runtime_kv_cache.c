@@ -313,6 +313,67 @@ int main(void) {
         lm_kv_free(&kv);
     }
 
+    // ---- prefix isolation: a block matches only under the very block before it. With every
+    // hash equal (the test hook: what an attacker who found colliding prefixes would get),
+    // a request's block planted after prefix Z is not reused after another prefix X.
+    {
+        memset(ms, 0, sizeof ms);
+        CHECK(lm_kv_init(&kv, NL, DK, DV, 512, 4, 64 * LM_KV_BLOCK, true) == LM_OK);
+        kv.test_hash_collide = true;
+        int32_t x_w[48], z_w[48]; // X + W + tail, Z + W + tail: the same block W after both
+        for (int i = 0; i < 48; i++) x_w[i] = z_w[i] = 1000 + i;
+        for (int i = 0; i < 16; i++) {
+            x_w[i] = 7;
+            z_w[i] = 9;
+        }
+        CHECK(put(&kv, 0, x_w, 16) == LM_OK); // X alone: cached
+        CHECK(put(&kv, 1, z_w, 33) == LM_OK); // Z, W: cached under Z
+        CHECK(lm_kv_prefix_probe(&kv, 0, z_w, 48) == 32);                        // its own prefix
+        CHECKF(lm_kv_prefix_probe(&kv, 0, x_w, 48) == 16, "W was reused after X: %d tokens",
+               lm_kv_prefix_probe(&kv, 0, x_w, 48));                            // only X
+        int32_t att = -1;
+        CHECK(lm_kv_prefix_attach(&kv, 2, x_w, 48, &att) == LM_OK && att == 16);
+        ms[2].n = 16;
+        memcpy(ms[2].tok, x_w, 16 * sizeof *x_w);
+        for (int i = 0; i < 16; i++) ms[2].held[i] = true;
+        CHECK(put(&kv, 2, x_w + 16, 17) == LM_OK); // X's own W: a second block of W's tokens
+        CHECK(lm_kv_prefix_probe(&kv, 0, x_w, 48) == 32 && kv.seqs[2].blocks[1] != kv.seqs[1].blocks[1]);
+        CHECK(lm_kv_check(&kv) && verify(&kv));
+        lm_kv_free(&kv);
+    }
+    // An evicted block's children stay in the index but out of reach: when its id comes back
+    // with other tokens, what was cached under its old content does not match under the new.
+    {
+        memset(ms, 0, sizeof ms);
+        CHECK(lm_kv_init(&kv, NL, DK, DV, 512, 4, 8 * LM_KV_BLOCK, true) == LM_OK);
+        int32_t zw[33], fw[32], fill[96];
+        for (int i = 0; i < 33; i++) zw[i] = i < 16 ? 9 : 2000 + i;
+        for (int i = 0; i < 32; i++) fw[i] = i < 16 ? 3000 + i : zw[i];
+        for (int i = 0; i < 96; i++) fill[i] = 4000 + i;
+        CHECK(put(&kv, 0, zw, 33) == LM_OK); // Z, W cached
+        const int32_t z_id = kv.seqs[0].blocks[0];
+        CHECK(lm_kv_seq_rm(&kv, 0, 0, -1) == LM_OK); // evictable: Z first, then W
+        model_rm(0, 0, -1);
+        CHECK(put(&kv, 1, fill, 48) == LM_OK && put(&kv, 1, fill + 48, 48) == LM_OK);
+        CHECK(kv.n_free == 0 && kv.n_evictable == 2);
+        CHECK(put(&kv, 2, fw, 16) == LM_OK);     // F takes Z's block (evicted) at the root
+        CHECK(kv.seqs[2].blocks[0] == z_id && kv.n_evictable == 1);
+        CHECKF(lm_kv_prefix_probe(&kv, 0, fw, 32) == 16, "W matched under F, which took its parent's "
+               "block: %d tokens", lm_kv_prefix_probe(&kv, 0, fw, 32));
+        CHECK(lm_kv_check(&kv) && verify(&kv));
+        lm_kv_free(&kv);
+    }
+
+    // ---- the index hash is keyed per pool: two pools hash the same block differently
+    {
+        struct lm_kv_cache a, b;
+        CHECK(lm_kv_init(&a, NL, DK, DV, 64, 1, 64, true) == LM_OK);
+        CHECK(lm_kv_init(&b, NL, DK, DV, 64, 1, 64, true) == LM_OK);
+        CHECK(a.hash_key != b.hash_key);
+        lm_kv_free(&a);
+        lm_kv_free(&b);
+    }
+
     // ---- init arguments
     CHECK(lm_kv_init(&kv, NL, DK, DV, 0, 1, 16, true) == LM_ERR_ARG);
     CHECK(lm_kv_init(&kv, NL, DK, DV, 16, 1, 0, true) == LM_ERR_ARG);

@@ -277,6 +277,8 @@ static void forward_worker(void *arg, int ith, int nth) {
 }
 
 enum lm_status lm_decode(struct lm_context *c, const struct lm_batch_entry *e, int32_t n) {
+    if (c->test_fail_decode > 0 && --c->test_fail_decode == 0)
+        return lm_error_set(LM_ERR_STATE, "decode: a failure injected by a test");
     if (n <= 0) return lm_error_set(LM_ERR_ARG, "decode: empty batch");
     if (n > c->n_batch)
         return lm_error_set(LM_ERR_ARG, "decode: batch of %d entries exceeds n_batch %d", n,

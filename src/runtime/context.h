@@ -79,6 +79,9 @@ struct lm_context {
     float *rope_cs[4];
     int8_t *rope_slot;
     uint64_t scratch_bytes;
+    // Tests: the test_fail_decode-th lm_decode from now fails (LM_ERR_STATE, nothing
+    // changed), as a forward pass that cannot run would; 0: off.
+    int32_t test_fail_decode;
 };
 
 // A target context whose KV pool also holds a draft model's layout (speculative decoding

@@ -4,14 +4,14 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 
 #include "base/status.h"
 
-#define KV_SEED 0x6c756d656e4b5631ull // "lumenKV1": parent hash of a sequence's first block
-
-// The first block's parent hash for layout lay: chains of different layouts (models) never
-// meet in the index, since every lookup compares the parent hash too.
-static inline uint64_t kv_seed(int lay) { return KV_SEED + (uint64_t)lay * 0x9e3779b97f4a7c15ull; }
+// The parent of a sequence's first block: one root per layout, so chains of different
+// models never meet in the index.
+static inline struct lm_kv_link kv_root(int lay) { return (struct lm_kv_link){-1 - lay, 0}; }
 
 // ================================================================ hashing
 
@@ -23,11 +23,26 @@ static inline uint64_t mix64(uint64_t x) {
     return x ^ (x >> 31);
 }
 
-// chained hash of one block: the parent's hash and the block's tokens
-static uint64_t block_hash(uint64_t parent, const int32_t *tok) {
-    uint64_t h = mix64(parent + 0x9e3779b97f4a7c15ull);
-    for (int i = 0; i < LM_KV_BLOCK; i++) h = mix64(h ^ (uint64_t)(uint32_t)tok[i]);
+// The index hash of one block: its parent's identity and its tokens under the pool's key.
+// It only places the block in the table; a match compares parent and tokens exactly.
+static uint64_t block_hash(const struct lm_kv_cache *kv, struct lm_kv_link parent,
+                           const int32_t *tok) {
+    if (kv->test_hash_collide) return 0;
+    uint64_t h = mix64(kv->hash_key ^ ((uint64_t)(uint32_t)parent.blk << 32 | parent.gen));
+    for (int i = 0; i < LM_KV_BLOCK; i++) h = mix64(h ^ kv->hash_key ^ (uint64_t)(uint32_t)tok[i]);
     return h;
+}
+
+// A per-pool secret: the kernel's randomness, or the clock and the pool's address if the
+// kernel gives none.
+static uint64_t hash_key_new(const void *salt) {
+    uint64_t k = 0;
+    if (getrandom(&k, sizeof k, GRND_NONBLOCK) != (ssize_t)sizeof k) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        k = mix64((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ (uint64_t)(uintptr_t)salt);
+    }
+    return k;
 }
 
 // ================================================================ block lists + index
@@ -47,12 +62,13 @@ static void lru_push_tail(struct lm_kv_cache *kv, int32_t b) {
     kv->n_evictable++;
 }
 
-static int32_t index_find(const struct lm_kv_cache *kv, uint64_t h, uint64_t parent,
+// The registered block holding tok after parent, or -1.
+static int32_t index_find(const struct lm_kv_cache *kv, uint64_t h, struct lm_kv_link parent,
                           const int32_t *tok) {
     for (uint32_t i = (uint32_t)h & kv->htab_mask;; i = (i + 1) & kv->htab_mask) {
         const int32_t b = kv->htab[i];
         if (b < 0) return -1;
-        if (kv->hash[b] == h && kv->parent[b] == parent &&
+        if (kv->hash[b] == h && kv->parent[b].blk == parent.blk && kv->parent[b].gen == parent.gen &&
             !memcmp(kv->btok + (size_t)b * LM_KV_BLOCK, tok, LM_KV_BLOCK * sizeof(int32_t)))
             return b;
     }
@@ -91,6 +107,7 @@ static int32_t blk_alloc(struct lm_kv_cache *kv) {
         lru_unlink(kv, b);
         index_remove(kv, b);
         kv->cached[b] = false;
+        kv->gen[b]++; // its children in the index no longer match under this block
         kv->evictions++;
     } else {
         return -1;
@@ -135,6 +152,7 @@ void lm_kv_free(struct lm_kv_cache *kv) {
     free(kv->ref);
     free(kv->hash);
     free(kv->parent);
+    free(kv->gen);
     free(kv->btok);
     free(kv->cached);
     free(kv->lru_prev);
@@ -198,6 +216,7 @@ enum lm_status lm_kv_init_layouts(struct lm_kv_cache *kv, const struct lm_kv_lay
     kv->ref = calloc(nb, sizeof *kv->ref);
     kv->hash = calloc(nb, sizeof *kv->hash);
     kv->parent = calloc(nb, sizeof *kv->parent);
+    kv->gen = calloc(nb, sizeof *kv->gen);
     kv->btok = calloc(nb * LM_KV_BLOCK, sizeof *kv->btok);
     kv->cached = calloc(nb, sizeof *kv->cached);
     kv->lru_prev = calloc(nb + 1, sizeof *kv->lru_prev);
@@ -208,10 +227,11 @@ enum lm_status lm_kv_init_layouts(struct lm_kv_cache *kv, const struct lm_kv_lay
     kv->htab = malloc(hcap * sizeof *kv->htab);
     kv->htab_mask = hcap - 1;
     kv->seqs = calloc((size_t)n_seq, sizeof *kv->seqs);
-    if (!kv->base || !kv->ref || !kv->hash || !kv->parent || !kv->btok || !kv->cached ||
+    if (!kv->base || !kv->ref || !kv->hash || !kv->parent || !kv->gen || !kv->btok || !kv->cached ||
         !kv->lru_prev || !kv->lru_next || !kv->free_stack || !kv->htab || !kv->seqs)
         goto nomem;
     memset(kv->htab, 0xff, hcap * sizeof *kv->htab);
+    kv->hash_key = hash_key_new(kv);
     kv->lru_prev[nb] = kv->lru_next[nb] = (int32_t)nb;
     for (int32_t b = kv->n_blocks - 1; b >= 0; b--) kv->free_stack[kv->n_free++] = b;
     for (int32_t s = 0; s < n_seq; s++) {
@@ -243,7 +263,7 @@ static enum lm_status seq_reserve(struct lm_kv_cache *kv, int32_t seq, int32_t n
     if (present) s->present = present;
     int32_t *tokens = realloc(s->tokens, (size_t)cap * sizeof *tokens);
     if (tokens) s->tokens = tokens;
-    uint64_t *chain = realloc(s->chain, nbk * sizeof *chain);
+    struct lm_kv_link *chain = realloc(s->chain, nbk * sizeof *chain);
     if (chain) s->chain = chain;
     if (!blocks || !present || !tokens || !chain)
         return lm_error_set(LM_ERR_NOMEM, "kv cache: cannot grow sequence %d to %lld positions", seq,
@@ -334,24 +354,34 @@ enum lm_status lm_kv_prepare(struct lm_kv_cache *kv, const struct lm_batch_entry
     return LM_OK;
 }
 
-// Registers the full blocks of s not yet in its chain (none past a hole).
+// Registers the full blocks of s not yet in its chain (none past a hole). A block whose
+// content the index holds already (the same tokens after the same parent) is not registered
+// again: its link is the cached block, under which the sequence's next blocks register.
 static void seq_register(struct lm_kv_cache *kv, struct lm_kv_seq *s) {
     while (s->n_chain < s->n_pos / LM_KV_BLOCK &&
            (int64_t)(s->n_chain + 1) * LM_KV_BLOCK <= s->first_hole) {
-        const int32_t i = s->n_chain;
-        const uint64_t parent = i ? s->chain[i - 1] : kv_seed(s->layout);
-        const int32_t *tok = s->tokens + (size_t)i * LM_KV_BLOCK;
-        const uint64_t h = block_hash(parent, tok);
-        s->chain[i] = h;
+        const int32_t i = s->n_chain, b = s->blocks[i];
         s->n_chain++;
-        const int32_t b = s->blocks[i];
-        if (!kv->prefix_cache || kv->cached[b]) continue;
-        if (index_find(kv, h, parent, tok) >= 0) continue; // the same content is cached already
+        if (!kv->prefix_cache) continue;
+        if (kv->cached[b]) { // attached from the index (or registered by this sequence)
+            s->chain[i] = (struct lm_kv_link){b, kv->gen[b]};
+            continue;
+        }
+        const struct lm_kv_link parent = i ? s->chain[i - 1] : kv_root(s->layout);
+        const int32_t *tok = s->tokens + (size_t)i * LM_KV_BLOCK;
+        const uint64_t h = block_hash(kv, parent, tok);
+        const int32_t dup = index_find(kv, h, parent, tok);
+        if (dup >= 0) {
+            s->chain[i] = (struct lm_kv_link){dup, kv->gen[dup]};
+            continue;
+        }
         kv->hash[b] = h;
         kv->parent[b] = parent;
+        kv->gen[b]++;
         memcpy(kv->btok + (size_t)b * LM_KV_BLOCK, tok, LM_KV_BLOCK * sizeof(int32_t));
         kv->cached[b] = true;
         index_insert(kv, b);
+        s->chain[i] = (struct lm_kv_link){b, kv->gen[b]};
     }
 }
 
@@ -454,21 +484,21 @@ enum lm_status lm_kv_seq_keep(struct lm_kv_cache *kv, int32_t seq) {
 
 // ================================================================ prefix cache
 
-// Walks tokens[0, n) block by block through the index, leaving at least one token
-// uncovered; returns the number of blocks found, their ids in ids (if not NULL).
+// Walks tokens[0, n) block by block through the index, each block under the one found
+// before it, leaving at least one token uncovered; returns the number of blocks found,
+// their ids in ids and their links in chain (either may be NULL).
 static int32_t prefix_walk(const struct lm_kv_cache *kv, int lay, const int32_t *tokens, int32_t n,
-                           int32_t *ids, uint64_t *chain) {
+                           int32_t *ids, struct lm_kv_link *chain) {
     if (!kv->prefix_cache) return 0;
-    uint64_t parent = kv_seed(lay);
+    struct lm_kv_link parent = kv_root(lay);
     int32_t i = 0;
     for (; (int64_t)(i + 1) * LM_KV_BLOCK <= (int64_t)n - 1; i++) {
         const int32_t *tok = tokens + (size_t)i * LM_KV_BLOCK;
-        const uint64_t h = block_hash(parent, tok);
-        const int32_t b = index_find(kv, h, parent, tok);
+        const int32_t b = index_find(kv, block_hash(kv, parent, tok), parent, tok);
         if (b < 0) break;
+        parent = (struct lm_kv_link){b, kv->gen[b]};
         if (ids) ids[i] = b;
-        if (chain) chain[i] = h;
-        parent = h;
+        if (chain) chain[i] = parent;
     }
     return i;
 }
@@ -491,7 +521,7 @@ enum lm_status lm_kv_prefix_attach(struct lm_kv_cache *kv, int32_t seq, const in
     kv->prefix_queries++;
     kv->prefix_query_tokens += (uint64_t)n;
     const int32_t nb = prefix_walk(kv, s->layout, tokens, n, NULL, NULL);
-    if (nb == 0) return LM_OK;
+    if (nb <= 0) return LM_OK;
     const int32_t np = nb * LM_KV_BLOCK;
     if ((st = seq_reserve(kv, seq, np)) != LM_OK) return st;
     prefix_walk(kv, s->layout, tokens, n, s->blocks, s->chain);

@@ -1,6 +1,7 @@
 // KV cache: one pool of fixed-size blocks shared by every sequence of a context, a block
 // table per sequence, reference counts, copy-on-write, a prefix index of full blocks
-// (hashes chained from the start of the sequence) with LRU eviction, and exact rollback.
+// (each found by its tokens under the identity of its parent block) with LRU eviction, and
+// exact rollback.
 #ifndef LM_RUNTIME_KV_CACHE_H
 #define LM_RUNTIME_KV_CACHE_H
 
@@ -19,14 +20,23 @@
 #endif
 #define LM_KV_BLOCK_SHIFT (__builtin_ctz(LM_KV_BLOCK))
 
+// A full block's place in the prefix index: the registered block holding that content
+// after that parent, and the registration it belongs to (gen: a block evicted and
+// registered again is another link, so its old children no longer match under it). The
+// first block of a sequence has the layout's root as parent: blk -1 - layout, gen 0.
+struct lm_kv_link {
+    int32_t blk;
+    uint32_t gen;
+};
+
 // One sequence: the positions it holds and where their K/V rows live.
 struct lm_kv_seq {
     int32_t n_pos;       // next position to write; cells [0, n_pos) are held or holes
     int32_t cap;         // capacity of the per-position arrays below (grows by doubling)
     int32_t *blocks;     // [cap / LM_KV_BLOCK] block id per block index, -1 = none
     uint64_t *present;   // [cap / 64] bit per cell: 1 = the cell holds this sequence's K/V
-    int32_t *tokens;     // [cap] token at each position (prefix hashing)
-    uint64_t *chain;     // [cap / LM_KV_BLOCK] chained hash of full blocks [0, i]
+    int32_t *tokens;     // [cap] token at each position (the prefix index's keys)
+    struct lm_kv_link *chain; // [cap / LM_KV_BLOCK] index link of each full block [0, n_chain)
     int32_t n_chain;     // chain[0, n_chain) valid
     int32_t first_hole;  // lowest removed position below n_pos (INT32_MAX if none): blocks
                          // from there on have another context and are never registered
@@ -58,8 +68,9 @@ struct lm_kv_cache {
 
     // block metadata
     int32_t *ref;          // sequences holding the block
-    uint64_t *hash;        // chained hash when registered in the prefix index
-    uint64_t *parent;      // chained hash of the blocks before it (the chain's previous link)
+    uint64_t *hash;        // its index hash, when registered in the prefix index
+    struct lm_kv_link *parent; // the link of the blocks before it, when registered
+    uint32_t *gen;         // registrations and evictions so far (lm_kv_link.gen)
     int32_t *btok;         // [n_blocks * LM_KV_BLOCK] tokens of a registered block
     bool *cached;          // registered in the prefix index
     int32_t *lru_prev, *lru_next; // evictable list (ref 0, cached); sentinel = n_blocks
@@ -67,6 +78,11 @@ struct lm_kv_cache {
     int32_t n_evictable;
     int32_t *htab;      // open addressing, linear probing: block id or -1
     uint32_t htab_mask;
+    // The index hash is keyed by a per-pool random secret, so nobody can aim prompts at
+    // one probe chain; a match needs the parent's identity and the tokens, never the hash
+    // alone. Tests set test_hash_collide to give every block the same hash.
+    uint64_t hash_key;
+    bool test_hash_collide;
 
     struct lm_kv_seq *seqs; // [n_seq]
 
