@@ -208,6 +208,67 @@ static enum lm_status check_request(const struct lm_engine *e, const int32_t *pr
     return LM_OK;
 }
 
+// A place among the requests held (running + queued), taken before anything is allocated
+// for a request, so that a burst beyond the limits costs no memory: LM_ERR_BUSY when full.
+static enum lm_status reserve_place(struct lm_engine *e) {
+    pthread_mutex_lock(&e->mu);
+    if (e->n_queued + e->n_run_pub >= e->p.max_waiting + e->p.max_running) {
+        e->st.refused_busy++; // counted on the stepping thread's copy under the same lock
+        pthread_mutex_unlock(&e->mu);
+        return lm_error_set(LM_ERR_BUSY, "engine: the queue is full (%d requests waiting)",
+                            e->p.max_waiting);
+    }
+    e->n_queued++;
+    pthread_mutex_unlock(&e->mu);
+    return LM_OK;
+}
+
+static void release_place(struct lm_engine *e) {
+    pthread_mutex_lock(&e->mu);
+    e->n_queued--;
+    pthread_mutex_unlock(&e->mu);
+}
+
+// The request of a submit, allocated after its place was reserved.
+static enum lm_status req_new(struct lm_engine *e, const int32_t *prompt, int32_t n_prompt,
+                              const struct lm_request_params *rp, struct lm_req **out) {
+    *out = NULL;
+    struct lm_req *r = calloc(1, sizeof *r);
+    if (!r) return lm_error_set(LM_ERR_NOMEM, "engine: out of memory");
+    r->rp = *rp;
+    enum lm_status st = lm_sampler_init(&r->smp, &rp->sampling, e->n_vocab);
+    if (st != LM_OK) {
+        free(r);
+        return st;
+    }
+    r->cap_toks = rp->max_tokens > 0 ? n_prompt + rp->max_tokens : e->p.n_ctx;
+    r->toks = malloc((size_t)r->cap_toks * sizeof *r->toks);
+    if (rp->n_bias) {
+        r->bias_tok = malloc((size_t)rp->n_bias * sizeof *r->bias_tok);
+        r->bias_val = malloc((size_t)rp->n_bias * sizeof *r->bias_val);
+    }
+    if (!r->toks || (rp->n_bias && (!r->bias_tok || !r->bias_val))) {
+        req_free(r);
+        return lm_error_set(LM_ERR_NOMEM, "engine: out of memory");
+    }
+    lm_spec_req_init(e, r);
+    memcpy(r->toks, prompt, (size_t)n_prompt * sizeof *prompt);
+    if (rp->n_bias) {
+        memcpy(r->bias_tok, rp->bias_tokens, (size_t)rp->n_bias * sizeof *r->bias_tok);
+        memcpy(r->bias_val, rp->bias_values, (size_t)rp->n_bias * sizeof *r->bias_val);
+    }
+    r->rp.bias_tokens = NULL; // the copies above are the request's
+    r->rp.bias_values = NULL;
+    r->n_toks = r->n_prompt = n_prompt;
+    r->max_gen = rp->max_tokens > 0 ? rp->max_tokens : INT32_MAX; // else the context ends it
+    r->seq = -1;
+    r->t_submit = lm_now_ns();
+    for (int32_t i = 0; i < n_prompt; i++) lm_sampler_accept(r->smp, prompt[i]);
+    r->top_need = rp->n_bias == 0 && rp->n_logprobs == 0 ? lm_sampler_top_k_need(r->smp) : 0;
+    *out = r;
+    return LM_OK;
+}
+
 enum lm_status lm_engine_submit(struct lm_engine *e, const int32_t *prompt, int32_t n_prompt,
                                 const struct lm_request_params *rp_in, lm_event_fn cb, void *user,
                                 uint64_t *id) {
@@ -216,53 +277,19 @@ enum lm_status lm_engine_submit(struct lm_engine *e, const int32_t *prompt, int3
     if (st != LM_OK) return st;
     if (rp.use_draft) rp.lookup = false; // the draft model drafts
     if ((rp.lookup || rp.use_draft) && rp.draft_max == 0) rp.draft_max = LM_DRAFT_MAX_DEFAULT;
-    struct lm_req *r = calloc(1, sizeof *r);
-    if (!r) return lm_error_set(LM_ERR_NOMEM, "engine: out of memory");
-    r->rp = rp;
-    if ((st = lm_sampler_init(&r->smp, &rp.sampling, e->n_vocab)) != LM_OK) {
-        free(r);
+    if ((st = reserve_place(e)) != LM_OK) return st;
+    struct lm_req *r = NULL;
+    if ((st = req_new(e, prompt, n_prompt, &rp, &r)) != LM_OK) {
+        release_place(e);
         return st;
     }
-    r->cap_toks = rp.max_tokens > 0 ? n_prompt + rp.max_tokens : e->p.n_ctx;
-    r->toks = malloc((size_t)r->cap_toks * sizeof *r->toks);
-    if (rp.n_bias) {
-        r->bias_tok = malloc((size_t)rp.n_bias * sizeof *r->bias_tok);
-        r->bias_val = malloc((size_t)rp.n_bias * sizeof *r->bias_val);
-    }
-    if (!r->toks || (rp.n_bias && (!r->bias_tok || !r->bias_val)) ||
-        lm_spec_req_init(e, r) != LM_OK) {
-        req_free(r);
-        return lm_error_set(LM_ERR_NOMEM, "engine: out of memory");
-    }
-    memcpy(r->toks, prompt, (size_t)n_prompt * sizeof *prompt);
-    if (rp.n_bias) {
-        memcpy(r->bias_tok, rp.bias_tokens, (size_t)rp.n_bias * sizeof *r->bias_tok);
-        memcpy(r->bias_val, rp.bias_values, (size_t)rp.n_bias * sizeof *r->bias_val);
-    }
-    r->rp.bias_tokens = NULL; // the copies above are the request's
-    r->rp.bias_values = NULL;
-    r->n_toks = r->n_prompt = n_prompt;
-    r->max_gen = rp.max_tokens > 0 ? rp.max_tokens : INT32_MAX; // else the context ends it
-    r->seq = -1;
     r->cb = cb;
     r->user = user;
-    r->t_submit = lm_now_ns();
-    for (int32_t i = 0; i < n_prompt; i++) lm_sampler_accept(r->smp, prompt[i]);
-    r->top_need = rp.n_bias == 0 && rp.n_logprobs == 0 ? lm_sampler_top_k_need(r->smp) : 0;
-
     pthread_mutex_lock(&e->mu);
-    if (e->n_queued + e->n_run_pub >= e->p.max_waiting + e->p.max_running) {
-        e->st.refused_busy++; // counted on the stepping thread's copy under the same lock
-        pthread_mutex_unlock(&e->mu);
-        req_free(r);
-        return lm_error_set(LM_ERR_BUSY, "engine: the queue is full (%d requests waiting)",
-                            e->p.max_waiting);
-    }
     r->id = atomic_fetch_add(&g_next_id, 1); // unique in the process, across engines
     if (e->inbox_tail) e->inbox_tail->next = r;
     else e->inbox_head = r;
     e->inbox_tail = r;
-    e->n_queued++;
     e->st.submitted++;
     e->st.prompt_tokens += (uint64_t)n_prompt;
     if (id) *id = r->id;

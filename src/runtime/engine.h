@@ -163,9 +163,11 @@ bool lm_deliver_token(struct lm_engine *e, struct lm_req *r, int32_t row, uint64
 // LM_ERR_NOMEM / a context error with its message.
 enum lm_status lm_spec_engine_init(struct lm_engine *e);
 void lm_spec_engine_free(struct lm_engine *e);
-// A request's draft state at submit (rp final): the acceptance prior, the draft RNG, q's
-// buffer for sampled draft-model drafts. LM_ERR_NOMEM.
-enum lm_status lm_spec_req_init(struct lm_engine *e, struct lm_req *r);
+// A request's draft state at submit (rp final): the acceptance prior, the draft RNG.
+void lm_spec_req_init(struct lm_engine *e, struct lm_req *r);
+// At admission: the buffer of q for sampled draft-model drafts (kept if preempted and
+// admitted again). LM_ERR_NOMEM with a message.
+enum lm_status lm_spec_req_admit(struct lm_engine *e, struct lm_req *r);
 void lm_spec_req_free(struct lm_req *r);
 
 // The most tokens r may draft in a step that holds n_tot entries with `rows` logits rows

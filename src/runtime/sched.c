@@ -55,6 +55,14 @@ void lm_sched_admit(struct lm_engine *e) {
         int32_t need = blocks_to_admit(kv, 0, r->toks, r->n_toks);
         if (r->rp.use_draft) need += blocks_to_admit(kv, 1, r->toks, r->n_toks);
         if (need + e->n_running > lm_kv_blocks_available(kv) && e->n_running > 0) break;
+        if (lm_spec_req_admit(e, r) != LM_OK) { // its buffers: an error event, the queue goes on
+            lm_sched_wait_unlink(e, r);
+            pthread_mutex_lock(&e->mu);
+            e->n_queued--;
+            pthread_mutex_unlock(&e->mu);
+            lm_req_finish(e, r, LM_FINISH_ERROR, -1, NULL, lm_error_msg());
+            continue;
+        }
         int32_t n_att = 0;
         if (lm_kv_prefix_attach(kv, seq, r->toks, r->n_toks, &n_att) != LM_OK) n_att = 0;
         lm_sched_wait_unlink(e, r);

@@ -154,17 +154,25 @@ void lm_spec_engine_free(struct lm_engine *e) {
 
 // ================================================================ a request's draft state
 
-enum lm_status lm_spec_req_init(struct lm_engine *e, struct lm_req *r) {
+void lm_spec_req_init(struct lm_engine *e, struct lm_req *r) {
+    (void)e;
+    struct lm_req_spec *sp = &r->spec;
+    lm_spec_acc_init(&sp->acc);
+    lm_sampler_rng_seed(sp->rng, r->rp.sampling.seed ^ 0x6472616674ull); // seed ^ ASCII "draft"
+}
+
+enum lm_status lm_spec_req_admit(struct lm_engine *e, struct lm_req *r) {
     struct lm_req_spec *sp = &r->spec;
     const struct lm_request_params *rp = &r->rp;
-    lm_spec_acc_init(&sp->acc);
-    lm_sampler_rng_seed(sp->rng, rp->sampling.seed ^ 0x6472616674ull); // seed ^ ASCII "draft"
-    if (rp->use_draft && rp->sampling.temperature > 0.0f) { // q of each drafted position
-        const int32_t k = rp->sampling.top_k;
-        sp->q_cap = k > 0 && k < e->n_vocab ? k : e->n_vocab;
-        sp->q = malloc((size_t)rp->draft_max * (size_t)sp->q_cap * sizeof *sp->q);
-        if (!sp->q) return LM_ERR_NOMEM;
-    }
+    if (sp->q || !rp->use_draft || !(rp->sampling.temperature > 0.0f)) return LM_OK;
+    // q of each drafted position: up to draft_max x n_vocab entries (64 MiB at Gemma 3's
+    // vocabulary), so only the running requests hold one
+    const int32_t k = rp->sampling.top_k;
+    sp->q_cap = k > 0 && k < e->n_vocab ? k : e->n_vocab;
+    sp->q = malloc((size_t)rp->draft_max * (size_t)sp->q_cap * sizeof *sp->q);
+    if (!sp->q)
+        return lm_error_set(LM_ERR_NOMEM, "engine: out of memory for the draft model's "
+                            "distributions (%d positions x %d tokens)", rp->draft_max, sp->q_cap);
     return LM_OK;
 }
 
