@@ -31,7 +31,7 @@ static int32_t step_timed(struct lm_engine *e, struct step_rec *rec, int *n_rec,
     return left;
 }
 
-static bool streams_have(const struct lm_bench_req_sink *s, int N, int n) {
+static bool streams_have(const struct lm_bench_request_sink *s, int N, int n) {
     for (int i = 0; i < N; i++) if (s->r[i].n < n) return false;
     return true;
 }
@@ -53,7 +53,7 @@ enum lm_status lm_bench_arrival_once(struct lm_model *m, const int32_t *ids, int
     struct lm_engine *e = NULL;
     enum lm_status st = lm_engine_init(&e, m, &ep);
     if (st != LM_OK) return st;
-    struct lm_bench_req_sink sink = {.n_req = N + 1};
+    struct lm_bench_request_sink sink = {.n_req = N + 1};
     sink.r = calloc((size_t)N + 1, sizeof *sink.r);
     uint64_t *t_all = malloc(((size_t)N * gen_cap + 1) * sizeof *t_all);
     int32_t *prompt = malloc((size_t)(P > L ? P : L) * sizeof *prompt);
@@ -65,15 +65,15 @@ enum lm_status lm_bench_arrival_once(struct lm_model *m, const int32_t *ids, int
         goto done;
     }
     for (int i = 0; i < N; i++)
-        sink.r[i] = (struct lm_bench_req){.t = t_all + (size_t)i * gen_cap, .cap = gen_cap};
-    sink.r[N] = (struct lm_bench_req){.t = t_all + (size_t)N * gen_cap, .cap = 1};
+        sink.r[i] = (struct lm_bench_request){.t = t_all + (size_t)i * gen_cap, .cap = gen_cap};
+    sink.r[N] = (struct lm_bench_request){.t = t_all + (size_t)N * gen_cap, .cap = 1};
     struct lm_request_params rp = lm_request_params_default();
     rp.sampling.temperature = 0;
     rp.max_tokens = gen_cap;
     rp.ignore_eos = true;
     for (int i = 0; i < N && st == LM_OK; i++) {
         lm_bench_request_prompt(ids, n_ids, i, prompt, P);
-        st = lm_engine_submit(e, prompt, P, &rp, lm_bench_req_event, &sink, &sink.r[i].id);
+        st = lm_engine_submit(e, prompt, P, &rp, lm_bench_request_event, &sink, &sink.r[i].id);
     }
     int n_rec = 0;
     int32_t left = 1;
@@ -86,7 +86,7 @@ enum lm_status lm_bench_arrival_once(struct lm_model *m, const int32_t *ids, int
         lm_bench_request_prompt(ids, n_ids, N, prompt, L);
         struct lm_request_params rl = rp;
         rl.max_tokens = 1;
-        st = lm_engine_submit(e, prompt, L, &rl, lm_bench_req_event, &sink, &sink.r[N].id);
+        st = lm_engine_submit(e, prompt, L, &rl, lm_bench_request_event, &sink, &sink.r[N].id);
     }
     while (st == LM_OK && left > 0 && !sink.r[N].done) {
         if ((left = step_timed(e, rec, &n_rec, 1)) < 0) st = LM_ERR_STATE;
@@ -113,7 +113,7 @@ enum lm_status lm_bench_arrival_once(struct lm_model *m, const int32_t *ids, int
     const uint64_t t_long = sink.r[N].t[0];
     int nb = 0, nd = 0;
     for (int i = 0; i < N; i++) {
-        const struct lm_bench_req *q = &sink.r[i];
+        const struct lm_bench_request *q = &sink.r[i];
         const int n = q->n < q->cap ? q->n : q->cap;
         for (int k = 1; k < n; k++) {
             const double g = (double)(q->t[k] - q->t[k - 1]) / 1e6;
@@ -175,5 +175,6 @@ void lm_bench_arrival_summarize(const struct lm_bench_arrival_result *runs, int 
     out->increase = out->gap_during_max - out->gap_base_max; // as the table reads
     out->gap_during_max_worst = runs[0].gap_during_max;
     for (int r = 1; r < reps; r++)
-        if (runs[r].gap_during_max > out->gap_during_max_worst) out->gap_during_max_worst = runs[r].gap_during_max;
+        if (runs[r].gap_during_max > out->gap_during_max_worst)
+            out->gap_during_max_worst = runs[r].gap_during_max;
 }

@@ -31,12 +31,14 @@ enum lm_status lm_bench_parallel_check(const struct lm_bench_parallel_opts *o, b
     // every running request decodes one token per step; the arrival run also needs room
     // for the long prompt's chunk beside the N decode tokens
     if (o->step_tokens && o->step_tokens < max_n)
-        return lm_error_set(LM_ERR_ARG, "--step-tokens %d < N = %d (every sequence decodes one token per step)",
+        return lm_error_set(LM_ERR_ARG,
+                            "--step-tokens %d < N = %d (every sequence decodes one token per step)",
                             o->step_tokens, max_n);
     const int arr_budget = o->step_tokens ? o->step_tokens : LM_BENCH_ARRIVAL_STEP_TOKENS;
     if (o->arrival && arr_budget <= max_n + 1)
-        return lm_error_set(LM_ERR_ARG, "--arrival: a step budget of %d leaves no prefill chunk beside N = %d "
-                                        "decode tokens (raise --step-tokens above N + 1)", arr_budget, max_n);
+        return lm_error_set(LM_ERR_ARG,
+                            "--arrival: a step budget of %d leaves no prefill chunk beside N = %d "
+                            "decode tokens (raise --step-tokens above N + 1)", arr_budget, max_n);
     return LM_OK;
 }
 
@@ -56,7 +58,7 @@ static enum lm_status run_once(struct lm_model *m, const int32_t *ids, int n_ids
     struct lm_engine *e = NULL;
     enum lm_status st = lm_engine_init(&e, m, &ep);
     if (st != LM_OK) return st;
-    struct lm_bench_req_sink sink = {.n_req = N};
+    struct lm_bench_request_sink sink = {.n_req = N};
     sink.r = calloc((size_t)N, sizeof *sink.r);
     uint64_t *t_all = malloc((size_t)N * (size_t)G * sizeof *t_all);
     double *itl = malloc((size_t)N * (size_t)G * sizeof *itl);
@@ -67,7 +69,7 @@ static enum lm_status run_once(struct lm_model *m, const int32_t *ids, int n_ids
         free(sink.r); free(t_all); free(itl); free(ttft); free(prompt);
         return lm_error_set(LM_ERR_NOMEM, "bench: out of memory");
     }
-    for (int i = 0; i < N; i++) sink.r[i] = (struct lm_bench_req){.t = t_all + (size_t)i * G, .cap = G};
+    for (int i = 0; i < N; i++) sink.r[i] = (struct lm_bench_request){.t = t_all + (size_t)i * G, .cap = G};
     struct lm_request_params rp = lm_request_params_default();
     rp.sampling.temperature = 0;
     rp.max_tokens = G;
@@ -76,7 +78,7 @@ static enum lm_status run_once(struct lm_model *m, const int32_t *ids, int n_ids
     const uint64_t t0 = lm_time_ns();
     for (int i = 0; i < N && st == LM_OK; i++) {
         lm_bench_request_prompt(ids, n_ids, i, prompt, P);
-        st = lm_engine_submit(e, prompt, P, &rp, lm_bench_req_event, &sink, &sink.r[i].id);
+        st = lm_engine_submit(e, prompt, P, &rp, lm_bench_request_event, &sink, &sink.r[i].id);
     }
     uint64_t kv_peak = 0, fwd0 = 0, smp0 = 0;
     struct lm_engine_stats es = {0};
@@ -241,6 +243,8 @@ enum lm_status lm_bench_parallel_run(struct lm_model *m, const struct lm_bench_m
         struct lm_bench_parallel_result *res = &out[k];
         memset(res, 0, sizeof *res);
         res->n_seq = N;
+        // per repetition: gen and fwd tok/s, sampling ms/step, TTFT and ITL p50/p99, prefill
+        // tok/s, the arrival run
         double g[64], fw[64], smp[64], tf50[64], tf99[64], i50[64], i99[64], ppr[64];
         struct lm_bench_arrival_result ar[64];
         const int reps = pp->reps < 64 ? pp->reps : 64;

@@ -147,7 +147,8 @@ static void print_json(FILE *f, const struct lm_bench_params *p, const struct lm
         const struct lm_bench_test *x = &t[i];
         fprintf(f, "    {\"test\": \"%s\", \"kind\": \"%s\", \"n_threads\": %d, \"n_prompt\": %d, "
                    "\"n_gen\": %d, \"reps\": %d, \"units_per_rep\": %.0f,\n     \"avg_ts\": ",
-                x->name, lm_bench_test_kind_name(x->kind), x->threads, x->n_prompt, x->n_gen, x->reps, x->units);
+                x->name, lm_bench_test_kind_name(x->kind), x->threads, x->n_prompt, x->n_gen, x->reps,
+                x->units);
         lm_bench_json_num(f, x->avg_ts);
         lm_bench_json_member_num(f, ", \"stddev_ts\": ", x->sd_ts);
         lm_bench_json_member_num(f, ", \"median_ts\": ", x->med_ts);

@@ -39,7 +39,9 @@ enum lm_status lm_bench_params_resolve(struct lm_bench_params *p) {
 }
 
 // The breakdown's prompt and generation: the first -p and -n values, 128 where those are 0.
-static int breakdown_prompt(const struct lm_bench_params *p) { return p->prompt.v[0] > 0 ? p->prompt.v[0] : 128; }
+static int breakdown_prompt(const struct lm_bench_params *p) {
+    return p->prompt.v[0] > 0 ? p->prompt.v[0] : 128;
+}
 static int breakdown_gen(const struct lm_bench_params *p) { return p->gen.v[0] > 0 ? p->gen.v[0] : 128; }
 
 int lm_bench_positions(const struct lm_bench_params *p) {
@@ -99,7 +101,7 @@ static enum lm_status run_tests_at(struct lm_model *m, const struct lm_bench_par
     enum lm_status st = lm_context_init(&c, m, &cp);
     if (st != LM_OK) return st;
     if (ti == 0) r->model.ctx_init_ms = (double)(lm_time_ns() - t_ctx0) / 1e6;
-    const struct lm_bench_single s = {.c = c, .ids = ids, .batch = batch, .smp = smp,
+    const struct lm_bench_test_setup s = {.c = c, .ids = ids, .batch = batch, .smp = smp,
                                       .warmup = p->warmup, .reps = p->reps, .log = p->log,
                                       .progress = p->progress, .live = p->live,
                                       .live_user = p->live_user};

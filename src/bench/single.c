@@ -15,7 +15,7 @@ const char *lm_bench_test_kind_name(enum lm_bench_test_kind k) {
 
 // ================================================================ one run of each test
 
-static enum lm_status run_pp(const struct lm_bench_single *s, int n, uint64_t *ns) {
+static enum lm_status run_pp(const struct lm_bench_test_setup *s, int n, uint64_t *ns) {
     lm_kv_cache_seq_rm(s->c, 0, 0, -1);
     const uint64_t t0 = lm_time_ns();
     enum lm_status st = lm_bench_prefill(s->c, s->ids, n, s->batch);
@@ -23,7 +23,7 @@ static enum lm_status run_pp(const struct lm_bench_single *s, int n, uint64_t *n
     return st;
 }
 
-static enum lm_status run_tg(const struct lm_bench_single *s, int n, uint64_t *ns) {
+static enum lm_status run_tg(const struct lm_bench_test_setup *s, int n, uint64_t *ns) {
     lm_kv_cache_seq_rm(s->c, 0, 0, -1);
     enum lm_status st = lm_bench_prefill(s->c, s->ids, LM_BENCH_TG_PROMPT, s->batch);
     if (st != LM_OK) return st;
@@ -37,7 +37,7 @@ static enum lm_status run_tg(const struct lm_bench_single *s, int n, uint64_t *n
     return LM_OK;
 }
 
-static enum lm_status run_ttft(const struct lm_bench_single *s, int n, uint64_t *ns) {
+static enum lm_status run_ttft(const struct lm_bench_test_setup *s, int n, uint64_t *ns) {
     lm_kv_cache_seq_rm(s->c, 0, 0, -1);
     const uint64_t t0 = lm_time_ns();
     enum lm_status st = lm_bench_prefill(s->c, s->ids, n, s->batch);
@@ -50,13 +50,14 @@ static enum lm_status run_ttft(const struct lm_bench_single *s, int n, uint64_t 
 
 // ================================================================ repetitions
 
-static void live(const struct lm_bench_single *s, const char *label, int done, int total) {
+static void live(const struct lm_bench_test_setup *s, const char *label, int done, int total) {
     if (s->live && !s->progress) s->live(s->live_user, label, done, total);
 }
 
-enum lm_status lm_bench_run_test(const struct lm_bench_single *s, enum lm_bench_test_kind kind,
-                                 int n, int threads, struct lm_bench_test *t) {
-    enum lm_status (*run)(const struct lm_bench_single *, int, uint64_t *) =
+enum lm_status lm_bench_run_test(const struct lm_bench_test_setup *s,
+                                 enum lm_bench_test_kind kind, int n, int threads,
+                                 struct lm_bench_test *t) {
+    enum lm_status (*run)(const struct lm_bench_test_setup *, int, uint64_t *) =
         kind == LM_BENCH_PP ? run_pp : kind == LM_BENCH_TG ? run_tg : run_ttft;
     snprintf(t->name, sizeof t->name, "%s%d", lm_bench_test_kind_name(kind), n);
     t->kind = kind;
@@ -89,8 +90,8 @@ enum lm_status lm_bench_run_test(const struct lm_bench_single *s, enum lm_bench_
     return st;
 }
 
-enum lm_status lm_bench_run_tokenize(const struct lm_bench_single *s, const struct lm_model *m,
-                                     struct lm_bench_test *t) {
+enum lm_status lm_bench_run_tokenize(const struct lm_bench_test_setup *s,
+                                     const struct lm_model *m, struct lm_bench_test *t) {
     snprintf(t->name, sizeof t->name, "tokenize");
     t->kind = LM_BENCH_TOKENIZE;
     t->threads = 1;
@@ -119,7 +120,7 @@ enum lm_status lm_bench_run_tokenize(const struct lm_bench_single *s, const stru
     return LM_OK;
 }
 
-enum lm_status lm_bench_run_sample(const struct lm_bench_single *s, int32_t n_vocab,
+enum lm_status lm_bench_run_sample(const struct lm_bench_test_setup *s, int32_t n_vocab,
                                    struct lm_bench_test *t) {
     snprintf(t->name, sizeof t->name, "sample");
     t->kind = LM_BENCH_SAMPLE;

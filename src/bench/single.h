@@ -40,7 +40,7 @@ struct lm_bench_test {
 typedef void (*lm_bench_live_fn)(void *user, const char *label, int done, int total);
 
 // What the tests run on, and how they report while they run.
-struct lm_bench_single {
+struct lm_bench_test_setup {
     struct lm_context *c;        // one sequence, n_ctx >= every test's positions
     const int32_t *ids;          // prompt ids (lm_bench_tokens), as many as the longest test
     struct lm_batch_entry *batch; // LM_BENCH_N_BATCH entries
@@ -53,15 +53,17 @@ struct lm_bench_single {
 };
 
 // Runs a pp, tg or ttft test of n tokens at `threads` (the context's) into *t, which it
-// names and sizes. Failure: lm_decode's status and message.
-enum lm_status lm_bench_run_test(const struct lm_bench_single *s, enum lm_bench_test_kind kind,
-                                 int n, int threads, struct lm_bench_test *t);
+// names and sizes. Failure: lm_decode's status and message, or LM_ERR_NOMEM.
+enum lm_status lm_bench_run_test(const struct lm_bench_test_setup *s,
+                                 enum lm_bench_test_kind kind, int n, int threads,
+                                 struct lm_bench_test *t);
 // Tokenizer throughput over the fixed text repeated to LM_BENCH_TOK_TEXT_BYTES (one thread).
-enum lm_status lm_bench_run_tokenize(const struct lm_bench_single *s, const struct lm_model *m,
-                                     struct lm_bench_test *t);
+// Failure: lm_tokenize's status and message, or LM_ERR_NOMEM.
+enum lm_status lm_bench_run_tokenize(const struct lm_bench_test_setup *s,
+                                     const struct lm_model *m, struct lm_bench_test *t);
 // Sampling with the default chain over a copy of the context's last logits (one thread).
-// LM_ERR_STATE when the context has no logits.
-enum lm_status lm_bench_run_sample(const struct lm_bench_single *s, int32_t n_vocab,
+// Failure: LM_ERR_STATE when the context has no logits, LM_ERR_NOMEM; with a message.
+enum lm_status lm_bench_run_sample(const struct lm_bench_test_setup *s, int32_t n_vocab,
                                    struct lm_bench_test *t);
 // The statistics of t's repetitions; for tg also the weight GB/s (mi's bytes per token x
 // median tok/s) and its fraction of the probe's bandwidth at t's thread count.

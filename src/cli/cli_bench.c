@@ -63,7 +63,8 @@ static void parse_list(const char *cmd, const char *flag, const char *v, int lo,
     l->n = 0;
     char *save = NULL;
     for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        if (l->n == LM_BENCH_MAX_LIST) cli_usage_error(cmd, "%s: more than %d values", flag, LM_BENCH_MAX_LIST);
+        if (l->n == LM_BENCH_MAX_LIST)
+            cli_usage_error(cmd, "%s: more than %d values", flag, LM_BENCH_MAX_LIST);
         l->v[l->n++] = (int)cli_int(cmd, flag, tok, lo, hi);
     }
     if (l->n == 0) cli_usage_error(cmd, "%s: empty list '%s'", flag, v);

@@ -93,7 +93,8 @@ int cmd_info(int argc, char **argv) {
     } else {
         printf("  attention      full (no sliding window)\n");
     }
-    printf("  qkv biases     %s\n", n_bias ? (n_bias == hp.n_layer ? "yes (all layers)" : "some layers") : "no");
+    printf("  qkv biases     %s\n",
+           n_bias ? (n_bias == hp.n_layer ? "yes (all layers)" : "some layers") : "no");
     printf("  qk-norm        %s\n", n_qk_norm ? "per-head RMS norm on q and k" : "no");
     printf("  post norms     %s\n", n_post ? "after attention and FFN" : "no");
     printf("  attn scale     %g\n", hp.attn_scale);

@@ -1,7 +1,7 @@
 // What include/lumen.h lets a program read about a loaded model (`lumen info`, `lumen
 // bench`): the file's header and tensor table, the hyper-parameters, per-layer features,
-// the tokenizer's kind, the kernel table; and the profiler's record of the kernels its
-// weights run on (include/lumen_prof.h).
+// the kernel table; and the profiler's record of the kernels its weights run on
+// (include/lumen_prof.h).
 #include <stdio.h>
 
 #include "base/status.h"
@@ -10,7 +10,6 @@
 #include "lumen_prof.h"
 #include "model/model.h"
 #include "prof/prof.h"
-#include "tokenizer/tokenizer.h"
 
 _Static_assert(LM_TENSOR_TYPE_COUNT == LM_DTYPE_COUNT, "public tensor type bound = lm_dtype's");
 
@@ -78,10 +77,6 @@ enum lm_status lm_model_tensor(const struct lm_model *m, uint64_t i, struct lm_t
     for (int d = 0; d < 4; d++) out->ne[d] = d < LM_GGUF_MAX_DIMS ? t->ne[d] : 1;
     for (uint32_t d = 0; d < t->n_dims; d++) out->n_elements *= (uint64_t)t->ne[d];
     return LM_OK;
-}
-
-enum lm_tokenizer_kind lm_tokenizer_kind(const struct lm_tokenizer *t) {
-    return t->kind == LM_TOK_KIND_SPM ? LM_TOKENIZER_SPM : LM_TOKENIZER_BPE;
 }
 
 // ---- profiler: the dot-product kernel each weight dtype runs on
