@@ -49,8 +49,8 @@ ENGINE_NAMES = {"lumen": "lumen serve", "llama": "llama.cpp llama-server"}
 # ============================================================== prompts
 
 def _vocabulary():
-    """Plain English words (from the fixed text of `lumen bench`, src/cli/cli_bench.c)."""
-    src = (ROOT / "src" / "cli" / "cli_bench.c").read_text()
+    """Plain English words (from the fixed text of `lumen bench`, src/bench/prompt.c)."""
+    src = (ROOT / "src" / "bench" / "prompt.c").read_text()
     m = re.search(r"const char lm_bench_text\[\] =(.*?);\n", src, re.S)
     text = "".join(re.findall(r'"((?:[^"\\]|\\.)*)"', m.group(1))) if m else ""
     words = sorted({w.lower() for w in re.findall(r"[A-Za-z]{2,}", text)})

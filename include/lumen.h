@@ -40,6 +40,89 @@ int32_t lm_model_n_ctx_train(const struct lm_model *m);
 const char *lm_model_arch(const struct lm_model *m);
 const struct lm_tokenizer *lm_model_tokenizer(const struct lm_model *m);
 
+// ---- introspection (`lumen info`, `lumen bench`): the file's header and tensor table, the
+// hyper-parameters lumen read from it, and the kernel table it runs on. Strings live as long
+// as the model; those given with a length are views into the file, not NUL-terminated.
+
+struct lm_model_info {
+    const char *name;         // general.name: name_len bytes ("" and 0 when absent or not a string)
+    size_t name_len;
+    const char *arch;         // general.architecture (lm_model_arch)
+    uint32_t gguf_version;
+    uint64_t n_tensors;       // tensor infos in the file (the range of lm_model_tensor)
+    uint64_t n_metadata;      // metadata keys
+    uint64_t alignment;       // of the tensor data
+    uint64_t file_bytes;      // the file, as mapped
+    uint32_t file_type;       // general.file_type (llama.cpp's ftype: 15 = Q4_K - Medium), or
+                              // UINT32_MAX when absent or not an unsigned integer
+    uint64_t load_ns;         // inside lm_model_load: mmap, validate, tokenizer, repacking
+    // The kernel table the forward pass runs on ("avx512_vnni", "avx2", "generic") and why
+    // ("cpu_feature avx512_vnni", "forced LUMEN_FORCE_GENERIC=1"): chosen once per process
+    // from the CPU and the environment, so the same for every model.
+    const char *kernels;
+    const char *kernels_reason;
+};
+void lm_model_info(const struct lm_model *m, struct lm_model_info *out);
+
+// The hyper-parameters as lumen uses them (after per-architecture defaults).
+struct lm_model_hparams {
+    int32_t n_vocab, n_embd, n_layer;
+    int32_t n_head, n_head_kv;       // query heads; key/value heads (grouped-query attention)
+    int32_t head_dim_k, head_dim_v;  // per head: of keys and queries; of values
+    int32_t n_ff;                    // hidden size of the FFN
+    int32_t n_ctx_train;
+    float rms_eps;
+    // RoPE
+    bool rope_neox;           // rotates the halves (x[i], x[i + n_rot/2]) (gemma, qwen), else
+                              // adjacent pairs (x[2i], x[2i+1]) (llama)
+    int32_t n_rot;            // dimensions of a head that RoPE rotates
+    float rope_base;          // frequency base of the global layers
+    float rope_base_swa;      // of the sliding-window layers
+    float rope_scale;         // positions are multiplied by it (1: no linear scaling)
+    bool rope_llama3;         // llama3 scaling: a frequency divisor per rotated pair
+    float rope_factor_min, rope_factor_max; // with rope_llama3: the divisors' range
+    bool rope_factors_from_tensor; // with rope_llama3: rope_freqs.weight (else computed from
+                                   // the rope.scaling.* metadata)
+    // attention pattern and scales
+    int32_t n_swa;            // sliding window in positions (0: every layer attends to all)
+    int32_t swa_period;       // every swa_period-th layer is global (0: all sliding)
+    float attn_scale;         // applied to q before q.k
+    float embd_scale;         // applied to the token embeddings
+    float final_softcap;      // logits are capped by tanh at this value (0: none)
+    // LM head
+    bool tied_output;         // it is token_embd (the file has no output.weight)
+    bool output_bias;         // output.bias is added to the logits
+};
+void lm_model_hparams(const struct lm_model *m, struct lm_model_hparams *out);
+
+struct lm_model_layer_info {
+    bool sliding;     // attends to the last n_swa positions only (else to all: global)
+    bool qkv_bias;    // q, k or v has a bias
+    bool qk_norm;     // per-head RMS norm on q and k
+    bool post_norms;  // norms on the attention and FFN outputs before their residual adds
+};
+// LM_ERR_ARG (with a message) when layer is outside [0, n_layer); *out is then unchanged.
+enum lm_status lm_model_layer_info(const struct lm_model *m, int32_t layer,
+                                   struct lm_model_layer_info *out);
+
+// Tensor element types are GGML's type ids as GGUF stores them (0 f32, 1 f16, 8 q8_0,
+// 12 q4_K, 14 q6_K, ...); every tensor of a loaded model has one below LM_TENSOR_TYPE_COUNT.
+#define LM_TENSOR_TYPE_COUNT 40
+const char *lm_tensor_type_name(int32_t type); // "q4_K"; "?" for an id lumen does not know
+
+struct lm_tensor_info {
+    const char *name;     // name_len bytes, a view into the file
+    size_t name_len;
+    int32_t type;         // element type (lm_tensor_type_name)
+    int32_t n_dims;
+    int64_t ne[4];        // elements along each dimension, ne[0] the contiguous one; 1 beyond n_dims
+    uint64_t n_elements;  // the product of ne
+    uint64_t n_bytes;     // of its data in the file
+};
+// Tensor i of the file's table, in file order. LM_ERR_ARG (with a message) when i is not
+// below lm_model_info's n_tensors; *out is then unchanged.
+enum lm_status lm_model_tensor(const struct lm_model *m, uint64_t i, struct lm_tensor_info *out);
+
 // ---------------------------------------------------------------- tokenizer
 // Encode text. add_special: BOS/EOS per the vocab's add_bos/add_eos flags.
 // parse_special: control-token text (e.g. "<start_of_turn>") becomes the token.
@@ -59,6 +142,11 @@ bool lm_tokenizer_add_bos(const struct lm_tokenizer *t);
 bool lm_tokenizer_add_eos(const struct lm_tokenizer *t);
 // Longest piece of any token, in bytes (sizes lm_detok_push's buffer).
 size_t lm_tokenizer_max_piece(const struct lm_tokenizer *t);
+enum lm_tokenizer_kind {
+    LM_TOKENIZER_SPM = 0, // SentencePiece BPE with byte fallback (tokenizer.ggml.model "llama")
+    LM_TOKENIZER_BPE = 1, // byte-level BPE with a regex pre-tokenizer ("gpt2")
+};
+enum lm_tokenizer_kind lm_tokenizer_kind(const struct lm_tokenizer *t);
 
 // ---- streaming detokenizer
 
@@ -404,6 +492,24 @@ struct lm_engine_stats {
 void lm_engine_stats(struct lm_engine *e, struct lm_engine_stats *out);
 // The engine's context, for single-threaded use with step mode only (profiling, tests).
 struct lm_context *lm_engine_context(struct lm_engine *e);
+
+// ---------------------------------------------------------------- machine
+// For programs that time lumen or measure the machine the way lumen loads it (lumen bench).
+
+// CLOCK_MONOTONIC in ns: the clock of lm_event's t_ns, t_submit_ns and t_admit_ns.
+uint64_t lm_time_ns(void);
+// Physical cores (online CPUs when that is unknown): the thread count lumen defaults to.
+int lm_cpu_physical_cores(void);
+
+// The thread pool lm_decode runs on (the same spin-then-sleep workers), for code that must
+// load the machine as lumen does: lumen bench's read-bandwidth probe.
+struct lm_threadpool;
+// n_threads workers, the caller counted as thread 0. LM_ERR_ARG outside [1, 512];
+// LM_ERR_NOMEM when a thread cannot be started. *out is NULL on failure.
+enum lm_status lm_threadpool_create(struct lm_threadpool **out, int32_t n_threads);
+// Runs fn(arg, ith, nth) on every thread (ith = 0 on the caller) and returns when all are done.
+void lm_threadpool_run(struct lm_threadpool *p, void (*fn)(void *arg, int ith, int nth), void *arg);
+void lm_threadpool_free(struct lm_threadpool *p); // NULL is fine
 
 #ifdef __cplusplus
 }

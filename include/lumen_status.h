@@ -23,6 +23,10 @@ enum lm_status {
 // the key, tensor or argument, expected vs actual.
 const char *lm_error_msg(void);
 const char *lm_status_name(enum lm_status st);
+// Stores a printf-formatted message as this thread's (truncated to 1024 bytes) and returns
+// st: how the library, and code built on it (src/bench), report a failure.
+enum lm_status lm_error_set(enum lm_status st, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 #ifdef __cplusplus
 }

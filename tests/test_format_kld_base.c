@@ -1,4 +1,4 @@
-// Reader of llama-perplexity's KL-divergence base file (src/format/kld_base.h): a valid
+// Reader of llama-perplexity's KL-divergence base file (include/lumen_kld_base.h): a valid
 // file built in memory, then one test per malformation: truncation at every byte, trailing
 // data, wrong magic, out-of-range and overflowing counts, out-of-range tokens, non-finite
 // row floats, and a non-seekable stream that is cut short inside the rows.
@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <unistd.h>
 
-#include "format/kld_base.h"
+#include "lumen_kld_base.h"
 
 struct buf {
     uint8_t *p;

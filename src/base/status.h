@@ -7,11 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "lumen_status.h" // enum lm_status, lm_error_msg, lm_status_name
-
-// Stores a printf-formatted message (thread-local, truncated to 1024 bytes) and returns st.
-enum lm_status lm_error_set(enum lm_status st, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+#include "lumen_status.h" // enum lm_status, lm_error_set, lm_error_msg, lm_status_name
 
 // Programmer errors only (never bad input): always on, prints expression, file and line.
 #define LM_ASSERT(e)                                                                  \

@@ -3,8 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli/cli.h"
-#include "prof/prof.h"
+#include "cli.h"
+#include "lumen_prof.h"
 
 static const char *k_analyze_usage =
     "usage: lumen analyze FILE.jsonl [--html OUT.html]\n"

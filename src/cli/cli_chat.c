@@ -15,9 +15,8 @@
 #include <histedit.h>
 #endif
 
-#include "base/timer.h"
-#include "cli/cli.h"
-#include "cli/cli_progress.h"
+#include "cli.h"
+#include "cli_progress.h"
 #include "lumen.h"
 
 static const char *k_chat_help =
@@ -292,7 +291,7 @@ static int chat_turn(struct chat *ch, uint64_t t_enter) {
     // ---- prefill [keep, n_ids) in chunks; Ctrl-C is honoured between chunks
     struct cli_progress prog;
     cli_progress_begin(&prog, "prefill", (int64_t)n_ids - keep, "tok");
-    const uint64_t t_pf0 = lm_now_ns();
+    const uint64_t t_pf0 = lm_time_ns();
     bool stopped = false;
     for (int32_t off = keep; off < (int32_t)n_ids && !stopped; off += ch->n_batch) {
         const int32_t nb = (int32_t)n_ids - off < ch->n_batch ? (int32_t)n_ids - off : ch->n_batch;
@@ -313,7 +312,7 @@ static int chat_turn(struct chat *ch, uint64_t t_enter) {
         if (g_interrupted) stopped = true;
     }
     cli_progress_end(&prog);
-    rs.prefill_ms = (double)(lm_now_ns() - t_pf0) / 1e6;
+    rs.prefill_ms = (double)(lm_time_ns() - t_pf0) / 1e6;
     free(ids);
     if (stopped && ch->kv_n < rs.n_prompt) { // the message is withdrawn; the KV keeps what it has
         fputs("\n[stopped before the reply; message withdrawn]\n", stdout);
@@ -337,7 +336,7 @@ static int chat_turn(struct chat *ch, uint64_t t_enter) {
         const int32_t id = n_top > 0 ? lm_sampler_sample_top_k(smp, top, n_top)
                                      : lm_sampler_sample(smp, lm_get_logits(ch->c, 0));
         lm_sampler_accept(smp, id);
-        if (rs.n_gen == 0) t_first = lm_now_ns();
+        if (rs.n_gen == 0) t_first = lm_time_ns();
         rs.n_gen++;
         if (lm_tokenizer_is_eog(ch->tok, id)) { rs.finish = "stop"; break; }
         size_t np = 0;
@@ -358,7 +357,7 @@ static int chat_turn(struct chat *ch, uint64_t t_enter) {
         }
         ch->kv_toks[ch->kv_n++] = id;
     }
-    const uint64_t t_end = lm_now_ns();
+    const uint64_t t_end = lm_time_ns();
     size_t np = lm_detok_flush(&dt, ch->piece, ch->piece_cap);
     fwrite(ch->piece, 1, np, stdout);
     sb_put(&reply, ch->piece, np);
@@ -632,7 +631,7 @@ int cmd_chat(int argc, char **argv) {
             msg.n = 0;
             continue;
         }
-        const uint64_t t_enter = lm_now_ns();
+        const uint64_t t_enter = lm_time_ns();
         size_t n = strlen(line);
         const bool more = n > 0 && line[n - 1] == '\\';
         if (more) n--;

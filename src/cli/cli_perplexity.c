@@ -1,6 +1,6 @@
 // `lumen perplexity`: llama-perplexity's method (chunks of -c tokens, BOS first, each chunk
 // scored on its second half; the same "+/-" estimate), and its KL-divergence mode on its own
-// base-logits file format (src/format/kld_base.h), written and read, so lumen and llama.cpp
+// base-logits file format (include/lumen_kld_base.h), written and read, so lumen and llama.cpp
 // compare through one file.
 #include <math.h>
 #include <pthread.h>
@@ -9,9 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/timer.h"
-#include "cli/cli.h"
-#include "format/kld_base.h"
+#include "cli.h"
+#include "lumen_kld_base.h"
 #include "lumen.h"
 
 static const char *k_ppl_help =
@@ -420,10 +419,10 @@ static int run_chunks(struct ppl_run *r) {
     if (r->mode == PPL_KLD && ok)
         printf("chunk             PPL               ln(PPL(Q)/PPL(base))          KL Divergence"
                "              dp RMS            Same top p\n");
-    const uint64_t t0 = lm_now_ns();
+    const uint64_t t0 = lm_time_ns();
     for (int i = 0; ok && i < r->n_chunk; i += n_seq) {
         const int n_seq_batch = n_seq < r->n_chunk - i ? n_seq : r->n_chunk - i;
-        const uint64_t t_start = lm_now_ns();
+        const uint64_t t_start = lm_time_ns();
         for (int s = 0; s < n_seq_batch; s++) lm_kv_cache_seq_rm(r->ctx, s, 0, -1);
         for (int j = 0; ok && j < num_batches; j++) {
             const int p0 = j * n_batch;
@@ -450,13 +449,13 @@ static int run_chunks(struct ppl_run *r) {
         }
         if (!ok) break;
         if (i == 0) {
-            const double t = (double)(lm_now_ns() - t_start) / 1e9;
+            const double t = (double)(lm_time_ns() - t_start) / 1e9;
             const double eta = t * (double)((r->n_chunk + n_seq - 1) / n_seq);
             fprintf(stderr, "lumen perplexity: %.2f seconds per pass - ETA %.2f minutes\n", t,
                     eta / 60.0);
         }
     }
-    const double el = (double)(lm_now_ns() - t0) / 1e9;
+    const double el = (double)(lm_time_ns() - t0) / 1e9;
     if (ok) {
         const long n_tok = (long)r->n_chunk * n_ctx;
         fprintf(stderr, "lumen perplexity: %d chunks, %ld tokens in %.2f s (%.1f tok/s)\n",

@@ -1,19 +1,19 @@
 // One-line progress on stderr when it is a terminal (see cli_progress.h).
-#include "cli/cli_progress.h"
+#include "cli_progress.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "base/timer.h"
+#include "lumen.h"
 
 void cli_progress_begin(struct cli_progress *p, const char *label, int64_t total, const char *unit) {
     memset(p, 0, sizeof *p);
     snprintf(p->label, sizeof p->label, "%s", label);
     snprintf(p->unit, sizeof p->unit, "%s", unit);
     p->total = total;
-    p->t0_ns = lm_now_ns();
+    p->t0_ns = lm_time_ns();
     const char *no = getenv("LUMEN_NO_PROGRESS");
     p->enabled = isatty(STDERR_FILENO) && !(no && *no && strcmp(no, "0") != 0);
     p->delay_ns = 2000000000ull;
@@ -27,7 +27,7 @@ void cli_progress_begin(struct cli_progress *p, const char *label, int64_t total
 
 void cli_progress_update(struct cli_progress *p, int64_t done) {
     if (!p->enabled) return;
-    const uint64_t now = lm_now_ns();
+    const uint64_t now = lm_time_ns();
     if (now - p->t0_ns < p->delay_ns) return;
     if (p->shown && now - p->t_draw_ns < 100000000ull && done < p->total) return;
     p->t_draw_ns = now;

@@ -6,15 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/timer.h"
-#include "cli/cli.h"
-#include "cli/cli_progress.h"
+#include "cli.h"
+#include "cli_progress.h"
 #include "lumen.h"
-#include "base/threadpool.h"
-#include "kernels/kernels.h"
-#include "model/model.h"
-#include "prof/prof.h"
-#include "tokenizer/tokenizer.h"
+#include "lumen_prof.h"
 
 static const char *k_run_help =
     "usage: lumen run [-m MODEL] (-p TEXT | -f FILE) [options]\n"
@@ -74,7 +69,7 @@ struct run_sink {
 static void run_on_event(void *user, const struct lm_event *ev) {
     struct run_sink *s = user;
     if (ev->token >= 0) {
-        if (s->n_gen++ == 0) s->t_first = lm_now_ns();
+        if (s->n_gen++ == 0) s->t_first = lm_time_ns();
         // as the plain loop: an end-of-generation token ends the text without being shown
         if (s->ignore_eos || !lm_tokenizer_is_eog(s->tok, ev->token)) {
             size_t np = 0;
@@ -137,7 +132,7 @@ static int run_engine(struct lm_model *m, const int32_t *ids, size_t n_ids, int6
     fwrite(s.piece, 1, np, stdout);
     fputc('\n', stdout);
     fflush(stdout);
-    const uint64_t t_end = lm_now_ns();
+    const uint64_t t_end = lm_time_ns();
     struct lm_engine_stats st;
     lm_engine_stats(e, &st);
     // prefill rate: the prompt over the time to the first token (the engine's prefill steps)
@@ -154,6 +149,18 @@ static int run_engine(struct lm_model *m, const int32_t *ids, size_t n_ids, int6
     free(s.piece);
     lm_engine_free(e);
     return rc;
+}
+
+// The profiler's memory gauges: the mapped file, the KV blocks in use, the scratch, the RSS.
+static void record_memory(const struct lm_model *m, const struct lm_context *c) {
+    struct lm_model_info info;
+    lm_model_info(m, &info);
+    struct lm_kv_cache_stats kvs;
+    lm_kv_cache_stats(c, &kvs);
+    struct lm_prof_memory mem = {.weights_mapped = info.file_bytes, .kv_cache = kvs.bytes_used,
+                                 .scratch = lm_context_scratch_bytes(c)};
+    lm_prof_read_rss(&mem.rss, &mem.rss_peak);
+    lm_prof_memory_rec(&mem);
 }
 
 int cmd_run(int argc, char **argv) {
@@ -234,11 +241,11 @@ int cmd_run(int argc, char **argv) {
         }
     }
 
-    const uint64_t t_load0 = lm_now_ns();
+    const uint64_t t_load0 = lm_time_ns();
     uint64_t tp = lm_prof_phase_begin(LM_PHASE_LOAD);
     struct lm_model *m = NULL;
     enum lm_status st = lm_model_load(&m, model_path, NULL);
-    lm_prof_phase(LM_PHASE_LOAD, tp, lm_prof_ticks(), -1, 0);
+    lm_prof_phase_end(LM_PHASE_LOAD, tp, -1, 0);
     if (st != LM_OK) {
         fprintf(stderr, "lumen run: %s\n", lm_error_msg());
         free(file_text);
@@ -251,11 +258,11 @@ int cmd_run(int argc, char **argv) {
         lm_model_free(m);
         return st == LM_ERR_IO ? LM_EXIT_USAGE : 1;
     }
-    const double load_ms = (double)(lm_now_ns() - t_load0) / 1e6;
+    const double load_ms = (double)(lm_time_ns() - t_load0) / 1e6;
     const struct lm_tokenizer *tok = lm_model_tokenizer(m);
 
     // ---- tokenize (the clock for TTFT starts here)
-    const uint64_t t0 = lm_now_ns();
+    const uint64_t t0 = lm_time_ns();
     tp = lm_prof_phase_begin(LM_PHASE_TOKENIZE);
     char *chat_text = NULL;
     const char *text = prompt;
@@ -282,7 +289,7 @@ int cmd_run(int argc, char **argv) {
         fprintf(stderr, "lumen run: %s\n", lm_error_msg());
         return 1;
     }
-    lm_prof_phase(LM_PHASE_TOKENIZE, tp, lm_prof_ticks(), -1, (int32_t)n_ids);
+    lm_prof_phase_end(LM_PHASE_TOKENIZE, tp, -1, (int32_t)n_ids);
     if (n_ids == 0) {
         fprintf(stderr, "lumen run: the prompt tokenizes to nothing (no BOS in this vocab)\n");
         return LM_EXIT_USAGE;
@@ -310,7 +317,7 @@ int cmd_run(int argc, char **argv) {
                     (long long)(draft_max ? draft_max : LM_DRAFT_MAX_DEFAULT));
         int rc = run_engine(m, ids, n_ids, n_ctx, n_threads, n_predict, &sp, ignore_eos,
                             (int32_t)draft_max, dm, draft_fixed, load_ms, t0);
-        if (lm_prof_on()) {
+        if (lm_prof_enabled()) {
             if (profile) lm_prof_print_summary(stderr);
             if (trace_path && lm_prof_write_jsonl(trace_path) != LM_OK) rc = 1;
             if (perfetto_path && lm_prof_write_perfetto(perfetto_path) != LM_OK) rc = 1;
@@ -332,25 +339,9 @@ int cmd_run(int argc, char **argv) {
         fprintf(stderr, "lumen run: %s\n", lm_error_msg());
         return 1;
     }
-    if (lm_prof_on()) {
-        const struct lm_kernels *kk = lm_kernels_best();
-        for (uint64_t ti = 0; ti < m->gguf.n_tensors; ti++) { // one selection per weight dtype
-            const enum lm_dtype dt = m->gguf.tensors[ti].type;
-            bool seen = false;
-            for (uint64_t tj = 0; tj < ti; tj++) seen = seen || m->gguf.tensors[tj].type == dt;
-            if (seen || lm_vec_dot_type(dt) == LM_DTYPE_COUNT) continue;
-            char kname[32], var[48];
-            snprintf(kname, sizeof kname, "dot_%s", lm_dtype_name(dt));
-            snprintf(var, sizeof var, "%s_%s%s", lm_dtype_name(dt), kk->name,
-                     kk->vec_dot_n[dt] ? " (+multitoken)" : "");
-            lm_prof_variant(kname, var, lm_kernels_reason());
-        }
-        struct lm_kv_cache_stats kvs;
-        lm_kv_cache_stats(c, &kvs);
-        struct lm_prof_memory mem = {.weights_mapped = m->gguf.size, .kv_cache = kvs.bytes_used,
-                                     .scratch = lm_context_scratch_bytes(c)};
-        lm_prof_read_rss(&mem.rss, &mem.rss_peak);
-        lm_prof_memory(&mem);
+    if (lm_prof_enabled()) {
+        lm_prof_record_kernels(m);
+        record_memory(m, c);
     }
     struct lm_sampler *smp = NULL;
     if ((st = lm_sampler_init(&smp, &sp, lm_model_n_vocab(m))) != LM_OK) {
@@ -373,7 +364,7 @@ int cmd_run(int argc, char **argv) {
     struct cli_progress prog;
     cli_progress_begin(&prog, "prefill", (int64_t)n_ids, "tok");
     prog.enabled = prog.enabled && verbose;
-    const uint64_t t_prefill0 = lm_now_ns();
+    const uint64_t t_prefill0 = lm_time_ns();
     for (size_t off = 0; off < n_ids; off += 512) {
         const size_t nb = n_ids - off < 512 ? n_ids - off : 512;
         for (size_t j = 0; j < nb; j++)
@@ -384,11 +375,11 @@ int cmd_run(int argc, char **argv) {
             fprintf(stderr, "lumen run: %s\n", lm_error_msg());
             return 1;
         }
-        lm_prof_phase(LM_PHASE_PREFILL, tp, lm_prof_ticks(), -1, (int32_t)nb);
+        lm_prof_phase_end(LM_PHASE_PREFILL, tp, -1, (int32_t)nb);
         cli_progress_update(&prog, (int64_t)(off + nb));
     }
     cli_progress_end(&prog);
-    const uint64_t t_prefill1 = lm_now_ns();
+    const uint64_t t_prefill1 = lm_time_ns();
 
     // ---- generate
     struct lm_detok dt;
@@ -402,15 +393,15 @@ int cmd_run(int argc, char **argv) {
     uint64_t ns_fwd = 0, ns_sample = 0, ns_out = 0, t_mark = 0;
     int32_t pos = (int32_t)n_ids;
     while (n_gen < n_predict) {
-        if (n_gen > 0) t_mark = lm_now_ns();
+        if (n_gen > 0) t_mark = lm_time_ns();
         tp = lm_prof_phase_begin(LM_PHASE_SAMPLE);
         const struct lm_token_logit *top = NULL;
         const int32_t n_top = top_need > 0 ? lm_get_top_k(c, 0, &top) : 0;
         const int32_t id = n_top > 0 ? lm_sampler_sample_top_k(smp, top, n_top)
                                      : lm_sampler_sample(smp, lm_get_logits(c, 0));
         lm_sampler_accept(smp, id);
-        lm_prof_phase(LM_PHASE_SAMPLE, tp, lm_prof_ticks(), (int32_t)n_gen, 1);
-        const uint64_t t_sampled = lm_now_ns();
+        lm_prof_phase_end(LM_PHASE_SAMPLE, tp, (int32_t)n_gen, 1);
+        const uint64_t t_sampled = lm_time_ns();
         if (n_gen == 0) t_first = t_dec0 = t_sampled;
         else ns_sample += t_sampled - t_mark;
         n_gen++;
@@ -420,8 +411,8 @@ int cmd_run(int argc, char **argv) {
         lm_detok_push(tok, &dt, id, piece, piece_cap, &np);
         fwrite(piece, 1, np, stdout);
         fflush(stdout);
-        lm_prof_phase(LM_PHASE_DETOKENIZE, tp, lm_prof_ticks(), (int32_t)n_gen - 1, 1);
-        t_mark = lm_now_ns();
+        lm_prof_phase_end(LM_PHASE_DETOKENIZE, tp, (int32_t)n_gen - 1, 1);
+        t_mark = lm_time_ns();
         ns_out += t_mark - t_sampled;
         if (n_gen == n_predict) break;
         if (pos >= n_ctx) break;
@@ -431,14 +422,14 @@ int cmd_run(int argc, char **argv) {
             fprintf(stderr, "\nlumen run: %s\n", lm_error_msg());
             return 1;
         }
-        lm_prof_phase(LM_PHASE_DECODE, tp, lm_prof_ticks(), (int32_t)n_gen - 1, 1);
-        ns_fwd += lm_now_ns() - t_mark;
+        lm_prof_phase_end(LM_PHASE_DECODE, tp, (int32_t)n_gen - 1, 1);
+        ns_fwd += lm_time_ns() - t_mark;
     }
     size_t np = lm_detok_flush(&dt, piece, piece_cap);
     fwrite(piece, 1, np, stdout);
     fputc('\n', stdout);
     fflush(stdout);
-    const uint64_t t_end = lm_now_ns();
+    const uint64_t t_end = lm_time_ns();
     const double prefill_s = (double)(t_prefill1 - t_prefill0) / 1e9;
     const double ttft_ms = n_gen ? (double)(t_first - t0) / 1e6 : 0.0;
     // decode rate counts the tokens produced after the first (each needed one forward)
@@ -456,13 +447,8 @@ int cmd_run(int argc, char **argv) {
                 (double)ns_out / per, (double)(t_end - t_dec0 - ns_fwd - ns_sample - ns_out) / per);
     }
     int rc = 0;
-    if (lm_prof_on()) {
-        struct lm_kv_cache_stats kvs;
-        lm_kv_cache_stats(c, &kvs);
-        struct lm_prof_memory mem = {.weights_mapped = m->gguf.size, .kv_cache = kvs.bytes_used,
-                                     .scratch = lm_context_scratch_bytes(c)};
-        lm_prof_read_rss(&mem.rss, &mem.rss_peak);
-        lm_prof_memory(&mem);
+    if (lm_prof_enabled()) {
+        record_memory(m, c);
         if (profile) lm_prof_print_summary(stderr);
         if (trace_path && lm_prof_write_jsonl(trace_path) != LM_OK) {
             fprintf(stderr, "lumen run: %s\n", lm_error_msg());

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/cli.h"
-#include "server/server.h"
+#include "cli.h"
+#include "server.h"
 
 static const char *k_serve_help =
     "usage: lumen serve [-m MODEL] [options]\n"

@@ -9,7 +9,7 @@
 #include <limits.h>
 #include <math.h>
 
-#include "cli/cli.h"
+#include "cli.h"
 
 static const char *k_usage =
     "lumen: LLM inference for GGUF models on CPUs, with a built-in profiler\n"

@@ -1,6 +1,6 @@
-// Reader of llama-perplexity's KL-divergence base file (kld_base.h): header, counts and
-// tokens validated against limits and the file's size before anything is allocated.
-#include "format/kld_base.h"
+// Reader of llama-perplexity's KL-divergence base file (include/lumen_kld_base.h): header,
+// counts and tokens validated against limits and the file's size before anything is allocated.
+#include "lumen_kld_base.h"
 
 #include <errno.h>
 #include <math.h>

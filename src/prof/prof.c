@@ -548,7 +548,7 @@ bool lm_prof_matmul_get(int i, struct lm_prof_matmul_agg *out) {
     if (!s->mm_sum || i < 0 || i >= s->n_mm_sum) return false;
     const struct lm_prof_mm_sum *e = &s->mm_sum[i];
     *out = (struct lm_prof_matmul_agg){
-        .op = (enum lm_prof_op)e->op, .wtype = (enum lm_dtype)e->wtype, .m = e->m, .n = e->n,
+        .op = (enum lm_prof_op)e->op, .wtype = e->wtype, .m = e->m, .n = e->n,
         .k = e->k, .variant = e->variant, .count = e->st.n,
         .total_ms = (double)e->st.sum * s->ns_per_tick / 1e6, .bytes = e->bytes};
     return true;

@@ -635,6 +635,9 @@ int32_t lm_tokenizer_bos(const struct lm_tokenizer *t) { return t->bos; }
 int32_t lm_tokenizer_eos(const struct lm_tokenizer *t) { return t->eos; }
 bool lm_tokenizer_add_bos(const struct lm_tokenizer *t) { return t->add_bos; }
 bool lm_tokenizer_add_eos(const struct lm_tokenizer *t) { return t->add_eos; }
+enum lm_tokenizer_kind lm_tokenizer_kind(const struct lm_tokenizer *t) {
+    return t->kind == LM_TOK_KIND_SPM ? LM_TOKENIZER_SPM : LM_TOKENIZER_BPE;
+}
 
 bool lm_tokenizer_is_eog(const struct lm_tokenizer *t, int32_t id) {
     return id >= 0 && id < t->n_vocab && (t->attr[id] & LM_TOK_FLAG_EOG);

@@ -1,96 +1,45 @@
-// `lumen bench --parallel LIST`: llama-batched-bench's job on the engine. For each N,
-// N requests with distinct prompts of -p tokens are submitted at once and generate -n
-// tokens each (greedy, end-of-generation ignored); the engine prefills all prompts in
-// its first step (step budget N x -p unless --step-tokens), then decodes the N sequences
-// together. Reports aggregate decode tokens/s, TTFT and inter-token latency percentiles,
-// the KV memory held against the tokens held, and the compute roof (lumen's own prefill
-// MAC rate / MACs of one decode token including the LM head). --arrival adds a long
-// prompt arriving while the streams decode (cli_bench_arrival.c); --trace / --perfetto /
-// --profile profile one extra run.
+// `lumen bench --parallel LIST`: batched decode of N sequences on the engine (parallel.h).
+// The engine prefills all prompts in its first step (step budget N x prompt unless
+// --step-tokens), then decodes the N sequences together; the compute roof is lumen's own
+// prefill MAC rate over the MACs of one decode token including the LM head.
+#include "parallel.h"
+
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/status.h"
-#include "base/timer.h"
-#include "cli/cli.h"
-#include "cli/cli_bench.h"
-#include "cli/cli_bench_parallel.h"
-#include "lumen.h"
-#include "prof/prof.h"
+#include "json.h"
+#include "lumen_prof.h"
+#include "prompt.h"
+#include "requests.h"
+#include "stats.h"
 
-// ================================================================ flags
+// ================================================================ option checks
 
-bool lm_bench_parallel_flag(const char *cmd, int argc, char **argv, int *i,
-                            struct lm_bench_parallel_opts *o) {
-    const char *a = argv[*i];
-    if (!strcmp(a, "--arrival")) o->arrival = (int)cli_int(cmd, a, cli_value(cmd, argc, argv, i), 1, 1 << 20);
-    else if (!strcmp(a, "--step-tokens"))
-        o->step_tokens = (int)cli_int(cmd, a, cli_value(cmd, argc, argv, i), 1, 8192);
-    else if (!strcmp(a, "--trace")) o->trace = cli_value(cmd, argc, argv, i);
-    else if (!strcmp(a, "--perfetto")) o->perfetto = cli_value(cmd, argc, argv, i);
-    else if (!strcmp(a, "--profile")) o->profile = true;
-    else if (!strcmp(a, "--lookup")) o->lookup = true;
-    else return false;
-    return true;
-}
-
-void lm_bench_parallel_check(const char *cmd, const struct lm_bench_parallel_opts *o,
-                             bool parallel, const int64_t *list, int n_list) {
+enum lm_status lm_bench_parallel_check(const struct lm_bench_parallel_opts *o, bool parallel,
+                                       const int *list, int n_list) {
     if (!parallel) {
         if (o->arrival || o->step_tokens || o->lookup)
-            cli_usage_error(cmd, "--arrival, --step-tokens and --lookup apply to --parallel runs");
+            return lm_error_set(LM_ERR_ARG, "--arrival, --step-tokens and --lookup apply to --parallel runs");
         if (o->trace || o->perfetto || o->profile)
-            cli_usage_error(cmd, "--trace, --perfetto and --profile apply to --parallel runs "
-                                 "(--breakdown profiles the pp/tg tests)");
-        return;
+            return lm_error_set(LM_ERR_ARG, "--trace, --perfetto and --profile apply to --parallel runs "
+                                            "(--breakdown profiles the pp/tg tests)");
+        return LM_OK;
     }
-    int64_t max_n = 0;
+    int max_n = 0;
     for (int i = 0; i < n_list; i++) max_n = list[i] > max_n ? list[i] : max_n;
     // every running request decodes one token per step; the arrival run also needs room
     // for the long prompt's chunk beside the N decode tokens
     if (o->step_tokens && o->step_tokens < max_n)
-        cli_usage_error(cmd, "--step-tokens %d < N = %lld (every sequence decodes one token per step)",
-                        o->step_tokens, (long long)max_n);
+        return lm_error_set(LM_ERR_ARG,
+                            "--step-tokens %d < N = %d (every sequence decodes one token per step)",
+                            o->step_tokens, max_n);
     const int arr_budget = o->step_tokens ? o->step_tokens : LM_BENCH_ARRIVAL_STEP_TOKENS;
     if (o->arrival && arr_budget <= max_n + 1)
-        cli_usage_error(cmd, "--arrival: a step budget of %d leaves no prefill chunk beside N = %lld "
-                             "decode tokens (raise --step-tokens above N + 1)", arr_budget, (long long)max_n);
-}
-
-// ================================================================ shared helpers
-
-void lm_bench_par_event(void *user, const struct lm_event *ev) {
-    struct lm_bench_par_sink *s = user;
-    struct lm_bench_par_req *q = NULL;
-    for (int i = 0; i < s->n_req && !q; i++) if (s->r[i].id == ev->id) q = &s->r[i];
-    if (!q) { s->bad++; return; }
-    if (ev->finish == LM_FINISH_ERROR) s->bad++;
-    if (ev->finish == LM_FINISH_CANCELLED) s->cancelled++;
-    if (ev->finish != LM_FINISH_NONE) q->done = true;
-    if (ev->token < 0) return;
-    if (q->n < q->cap) q->t[q->n] = ev->t_ns;
-    q->n++;
-}
-
-static int cmp_dbl(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-double lm_bench_pct(double *v, int n, double p) {
-    if (n <= 0) return NAN;
-    qsort(v, (size_t)n, sizeof *v, cmp_dbl);
-    int k = (int)ceil(p / 100.0 * n) - 1;
-    if (k < 0) k = 0;
-    if (k >= n) k = n - 1;
-    return v[k];
-}
-
-void lm_bench_par_prompt(const int32_t *ids, int n_ids, int i, int32_t *out, int n) {
-    out[0] = ids[0];
-    for (int j = 1; j < n; j++) out[j] = ids[1 + (j - 1 + 37 * i) % (n_ids - 1)];
+        return lm_error_set(LM_ERR_ARG,
+                            "--arrival: a step budget of %d leaves no prefill chunk beside N = %d "
+                            "decode tokens (raise --step-tokens above N + 1)", arr_budget, max_n);
+    return LM_OK;
 }
 
 // ================================================================ one throughput run
@@ -109,7 +58,7 @@ static enum lm_status run_once(struct lm_model *m, const int32_t *ids, int n_ids
     struct lm_engine *e = NULL;
     enum lm_status st = lm_engine_init(&e, m, &ep);
     if (st != LM_OK) return st;
-    struct lm_bench_par_sink sink = {.n_req = N};
+    struct lm_bench_request_sink sink = {.n_req = N};
     sink.r = calloc((size_t)N, sizeof *sink.r);
     uint64_t *t_all = malloc((size_t)N * (size_t)G * sizeof *t_all);
     double *itl = malloc((size_t)N * (size_t)G * sizeof *itl);
@@ -120,16 +69,16 @@ static enum lm_status run_once(struct lm_model *m, const int32_t *ids, int n_ids
         free(sink.r); free(t_all); free(itl); free(ttft); free(prompt);
         return lm_error_set(LM_ERR_NOMEM, "bench: out of memory");
     }
-    for (int i = 0; i < N; i++) sink.r[i] = (struct lm_bench_par_req){.t = t_all + (size_t)i * G, .cap = G};
+    for (int i = 0; i < N; i++) sink.r[i] = (struct lm_bench_request){.t = t_all + (size_t)i * G, .cap = G};
     struct lm_request_params rp = lm_request_params_default();
     rp.sampling.temperature = 0;
     rp.max_tokens = G;
     rp.ignore_eos = true;
     rp.lookup = pp->lookup;
-    const uint64_t t0 = lm_now_ns();
+    const uint64_t t0 = lm_time_ns();
     for (int i = 0; i < N && st == LM_OK; i++) {
-        lm_bench_par_prompt(ids, n_ids, i, prompt, P);
-        st = lm_engine_submit(e, prompt, P, &rp, lm_bench_par_event, &sink, &sink.r[i].id);
+        lm_bench_request_prompt(ids, n_ids, i, prompt, P);
+        st = lm_engine_submit(e, prompt, P, &rp, lm_bench_request_event, &sink, &sink.r[i].id);
     }
     uint64_t kv_peak = 0, fwd0 = 0, smp0 = 0;
     struct lm_engine_stats es = {0};
@@ -190,10 +139,10 @@ static enum lm_status run_once(struct lm_model *m, const int32_t *ids, int n_ids
         res->fwd_tok_s = es.forward_ns > fwd0 ? (double)n_dec / ((double)(es.forward_ns - fwd0) * 1e-9) : NAN;
         res->sample_ms_step = n_steps_dec > 0 ? (double)(es.sample_ns - smp0) / 1e6 / n_steps_dec : NAN;
         res->pp_tok_s = (double)N * P / ((double)(t_all_first - t0) * 1e-9);
-        res->ttft_ms_p50 = lm_bench_pct(ttft, N, 50);
-        res->ttft_ms_p99 = lm_bench_pct(ttft, N, 99);
-        res->itl_ms_p50 = lm_bench_pct(itl, n_itl, 50);
-        res->itl_ms_p99 = lm_bench_pct(itl, n_itl, 99);
+        res->ttft_ms_p50 = lm_bench_percentile(ttft, N, 50);
+        res->ttft_ms_p99 = lm_bench_percentile(ttft, N, 99);
+        res->itl_ms_p50 = lm_bench_percentile(itl, n_itl, 50);
+        res->itl_ms_p99 = lm_bench_percentile(itl, n_itl, 99);
         res->kv_bytes = kv_peak;
         res->kv_block_bytes = ks.block_bytes;
         res->kv_block_tokens = ks.block_size;
@@ -215,44 +164,58 @@ static enum lm_status prefill_rate(struct lm_model *m, const int32_t *ids, int n
     enum lm_status st = lm_context_init(&c, m, &cp);
     if (st != LM_OK) return st;
     struct lm_batch_entry *b = malloc((size_t)n * sizeof *b);
+    if (!b) {
+        lm_context_free(c);
+        return lm_error_set(LM_ERR_NOMEM, "bench: out of memory");
+    }
     double v[64];
     if (reps > 64) reps = 64;
     for (int r = -1; r < reps && st == LM_OK; r++) {
         lm_kv_cache_seq_rm(c, 0, 0, -1);
         for (int i = 0; i < n; i++) b[i] = (struct lm_batch_entry){ids[i], i, 0, i == n - 1};
-        const uint64_t t0 = lm_now_ns();
+        const uint64_t t0 = lm_time_ns();
         st = lm_decode(c, b, n);
-        if (r >= 0) v[r] = (double)n / ((double)(lm_now_ns() - t0) * 1e-9);
+        if (r >= 0) v[r] = (double)n / ((double)(lm_time_ns() - t0) * 1e-9);
     }
     free(b);
     lm_context_free(c);
-    if (st == LM_OK) *tok_s = lm_bench_pct(v, reps, 50);
+    if (st == LM_OK) *tok_s = lm_bench_percentile(v, reps, 50);
     return st;
 }
 
 // ================================================================ profiled run
 
+// The arrival run of pp at N streams.
+static enum lm_status arrival_once(struct lm_model *m, const int32_t *ids, int n_ids,
+                                   const struct lm_bench_parallel_params *pp, int N,
+                                   struct lm_bench_arrival_result *out) {
+    const struct lm_bench_arrival_params a = {.n_streams = N, .n_prompt = pp->n_prompt,
+                                              .n_long = pp->arrival, .step_tokens = pp->step_tokens,
+                                              .n_threads = pp->n_threads};
+    return lm_bench_arrival_once(m, ids, n_ids, &a, out);
+}
+
 // One extra run at N under the profiler (its arrival run when pp->arrival), then the
-// summary (stderr) and the trace files. Untimed: its figures are not reported.
+// summary (to the log) and the trace files. Untimed: its figures are not reported.
 static enum lm_status profiled_run(struct lm_model *m, const int32_t *ids, int n_ids,
                                    const struct lm_bench_parallel_params *pp, int N) {
     const enum lm_prof_level lvl = pp->trace || pp->perfetto ? LM_PROF_TRACE : LM_PROF_SUMMARY;
     enum lm_status st = lm_prof_init(lvl, pp->n_threads > 0 ? pp->n_threads : 1, 0);
     if (st != LM_OK) return st;
-    if (pp->progress)
-        fprintf(stderr, "lumen bench: profiled %s run at N = %d, %d threads\n",
+    if (pp->progress && pp->log)
+        fprintf(pp->log, "lumen bench: profiled %s run at N = %d, %d threads\n",
                 pp->arrival ? "arrival" : "parallel", N, pp->n_threads);
     if (pp->arrival) {
         struct lm_bench_arrival_result a;
-        st = lm_bench_arrival_once(m, ids, n_ids, pp, N, &a);
+        st = arrival_once(m, ids, n_ids, pp, N, &a);
     } else {
         struct lm_bench_parallel_result r;
         st = run_once(m, ids, n_ids, pp, N, &r);
     }
-    if (st == LM_OK && lm_prof_dropped() > 0)
-        fprintf(stderr, "lumen bench: the profiler dropped %llu events (trace buffers full)\n",
+    if (st == LM_OK && lm_prof_dropped() > 0 && pp->log)
+        fprintf(pp->log, "lumen bench: the profiler dropped %llu events (trace buffers full)\n",
                 (unsigned long long)lm_prof_dropped());
-    if (st == LM_OK && pp->profile) lm_prof_print_summary(stderr);
+    if (st == LM_OK && pp->profile && pp->log) lm_prof_print_summary(pp->log);
     if (st == LM_OK && pp->trace) st = lm_prof_write_jsonl(pp->trace);
     if (st == LM_OK && pp->perfetto) st = lm_prof_write_perfetto(pp->perfetto);
     lm_prof_shutdown();
@@ -261,15 +224,13 @@ static enum lm_status profiled_run(struct lm_model *m, const int32_t *ids, int n
 
 // ================================================================ all N
 
-static double med(double *v, int n) { return lm_bench_pct(v, n, 50); }
-
 enum lm_status lm_bench_parallel_run(struct lm_model *m, const struct lm_bench_model_info *mi,
                                      const struct lm_bench_parallel_params *pp,
                                      struct lm_bench_parallel_result *out) {
     int n_ids = pp->n_prompt + 512;
     if (pp->arrival + 512 > n_ids) n_ids = pp->arrival + 512;
     int32_t *ids = lm_bench_tokens(m, n_ids);
-    if (!ids) return LM_ERR_NOMEM;
+    if (!ids) return LM_ERR_NOMEM; // lm_bench_tokens' message
     enum lm_status st = LM_OK;
     // the roof: lumen's own prefill MAC rate over the MACs of one decode token
     double pp_rate = 0;
@@ -282,6 +243,8 @@ enum lm_status lm_bench_parallel_run(struct lm_model *m, const struct lm_bench_m
         struct lm_bench_parallel_result *res = &out[k];
         memset(res, 0, sizeof *res);
         res->n_seq = N;
+        // per repetition: gen and fwd tok/s, sampling ms/step, TTFT and ITL p50/p99, prefill
+        // tok/s, the arrival run
         double g[64], fw[64], smp[64], tf50[64], tf99[64], i50[64], i99[64], ppr[64];
         struct lm_bench_arrival_result ar[64];
         const int reps = pp->reps < 64 ? pp->reps : 64;
@@ -299,59 +262,42 @@ enum lm_status lm_bench_parallel_run(struct lm_model *m, const struct lm_bench_m
             res->step_tokens = one.step_tokens;
             res->drafted += one.drafted;
             res->accepted += one.accepted;
-            if (pp->progress)
-                fprintf(stderr, "lumen bench: parallel %d rep %d/%d: %.1f gen tok/s, TTFT p50 %.1f ms\n",
+            if (pp->progress && pp->log)
+                fprintf(pp->log, "lumen bench: parallel %d rep %d/%d: %.1f gen tok/s, TTFT p50 %.1f ms\n",
                         N, r + 1, reps, one.gen_tok_s, one.ttft_ms_p50);
             if (pp->arrival) {
-                st = lm_bench_arrival_once(m, ids, n_ids, pp, N, &ar[r]);
-                if (st == LM_OK && pp->progress)
-                    fprintf(stderr, "lumen bench: arrival of %d tokens at %d streams rep %d/%d: worst "
+                st = arrival_once(m, ids, n_ids, pp, N, &ar[r]);
+                if (st == LM_OK && pp->progress && pp->log)
+                    fprintf(pp->log, "lumen bench: arrival of %d tokens at %d streams rep %d/%d: worst "
                                     "gap %.1f -> %.1f ms, full-chunk step %.1f ms\n", pp->arrival, N,
                             r + 1, reps, ar[r].gap_base_max, ar[r].gap_during_max, ar[r].chunk_step);
             }
         }
         if (st != LM_OK) break;
-        if (pp->lookup)
-            fprintf(stderr, "lumen bench: parallel %d --lookup: %llu tokens drafted, %llu accepted "
+        if (pp->lookup && pp->log)
+            fprintf(pp->log, "lumen bench: parallel %d --lookup: %llu tokens drafted, %llu accepted "
                             "(%.1f%%) over %d repetitions\n", N, (unsigned long long)res->drafted,
                     (unsigned long long)res->accepted,
                     res->drafted ? 100.0 * (double)res->accepted / (double)res->drafted : 0.0, reps);
         res->reps = reps;
-        res->gen_tok_s_min = res->gen_tok_s_max = g[0];
-        res->fwd_tok_s_min = res->fwd_tok_s_max = fw[0];
-        for (int r = 1; r < reps; r++) {
-            if (g[r] < res->gen_tok_s_min) res->gen_tok_s_min = g[r];
-            if (g[r] > res->gen_tok_s_max) res->gen_tok_s_max = g[r];
-            if (fw[r] < res->fwd_tok_s_min) res->fwd_tok_s_min = fw[r];
-            if (fw[r] > res->fwd_tok_s_max) res->fwd_tok_s_max = fw[r];
-        }
-        res->gen_tok_s = med(g, reps);
-        res->fwd_tok_s = med(fw, reps);
-        res->sample_ms_step = med(smp, reps);
-        res->pp_tok_s = med(ppr, reps);
-        res->ttft_ms_p50 = med(tf50, reps);
-        res->ttft_ms_p99 = med(tf99, reps);
-        res->itl_ms_p50 = med(i50, reps);
-        res->itl_ms_p99 = med(i99, reps);
+        lm_bench_min_max(g, reps, &res->gen_tok_s_min, &res->gen_tok_s_max);
+        lm_bench_min_max(fw, reps, &res->fwd_tok_s_min, &res->fwd_tok_s_max);
+        // nearest-rank medians (the lower middle repetition of an even count)
+        res->gen_tok_s = lm_bench_percentile(g, reps, 50);
+        res->fwd_tok_s = lm_bench_percentile(fw, reps, 50);
+        res->sample_ms_step = lm_bench_percentile(smp, reps, 50);
+        res->pp_tok_s = lm_bench_percentile(ppr, reps, 50);
+        res->ttft_ms_p50 = lm_bench_percentile(tf50, reps, 50);
+        res->ttft_ms_p99 = lm_bench_percentile(tf99, reps, 50);
+        res->itl_ms_p50 = lm_bench_percentile(i50, reps, 50);
+        res->itl_ms_p99 = lm_bench_percentile(i99, reps, 50);
         res->prefill_tok_s = pp_rate;
         res->roof_prompt = n_roof;
         res->roof_tok_s = pp_rate > 0 ? pp_rate * mac_layers / (mac_layers + mac_head) : NAN;
         res->roof_frac = pp_rate > 0 ? res->gen_tok_s / res->roof_tok_s : NAN;
-        if (pp->arrival) { // medians over the repetitions, field by field
-            struct lm_bench_arrival_result *a = &res->arr;
+        if (pp->arrival) {
             res->has_arrival = true;
-            *a = ar[0];
-            a->reps = reps;
-            double v[64];
-#define ARR_MED(f) do { for (int r = 0; r < reps; r++) v[r] = ar[r].f; a->f = med(v, reps); } while (0)
-            ARR_MED(gap_base_max); ARR_MED(gap_base_p50); ARR_MED(gap_during_max);
-            ARR_MED(gap_during_p50); ARR_MED(decode_step); ARR_MED(chunk_step);
-            ARR_MED(chunk_step_max); ARR_MED(long_ttft);
-#undef ARR_MED
-            a->increase = a->gap_during_max - a->gap_base_max; // as the table reads
-            a->gap_during_max_worst = ar[0].gap_during_max;
-            for (int r = 1; r < reps; r++)
-                if (ar[r].gap_during_max > a->gap_during_max_worst) a->gap_during_max_worst = ar[r].gap_during_max;
+            lm_bench_arrival_summarize(ar, reps, &res->arr);
         }
     }
     if (st == LM_OK && (pp->trace || pp->perfetto || pp->profile)) {
@@ -425,11 +371,6 @@ void lm_bench_parallel_print_md(FILE *f, const struct lm_bench_model_info *mi,
             res[n - 1].n_seq);
 }
 
-static void json_num(FILE *f, double v) {
-    if (isfinite(v)) fprintf(f, "%.4f", v);
-    else fputs("null", f);
-}
-
 void lm_bench_parallel_print_json_tests(FILE *f, const struct lm_bench_parallel_params *pp,
                                         const struct lm_bench_parallel_result *res, int n,
                                         bool more) {
@@ -461,29 +402,20 @@ void lm_bench_parallel_print_json_tests(FILE *f, const struct lm_bench_parallel_
             fprintf(f, ",\n     \"arrival\": {\"n_prompt\": %d, \"step_tokens\": %d, \"chunk_tokens\": %d, "
                        "\"reps\": %d, \"gap_base_max_ms\": ", pp->arrival, a->step_tokens,
                     a->chunk_tokens, a->reps);
-            json_num(f, a->gap_base_max);
-            fputs(", \"gap_base_p50_ms\": ", f);
-            json_num(f, a->gap_base_p50);
-            fputs(", \"gap_during_max_ms\": ", f);
-            json_num(f, a->gap_during_max);
-            fputs(", \"gap_during_p50_ms\": ", f);
-            json_num(f, a->gap_during_p50);
-            fputs(", \"gap_during_max_worst_ms\": ", f);
-            json_num(f, a->gap_during_max_worst);
-            fputs(", \"increase_ms\": ", f);
-            json_num(f, a->increase);
-            fputs(",\n       \"chunk_step_ms\": ", f);
-            json_num(f, a->chunk_step);
-            fputs(", \"chunk_step_max_ms\": ", f);
-            json_num(f, a->chunk_step_max);
+            lm_bench_json_num(f, a->gap_base_max);
+            lm_bench_json_member_num(f, ", \"gap_base_p50_ms\": ", a->gap_base_p50);
+            lm_bench_json_member_num(f, ", \"gap_during_max_ms\": ", a->gap_during_max);
+            lm_bench_json_member_num(f, ", \"gap_during_p50_ms\": ", a->gap_during_p50);
+            lm_bench_json_member_num(f, ", \"gap_during_max_worst_ms\": ", a->gap_during_max_worst);
+            lm_bench_json_member_num(f, ", \"increase_ms\": ", a->increase);
+            lm_bench_json_member_num(f, ",\n       \"chunk_step_ms\": ", a->chunk_step);
+            lm_bench_json_member_num(f, ", \"chunk_step_max_ms\": ", a->chunk_step_max);
             fprintf(f, ", \"n_chunk_steps\": %d, \"increase_over_longest_chunk_step\": ", a->n_chunk_steps);
-            json_num(f, a->chunk_step_max > 0 ? a->increase / a->chunk_step_max : NAN);
-            fputs(", \"increase_over_median_chunk_step\": ", f);
-            json_num(f, a->chunk_step > 0 ? a->increase / a->chunk_step : NAN);
-            fputs(", \"decode_step_ms\": ", f);
-            json_num(f, a->decode_step);
-            fputs(", \"long_ttft_ms\": ", f);
-            json_num(f, a->long_ttft);
+            lm_bench_json_num(f, a->chunk_step_max > 0 ? a->increase / a->chunk_step_max : NAN);
+            lm_bench_json_member_num(f, ", \"increase_over_median_chunk_step\": ",
+                                     a->chunk_step > 0 ? a->increase / a->chunk_step : NAN);
+            lm_bench_json_member_num(f, ", \"decode_step_ms\": ", a->decode_step);
+            lm_bench_json_member_num(f, ", \"long_ttft_ms\": ", a->long_ttft);
             fputs("}", f);
         } else {
             fputs(", \"arrival\": null", f);

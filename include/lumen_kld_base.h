@@ -1,13 +1,18 @@
 // llama-perplexity's KL-divergence base file (--kl-divergence-base): a text's tokens and a
 // base model's log-probabilities at every scored position, 16 bits per vocabulary entry.
-// Reader: parse and validate only (no compute); `lumen perplexity` writes and reads it.
-#ifndef LM_FORMAT_KLD_BASE_H
-#define LM_FORMAT_KLD_BASE_H
+// Public reader (src/format/kld_base.c): parse and validate only, no compute; `lumen
+// perplexity` writes the file and reads it through this.
+#ifndef LUMEN_KLD_BASE_H
+#define LUMEN_KLD_BASE_H
 
 #include <stdint.h>
 #include <stdio.h>
 
-#include "base/status.h"
+#include "lumen_status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 // Layout, as tools/perplexity/perplexity.cpp writes it (host byte order, little-endian here):
 //   char    magic[8]            "_logits_"
@@ -60,4 +65,7 @@ static inline void lm_kld_row_params(const uint16_t *row, float *scale, float *m
     *min_log_prob = d[1];
 }
 
+#ifdef __cplusplus
+}
+#endif
 #endif

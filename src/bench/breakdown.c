@@ -1,19 +1,15 @@
-// `lumen bench --breakdown`: one profiled generation (profiler in SUMMARY mode) reported
-// as phases, per-layer attention vs FFN, totals by component, matmul shapes, and a
-// bottleneck analysis whose every statement and suggestion cites a measured number.
+// `lumen bench --breakdown`: the profiled run, its analysis and its text and JSON reports
+// (breakdown.h). One concept read top to bottom: run -> aggregates -> findings -> report.
+#include "breakdown.h"
+
 #include <math.h>
 #include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/threadpool.h"
-#include "base/timer.h"
-#include "cli/cli_bench.h"
-#include "lumen.h"
-#include "model/model.h"
-#include "prof/prof.h"
-#include "tokenizer/tokenizer.h"
+#include "json.h"
+#include "lumen_prof.h"
+#include "prompt.h"
 
 // ================================================================ result
 
@@ -132,7 +128,7 @@ static void collect_ops(struct lm_bench_breakdown *b, double pool_wait_ms) {
     b->have_pre_ops = n_pre > 0;
     b->have_prof_barriers = n_bar > 0;
     if (b->have_prof_barriers) b->n_barriers = n_bar;
-    else b->bar_ms = pool_wait_ms; // the pool's own accounting (lm_pool_stats)
+    else b->bar_ms = pool_wait_ms; // the pool's own accounting (lm_context_thread_stats)
     b->pre_other_ms = b->have_pre_ops ? b->ph_ms[BD_PREFILL] - pre_ops_ms - b->pre_bar_ms : 0;
 
     for (int d = 0; d < NELEM(k_comp_defs); d++) {
@@ -150,7 +146,7 @@ static void collect_ops(struct lm_bench_breakdown *b, double pool_wait_ms) {
         if (!lm_prof_matmul_get(i, &e)) break;
         struct bd_mm *x = &b->mm[b->n_mm++];
         snprintf(x->op, sizeof x->op, "%s", lm_prof_op_name(e.op));
-        snprintf(x->dtype, sizeof x->dtype, "%s", lm_dtype_name(e.wtype));
+        snprintf(x->dtype, sizeof x->dtype, "%s", lm_tensor_type_name(e.wtype));
         snprintf(x->variant, sizeof x->variant, "%s", e.variant[0] ? e.variant : "-");
         x->m = e.m;
         x->n = e.n;
@@ -172,36 +168,6 @@ static void collect_ops(struct lm_bench_breakdown *b, double pool_wait_ms) {
 }
 
 // ================================================================ run
-
-// A prefix of the (repeated) fixed text that tokenizes to at least n tokens.
-static char *prompt_text(const struct lm_tokenizer *tok, int n, size_t *len_out) {
-    const size_t tl = strlen(lm_bench_text);
-    size_t len = 64;
-    for (int iter = 0; iter < 64; iter++) {
-        char *text = malloc(len + 1);
-        if (!text) return NULL;
-        for (size_t i = 0; i < len; i++) text[i] = lm_bench_text[i % tl];
-        text[len] = 0;
-        int32_t *ids = NULL;
-        size_t n_ids = 0;
-        if (lm_tokenize(tok, text, len, true, false, &ids, &n_ids) != LM_OK) {
-            free(text);
-            return NULL;
-        }
-        free(ids);
-        if (n_ids >= (size_t)n) {
-            *len_out = len;
-            return text;
-        }
-        free(text);
-        // grow by the observed bytes/token, with 10% margin
-        const double bpt = n_ids ? (double)len / (double)n_ids : 4.0;
-        size_t next = (size_t)(bpt * n * 1.1) + 16;
-        len = next > len ? next : len * 2;
-    }
-    lm_error_set(LM_ERR_ARG, "bench: cannot build a %d-token prompt", n);
-    return NULL;
-}
 
 static void add_line(char (*lines)[BD_LINE], int *n, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -233,20 +199,21 @@ enum lm_status lm_bench_breakdown_run(struct lm_model *m, const struct lm_bench_
     b->l_ffn = calloc((size_t)(b->n_layer > 0 ? b->n_layer : 1), sizeof(double));
     const struct lm_tokenizer *tok = lm_model_tokenizer(m);
     size_t text_len = 0;
-    char *text = b->l_attn && b->l_ffn ? prompt_text(tok, b->n_prompt, &text_len) : NULL;
-    struct lm_batch_entry *batch = malloc(512 * sizeof *batch);
+    char *text = NULL;
+    struct lm_batch_entry *batch = malloc(LM_BENCH_N_BATCH * sizeof *batch);
     const size_t piece_cap = lm_tokenizer_max_piece(tok) + 8;
     char *piece = malloc(piece_cap);
     struct lm_context *c = NULL;
     struct lm_sampler *smp = NULL;
     int32_t *ids = NULL;
     enum lm_status st = LM_OK;
-    if (!text || !batch || !piece) {
-        st = text ? lm_error_set(LM_ERR_NOMEM, "bench: out of memory") : LM_ERR_ARG;
+    if (!b->l_attn || !b->l_ffn || !batch || !piece) {
+        st = lm_error_set(LM_ERR_NOMEM, "bench: out of memory");
         goto done;
     }
+    if ((st = lm_bench_prompt_text(tok, b->n_prompt, &text, &text_len)) != LM_OK) goto done;
     struct lm_context_params cp = {.n_ctx = b->n_prompt + b->n_gen, .n_seq_max = 1,
-                                   .n_batch = 512, .n_threads = p->n_threads};
+                                   .n_batch = LM_BENCH_N_BATCH, .n_threads = p->n_threads};
     if ((st = lm_context_init(&c, m, &cp)) != LM_OK) goto done;
     struct lm_sampler_params sp = lm_sampler_params_default();
     if ((st = lm_sampler_init(&smp, &sp, mi->n_vocab)) != LM_OK) goto done;
@@ -268,27 +235,27 @@ enum lm_status lm_bench_breakdown_run(struct lm_model *m, const struct lm_bench_
 
     if ((st = lm_prof_init(LM_PROF_SUMMARY, p->n_threads, 0)) != LM_OK) goto done;
     // ---- 1. tokenize
-    uint64_t w0 = lm_now_ns(), pt = lm_prof_phase_begin(LM_PHASE_TOKENIZE);
+    uint64_t w0 = lm_time_ns(), pt = lm_prof_phase_begin(LM_PHASE_TOKENIZE);
     size_t n_ids = 0;
     st = lm_tokenize(tok, text, text_len, true, false, &ids, &n_ids);
-    lm_prof_phase(LM_PHASE_TOKENIZE, pt, lm_prof_ticks(), -1, (int32_t)n_ids);
-    b->ph_ms[BD_TOKENIZE] = (double)(lm_now_ns() - w0) / 1e6;
+    lm_prof_phase_end(LM_PHASE_TOKENIZE, pt, -1, (int32_t)n_ids);
+    b->ph_ms[BD_TOKENIZE] = (double)(lm_time_ns() - w0) / 1e6;
     b->ph_count[BD_TOKENIZE] = 1;
     b->n_tok_text = (int)n_ids;
     const uint64_t t_start = w0;
     if (st != LM_OK) goto done;
 
-    // ---- 2. prefill (chunks of 512, logits on the last prompt token)
-    for (int off = 0; off < b->n_prompt; off += 512) {
-        const int nb = b->n_prompt - off < 512 ? b->n_prompt - off : 512;
+    // ---- 2. prefill (chunks of LM_BENCH_N_BATCH, logits on the last prompt token)
+    for (int off = 0; off < b->n_prompt; off += LM_BENCH_N_BATCH) {
+        const int nb = b->n_prompt - off < LM_BENCH_N_BATCH ? b->n_prompt - off : LM_BENCH_N_BATCH;
         for (int j = 0; j < nb; j++)
             batch[j] = (struct lm_batch_entry){.token = ids[off + j], .pos = off + j, .seq = 0,
                                                .want_logits = off + j == b->n_prompt - 1};
-        w0 = lm_now_ns();
+        w0 = lm_time_ns();
         pt = lm_prof_phase_begin(LM_PHASE_PREFILL);
         st = lm_decode(c, batch, nb);
-        lm_prof_phase(LM_PHASE_PREFILL, pt, lm_prof_ticks(), -1, nb);
-        b->ph_ms[BD_PREFILL] += (double)(lm_now_ns() - w0) / 1e6;
+        lm_prof_phase_end(LM_PHASE_PREFILL, pt, -1, nb);
+        b->ph_ms[BD_PREFILL] += (double)(lm_time_ns() - w0) / 1e6;
         b->ph_count[BD_PREFILL]++;
         if (st != LM_OK) goto done;
     }
@@ -300,12 +267,12 @@ enum lm_status lm_bench_breakdown_run(struct lm_model *m, const struct lm_bench_
     lm_detok_init(&dt, false);
     size_t out_len = 0;
     for (int i = 0; i < b->n_gen; i++) {
-        w0 = lm_now_ns();
+        w0 = lm_time_ns();
         pt = lm_prof_phase_begin(LM_PHASE_SAMPLE);
         const int32_t id = lm_sampler_sample(smp, lm_get_logits(c, 0));
         lm_sampler_accept(smp, id);
-        lm_prof_phase(LM_PHASE_SAMPLE, pt, lm_prof_ticks(), i, 1);
-        const uint64_t w1 = lm_now_ns();
+        lm_prof_phase_end(LM_PHASE_SAMPLE, pt, i, 1);
+        const uint64_t w1 = lm_time_ns();
         b->ph_ms[BD_SAMPLE] += (double)(w1 - w0) / 1e6;
         b->ph_count[BD_SAMPLE]++;
         if (i == 0) b->ttft_ms = (double)(w1 - t_start) / 1e6;
@@ -313,8 +280,8 @@ enum lm_status lm_bench_breakdown_run(struct lm_model *m, const struct lm_bench_
         pt = lm_prof_phase_begin(LM_PHASE_DETOKENIZE);
         size_t np = 0;
         st = lm_detok_push(tok, &dt, id, piece, piece_cap, &np);
-        lm_prof_phase(LM_PHASE_DETOKENIZE, pt, lm_prof_ticks(), i, 1);
-        b->ph_ms[BD_DETOK] += (double)(lm_now_ns() - w1) / 1e6;
+        lm_prof_phase_end(LM_PHASE_DETOKENIZE, pt, i, 1);
+        b->ph_ms[BD_DETOK] += (double)(lm_time_ns() - w1) / 1e6;
         b->ph_count[BD_DETOK]++;
         if (st != LM_OK) goto done;
         for (size_t k = 0; k < np && out_len + 2 < sizeof b->output; k++) { // printable preview
@@ -330,11 +297,11 @@ enum lm_status lm_bench_breakdown_run(struct lm_model *m, const struct lm_bench_
         if (i == b->n_gen - 1) break; // the last sampled token needs no forward pass
 
         struct lm_batch_entry e = {.token = id, .pos = b->n_prompt + i, .seq = 0, .want_logits = true};
-        w0 = lm_now_ns();
+        w0 = lm_time_ns();
         pt = lm_prof_phase_begin(LM_PHASE_DECODE);
         st = lm_decode(c, &e, 1);
-        lm_prof_phase(LM_PHASE_DECODE, pt, lm_prof_ticks(), i, 1);
-        b->ph_ms[BD_DECODE] += (double)(lm_now_ns() - w0) / 1e6;
+        lm_prof_phase_end(LM_PHASE_DECODE, pt, i, 1);
+        b->ph_ms[BD_DECODE] += (double)(lm_time_ns() - w0) / 1e6;
         b->ph_count[BD_DECODE]++;
         if (st != LM_OK) goto done;
     }
@@ -730,8 +697,7 @@ void lm_bench_breakdown_print_json(const struct lm_bench_breakdown *b, FILE *f) 
         fprintf(f, ", \"count\": %llu, \"ms\": %.4f, \"gbps\": %.4f}", (unsigned long long)x->count,
                 x->ms, x->gbps);
     }
-    fprintf(f, "],\n    \"primary\": ");
-    lm_bench_json_str(f, b->primary);
+    lm_bench_json_member_str(f, "],\n    \"primary\": ", b->primary);
     fprintf(f, ",\n    \"findings\": [");
     for (int i = 0; i < b->n_find; i++) {
         fprintf(f, "%s\n      ", i ? "," : "");
