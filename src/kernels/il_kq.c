@@ -11,21 +11,6 @@
 #include "base/status.h"
 
 // ============================================================================
-// ggml block decoding (packing only, not hot)
-// ============================================================================
-
-// 6-bit scale and min of sub-block j (0..7) of a q4_K block.
-static void k4_scale_min(const uint8_t *s, int j, uint8_t *sc, uint8_t *m) {
-    if (j < 4) {
-        *sc = s[j] & 63;
-        *m = s[j + 4] & 63;
-    } else {
-        *sc = (uint8_t)((s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4));
-        *m = (uint8_t)((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
-    }
-}
-
-// ============================================================================
 // packing
 // ============================================================================
 
@@ -46,13 +31,13 @@ void lm_il_pack_q4_K(void *dst, const void *src, size_t row_bytes, int64_t n_in)
             const struct lm_block_q4_K *b = (const struct lm_block_q4_K *)((const char *)src + r * row_bytes) + i;
             o->d[r] = b->d;
             o->dmin[r] = b->dmin;
-            for (int j = 0; j < 8; j++) k4_scale_min(b->scales, j, &o->sc[j][r], &o->mn[j / 2][r][j % 2]);
-            uint8_t q[LM_QK_K];
-            for (int c = 0; c < 4; c++) // column e of the ggml block: 64-column chunks of 32 bytes, low nibbles first
-                for (int l = 0; l < 32; l++) {
-                    q[64 * c + l] = b->qs[32 * c + l] & 0x0f;
-                    q[64 * c + 32 + l] = b->qs[32 * c + l] >> 4;
-                }
+            int8_t q[LM_QK_K];
+            uint8_t sc[8], mn[8];
+            lm_q4_K_unpack(b, q, sc, mn);
+            for (int j = 0; j < 8; j++) {
+                o->sc[j][r] = sc[j];
+                o->mn[j / 2][r][j % 2] = mn[j];
+            }
             for (int j = 0; j < 8; j++) // 4 columns at a time (values < 16: no carries)
                 for (int v = 0; v < 4; v++) {
                     uint32_t lo, hi;
@@ -73,15 +58,10 @@ void lm_il_pack_q6_K(void *dst, const void *src, size_t row_bytes, int64_t n_in)
             struct lm_il_q6_K_sb *o = (struct lm_il_q6_K_sb *)dst + i;
             const struct lm_block_q6_K *b = (const struct lm_block_q6_K *)((const char *)src + r * row_bytes) + i;
             o->d[r] = lm_f16_to_f32(b->d);
-            uint8_t qv[LM_QK_K];
-            for (int h = 0; h < 2; h++) // column e = 128h + 32k + l: low 4 bits in ql, high 2 in qh bits 2k
-                for (int l = 0; l < 32; l++) {
-                    const uint8_t l0 = b->ql[64 * h + l], l1 = b->ql[64 * h + 32 + l], hb = b->qh[32 * h + l];
-                    qv[128 * h + l] = (uint8_t)((l0 & 0x0f) | (hb & 3) << 4);
-                    qv[128 * h + 32 + l] = (uint8_t)((l1 & 0x0f) | ((hb >> 2) & 3) << 4);
-                    qv[128 * h + 64 + l] = (uint8_t)((l0 >> 4) | ((hb >> 4) & 3) << 4);
-                    qv[128 * h + 96 + l] = (uint8_t)((l1 >> 4) | ((hb >> 6) & 3) << 4);
-                }
+            int8_t w[LM_QK_K];
+            lm_q6_K_unpack(b, w);
+            uint8_t qv[LM_QK_K]; // the stored 6-bit values
+            for (int e = 0; e < LM_QK_K; e++) qv[e] = (uint8_t)(w[e] + 32);
             for (int p = 0; p < 8; p++) {
                 o->sc[p][r][0] = b->scales[2 * p];
                 o->sc[p][r][1] = b->scales[2 * p + 1];

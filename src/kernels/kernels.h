@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tensor/dtype.h"
+#include "tensor/blocks.h"
 
 // x: one row of n elements of the table's dtype -> y (n floats); n % block_size == 0
 typedef void (*lm_dequant_fn)(const void *x, float *y, int64_t n);

@@ -73,16 +73,6 @@ static inline __m256i unpack_q5(const uint8_t *qs, const uint8_t *qh4) {
     return _mm256_or_si256(unpack_nibbles32(qs), hb);
 }
 
-static inline void k4_scale_min(const uint8_t *s, int j, uint8_t *sc, uint8_t *m) {
-    if (j < 4) {
-        *sc = s[j] & 63;
-        *m = s[j + 4] & 63;
-    } else {
-        *sc = (uint8_t)((s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4));
-        *m = (uint8_t)((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
-    }
-}
-
 // 8 x i32 -> 8 x i8 in the low 8 bytes (values already within int8 range)
 static inline void store_i32x32_as_i8(int8_t *dst, __m256i i0, __m256i i1, __m256i i2, __m256i i3) {
     i0 = _mm256_packs_epi32(i0, i1); // 0-3 8-11 4-7 12-15
@@ -149,7 +139,7 @@ static void dequant_q4_K(const void *x, float *y, int64_t n) {
                                 _mm256_and_si256(_mm256_srli_epi16(raw, 4), _mm256_set1_epi8(0x0f)));
             for (int h = 0; h < 2; h++) {
                 uint8_t sc, mn;
-                k4_scale_min(b[i].scales, 2 * c + h, &sc, &mn);
+                lm_q4_K_scale_min(b[i].scales, 2 * c + h, &sc, &mn);
                 __m256 dl = _mm256_set1_ps(d * (float)sc), ml = _mm256_set1_ps(dmin * (float)mn);
                 for (int j = 0; j < 32; j += 8, y += 8) {
                     __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(q + 32 * h + j)));
@@ -464,7 +454,7 @@ static void vec_dot_q4_K(int64_t n, float *s, const void *w, const void *xq) {
         uint8_t sc[8], mn[8];
         int summs = 0;
         for (int j = 0; j < 8; j++) {
-            k4_scale_min(x[i].scales, j, &sc[j], &mn[j]);
+            lm_q4_K_scale_min(x[i].scales, j, &sc[j], &mn[j]);
             summs += mn[j] * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
         }
         __m256i acc = _mm256_setzero_si256();
@@ -493,7 +483,7 @@ static void vec_dot_q5_K(int64_t n, float *s, const void *w, const void *xq) {
         uint8_t sc[8], mn[8];
         int summs = 0;
         for (int j = 0; j < 8; j++) {
-            k4_scale_min(x[i].scales, j, &sc[j], &mn[j]);
+            lm_q4_K_scale_min(x[i].scales, j, &sc[j], &mn[j]);
             summs += mn[j] * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
         }
         const __m256i qh = _mm256_loadu_si256((const __m256i *)x[i].qh);

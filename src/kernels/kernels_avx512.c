@@ -45,16 +45,6 @@ static inline __m256i unpack_nibbles32(const uint8_t *qs) {
     return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(0x0f));
 }
 
-static inline void k4_scale_min(const uint8_t *s, int j, uint8_t *sc, uint8_t *m) {
-    if (j < 4) {
-        *sc = s[j] & 63;
-        *m = s[j + 4] & 63;
-    } else {
-        *sc = (uint8_t)((s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4));
-        *m = (uint8_t)((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
-    }
-}
-
 // ============================================================================
 // dot products
 // ============================================================================
@@ -171,7 +161,7 @@ static void vec_dot_q4_K(int64_t n, float *s, const void *w, const void *xq) {
         uint8_t sc[8], mn[8];
         int summs = 0;
         for (int j = 0; j < 8; j++) {
-            k4_scale_min(x[i].scales, j, &sc[j], &mn[j]);
+            lm_q4_K_scale_min(x[i].scales, j, &sc[j], &mn[j]);
             summs += mn[j] * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
         }
         __m512i acc = _mm512_setzero_si512();
@@ -201,7 +191,7 @@ static void vec_dot_q5_K(int64_t n, float *s, const void *w, const void *xq) {
         uint8_t sc[8], mn[8];
         int summs = 0;
         for (int j = 0; j < 8; j++) {
-            k4_scale_min(x[i].scales, j, &sc[j], &mn[j]);
+            lm_q4_K_scale_min(x[i].scales, j, &sc[j], &mn[j]);
             summs += mn[j] * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
         }
         const __m256i qh = _mm256_loadu_si256((const __m256i *)x[i].qh);

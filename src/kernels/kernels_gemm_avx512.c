@@ -117,16 +117,6 @@ AI void q5_0_n(const int NT, int64_t n, float *s, size_t ss, const void *w, cons
 // k-quants x q8_K: exact int32 per super-block, then the single-row float steps
 // ============================================================================
 
-AI void k4_scale_min(const uint8_t *s, int j, uint8_t *sc, uint8_t *m) {
-    if (j < 4) {
-        *sc = s[j] & 63;
-        *m = s[j + 4] & 63;
-    } else {
-        *sc = (uint8_t)((s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4));
-        *m = (uint8_t)((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
-    }
-}
-
 AI void q4_K_n(const int NT, int64_t n, float *s, size_t ss, const void *w, const void *xq,
                size_t xs) {
     const struct lm_block_q4_K *x = w;
@@ -134,7 +124,7 @@ AI void q4_K_n(const int NT, int64_t n, float *s, size_t ss, const void *w, cons
     float sum[8] = {0};
     for (int64_t i = 0; i < n / LM_QK_K; i++) {
         uint8_t sc[8], mn[8];
-        for (int j = 0; j < 8; j++) k4_scale_min(x[i].scales, j, &sc[j], &mn[j]);
+        for (int j = 0; j < 8; j++) lm_q4_K_scale_min(x[i].scales, j, &sc[j], &mn[j]);
         __m512i q[4], scv[4];
         for (int c = 0; c < 4; c++) {
             const __m256i raw = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * c));

@@ -23,88 +23,6 @@ static inline int nearest_int(float fval) {
 }
 
 // ============================================================================
-// block unpacking (shared by dequant and vec_dot)
-// ============================================================================
-
-// q5_0 / q5_1: 4-bit low part in qs (element j low nibble, j+16 high nibble), bit 4 in qh.
-static inline void unpack_q5(const uint8_t qs[16], const uint8_t qh4[4], uint8_t q[32]) {
-    uint32_t qh;
-    memcpy(&qh, qh4, 4);
-    for (int j = 0; j < 16; j++) {
-        q[j] = (uint8_t)((qs[j] & 0x0f) | (((qh >> j) & 1) << 4));
-        q[j + 16] = (uint8_t)((qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4));
-    }
-}
-
-// 6-bit scale and min of sub-block j (0..7) of a q4_K / q5_K block.
-static inline void k4_scale_min(const uint8_t *s, int j, uint8_t *sc, uint8_t *m) {
-    if (j < 4) {
-        *sc = s[j] & 63;
-        *m = s[j + 4] & 63;
-    } else {
-        *sc = (uint8_t)((s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4));
-        *m = (uint8_t)((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
-    }
-}
-
-// q2_K: q[256] in 0..3, sc/mn[16] 4-bit scale and min per 16 elements.
-static void unpack_q2_K(const struct lm_block_q2_K *b, int8_t q[LM_QK_K], uint8_t sc[16], uint8_t mn[16]) {
-    for (int e = 0; e < LM_QK_K; e++) {
-        int half = e / 128, r = e % 128;
-        q[e] = (int8_t)((b->qs[32 * half + r % 32] >> (2 * (r / 32))) & 3);
-    }
-    for (int j = 0; j < 16; j++) {
-        sc[j] = b->scales[j] & 0x0f;
-        mn[j] = b->scales[j] >> 4;
-    }
-}
-
-// q3_K: q[256] in -4..3, sc[16] signed 6-bit scales (already minus 32).
-static void unpack_q3_K(const struct lm_block_q3_K *b, int8_t q[LM_QK_K], int8_t sc[16]) {
-    for (int e = 0; e < LM_QK_K; e++) {
-        int half = e / 128, r = e % 128, l = r % 32;
-        int v = (b->qs[32 * half + l] >> (2 * (r / 32))) & 3;
-        q[e] = (int8_t)(v - ((b->hmask[l] >> (e / 32)) & 1 ? 0 : 4));
-    }
-    for (int j = 0; j < 16; j++) {
-        int lo = j < 8 ? (b->scales[j] & 0x0f) : (b->scales[j - 8] >> 4);
-        int hi = (b->scales[8 + j % 4] >> (2 * (j / 4))) & 3;
-        sc[j] = (int8_t)((lo | (hi << 4)) - 32);
-    }
-}
-
-// q4_K: q[256] in 0..15, sc/mn[8] per 32 elements.
-static void unpack_q4_K(const struct lm_block_q4_K *b, int8_t q[LM_QK_K], uint8_t sc[8], uint8_t mn[8]) {
-    for (int e = 0; e < LM_QK_K; e++) {
-        int c = e / 64, r = e % 64;
-        uint8_t byte = b->qs[32 * c + r % 32];
-        q[e] = (int8_t)(r < 32 ? byte & 0x0f : byte >> 4);
-    }
-    for (int j = 0; j < 8; j++) k4_scale_min(b->scales, j, &sc[j], &mn[j]);
-}
-
-// q5_K: q[256] in 0..31, sc/mn[8] per 32 elements.
-static void unpack_q5_K(const struct lm_block_q5_K *b, int8_t q[LM_QK_K], uint8_t sc[8], uint8_t mn[8]) {
-    for (int e = 0; e < LM_QK_K; e++) {
-        int c = e / 64, r = e % 64, l = r % 32;
-        uint8_t byte = b->qs[32 * c + l];
-        int v = r < 32 ? byte & 0x0f : byte >> 4;
-        q[e] = (int8_t)(v | (((b->qh[l] >> (e / 32)) & 1) << 4));
-    }
-    for (int j = 0; j < 8; j++) k4_scale_min(b->scales, j, &sc[j], &mn[j]);
-}
-
-// q6_K: q[256] in -32..31; scales are b->scales[16] per 16 elements.
-static void unpack_q6_K(const struct lm_block_q6_K *b, int8_t q[LM_QK_K]) {
-    for (int e = 0; e < LM_QK_K; e++) {
-        int h = e / 128, r = e % 128, k = r / 32, l = r % 32;
-        uint8_t lo = b->ql[64 * h + l + (k & 1) * 32];
-        int v = (k < 2 ? lo & 0x0f : lo >> 4) | (((b->qh[32 * h + l] >> (2 * k)) & 3) << 4);
-        q[e] = (int8_t)(v - 32);
-    }
-}
-
-// ============================================================================
 // dequantize: one row of n elements -> y (n floats)
 // ============================================================================
 
@@ -147,7 +65,7 @@ static void dequant_q5_0(const void *x, float *y, int64_t n) {
     uint8_t q[32];
     for (int64_t i = 0; i < n / LM_QK5_0; i++, y += 32) {
         float d = lm_f16_to_f32(b[i].d);
-        unpack_q5(b[i].qs, b[i].qh, q);
+        lm_q5_unpack(b[i].qs, b[i].qh, q);
         for (int j = 0; j < 32; j++) y[j] = (float)(q[j] - 16) * d;
     }
 }
@@ -157,7 +75,7 @@ static void dequant_q5_1(const void *x, float *y, int64_t n) {
     uint8_t q[32];
     for (int64_t i = 0; i < n / LM_QK5_1; i++, y += 32) {
         float d = lm_f16_to_f32(b[i].d), m = lm_f16_to_f32(b[i].m);
-        unpack_q5(b[i].qs, b[i].qh, q);
+        lm_q5_unpack(b[i].qs, b[i].qh, q);
         for (int j = 0; j < 32; j++) y[j] = (float)q[j] * d + m;
     }
 }
@@ -176,7 +94,7 @@ static void dequant_q2_K(const void *x, float *y, int64_t n) {
     uint8_t sc[16], mn[16];
     for (int64_t i = 0; i < n / LM_QK_K; i++, y += LM_QK_K) {
         float d = lm_f16_to_f32(b[i].d), dmin = lm_f16_to_f32(b[i].dmin);
-        unpack_q2_K(&b[i], q, sc, mn);
+        lm_q2_K_unpack(&b[i], q, sc, mn);
         for (int e = 0; e < LM_QK_K; e++) {
             float dl = d * (float)sc[e / 16], ml = dmin * (float)mn[e / 16];
             y[e] = dl * (float)q[e] - ml;
@@ -189,7 +107,7 @@ static void dequant_q3_K(const void *x, float *y, int64_t n) {
     int8_t q[LM_QK_K], sc[16];
     for (int64_t i = 0; i < n / LM_QK_K; i++, y += LM_QK_K) {
         float d = lm_f16_to_f32(b[i].d);
-        unpack_q3_K(&b[i], q, sc);
+        lm_q3_K_unpack(&b[i], q, sc);
         for (int e = 0; e < LM_QK_K; e++) y[e] = (d * (float)sc[e / 16]) * (float)q[e];
     }
 }
@@ -200,7 +118,7 @@ static void dequant_q4_K(const void *x, float *y, int64_t n) {
     uint8_t sc[8], mn[8];
     for (int64_t i = 0; i < n / LM_QK_K; i++, y += LM_QK_K) {
         float d = lm_f16_to_f32(b[i].d), dmin = lm_f16_to_f32(b[i].dmin);
-        unpack_q4_K(&b[i], q, sc, mn);
+        lm_q4_K_unpack(&b[i], q, sc, mn);
         for (int e = 0; e < LM_QK_K; e++) {
             float dl = d * (float)sc[e / 32], ml = dmin * (float)mn[e / 32];
             y[e] = dl * (float)q[e] - ml;
@@ -214,7 +132,7 @@ static void dequant_q5_K(const void *x, float *y, int64_t n) {
     uint8_t sc[8], mn[8];
     for (int64_t i = 0; i < n / LM_QK_K; i++, y += LM_QK_K) {
         float d = lm_f16_to_f32(b[i].d), dmin = lm_f16_to_f32(b[i].dmin);
-        unpack_q5_K(&b[i], q, sc, mn);
+        lm_q5_K_unpack(&b[i], q, sc, mn);
         for (int e = 0; e < LM_QK_K; e++) {
             float dl = d * (float)sc[e / 32], ml = dmin * (float)mn[e / 32];
             y[e] = dl * (float)q[e] - ml;
@@ -227,7 +145,7 @@ static void dequant_q6_K(const void *x, float *y, int64_t n) {
     int8_t q[LM_QK_K];
     for (int64_t i = 0; i < n / LM_QK_K; i++, y += LM_QK_K) {
         float d = lm_f16_to_f32(b[i].d);
-        unpack_q6_K(&b[i], q);
+        lm_q6_K_unpack(&b[i], q);
         for (int e = 0; e < LM_QK_K; e++) y[e] = (d * (float)b[i].scales[e / 16]) * (float)q[e];
     }
 }
@@ -372,7 +290,7 @@ static void vec_dot_q5_0(int64_t n, float *s, const void *w, const void *xq) {
     uint8_t q[32];
     float sum = 0.0f;
     for (int64_t i = 0; i < n / 32; i++) {
-        unpack_q5(x[i].qs, x[i].qh, q);
+        lm_q5_unpack(x[i].qs, x[i].qh, q);
         int sumi = 0;
         for (int j = 0; j < 32; j++) sumi += (q[j] - 16) * y[i].qs[j];
         sum += (float)sumi * (lm_f16_to_f32(x[i].d) * lm_f16_to_f32(y[i].d));
@@ -386,7 +304,7 @@ static void vec_dot_q5_1(int64_t n, float *s, const void *w, const void *xq) {
     uint8_t q[32];
     float sum = 0.0f;
     for (int64_t i = 0; i < n / 32; i++) {
-        unpack_q5(x[i].qs, x[i].qh, q);
+        lm_q5_unpack(x[i].qs, x[i].qh, q);
         int sumi = 0;
         for (int j = 0; j < 32; j++) sumi += q[j] * y[i].qs[j];
         sum += (float)sumi * (lm_f16_to_f32(x[i].d) * lm_f16_to_f32(y[i].d)) +
@@ -416,7 +334,7 @@ static void vec_dot_q2_K(int64_t n, float *s, const void *w, const void *xq) {
     uint8_t sc[16], mn[16];
     float sum = 0.0f;
     for (int64_t i = 0; i < n / LM_QK_K; i++) {
-        unpack_q2_K(&x[i], q, sc, mn);
+        lm_q2_K_unpack(&x[i], q, sc, mn);
         int isum = 0, summs = 0;
         for (int j = 0; j < 16; j++) {
             int d = 0;
@@ -436,7 +354,7 @@ static void vec_dot_q3_K(int64_t n, float *s, const void *w, const void *xq) {
     int8_t q[LM_QK_K], sc[16];
     float sum = 0.0f;
     for (int64_t i = 0; i < n / LM_QK_K; i++) {
-        unpack_q3_K(&x[i], q, sc);
+        lm_q3_K_unpack(&x[i], q, sc);
         int isum = 0;
         for (int j = 0; j < 16; j++) {
             int d = 0;
@@ -455,7 +373,7 @@ static void vec_dot_q4_K(int64_t n, float *s, const void *w, const void *xq) {
     uint8_t sc[8], mn[8];
     float sum = 0.0f;
     for (int64_t i = 0; i < n / LM_QK_K; i++) {
-        unpack_q4_K(&x[i], q, sc, mn);
+        lm_q4_K_unpack(&x[i], q, sc, mn);
         int isum = 0, summs = 0;
         for (int j = 0; j < 8; j++) {
             int d = 0;
@@ -476,7 +394,7 @@ static void vec_dot_q5_K(int64_t n, float *s, const void *w, const void *xq) {
     uint8_t sc[8], mn[8];
     float sum = 0.0f;
     for (int64_t i = 0; i < n / LM_QK_K; i++) {
-        unpack_q5_K(&x[i], q, sc, mn);
+        lm_q5_K_unpack(&x[i], q, sc, mn);
         int isum = 0, summs = 0;
         for (int j = 0; j < 8; j++) {
             int d = 0;
@@ -496,7 +414,7 @@ static void vec_dot_q6_K(int64_t n, float *s, const void *w, const void *xq) {
     int8_t q[LM_QK_K];
     float sum = 0.0f;
     for (int64_t i = 0; i < n / LM_QK_K; i++) {
-        unpack_q6_K(&x[i], q);
+        lm_q6_K_unpack(&x[i], q);
         int isum = 0;
         for (int j = 0; j < 16; j++) {
             int d = 0;
