@@ -6,11 +6,10 @@
 #include <math.h>
 #include <string.h>
 
-#include "kernels/expf_ggml.h"
 #include "kernels/kernels_internal.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
-#include <immintrin.h>
+#include "kernels/simd_avx512.h"
 
 // ---- why this order
 // Gemma 3 amplifies rounding differences chaotically (a 1e-5 change in one attention

@@ -6,7 +6,6 @@
 #include <math.h>
 #include <string.h>
 
-#include "kernels/expf_ggml.h"
 #include "kernels/kernels_internal.h"
 
 static inline int64_t round16(int64_t n) { return (n + 15) & ~(int64_t)15; }

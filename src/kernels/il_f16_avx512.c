@@ -7,15 +7,14 @@
 // vec_dot[F16] (kernels.h), so decode (one token) and prefill tiles agree bit for bit.
 #pragma GCC optimize("fp-contract=off")
 
-#include <immintrin.h>
 #include <string.h>
 
 #include "kernels/kernels.h"
 #include "kernels/kernels_internal.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__)
+#include "kernels/simd_avx512.h"
 
-#define AI static inline __attribute__((always_inline))
 // software prefetch distance within each weight row (bytes)
 #define PF_DIST 512
 

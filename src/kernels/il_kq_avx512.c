@@ -9,13 +9,11 @@
 
 #if defined(__AVX512F__) && defined(__AVX512VNNI__)
 
-#include <immintrin.h>
 #include <string.h>
 
 #include "base/status.h"
 #include "kernels/kernels_internal.h"
-
-#define AI static inline __attribute__((always_inline))
+#include "kernels/simd_avx512.h"
 
 // Prefill (LM_IL_PF_NT+ tokens, kernels_internal.h) streams the weights slowly (~4-6 GB/s per core) and the hardware
 // prefetcher falls behind: software prefetch 1 KB ahead, one line per weight line, issued
@@ -24,14 +22,6 @@
 // q6_K at 8 tokens 58-67 -> 88-107. (The same prefetch as one burst per super-block
 // lost: 37-53 prefetches at once.) Fewer tokens are bandwidth-bound: no prefetch.
 #define KQ_PF_AHEAD 1024
-
-// 4 bytes at p broadcast to the 16 lanes (a vpbroadcastd load: as cheap as an embedded
-// {1to16} operand on Zen 4, measured 0.286 vs 0.288 ns per vpdpbusd)
-AI __m512i bcast4(const void *p) {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm512_set1_epi32(v);
-}
 
 AI const struct lm_block_q8_K *q8K_block(const void *xa, size_t xas, int t, int64_t i) {
     return (const struct lm_block_q8_K *)((const char *)xa + (size_t)t * xas) + i;

@@ -9,41 +9,10 @@
 
 #if defined(__x86_64__)
 
-#include <immintrin.h>
 #include <pthread.h>
 #include <string.h>
 
-// ============================================================================
-// helpers
-// ============================================================================
-
-static inline float f16_to_f32(lm_f16 h) { return _cvtsh_ss(h); }
-
-static inline float hsum_f32x8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-// signed x signed int8 -> 8 x i32 (sum of 4): vpdpbusd wants unsigned x signed, so move
-// x's sign onto y: |x| * (y * sign(x)).
-static inline __m256i dot_i8i8(__m256i x, __m256i y) {
-    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
-}
-
-static inline __m256i bits_to_bytes(uint32_t bits) {
-    const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
-                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
-    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), shuf);
-    return _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
-}
-
-static inline __m256i unpack_nibbles32(const uint8_t *qs) {
-    __m128i t = _mm_loadu_si128((const __m128i *)qs);
-    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(0x0f));
-}
+#include "kernels/simd_avx512.h"
 
 // ============================================================================
 // dot products
@@ -91,15 +60,15 @@ static void vec_dot_q8_0(int64_t n, float *s, const void *w, const void *xq) {
     for (; i + 2 <= nb; i += 2) {
         __m256 d0 = _mm256_set1_ps(f16_to_f32(x[i].d) * f16_to_f32(y[i].d));
         __m256 d1 = _mm256_set1_ps(f16_to_f32(x[i + 1].d) * f16_to_f32(y[i + 1].d));
-        __m256i p0 = dot_i8i8(_mm256_loadu_si256((const __m256i *)x[i].qs), _mm256_loadu_si256((const __m256i *)y[i].qs));
-        __m256i p1 = dot_i8i8(_mm256_loadu_si256((const __m256i *)x[i + 1].qs),
+        __m256i p0 = dot_i8i8_vnni(_mm256_loadu_si256((const __m256i *)x[i].qs), _mm256_loadu_si256((const __m256i *)y[i].qs));
+        __m256i p1 = dot_i8i8_vnni(_mm256_loadu_si256((const __m256i *)x[i + 1].qs),
                               _mm256_loadu_si256((const __m256i *)y[i + 1].qs));
         acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(p0), acc0);
         acc1 = _mm256_fmadd_ps(d1, _mm256_cvtepi32_ps(p1), acc1);
     }
     for (; i < nb; i++) {
         __m256 d0 = _mm256_set1_ps(f16_to_f32(x[i].d) * f16_to_f32(y[i].d));
-        __m256i p0 = dot_i8i8(_mm256_loadu_si256((const __m256i *)x[i].qs), _mm256_loadu_si256((const __m256i *)y[i].qs));
+        __m256i p0 = dot_i8i8_vnni(_mm256_loadu_si256((const __m256i *)x[i].qs), _mm256_loadu_si256((const __m256i *)y[i].qs));
         acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(p0), acc0);
     }
     *s = hsum_f32x8(_mm256_add_ps(acc0, acc1));
@@ -114,7 +83,7 @@ static void vec_dot_q4_0(int64_t n, float *s, const void *w, const void *xq) {
         __m256i qx = _mm256_sub_epi8(unpack_nibbles32(x[i].qs), _mm256_set1_epi8(8));
         __m256i qy = _mm256_loadu_si256((const __m256i *)y[i].qs);
         __m256 d = _mm256_set1_ps(f16_to_f32(x[i].d) * f16_to_f32(y[i].d));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_i8i8(qx, qy)), acc);
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_i8i8_vnni(qx, qy)), acc);
     }
     *s = hsum_f32x8(acc);
 }

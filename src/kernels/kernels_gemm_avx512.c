@@ -5,7 +5,6 @@
 // no FMA contraction: the float steps must be exactly the single-row kernels' steps
 #pragma GCC optimize("fp-contract=off")
 
-#include <immintrin.h>
 #include <string.h>
 
 #include "kernels/kernels.h"
@@ -13,30 +12,8 @@
 #include "kernels/kernels_internal.h"
 
 #if defined(__AVX512F__) && defined(__AVX512VNNI__)
+#include "kernels/simd_avx512.h"
 
-#define AI static inline __attribute__((always_inline))
-
-AI float f16f(lm_f16 h) { return _cvtsh_ss(h); }
-
-AI float hsum8(__m256 v) { // same reduction as the single-row kernels' hsum_f32x8
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-AI __m256i bits_to_bytes(uint32_t bits) {
-    const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
-                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
-    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), shuf);
-    return _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
-}
-
-AI __m256i unpack_nibbles32(const uint8_t *qs) {
-    __m128i t = _mm_loadu_si128((const __m128i *)qs);
-    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(0x0f));
-}
 
 // ============================================================================
 // q8_0 / q5_0 weights x q8_0 activations
@@ -55,29 +32,29 @@ AI void q8_0_n(const int NT, int64_t n, float *s, size_t ss, const void *w, cons
         const __m256i w0 = _mm256_loadu_si256((const __m256i *)x[i].qs);
         const __m256i w1 = _mm256_loadu_si256((const __m256i *)x[i + 1].qs);
         const __m256i a0 = _mm256_sign_epi8(w0, w0), a1 = _mm256_sign_epi8(w1, w1);
-        const float dw0 = f16f(x[i].d), dw1 = f16f(x[i + 1].d);
+        const float dw0 = f16_to_f32(x[i].d), dw1 = f16_to_f32(x[i + 1].d);
         for (int t = 0; t < NT; t++) {
             const struct lm_block_q8_0 *y = (const struct lm_block_q8_0 *)((const char *)xq + t * xs);
             const __m256i p0 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), a0,
                 _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)y[i].qs), w0));
             const __m256i p1 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), a1,
                 _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)y[i + 1].qs), w1));
-            acc0[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw0 * f16f(y[i].d)), _mm256_cvtepi32_ps(p0), acc0[t]);
-            acc1[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw1 * f16f(y[i + 1].d)), _mm256_cvtepi32_ps(p1), acc1[t]);
+            acc0[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw0 * f16_to_f32(y[i].d)), _mm256_cvtepi32_ps(p0), acc0[t]);
+            acc1[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw1 * f16_to_f32(y[i + 1].d)), _mm256_cvtepi32_ps(p1), acc1[t]);
         }
     }
     for (; i < nb; i++) {
         const __m256i w0 = _mm256_loadu_si256((const __m256i *)x[i].qs);
         const __m256i a0 = _mm256_sign_epi8(w0, w0);
-        const float dw0 = f16f(x[i].d);
+        const float dw0 = f16_to_f32(x[i].d);
         for (int t = 0; t < NT; t++) {
             const struct lm_block_q8_0 *y = (const struct lm_block_q8_0 *)((const char *)xq + t * xs);
             const __m256i p0 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), a0,
                 _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)y[i].qs), w0));
-            acc0[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw0 * f16f(y[i].d)), _mm256_cvtepi32_ps(p0), acc0[t]);
+            acc0[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw0 * f16_to_f32(y[i].d)), _mm256_cvtepi32_ps(p0), acc0[t]);
         }
     }
-    for (int t = 0; t < NT; t++) s[t * ss] = hsum8(_mm256_add_ps(acc0[t], acc1[t]));
+    for (int t = 0; t < NT; t++) s[t * ss] = hsum_f32x8(_mm256_add_ps(acc0[t], acc1[t]));
 }
 
 // W row (n) q5_0 . X rows (nt, n) q8_0 -> s[t * ss]; the single-row kernel's steps (two
@@ -95,7 +72,7 @@ AI void q5_0_n(const int NT, int64_t n, float *s, size_t ss, const void *w, cons
         __mmask64 neg;
         lm_q5_0_pair_avx512(&x[i], x1, &qx, &neg);
         const __m512i ax = _mm512_abs_epi8(qx);
-        const float dw0 = f16f(x[i].d), dw1 = f16f(x1->d);
+        const float dw0 = f16_to_f32(x[i].d), dw1 = f16_to_f32(x1->d);
         for (int t = 0; t < NT; t++) {
             const struct lm_block_q8_0 *y = (const struct lm_block_q8_0 *)((const char *)xq + t * xs);
             const struct lm_block_q8_0 *y1 = two ? &y[i + 1] : &y[i];
@@ -103,14 +80,14 @@ AI void q5_0_n(const int NT, int64_t n, float *s, size_t ss, const void *w, cons
                                                   _mm256_loadu_si256((const __m256i *)y1->qs), 1);
             const __m512i sy = _mm512_mask_sub_epi8(yy, neg, _mm512_setzero_si512(), yy);
             const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ax, sy);
-            const float d0 = dw0 * f16f(y[i].d);
-            const float d1 = two ? dw1 * f16f(y1->d) : 0.0f;
+            const float d0 = dw0 * f16_to_f32(y[i].d);
+            const float d1 = two ? dw1 * f16_to_f32(y1->d) : 0.0f;
             const __m512 d = _mm512_insertf32x8(_mm512_set1_ps(d0), _mm256_set1_ps(d1), 1);
             acc[t] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(p), acc[t]);
         }
     }
     for (int t = 0; t < NT; t++)
-        s[t * ss] = hsum8(_mm256_add_ps(_mm512_castps512_ps256(acc[t]), _mm512_extractf32x8_ps(acc[t], 1)));
+        s[t * ss] = hsum_f32x8(_mm256_add_ps(_mm512_castps512_ps256(acc[t]), _mm512_extractf32x8_ps(acc[t], 1)));
 }
 
 // ============================================================================
@@ -131,7 +108,7 @@ AI void q4_K_n(const int NT, int64_t n, float *s, size_t ss, const void *w, cons
             q[c] = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(raw), _mm256_srli_epi16(raw, 4), 1), m4);
             scv[c] = _mm512_inserti64x4(_mm512_set1_epi32(sc[2 * c]), _mm256_set1_epi32(sc[2 * c + 1]), 1);
         }
-        const float dx = f16f(x[i].d), dmx = f16f(x[i].dmin);
+        const float dx = f16_to_f32(x[i].d), dmx = f16_to_f32(x[i].dmin);
         for (int t = 0; t < NT; t++) {
             const struct lm_block_q8_K *y = (const struct lm_block_q8_K *)((const char *)xq + t * xs);
             int summs = 0;
@@ -172,7 +149,7 @@ AI void q6_K_n(const int NT, int64_t n, float *s, size_t ss, const void *w, cons
             sca[h] = _mm512_permutexvar_epi32(grp, _mm512_castsi128_si512(_mm_cvtepi8_epi32(_mm_cvtsi32_si128(sa))));
             scb[h] = _mm512_permutexvar_epi32(grp, _mm512_castsi128_si512(_mm_cvtepi8_epi32(_mm_cvtsi32_si128(sb))));
         }
-        const float dx = f16f(x[i].d);
+        const float dx = f16_to_f32(x[i].d);
         for (int t = 0; t < NT; t++) {
             const struct lm_block_q8_K *y = (const struct lm_block_q8_K *)((const char *)xq + t * xs);
             int corr = 0;
@@ -292,11 +269,11 @@ AI void q5_0_u8_n(const int NT, int64_t n, float *s, size_t ss, const void *w, c
         __m512i qx;
         __mmask64 neg;
         lm_q5_0_pair_avx512(&x[i], x1, &qx, &neg);
-        const __m512 dwv = _mm512_insertf32x8(_mm512_set1_ps(f16f(x[i].d)), _mm256_set1_ps(f16f(x1->d)), 1);
+        const __m512 dwv = _mm512_insertf32x8(_mm512_set1_ps(f16_to_f32(x[i].d)), _mm256_set1_ps(f16_to_f32(x1->d)), 1);
         pair_u8_n(NT, qx, dwv, i / 2, xu, xus, dyv, dys, acc);
     }
     for (int t = 0; t < NT; t++)
-        s[t * ss] = hsum8(_mm256_add_ps(_mm512_castps512_ps256(acc[t]), _mm512_extractf32x8_ps(acc[t], 1)));
+        s[t * ss] = hsum_f32x8(_mm256_add_ps(_mm512_castps512_ps256(acc[t]), _mm512_extractf32x8_ps(acc[t], 1)));
 }
 
 AI void q8_0_u8_n(const int NT, int64_t n, float *s, size_t ss, const void *w, const uint8_t *xu,
@@ -310,11 +287,11 @@ AI void q8_0_u8_n(const int NT, int64_t n, float *s, size_t ss, const void *w, c
         const struct lm_block_q8_0 *x1 = two ? &x[i + 1] : &x[i];
         const __m512i qx = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)x[i].qs)),
                                               _mm256_loadu_si256((const __m256i *)x1->qs), 1);
-        const __m512 dwv = _mm512_insertf32x8(_mm512_set1_ps(f16f(x[i].d)), _mm256_set1_ps(f16f(x1->d)), 1);
+        const __m512 dwv = _mm512_insertf32x8(_mm512_set1_ps(f16_to_f32(x[i].d)), _mm256_set1_ps(f16_to_f32(x1->d)), 1);
         pair_u8_n(NT, qx, dwv, i / 2, xu, xus, dyv, dys, acc);
     }
     for (int t = 0; t < NT; t++)
-        s[t * ss] = hsum8(_mm256_add_ps(_mm512_castps512_ps256(acc[t]), _mm512_extractf32x8_ps(acc[t], 1)));
+        s[t * ss] = hsum_f32x8(_mm256_add_ps(_mm512_castps512_ps256(acc[t]), _mm512_extractf32x8_ps(acc[t], 1)));
 }
 
 #define LM_DEF_U8(name)                                                                        \

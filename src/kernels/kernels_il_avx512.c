@@ -6,21 +6,13 @@
 // fma(d_w * d_x, isum, acc) per block in order).
 #pragma GCC optimize("fp-contract=off")
 
-#include <immintrin.h>
 #include <string.h>
 
 #include "kernels/kernels.h"
 #include "kernels/kernels_internal.h"
 
 #if defined(__AVX512F__) && defined(__AVX512VNNI__) && defined(__AVX512BW__)
-
-#define AI static inline __attribute__((always_inline))
-
-AI __m512i bcast4(const int8_t *p) {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm512_set1_epi32(v);
-}
+#include "kernels/simd_avx512.h"
 
 #ifndef IL_PF_AHEAD
 #define IL_PF_AHEAD 1024

@@ -2,8 +2,9 @@
 #ifndef LM_KERNELS_INTERNAL_H
 #define LM_KERNELS_INTERNAL_H
 
+#include <math.h>
+
 #include "kernels/kernels.h"
-#include "kernels/reduce16.h"
 
 // Adds the AVX-512 multi-token dot products (kernels_gemm_avx512.c) to a table.
 void lm_kernels_avx512_fill_multi(struct lm_kernels *k);
@@ -57,30 +58,34 @@ void lm_f32_to_f16_avx512(lm_f16 *y, const float *x, int64_t n);
 void lm_attn_avx512(const struct lm_attn_job *j);
 void lm_topk_span_avx512(struct lm_topk *t, const float *x, int32_t id0, int64_t n);
 
-#if defined(__AVX512F__) && defined(__AVX512BW__)
-#include <immintrin.h>
-#include <string.h>
-// Two q5_0 blocks -> 64 signed quants (q - 16) in one zmm, and the mask of negative ones.
-static inline __attribute__((always_inline)) void
-lm_q5_0_pair_avx512(const struct lm_block_q5_0 *a, const struct lm_block_q5_0 *b, __m512i *qx,
-                    __mmask64 *neg) {
-    const __m256i t = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)b->qs),
-                                       _mm_loadu_si128((const __m128i *)a->qs));
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
-    const __m256i lo = _mm256_and_si256(t, m4), hi = _mm256_and_si256(_mm256_srli_epi16(t, 4), m4);
-    // [lo_a, lo_b, hi_a, hi_b] -> [lo_a, hi_a, lo_b, hi_b]: element order of each block
-    const __m512i z = _mm512_shuffle_i64x2(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1),
-                                           _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1),
-                                           _MM_SHUFFLE(3, 1, 2, 0));
-    uint32_t ha, hb;
-    memcpy(&ha, a->qh, 4);
-    memcpy(&hb, b->qh, 4);
-    const __mmask64 k = (__mmask64)ha | ((__mmask64)hb << 32);
-    const __m512i q = _mm512_mask_add_epi8(_mm512_sub_epi8(z, _mm512_set1_epi8(16)), k,
-                                           _mm512_sub_epi8(z, _mm512_set1_epi8(16)), _mm512_set1_epi8(16));
-    *qx = q;
-    *neg = _mm512_movepi8_mask(q);
+// ---- Float orders the vector kernels reproduce, stated as scalar code (the _generic kernels
+// use these; the vector forms are in simd_avx2.h and simd_avx512.h)
+
+// 16 lane sums -> one float in the add tree of GCC's _mm512_reduce_add_ps: s[i] = a[i+8] +
+// a[i], then s[i+4] + s[i], then (s0 + s2) + (s1 + s3). Float addition commutes, so only the
+// tree's shape matters. Vector forms: _mm512_reduce_add_ps, tree16_ymm, lm_reduce_add16.
+static inline float lm_tree16(const float *a) {
+    float s8[8], s4[4];
+    for (int i = 0; i < 8; i++) s8[i] = a[i + 8] + a[i];
+    for (int i = 0; i < 4; i++) s4[i] = s8[i + 4] + s8[i];
+    return (s4[0] + s4[2]) + (s4[1] + s4[3]);
 }
-#endif
+
+// exp(x) as ggml_v_expf computes it (range reduction x = n ln2 + b, 2^n * poly(b), its
+// constants), one lane of lm_expf_ggml_512: every fma of the vector form is an fmaf here,
+// and _mm512_scalef_ps(j, n) (n integral when |n| <= 192) is ldexpf, both correctly rounded.
+static inline float lm_expf_ggml(float x) {
+    const float r = 0x1.8p23f;
+    const float z = fmaf(x, 0x1.715476p+0f, r);
+    const float n = z - r;
+    const float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
+    const float u = b * b;
+    const float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u,
+                              fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
+                         u, fmaf(0x1.ffffecp-1f, b, 1.0f));
+    if (n != n) return j; // x is NaN: so is j (scalef returns it)
+    if (fabsf(n) > 192.0f) return n <= 0.0f ? 0.0f : INFINITY;
+    return ldexpf(j, (int)n);
+}
 
 #endif

@@ -6,18 +6,12 @@
 // the move to kernels/).
 #pragma GCC optimize("fp-contract=off") // see kernels_generic.c
 
-#include "kernels/expf_ggml.h"
 #include "kernels/kernels_internal.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
-#include <immintrin.h>
+#include "kernels/simd_avx512.h"
 
 #define RNE (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
-
-// the first n lanes (n may be <= 0 or >= 16)
-static inline __mmask16 mask_n(int64_t n) {
-    return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
-}
 
 void lm_rmsnorm_avx512(float *y, const float *x, const float *w, int64_t n, float eps) {
     // ggml accumulates the float squares in double, one after the other; 16 double lanes

@@ -4,7 +4,6 @@
 
 #include <math.h>
 
-#include "kernels/expf_ggml.h"
 #include "kernels/kernels_internal.h"
 
 // y (n) = rmsnorm(x (n)) [* w (n)]; the sum of squares in 16 double lanes, then
