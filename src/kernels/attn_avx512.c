@@ -1,7 +1,7 @@
 // AVX-512 attention (kernels.h, lm_attn_fn): one token's query heads sharing a KV head over
 // its window of f16 K/V cells read through a block table, in llama.cpp's float order, with
 // the loops arranged for speed (register tiles, 16 horizontal sums at once, prefetch).
-#pragma GCC optimize("fp-contract=off") // see kernels_generic.c
+#pragma GCC optimize("fp-contract=off") // kernels_internal.h
 
 #include <math.h>
 #include <string.h>

@@ -4,7 +4,7 @@
 // plain loads and stores: masked ones with a mask computed per chunk made RoPE 1.5x slower
 // (Gemma 3 270M, 603-token prefill, rope op, min of 8 runs: 2.06 -> 1.36 ms; 1.16 before
 // the move to kernels/).
-#pragma GCC optimize("fp-contract=off") // see kernels_generic.c
+#pragma GCC optimize("fp-contract=off") // kernels_internal.h
 
 #include "kernels/kernels_internal.h"
 

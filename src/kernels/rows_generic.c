@@ -1,6 +1,6 @@
 // Scalar row kernels of the forward pass (kernels.h): RMS norm, RoPE, GELU / SiLU gating,
 // f32 -> f16 rows. Each states the float operations and order every table reproduces.
-#pragma GCC optimize("fp-contract=off") // see kernels_generic.c: only the fmaf written here
+#pragma GCC optimize("fp-contract=off") // kernels_internal.h: only the fmaf written here fuse
 
 #include <math.h>
 

@@ -1,15 +1,14 @@
-// AVX-512 (F/BW/VL/DQ + VNNI) kernels: f32/f16 dots on 16 lanes with masked tails; int8
-// dots with vpdpbusd (unsigned x signed, 4 products per i32 lane) in place of the AVX2
-// maddubs + madd pair. Entries not specialized here come from the AVX2 table; the row
-// kernels (norms, RoPE, activations, attention) are in rows_avx512.c and attn_avx512.c.
-#pragma GCC optimize("fp-contract=off") // see kernels_generic.c
+// AVX-512 (F/BW/VL/DQ + VNNI) dot products (vec_dot): f32 / f16 on 16 lanes with masked
+// tails; int8 blocks with vpdpbusd (unsigned x signed, 4 products per i32 lane) in place of
+// AVX2's maddubs + madd; q5_0 and the k-quants 64 quants per zmm. Same float steps as
+// dot_avx2.c (q8_0, q4_0) or dot_generic.c (k-quants, f16); the multi-token versions in
+// gemm_avx512.c repeat these steps per token.
+#pragma GCC optimize("fp-contract=off") // kernels_internal.h
 
-#include "kernels/kernels.h"
 #include "kernels/kernels_internal.h"
 
 #if defined(__x86_64__)
 
-#include <pthread.h>
 #include <string.h>
 
 #include "kernels/simd_avx512.h"
@@ -19,7 +18,7 @@
 // ============================================================================
 
 // w (n) . x (n), f32; 4 accumulators of 16, masked tail
-static void vec_dot_f32(int64_t n, float *s, const void *w, const void *xq) {
+void lm_vec_dot_f32_avx512(int64_t n, float *s, const void *w, const void *xq) {
     const float *a = w, *b = xq;
     __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
     int64_t i = 0;
@@ -36,7 +35,7 @@ static void vec_dot_f32(int64_t n, float *s, const void *w, const void *xq) {
 
 // the f16 contract (kernels.h): one accumulator of 16 lanes, a masked last block, then
 // _mm512_reduce_add_ps. A single fma chain: rows in bulk go through il_gemm[F16] instead.
-static void vec_dot_f16(int64_t n, float *s, const void *w, const void *xq) {
+void lm_vec_dot_f16_avx512(int64_t n, float *s, const void *w, const void *xq) {
     const lm_f16 *a = w, *b = xq;
     __m512 acc = _mm512_setzero_ps();
     int64_t i = 0;
@@ -52,7 +51,7 @@ static void vec_dot_f16(int64_t n, float *s, const void *w, const void *xq) {
 }
 
 // w (n) q8_0 . x (n) q8_0
-static void vec_dot_q8_0(int64_t n, float *s, const void *w, const void *xq) {
+void lm_vec_dot_q8_0_avx512(int64_t n, float *s, const void *w, const void *xq) {
     const struct lm_block_q8_0 *x = w;
     const struct lm_block_q8_0 *y = xq;
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
@@ -75,7 +74,7 @@ static void vec_dot_q8_0(int64_t n, float *s, const void *w, const void *xq) {
 }
 
 // w (n) q4_0 . x (n) q8_0
-static void vec_dot_q4_0(int64_t n, float *s, const void *w, const void *xq) {
+void lm_vec_dot_q4_0_avx512(int64_t n, float *s, const void *w, const void *xq) {
     const struct lm_block_q4_0 *x = w;
     const struct lm_block_q8_0 *y = xq;
     __m256 acc = _mm256_setzero_ps();
@@ -91,8 +90,8 @@ static void vec_dot_q4_0(int64_t n, float *s, const void *w, const void *xq) {
 // w (n) q5_0 . x (n) q8_0, two blocks per zmm: nibbles of blocks i and i+1 unpacked into
 // 64 bytes, the 5th bits applied from a 64-bit mask (no byte shuffles), |w| and sign(w)*y
 // from a sign mask, one vpdpbusd; lanes 0-7 accumulate even blocks, 8-15 odd ones.
-// kernels_gemm_avx512.c repeats exactly these steps per token (bit-identical batches).
-static void vec_dot_q5_0(int64_t n, float *s, const void *w, const void *xq) {
+// gemm_avx512.c repeats exactly these steps per token (bit-identical batches).
+void lm_vec_dot_q5_0_avx512(int64_t n, float *s, const void *w, const void *xq) {
     const struct lm_block_q5_0 *x = w;
     const struct lm_block_q8_0 *y = xq;
     const int64_t nb = n / 32;
@@ -121,7 +120,7 @@ static void vec_dot_q5_0(int64_t n, float *s, const void *w, const void *xq) {
 // (bit-identical to generic).
 
 // w (n) q4_K . x (n) q8_K
-static void vec_dot_q4_K(int64_t n, float *s, const void *w, const void *xq) {
+void lm_vec_dot_q4_K_avx512(int64_t n, float *s, const void *w, const void *xq) {
     const struct lm_block_q4_K *x = w;
     const struct lm_block_q8_K *y = xq;
     const __m512i m4 = _mm512_set1_epi8(0x0f);
@@ -151,7 +150,7 @@ static void vec_dot_q4_K(int64_t n, float *s, const void *w, const void *xq) {
 }
 
 // w (n) q5_K . x (n) q8_K
-static void vec_dot_q5_K(int64_t n, float *s, const void *w, const void *xq) {
+void lm_vec_dot_q5_K_avx512(int64_t n, float *s, const void *w, const void *xq) {
     const struct lm_block_q5_K *x = w;
     const struct lm_block_q8_K *y = xq;
     const __m512i m4 = _mm512_set1_epi8(0x0f), m1 = _mm512_set1_epi8(1);
@@ -183,7 +182,7 @@ static void vec_dot_q5_K(int64_t n, float *s, const void *w, const void *xq) {
 }
 
 // w (n) q6_K . x (n) q8_K; unsigned quants (0..63), -32 offset removed with bsums
-static void vec_dot_q6_K(int64_t n, float *s, const void *w, const void *xq) {
+void lm_vec_dot_q6_K_avx512(int64_t n, float *s, const void *w, const void *xq) {
     const struct lm_block_q6_K *x = w;
     const struct lm_block_q8_K *y = xq;
     const __m512i m4 = _mm512_set1_epi8(0x0f), m3 = _mm512_set1_epi8(3);
@@ -223,47 +222,5 @@ static void vec_dot_q6_K(int64_t n, float *s, const void *w, const void *xq) {
     }
     *s = sum;
 }
-
-// ============================================================================
-// table
-// ============================================================================
-
-static struct lm_kernels k_avx512;
-static pthread_once_t k_avx512_once = PTHREAD_ONCE_INIT;
-
-static void avx512_init(void) {
-    k_avx512 = *lm_kernels_avx2(); // dequant / quant / remaining dots
-    k_avx512.name = "avx512";
-    k_avx512.vec_dot[LM_DTYPE_F32] = vec_dot_f32;
-    k_avx512.vec_dot[LM_DTYPE_F16] = vec_dot_f16;
-    k_avx512.vec_dot[LM_DTYPE_Q4_0] = vec_dot_q4_0;
-    k_avx512.vec_dot[LM_DTYPE_Q5_0] = vec_dot_q5_0;
-    k_avx512.vec_dot[LM_DTYPE_Q8_0] = vec_dot_q8_0;
-    k_avx512.vec_dot[LM_DTYPE_Q4_K] = vec_dot_q4_K;
-    k_avx512.vec_dot[LM_DTYPE_Q5_K] = vec_dot_q5_K;
-    k_avx512.vec_dot[LM_DTYPE_Q6_K] = vec_dot_q6_K;
-    lm_kernels_avx512_fill_multi(&k_avx512);
-    k_avx512.rmsnorm = lm_rmsnorm_avx512;
-    k_avx512.rope = lm_rope_avx512;
-    k_avx512.geglu = lm_geglu_avx512;
-    k_avx512.swiglu = lm_swiglu_avx512;
-    k_avx512.f32_to_f16 = lm_f32_to_f16_avx512;
-    k_avx512.attn = lm_attn_avx512;
-    k_avx512.topk_span = lm_topk_span_avx512;
-}
-
-const struct lm_kernels *lm_kernels_avx512(void) {
-    __builtin_cpu_init();
-    if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
-        !__builtin_cpu_supports("avx512vl") || !__builtin_cpu_supports("avx512dq") ||
-        !__builtin_cpu_supports("avx512vnni") || !lm_kernels_avx2())
-        return NULL;
-    pthread_once(&k_avx512_once, avx512_init);
-    return &k_avx512;
-}
-
-#else
-
-const struct lm_kernels *lm_kernels_avx512(void) { return NULL; }
 
 #endif

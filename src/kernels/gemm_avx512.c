@@ -1,19 +1,17 @@
-// Multi-token dot products (AVX-512 VNNI) for prefill and batched decode: one weight
-// row against up to 8 activation rows, decoding each weight block once and reusing it
-// for every token. Per token the float operations are exactly those of the single-row
-// vec_dot of the same table, so batch results are bit-identical to token-by-token ones.
-// no FMA contraction: the float steps must be exactly the single-row kernels' steps
-#pragma GCC optimize("fp-contract=off")
+// Multi-token dot products (AVX-512 VNNI) on the file layout, for prefill and batched decode
+// when a weight has no il layout: one weight row against up to 8 activation rows
+// (vec_dot_n; vec_dot_n_u8 on q8_0 activations repacked to u8), each weight block decoded
+// once for every token. Per token the float operations are exactly those of dot_avx512.c's
+// single-row vec_dot (so batch results are bit-identical to token-by-token ones); the oracle
+// is dot_generic.c's vec_dot, row by row.
+#pragma GCC optimize("fp-contract=off") // kernels_internal.h: the single-row kernels' steps exactly
 
 #include <string.h>
 
-#include "kernels/kernels.h"
-#include "kernels/il_kq.h"
 #include "kernels/kernels_internal.h"
 
-#if defined(__AVX512F__) && defined(__AVX512VNNI__)
+#if defined(__x86_64__)
 #include "kernels/simd_avx512.h"
-
 
 // ============================================================================
 // q8_0 / q5_0 weights x q8_0 activations
@@ -200,28 +198,14 @@ AI void f16_n(const int NT, int64_t n, float *s, size_t ss, const void *w, const
     for (int t = 0; t < NT; t++) s[t * ss] = _mm512_reduce_add_ps(acc[t]);
 }
 
-static void f16_multi(int64_t n, int nt, float *s, size_t ss, const void *w, const void *xq,
-                      size_t xs) {
-    switch (nt) {
-    case 1: f16_n(1, n, s, ss, w, xq, xs); break;
-    case 2: f16_n(2, n, s, ss, w, xq, xs); break;
-    case 3: f16_n(3, n, s, ss, w, xq, xs); break;
-    case 4: f16_n(4, n, s, ss, w, xq, xs); break;
-    case 5: f16_n(5, n, s, ss, w, xq, xs); break;
-    case 6: f16_n(6, n, s, ss, w, xq, xs); break;
-    case 7: f16_n(7, n, s, ss, w, xq, xs); break;
-    default: f16_n(8, n, s, ss, w, xq, xs); break;
-    }
-}
-
-
 // ============================================================================
 // dispatch on the token count (compile-time NT so accumulators stay in registers)
 // ============================================================================
 
+// W row (n) . X rows (nt, n), 1 <= nt <= LM_VEC_DOT_MAX_NT (lm_vec_dot_n_fn)
 #define LM_DEF_N(name)                                                                         \
-    static void name##_multi(int64_t n, int nt, float *s, size_t ss, const void *w,            \
-                             const void *xq, size_t xs) {                                      \
+    void lm_vec_dot_n_##name##_avx512(int64_t n, int nt, float *s, size_t ss, const void *w,   \
+                                      const void *xq, size_t xs) {                             \
         switch (nt) {                                                                          \
         case 1: name##_n(1, n, s, ss, w, xq, xs); break;                                       \
         case 2: name##_n(2, n, s, ss, w, xq, xs); break;                                       \
@@ -237,6 +221,7 @@ LM_DEF_N(q8_0)
 LM_DEF_N(q5_0)
 LM_DEF_N(q4_K)
 LM_DEF_N(q6_K)
+LM_DEF_N(f16)
 
 // ============================================================================
 // q5_0 / q8_0 weights x repacked activations (u8 = q + 128, scale vectors per pair)
@@ -294,39 +279,23 @@ AI void q8_0_u8_n(const int NT, int64_t n, float *s, size_t ss, const void *w, c
         s[t * ss] = hsum_f32x8(_mm256_add_ps(_mm512_castps512_ps256(acc[t]), _mm512_extractf32x8_ps(acc[t], 1)));
 }
 
+// W row (n) . X rows (nt, n) as u8 + scale vectors (lm_vec_dot_n_u8_fn)
 #define LM_DEF_U8(name)                                                                        \
-    static void name##_multi(int64_t n, int nt, float *s, size_t ss, const void *w,            \
-                             const uint8_t *xu, size_t xus, const float *dyv, size_t dys) {    \
+    void lm_vec_dot_n_u8_##name##_avx512(int64_t n, int nt, float *s, size_t ss, const void *w, \
+                                         const uint8_t *xu, size_t xus, const float *dyv,      \
+                                         size_t dys) {                                         \
         switch (nt) {                                                                          \
-        case 1: name##_n(1, n, s, ss, w, xu, xus, dyv, dys); break;                           \
-        case 2: name##_n(2, n, s, ss, w, xu, xus, dyv, dys); break;                           \
-        case 3: name##_n(3, n, s, ss, w, xu, xus, dyv, dys); break;                           \
-        case 4: name##_n(4, n, s, ss, w, xu, xus, dyv, dys); break;                           \
-        case 5: name##_n(5, n, s, ss, w, xu, xus, dyv, dys); break;                           \
-        case 6: name##_n(6, n, s, ss, w, xu, xus, dyv, dys); break;                           \
-        case 7: name##_n(7, n, s, ss, w, xu, xus, dyv, dys); break;                           \
-        default: name##_n(8, n, s, ss, w, xu, xus, dyv, dys); break;                          \
+        case 1: name##_u8_n(1, n, s, ss, w, xu, xus, dyv, dys); break;                        \
+        case 2: name##_u8_n(2, n, s, ss, w, xu, xus, dyv, dys); break;                        \
+        case 3: name##_u8_n(3, n, s, ss, w, xu, xus, dyv, dys); break;                        \
+        case 4: name##_u8_n(4, n, s, ss, w, xu, xus, dyv, dys); break;                        \
+        case 5: name##_u8_n(5, n, s, ss, w, xu, xus, dyv, dys); break;                        \
+        case 6: name##_u8_n(6, n, s, ss, w, xu, xus, dyv, dys); break;                        \
+        case 7: name##_u8_n(7, n, s, ss, w, xu, xus, dyv, dys); break;                        \
+        default: name##_u8_n(8, n, s, ss, w, xu, xus, dyv, dys); break;                       \
         }                                                                                      \
     }
-LM_DEF_U8(q5_0_u8)
-LM_DEF_U8(q8_0_u8)
+LM_DEF_U8(q5_0)
+LM_DEF_U8(q8_0)
 
-void lm_kernels_avx512_fill_multi(struct lm_kernels *k) {
-    k->vec_dot_n[LM_DTYPE_F16] = f16_multi;
-    k->vec_dot_n[LM_DTYPE_Q8_0] = q8_0_multi;
-    k->vec_dot_n[LM_DTYPE_Q5_0] = q5_0_multi;
-    k->vec_dot_n[LM_DTYPE_Q4_K] = q4_K_multi;
-    k->vec_dot_n[LM_DTYPE_Q6_K] = q6_K_multi;
-    k->vec_dot_n_u8[LM_DTYPE_Q5_0] = q5_0_u8_multi;
-    k->vec_dot_n_u8[LM_DTYPE_Q8_0] = q8_0_u8_multi;
-    k->il_gemm[LM_DTYPE_Q8_0] = lm_il_gemm_q8_0_avx512;
-    k->il_gemm[LM_DTYPE_Q5_0] = lm_il_gemm_q5_0_avx512;
-    k->il_gemm[LM_DTYPE_Q4_K] = lm_il_gemm_q4_K_avx512;
-    k->il_gemm[LM_DTYPE_Q6_K] = lm_il_gemm_q6_K_avx512;
-    k->il_gemm[LM_DTYPE_F16] = lm_il_gemm_f16_avx512;
-    k->il_gemv[LM_DTYPE_F16] = lm_il_gemv_f16_avx512;
-}
-
-#else
-void lm_kernels_avx512_fill_multi(struct lm_kernels *k) { (void)k; }
 #endif

@@ -1,95 +1,71 @@
-// Row-interleaved q4_K / q6_K: packing 16 ggml rows into one group (layout structs in
-// il_kq.h) and the scalar GEMM on it, the oracle for the ISA versions. Per row and token
-// the arithmetic is vec_dot_q4_K / vec_dot_q6_K's: exact int32 per super-block, then the
-// same float steps in the same order, so results are bit-identical.
-#pragma GCC optimize("fp-contract=off") // see kernels_generic.c
+// Scalar GEMMs on the row-interleaved layouts (il_layout.h), one group of 16 weight rows
+// against up to LM_IL_MAX_NT activation rows: the statement of kernels.h's il numerics per
+// dtype and the oracle of il_avx2.c and il_avx512.c. Plain loops: clarity over speed.
+#pragma GCC optimize("fp-contract=off") // kernels_internal.h: only the fmaf written here fuse
 
-#include "kernels/il_kq.h"
-
+#include <math.h>
 #include <string.h>
 
 #include "base/status.h"
+#include "kernels/il_layout.h"
+#include "kernels/kernels_internal.h"
 
 // ============================================================================
-// packing
+// q8_0 / q5_0: W group (16, n_in) @ X (nt, n_in) xq8 -> y[t * ys + r]
 // ============================================================================
 
-size_t lm_il_group_bytes_q4_K(int64_t n_in) {
-    return (size_t)(n_in / LM_QK_K) * sizeof(struct lm_il_q4_K_sb);
-}
-
-size_t lm_il_group_bytes_q6_K(int64_t n_in) {
-    return (size_t)(n_in / LM_QK_K) * sizeof(struct lm_il_q6_K_sb);
-}
-
-void lm_il_pack_q4_K(void *dst, const void *src, size_t row_bytes, int64_t n_in) {
-    LM_ASSERT(n_in % LM_QK_K == 0);
-    // row by row: the group's rows are one sequential read stream (see kernels_il.c)
-    for (int r = 0; r < LM_IL_ROWS; r++) {
-        for (int64_t i = 0; i < n_in / LM_QK_K; i++) {
-            struct lm_il_q4_K_sb *o = (struct lm_il_q4_K_sb *)dst + i;
-            const struct lm_block_q4_K *b = (const struct lm_block_q4_K *)((const char *)src + r * row_bytes) + i;
-            o->d[r] = b->d;
-            o->dmin[r] = b->dmin;
-            int8_t q[LM_QK_K];
-            uint8_t sc[8], mn[8];
-            lm_q4_K_unpack(b, q, sc, mn);
-            for (int j = 0; j < 8; j++) {
-                o->sc[j][r] = sc[j];
-                o->mn[j / 2][r][j % 2] = mn[j];
-            }
-            for (int j = 0; j < 8; j++) // 4 columns at a time (values < 16: no carries)
-                for (int v = 0; v < 4; v++) {
-                    uint32_t lo, hi;
-                    memcpy(&lo, q + 32 * j + 4 * v, 4);
-                    memcpy(&hi, q + 32 * j + 16 + 4 * v, 4);
-                    lo |= hi << 4;
-                    memcpy(&o->qs[j][v][4 * r], &lo, 4);
-                }
-        }
-    }
-}
-
-void lm_il_pack_q6_K(void *dst, const void *src, size_t row_bytes, int64_t n_in) {
-    LM_ASSERT(n_in % LM_QK_K == 0);
-    // row by row: the group's rows are one sequential read stream (see kernels_il.c)
-    for (int r = 0; r < LM_IL_ROWS; r++) {
-        for (int64_t i = 0; i < n_in / LM_QK_K; i++) {
-            struct lm_il_q6_K_sb *o = (struct lm_il_q6_K_sb *)dst + i;
-            const struct lm_block_q6_K *b = (const struct lm_block_q6_K *)((const char *)src + r * row_bytes) + i;
-            o->d[r] = lm_f16_to_f32(b->d);
-            int8_t w[LM_QK_K];
-            lm_q6_K_unpack(b, w);
-            uint8_t qv[LM_QK_K]; // the stored 6-bit values
-            for (int e = 0; e < LM_QK_K; e++) qv[e] = (uint8_t)(w[e] + 32);
-            for (int p = 0; p < 8; p++) {
-                o->sc[p][r][0] = b->scales[2 * p];
-                o->sc[p][r][1] = b->scales[2 * p + 1];
-                struct lm_il_q6_K_pair *q = &o->q[p];
-                const uint8_t *c = qv + 32 * p;
-                for (int v = 0; v < 4; v++) { // runs v (low nibble) and v + 4 (high nibble)
-                    uint32_t a, h;
-                    memcpy(&a, c + 4 * v, 4);
-                    memcpy(&h, c + 16 + 4 * v, 4);
-                    a = (a & 0x0f0f0f0fu) | (h & 0x0f0f0f0fu) << 4;
-                    memcpy(&q->ql[v][4 * r], &a, 4);
-                }
-                for (int hh = 0; hh < 2; hh++) { // bits 2s..2s+1: q >> 4 of run 4hh + s
-                    uint32_t acc = 0;
-                    for (int s = 0; s < 4; s++) {
-                        uint32_t t;
-                        memcpy(&t, c + 16 * hh + 4 * s, 4);
-                        acc |= ((t >> 4) & 0x03030303u) << (2 * s);
+// a block's 16 x 32 weights are decoded once (unsigned: q8_0 q + 128, q5_0 the raw 0..31)
+// and reused for every token; the offsets come back through the activation sums (corr)
+static void il_q8_generic(bool q5, int64_t n_in, int nt, float *y, size_t ys, const void *wg,
+                          const void *xa, size_t xas) {
+    const int64_t nb = n_in / 32;
+    const size_t rec_bytes = q5 ? LM_IL_Q5_0_REC : LM_IL_Q8_0_REC;
+    float acc[LM_IL_MAX_NT][LM_IL_ROWS] = {{0}};
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *rec = (const uint8_t *)wg + (size_t)b * rec_bytes;
+        const lm_f16 *d = (const lm_f16 *)rec;
+        const uint8_t *q = rec + 32;
+        uint64_t hb[8];
+        if (q5) memcpy(hb, q + 256, sizeof hb);
+        int32_t w[LM_IL_ROWS][32];
+        for (int g = 0; g < 8; g++) // elements 4g..4g+3 of every row
+            for (int r = 0; r < LM_IL_ROWS; r++)
+                for (int kk = 0; kk < 4; kk++) {
+                    const int lane = r * 4 + kk;
+                    if (q5) {
+                        const uint8_t byte = q[(g / 2) * 64 + lane];
+                        w[r][4 * g + kk] = (g % 2 ? byte >> 4 : byte & 0x0f) | (int)((hb[g] >> lane) & 1) << 4;
+                    } else {
+                        w[r][4 * g + kk] = q[g * 64 + lane];
                     }
-                    memcpy(&q->qh[hh][4 * r], &acc, 4);
                 }
+        for (int t = 0; t < nt; t++) {
+            const int8_t *xq = (const int8_t *)((const char *)xa + (size_t)t * xas);
+            const float *xd = (const float *)(xq + nb * 32);
+            const int32_t *corr = (const int32_t *)(xd + nb) + (q5 ? 0 : nb);
+            for (int r = 0; r < LM_IL_ROWS; r++) {
+                int32_t isum = corr[b];
+                for (int k = 0; k < 32; k++) isum += w[r][k] * xq[b * 32 + k];
+                acc[t][r] = fmaf(lm_f16_to_f32(d[r]) * xd[b], (float)isum, acc[t][r]);
             }
         }
     }
+    for (int t = 0; t < nt; t++)
+        for (int r = 0; r < LM_IL_ROWS; r++) y[(size_t)t * ys + r] = acc[t][r];
+}
+
+void lm_il_gemm_q8_0_generic(int64_t n_in, int nt, float *y, size_t ys, const void *wg,
+                             const void *xa, size_t xas) {
+    il_q8_generic(false, n_in, nt, y, ys, wg, xa, xas);
+}
+
+void lm_il_gemm_q5_0_generic(int64_t n_in, int nt, float *y, size_t ys, const void *wg,
+                             const void *xa, size_t xas) {
+    il_q8_generic(true, n_in, nt, y, ys, wg, xa, xas);
 }
 
 // ============================================================================
-// generic GEMM: W group (16, n_in) @ X (nt, n_in) q8_K -> y[t * ys + r]
+// q4_K / q6_K: W group (16, n_in) @ X (nt, n_in) q8_K -> y[t * ys + r]
 // ============================================================================
 
 static const struct lm_block_q8_K *q8K_row(const void *xa, size_t xas, int t) {
@@ -187,4 +163,23 @@ void lm_il_gemm_q6_K_generic(int64_t n_in, int nt, float *y, size_t ys, const vo
     }
     for (int t = 0; t < nt; t++)
         for (int r = 0; r < LM_IL_ROWS; r++) y[(size_t)t * ys + r] = sum[t][r];
+}
+
+// ============================================================================
+// f16: W group (16, n_in) f16 @ X (nt, n_in) f32 -> y[t * ys + r]
+// ============================================================================
+
+// f16: per token and row, 16 lane sums (lane l takes the elements k = l mod 16, fmaf in
+// order), then the tree of _mm512_reduce_add_ps
+void lm_il_gemm_f16_generic(int64_t n_in, int nt, float *y, size_t ys, const void *wg,
+                            const void *xa, size_t xas) {
+    for (int t = 0; t < nt; t++) {
+        const float *x = (const float *)((const char *)xa + (size_t)t * xas);
+        for (int r = 0; r < LM_IL_ROWS; r++) {
+            const lm_f16 *w = (const lm_f16 *)wg + (size_t)r * (size_t)n_in;
+            float acc[16] = {0};
+            for (int64_t k = 0; k < n_in; k++) acc[k % 16] = fmaf(lm_f16_to_f32(w[k]), x[k], acc[k % 16]);
+            y[(size_t)t * ys + r] = lm_tree16(acc);
+        }
+    }
 }
