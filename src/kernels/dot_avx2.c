@@ -12,9 +12,7 @@
 
 #include "kernels/simd_avx2.h"
 
-// ============================================================================
-// dot products
-// ============================================================================
+// Each: *s = w (n) . xq (n), w one weight row, xq one activation row of lm_vec_dot_type(dtype)
 
 // w (n) . x (n), f32; 4 accumulators of 8
 void lm_vec_dot_f32_avx2(int64_t n, float *s, const void *w, const void *xq) {

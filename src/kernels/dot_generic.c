@@ -1,16 +1,14 @@
 // Scalar dot products of one weight row with one activation row (vec_dot), per weight
-// dtype, in the float order every ISA version reproduces (or, for f32 / bf16, in double as
-// ggml's scalar code): the oracle of dot_avx2.c, dot_avx512.c and the multi-token
-// gemm_avx512.c, whose callers loop over these when a table has no vec_dot_n.
+// dtype: the oracle of dot_avx2.c, dot_avx512.c and the multi-token gemm_avx512.c (bit for
+// bit for the k-quants and f16, within rounding for the others: tests/test_kernels_dot.c's
+// table). A table with no vec_dot_n runs these row by row.
 #pragma GCC optimize("fp-contract=off") // kernels_internal.h: only the fmaf written here fuse
 
 #include <math.h>
 
 #include "kernels/kernels_internal.h"
 
-// ============================================================================
-// dot products: *s = dot(w (n), xq (n))
-// ============================================================================
+// Each: *s = w (n) . xq (n), w one weight row, xq one activation row of lm_vec_dot_type(dtype)
 
 // Plain types accumulate in double, as ggml's scalar ggml_vec_dot_f32/f16/bf16 do.
 void lm_vec_dot_f32_generic(int64_t n, float *s, const void *w, const void *xq) {

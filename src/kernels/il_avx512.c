@@ -117,9 +117,8 @@ AI const struct lm_block_q8_K *q8K_block(const void *xa, size_t xas, int t, int6
 // A sub-block's dot is two 16-column halves (lo / hi nibbles), each |.| <= 16 * 15 * 128
 // < 2^15: they are merged into the int16 halves of each lane and scaled and accumulated
 // by one vpdpwssd against (sc, sc) in place of vpmulld + vpaddd (vpmulld zmm 0.40 ns vs
-// vpdpwssd 0.28 ns on Zen 4; with two independent vpdpbusd chains the 16-row x 2048
-// group at nt = 16 went 4073 -> 3827 ns). The mins use vpdpwssd on (mn[2p], mn[2p+1])
-// pairs against pair sums of bsums.
+// vpdpwssd 0.28 ns on Zen 4: a 16-row x 2048 group at nt = 16 takes 3827 ns, 4073 with
+// vpmulld). The mins use vpdpwssd on (mn[2p], mn[2p+1]) pairs against pair sums of bsums.
 
 AI void q4_K_il(const int NT, int64_t n_in, float *y, size_t ys, const void *wg, const void *xa,
                 size_t xas) {

@@ -10,25 +10,6 @@
 #include "base/status.h"
 #include "kernels/kernels_internal.h"
 
-enum lm_dtype lm_vec_dot_type(enum lm_dtype t) {
-    switch (t) {
-    case LM_DTYPE_F32: return LM_DTYPE_F32;
-    case LM_DTYPE_F16: return LM_DTYPE_F16;
-    case LM_DTYPE_BF16: return LM_DTYPE_BF16;
-    case LM_DTYPE_Q4_0:
-    case LM_DTYPE_Q5_0:
-    case LM_DTYPE_Q8_0: return LM_DTYPE_Q8_0;
-    case LM_DTYPE_Q4_1:
-    case LM_DTYPE_Q5_1: return LM_DTYPE_Q8_1;
-    case LM_DTYPE_Q2_K:
-    case LM_DTYPE_Q3_K:
-    case LM_DTYPE_Q4_K:
-    case LM_DTYPE_Q5_K:
-    case LM_DTYPE_Q6_K: return LM_DTYPE_Q8_K;
-    default: return LM_DTYPE_COUNT; // no dot product for this dtype
-    }
-}
-
 // ================================================================ tables
 // The AVX2 table starts as a copy of the generic one and the AVX-512 table as a copy of the
 // AVX2 one: an entry an ISA has no kernel of keeps the one below.
@@ -215,6 +196,27 @@ const struct lm_kernels *lm_kernels_best(void) {
     return g_best;
 }
 
+// ================================================================ activation types, row loop, u8 repack
+
+enum lm_dtype lm_vec_dot_type(enum lm_dtype t) {
+    switch (t) {
+    case LM_DTYPE_F32: return LM_DTYPE_F32;
+    case LM_DTYPE_F16: return LM_DTYPE_F16;
+    case LM_DTYPE_BF16: return LM_DTYPE_BF16;
+    case LM_DTYPE_Q4_0:
+    case LM_DTYPE_Q5_0:
+    case LM_DTYPE_Q8_0: return LM_DTYPE_Q8_0;
+    case LM_DTYPE_Q4_1:
+    case LM_DTYPE_Q5_1: return LM_DTYPE_Q8_1;
+    case LM_DTYPE_Q2_K:
+    case LM_DTYPE_Q3_K:
+    case LM_DTYPE_Q4_K:
+    case LM_DTYPE_Q5_K:
+    case LM_DTYPE_Q6_K: return LM_DTYPE_Q8_K;
+    default: return LM_DTYPE_COUNT; // no dot product for this dtype
+    }
+}
+
 // W (n_rows, n_in) @ xq (n_in) -> y (r1 - r0), rows [r0, r1)
 void lm_matvec_rows(const struct lm_kernels *k, enum lm_dtype t, const void *W, size_t row_bytes,
                     int64_t n_in, const void *xq, float *y, int64_t r0, int64_t r1) {
@@ -224,6 +226,7 @@ void lm_matvec_rows(const struct lm_kernels *k, enum lm_dtype t, const void *W, 
     for (int64_t r = r0; r < r1; r++) dot(n_in, &y[r - r0], w + (size_t)r * row_bytes, xq);
 }
 
+// q8_0 row (n) -> xu (n bytes, q + 128) and dyv (16 floats per block pair), as kernels.h states
 void lm_q8_0_repack_u8(const void *xq, int64_t n, uint8_t *xu, float *dyv) {
     const struct lm_block_q8_0 *y = xq;
     const int64_t nb = n / 32;

@@ -1,7 +1,8 @@
 // Kernel dispatch table: dequantize, activation quantization and dot products per
 // weight dtype, and the forward pass's row kernels (norms, RoPE, activations, attention).
-// One table per ISA (generic, avx2, avx512); the best one the CPU
-// supports is chosen once at start-up; LUMEN_FORCE_GENERIC=1 forces the scalar one.
+// One table per ISA (generic, avx2, avx512; kernels.c fills them from the <concern>_<isa>.c
+// files); the best one the CPU supports is chosen once at start-up; LUMEN_FORCE_GENERIC=1
+// forces the scalar one.
 #ifndef LM_KERNELS_KERNELS_H
 #define LM_KERNELS_KERNELS_H
 

@@ -12,7 +12,7 @@
 #include "kernels/simd_avx2.h"
 
 // ============================================================================
-// dequantize
+// dequantize: one weight row of n elements -> y (n floats)
 // ============================================================================
 
 void lm_dequant_f16_avx2(const void *x, float *y, int64_t n) {
@@ -107,7 +107,7 @@ void lm_dequant_q6_K_avx2(const void *x, float *y, int64_t n) {
 }
 
 // ============================================================================
-// activation quantizers (bit-identical to the generic ones)
+// quantize: one activation row x (n floats) -> y
 // ============================================================================
 
 void lm_quant_q8_0_avx2(const float *x, void *vy, int64_t n) {

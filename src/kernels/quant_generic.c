@@ -9,16 +9,8 @@
 
 #include "kernels/kernels_internal.h"
 
-// llama.cpp's nearest_int: adding 1.5*2^23 rounds half to even; |fval| <= 2^22.
-static inline int nearest_int(float fval) {
-    float val = fval + 12582912.0f;
-    int32_t i;
-    memcpy(&i, &val, sizeof i);
-    return (i & 0x007fffff) - 0x00400000;
-}
-
 // ============================================================================
-// dequantize: one row of n elements -> y (n floats)
+// dequantize: one weight row of n elements -> y (n floats)
 // ============================================================================
 
 void lm_dequant_f32_generic(const void *x, float *y, int64_t n) { memcpy(y, x, (size_t)n * sizeof(float)); }
@@ -146,7 +138,7 @@ void lm_dequant_q6_K_generic(const void *x, float *y, int64_t n) {
 }
 
 // ============================================================================
-// activation quantizers (x (n floats) -> y)
+// quantize: one activation row x (n floats) -> y
 // ============================================================================
 
 void lm_quant_f32_generic(const float *x, void *y, int64_t n) { memcpy(y, x, (size_t)n * sizeof(float)); }
@@ -189,6 +181,14 @@ void lm_quant_q8_1_generic(const float *x, void *vy, int64_t n) {
         }
         y[i].s = lm_f32_to_f16((float)sum * d);
     }
+}
+
+// llama.cpp's nearest_int: adding 1.5*2^23 rounds half to even; |fval| <= 2^22.
+static inline int nearest_int(float fval) {
+    float val = fval + 12582912.0f;
+    int32_t i;
+    memcpy(&i, &val, sizeof i);
+    return (i & 0x007fffff) - 0x00400000;
 }
 
 // As quantize_row_q8_K_ref: iscale = -127/max where max is the first element of largest

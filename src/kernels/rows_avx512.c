@@ -1,14 +1,13 @@
 // AVX-512 row kernels (kernels.h): the float operations of rows_generic.c, 16 lanes at a
 // time with masked tails (RMS norm's squares in 16 double lanes, RoPE, the f16-table GELU by
 // gather, SiLU by the ggml_v_expf polynomial, f32 -> f16 rows). Whole 16-lane chunks use
-// plain loads and stores: masked ones with a mask computed per chunk made RoPE 1.5x slower
-// (Gemma 3 270M, 603-token prefill, rope op, min of 8 runs: 2.06 -> 1.36 ms; 1.16 before
-// the move to kernels/).
+// plain loads and stores: a mask computed per chunk makes RoPE 1.5x slower (Gemma 3 270M,
+// 603-token prefill).
 #pragma GCC optimize("fp-contract=off") // kernels_internal.h
 
 #include "kernels/kernels_internal.h"
 
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
+#if defined(__x86_64__)
 #include "kernels/simd_avx512.h"
 
 #define RNE (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
