@@ -74,7 +74,7 @@ static void test_table_vs_cpuinfo(void) {
 }
 
 // The names both gcc 12 and clang 14 accept in __builtin_cpu_supports (f16c left out: GCC 12
-// gets it wrong on some CPUs, kernels_avx2.c).
+// gets it wrong on some CPUs, kernels/kernels.c).
 #define BUILTIN_NAMES(X)                                                                      \
     X("sse3") X("ssse3") X("sse4.1") X("sse4.2") X("popcnt") X("avx") X("avx2") X("fma")      \
     X("bmi") X("bmi2") X("aes") X("pclmul") X("sse4a") X("fma4") X("xop") X("avx512f")        \

@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "format/gguf.h"
-#include "kernels/il_kq.h"
 #include "kernels/kernels.h"
+#include "kernels/kernels_internal.h" // the il_gemm kernels of each ISA
 #include "lm_test.h"
 
 // ============================================================================
@@ -63,11 +63,11 @@ static int check_group(enum lm_dtype t, const uint8_t *w, size_t row_bytes, int6
     const int is4 = t == LM_DTYPE_Q4_K;
     const size_t xas = (size_t)(n / LM_QK_K) * sizeof(struct lm_block_q8_K) + 64; // padded rows
     const size_t ys = LM_IL_ROWS + 3;
-    uint8_t *g = aligned_alloc(64, (is4 ? lm_il_group_bytes_q4_K(n) : lm_il_group_bytes_q6_K(n)) + 64);
+    uint8_t *g = aligned_alloc(64, lm_il_group_bytes(t, n) + 64);
     uint8_t *xa = malloc(xas * LM_IL_MAX_NT);
     float *y = malloc(ys * LM_IL_MAX_NT * sizeof(float));
     float ref[LM_IL_MAX_NT][LM_IL_ROWS][2];
-    (is4 ? lm_il_pack_q4_K : lm_il_pack_q6_K)(g, w, row_bytes, n);
+    lm_il_pack_group(t, g, w, row_bytes, n);
 
     lm_il_gemm_fn fns[2] = {is4 ? lm_il_gemm_q4_K_generic : lm_il_gemm_q6_K_generic, NULL};
     const char *fn_names[2] = {"generic", "avx512"};
@@ -162,8 +162,8 @@ int main(void) {
     if (lm_kernels_avx512()) tabs[n_tabs++] = lm_kernels_avx512();
     printf("tables: %s%s\n", tabs[0]->name, n_tabs > 1 ? " + avx512" : "");
 
-    CHECK(lm_il_group_bytes_q4_K(2048) == 8 * 2368);
-    CHECK(lm_il_group_bytes_q6_K(2048) == 8 * 3392);
+    CHECK(lm_il_group_bytes(LM_DTYPE_Q4_K, 2048) == 8 * 2368);
+    CHECK(lm_il_group_bytes(LM_DTYPE_Q6_K, 2048) == 8 * 3392);
     test_random(LM_DTYPE_Q4_K);
     test_random(LM_DTYPE_Q6_K);
     test_model();

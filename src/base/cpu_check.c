@@ -21,7 +21,7 @@ extern const char lm_cpu_required_list[]; // cpu_required.c: "+sse3+ssse3+..." o
 
 // ---------------------------------------------------------------- feature table (cpuid)
 // cpuid straight, not __builtin_cpu_supports: clang 14 accepts neither f16c, lzcnt, movbe nor
-// avxvnni there, and GCC 12's f16c answer is wrong on some CPUs (kernels_avx2.c). Bits from the
+// avxvnni there, and GCC 12's f16c answer is wrong on some CPUs (kernels/kernels.c). Bits from the
 // Intel SDM / AMD APM; tests/test_base_cpu_check.c compares them with /proc/cpuinfo.
 
 enum { REG_EAX, REG_EBX, REG_ECX, REG_EDX };

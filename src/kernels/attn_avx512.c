@@ -1,16 +1,15 @@
 // AVX-512 attention (kernels.h, lm_attn_fn): one token's query heads sharing a KV head over
 // its window of f16 K/V cells read through a block table, in llama.cpp's float order, with
 // the loops arranged for speed (register tiles, 16 horizontal sums at once, prefetch).
-#pragma GCC optimize("fp-contract=off") // see kernels_generic.c
+#pragma GCC optimize("fp-contract=off") // kernels_internal.h
 
 #include <math.h>
 #include <string.h>
 
-#include "kernels/expf_ggml.h"
 #include "kernels/kernels_internal.h"
 
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
-#include <immintrin.h>
+#if defined(__x86_64__)
+#include "kernels/simd_avx512.h"
 
 // ---- why this order
 // Gemma 3 amplifies rounding differences chaotically (a 1e-5 change in one attention
@@ -48,9 +47,8 @@
 //     same tree of vertical adds, 16 output dims per vector (attn_tree16);
 //   - the p.v accumulators of ggml's 64 slots (cell % 64) live in registers, a tile of
 //     (head, slot) pairs at a time, instead of a (64, hd_v) array in memory that was
-//     cleared, read and written per cell and then gathered lane by lane.
-// Gemma 3 270M, 512-token prefill, 1 thread: lm_op_attention 21.7% -> 9.0% of the perf
-// profile; one layer over a full 512-cell window, 512 tokens: 50 -> 15.5 ms.
+//     cleared, read and written per cell and then gathered lane by lane (one Gemma 3 270M
+//     layer over a full 512-cell window, 512 tokens: 15.5 ms against 50 that way).
 
 // The same tree over 16 rows (stride floats apart) with vertical adds: lane d of the
 // result is _mm512_reduce_add_ps of (x[0][d], ..., x[15][d]).
@@ -325,9 +323,7 @@ void lm_attn_avx512(const struct lm_attn_job *job) {
                                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
     }
     // The block size is a constant for the default 16-cell blocks: read from the job, its
-    // shift and mask made the attention op 13% slower (Gemma 3 270M, 603-token prefill, 1
-    // thread, attention op total, min of 8 alternating runs: 113.0 ms, 100.1 with the
-    // constant, 97.3 for f9beac6's attention inside ops.c)
+    // shift and mask make the attention op 13% slower (Gemma 3 270M, 603-token prefill)
 #define ATTN_HEADS(SH)                                     \
     switch (nh) {                                          \
     case 1: attn_heads(&j, SH, 1, job->out); break;        \

@@ -1,12 +1,11 @@
 // Scalar attention (kernels.h, lm_attn_fn): the statement of the float operations and their
 // order that every table's attention reproduces (llama.cpp's single-token f16-KV path, the
 // order attn_avx512.c explains), one float at a time. Also the scratch size of any table.
-#pragma GCC optimize("fp-contract=off") // see kernels_generic.c: only the fmaf written here
+#pragma GCC optimize("fp-contract=off") // kernels_internal.h: only the fmaf written here fuse
 
 #include <math.h>
 #include <string.h>
 
-#include "kernels/expf_ggml.h"
 #include "kernels/kernels_internal.h"
 
 static inline int64_t round16(int64_t n) { return (n + 15) & ~(int64_t)15; }

@@ -1,47 +1,72 @@
-// Internal hooks between the kernel translation units (not part of the dispatch API).
+// Internal to kernels/: the kernel functions of every concern and ISA, listed by file, that
+// the dispatch tables (kernels.c) assemble, and the scalar statements of the float orders the
+// vector kernels reproduce. Not part of the dispatch API (kernels.h).
+//
+// Every kernel file opens with #pragma GCC optimize("fp-contract=off") before its includes
+// (so that the headers' inline helpers get it too): GCC would otherwise fuse d*q - m into an
+// FMA under -march=native, and dequantized values must match llama.cpp / gguf-py (which round
+// the product first) and every table must give the same bits. Only the fmaf / _mm*_fmadd
+// written in the code fuse.
 #ifndef LM_KERNELS_INTERNAL_H
 #define LM_KERNELS_INTERNAL_H
 
+#include <math.h>
+
 #include "kernels/kernels.h"
-#include "kernels/reduce16.h"
 
-// Adds the AVX-512 multi-token dot products (kernels_gemm_avx512.c) to a table.
-void lm_kernels_avx512_fill_multi(struct lm_kernels *k);
+// The kernel types, one per entry of struct lm_kernels (kernels.h states each contract).
+typedef void lm_dequant_kernel(const void *x, float *y, int64_t n);
+typedef void lm_quant_kernel(const float *x, void *y, int64_t n);
+typedef void lm_vec_dot_kernel(int64_t n, float *s, const void *w, const void *xq);
+typedef void lm_vec_dot_n_kernel(int64_t n, int nt, float *s, size_t ss, const void *w,
+                                 const void *xq, size_t xs);
+typedef void lm_vec_dot_n_u8_kernel(int64_t n, int nt, float *s, size_t ss, const void *w,
+                                    const uint8_t *xu, size_t xus, const float *dyv, size_t dys);
+typedef void lm_il_gemm_kernel(int64_t n_in, int nt, float *y, size_t ys, const void *wg,
+                               const void *xa, size_t xas);
+typedef void lm_il_gemv_kernel(int64_t n_in, int64_t n_rows, int nt, float *y, size_t ys,
+                               const void *w, const void *xa, size_t xas);
 
-// The AVX-512 il kernels prefetch the weight records ahead of the hardware prefetcher for
-// tiles of at least this many tokens (fewer: bandwidth-bound like decode, where prefetching
-// loses). It was 8 until 2026-11-25, and a 7-token tile then ran far slower than an 8-token
-// one: on the default model, 2 threads, a step of 7 tokens took 10.5-12.2 ms against 8.0-10.4
-// ms for 8 (1 or 4 sequences), and 7.8-9.0 ms with the prefetch. 6 tokens: the same either
-// way; 5: within noise, slightly slower with it. A step of 5-7 tokens is decode with drafts,
-// or 5-7 streams.
-#ifndef LM_IL_PF_NT
-#define LM_IL_PF_NT 6
-#endif
+// ---- quant_generic.c, quant_avx2.c: dequantize a weight row, quantize an activation row
+lm_dequant_kernel lm_dequant_f32_generic, lm_dequant_f16_generic, lm_dequant_bf16_generic,
+    lm_dequant_q4_0_generic, lm_dequant_q4_1_generic, lm_dequant_q5_0_generic,
+    lm_dequant_q5_1_generic, lm_dequant_q8_0_generic, lm_dequant_q2_K_generic,
+    lm_dequant_q3_K_generic, lm_dequant_q4_K_generic, lm_dequant_q5_K_generic,
+    lm_dequant_q6_K_generic;
+lm_quant_kernel lm_quant_f32_generic, lm_quant_f16_generic, lm_quant_bf16_generic,
+    lm_quant_q8_0_generic, lm_quant_q8_1_generic, lm_quant_q8_K_generic;
+lm_dequant_kernel lm_dequant_f16_avx2, lm_dequant_q8_0_avx2, lm_dequant_q5_0_avx2,
+    lm_dequant_q4_K_avx2, lm_dequant_q6_K_avx2;
+lm_quant_kernel lm_quant_f16_avx2, lm_quant_q8_0_avx2, lm_quant_q8_K_avx2;
 
-// il layouts of q8_0 / q5_0 (kernels_il.c): bytes of one 32-element block record of a
-// 16-row group, and of one block of an "xq8" activation row
-#define LM_IL_Q8_0_REC (32 + 512)
-#define LM_IL_Q5_0_REC (32 + 256 + 64)
-#define LM_IL_XQ8_BLOCK (32 + 4 + 4 + 4)
-void lm_il_gemm_q8_0_generic(int64_t n_in, int nt, float *y, size_t ys, const void *wg,
-                             const void *xa, size_t xas);
-void lm_il_gemm_q5_0_generic(int64_t n_in, int nt, float *y, size_t ys, const void *wg,
-                             const void *xa, size_t xas);
-void lm_il_gemm_q8_0_avx512(int64_t n_in, int nt, float *y, size_t ys, const void *wg,
-                            const void *xa, size_t xas);
-void lm_il_gemm_q5_0_avx512(int64_t n_in, int nt, float *y, size_t ys, const void *wg,
-                            const void *xa, size_t xas);
+// ---- dot_generic.c, dot_avx2.c, dot_avx512.c: one weight row . one activation row
+lm_vec_dot_kernel lm_vec_dot_f32_generic, lm_vec_dot_f16_generic, lm_vec_dot_bf16_generic,
+    lm_vec_dot_q4_0_generic, lm_vec_dot_q4_1_generic, lm_vec_dot_q5_0_generic,
+    lm_vec_dot_q5_1_generic, lm_vec_dot_q8_0_generic, lm_vec_dot_q2_K_generic,
+    lm_vec_dot_q3_K_generic, lm_vec_dot_q4_K_generic, lm_vec_dot_q5_K_generic,
+    lm_vec_dot_q6_K_generic;
+lm_vec_dot_kernel lm_vec_dot_f32_avx2, lm_vec_dot_f16_avx2, lm_vec_dot_bf16_avx2,
+    lm_vec_dot_q4_0_avx2, lm_vec_dot_q4_1_avx2, lm_vec_dot_q5_0_avx2, lm_vec_dot_q5_1_avx2,
+    lm_vec_dot_q8_0_avx2, lm_vec_dot_q4_K_avx2, lm_vec_dot_q5_K_avx2, lm_vec_dot_q6_K_avx2;
+lm_vec_dot_kernel lm_vec_dot_f32_avx512, lm_vec_dot_f16_avx512, lm_vec_dot_q4_0_avx512,
+    lm_vec_dot_q5_0_avx512, lm_vec_dot_q8_0_avx512, lm_vec_dot_q4_K_avx512,
+    lm_vec_dot_q5_K_avx512, lm_vec_dot_q6_K_avx512;
 
-void lm_il_gemm_f16_generic(int64_t n_in, int nt, float *y, size_t ys, const void *wg,
-                            const void *xa, size_t xas);
-void lm_il_gemm_f16_avx512(int64_t n_in, int nt, float *y, size_t ys, const void *wg,
-                           const void *xa, size_t xas);
-void lm_il_gemv_f16_avx512(int64_t n_in, int64_t n_rows, int nt, float *y, size_t ys,
-                           const void *w, const void *xa, size_t xas);
+// ---- gemm_avx512.c: one weight row . up to 8 activation rows (the generic table has none)
+lm_vec_dot_n_kernel lm_vec_dot_n_f16_avx512, lm_vec_dot_n_q8_0_avx512, lm_vec_dot_n_q5_0_avx512,
+    lm_vec_dot_n_q4_K_avx512, lm_vec_dot_n_q6_K_avx512;
+lm_vec_dot_n_u8_kernel lm_vec_dot_n_u8_q5_0_avx512, lm_vec_dot_n_u8_q8_0_avx512;
 
-// Row kernels (kernels.h): the scalar oracles (rows_generic.c, attn_generic.c) and the
-// AVX-512 versions (rows_avx512.c, attn_avx512.c). The AVX2 table uses the generic ones.
+// ---- il_generic.c, il_avx2.c, il_avx512.c: one il group of 16 rows . up to 16 activation rows
+lm_il_gemm_kernel lm_il_gemm_q8_0_generic, lm_il_gemm_q5_0_generic, lm_il_gemm_q4_K_generic,
+    lm_il_gemm_q6_K_generic, lm_il_gemm_f16_generic;
+lm_il_gemm_kernel lm_il_gemm_f16_avx2;
+lm_il_gemm_kernel lm_il_gemm_q8_0_avx512, lm_il_gemm_q5_0_avx512, lm_il_gemm_q4_K_avx512,
+    lm_il_gemm_q6_K_avx512, lm_il_gemm_f16_avx512;
+lm_il_gemv_kernel lm_il_gemv_f16_avx512;
+
+// ---- rows_generic.c, attn_generic.c, topk_generic.c and their AVX-512 versions (the AVX2
+// table uses the generic ones)
 void lm_rmsnorm_generic(float *y, const float *x, const float *w, int64_t n, float eps);
 void lm_rope_generic(float *x, int64_t n_rows, int64_t stride, const float *cs, int64_t n_rot, bool neox);
 void lm_geglu_generic(float *g, const float *u, int64_t n, const float *table);
@@ -57,30 +82,34 @@ void lm_f32_to_f16_avx512(lm_f16 *y, const float *x, int64_t n);
 void lm_attn_avx512(const struct lm_attn_job *j);
 void lm_topk_span_avx512(struct lm_topk *t, const float *x, int32_t id0, int64_t n);
 
-#if defined(__AVX512F__) && defined(__AVX512BW__)
-#include <immintrin.h>
-#include <string.h>
-// Two q5_0 blocks -> 64 signed quants (q - 16) in one zmm, and the mask of negative ones.
-static inline __attribute__((always_inline)) void
-lm_q5_0_pair_avx512(const struct lm_block_q5_0 *a, const struct lm_block_q5_0 *b, __m512i *qx,
-                    __mmask64 *neg) {
-    const __m256i t = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)b->qs),
-                                       _mm_loadu_si128((const __m128i *)a->qs));
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
-    const __m256i lo = _mm256_and_si256(t, m4), hi = _mm256_and_si256(_mm256_srli_epi16(t, 4), m4);
-    // [lo_a, lo_b, hi_a, hi_b] -> [lo_a, hi_a, lo_b, hi_b]: element order of each block
-    const __m512i z = _mm512_shuffle_i64x2(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1),
-                                           _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1),
-                                           _MM_SHUFFLE(3, 1, 2, 0));
-    uint32_t ha, hb;
-    memcpy(&ha, a->qh, 4);
-    memcpy(&hb, b->qh, 4);
-    const __mmask64 k = (__mmask64)ha | ((__mmask64)hb << 32);
-    const __m512i q = _mm512_mask_add_epi8(_mm512_sub_epi8(z, _mm512_set1_epi8(16)), k,
-                                           _mm512_sub_epi8(z, _mm512_set1_epi8(16)), _mm512_set1_epi8(16));
-    *qx = q;
-    *neg = _mm512_movepi8_mask(q);
+// ---- Float orders the vector kernels reproduce, stated as scalar code (the _generic kernels
+// use these; the vector forms are in simd_avx2.h and simd_avx512.h)
+
+// 16 lane sums -> one float in the add tree of GCC's _mm512_reduce_add_ps: s[i] = a[i+8] +
+// a[i], then s[i+4] + s[i], then (s0 + s2) + (s1 + s3). Float addition commutes, so only the
+// tree's shape matters. Vector forms: _mm512_reduce_add_ps, tree16_ymm, lm_reduce_add16.
+static inline float lm_tree16(const float *a) {
+    float s8[8], s4[4];
+    for (int i = 0; i < 8; i++) s8[i] = a[i + 8] + a[i];
+    for (int i = 0; i < 4; i++) s4[i] = s8[i + 4] + s8[i];
+    return (s4[0] + s4[2]) + (s4[1] + s4[3]);
 }
-#endif
+
+// exp(x) as ggml_v_expf computes it (range reduction x = n ln2 + b, 2^n * poly(b), its
+// constants), one lane of lm_expf_ggml_512: every fma of the vector form is an fmaf here,
+// and _mm512_scalef_ps(j, n) (n integral when |n| <= 192) is ldexpf, both correctly rounded.
+static inline float lm_expf_ggml(float x) {
+    const float r = 0x1.8p23f;
+    const float z = fmaf(x, 0x1.715476p+0f, r);
+    const float n = z - r;
+    const float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
+    const float u = b * b;
+    const float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u,
+                              fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
+                         u, fmaf(0x1.ffffecp-1f, b, 1.0f));
+    if (n != n) return j; // x is NaN: so is j (scalef returns it)
+    if (fabsf(n) > 192.0f) return n <= 0.0f ? 0.0f : INFINITY;
+    return ldexpf(j, (int)n);
+}
 
 #endif

@@ -1,23 +1,16 @@
 // AVX-512 row kernels (kernels.h): the float operations of rows_generic.c, 16 lanes at a
 // time with masked tails (RMS norm's squares in 16 double lanes, RoPE, the f16-table GELU by
 // gather, SiLU by the ggml_v_expf polynomial, f32 -> f16 rows). Whole 16-lane chunks use
-// plain loads and stores: masked ones with a mask computed per chunk made RoPE 1.5x slower
-// (Gemma 3 270M, 603-token prefill, rope op, min of 8 runs: 2.06 -> 1.36 ms; 1.16 before
-// the move to kernels/).
-#pragma GCC optimize("fp-contract=off") // see kernels_generic.c
+// plain loads and stores: a mask computed per chunk makes RoPE 1.5x slower (Gemma 3 270M,
+// 603-token prefill).
+#pragma GCC optimize("fp-contract=off") // kernels_internal.h
 
-#include "kernels/expf_ggml.h"
 #include "kernels/kernels_internal.h"
 
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
-#include <immintrin.h>
+#if defined(__x86_64__)
+#include "kernels/simd_avx512.h"
 
 #define RNE (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
-
-// the first n lanes (n may be <= 0 or >= 16)
-static inline __mmask16 mask_n(int64_t n) {
-    return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
-}
 
 void lm_rmsnorm_avx512(float *y, const float *x, const float *w, int64_t n, float eps) {
     // ggml accumulates the float squares in double, one after the other; 16 double lanes

@@ -1,10 +1,9 @@
 // Scalar row kernels of the forward pass (kernels.h): RMS norm, RoPE, GELU / SiLU gating,
 // f32 -> f16 rows. Each states the float operations and order every table reproduces.
-#pragma GCC optimize("fp-contract=off") // see kernels_generic.c: only the fmaf written here
+#pragma GCC optimize("fp-contract=off") // kernels_internal.h: only the fmaf written here fuse
 
 #include <math.h>
 
-#include "kernels/expf_ggml.h"
 #include "kernels/kernels_internal.h"
 
 // y (n) = rmsnorm(x (n)) [* w (n)]; the sum of squares in 16 double lanes, then

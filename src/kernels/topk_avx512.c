@@ -4,8 +4,8 @@
 
 #include "kernels/kernels_internal.h"
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
+#if defined(__x86_64__)
+#include "kernels/simd_avx512.h"
 
 void lm_topk_span_avx512(struct lm_topk *t, const float *x, int32_t id0, int64_t n) {
     int64_t i = 0;

@@ -1,5 +1,6 @@
-// Tensor element types: GGML's numbering (as stored in GGUF), block layouts
-// with static_assert'ed sizes, and per-type traits (block size, bytes per block).
+// Tensor element types: GGML's numbering (as stored in GGUF), per-type traits (block size,
+// bytes per block), and half / bfloat16 conversion. The quantized blocks' layouts are in
+// tensor/blocks.h.
 #ifndef LM_TENSOR_DTYPE_H
 #define LM_TENSOR_DTYPE_H
 
@@ -45,55 +46,6 @@ enum lm_dtype {
 
 typedef uint16_t lm_f16;  // IEEE half, raw bits
 typedef uint16_t lm_bf16; // bfloat16, raw bits
-
-#define LM_QK4_0 32
-#define LM_QK4_1 32
-#define LM_QK5_0 32
-#define LM_QK5_1 32
-#define LM_QK8_0 32
-#define LM_QK8_1 32
-#define LM_QK_K 256
-#define LM_K_SCALE_SIZE 12
-
-// ---- block layouts (identical to GGML's on-disk layout) ----
-struct lm_block_q4_0 { lm_f16 d; uint8_t qs[LM_QK4_0 / 2]; };
-struct lm_block_q4_1 { lm_f16 d; lm_f16 m; uint8_t qs[LM_QK4_1 / 2]; };
-struct lm_block_q5_0 { lm_f16 d; uint8_t qh[4]; uint8_t qs[LM_QK5_0 / 2]; };
-struct lm_block_q5_1 { lm_f16 d; lm_f16 m; uint8_t qh[4]; uint8_t qs[LM_QK5_1 / 2]; };
-struct lm_block_q8_0 { lm_f16 d; int8_t qs[LM_QK8_0]; };
-// q8_1: d = scale, s = d * sum(qs) (used as activation type for q4_1/q5_1)
-struct lm_block_q8_1 { lm_f16 d; lm_f16 s; int8_t qs[LM_QK8_1]; };
-struct lm_block_q2_K {
-    uint8_t scales[LM_QK_K / 16]; uint8_t qs[LM_QK_K / 4]; lm_f16 d; lm_f16 dmin;
-};
-struct lm_block_q3_K {
-    uint8_t hmask[LM_QK_K / 8]; uint8_t qs[LM_QK_K / 4]; uint8_t scales[12]; lm_f16 d;
-};
-struct lm_block_q4_K {
-    lm_f16 d; lm_f16 dmin; uint8_t scales[LM_K_SCALE_SIZE]; uint8_t qs[LM_QK_K / 2];
-};
-struct lm_block_q5_K {
-    lm_f16 d; lm_f16 dmin; uint8_t scales[LM_K_SCALE_SIZE]; uint8_t qh[LM_QK_K / 8];
-    uint8_t qs[LM_QK_K / 2];
-};
-struct lm_block_q6_K {
-    uint8_t ql[LM_QK_K / 2]; uint8_t qh[LM_QK_K / 4]; int8_t scales[LM_QK_K / 16]; lm_f16 d;
-};
-// activation type for K-quants: float scale, int8 quants, sums of groups of 16
-struct lm_block_q8_K { float d; int8_t qs[LM_QK_K]; int16_t bsums[LM_QK_K / 16]; };
-
-static_assert(sizeof(struct lm_block_q4_0) == 18, "q4_0 block size");
-static_assert(sizeof(struct lm_block_q4_1) == 20, "q4_1 block size");
-static_assert(sizeof(struct lm_block_q5_0) == 22, "q5_0 block size");
-static_assert(sizeof(struct lm_block_q5_1) == 24, "q5_1 block size");
-static_assert(sizeof(struct lm_block_q8_0) == 34, "q8_0 block size");
-static_assert(sizeof(struct lm_block_q8_1) == 36, "q8_1 block size");
-static_assert(sizeof(struct lm_block_q2_K) == 84, "q2_K block size");
-static_assert(sizeof(struct lm_block_q3_K) == 110, "q3_K block size");
-static_assert(sizeof(struct lm_block_q4_K) == 144, "q4_K block size");
-static_assert(sizeof(struct lm_block_q5_K) == 176, "q5_K block size");
-static_assert(sizeof(struct lm_block_q6_K) == 210, "q6_K block size");
-static_assert(sizeof(struct lm_block_q8_K) == 292, "q8_K block size");
 
 struct lm_dtype_traits {
     const char *name;    // "q4_K", as GGML names it; NULL for unknown ids

@@ -1,42 +1,17 @@
-// Multi-token dot products (AVX-512 VNNI) for prefill and batched decode: one weight
-// row against up to 8 activation rows, decoding each weight block once and reusing it
-// for every token. Per token the float operations are exactly those of the single-row
-// vec_dot of the same table, so batch results are bit-identical to token-by-token ones.
-// no FMA contraction: the float steps must be exactly the single-row kernels' steps
-#pragma GCC optimize("fp-contract=off")
+// Multi-token dot products (AVX-512 VNNI) on the file layout, for prefill and batched decode
+// when a weight has no il layout: one weight row against up to 8 activation rows
+// (vec_dot_n; vec_dot_n_u8 on q8_0 activations repacked to u8), each weight block decoded
+// once for every token. Per token the float operations are exactly those of dot_avx512.c's
+// single-row vec_dot (so batch results are bit-identical to token-by-token ones); the oracle
+// is dot_generic.c's vec_dot, row by row.
+#pragma GCC optimize("fp-contract=off") // kernels_internal.h: the single-row kernels' steps exactly
 
-#include <immintrin.h>
 #include <string.h>
 
-#include "kernels/kernels.h"
-#include "kernels/il_kq.h"
 #include "kernels/kernels_internal.h"
 
-#if defined(__AVX512F__) && defined(__AVX512VNNI__)
-
-#define AI static inline __attribute__((always_inline))
-
-AI float f16f(lm_f16 h) { return _cvtsh_ss(h); }
-
-AI float hsum8(__m256 v) { // same reduction as the single-row kernels' hsum_f32x8
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-AI __m256i bits_to_bytes(uint32_t bits) {
-    const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
-                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
-    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), shuf);
-    return _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
-}
-
-AI __m256i unpack_nibbles32(const uint8_t *qs) {
-    __m128i t = _mm_loadu_si128((const __m128i *)qs);
-    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(0x0f));
-}
+#if defined(__x86_64__)
+#include "kernels/simd_avx512.h"
 
 // ============================================================================
 // q8_0 / q5_0 weights x q8_0 activations
@@ -55,29 +30,29 @@ AI void q8_0_n(const int NT, int64_t n, float *s, size_t ss, const void *w, cons
         const __m256i w0 = _mm256_loadu_si256((const __m256i *)x[i].qs);
         const __m256i w1 = _mm256_loadu_si256((const __m256i *)x[i + 1].qs);
         const __m256i a0 = _mm256_sign_epi8(w0, w0), a1 = _mm256_sign_epi8(w1, w1);
-        const float dw0 = f16f(x[i].d), dw1 = f16f(x[i + 1].d);
+        const float dw0 = f16_to_f32(x[i].d), dw1 = f16_to_f32(x[i + 1].d);
         for (int t = 0; t < NT; t++) {
             const struct lm_block_q8_0 *y = (const struct lm_block_q8_0 *)((const char *)xq + t * xs);
             const __m256i p0 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), a0,
                 _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)y[i].qs), w0));
             const __m256i p1 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), a1,
                 _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)y[i + 1].qs), w1));
-            acc0[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw0 * f16f(y[i].d)), _mm256_cvtepi32_ps(p0), acc0[t]);
-            acc1[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw1 * f16f(y[i + 1].d)), _mm256_cvtepi32_ps(p1), acc1[t]);
+            acc0[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw0 * f16_to_f32(y[i].d)), _mm256_cvtepi32_ps(p0), acc0[t]);
+            acc1[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw1 * f16_to_f32(y[i + 1].d)), _mm256_cvtepi32_ps(p1), acc1[t]);
         }
     }
     for (; i < nb; i++) {
         const __m256i w0 = _mm256_loadu_si256((const __m256i *)x[i].qs);
         const __m256i a0 = _mm256_sign_epi8(w0, w0);
-        const float dw0 = f16f(x[i].d);
+        const float dw0 = f16_to_f32(x[i].d);
         for (int t = 0; t < NT; t++) {
             const struct lm_block_q8_0 *y = (const struct lm_block_q8_0 *)((const char *)xq + t * xs);
             const __m256i p0 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), a0,
                 _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)y[i].qs), w0));
-            acc0[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw0 * f16f(y[i].d)), _mm256_cvtepi32_ps(p0), acc0[t]);
+            acc0[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw0 * f16_to_f32(y[i].d)), _mm256_cvtepi32_ps(p0), acc0[t]);
         }
     }
-    for (int t = 0; t < NT; t++) s[t * ss] = hsum8(_mm256_add_ps(acc0[t], acc1[t]));
+    for (int t = 0; t < NT; t++) s[t * ss] = hsum_f32x8(_mm256_add_ps(acc0[t], acc1[t]));
 }
 
 // W row (n) q5_0 . X rows (nt, n) q8_0 -> s[t * ss]; the single-row kernel's steps (two
@@ -95,7 +70,7 @@ AI void q5_0_n(const int NT, int64_t n, float *s, size_t ss, const void *w, cons
         __mmask64 neg;
         lm_q5_0_pair_avx512(&x[i], x1, &qx, &neg);
         const __m512i ax = _mm512_abs_epi8(qx);
-        const float dw0 = f16f(x[i].d), dw1 = f16f(x1->d);
+        const float dw0 = f16_to_f32(x[i].d), dw1 = f16_to_f32(x1->d);
         for (int t = 0; t < NT; t++) {
             const struct lm_block_q8_0 *y = (const struct lm_block_q8_0 *)((const char *)xq + t * xs);
             const struct lm_block_q8_0 *y1 = two ? &y[i + 1] : &y[i];
@@ -103,29 +78,19 @@ AI void q5_0_n(const int NT, int64_t n, float *s, size_t ss, const void *w, cons
                                                   _mm256_loadu_si256((const __m256i *)y1->qs), 1);
             const __m512i sy = _mm512_mask_sub_epi8(yy, neg, _mm512_setzero_si512(), yy);
             const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ax, sy);
-            const float d0 = dw0 * f16f(y[i].d);
-            const float d1 = two ? dw1 * f16f(y1->d) : 0.0f;
+            const float d0 = dw0 * f16_to_f32(y[i].d);
+            const float d1 = two ? dw1 * f16_to_f32(y1->d) : 0.0f;
             const __m512 d = _mm512_insertf32x8(_mm512_set1_ps(d0), _mm256_set1_ps(d1), 1);
             acc[t] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(p), acc[t]);
         }
     }
     for (int t = 0; t < NT; t++)
-        s[t * ss] = hsum8(_mm256_add_ps(_mm512_castps512_ps256(acc[t]), _mm512_extractf32x8_ps(acc[t], 1)));
+        s[t * ss] = hsum_f32x8(_mm256_add_ps(_mm512_castps512_ps256(acc[t]), _mm512_extractf32x8_ps(acc[t], 1)));
 }
 
 // ============================================================================
 // k-quants x q8_K: exact int32 per super-block, then the single-row float steps
 // ============================================================================
-
-AI void k4_scale_min(const uint8_t *s, int j, uint8_t *sc, uint8_t *m) {
-    if (j < 4) {
-        *sc = s[j] & 63;
-        *m = s[j + 4] & 63;
-    } else {
-        *sc = (uint8_t)((s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4));
-        *m = (uint8_t)((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
-    }
-}
 
 AI void q4_K_n(const int NT, int64_t n, float *s, size_t ss, const void *w, const void *xq,
                size_t xs) {
@@ -134,14 +99,14 @@ AI void q4_K_n(const int NT, int64_t n, float *s, size_t ss, const void *w, cons
     float sum[8] = {0};
     for (int64_t i = 0; i < n / LM_QK_K; i++) {
         uint8_t sc[8], mn[8];
-        for (int j = 0; j < 8; j++) k4_scale_min(x[i].scales, j, &sc[j], &mn[j]);
+        for (int j = 0; j < 8; j++) lm_q4_K_scale_min(x[i].scales, j, &sc[j], &mn[j]);
         __m512i q[4], scv[4];
         for (int c = 0; c < 4; c++) {
             const __m256i raw = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * c));
             q[c] = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(raw), _mm256_srli_epi16(raw, 4), 1), m4);
             scv[c] = _mm512_inserti64x4(_mm512_set1_epi32(sc[2 * c]), _mm256_set1_epi32(sc[2 * c + 1]), 1);
         }
-        const float dx = f16f(x[i].d), dmx = f16f(x[i].dmin);
+        const float dx = f16_to_f32(x[i].d), dmx = f16_to_f32(x[i].dmin);
         for (int t = 0; t < NT; t++) {
             const struct lm_block_q8_K *y = (const struct lm_block_q8_K *)((const char *)xq + t * xs);
             int summs = 0;
@@ -182,7 +147,7 @@ AI void q6_K_n(const int NT, int64_t n, float *s, size_t ss, const void *w, cons
             sca[h] = _mm512_permutexvar_epi32(grp, _mm512_castsi128_si512(_mm_cvtepi8_epi32(_mm_cvtsi32_si128(sa))));
             scb[h] = _mm512_permutexvar_epi32(grp, _mm512_castsi128_si512(_mm_cvtepi8_epi32(_mm_cvtsi32_si128(sb))));
         }
-        const float dx = f16f(x[i].d);
+        const float dx = f16_to_f32(x[i].d);
         for (int t = 0; t < NT; t++) {
             const struct lm_block_q8_K *y = (const struct lm_block_q8_K *)((const char *)xq + t * xs);
             int corr = 0;
@@ -233,28 +198,14 @@ AI void f16_n(const int NT, int64_t n, float *s, size_t ss, const void *w, const
     for (int t = 0; t < NT; t++) s[t * ss] = _mm512_reduce_add_ps(acc[t]);
 }
 
-static void f16_multi(int64_t n, int nt, float *s, size_t ss, const void *w, const void *xq,
-                      size_t xs) {
-    switch (nt) {
-    case 1: f16_n(1, n, s, ss, w, xq, xs); break;
-    case 2: f16_n(2, n, s, ss, w, xq, xs); break;
-    case 3: f16_n(3, n, s, ss, w, xq, xs); break;
-    case 4: f16_n(4, n, s, ss, w, xq, xs); break;
-    case 5: f16_n(5, n, s, ss, w, xq, xs); break;
-    case 6: f16_n(6, n, s, ss, w, xq, xs); break;
-    case 7: f16_n(7, n, s, ss, w, xq, xs); break;
-    default: f16_n(8, n, s, ss, w, xq, xs); break;
-    }
-}
-
-
 // ============================================================================
 // dispatch on the token count (compile-time NT so accumulators stay in registers)
 // ============================================================================
 
+// W row (n) . X rows (nt, n), 1 <= nt <= LM_VEC_DOT_MAX_NT (lm_vec_dot_n_fn)
 #define LM_DEF_N(name)                                                                         \
-    static void name##_multi(int64_t n, int nt, float *s, size_t ss, const void *w,            \
-                             const void *xq, size_t xs) {                                      \
+    void lm_vec_dot_n_##name##_avx512(int64_t n, int nt, float *s, size_t ss, const void *w,   \
+                                      const void *xq, size_t xs) {                             \
         switch (nt) {                                                                          \
         case 1: name##_n(1, n, s, ss, w, xq, xs); break;                                       \
         case 2: name##_n(2, n, s, ss, w, xq, xs); break;                                       \
@@ -270,6 +221,7 @@ LM_DEF_N(q8_0)
 LM_DEF_N(q5_0)
 LM_DEF_N(q4_K)
 LM_DEF_N(q6_K)
+LM_DEF_N(f16)
 
 // ============================================================================
 // q5_0 / q8_0 weights x repacked activations (u8 = q + 128, scale vectors per pair)
@@ -302,11 +254,11 @@ AI void q5_0_u8_n(const int NT, int64_t n, float *s, size_t ss, const void *w, c
         __m512i qx;
         __mmask64 neg;
         lm_q5_0_pair_avx512(&x[i], x1, &qx, &neg);
-        const __m512 dwv = _mm512_insertf32x8(_mm512_set1_ps(f16f(x[i].d)), _mm256_set1_ps(f16f(x1->d)), 1);
+        const __m512 dwv = _mm512_insertf32x8(_mm512_set1_ps(f16_to_f32(x[i].d)), _mm256_set1_ps(f16_to_f32(x1->d)), 1);
         pair_u8_n(NT, qx, dwv, i / 2, xu, xus, dyv, dys, acc);
     }
     for (int t = 0; t < NT; t++)
-        s[t * ss] = hsum8(_mm256_add_ps(_mm512_castps512_ps256(acc[t]), _mm512_extractf32x8_ps(acc[t], 1)));
+        s[t * ss] = hsum_f32x8(_mm256_add_ps(_mm512_castps512_ps256(acc[t]), _mm512_extractf32x8_ps(acc[t], 1)));
 }
 
 AI void q8_0_u8_n(const int NT, int64_t n, float *s, size_t ss, const void *w, const uint8_t *xu,
@@ -320,46 +272,30 @@ AI void q8_0_u8_n(const int NT, int64_t n, float *s, size_t ss, const void *w, c
         const struct lm_block_q8_0 *x1 = two ? &x[i + 1] : &x[i];
         const __m512i qx = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)x[i].qs)),
                                               _mm256_loadu_si256((const __m256i *)x1->qs), 1);
-        const __m512 dwv = _mm512_insertf32x8(_mm512_set1_ps(f16f(x[i].d)), _mm256_set1_ps(f16f(x1->d)), 1);
+        const __m512 dwv = _mm512_insertf32x8(_mm512_set1_ps(f16_to_f32(x[i].d)), _mm256_set1_ps(f16_to_f32(x1->d)), 1);
         pair_u8_n(NT, qx, dwv, i / 2, xu, xus, dyv, dys, acc);
     }
     for (int t = 0; t < NT; t++)
-        s[t * ss] = hsum8(_mm256_add_ps(_mm512_castps512_ps256(acc[t]), _mm512_extractf32x8_ps(acc[t], 1)));
+        s[t * ss] = hsum_f32x8(_mm256_add_ps(_mm512_castps512_ps256(acc[t]), _mm512_extractf32x8_ps(acc[t], 1)));
 }
 
+// W row (n) . X rows (nt, n) as u8 + scale vectors (lm_vec_dot_n_u8_fn)
 #define LM_DEF_U8(name)                                                                        \
-    static void name##_multi(int64_t n, int nt, float *s, size_t ss, const void *w,            \
-                             const uint8_t *xu, size_t xus, const float *dyv, size_t dys) {    \
+    void lm_vec_dot_n_u8_##name##_avx512(int64_t n, int nt, float *s, size_t ss, const void *w, \
+                                         const uint8_t *xu, size_t xus, const float *dyv,      \
+                                         size_t dys) {                                         \
         switch (nt) {                                                                          \
-        case 1: name##_n(1, n, s, ss, w, xu, xus, dyv, dys); break;                           \
-        case 2: name##_n(2, n, s, ss, w, xu, xus, dyv, dys); break;                           \
-        case 3: name##_n(3, n, s, ss, w, xu, xus, dyv, dys); break;                           \
-        case 4: name##_n(4, n, s, ss, w, xu, xus, dyv, dys); break;                           \
-        case 5: name##_n(5, n, s, ss, w, xu, xus, dyv, dys); break;                           \
-        case 6: name##_n(6, n, s, ss, w, xu, xus, dyv, dys); break;                           \
-        case 7: name##_n(7, n, s, ss, w, xu, xus, dyv, dys); break;                           \
-        default: name##_n(8, n, s, ss, w, xu, xus, dyv, dys); break;                          \
+        case 1: name##_u8_n(1, n, s, ss, w, xu, xus, dyv, dys); break;                        \
+        case 2: name##_u8_n(2, n, s, ss, w, xu, xus, dyv, dys); break;                        \
+        case 3: name##_u8_n(3, n, s, ss, w, xu, xus, dyv, dys); break;                        \
+        case 4: name##_u8_n(4, n, s, ss, w, xu, xus, dyv, dys); break;                        \
+        case 5: name##_u8_n(5, n, s, ss, w, xu, xus, dyv, dys); break;                        \
+        case 6: name##_u8_n(6, n, s, ss, w, xu, xus, dyv, dys); break;                        \
+        case 7: name##_u8_n(7, n, s, ss, w, xu, xus, dyv, dys); break;                        \
+        default: name##_u8_n(8, n, s, ss, w, xu, xus, dyv, dys); break;                       \
         }                                                                                      \
     }
-LM_DEF_U8(q5_0_u8)
-LM_DEF_U8(q8_0_u8)
+LM_DEF_U8(q5_0)
+LM_DEF_U8(q8_0)
 
-void lm_kernels_avx512_fill_multi(struct lm_kernels *k) {
-    k->vec_dot_n[LM_DTYPE_F16] = f16_multi;
-    k->vec_dot_n[LM_DTYPE_Q8_0] = q8_0_multi;
-    k->vec_dot_n[LM_DTYPE_Q5_0] = q5_0_multi;
-    k->vec_dot_n[LM_DTYPE_Q4_K] = q4_K_multi;
-    k->vec_dot_n[LM_DTYPE_Q6_K] = q6_K_multi;
-    k->vec_dot_n_u8[LM_DTYPE_Q5_0] = q5_0_u8_multi;
-    k->vec_dot_n_u8[LM_DTYPE_Q8_0] = q8_0_u8_multi;
-    k->il_gemm[LM_DTYPE_Q8_0] = lm_il_gemm_q8_0_avx512;
-    k->il_gemm[LM_DTYPE_Q5_0] = lm_il_gemm_q5_0_avx512;
-    k->il_gemm[LM_DTYPE_Q4_K] = lm_il_gemm_q4_K_avx512;
-    k->il_gemm[LM_DTYPE_Q6_K] = lm_il_gemm_q6_K_avx512;
-    k->il_gemm[LM_DTYPE_F16] = lm_il_gemm_f16_avx512;
-    k->il_gemv[LM_DTYPE_F16] = lm_il_gemv_f16_avx512;
-}
-
-#else
-void lm_kernels_avx512_fill_multi(struct lm_kernels *k) { (void)k; }
 #endif

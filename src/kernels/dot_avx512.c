@@ -1,66 +1,22 @@
-// AVX-512 (F/BW/VL/DQ + VNNI) kernels: f32/f16 dots on 16 lanes with masked tails; int8
-// dots with vpdpbusd (unsigned x signed, 4 products per i32 lane) in place of the AVX2
-// maddubs + madd pair. Entries not specialized here come from the AVX2 table; the row
-// kernels (norms, RoPE, activations, attention) are in rows_avx512.c and attn_avx512.c.
-#pragma GCC optimize("fp-contract=off") // see kernels_generic.c
+// AVX-512 (F/BW/VL/DQ + VNNI) dot products (vec_dot): f32 / f16 on 16 lanes with masked
+// tails; int8 blocks with vpdpbusd (unsigned x signed, 4 products per i32 lane) in place of
+// AVX2's maddubs + madd; q5_0 and the k-quants 64 quants per zmm. Same float steps as
+// dot_avx2.c (q8_0, q4_0) or dot_generic.c (k-quants, f16); the multi-token versions in
+// gemm_avx512.c repeat these steps per token.
+#pragma GCC optimize("fp-contract=off") // kernels_internal.h
 
-#include "kernels/kernels.h"
 #include "kernels/kernels_internal.h"
 
 #if defined(__x86_64__)
 
-#include <immintrin.h>
-#include <pthread.h>
 #include <string.h>
 
-// ============================================================================
-// helpers
-// ============================================================================
+#include "kernels/simd_avx512.h"
 
-static inline float f16_to_f32(lm_f16 h) { return _cvtsh_ss(h); }
-
-static inline float hsum_f32x8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-// signed x signed int8 -> 8 x i32 (sum of 4): vpdpbusd wants unsigned x signed, so move
-// x's sign onto y: |x| * (y * sign(x)).
-static inline __m256i dot_i8i8(__m256i x, __m256i y) {
-    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
-}
-
-static inline __m256i bits_to_bytes(uint32_t bits) {
-    const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
-                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
-    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), shuf);
-    return _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
-}
-
-static inline __m256i unpack_nibbles32(const uint8_t *qs) {
-    __m128i t = _mm_loadu_si128((const __m128i *)qs);
-    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(0x0f));
-}
-
-static inline void k4_scale_min(const uint8_t *s, int j, uint8_t *sc, uint8_t *m) {
-    if (j < 4) {
-        *sc = s[j] & 63;
-        *m = s[j + 4] & 63;
-    } else {
-        *sc = (uint8_t)((s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4));
-        *m = (uint8_t)((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
-    }
-}
-
-// ============================================================================
-// dot products
-// ============================================================================
+// Each: *s = w (n) . xq (n), w one weight row, xq one activation row of lm_vec_dot_type(dtype)
 
 // w (n) . x (n), f32; 4 accumulators of 16, masked tail
-static void vec_dot_f32(int64_t n, float *s, const void *w, const void *xq) {
+void lm_vec_dot_f32_avx512(int64_t n, float *s, const void *w, const void *xq) {
     const float *a = w, *b = xq;
     __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
     int64_t i = 0;
@@ -77,7 +33,7 @@ static void vec_dot_f32(int64_t n, float *s, const void *w, const void *xq) {
 
 // the f16 contract (kernels.h): one accumulator of 16 lanes, a masked last block, then
 // _mm512_reduce_add_ps. A single fma chain: rows in bulk go through il_gemm[F16] instead.
-static void vec_dot_f16(int64_t n, float *s, const void *w, const void *xq) {
+void lm_vec_dot_f16_avx512(int64_t n, float *s, const void *w, const void *xq) {
     const lm_f16 *a = w, *b = xq;
     __m512 acc = _mm512_setzero_ps();
     int64_t i = 0;
@@ -93,7 +49,7 @@ static void vec_dot_f16(int64_t n, float *s, const void *w, const void *xq) {
 }
 
 // w (n) q8_0 . x (n) q8_0
-static void vec_dot_q8_0(int64_t n, float *s, const void *w, const void *xq) {
+void lm_vec_dot_q8_0_avx512(int64_t n, float *s, const void *w, const void *xq) {
     const struct lm_block_q8_0 *x = w;
     const struct lm_block_q8_0 *y = xq;
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
@@ -101,22 +57,22 @@ static void vec_dot_q8_0(int64_t n, float *s, const void *w, const void *xq) {
     for (; i + 2 <= nb; i += 2) {
         __m256 d0 = _mm256_set1_ps(f16_to_f32(x[i].d) * f16_to_f32(y[i].d));
         __m256 d1 = _mm256_set1_ps(f16_to_f32(x[i + 1].d) * f16_to_f32(y[i + 1].d));
-        __m256i p0 = dot_i8i8(_mm256_loadu_si256((const __m256i *)x[i].qs), _mm256_loadu_si256((const __m256i *)y[i].qs));
-        __m256i p1 = dot_i8i8(_mm256_loadu_si256((const __m256i *)x[i + 1].qs),
+        __m256i p0 = dot_i8i8_vnni(_mm256_loadu_si256((const __m256i *)x[i].qs), _mm256_loadu_si256((const __m256i *)y[i].qs));
+        __m256i p1 = dot_i8i8_vnni(_mm256_loadu_si256((const __m256i *)x[i + 1].qs),
                               _mm256_loadu_si256((const __m256i *)y[i + 1].qs));
         acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(p0), acc0);
         acc1 = _mm256_fmadd_ps(d1, _mm256_cvtepi32_ps(p1), acc1);
     }
     for (; i < nb; i++) {
         __m256 d0 = _mm256_set1_ps(f16_to_f32(x[i].d) * f16_to_f32(y[i].d));
-        __m256i p0 = dot_i8i8(_mm256_loadu_si256((const __m256i *)x[i].qs), _mm256_loadu_si256((const __m256i *)y[i].qs));
+        __m256i p0 = dot_i8i8_vnni(_mm256_loadu_si256((const __m256i *)x[i].qs), _mm256_loadu_si256((const __m256i *)y[i].qs));
         acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(p0), acc0);
     }
     *s = hsum_f32x8(_mm256_add_ps(acc0, acc1));
 }
 
 // w (n) q4_0 . x (n) q8_0
-static void vec_dot_q4_0(int64_t n, float *s, const void *w, const void *xq) {
+void lm_vec_dot_q4_0_avx512(int64_t n, float *s, const void *w, const void *xq) {
     const struct lm_block_q4_0 *x = w;
     const struct lm_block_q8_0 *y = xq;
     __m256 acc = _mm256_setzero_ps();
@@ -124,7 +80,7 @@ static void vec_dot_q4_0(int64_t n, float *s, const void *w, const void *xq) {
         __m256i qx = _mm256_sub_epi8(unpack_nibbles32(x[i].qs), _mm256_set1_epi8(8));
         __m256i qy = _mm256_loadu_si256((const __m256i *)y[i].qs);
         __m256 d = _mm256_set1_ps(f16_to_f32(x[i].d) * f16_to_f32(y[i].d));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_i8i8(qx, qy)), acc);
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_i8i8_vnni(qx, qy)), acc);
     }
     *s = hsum_f32x8(acc);
 }
@@ -132,8 +88,8 @@ static void vec_dot_q4_0(int64_t n, float *s, const void *w, const void *xq) {
 // w (n) q5_0 . x (n) q8_0, two blocks per zmm: nibbles of blocks i and i+1 unpacked into
 // 64 bytes, the 5th bits applied from a 64-bit mask (no byte shuffles), |w| and sign(w)*y
 // from a sign mask, one vpdpbusd; lanes 0-7 accumulate even blocks, 8-15 odd ones.
-// kernels_gemm_avx512.c repeats exactly these steps per token (bit-identical batches).
-static void vec_dot_q5_0(int64_t n, float *s, const void *w, const void *xq) {
+// gemm_avx512.c repeats exactly these steps per token (bit-identical batches).
+void lm_vec_dot_q5_0_avx512(int64_t n, float *s, const void *w, const void *xq) {
     const struct lm_block_q5_0 *x = w;
     const struct lm_block_q8_0 *y = xq;
     const int64_t nb = n / 32;
@@ -162,7 +118,7 @@ static void vec_dot_q5_0(int64_t n, float *s, const void *w, const void *xq) {
 // (bit-identical to generic).
 
 // w (n) q4_K . x (n) q8_K
-static void vec_dot_q4_K(int64_t n, float *s, const void *w, const void *xq) {
+void lm_vec_dot_q4_K_avx512(int64_t n, float *s, const void *w, const void *xq) {
     const struct lm_block_q4_K *x = w;
     const struct lm_block_q8_K *y = xq;
     const __m512i m4 = _mm512_set1_epi8(0x0f);
@@ -171,7 +127,7 @@ static void vec_dot_q4_K(int64_t n, float *s, const void *w, const void *xq) {
         uint8_t sc[8], mn[8];
         int summs = 0;
         for (int j = 0; j < 8; j++) {
-            k4_scale_min(x[i].scales, j, &sc[j], &mn[j]);
+            lm_q4_K_scale_min(x[i].scales, j, &sc[j], &mn[j]);
             summs += mn[j] * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
         }
         __m512i acc = _mm512_setzero_si512();
@@ -192,7 +148,7 @@ static void vec_dot_q4_K(int64_t n, float *s, const void *w, const void *xq) {
 }
 
 // w (n) q5_K . x (n) q8_K
-static void vec_dot_q5_K(int64_t n, float *s, const void *w, const void *xq) {
+void lm_vec_dot_q5_K_avx512(int64_t n, float *s, const void *w, const void *xq) {
     const struct lm_block_q5_K *x = w;
     const struct lm_block_q8_K *y = xq;
     const __m512i m4 = _mm512_set1_epi8(0x0f), m1 = _mm512_set1_epi8(1);
@@ -201,7 +157,7 @@ static void vec_dot_q5_K(int64_t n, float *s, const void *w, const void *xq) {
         uint8_t sc[8], mn[8];
         int summs = 0;
         for (int j = 0; j < 8; j++) {
-            k4_scale_min(x[i].scales, j, &sc[j], &mn[j]);
+            lm_q4_K_scale_min(x[i].scales, j, &sc[j], &mn[j]);
             summs += mn[j] * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
         }
         const __m256i qh = _mm256_loadu_si256((const __m256i *)x[i].qh);
@@ -224,7 +180,7 @@ static void vec_dot_q5_K(int64_t n, float *s, const void *w, const void *xq) {
 }
 
 // w (n) q6_K . x (n) q8_K; unsigned quants (0..63), -32 offset removed with bsums
-static void vec_dot_q6_K(int64_t n, float *s, const void *w, const void *xq) {
+void lm_vec_dot_q6_K_avx512(int64_t n, float *s, const void *w, const void *xq) {
     const struct lm_block_q6_K *x = w;
     const struct lm_block_q8_K *y = xq;
     const __m512i m4 = _mm512_set1_epi8(0x0f), m3 = _mm512_set1_epi8(3);
@@ -264,47 +220,5 @@ static void vec_dot_q6_K(int64_t n, float *s, const void *w, const void *xq) {
     }
     *s = sum;
 }
-
-// ============================================================================
-// table
-// ============================================================================
-
-static struct lm_kernels k_avx512;
-static pthread_once_t k_avx512_once = PTHREAD_ONCE_INIT;
-
-static void avx512_init(void) {
-    k_avx512 = *lm_kernels_avx2(); // dequant / quant / remaining dots
-    k_avx512.name = "avx512";
-    k_avx512.vec_dot[LM_DTYPE_F32] = vec_dot_f32;
-    k_avx512.vec_dot[LM_DTYPE_F16] = vec_dot_f16;
-    k_avx512.vec_dot[LM_DTYPE_Q4_0] = vec_dot_q4_0;
-    k_avx512.vec_dot[LM_DTYPE_Q5_0] = vec_dot_q5_0;
-    k_avx512.vec_dot[LM_DTYPE_Q8_0] = vec_dot_q8_0;
-    k_avx512.vec_dot[LM_DTYPE_Q4_K] = vec_dot_q4_K;
-    k_avx512.vec_dot[LM_DTYPE_Q5_K] = vec_dot_q5_K;
-    k_avx512.vec_dot[LM_DTYPE_Q6_K] = vec_dot_q6_K;
-    lm_kernels_avx512_fill_multi(&k_avx512);
-    k_avx512.rmsnorm = lm_rmsnorm_avx512;
-    k_avx512.rope = lm_rope_avx512;
-    k_avx512.geglu = lm_geglu_avx512;
-    k_avx512.swiglu = lm_swiglu_avx512;
-    k_avx512.f32_to_f16 = lm_f32_to_f16_avx512;
-    k_avx512.attn = lm_attn_avx512;
-    k_avx512.topk_span = lm_topk_span_avx512;
-}
-
-const struct lm_kernels *lm_kernels_avx512(void) {
-    __builtin_cpu_init();
-    if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
-        !__builtin_cpu_supports("avx512vl") || !__builtin_cpu_supports("avx512dq") ||
-        !__builtin_cpu_supports("avx512vnni") || !lm_kernels_avx2())
-        return NULL;
-    pthread_once(&k_avx512_once, avx512_init);
-    return &k_avx512;
-}
-
-#else
-
-const struct lm_kernels *lm_kernels_avx512(void) { return NULL; }
 
 #endif
