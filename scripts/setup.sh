@@ -46,7 +46,7 @@ JOBS=${LUMEN_JOBS:-$(nproc 2>/dev/null || echo 2)}
 # .reference/bin (git-ignored). Static (no libllama.so to find), Release, CPU only, no web UI
 # download. Skipped when .reference/bin/VERSION names the same pin and every tool is there.
 REF_DIR=.reference
-REF_TOOLS=(llama-batched-bench llama-bench llama-server llama-perplexity llama-lookup llama-cli)
+REF_TOOLS=(llama-batched-bench llama-bench llama-server llama-perplexity llama-lookup llama-cli llama-quantize)
 build_reference_tools() {
     local pin ver stamp_want tool missing_tools=()
     pin=$(sed 's/#.*//' requirements-reference.txt | tr -d ' \t\r' |
