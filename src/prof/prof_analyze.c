@@ -1,6 +1,6 @@
 // `lumen analyze`: loads a lumen JSONL trace (schema docs/profiling.md) with a small
 // strict JSON-object-line parser, validates every line, aggregates the events into
-// report sections with exact (nearest-rank) percentiles, and prints the text report.
+// report sections with exact (nearest-rank) percentiles (the text report: prof_report_text.c).
 #define _GNU_SOURCE
 #include <errno.h>
 #include <math.h>
@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "prof/prof_jsonl.h"
 #include "prof/prof_report.h"
 
 const char *const lm_r_mem_names[5] = {"weights_mapped", "kv_cache", "scratch", "rss",
@@ -148,226 +149,6 @@ struct lm_rgroup **lm_r_sorted(const struct lm_rsection *s, bool by_total) {
 }
 
 // ============================================================================
-// JSON object line parser (flat objects of strings, numbers, booleans, null)
-// ============================================================================
-
-enum { JV_STR = 1, JV_NUM, JV_BOOL, JV_NULL };
-
-#define JMAX_FIELDS 32
-struct jfield {
-    const char *key;
-    int type;
-    const char *s; // JV_STR (NUL-terminated, decoded)
-    double num;
-    bool is_int;   // JV_NUM written without fraction/exponent
-    long long i;
-};
-
-struct jline {
-    struct jfield f[JMAX_FIELDS];
-    int n;
-    char *buf; // decoded strings
-    size_t cap, used;
-    char err[160];
-};
-
-static bool jerr(struct jline *j, size_t col, const char *fmt, ...) {
-    char msg[128];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    snprintf(j->err, sizeof j->err, "column %zu: %s", col + 1, msg);
-    return false;
-}
-
-static void skip_ws(const char *p, size_t *i) {
-    while (p[*i] == ' ' || p[*i] == '\t' || p[*i] == '\r') (*i)++;
-}
-
-static int hexval(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
-// Parses a string at p[*i] == '"' into j->buf; returns its start or NULL.
-static const char *parse_str(struct jline *j, const char *p, size_t *i) {
-    size_t start = *i;
-    (*i)++;
-    char *out = j->buf + j->used;
-    size_t o = 0;
-    for (;;) {
-        unsigned char c = (unsigned char)p[*i];
-        if (c == 0) {
-            jerr(j, start, "unterminated string");
-            return NULL;
-        }
-        if (c < 0x20) {
-            jerr(j, *i, "control character in string");
-            return NULL;
-        }
-        (*i)++;
-        if (c == '"') break;
-        if (c != '\\') {
-            out[o++] = (char)c;
-            continue;
-        }
-        char e = p[(*i)++];
-        switch (e) {
-        case '"': out[o++] = '"'; break;
-        case '\\': out[o++] = '\\'; break;
-        case '/': out[o++] = '/'; break;
-        case 'b': out[o++] = '\b'; break;
-        case 'f': out[o++] = '\f'; break;
-        case 'n': out[o++] = '\n'; break;
-        case 'r': out[o++] = '\r'; break;
-        case 't': out[o++] = '\t'; break;
-        case 'u': {
-            unsigned cp = 0;
-            for (int k = 0; k < 4; k++) {
-                int h = hexval(p[*i]);
-                if (h < 0) {
-                    jerr(j, *i, "bad \\u escape");
-                    return NULL;
-                }
-                cp = cp * 16 + (unsigned)h;
-                (*i)++;
-            }
-            if (cp >= 0xD800 && cp <= 0xDFFF) cp = 0xFFFD; // no surrogate pairs in our schema
-            if (cp < 0x80) out[o++] = (char)cp;
-            else if (cp < 0x800) {
-                out[o++] = (char)(0xC0 | (cp >> 6));
-                out[o++] = (char)(0x80 | (cp & 0x3F));
-            } else {
-                out[o++] = (char)(0xE0 | (cp >> 12));
-                out[o++] = (char)(0x80 | ((cp >> 6) & 0x3F));
-                out[o++] = (char)(0x80 | (cp & 0x3F));
-            }
-            break;
-        }
-        default: jerr(j, *i - 1, "bad escape '\\%c'", e ? e : '0'); return NULL;
-        }
-    }
-    out[o++] = 0;
-    j->used += o;
-    return out;
-}
-
-static bool parse_num(struct jline *j, const char *p, size_t *i, struct jfield *f) {
-    size_t s = *i;
-    bool is_int = true;
-    if (p[*i] == '-') (*i)++;
-    if (p[*i] == '0') (*i)++;
-    else if (p[*i] >= '1' && p[*i] <= '9')
-        while (p[*i] >= '0' && p[*i] <= '9') (*i)++;
-    else return jerr(j, s, "bad number");
-    if (p[*i] == '.') {
-        is_int = false;
-        (*i)++;
-        if (!(p[*i] >= '0' && p[*i] <= '9')) return jerr(j, s, "bad number");
-        while (p[*i] >= '0' && p[*i] <= '9') (*i)++;
-    }
-    if (p[*i] == 'e' || p[*i] == 'E') {
-        is_int = false;
-        (*i)++;
-        if (p[*i] == '+' || p[*i] == '-') (*i)++;
-        if (!(p[*i] >= '0' && p[*i] <= '9')) return jerr(j, s, "bad number");
-        while (p[*i] >= '0' && p[*i] <= '9') (*i)++;
-    }
-    char tmp[64];
-    size_t len = *i - s;
-    if (len >= sizeof tmp) return jerr(j, s, "number too long");
-    memcpy(tmp, p + s, len);
-    tmp[len] = 0;
-    f->type = JV_NUM;
-    f->num = strtod(tmp, NULL);
-    f->is_int = is_int;
-    if (is_int) {
-        errno = 0;
-        f->i = strtoll(tmp, NULL, 10);
-        if (errno) return jerr(j, s, "integer out of range");
-    }
-    return true;
-}
-
-// Parses one line (NUL-terminated, no newline) holding one flat JSON object.
-static bool jline_parse(struct jline *j, const char *p, size_t len) {
-    j->n = 0;
-    j->used = 0;
-    j->err[0] = 0;
-    if (len + 1 > j->cap) {
-        char *b = realloc(j->buf, len + 64);
-        if (!b) return jerr(j, 0, "out of memory");
-        j->buf = b;
-        j->cap = len + 64;
-    }
-    size_t i = 0;
-    skip_ws(p, &i);
-    if (p[i] != '{') return jerr(j, i, "expected '{'");
-    i++;
-    skip_ws(p, &i);
-    if (p[i] == '}') {
-        i++;
-    } else {
-        for (;;) {
-            skip_ws(p, &i);
-            if (p[i] != '"') return jerr(j, i, "expected a key string");
-            if (j->n >= JMAX_FIELDS) return jerr(j, i, "more than %d keys", JMAX_FIELDS);
-            struct jfield *f = &j->f[j->n];
-            memset(f, 0, sizeof *f);
-            if (!(f->key = parse_str(j, p, &i))) return false;
-            for (int k = 0; k < j->n; k++)
-                if (!strcmp(j->f[k].key, f->key)) return jerr(j, i, "duplicate key '%s'", f->key);
-            skip_ws(p, &i);
-            if (p[i] != ':') return jerr(j, i, "expected ':'");
-            i++;
-            skip_ws(p, &i);
-            char c = p[i];
-            if (c == '"') {
-                f->type = JV_STR;
-                if (!(f->s = parse_str(j, p, &i))) return false;
-            } else if (c == '-' || (c >= '0' && c <= '9')) {
-                if (!parse_num(j, p, &i, f)) return false;
-            } else if (!strncmp(p + i, "true", 4) || !strncmp(p + i, "false", 5)) {
-                f->type = JV_BOOL;
-                f->i = c == 't';
-                i += c == 't' ? 4 : 5;
-            } else if (!strncmp(p + i, "null", 4)) {
-                f->type = JV_NULL;
-                i += 4;
-            } else if (c == '{' || c == '[') {
-                return jerr(j, i, "nested value for key '%s' (schema v1 objects are flat)", f->key);
-            } else {
-                return jerr(j, i, c ? "unexpected character '%c'" : "unexpected end of line%.0s",
-                            c ? c : ' ');
-            }
-            j->n++;
-            skip_ws(p, &i);
-            if (p[i] == ',') {
-                i++;
-                continue;
-            }
-            if (p[i] == '}') {
-                i++;
-                break;
-            }
-            return jerr(j, i, p[i] ? "expected ',' or '}'" : "unexpected end of line (truncated object?)");
-        }
-    }
-    skip_ws(p, &i);
-    if (i != len) return jerr(j, i, "trailing characters after the object");
-    return true;
-}
-
-static const struct jfield *jget(const struct jline *j, const char *key) {
-    for (int k = 0; k < j->n; k++)
-        if (!strcmp(j->f[k].key, key)) return &j->f[k];
-    return NULL;
-}
-
-// ============================================================================
 // schema validation + aggregation
 // ============================================================================
 
@@ -394,7 +175,7 @@ static enum lm_status lerr(struct loader *L, enum lm_status st, const char *fmt,
 // Required key of a type: 's' string, 'u' non-negative integer, 'i' integer.
 static enum lm_status need(struct loader *L, const char *type, const char *key, char kind,
                            const struct jfield **out) {
-    const struct jfield *f = jget(&L->j, key);
+    const struct jfield *f = lm_jget(&L->j, key);
     if (!f) return lerr(L, LM_ERR_FORMAT, "%s event lacks required key '%s'", type, key);
     bool ok = kind == 's' ? f->type == JV_STR
                           : f->type == JV_NUM && f->is_int && (kind == 'i' || f->i >= 0);
@@ -425,7 +206,7 @@ static int op_group(int op) {
 }
 
 #define NEED(type, key, kind, var)                                                      \
-    const struct jfield *var;                                                           \
+    const struct jfield *var = NULL;                                                    \
     if ((st = need(L, type, key, kind, &var))) return st
 
 static enum lm_status add(struct loader *L, int sec, const char *key, uint64_t v) {
@@ -467,7 +248,7 @@ static enum lm_status on_step(struct loader *L) {
     (void)fstep;
     const long long nt = fnt->i, nd = fnd->i, np = fnp->i, ns = fns->i;
     // speculative drafts (optional: traces before them lack the keys)
-    const struct jfield *fdr = jget(&L->j, "n_draft"), *fac = jget(&L->j, "n_accepted");
+    const struct jfield *fdr = lm_jget(&L->j, "n_draft"), *fac = lm_jget(&L->j, "n_accepted");
     long long ndr = 0, nac = 0;
     if (fdr || fac) {
         NEED(type, "n_draft", 'u', fdr2);
@@ -676,17 +457,17 @@ enum lm_status lm_prof_report_load(const char *path, struct lm_prof_report **out
             break;
         }
         size_t k = 0;
-        skip_ws(line, &k);
+        while (line[k] == ' ' || line[k] == '\t' || line[k] == '\r') k++;
         if (line[k] == 0) continue; // blank lines are allowed
         if (end) {
             st = lerr(&L, LM_ERR_FORMAT, "data after the end record");
             break;
         }
-        if (!jline_parse(&L.j, line, (size_t)len)) {
+        if (!lm_jline_parse(&L.j, line, (size_t)len)) {
             st = lerr(&L, LM_ERR_FORMAT, "bad JSON: %s", L.j.err);
             break;
         }
-        const struct jfield *ft = jget(&L.j, "type");
+        const struct jfield *ft = lm_jget(&L.j, "type");
         if (!ft || ft->type != JV_STR) {
             st = lerr(&L, LM_ERR_FORMAT, "object lacks a string \"type\"");
             break;
@@ -697,7 +478,7 @@ enum lm_status lm_prof_report_load(const char *path, struct lm_prof_report **out
                 st = lerr(&L, LM_ERR_FORMAT, "first record is '%s', expected the header", type);
                 break;
             }
-            const struct jfield *fs = jget(&L.j, "schema"), *fv = jget(&L.j, "version");
+            const struct jfield *fs = lm_jget(&L.j, "schema"), *fv = lm_jget(&L.j, "version");
             if (!fs || fs->type != JV_STR || strcmp(fs->s, LM_PROF_JSONL_SCHEMA)) {
                 st = lerr(&L, LM_ERR_FORMAT, "header: schema is not \"%s\"", LM_PROF_JSONL_SCHEMA);
                 break;
@@ -712,8 +493,8 @@ enum lm_status lm_prof_report_load(const char *path, struct lm_prof_report **out
                 break;
             }
             r->version = (int)fv->i;
-            const struct jfield *fn = jget(&L.j, "n_threads"), *fd = jget(&L.j, "dropped"),
-                                *fc = jget(&L.j, "clock");
+            const struct jfield *fn = lm_jget(&L.j, "n_threads"), *fd = lm_jget(&L.j, "dropped"),
+                                *fc = lm_jget(&L.j, "clock");
             if (!fn || fn->type != JV_NUM || !fn->is_int || fn->i < 1 || fn->i > LM_PROF_MAX_THREADS) {
                 st = lerr(&L, LM_ERR_FORMAT, "header: n_threads must be an integer in [1, %d]",
                           LM_PROF_MAX_THREADS);
@@ -730,7 +511,7 @@ enum lm_status lm_prof_report_load(const char *path, struct lm_prof_report **out
             break;
         }
         if (!strcmp(type, "end")) {
-            const struct jfield *fe = jget(&L.j, "events");
+            const struct jfield *fe = lm_jget(&L.j, "events");
             if (!fe || fe->type != JV_NUM || !fe->is_int || fe->i < 0) {
                 st = lerr(&L, LM_ERR_FORMAT, "end record lacks an integer 'events'");
                 break;
@@ -741,7 +522,7 @@ enum lm_status lm_prof_report_load(const char *path, struct lm_prof_report **out
         }
         r->n_events++;
         if ((st = on_event(&L, type))) break;
-        const struct jfield *ftid = jget(&L.j, "tid");
+        const struct jfield *ftid = lm_jget(&L.j, "tid");
         if (ftid->i >= r->n_threads) {
             st = lerr(&L, LM_ERR_FORMAT, "tid %lld >= header n_threads %d", ftid->i, r->n_threads);
             break;
@@ -789,205 +570,4 @@ bool lm_prof_report_row(const struct lm_prof_report *r, const char *section, con
         return true;
     }
     return false;
-}
-
-// ============================================================================
-// text report
-// ============================================================================
-
-const char *lm_r_fmt_ms(char *buf, size_t n, double ns) {
-    snprintf(buf, n, "%.4fms", ns / 1e6);
-    return buf;
-}
-
-static void print_row(FILE *f, const char *indent, const char *key, const struct lm_prof_row *r) {
-    fprintf(f, "%s%s: count=%llu | total=%.3fms | avg=%.4fms | min=%.4fms | max=%.4fms | "
-               "p95=%.4fms | p99=%.4fms\n",
-            indent, key, (unsigned long long)r->count, r->total / 1e6, r->avg / 1e6, r->min / 1e6,
-            r->max / 1e6, r->p95 / 1e6, r->p99 / 1e6);
-}
-
-static void print_section(FILE *f, const struct lm_prof_report *r, int sec, const char *title,
-                          bool by_total, size_t limit) {
-    const struct lm_rsection *s = &r->sec[sec];
-    fprintf(f, "\n%s:\n", title);
-    if (!s->n) {
-        fprintf(f, "  no samples\n");
-        return;
-    }
-    struct lm_rgroup **a = lm_r_sorted(s, by_total);
-    if (!a) return;
-    for (size_t i = 0; i < s->n && i < limit; i++) print_row(f, "  ", a[i]->key, &a[i]->row);
-    if (s->n > limit) fprintf(f, "  ... %zu more\n", s->n - limit);
-    free(a);
-}
-
-// Engine steps: latency (all, decode only, with prefill), then tokens per step and the
-// decode / prefill shares of the tokens and of the step time.
-static void print_steps(FILE *f, const struct lm_prof_report *r) {
-    fprintf(f, "\nEngine steps (one per lm_engine_step with a batch; span = admission + forward "
-               "pass + sampling):\n");
-    const struct lm_rgroup *all = lm_r_find(&r->sec[LM_RS_STEP], "engine");
-    if (!all || !all->n) {
-        fprintf(f, "  no samples\n");
-        return;
-    }
-    static const char *const kinds[3][2] = {{"engine", "all"}, {"engine decode only", "decode only"},
-                                            {"engine with prefill", "with prefill"}};
-    double t_kind[3] = {0};
-    for (int i = 0; i < 3; i++) {
-        const struct lm_rgroup *g = lm_r_find(&r->sec[LM_RS_STEP], kinds[i][0]);
-        if (!g) continue;
-        t_kind[i] = g->sum;
-        print_row(f, "  ", kinds[i][1], &g->row);
-    }
-    static const char *const counts[6][2] = {{"tokens", "tokens per step"},
-                                             {"decode", "decode tokens per step"},
-                                             {"prefill", "prefill tokens per step"},
-                                             {"seqs", "sequences per step"},
-                                             {"draft", "drafted tokens per verifying step"},
-                                             {"accepted", "accepted drafts per verifying step"}};
-    for (int i = 0; i < 6; i++) {
-        const struct lm_rgroup *g = lm_r_find(&r->sec[LM_RS_STEP_TOKENS], counts[i][0]);
-        if (!g) continue;
-        const struct lm_prof_row *w = &g->row;
-        fprintf(f, "  %s: count=%llu | total=%.0f | avg=%.2f | min=%.0f | max=%.0f | p95=%.0f | "
-                   "p99=%.0f\n", counts[i][1], (unsigned long long)w->count, w->total, w->avg,
-                w->min, w->max, w->p95, w->p99);
-    }
-    const uint64_t pre = r->step_tokens - r->step_decode - r->step_draft;
-    const double tt = r->step_tokens ? (double)r->step_tokens : 1.0;
-    char drafts[64] = "";
-    if (r->step_draft)
-        snprintf(drafts, sizeof drafts, " + drafts %llu (%.1f%%)", (unsigned long long)r->step_draft,
-                 100.0 * (double)r->step_draft / tt);
-    fprintf(f, "  tokens: %llu = decode %llu (%.1f%%) + prefill %llu (%.1f%%)%s; step time: decode "
-               "only %.1f%%, with prefill %.1f%%; %.2f tok/s over step time\n",
-            (unsigned long long)r->step_tokens, (unsigned long long)r->step_decode,
-            100.0 * (double)r->step_decode / tt, (unsigned long long)pre, 100.0 * (double)pre / tt,
-            drafts,
-            t_kind[0] > 0 ? 100.0 * t_kind[1] / t_kind[0] : 0.0,
-            t_kind[0] > 0 ? 100.0 * t_kind[2] / t_kind[0] : 0.0,
-            t_kind[0] > 0 ? (double)r->step_tokens / (t_kind[0] * 1e-9) : 0.0);
-    if (r->step_draft)
-        fprintf(f, "  speculative: %llu drafted tokens, %llu accepted (%.1f%%)\n",
-                (unsigned long long)r->step_draft, (unsigned long long)r->step_accepted,
-                100.0 * (double)r->step_accepted / (double)r->step_draft);
-}
-
-static int cmp_layer_key(const void *a, const void *b) {
-    const struct lm_rgroup *x = *(struct lm_rgroup *const *)a, *y = *(struct lm_rgroup *const *)b;
-    const char *bx = strstr(x->key, "block_"), *by = strstr(y->key, "block_");
-    int c = strncmp(x->key, y->key, (size_t)(bx - x->key) < (size_t)(by - y->key)
-                                         ? (size_t)(bx - x->key) : (size_t)(by - y->key));
-    if (c) return c;
-    return atoi(bx + 6) - atoi(by + 6);
-}
-
-void lm_prof_report_print(const struct lm_prof_report *r, FILE *f) {
-    fprintf(f, "\n=== Analyzing %s ===\n", r->path);
-    fprintf(f, "Total events: %llu (threads: %d, clock: %s, dropped: %llu)\n",
-            (unsigned long long)r->n_events, r->n_threads, r->clock[0] ? r->clock : "?",
-            (unsigned long long)r->dropped);
-    fprintf(f, "Percentiles are exact, nearest-rank (p95 = v[ceil(0.95 n)] of the sorted samples).\n");
-
-    // event types: timed ones with rows, others "no samples"
-    const struct lm_rsection *ts = &r->sec[LM_RS_TYPE];
-    fprintf(f, "\nEvent type summary:\n");
-    struct lm_rgroup **a = lm_r_sorted(ts, false);
-    if (a) {
-        // by count desc
-        for (size_t i = 0; i < ts->n; i++)
-            for (size_t j = i + 1; j < ts->n; j++)
-                if (a[j]->n > a[i]->n) {
-                    struct lm_rgroup *t = a[i];
-                    a[i] = a[j];
-                    a[j] = t;
-                }
-        for (size_t i = 0; i < ts->n; i++) {
-            char k[96];
-            snprintf(k, sizeof k, "%s (count=%zu)", a[i]->key, a[i]->n);
-            if (a[i]->v) print_row(f, "  ", k, &a[i]->row);
-            else fprintf(f, "  %s: no samples\n", k);
-        }
-        free(a);
-    }
-
-    fprintf(f, "\nBy phase:\n");
-    for (int p = 0; p < LM_PHASE_COUNT; p++) {
-        const char *pn = lm_prof_phase_name((enum lm_prof_phase)p);
-        const struct lm_rgroup *g = lm_r_find(&r->sec[LM_RS_PHASE], pn);
-        if (!g) continue;
-        print_row(f, "  ", pn, &g->row);
-        if ((p == LM_PHASE_PREFILL || p == LM_PHASE_DECODE) && g->sum > 0 && r->tokens[p])
-            fprintf(f, "    %s: %llu tokens, %.2f tok/s\n", pn, (unsigned long long)r->tokens[p],
-                    (double)r->tokens[p] / (g->sum * 1e-9));
-    }
-    if (!r->sec[LM_RS_PHASE].n) fprintf(f, "  no samples\n");
-
-    print_steps(f, r);
-
-    print_section(f, r, LM_RS_PHASE_OP, "By phase/op (per-thread spans, all layers)", true, 64);
-
-    // per-layer, ordered by phase then layer
-    fprintf(f, "\nPer-layer totals (block_N = thread 0's span over the layer's ops and barriers):\n");
-    const struct lm_rsection *ls = &r->sec[LM_RS_LAYER];
-    if (!ls->n) fprintf(f, "  no samples\n");
-    a = lm_r_sorted(ls, false);
-    if (a) {
-        qsort(a, ls->n, sizeof *a, cmp_layer_key);
-        for (size_t i = 0; i < ls->n; i++) print_row(f, "  ", a[i]->key, &a[i]->row);
-        free(a);
-    }
-
-    print_section(f, r, LM_RS_OP, "Op aggregate (all phases, layers and threads)", true, 64);
-
-    // matmul shape x variant with throughput
-    const struct lm_rsection *ms = &r->sec[LM_RS_MATMUL];
-    fprintf(f, "\nMatmul shape x variant (W (m,k) @ X (k,n); thread-0 time):\n");
-    if (!ms->n) fprintf(f, "  no samples\n");
-    a = lm_r_sorted(ms, true);
-    if (a) {
-        for (size_t i = 0; i < ms->n; i++) {
-            print_row(f, "  ", a[i]->key, &a[i]->row);
-            fprintf(f, "    bytes=%.0f flops=%.0f | %.2f GB/s | %.2f GFLOP/s\n", a[i]->bytes,
-                    a[i]->flops, a[i]->sum > 0 ? a[i]->bytes / a[i]->sum : 0.0,
-                    a[i]->sum > 0 ? a[i]->flops / a[i]->sum : 0.0);
-        }
-        free(a);
-    }
-
-    print_section(f, r, LM_RS_BARRIER_PHASE, "Barrier wait by phase", true, 64);
-    print_section(f, r, LM_RS_BARRIER_OP, "Barrier wait by phase/op (barrier after op)", true, 64);
-
-    fprintf(f, "\nThreads (busy = op spans, wait = barrier spans):\n");
-    uint64_t tokens = r->tokens[LM_PHASE_PREFILL] + r->tokens[LM_PHASE_DECODE];
-    for (int t = 0; t < r->n_threads; t++) {
-        const struct lm_rthread *th = &r->th[t];
-        double tot = th->busy + th->wait;
-        fprintf(f, "  thread %d: busy=%.3fms | wait=%.3fms | wait_share=%.1f%% | barriers=%llu",
-                t, th->busy / 1e6, th->wait / 1e6, tot > 0 ? 100.0 * th->wait / tot : 0.0,
-                (unsigned long long)th->n_bar);
-        if (tokens) fprintf(f, " | barriers/token=%.1f", (double)th->n_bar / (double)tokens);
-        fputc('\n', f);
-    }
-
-    fprintf(f, "\nVariant selection (kernel -> variant (reason)):\n");
-    const int vs[2] = {LM_RS_VARIANT, LM_RS_MM_VARIANT};
-    bool any = false;
-    for (int k = 0; k < 2; k++) {
-        const struct lm_rsection *s = &r->sec[vs[k]];
-        for (size_t i = 0; i < s->n; i++) {
-            fprintf(f, "  %s%s: count=%zu\n", k ? "matmul " : "", s->g[i].key, s->g[i].n);
-            any = true;
-        }
-    }
-    if (!any) fprintf(f, "  no samples\n");
-
-    fprintf(f, "\nMemory (%llu records):\n", (unsigned long long)r->n_mem);
-    if (!r->have_mem) fprintf(f, "  no samples\n");
-    else
-        for (int i = 0; i < 5; i++)
-            fprintf(f, "  %s: last=%.2fMiB | peak=%.2fMiB\n", lm_r_mem_names[i],
-                    (double)r->mem_last[i] / 1048576.0, (double)r->mem_peak[i] / 1048576.0);
 }
