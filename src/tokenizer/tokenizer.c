@@ -1,6 +1,7 @@
 // Tokenizer vocabulary: load + validate tokenizer.ggml.* metadata into owned arrays, the
 // text -> id hash, special-token attributes exactly as llama.cpp derives them, pieces,
-// whole-sequence and streaming detokenization. Encoding lives in spm.c and bpe.c.
+// whole-sequence and streaming detokenization. Reading it from GGUF: tokenizer_gguf.c;
+// encoding: spm.c and bpe.c.
 #include "tokenizer/tokenizer.h"
 
 #include <math.h>
@@ -10,7 +11,6 @@
 
 #include "format/gguf.h"
 
-#define LM_TOK_MAX_VOCAB (1 << 26)
 
 // ============================================================================
 // Hash table (text -> id)
@@ -433,196 +433,6 @@ enum lm_status lm_tokenizer_init_desc(struct lm_tokenizer **out, const struct lm
     return LM_OK;
 fail:
     lm_tokenizer_free(t);
-    return st;
-}
-
-// ============================================================================
-// Load from GGUF
-// ============================================================================
-
-static enum lm_status get_id(const struct lm_gguf *g, const char *key, int64_t *out) {
-    uint64_t v;
-    enum lm_status st = lm_gguf_get_u64(g, key, &v, false);
-    if (st != LM_OK) return st;
-    if (lm_gguf_find_kv(g, key)) *out = v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v;
-    return LM_OK;
-}
-
-static enum lm_status get_flag(const struct lm_gguf *g, const char *key, int *out) {
-    bool b;
-    if (!lm_gguf_find_kv(g, key)) return LM_OK;
-    enum lm_status st = lm_gguf_get_bool(g, key, &b, true);
-    if (st == LM_OK) *out = b;
-    return st;
-}
-
-enum lm_status lm_tokenizer_load(struct lm_tokenizer **out, const struct lm_gguf *g) {
-    *out = NULL;
-    const char *name = g->path;
-    struct lm_gguf_str model;
-    enum lm_status st = lm_gguf_get_str(g, "tokenizer.ggml.model", &model, true);
-    if (st != LM_OK) return st;
-    char model_c[64];
-    snprintf(model_c, sizeof model_c, "%.*s", (int)(model.len < 63 ? model.len : 63), model.data);
-    if (!lm_gguf_str_eq(model, "llama") && !lm_gguf_str_eq(model, "gpt2"))
-        return lm_error_set(LM_ERR_UNSUPPORTED,
-                            "tokenizer: %s: tokenizer.ggml.model '%s' not supported ('llama' = SentencePiece, "
-                            "'gpt2' = byte-level BPE)",
-                            name, model_c);
-
-    uint64_t n = 0;
-    const void *tok_data = NULL;
-    if ((st = lm_gguf_get_arr(g, "tokenizer.ggml.tokens", LM_GGUF_TYPE_STRING, &n, &tok_data, true)) != LM_OK)
-        return st;
-    if (n == 0 || n > LM_TOK_MAX_VOCAB)
-        return lm_error_set(LM_ERR_FORMAT, "tokenizer: %s: tokenizer.ggml.tokens has %llu entries (expected 1..%d)",
-                            name, (unsigned long long)n, LM_TOK_MAX_VOCAB);
-    const struct lm_gguf_str *toks = tok_data;
-
-    struct lm_tokenizer_desc d = {.model = model_c, .n_vocab = (int32_t)n,
-                                  .bos = -1, .eos = -1, .unk = -1, .pad = -1, .eot = -1, .eom = -1,
-                                  .fim_pad = -1, .fim_rep = -1, .fim_sep = -1,
-                                  .add_bos = -1, .add_eos = -1, .add_space_prefix = -1};
-    const char **texts = malloc(n * sizeof *texts);
-    uint32_t *lens = malloc(n * sizeof *lens);
-    float *scores = NULL;
-    int32_t *types = NULL;
-    const char **mtexts = NULL;
-    uint32_t *mlens = NULL;
-    char pre_c[64] = "";
-    if (!texts || !lens) {
-        st = lm_error_set(LM_ERR_NOMEM, "tokenizer: %s: out of memory", name);
-        goto done;
-    }
-    for (uint64_t i = 0; i < n; i++) {
-        if (toks[i].len > (1u << 20)) {
-            st = lm_error_set(LM_ERR_FORMAT, "tokenizer: %s: tokenizer.ggml.tokens[%llu] is %llu bytes (limit 1 MiB)",
-                              name, (unsigned long long)i, (unsigned long long)toks[i].len);
-            goto done;
-        }
-        texts[i] = toks[i].data;
-        lens[i] = (uint32_t)toks[i].len;
-    }
-    d.texts = texts;
-    d.lens = lens;
-
-    const struct lm_gguf_kv *kv = lm_gguf_find_kv(g, "tokenizer.ggml.scores");
-    if (kv) {
-        if (kv->type != LM_GGUF_TYPE_ARRAY ||
-            (kv->arr_type != LM_GGUF_TYPE_FLOAT32 && kv->arr_type != LM_GGUF_TYPE_INT32)) {
-            st = lm_error_set(LM_ERR_FORMAT, "tokenizer: %s: tokenizer.ggml.scores: expected array of float32, got %s%s%s",
-                              name, lm_gguf_type_name(kv->type), kv->type == LM_GGUF_TYPE_ARRAY ? " of " : "",
-                              kv->type == LM_GGUF_TYPE_ARRAY ? lm_gguf_type_name(kv->arr_type) : "");
-            goto done;
-        }
-        if (kv->arr_n != n) {
-            st = lm_error_set(LM_ERR_FORMAT, "tokenizer: %s: tokenizer.ggml.scores has %llu entries, tokens has %llu",
-                              name, (unsigned long long)kv->arr_n, (unsigned long long)n);
-            goto done;
-        }
-        scores = malloc(n * sizeof *scores);
-        if (!scores) {
-            st = lm_error_set(LM_ERR_NOMEM, "tokenizer: %s: out of memory", name);
-            goto done;
-        }
-        const uint8_t *p = kv->data;
-        for (uint64_t i = 0; i < n; i++) {
-            if (kv->arr_type == LM_GGUF_TYPE_FLOAT32) {
-                memcpy(&scores[i], p + 4 * i, 4);
-            } else {
-                int32_t v;
-                memcpy(&v, p + 4 * i, 4);
-                scores[i] = (float)v;
-            }
-        }
-        d.scores = scores;
-    }
-    kv = lm_gguf_find_kv(g, "tokenizer.ggml.token_type");
-    if (kv) {
-        uint64_t nt;
-        const void *td;
-        if ((st = lm_gguf_get_arr(g, "tokenizer.ggml.token_type", LM_GGUF_TYPE_INT32, &nt, &td, true)) != LM_OK)
-            goto done;
-        if (nt != n) {
-            st = lm_error_set(LM_ERR_FORMAT, "tokenizer: %s: tokenizer.ggml.token_type has %llu entries, tokens has %llu",
-                              name, (unsigned long long)nt, (unsigned long long)n);
-            goto done;
-        }
-        types = malloc(n * sizeof *types);
-        if (!types) {
-            st = lm_error_set(LM_ERR_NOMEM, "tokenizer: %s: out of memory", name);
-            goto done;
-        }
-        memcpy(types, td, n * sizeof *types);
-        d.types = types;
-    }
-    if ((st = get_id(g, "tokenizer.ggml.bos_token_id", &d.bos)) ||
-        (st = get_id(g, "tokenizer.ggml.eos_token_id", &d.eos)) ||
-        (st = get_id(g, "tokenizer.ggml.unknown_token_id", &d.unk)) ||
-        (st = get_id(g, "tokenizer.ggml.padding_token_id", &d.pad)) ||
-        (st = get_id(g, "tokenizer.ggml.eot_token_id", &d.eot)) ||
-        (st = get_id(g, "tokenizer.ggml.eom_token_id", &d.eom)) ||
-        (st = get_id(g, "tokenizer.ggml.fim_pad_token_id", &d.fim_pad)) ||
-        (st = get_id(g, "tokenizer.ggml.fim_rep_token_id", &d.fim_rep)) ||
-        (st = get_id(g, "tokenizer.ggml.fim_sep_token_id", &d.fim_sep)) ||
-        (st = get_flag(g, "tokenizer.ggml.add_bos_token", &d.add_bos)) ||
-        (st = get_flag(g, "tokenizer.ggml.add_eos_token", &d.add_eos)) ||
-        (st = get_flag(g, "tokenizer.ggml.add_space_prefix", &d.add_space_prefix)))
-        goto done;
-    if (lm_gguf_str_eq(model, "gpt2")) {
-        struct lm_gguf_str pre = {0};
-        if ((st = lm_gguf_get_str(g, "tokenizer.ggml.pre", &pre, false)) != LM_OK) goto done;
-        if (pre.len >= sizeof pre_c) {
-            st = lm_error_set(LM_ERR_UNSUPPORTED, "tokenizer: %s: tokenizer.ggml.pre is %llu bytes long (not a known name)",
-                              name, (unsigned long long)pre.len);
-            goto done;
-        }
-        if (pre.len) memcpy(pre_c, pre.data, pre.len);
-        pre_c[pre.len] = 0;
-        if (strlen(pre_c) != pre.len) {
-            st = lm_error_set(LM_ERR_FORMAT, "tokenizer: %s: tokenizer.ggml.pre contains a NUL byte", name);
-            goto done;
-        }
-        d.pre = pre_c;
-        if (lm_gguf_find_kv(g, "tokenizer.ggml.merges")) {
-            uint64_t nm;
-            const void *md;
-            if ((st = lm_gguf_get_arr(g, "tokenizer.ggml.merges", LM_GGUF_TYPE_STRING, &nm, &md, true)) != LM_OK)
-                goto done;
-            if (nm > ((uint64_t)1 << 26)) {
-                st = lm_error_set(LM_ERR_FORMAT, "tokenizer: %s: tokenizer.ggml.merges has %llu entries (limit %d)", name,
-                                  (unsigned long long)nm, 1 << 26);
-                goto done;
-            }
-            const struct lm_gguf_str *ms = md;
-            mtexts = malloc((nm ? nm : 1) * sizeof *mtexts);
-            mlens = malloc((nm ? nm : 1) * sizeof *mlens);
-            if (!mtexts || !mlens) {
-                st = lm_error_set(LM_ERR_NOMEM, "tokenizer: %s: out of memory", name);
-                goto done;
-            }
-            for (uint64_t i = 0; i < nm; i++) {
-                if (ms[i].len > (1u << 20)) {
-                    st = lm_error_set(LM_ERR_FORMAT, "tokenizer: %s: tokenizer.ggml.merges[%llu] is %llu bytes (limit 1 MiB)",
-                                      name, (unsigned long long)i, (unsigned long long)ms[i].len);
-                    goto done;
-                }
-                mtexts[i] = ms[i].data;
-                mlens[i] = (uint32_t)ms[i].len;
-            }
-            d.merges = mtexts;
-            d.merge_lens = mlens;
-            d.n_merges = (int64_t)nm;
-        }
-    }
-    st = lm_tokenizer_init_desc(out, &d, name);
-done:
-    free(mtexts);
-    free(mlens);
-    free(texts);
-    free(lens);
-    free(scores);
-    free(types);
     return st;
 }
 

@@ -11,6 +11,9 @@
 #include "base/status.h"
 #include "lumen.h"
 
+// The largest vocabulary accepted (tokens of a description or a GGUF file).
+#define LM_TOK_MAX_VOCAB (1 << 26)
+
 struct lm_gguf;
 
 // ---------------------------------------------------------------- types
