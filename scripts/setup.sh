@@ -46,6 +46,11 @@ JOBS=${LUMEN_JOBS:-$(nproc 2>/dev/null || echo 2)}
 # .reference/bin (git-ignored). Static (no libllama.so to find), Release, CPU only, no web UI
 # download. Skipped when .reference/bin/VERSION names the same pin and every tool is there.
 REF_DIR=.reference
+# ggml's AMX path (compiled in by GGML_NATIVE=ON on a CPU that lists amx_int8) dies with SIGILL
+# at its first tile instruction on this project's VMs (seen on a Xeon with amx_tile, amx_int8,
+# amx_bf16; a plain AMX test program runs there), so the reference is built without it: the
+# AVX-512 VNNI paths, which lumen uses too.
+REF_NO_AMX="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 REF_TOOLS=(llama-batched-bench llama-bench llama-server llama-perplexity llama-lookup llama-cli llama-quantize)
 build_reference_tools() {
     local pin ver stamp_want tool missing_tools=()
@@ -53,7 +58,7 @@ build_reference_tools() {
         grep -E '^llama[-_]cpp[-_]python==' | head -n 1 | cut -d';' -f1) || true
     [ -n "$pin" ] || die "requirements-reference.txt has no 'llama-cpp-python==VERSION' line"
     ver=${pin#*==}
-    stamp_want="$pin GGML_NATIVE=ON tools: ${REF_TOOLS[*]}"
+    stamp_want="$pin GGML_NATIVE=ON $REF_NO_AMX tools: ${REF_TOOLS[*]}"
     for tool in "${REF_TOOLS[@]}"; do
         [ -x "$REF_DIR/bin/$tool" ] || missing_tools+=("$tool")
     done
@@ -80,6 +85,7 @@ build_reference_tools() {
     # No CURL option: this llama.cpp tree no longer uses libcurl (LLAMA_CURL is deprecated);
     # LLAMA_OPENSSL=OFF keeps HTTPS (model downloads) out too. Examples are on for llama-lookup.
     cmake -S "$tree" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+        -DCMAKE_C_FLAGS="$REF_NO_AMX" -DCMAKE_CXX_FLAGS="$REF_NO_AMX" \
         -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=ON \
         -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_APP=OFF \
         -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF \
@@ -167,13 +173,20 @@ else
 fi
 
 if ((REFERENCE)); then
-    if reqs_satisfied requirements-reference.txt >/dev/null; then
+    # the binding is rebuilt when it was built with other flags (the stamp in the venv)
+    ref_flags="GGML_NATIVE=ON $REF_NO_AMX"
+    ref_stamp="$VENV/lumen-llama-cpp-python.flags"
+    if reqs_satisfied requirements-reference.txt >/dev/null && [ "$(cat "$ref_stamp" 2>/dev/null)" = "$ref_flags" ]; then
         say "reference packages (requirements-reference.txt): present"
     else
-        say "building llama-cpp-python from source (GGML_NATIVE=ON); this takes ~15 min on 2 cores"
-        CMAKE_ARGS="-DGGML_NATIVE=ON" CMAKE_BUILD_PARALLEL_LEVEL="$JOBS" \
-            "$VPY" -m pip install --no-binary llama-cpp-python --no-cache-dir \
+        again=()
+        if reqs_satisfied requirements-reference.txt >/dev/null; then again=(--force-reinstall --no-deps); fi
+        say "building llama-cpp-python from source ($ref_flags); this takes ~15 min on 2 cores"
+        CMAKE_ARGS="-DGGML_NATIVE=ON -DCMAKE_C_FLAGS='$REF_NO_AMX' -DCMAKE_CXX_FLAGS='$REF_NO_AMX'" \
+            CMAKE_BUILD_PARALLEL_LEVEL="$JOBS" \
+            "$VPY" -m pip install --no-binary llama-cpp-python --no-cache-dir "${again[@]}" \
             -r requirements-reference.txt || die "pip install -r requirements-reference.txt failed"
+        echo "$ref_flags" >"$ref_stamp"
     fi
     build_reference_tools
 fi
