@@ -21,6 +21,14 @@ bool sbuf_printf(struct sbuf *b, const char *fmt, ...) __attribute__((format(pri
 void sbuf_consume(struct sbuf *b, size_t n); // drops the first n bytes
 void sbuf_free(struct sbuf *b);
 
+// SplitMix64's finalizer: a well-mixed 64-bit value from a counter or a seed.
+static inline uint64_t srv_splitmix(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
 static inline uint64_t srv_now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

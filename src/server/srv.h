@@ -1,0 +1,110 @@
+// The server's shared state and the per-request structs that its files (server.c: set-up,
+// shutdown, the MHD callbacks; routes.c: answers and the small routes; generate.c: the
+// generation routes) pass between them. Internal to src/server.
+#ifndef LM_SERVER_SRV_H
+#define LM_SERVER_SRV_H
+
+#include <jansson.h>
+#include <microhttpd.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "api.h"
+#include "assets.h"
+#include "job.h"
+#include "metrics.h"
+#include "reply.h"
+#include "server.h"
+#include "util.h"
+
+enum srv_state { SRV_LOADING, SRV_READY, SRV_STOPPING };
+
+#define SRV_SNDBUF (128 * 1024) // bytes of a connection's kernel send buffer
+
+struct server {
+    const struct lm_server_opts *o;
+    struct MHD_Daemon *d;
+    atomic_int state;
+    atomic_bool stopping;
+    struct lm_model *m;
+    struct lm_model *dm;       // -md: the draft model, or NULL
+    struct lm_engine *e;
+    const struct lm_tokenizer *tok;
+    int32_t n_vocab, n_ctx, kv_tokens, n_ctx_train;
+    enum lm_chat_template tmpl;
+    const char *tmpl_source;
+    char model_id[256];
+    char url[300];
+    struct metrics *metrics;
+    long long started;
+    atomic_uint_fast64_t next_id;
+    uint64_t salt;
+};
+
+// A generation request (completions or chat) on its HTTP thread.
+struct run {
+    struct api_request req;
+    struct gen gen;
+    struct reply rp;
+    struct job *job;
+    int32_t *prompt;
+    int32_t n_prompt;
+    struct job_ev ev[64];
+    int32_t *top_tok;
+    float *top_lp;
+    struct sbuf text;    // released text not sent yet (stream: this chunk; else the answer)
+    struct sbuf out;     // stream: SSE bytes not handed to MHD yet
+    size_t out_off;
+    bool submitted, sent_first, over, ended, failed;
+    const char *finish;  // "stop" / "length" once over without failure
+    enum metrics_finish mf;
+    char note[320];      // why it ended abnormally (log line)
+    struct job_state st;
+    uint64_t t_first, t_prev;
+    bool queue_seen;
+};
+
+// One HTTP request (MHD's con_cls), freed when MHD reports it complete.
+struct conn {
+    struct server *s;
+    enum metrics_route route;
+    char method[8];
+    char path[96];
+    uint64_t t_arrive;
+    int fd;
+    struct sbuf body;
+    bool too_large, answered;
+    int status;
+    char id[24];
+    char err[200];       // the error answered (log line)
+    struct run *run;
+};
+
+// ---- answers (routes.c): each queues the response on mc and records the status in c
+
+enum MHD_Result srv_queue(struct conn *c, struct MHD_Connection *mc, int status, struct MHD_Response *resp);
+// A malloc'd body (taken over; NULL = out of memory -> 500).
+enum MHD_Result srv_send_body(struct conn *c, struct MHD_Connection *mc, int status, char *body,
+                              const char *type);
+enum MHD_Result srv_send_json(struct conn *c, struct MHD_Connection *mc, int status, json_t *j); // j stolen
+enum MHD_Result srv_send_error(struct conn *c, struct MHD_Connection *mc, const struct api_error *e);
+enum MHD_Result srv_fail(struct conn *c, struct MHD_Connection *mc, int status, const char *type,
+                         const char *code, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+// 503: loading, or shutting down
+enum MHD_Result srv_not_ready(struct conn *c, struct MHD_Connection *mc);
+// A random 64-bit value (seeds of requests that give none).
+uint64_t srv_next_random(struct server *s);
+
+// ---- routes (routes.c, generate.c), called once the request's body is complete
+
+enum MHD_Result srv_handle_generate(struct conn *c, struct MHD_Connection *mc, enum api_kind kind);
+enum MHD_Result srv_handle_health(struct conn *c, struct MHD_Connection *mc);
+enum MHD_Result srv_handle_metrics(struct conn *c, struct MHD_Connection *mc);
+enum MHD_Result srv_handle_models(struct conn *c, struct MHD_Connection *mc);
+enum MHD_Result srv_handle_tokenize(struct conn *c, struct MHD_Connection *mc);
+enum MHD_Result srv_handle_detokenize(struct conn *c, struct MHD_Connection *mc);
+enum MHD_Result srv_handle_asset(struct conn *c, struct MHD_Connection *mc, const struct lm_srv_asset *a);
+void srv_run_free(struct run *r); // NULL is fine
+
+#endif
