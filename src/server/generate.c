@@ -119,6 +119,18 @@ static void stream_emit(struct run *r) {
     r->ended = true;
 }
 
+// The request ends before the engine finished it: the client left (or was cut off as too
+// slow: the engine shut its socket), or the server stops.
+static void run_cut(struct run *r, enum job_wait w) {
+    job_cancel(r->job);
+    job_take(r->job, r->ev, NULL, NULL, 0, &r->st); // overflow, if that is what happened
+    r->over = r->failed = true;
+    r->mf = MF_CANCELLED;
+    snprintf(r->note, sizeof r->note, "%s", r->st.overflow       ? "cancelled: the client read too slowly"
+                                            : w == JOB_CLIENT_GONE ? "cancelled: the client disconnected"
+                                                                   : "cancelled: the server is shutting down");
+}
+
 static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
     (void)pos;
     struct conn *c = cls;
@@ -137,13 +149,9 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
             return (ssize_t)n;
         }
         if (r->ended) return MHD_CONTENT_READER_END_OF_STREAM;
-        const enum job_wait w = job_wait(r->job, c->fd, &c->s->stopping);
+        const enum job_wait w = job_wait(r->job, c->s->stop_fd);
         if (w != JOB_READY) {
-            job_cancel(r->job);
-            r->over = r->failed = true;
-            r->mf = MF_CANCELLED;
-            snprintf(r->note, sizeof r->note, w == JOB_CLIENT_GONE ? "cancelled: the client disconnected"
-                                                                   : "cancelled: the server is shutting down");
+            run_cut(r, w);
             return MHD_CONTENT_READER_END_WITH_ERROR;
         }
         run_pump(c);
@@ -231,7 +239,7 @@ enum MHD_Result srv_handle_generate(struct conn *c, struct MHD_Connection *mc, e
     rp.use_draft = q->draft_model_given ? q->draft_model : s->dm != NULL;
 
     const int32_t nt = q->logprobs ? q->top_logprobs : 0;
-    r->job = job_new(s->e, s->o->stream_buffer, nt);
+    r->job = job_new(s->e, s->o->stream_buffer, nt, c->fd);
     if (nt > 0) {
         r->top_tok = malloc(64 * (size_t)nt * sizeof *r->top_tok);
         r->top_lp = malloc(64 * (size_t)nt * sizeof *r->top_lp);
@@ -266,19 +274,15 @@ enum MHD_Result srv_handle_generate(struct conn *c, struct MHD_Connection *mc, e
         MHD_add_response_header(resp, "X-Accel-Buffering", "no");
         return srv_queue(c, mc, 200, resp);
     }
-    // a whole answer: wait here (this connection's own thread), watching the client
+    // a whole answer: wait here (this connection's own thread), watching the client and the stop
     while (!r->over) {
-        const enum job_wait w = job_wait(r->job, c->fd, &s->stopping);
+        const enum job_wait w = job_wait(r->job, s->stop_fd);
         if (w != JOB_READY) {
-            job_cancel(r->job);
-            r->over = r->failed = true;
-            r->mf = MF_CANCELLED;
+            run_cut(r, w);
             if (w == JOB_CLIENT_GONE) {
-                snprintf(r->note, sizeof r->note, "cancelled: the client disconnected");
                 c->status = 499;
                 return MHD_NO; // close the connection: nobody is reading
             }
-            snprintf(r->note, sizeof r->note, "cancelled: the server is shutting down");
             return srv_fail(c, mc, 503, "unavailable_error", "shutting_down", "The server is shutting down");
         }
         run_pump(c);

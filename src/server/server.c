@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -167,6 +168,7 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
     *con_cls = NULL;
     const uint64_t now = srv_now_ns();
     struct run *r = c->run;
+    if (r && r->job) job_detach_client(r->job); // MHD closes the socket after this callback
     if (r && r->submitted && !r->ended) { // MHD ended it: the client left, or timed out
         job_cancel(r->job);
         job_take(r->job, r->ev, NULL, NULL, 0, &r->st); // the engine's last word on it
@@ -326,11 +328,11 @@ int lm_server_run(const struct lm_server_opts *o) {
     s->started = (long long)time(NULL);
     s->salt = srv_splitmix((uint64_t)srv_now_ns() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)time(NULL));
     atomic_init(&s->state, SRV_LOADING);
-    atomic_init(&s->stopping, false);
+    s->stop_fd = eventfd(0, EFD_CLOEXEC);
     atomic_init(&s->next_id, 1);
     s->metrics = metrics_new();
     int rc = 1;
-    const int lfd = s->metrics ? listen_on(o->host, o->port, s->url, sizeof s->url) : -1;
+    const int lfd = s->metrics && s->stop_fd >= 0 ? listen_on(o->host, o->port, s->url, sizeof s->url) : -1;
     if (lfd < 0) goto out;
     s->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD, 0, NULL, NULL,
                             on_request, s, MHD_OPTION_LISTEN_SOCKET, lfd,
@@ -395,7 +397,11 @@ stop:
     // new requests get 503, waiting HTTP threads cancel their jobs and return, then the
     // engine ends whatever is left
     atomic_store(&s->state, SRV_STOPPING);
-    atomic_store(&s->stopping, true);
+    if (s->stop_fd >= 0) {
+        const uint64_t one = 1;
+        ssize_t w = write(s->stop_fd, &one, sizeof one);
+        (void)w;
+    }
     MHD_stop_daemon(s->d);
     lm_engine_free(s->e);
     lm_model_free(s->dm);
@@ -403,6 +409,7 @@ stop:
     if (rc == 0) fprintf(stderr, "lumen serve: stopped\n");
 out:
     metrics_free(s->metrics);
+    if (s->stop_fd >= 0) close(s->stop_fd);
     free(s);
     return rc;
 }

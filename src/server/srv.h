@@ -26,7 +26,7 @@ struct server {
     const struct lm_server_opts *o;
     struct MHD_Daemon *d;
     atomic_int state;
-    atomic_bool stopping;
+    int stop_fd;               // eventfd, written once to stop: every waiting HTTP thread wakes
     struct lm_model *m;
     struct lm_model *dm;       // -md: the draft model, or NULL
     struct lm_engine *e;
