@@ -14,6 +14,7 @@ enum api_kind { API_COMPLETION, API_CHAT };
 #define API_MAX_STOP 16       // stop strings per request
 #define API_MAX_STOP_LEN 512  // bytes of one stop string
 #define API_MAX_MESSAGES 4096
+#define API_MAX_LOGIT_BIAS 1024 // logit_bias entries
 #define API_MAX_TOP_LOGPROBS LM_MAX_TOP_LOGPROBS
 
 // An error answer: HTTP status and OpenAI's {"error": {"message", "type", "param", "code"}}.

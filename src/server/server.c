@@ -205,7 +205,9 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
         snprintf(line, sizeof line, "req-%s %s %s %d | %.1f ms%s%s", c->id, c->method, c->path, c->status,
                  (double)(now - c->t_arrive) / 1e6, c->err[0] ? " | " : "", c->err);
     }
-    fprintf(stderr, "lumen serve: %s\n", line);
+    char esc[2048];
+    log_escape(line, esc, sizeof esc); // the path and the error quote client text
+    fprintf(stderr, "lumen serve: %s\n", esc);
     srv_run_free(r);
     sbuf_free(&c->body);
     free(c);

@@ -41,5 +41,9 @@ static inline uint64_t srv_now_ns(void) {
 bool utf8_repair_append(struct sbuf *b, const char *s, size_t n);
 // Length of the longest prefix of s[0, n) that is valid UTF-8.
 size_t utf8_valid_prefix(const char *s, size_t n);
+// Copies the NUL-terminated s to out[cap] for a log line: control characters (C0, DEL, C1)
+// and bytes that are not valid UTF-8 become \xNN, a backslash becomes two, so client text (a
+// path, a field) can neither start a forged line nor hide in terminal escapes. Truncates.
+void log_escape(const char *s, char *out, size_t cap);
 
 #endif
