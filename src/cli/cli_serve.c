@@ -12,7 +12,8 @@ static const char *k_serve_help =
     "\n"
     "An OpenAI-compatible HTTP server (POST /v1/completions, /v1/chat/completions,\n"
     "GET /v1/models, /health, /metrics, POST /tokenize, /detokenize, the chat page at /)\n"
-    "on the continuous-batching engine. Stops cleanly on SIGINT / SIGTERM.\n"
+    "on the continuous-batching engine. SIGINT / SIGTERM drain it: no new work, running requests\n"
+    "finish within --shutdown-grace, then the rest is cancelled; a second signal exits at once.\n"
     "\n"
     "  -m, --model PATH        GGUF model (default: " LM_DEFAULT_MODEL ")\n"
     "      --host HOST         address to listen on (default 127.0.0.1)\n"
@@ -34,6 +35,8 @@ static const char *k_serve_help =
     "      --max-connections N simultaneous connections (default 256)\n"
     "  -to, --timeout N        close a connection idle for N seconds: nothing read or written,\n"
     "                          a client not reading its stream (default 600; 0 = never)\n"
+    "      --shutdown-grace S  on SIGINT / SIGTERM, running requests have S seconds to finish\n"
+    "                          before they are cancelled (default 10; 0 = cancel at once)\n"
     "      --no-prefix-cache   do not reuse the KV blocks of earlier prompts\n"
     "      --lookup            speculative decoding with prompt-lookup drafts for every request\n"
     "                          (a request's \"lookup\": true/false overrides; docs/speculative.md)\n"
@@ -56,6 +59,7 @@ int cmd_serve(int argc, char **argv) {
         .max_body = 8u << 20,
         .max_connections = 256,
         .timeout_s = 600,
+        .shutdown_grace_s = 10,
     };
     const char *env_key = getenv("LUMEN_API_KEY");
     if (env_key && *env_key) o.api_key = env_key;
@@ -86,6 +90,8 @@ int cmd_serve(int argc, char **argv) {
             o.max_connections = (int)cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 1, 65536);
         else if (!strcmp(a, "-to") || !strcmp(a, "--timeout"))
             o.timeout_s = (int)cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 0, 1 << 20);
+        else if (!strcmp(a, "--shutdown-grace"))
+            o.shutdown_grace_s = (int)cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 0, 24 * 3600);
         else if (!strcmp(a, "--no-prefix-cache")) o.ep.no_prefix_cache = true;
         else if (!strcmp(a, "--lookup")) o.lookup = true;
         else if (!strcmp(a, "-md") || !strcmp(a, "--model-draft")) o.draft_path = cli_value(cmd, argc, argv, &i);

@@ -58,8 +58,8 @@ static void run_pump(struct conn *c) {
         r->failed = true;
         r->mf = MF_CANCELLED;
         snprintf(r->note, sizeof r->note, "cancelled: the client read too slowly");
-    } else if (r->st.finish == LM_FINISH_CANCELLED) {
-        r->failed = true;
+    } else if (r->st.finish == LM_FINISH_CANCELLED) { // lm_engine_free: the server stops
+        r->failed = r->shutdown = true;
         r->mf = MF_CANCELLED;
         snprintf(r->note, sizeof r->note, "cancelled: the server is shutting down");
     } else if (r->st.finish == LM_FINISH_ERROR) {
@@ -101,9 +101,10 @@ static void stream_emit(struct run *r) {
         sbuf_consume(&r->text, r->text.n);
     }
     if (!r->over) return;
-    if (r->failed) {
+    if (r->failed) { // an error event, then [DONE]: a stream cut by the server ends as a stream
         struct api_error e;
-        api_fail(&e, 500, "server_error", "generation_failed", NULL, "%s", r->note);
+        if (r->shutdown) api_fail(&e, 503, "unavailable_error", "shutting_down", NULL, "%s", r->note);
+        else api_fail(&e, 500, "server_error", "generation_failed", NULL, "%s", r->note);
         char *s = api_error_json(&e);
         if (s) {
             sbuf_puts(&r->out, "data: ");
@@ -125,6 +126,7 @@ static void run_cut(struct run *r, enum job_wait w) {
     job_cancel(r->job);
     job_take(r->job, r->ev, NULL, NULL, 0, &r->st); // overflow, if that is what happened
     r->over = r->failed = true;
+    r->shutdown = w == JOB_STOPPING && !r->st.overflow;
     r->mf = MF_CANCELLED;
     snprintf(r->note, sizeof r->note, "%s", r->st.overflow       ? "cancelled: the client read too slowly"
                                             : w == JOB_CLIENT_GONE ? "cancelled: the client disconnected"
@@ -152,7 +154,9 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
         const enum job_wait w = job_wait(r->job, c->s->stop_fd);
         if (w != JOB_READY) {
             run_cut(r, w);
-            return MHD_CONTENT_READER_END_WITH_ERROR;
+            if (!r->shutdown) return MHD_CONTENT_READER_END_WITH_ERROR; // nobody to tell
+            stream_emit(r); // the server stops: an error event and [DONE], then the end
+            continue;
         }
         run_pump(c);
         if (r->over && r->st.overflow) return MHD_CONTENT_READER_END_WITH_ERROR; // too slow: cut off
@@ -283,14 +287,13 @@ enum MHD_Result srv_handle_generate(struct conn *c, struct MHD_Connection *mc, e
                 c->status = 499;
                 return MHD_NO; // close the connection: nobody is reading
             }
-            return srv_fail(c, mc, 503, "unavailable_error", "shutting_down", "The server is shutting down");
+            break; // the server stops: 503 below
         }
         run_pump(c);
     }
     r->ended = true;
-    if (r->failed)
-        return srv_fail(c, mc, r->mf == MF_CANCELLED ? 503 : 500, "server_error", "generation_failed", "%s",
-                    r->note);
+    if (r->shutdown) return srv_fail(c, mc, 503, "unavailable_error", "shutting_down", "%s", r->note);
+    if (r->failed) return srv_fail(c, mc, 500, "server_error", "generation_failed", "%s", r->note);
     return srv_send_json(c, mc, 200, reply_full(&r->rp, r->text.p, r->text.n, gen_take_logprobs(&r->gen),
                                             r->finish, run_usage(r)));
 }

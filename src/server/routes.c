@@ -18,6 +18,8 @@ enum MHD_Result srv_queue(struct conn *c, struct MHD_Connection *mc, int status,
                              struct MHD_Response *resp) {
     c->status = status;
     c->answered = true;
+    if (atomic_load(&c->s->state) >= SRV_DRAINING) // clients reconnect elsewhere, not here
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     const enum MHD_Result r = MHD_queue_response(mc, (unsigned)status, resp);
     MHD_destroy_response(resp);
     return r;
@@ -74,8 +76,11 @@ enum MHD_Result srv_fail(struct conn *c, struct MHD_Connection *mc, int status, 
 }
 
 enum MHD_Result srv_not_ready(struct conn *c, struct MHD_Connection *mc) {
-    if (atomic_load(&c->s->state) == SRV_LOADING)
-        return srv_fail(c, mc, 503, "unavailable_error", "loading", "Loading model");
+    const int state = atomic_load(&c->s->state);
+    if (state == SRV_LOADING) return srv_fail(c, mc, 503, "unavailable_error", "loading", "Loading model");
+    if (state == SRV_DRAINING)
+        return srv_fail(c, mc, 503, "unavailable_error", "shutting_down", "The server is shutting down: "
+                        "running requests finish, new ones go elsewhere");
     return srv_fail(c, mc, 503, "unavailable_error", "shutting_down", "The server is shutting down");
 }
 

@@ -141,6 +141,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
         return MHD_YES;
     }
     if (c->answered) return MHD_YES;
+    pthread_mutex_lock(&s->life_mu); // counted before the state is read: a drain waits for it
+    s->active++;
+    c->counted = true;
+    pthread_mutex_unlock(&s->life_mu);
     if (c->too_large)
         return srv_fail(c, mc, 413, "invalid_request_error", "request_too_large",
                     "The request body exceeds the limit of %zu bytes", s->o->max_body);
@@ -210,8 +214,15 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
     fprintf(stderr, "lumen serve: %s\n", esc);
     srv_run_free(r);
     sbuf_free(&c->body);
+    if (c->counted) {
+        pthread_mutex_lock(&s->life_mu);
+        s->active--;
+        pthread_cond_broadcast(&s->life_cv);
+        pthread_mutex_unlock(&s->life_mu);
+    }
     free(c);
 }
+
 // ================================================================ start-up, shutdown
 
 static int listen_on(const char *host, int port, char *url, size_t url_cap) {
@@ -315,8 +326,76 @@ static void model_name(struct server *s) {
     snprintf(s->model_id, sizeof s->model_id, "%s", p ? p + 1 : s->o->model_path);
 }
 
+// ================================================================ stopping
+
+void srv_drain(struct server *s, const char *why) {
+    pthread_mutex_lock(&s->life_mu);
+    if (!s->drain_requested) {
+        s->drain_requested = true;
+        snprintf(s->drain_why, sizeof s->drain_why, "%s", why);
+        int ready = SRV_READY;
+        atomic_compare_exchange_strong(&s->state, &ready, SRV_DRAINING);
+        pthread_cond_broadcast(&s->life_cv);
+    }
+    pthread_mutex_unlock(&s->life_mu);
+}
+
+// SIGINT / SIGTERM (blocked in every other thread): the first drains, or ends a model load
+// at once (nothing runs yet); a second exits at once.
+static void *signal_main(void *arg) {
+    struct server *s = arg;
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    for (int n = 0;; n++) {
+        int sig = 0;
+        if (sigwait(&sigs, &sig) != 0) continue;
+        const char *name = sig == SIGINT ? "SIGINT" : "SIGTERM";
+        if (n > 0) {
+            fprintf(stderr, "lumen serve: %s again: exiting now\n", name);
+            _exit(128 + sig);
+        }
+        pthread_mutex_lock(&s->life_mu);
+        const bool loading = atomic_load(&s->state) == SRV_LOADING;
+        pthread_mutex_unlock(&s->life_mu);
+        if (loading) { // the model load cannot be interrupted, the process can
+            fprintf(stderr, "lumen serve: %s while loading: stopped\n", name);
+            _exit(0);
+        }
+        srv_drain(s, name);
+    }
+    return NULL;
+}
+
+// The drain: waits for the running requests until the grace runs out, then cancels the
+// rest (streams end with an error event and [DONE], whole answers with a 503) and gives
+// them a second to be written.
+static void drain(struct server *s) {
+    pthread_mutex_lock(&s->life_mu);
+    while (!s->drain_requested) pthread_cond_wait(&s->life_cv, &s->life_mu);
+    fprintf(stderr, "lumen serve: %s: draining (%d requests running, --shutdown-grace %d s)\n", s->drain_why,
+            s->active, s->o->shutdown_grace_s);
+    struct timespec dl;
+    clock_gettime(CLOCK_MONOTONIC, &dl);
+    dl.tv_sec += s->o->shutdown_grace_s;
+    while (s->active > 0 && pthread_cond_timedwait(&s->life_cv, &s->life_mu, &dl) != ETIMEDOUT) {}
+    const int left = s->active;
+    atomic_store(&s->state, SRV_STOPPING);
+    pthread_mutex_unlock(&s->life_mu);
+    if (left > 0) fprintf(stderr, "lumen serve: the grace ran out: cancelling %d requests\n", left);
+    const uint64_t one = 1;
+    ssize_t w = write(s->stop_fd, &one, sizeof one); // every waiting HTTP thread wakes and ends
+    (void)w;
+    pthread_mutex_lock(&s->life_mu);
+    clock_gettime(CLOCK_MONOTONIC, &dl);
+    dl.tv_sec += 1;
+    while (s->active > 0 && pthread_cond_timedwait(&s->life_cv, &s->life_mu, &dl) != ETIMEDOUT) {}
+    pthread_mutex_unlock(&s->life_mu);
+}
+
 int lm_server_run(const struct lm_server_opts *o) {
-    // SIGINT/SIGTERM are taken by sigwait below: block them before any thread starts
+    // SIGINT/SIGTERM are taken by signal_main's sigwait: block them before any thread starts
     sigset_t sigs;
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGINT);
@@ -331,6 +410,17 @@ int lm_server_run(const struct lm_server_opts *o) {
     s->salt = srv_splitmix((uint64_t)srv_now_ns() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)time(NULL));
     atomic_init(&s->state, SRV_LOADING);
     s->stop_fd = eventfd(0, EFD_CLOEXEC);
+    pthread_mutex_init(&s->life_mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->life_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_t sig_thread;
+    if (pthread_create(&sig_thread, NULL, signal_main, s) != 0) {
+        fprintf(stderr, "lumen serve: cannot start the signal thread\n");
+        return 1;
+    }
     atomic_init(&s->next_id, 1);
     s->metrics = metrics_new();
     int rc = 1;
@@ -387,31 +477,33 @@ int lm_server_run(const struct lm_server_opts *o) {
             "parallel %d, queue %d; chat template %s (%s)\n", s->model_id, lm_model_arch(s->m), s->n_ctx,
             s->kv_tokens, ep.max_running > 0 ? ep.max_running : 8, ep.max_waiting > 0 ? ep.max_waiting : 64,
             lm_chat_template_name(s->tmpl), s->tmpl_source);
-    atomic_store(&s->state, SRV_READY);
+    pthread_mutex_lock(&s->life_mu); // the signal thread reads LOADING under this lock
+    atomic_store(&s->state, s->drain_requested ? SRV_DRAINING : SRV_READY);
+    pthread_mutex_unlock(&s->life_mu);
     fprintf(stderr, "lumen serve: listening on %s\n", s->url);
     fflush(stderr);
 
-    int sig = 0;
-    sigwait(&sigs, &sig);
-    fprintf(stderr, "lumen serve: %s: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    drain(s); // until a signal (or srv_drain) asks, then the grace, then the rest cancelled
     rc = 0;
 stop:
-    // new requests get 503, waiting HTTP threads cancel their jobs and return, then the
-    // engine ends whatever is left
+    // new requests get 503, waiting HTTP threads end their requests, then the HTTP server
+    // stops (closing what is left) and the engine ends whatever remains
     atomic_store(&s->state, SRV_STOPPING);
-    if (s->stop_fd >= 0) {
-        const uint64_t one = 1;
-        ssize_t w = write(s->stop_fd, &one, sizeof one);
-        (void)w;
-    }
+    const uint64_t one = 1;
+    ssize_t w = write(s->stop_fd, &one, sizeof one);
+    (void)w;
     MHD_stop_daemon(s->d);
     lm_engine_free(s->e);
     lm_model_free(s->dm);
     lm_model_free(s->m);
     if (rc == 0) fprintf(stderr, "lumen serve: stopped\n");
 out:
+    pthread_cancel(sig_thread); // sigwait is a cancellation point
+    pthread_join(sig_thread, NULL);
     metrics_free(s->metrics);
     if (s->stop_fd >= 0) close(s->stop_fd);
+    pthread_mutex_destroy(&s->life_mu);
+    pthread_cond_destroy(&s->life_cv);
     free(s);
     return rc;
 }

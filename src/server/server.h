@@ -20,15 +20,18 @@ struct lm_server_opts {
     size_t max_body;            // request bodies above this are answered 413
     int max_connections;
     int timeout_s;              // a connection idle (no byte read or written) this long is closed
+    int shutdown_grace_s;       // SIGTERM: running requests have this long to finish, then are cancelled
     int load_delay_ms;          // test hook (LUMEN_SERVE_LOAD_DELAY_MS): /health says 503 longer
     bool lookup;                // requests draft by prompt lookup unless they say "lookup": false
     int32_t draft_max;          // default "draft_max" (0: LM_DRAFT_MAX_DEFAULT)
     const char *draft_path;     // -md: a draft model; requests use it unless "draft_model": false
 };
 
-// Serves until SIGINT or SIGTERM, then stops cleanly. Returns the process exit code
-// (0; 1 when the model cannot be loaded or the address cannot be bound; 2 for a
-// --chat-template lumen does not know).
+// Serves until SIGINT or SIGTERM, then drains: no new work, running requests finish within
+// shutdown_grace_s, the rest is cancelled. Returns the process exit code (0; 1 when the
+// model cannot be loaded or the address cannot be bound; 2 for a --chat-template lumen does
+// not know). A signal during the model load ends the process at once (status 0), a second
+// signal too (status 128 + the signal).
 int lm_server_run(const struct lm_server_opts *o);
 
 #endif

@@ -6,6 +6,7 @@
 
 #include <jansson.h>
 #include <microhttpd.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -18,7 +19,9 @@
 #include "server.h"
 #include "util.h"
 
-enum srv_state { SRV_LOADING, SRV_READY, SRV_STOPPING };
+// LOADING -> READY -> DRAINING (no new work; running requests finish within the grace)
+// -> STOPPING (what is left is cancelled, then the HTTP server and the engine stop)
+enum srv_state { SRV_LOADING, SRV_READY, SRV_DRAINING, SRV_STOPPING };
 
 #define SRV_SNDBUF (128 * 1024) // bytes of a connection's kernel send buffer
 
@@ -27,6 +30,11 @@ struct server {
     struct MHD_Daemon *d;
     atomic_int state;
     int stop_fd;               // eventfd, written once to stop: every waiting HTTP thread wakes
+    pthread_mutex_t life_mu;   // guards the fields below; life_cv: their changes
+    pthread_cond_t life_cv;
+    bool drain_requested;
+    char drain_why[64];
+    int active;                // requests between a complete body and MHD's completion callback
     struct lm_model *m;
     struct lm_model *dm;       // -md: the draft model, or NULL
     struct lm_engine *e;
@@ -57,6 +65,7 @@ struct run {
     struct sbuf out;     // stream: SSE bytes not handed to MHD yet
     size_t out_off;
     bool submitted, sent_first, over, ended, failed;
+    bool shutdown;       // failed because the server stops (503 unavailable_error / an error event)
     const char *finish;  // "stop" / "length" once over without failure
     enum metrics_finish mf;
     char note[320];      // why it ended abnormally (log line)
@@ -75,6 +84,7 @@ struct conn {
     int fd;
     struct sbuf body;
     bool too_large, answered;
+    bool counted;        // in s->active (from the complete body to the completion callback)
     int status;
     char id[24];
     char err[200];       // the error answered (log line)
@@ -95,6 +105,14 @@ enum MHD_Result srv_fail(struct conn *c, struct MHD_Connection *mc, int status, 
 enum MHD_Result srv_not_ready(struct conn *c, struct MHD_Connection *mc);
 // A random 64-bit value (seeds of requests that give none).
 uint64_t srv_next_random(struct server *s);
+
+// ---- stopping (server.c)
+
+// Starts draining: no new work (503, /health 503), running requests finish within
+// --shutdown-grace, then the rest is cancelled and lm_server_run returns 0. Any thread, any
+// time, idempotent; why names the trigger in the log ("SIGTERM"). Before the model is
+// ready it only records the request (the server stops once loading ends).
+void srv_drain(struct server *s, const char *why);
 
 // ---- routes (routes.c, generate.c), called once the request's body is complete
 
