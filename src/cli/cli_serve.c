@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 #include "server.h"
@@ -25,7 +26,13 @@ static const char *k_serve_help =
     "      --queue N           requests waiting beyond which the answer is 429 (default 64)\n"
     "  -b, --batch-size N      tokens per engine step (decode + prefill chunks; default 256)\n"
     "      --api-key KEY       require 'Authorization: Bearer KEY' (also $LUMEN_API_KEY);\n"
-    "                          /health and the page stay open\n"
+    "                          /health and the page stay open. The command line shows in `ps`:\n"
+    "      --api-key-file FILE the key is the file's first line (FILE readable by you only)\n"
+    "      --allowed-host NAME a Host header name served besides IP addresses, localhost, the\n"
+    "                          --host name and this machine's name (repeatable; '*': any)\n"
+    "      --cors-origin ORIGIN  pages of ORIGIN (e.g. https://app.example) may call the API from a\n"
+    "                          browser: CORS headers and preflights (repeatable; '*': any);\n"
+    "                          other sites' pages are refused (403)\n"
     "      --chat-template T   gemma | llama3 | chatml, or a file holding a template\n"
     "                          (default: the model's own, else its architecture's turn format)\n"
     "  -a, --alias NAME        model id in responses (default: the file name)\n"
@@ -49,8 +56,30 @@ static const char *k_serve_help =
     "Prints `lumen serve: listening on http://HOST:PORT` on stderr once ready, then one line\n"
     "per request: id, status, prompt and generated tokens, TTFT, tok/s, why it finished.\n";
 
+#define MAX_LIST 32 // --allowed-host and --cors-origin entries
+
+// --api-key-file: the key is the first line, without its line end and surrounding blanks.
+static const char *read_key_file(const char *cmd, const char *path) {
+    size_t len = 0;
+    static char *text; // lives as long as the process
+    text = cli_read_file(path, &len);
+    if (!text) cli_usage_error(cmd, "--api-key-file: cannot read '%s'", path);
+    char *p = text;
+    while (*p == ' ' || *p == '\t') p++;
+    size_t n = strcspn(p, "\r\n");
+    while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t')) n--;
+    p[n] = 0;
+    if (n == 0) cli_usage_error(cmd, "--api-key-file: '%s' holds no key on its first line", path);
+    struct stat st;
+    if (stat(path, &st) == 0 && (st.st_mode & 077))
+        fprintf(stderr, "lumen serve: warning: --api-key-file %s is readable by other users (chmod 600 it)\n",
+                path);
+    return p;
+}
+
 int cmd_serve(int argc, char **argv) {
     const char *cmd = "serve";
+    static const char *hosts[MAX_LIST], *origins[MAX_LIST];
     struct lm_server_opts o = {
         .host = "127.0.0.1",
         .port = 8080,
@@ -80,6 +109,18 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size"))
             o.ep.step_tokens = (int32_t)cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 1, 8192);
         else if (!strcmp(a, "--api-key")) o.api_key = cli_value(cmd, argc, argv, &i);
+        else if (!strcmp(a, "--api-key-file")) o.api_key = read_key_file(cmd, cli_value(cmd, argc, argv, &i));
+        else if (!strcmp(a, "--allowed-host")) {
+            if (o.n_allowed_hosts == MAX_LIST) cli_usage_error(cmd, "--allowed-host: at most %d names", MAX_LIST);
+            hosts[o.n_allowed_hosts++] = cli_value(cmd, argc, argv, &i);
+        } else if (!strcmp(a, "--cors-origin")) {
+            if (o.n_cors_origins == MAX_LIST) cli_usage_error(cmd, "--cors-origin: at most %d origins", MAX_LIST);
+            const char *v = cli_value(cmd, argc, argv, &i);
+            if (strcmp(v, "*") != 0 && strncmp(v, "http://", 7) != 0 && strncmp(v, "https://", 8) != 0)
+                cli_usage_error(cmd, "--cors-origin '%s': an origin is scheme://host[:port] (or '*')", v);
+            if (v[strlen(v) - 1] == '/') cli_usage_error(cmd, "--cors-origin '%s': an origin has no path", v);
+            origins[o.n_cors_origins++] = v;
+        }
         else if (!strcmp(a, "--chat-template")) o.chat_template = cli_value(cmd, argc, argv, &i);
         else if (!strcmp(a, "-a") || !strcmp(a, "--alias")) o.alias = cli_value(cmd, argc, argv, &i);
         else if (!strcmp(a, "--stream-buffer"))
@@ -100,6 +141,8 @@ int cmd_serve(int argc, char **argv) {
         else cli_usage_error(cmd, "unknown option '%s' (try `lumen serve --help`)", a);
     }
     if (o.api_key && !*o.api_key) cli_usage_error(cmd, "--api-key: the key is empty");
+    o.allowed_hosts = hosts;
+    o.cors_origins = origins;
     if (o.ep.step_tokens < o.ep.max_running)
         cli_usage_error(cmd, "--batch-size %d is below --parallel %d (each running request decodes one "
                         "token per step)", o.ep.step_tokens, o.ep.max_running);

@@ -9,7 +9,7 @@
 
 #include "util.h"
 
-static const int k_status[] = {200, 400, 401, 404, 405, 413, 429, 499, 500, 503};
+static const int k_status[] = {200, 204, 400, 401, 403, 404, 405, 408, 413, 415, 429, 499, 500, 503};
 #define N_STATUS ((int)(sizeof k_status / sizeof k_status[0]))
 
 static const char *const k_route[MR_COUNT] = {

@@ -20,6 +20,8 @@ enum MHD_Result srv_queue(struct conn *c, struct MHD_Connection *mc, int status,
     c->answered = true;
     if (atomic_load(&c->s->state) >= SRV_DRAINING) // clients reconnect elsewhere, not here
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+    if (c->cors) MHD_add_response_header(resp, "Access-Control-Allow-Origin", c->cors);
+    if (c->s->policy.n_cors_origins > 0) MHD_add_response_header(resp, "Vary", "Origin");
     const enum MHD_Result r = MHD_queue_response(mc, (unsigned)status, resp);
     MHD_destroy_response(resp);
     return r;
@@ -192,4 +194,15 @@ enum MHD_Result srv_handle_asset(struct conn *c, struct MHD_Connection *mc, cons
     MHD_add_response_header(r, "Content-Type", a->mime);
     MHD_add_response_header(r, "Cache-Control", "no-cache");
     return srv_queue(c, mc, 200, r);
+}
+
+enum MHD_Result srv_preflight(struct conn *c, struct MHD_Connection *mc) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+    MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+    MHD_add_response_header(r, "Access-Control-Max-Age", "600");
+    const char *pna = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Access-Control-Request-Private-Network");
+    if (pna && !strcmp(pna, "true")) // Chrome's Private Network Access: the origin is allowed
+        MHD_add_response_header(r, "Access-Control-Allow-Private-Network", "true");
+    return srv_queue(c, mc, 204, r);
 }

@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "policy.h"
 #include "srv.h"
 
 // ================================================================ routing
@@ -95,12 +96,21 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
         for (size_t i = 0; i < sizeof k_routes / sizeof k_routes[0]; i++)
             if (!strcmp(k_routes[i].path, url)) rt = &k_routes[i];
         const struct lm_srv_asset *asset = !rt && is_get ? find_asset(url) : NULL;
-        if (asset) {
-            c->route = MR_STATIC;
-            return srv_handle_asset(c, mc, asset); // the page is public: it asks for the key itself
-        }
+        c->route = asset ? MR_STATIC : rt ? rt->mr : MR_OTHER;
+        // another site's page in the visitor's browser: refused before any route runs
+        const char *host = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+        if (!policy_host_ok(&s->policy, host))
+            return srv_fail(c, mc, 403, "permission_error", "host_not_allowed", "Host '%.80s' is not served "
+                            "here (a name pointed at this server; allow it with --allowed-host NAME)", host);
+        const char *origin = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_ORIGIN);
+        const enum policy_origin po = policy_origin(&s->policy, origin, host);
+        if (po == ORIGIN_REFUSED)
+            return srv_fail(c, mc, 403, "permission_error", "origin_not_allowed", "Requests from pages of "
+                            "'%.80s' are not served (allow that origin with --cors-origin ORIGIN)", origin);
+        if (po == ORIGIN_CORS) c->cors = policy_cors_value(&s->policy, origin);
+        if (po == ORIGIN_CORS && !strcmp(method, "OPTIONS")) return srv_preflight(c, mc);
+        if (asset) return srv_handle_asset(c, mc, asset); // the page is public: it asks for the key itself
         if (!rt) return srv_fail(c, mc, 404, "not_found_error", "not_found", "No route for %s %.80s", method, url);
-        c->route = rt->mr;
         if (rt->post ? strcmp(method, "POST") != 0 : !is_get)
             return srv_fail(c, mc, 405, "invalid_request_error", "method_not_allowed", "%s %.80s: use %s",
                         method, url, rt->post ? "POST" : "GET");
@@ -113,6 +123,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
                             key ? "Incorrect API key provided" : "Missing API key: send 'Authorization: "
                                                                  "Bearer KEY'");
         }
+        // a POST is JSON: a form or text/plain POST is what a page may send without a preflight
+        if (rt->post &&
+            !policy_json_type(MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE)))
+            return srv_fail(c, mc, 415, "invalid_request_error", "unsupported_media_type",
+                            "%s %.80s takes a JSON body: send 'Content-Type: application/json'", method, url);
         // An oversized body is read and dropped, then answered 413 (a client that sends its
         // body before reading would otherwise see a reset, not the answer); answered at once
         // when the client waits for "100 Continue" or the body is far too large to read.
@@ -225,7 +240,9 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
 
 // ================================================================ start-up, shutdown
 
-static int listen_on(const char *host, int port, char *url, size_t url_cap) {
+// The listening socket on host:port (url: "http://ADDR:PORT"); *loopback: bound to
+// 127.0.0.0/8 or ::1 only. -1 (with a line on stderr) when it cannot listen.
+static int listen_on(const char *host, int port, char *url, size_t url_cap, bool *loopback) {
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
     struct addrinfo *ai = NULL;
@@ -265,11 +282,13 @@ static int listen_on(const char *host, int port, char *url, size_t url_cap) {
         const struct sockaddr_in *in = (const struct sockaddr_in *)&ss;
         inet_ntop(AF_INET, &in->sin_addr, addr, sizeof addr);
         bound = ntohs(in->sin_port);
+        *loopback = (ntohl(in->sin_addr.s_addr) >> 24) == 127;
         snprintf(url, url_cap, "http://%s:%d", addr, bound);
     } else {
         const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&ss;
         inet_ntop(AF_INET6, &in6->sin6_addr, addr, sizeof addr);
         bound = ntohs(in6->sin6_port);
+        *loopback = IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr);
         snprintf(url, url_cap, "http://[%s]:%d", addr, bound);
     }
     return fd;
@@ -423,9 +442,14 @@ int lm_server_run(const struct lm_server_opts *o) {
     }
     atomic_init(&s->next_id, 1);
     s->metrics = metrics_new();
+    policy_init(&s->policy, o);
     int rc = 1;
-    const int lfd = s->metrics && s->stop_fd >= 0 ? listen_on(o->host, o->port, s->url, sizeof s->url) : -1;
+    bool loopback = false;
+    const int lfd = s->metrics && s->stop_fd >= 0 ? listen_on(o->host, o->port, s->url, sizeof s->url, &loopback) : -1;
     if (lfd < 0) goto out;
+    if (!loopback && !o->api_key)
+        fprintf(stderr, "lumen serve: warning: %s is reachable beyond this machine and no API key is set: "
+                "anyone who reaches it can use the model (--api-key-file FILE)\n", s->url);
     s->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD, 0, NULL, NULL,
                             on_request, s, MHD_OPTION_LISTEN_SOCKET, lfd,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,

@@ -25,6 +25,10 @@ struct lm_server_opts {
     bool lookup;                // requests draft by prompt lookup unless they say "lookup": false
     int32_t draft_max;          // default "draft_max" (0: LM_DRAFT_MAX_DEFAULT)
     const char *draft_path;     // -md: a draft model; requests use it unless "draft_model": false
+    const char *const *allowed_hosts; // --allowed-host: names a Host header may carry ("*": any)
+    int n_allowed_hosts;
+    const char *const *cors_origins;  // --cors-origin: pages that may call the API ("*": any)
+    int n_cors_origins;
 };
 
 // Serves until SIGINT or SIGTERM, then drains: no new work, running requests finish within

@@ -15,6 +15,7 @@
 #include "assets.h"
 #include "job.h"
 #include "metrics.h"
+#include "policy.h"
 #include "reply.h"
 #include "server.h"
 #include "util.h"
@@ -45,6 +46,7 @@ struct server {
     char model_id[256];
     char url[300];
     struct metrics *metrics;
+    struct policy policy;      // Host, Origin, Content-Type (policy.h)
     long long started;
     atomic_uint_fast64_t next_id;
     uint64_t salt;
@@ -87,6 +89,7 @@ struct conn {
     bool counted;        // in s->active (from the complete body to the completion callback)
     int status;
     char id[24];
+    const char *cors;    // Access-Control-Allow-Origin for a --cors-origin page, else NULL
     char err[200];       // the error answered (log line)
     struct run *run;
 };
@@ -123,6 +126,8 @@ enum MHD_Result srv_handle_models(struct conn *c, struct MHD_Connection *mc);
 enum MHD_Result srv_handle_tokenize(struct conn *c, struct MHD_Connection *mc);
 enum MHD_Result srv_handle_detokenize(struct conn *c, struct MHD_Connection *mc);
 enum MHD_Result srv_handle_asset(struct conn *c, struct MHD_Connection *mc, const struct lm_srv_asset *a);
+// 204 to a CORS preflight (OPTIONS) from a --cors-origin page.
+enum MHD_Result srv_preflight(struct conn *c, struct MHD_Connection *mc);
 void srv_run_free(struct run *r); // NULL is fine
 
 #endif

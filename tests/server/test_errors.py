@@ -150,8 +150,8 @@ def test_body_too_large_413(server):
     assert_error(st, b, 413, "request_too_large")
     # chunked upload without a Content-Length: refused at the end of the body
     s = socket.create_connection((server.host, server.port))
-    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + API_KEY.encode() +
-              b"\r\nTransfer-Encoding: chunked\r\n\r\n")
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + API_KEY.encode() +
+              b"\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
     chunk = b"a" * 65536
     for _ in range(20):
         s.sendall(b"%x\r\n" % len(chunk) + chunk + b"\r\n")
@@ -161,8 +161,8 @@ def test_body_too_large_413(server):
     assert head.startswith("HTTP/1.1 413"), head[:200]
     # a client that waits for 100 Continue is answered before it sends the body
     s = socket.create_connection((server.host, server.port))
-    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + API_KEY.encode() +
-              b"\r\nContent-Length: 5000000\r\nExpect: 100-continue\r\n\r\n")
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + API_KEY.encode() +
+              b"\r\nContent-Type: application/json\r\nContent-Length: 5000000\r\nExpect: 100-continue\r\n\r\n")
     head = s.recv(4096).decode("latin-1")
     s.close()
     assert head.startswith("HTTP/1.1 413"), head[:200]

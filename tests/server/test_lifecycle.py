@@ -39,7 +39,7 @@ def test_health_503_while_loading():
         c.close()
         assert r.status == 503 and body["error"]["code"] == "loading"
         c = http.client.HTTPConnection(m.group(1), int(m.group(2)), timeout=10)
-        c.request("POST", "/v1/completions", body='{"prompt": "x"}')
+        c.request("POST", "/v1/completions", body='{"prompt": "x"}', headers={"Content-Type": "application/json"})
         r = c.getresponse()
         assert r.status == 503
         r.read()
