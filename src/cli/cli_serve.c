@@ -35,6 +35,8 @@ static const char *k_serve_help =
     "                          other sites' pages are refused (403)\n"
     "      --chat-template T   gemma | llama3 | chatml, or a file holding a template\n"
     "                          (default: the model's own, else its architecture's turn format)\n"
+    "      --parse-special-in-messages  special-token text in chat messages (\"<start_of_turn>\")\n"
+    "                          becomes the token (default: it is text; only the template's count)\n"
     "  -a, --alias NAME        model id in responses (default: the file name)\n"
     "      --stream-buffer N   tokens held for a client before it is cut off as too slow\n"
     "                          (default 1024)\n"
@@ -135,6 +137,7 @@ int cmd_serve(int argc, char **argv) {
             o.shutdown_grace_s = (int)cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 0, 24 * 3600);
         else if (!strcmp(a, "--no-prefix-cache")) o.ep.no_prefix_cache = true;
         else if (!strcmp(a, "--lookup")) o.lookup = true;
+        else if (!strcmp(a, "--parse-special-in-messages")) o.parse_special_in_messages = true;
         else if (!strcmp(a, "-md") || !strcmp(a, "--model-draft")) o.draft_path = cli_value(cmd, argc, argv, &i);
         else if (!strcmp(a, "--draft-max"))
             o.draft_max = (int32_t)cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 1, LM_DRAFT_MAX_LIMIT);

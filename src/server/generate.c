@@ -164,61 +164,13 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
     }
 }
 
-// The prompt's tokens: a completions prompt as text (special tokens parsed, BOS added as
-// the vocabulary says, like llama-server) or ids as given; chat messages through the
-// chat template.
-static bool run_prompt(struct server *s, struct run *r, struct api_error *e) {
-    const struct api_request *q = &r->req;
-    if (q->kind == API_COMPLETION && q->has_prompt_ids) {
-        r->prompt = malloc((size_t)(q->n_prompt_ids ? q->n_prompt_ids : 1) * sizeof *r->prompt);
-        if (!r->prompt) return api_fail(e, 500, "server_error", "out_of_memory", NULL, "out of memory");
-        memcpy(r->prompt, q->prompt_ids, (size_t)q->n_prompt_ids * sizeof *r->prompt);
-        r->n_prompt = q->n_prompt_ids;
-    } else {
-        char *text = NULL;
-        size_t len = 0;
-        const char *src = q->prompt;
-        if (q->kind == API_CHAT) {
-            struct lm_chat_msg *msgs = calloc(q->n_msgs, sizeof *msgs);
-            if (!msgs) return api_fail(e, 500, "server_error", "out_of_memory", NULL, "out of memory");
-            for (size_t i = 0; i < q->n_msgs; i++) msgs[i] = (struct lm_chat_msg){q->msgs[i].role, q->msgs[i].content};
-            const enum lm_status st = lm_chat_apply(s->tmpl, msgs, q->n_msgs, true, &text, &len);
-            free(msgs);
-            if (st != LM_OK)
-                return api_fail(e, 400, "invalid_request_error", "invalid_value", "messages", "%s",
-                                lm_error_msg());
-            src = text;
-        } else {
-            len = q->prompt_len;
-        }
-        int32_t *ids = NULL;
-        size_t n = 0;
-        const enum lm_status st = lm_tokenize(s->tok, src ? src : "", len, true, true, &ids, &n);
-        free(text);
-        if (st != LM_OK)
-            return api_fail(e, 400, "invalid_request_error", "invalid_value", q->kind == API_CHAT ? "messages" : "prompt",
-                            "%s", lm_error_msg());
-        if (n > INT32_MAX / 2) {
-            free(ids);
-            return api_fail(e, 400, "invalid_request_error", "context_length_exceeded", "prompt",
-                            "the prompt is %zu tokens", n);
-        }
-        r->prompt = ids;
-        r->n_prompt = (int32_t)n;
-    }
-    if (r->n_prompt == 0)
-        return api_fail(e, 400, "invalid_request_error", "invalid_value", "prompt",
-                        "the prompt is empty (no tokens)");
-    return true;
-}
-
 enum MHD_Result srv_handle_generate(struct conn *c, struct MHD_Connection *mc, enum api_kind kind) {
     struct server *s = c->s;
     struct run *r = c->run = calloc(1, sizeof *c->run);
     if (!r) return srv_send_body(c, mc, 500, NULL, NULL);
     struct api_error e;
     if (!api_parse_generate(c->body.p, c->body.n, kind, s->n_vocab, &r->req, &e)) return srv_send_error(c, mc, &e);
-    if (!run_prompt(s, r, &e)) return srv_send_error(c, mc, &e);
+    if (!srv_prompt_tokens(s, r, &e)) return srv_send_error(c, mc, &e);
     const struct api_request *q = &r->req;
     // the request must fit: prompt + max_tokens within the context and the KV pool
     const int32_t max_tokens = q->max_tokens_given ? q->max_tokens : kind == API_COMPLETION ? 16 : 0;

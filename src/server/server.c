@@ -476,6 +476,11 @@ int lm_server_run(const struct lm_server_opts *o) {
     s->n_ctx_train = lm_model_n_ctx_train(s->m);
     model_name(s);
     if ((rc = pick_template(s)) != 0) goto stop;
+    rc = 1;
+    if (!srv_prompt_init(s)) {
+        fprintf(stderr, "lumen serve: out of memory\n");
+        goto stop;
+    }
     struct lm_engine_params ep = o->ep;
     if (ep.kv_tokens <= 0) ep.kv_tokens = 8192;
     ep.n_ctx = ep.kv_tokens < s->n_ctx_train ? ep.kv_tokens : s->n_ctx_train;
@@ -525,6 +530,7 @@ out:
     pthread_cancel(sig_thread); // sigwait is a cancellation point
     pthread_join(sig_thread, NULL);
     metrics_free(s->metrics);
+    free(s->is_control);
     if (s->stop_fd >= 0) close(s->stop_fd);
     pthread_mutex_destroy(&s->life_mu);
     pthread_cond_destroy(&s->life_cv);

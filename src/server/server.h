@@ -23,6 +23,7 @@ struct lm_server_opts {
     int shutdown_grace_s;       // SIGTERM: running requests have this long to finish, then are cancelled
     int load_delay_ms;          // test hook (LUMEN_SERVE_LOAD_DELAY_MS): /health says 503 longer
     bool lookup;                // requests draft by prompt lookup unless they say "lookup": false
+    bool parse_special_in_messages; // special-token text in chat messages becomes the token
     int32_t draft_max;          // default "draft_max" (0: LM_DRAFT_MAX_DEFAULT)
     const char *draft_path;     // -md: a draft model; requests use it unless "draft_model": false
     const char *const *allowed_hosts; // --allowed-host: names a Host header may carry ("*": any)

@@ -43,6 +43,8 @@ struct server {
     int32_t n_vocab, n_ctx, kv_tokens, n_ctx_train;
     enum lm_chat_template tmpl;
     const char *tmpl_source;
+    bool tmpl_trims;           // the template trims message contents (prompt.c)
+    uint8_t *is_control;       // [n_vocab]: a control token (no text unless rendered)
     char model_id[256];
     char url[300];
     struct metrics *metrics;
@@ -108,6 +110,14 @@ enum MHD_Result srv_fail(struct conn *c, struct MHD_Connection *mc, int status, 
 enum MHD_Result srv_not_ready(struct conn *c, struct MHD_Connection *mc);
 // A random 64-bit value (seeds of requests that give none).
 uint64_t srv_next_random(struct server *s);
+
+// ---- prompts (prompt.c)
+
+// Once the model and the template are known: the control-token table. False when out of memory.
+bool srv_prompt_init(struct server *s);
+// r->prompt / r->n_prompt from r->req: a completions prompt, or the chat template's text
+// where the messages' special-token text stays text (unless --parse-special-in-messages).
+bool srv_prompt_tokens(struct server *s, struct run *r, struct api_error *e);
 
 // ---- stopping (server.c)
 
