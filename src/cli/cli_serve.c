@@ -40,7 +40,8 @@ static const char *k_serve_help =
     "  -a, --alias NAME        model id in responses (default: the file name)\n"
     "      --stream-buffer N   tokens held for a client before it is cut off as too slow\n"
     "                          (default 1024)\n"
-    "      --max-body BYTES    larger request bodies are answered 413 (default 8388608)\n"
+    "      --max-body BYTES    larger request bodies are answered 413 (default: 64 bytes per token\n"
+    "                          of a request's context, at least 1 MiB)\n"
     "      --max-connections N simultaneous connections (default 256)\n"
     "  -to, --timeout N        close a connection idle for N seconds: nothing read or written,\n"
     "                          a client not reading its stream (default 600; 0 = never)\n"
@@ -87,7 +88,6 @@ int cmd_serve(int argc, char **argv) {
         .port = 8080,
         .ep = {.max_running = 8, .max_waiting = 64, .step_tokens = 256, .kv_tokens = 8192},
         .stream_buffer = 1024,
-        .max_body = 8u << 20,
         .max_connections = 256,
         .timeout_s = 600,
         .shutdown_grace_s = 10,

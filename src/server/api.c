@@ -439,7 +439,40 @@ static bool parse_unsupported(json_t *o, enum api_kind kind, struct api_error *e
 
 // ================================================================ entry points
 
-static json_t *load_object(const char *body, size_t len, struct api_error *e) {
+bool api_json_within(const char *p, size_t n, const struct api_limits *lim, struct api_error *e) {
+    size_t values = 0;
+    int depth = 0;
+    bool in_token = false; // inside a number or literal
+    for (size_t i = 0; i < n; i++) {
+        const char ch = p[i];
+        if (ch == '"') { // a string (or a key): one value; skip to its end
+            values++;
+            in_token = false;
+            for (i++; i < n && p[i] != '"'; i++)
+                if (p[i] == '\\') i++;
+        } else if (ch == '{' || ch == '[') {
+            values++;
+            in_token = false;
+            if (++depth > lim->max_depth)
+                return bad_request(e, "invalid_json", NULL, "the JSON body nests deeper than %d levels",
+                                   lim->max_depth);
+        } else if (ch == '}' || ch == ']' || ch == ',' || ch == ':' || ch == ' ' || ch == '\t' ||
+                   ch == '\n' || ch == '\r') {
+            if (ch == '}' || ch == ']') depth--;
+            in_token = false;
+        } else if (!in_token) { // a number or a literal starts
+            values++;
+            in_token = true;
+        }
+        if (values > lim->max_values)
+            return api_fail(e, 413, "invalid_request_error", "request_too_large", NULL, "the JSON body holds "
+                            "more than %zu values (strings, numbers, objects, arrays)", lim->max_values);
+    }
+    return true;
+}
+
+static json_t *load_object(const char *body, size_t len, const struct api_limits *lim, struct api_error *e) {
+    if (lim && !api_json_within(body ? body : "", len, lim, e)) return NULL;
     json_error_t je;
     // duplicate keys are refused: two parsers (a proxy's and ours) must not read one body two ways
     json_t *root = json_loadb(body ? body : "", len, JSON_REJECT_DUPLICATES, &je);
@@ -457,11 +490,11 @@ static json_t *load_object(const char *body, size_t len, struct api_error *e) {
 }
 
 bool api_parse_generate(const char *body, size_t len, enum api_kind kind, int32_t n_vocab,
-                        struct api_request *r, struct api_error *e) {
+                        const struct api_limits *lim, struct api_request *r, struct api_error *e) {
     memset(r, 0, sizeof *r);
     r->kind = kind;
     r->sampling = lm_sampler_params_default();
-    json_t *o = load_object(body, len, e);
+    json_t *o = load_object(body, len, lim, e);
     if (!o) return false;
     bool ok = true;
     json_t *model = field(o, "model");
@@ -535,10 +568,11 @@ void api_request_free(struct api_request *r) {
     r->kind = kind;
 }
 
-bool api_parse_tokenize(const char *body, size_t len, struct api_tokenize *t, struct api_error *e) {
+bool api_parse_tokenize(const char *body, size_t len, const struct api_limits *lim, struct api_tokenize *t,
+                        struct api_error *e) {
     memset(t, 0, sizeof *t);
     t->parse_special = true;
-    json_t *o = load_object(body, len, e);
+    json_t *o = load_object(body, len, lim, e);
     if (!o) return false;
     bool ok = true;
     json_t *c = field(o, "content");
@@ -556,11 +590,11 @@ bool api_parse_tokenize(const char *body, size_t len, struct api_tokenize *t, st
     return ok;
 }
 
-bool api_parse_detokenize(const char *body, size_t len, int32_t n_vocab, int32_t **ids,
-                          int32_t *n_ids, struct api_error *e) {
+bool api_parse_detokenize(const char *body, size_t len, int32_t n_vocab, const struct api_limits *lim,
+                          int32_t **ids, int32_t *n_ids, struct api_error *e) {
     *ids = NULL;
     *n_ids = 0;
-    json_t *o = load_object(body, len, e);
+    json_t *o = load_object(body, len, lim, e);
     if (!o) return false;
     bool ok = true;
     json_t *t = field(o, "tokens");

@@ -169,8 +169,11 @@ enum MHD_Result srv_handle_generate(struct conn *c, struct MHD_Connection *mc, e
     struct run *r = c->run = calloc(1, sizeof *c->run);
     if (!r) return srv_send_body(c, mc, 500, NULL, NULL);
     struct api_error e;
-    if (!api_parse_generate(c->body.p, c->body.n, kind, s->n_vocab, &r->req, &e)) return srv_send_error(c, mc, &e);
-    if (!srv_prompt_tokens(s, r, &e)) return srv_send_error(c, mc, &e);
+    const bool ok = api_parse_generate(c->body.p, c->body.n, kind, s->n_vocab, &s->limits, &r->req, &e) &&
+                    srv_prompt_tokens(s, r, &e);
+    srv_body_release(c); // parsed and tokenized: the body, its tree and the prompt text are gone
+    srv_parse_end(c);
+    if (!ok) return srv_send_error(c, mc, &e);
     const struct api_request *q = &r->req;
     // the request must fit: prompt + max_tokens within the context and the KV pool
     const int32_t max_tokens = q->max_tokens_given ? q->max_tokens : kind == API_COMPLETION ? 16 : 0;

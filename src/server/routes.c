@@ -55,7 +55,8 @@ enum MHD_Result srv_send_error(struct conn *c, struct MHD_Connection *mc, const 
     struct MHD_Response *r = MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE);
     MHD_add_response_header(r, "Content-Type", "application/json");
     if (e->status == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
-    if (e->status == 429) MHD_add_response_header(r, "Retry-After", "1");
+    if (e->status == 429 || (e->status == 503 && e->code && !strcmp(e->code, "busy")))
+        MHD_add_response_header(r, "Retry-After", "1");
     if (e->status == 405)
         MHD_add_response_header(r, "Allow", c->route == MR_COMPLETIONS || c->route == MR_CHAT ||
                                                     c->route == MR_TOKENIZE || c->route == MR_DETOKENIZE
@@ -131,7 +132,7 @@ enum MHD_Result srv_handle_tokenize(struct conn *c, struct MHD_Connection *mc) {
     struct server *s = c->s;
     struct api_tokenize t;
     struct api_error e;
-    if (!api_parse_tokenize(c->body.p, c->body.n, &t, &e)) return srv_send_error(c, mc, &e);
+    if (!api_parse_tokenize(c->body.p, c->body.n, &s->limits, &t, &e)) return srv_send_error(c, mc, &e);
     int32_t *ids = NULL;
     size_t n = 0;
     const enum lm_status st = lm_tokenize(s->tok, t.content, t.len, t.add_special, t.parse_special, &ids, &n);
@@ -169,7 +170,7 @@ enum MHD_Result srv_handle_detokenize(struct conn *c, struct MHD_Connection *mc)
     struct server *s = c->s;
     int32_t *ids = NULL, n = 0;
     struct api_error e;
-    if (!api_parse_detokenize(c->body.p, c->body.n, s->n_vocab, &ids, &n, &e)) return srv_send_error(c, mc, &e);
+    if (!api_parse_detokenize(c->body.p, c->body.n, s->n_vocab, &s->limits, &ids, &n, &e)) return srv_send_error(c, mc, &e);
     struct lm_detok dt;
     lm_detok_init(&dt, true);
     const size_t cap = lm_tokenizer_max_piece(s->tok) + 8;

@@ -62,6 +62,50 @@ static const struct lm_srv_asset *find_asset(const char *path) {
         if (!strcmp(lm_srv_assets[i].path, path)) return &lm_srv_assets[i];
     return NULL;
 }
+// ================================================================ the gate
+
+static bool gate_enter(struct conn *c) {
+    struct server *s = c->s;
+    pthread_mutex_lock(&s->gate_mu);
+    const bool ok = s->held < s->held_cap;
+    if (ok) s->held++;
+    pthread_mutex_unlock(&s->gate_mu);
+    c->held = ok;
+    return ok;
+}
+
+static void gate_leave(struct conn *c) {
+    if (!c->held) return;
+    pthread_mutex_lock(&c->s->gate_mu);
+    c->s->held--;
+    pthread_mutex_unlock(&c->s->gate_mu);
+    c->held = false;
+}
+
+static void gate_parse_begin(struct conn *c) {
+    struct server *s = c->s;
+    pthread_mutex_lock(&s->gate_mu);
+    while (s->parsing >= s->parse_cap) pthread_cond_wait(&s->gate_cv, &s->gate_mu);
+    s->parsing++;
+    pthread_mutex_unlock(&s->gate_mu);
+    c->parsing = true;
+}
+
+void srv_parse_end(struct conn *c) {
+    if (!c->parsing) return;
+    pthread_mutex_lock(&c->s->gate_mu);
+    c->s->parsing--;
+    pthread_cond_signal(&c->s->gate_cv);
+    pthread_mutex_unlock(&c->s->gate_mu);
+    c->parsing = false;
+}
+
+void srv_body_release(struct conn *c) {
+    if (c->body_counted) atomic_fetch_sub(&c->s->body_bytes, c->body_counted);
+    c->body_counted = 0;
+    sbuf_free(&c->body);
+}
+
 // ================================================================ MHD callbacks
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const char *url,
@@ -134,22 +178,31 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
         const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         const char *expect = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
         const unsigned long long len = cl ? strtoull(cl, NULL, 10) : 0;
-        if (len > s->o->max_body) {
-            if ((expect && !strcasecmp(expect, "100-continue")) || len / 16 > s->o->max_body)
+        const size_t max_body = atomic_load(&s->max_body);
+        if (len > max_body) {
+            if ((expect && !strcasecmp(expect, "100-continue")) || len / 16 > max_body)
                 return srv_fail(c, mc, 413, "invalid_request_error", "request_too_large",
-                            "The request body is %llu bytes; the limit is %zu", len, s->o->max_body);
+                            "The request body is %llu bytes; the limit is %zu", len, max_body);
             c->too_large = true;
         }
         return MHD_YES;
     }
-    if (*upload_data_size) { // body data: kept up to the limit
-        if (!c->answered && !c->too_large) {
-            if (c->body.n + *upload_data_size > c->s->o->max_body) {
+    if (*upload_data_size) { // body data: kept up to the limit, within the budget of all bodies
+        const size_t k = *upload_data_size;
+        if (!c->answered && !c->too_large && !c->busy) {
+            if (c->body.n + k > atomic_load(&s->max_body)) {
                 c->too_large = true;
-                sbuf_free(&c->body);
-            } else if (!sbuf_append(&c->body, upload_data, *upload_data_size)) {
-                c->too_large = true; // out of memory reads as too large
-                sbuf_free(&c->body);
+                srv_body_release(c);
+            } else if (atomic_fetch_add(&s->body_bytes, k) + k > atomic_load(&s->body_budget)) {
+                atomic_fetch_sub(&s->body_bytes, k);
+                c->busy = true;
+                srv_body_release(c);
+            } else {
+                c->body_counted += k;
+                if (!sbuf_append(&c->body, upload_data, k)) {
+                    c->too_large = true; // out of memory reads as too large
+                    srv_body_release(c);
+                }
             }
         }
         *upload_data_size = 0;
@@ -162,18 +215,31 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
     pthread_mutex_unlock(&s->life_mu);
     if (c->too_large)
         return srv_fail(c, mc, 413, "invalid_request_error", "request_too_large",
-                    "The request body exceeds the limit of %zu bytes", s->o->max_body);
+                    "The request body exceeds the limit of %zu bytes", atomic_load(&s->max_body));
+    if (c->busy)
+        return srv_fail(c, mc, 503, "unavailable_error", "busy", "Request bodies of %zu bytes are arriving "
+                        "already; retry later", atomic_load(&s->body_budget));
     if (c->route == MR_HEALTH) return srv_handle_health(c, mc);
     if (c->route == MR_METRICS) return srv_handle_metrics(c, mc);
     if (atomic_load(&s->state) != SRV_READY) return srv_not_ready(c, mc);
+    if (c->route == MR_MODELS) return srv_handle_models(c, mc);
+    if (c->route != MR_COMPLETIONS && c->route != MR_CHAT && c->route != MR_TOKENIZE && c->route != MR_DETOKENIZE)
+        return srv_fail(c, mc, 404, "not_found_error", "not_found", "No route for %s %.80s", method, url);
+    // the gate: nothing that scales with the body runs beyond --parallel + --queue requests
+    if (!gate_enter(c))
+        return srv_fail(c, mc, 429, "rate_limit_error", "queue_full", "The server is busy: %d requests are "
+                        "held already (--parallel + --queue); retry later", s->held_cap);
+    gate_parse_begin(c);
+    enum MHD_Result res;
     switch (c->route) {
-    case MR_COMPLETIONS: return srv_handle_generate(c, mc, API_COMPLETION);
-    case MR_CHAT: return srv_handle_generate(c, mc, API_CHAT);
-    case MR_MODELS: return srv_handle_models(c, mc);
-    case MR_TOKENIZE: return srv_handle_tokenize(c, mc);
-    case MR_DETOKENIZE: return srv_handle_detokenize(c, mc);
-    default: return srv_fail(c, mc, 404, "not_found_error", "not_found", "No route for %s %.80s", method, url);
+    case MR_COMPLETIONS: res = srv_handle_generate(c, mc, API_COMPLETION); break;
+    case MR_CHAT: res = srv_handle_generate(c, mc, API_CHAT); break;
+    case MR_TOKENIZE: res = srv_handle_tokenize(c, mc); break;
+    default: res = srv_handle_detokenize(c, mc); break;
     }
+    srv_parse_end(c);
+    srv_body_release(c);
+    return res;
 }
 
 // One log line and the metrics of every request; a generation still running (the client
@@ -228,7 +294,9 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
     log_escape(line, esc, sizeof esc); // the path and the error quote client text
     fprintf(stderr, "lumen serve: %s\n", esc);
     srv_run_free(r);
-    sbuf_free(&c->body);
+    srv_parse_end(c);
+    srv_body_release(c);
+    gate_leave(c);
     if (c->counted) {
         pthread_mutex_lock(&s->life_mu);
         s->active--;
@@ -443,6 +511,13 @@ int lm_server_run(const struct lm_server_opts *o) {
     atomic_init(&s->next_id, 1);
     s->metrics = metrics_new();
     policy_init(&s->policy, o);
+    pthread_mutex_init(&s->gate_mu, NULL);
+    pthread_cond_init(&s->gate_cv, NULL);
+    s->parse_cap = SRV_PARSE_SLOTS;
+    atomic_init(&s->max_body, o->max_body ? o->max_body : SRV_MIN_MAX_BODY);
+    atomic_init(&s->body_bytes, 0);
+    atomic_init(&s->body_budget, SRV_MIN_BODY_BUDGET);
+    s->limits = (struct api_limits){.max_values = 65536, .max_depth = API_MAX_DEPTH};
     int rc = 1;
     bool loopback = false;
     const int lfd = s->metrics && s->stop_fd >= 0 ? listen_on(o->host, o->port, s->url, sizeof s->url, &loopback) : -1;
@@ -501,6 +576,18 @@ int lm_server_run(const struct lm_server_opts *o) {
     struct lm_engine_stats st;
     lm_engine_stats(s->e, &st);
     s->n_ctx = ep.n_ctx;
+    // what a request may bring, from what one request holds: a body of 64 bytes per token
+    // (a token id, or a token of escaped text, with room to spare), values for a prompt of
+    // ids, messages and parts
+    s->held_cap = (ep.max_running > 0 ? ep.max_running : 8) + (ep.max_waiting > 0 ? ep.max_waiting : 64);
+    size_t max_body = o->max_body;
+    if (!max_body) {
+        max_body = (size_t)s->n_ctx * SRV_BODY_BYTES_PER_TOKEN;
+        if (max_body < SRV_MIN_MAX_BODY) max_body = SRV_MIN_MAX_BODY;
+    }
+    atomic_store(&s->max_body, max_body);
+    atomic_store(&s->body_budget, 8 * max_body > SRV_MIN_BODY_BUDGET ? 8 * max_body : SRV_MIN_BODY_BUDGET);
+    s->limits.max_values = 2 * (size_t)s->n_ctx + 65536;
     s->kv_tokens = st.kv.n_blocks * st.kv.block_size / (s->dm ? 2 : 1); // a draft's blocks: as many again
     fprintf(stderr, "lumen serve: model %s (%s), context %d tokens per request, KV pool %d tokens, "
             "parallel %d, queue %d; chat template %s (%s)\n", s->model_id, lm_model_arch(s->m), s->n_ctx,
@@ -534,6 +621,8 @@ out:
     if (s->stop_fd >= 0) close(s->stop_fd);
     pthread_mutex_destroy(&s->life_mu);
     pthread_cond_destroy(&s->life_cv);
+    pthread_mutex_destroy(&s->gate_mu);
+    pthread_cond_destroy(&s->gate_cv);
     free(s);
     return rc;
 }

@@ -17,7 +17,8 @@ struct lm_server_opts {
     const char *chat_template;  // a template name or a file with one (NULL: the model's)
     struct lm_engine_params ep; // parallel, queue, pool, threads, step tokens
     int32_t stream_buffer;      // events held per request before a slow client is cut off
-    size_t max_body;            // request bodies above this are answered 413
+    size_t max_body;            // request bodies above this are answered 413 (0: 64 bytes per token of
+                                // a request's context, at least 1 MiB)
     int max_connections;
     int timeout_s;              // a connection idle (no byte read or written) this long is closed
     int shutdown_grace_s;       // SIGTERM: running requests have this long to finish, then are cancelled

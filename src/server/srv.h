@@ -25,6 +25,12 @@
 enum srv_state { SRV_LOADING, SRV_READY, SRV_DRAINING, SRV_STOPPING };
 
 #define SRV_SNDBUF (128 * 1024) // bytes of a connection's kernel send buffer
+// Requests parsing JSON or tokenizing at once: each may build a tree of up to
+// limits.max_values values (~100 bytes each) and a prompt's tokens; more wait their turn.
+#define SRV_PARSE_SLOTS 4
+#define SRV_BODY_BYTES_PER_TOKEN 64 // default --max-body: this much per token of the context
+#define SRV_MIN_MAX_BODY ((size_t)1 << 20)
+#define SRV_MIN_BODY_BUDGET ((size_t)64 << 20) // bodies buffered at once: max(this, 8 x --max-body)
 
 struct server {
     const struct lm_server_opts *o;
@@ -36,6 +42,15 @@ struct server {
     bool drain_requested;
     char drain_why[64];
     int active;                // requests between a complete body and MHD's completion callback
+    // the gate before work that scales with a body (parse, template, tokenize, submit)
+    _Atomic size_t max_body;   // bytes of a request body (--max-body, else from the context)
+    struct api_limits limits;  // JSON values and depth of a body (set once the model is loaded)
+    atomic_size_t body_bytes;  // request bodies buffered now, at most body_budget (else 503)
+    atomic_size_t body_budget;
+    pthread_mutex_t gate_mu;   // guards held, parsing; gate_cv: a parse slot came free
+    pthread_cond_t gate_cv;
+    int held, held_cap;        // requests past the gate (to their answer's end): --parallel + --queue
+    int parsing, parse_cap;    // of those, parsing or tokenizing now: SRV_PARSE_SLOTS
     struct lm_model *m;
     struct lm_model *dm;       // -md: the draft model, or NULL
     struct lm_engine *e;
@@ -89,6 +104,9 @@ struct conn {
     struct sbuf body;
     bool too_large, answered;
     bool counted;        // in s->active (from the complete body to the completion callback)
+    bool held, parsing;  // past the gate; holding a parse slot
+    bool busy;           // its body did not fit the body budget: 503
+    size_t body_counted; // bytes of body counted in s->body_bytes
     int status;
     char id[24];
     const char *cors;    // Access-Control-Allow-Origin for a --cors-origin page, else NULL
@@ -110,6 +128,13 @@ enum MHD_Result srv_fail(struct conn *c, struct MHD_Connection *mc, int status, 
 enum MHD_Result srv_not_ready(struct conn *c, struct MHD_Connection *mc);
 // A random 64-bit value (seeds of requests that give none).
 uint64_t srv_next_random(struct server *s);
+
+// ---- the gate (server.c)
+
+// Ends c's parse slot (idempotent): the body's tree and the prompt's text are gone.
+void srv_parse_end(struct conn *c);
+// Frees c's buffered body and returns its bytes to the budget (idempotent).
+void srv_body_release(struct conn *c);
 
 // ---- prompts (prompt.c)
 
