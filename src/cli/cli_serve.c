@@ -42,9 +42,16 @@ static const char *k_serve_help =
     "                          (default 1024)\n"
     "      --max-body BYTES    larger request bodies are answered 413 (default: 64 bytes per token\n"
     "                          of a request's context, at least 1 MiB)\n"
-    "      --max-connections N simultaneous connections (default 256)\n"
-    "  -to, --timeout N        close a connection idle for N seconds: nothing read or written,\n"
-    "                          a client not reading its stream (default 600; 0 = never)\n"
+    "      --max-connections N connections held at most (default 512); at the cap a new one\n"
+    "                          closes the oldest connection waiting for a request, else is\n"
+    "                          answered 503 at once\n"
+    "      --max-connections-per-ip N  the same cap per client address (an IPv6 /64; default\n"
+    "                          --parallel + --queue + 8); behind a proxy, raise it\n"
+    "  -to, --timeout N        a request's headers and body must arrive within N seconds of the\n"
+    "                          connection being ready for one, and an answer's write may stall\n"
+    "                          N seconds at most (default 10)\n"
+    "      --keep-alive-timeout N  close a connection that sends nothing for N seconds between\n"
+    "                          requests (default 5)\n"
     "      --shutdown-grace S  on SIGINT / SIGTERM, running requests have S seconds to finish\n"
     "                          before they are cancelled (default 10; 0 = cancel at once)\n"
     "      --no-prefix-cache   do not reuse the KV blocks of earlier prompts\n"
@@ -88,8 +95,9 @@ int cmd_serve(int argc, char **argv) {
         .port = 8080,
         .ep = {.max_running = 8, .max_waiting = 64, .step_tokens = 256, .kv_tokens = 8192},
         .stream_buffer = 1024,
-        .max_connections = 256,
-        .timeout_s = 600,
+        .max_connections = 512,
+        .timeout_s = 10,
+        .keepalive_s = 5,
         .shutdown_grace_s = 10,
     };
     const char *env_key = getenv("LUMEN_API_KEY");
@@ -131,8 +139,12 @@ int cmd_serve(int argc, char **argv) {
             o.max_body = (size_t)cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 1024, (int64_t)1 << 30);
         else if (!strcmp(a, "--max-connections"))
             o.max_connections = (int)cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 1, 65536);
+        else if (!strcmp(a, "--max-connections-per-ip"))
+            o.max_connections_per_ip = (int)cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 1, 65536);
         else if (!strcmp(a, "-to") || !strcmp(a, "--timeout"))
-            o.timeout_s = (int)cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 0, 1 << 20);
+            o.timeout_s = (int)cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 1, 3600);
+        else if (!strcmp(a, "--keep-alive-timeout"))
+            o.keepalive_s = (int)cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 1, 3600);
         else if (!strcmp(a, "--shutdown-grace"))
             o.shutdown_grace_s = (int)cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 0, 24 * 3600);
         else if (!strcmp(a, "--no-prefix-cache")) o.ep.no_prefix_cache = true;
@@ -146,6 +158,10 @@ int cmd_serve(int argc, char **argv) {
     if (o.api_key && !*o.api_key) cli_usage_error(cmd, "--api-key: the key is empty");
     o.allowed_hosts = hosts;
     o.cors_origins = origins;
+    if (!o.max_connections_per_ip) { // one address may fill every place of the queue, and a few more
+        const int64_t n = (int64_t)o.ep.max_running + o.ep.max_waiting + 8;
+        o.max_connections_per_ip = n < o.max_connections ? (int)n : o.max_connections;
+    }
     if (o.ep.step_tokens < o.ep.max_running)
         cli_usage_error(cmd, "--batch-size %d is below --parallel %d (each running request decodes one "
                         "token per step)", o.ep.step_tokens, o.ep.max_running);

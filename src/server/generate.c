@@ -156,11 +156,13 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
             run_cut(r, w);
             if (!r->shutdown) return MHD_CONTENT_READER_END_WITH_ERROR; // nobody to tell
             stream_emit(r); // the server stops: an error event and [DONE], then the end
+            srv_idle_timer(c, (unsigned)c->s->o->timeout_s);
             continue;
         }
         run_pump(c);
         if (r->over && r->st.overflow) return MHD_CONTENT_READER_END_WITH_ERROR; // too slow: cut off
         stream_emit(r);
+        if (r->ended) srv_idle_timer(c, (unsigned)c->s->o->timeout_s); // its end must be read too
     }
 }
 

@@ -14,10 +14,17 @@ uint64_t srv_next_random(struct server *s) {
     return srv_splitmix(s->salt ^ (atomic_fetch_add(&s->next_id, 1) * 0x2545f4914f6cdd1dull));
 }
 
+void srv_idle_timer(struct conn *c, unsigned seconds) {
+    if (c->mc) MHD_set_connection_option(c->mc, MHD_CONNECTION_OPTION_TIMEOUT, seconds);
+}
+
 enum MHD_Result srv_queue(struct conn *c, struct MHD_Connection *mc, int status,
                              struct MHD_Response *resp) {
     c->status = status;
     c->answered = true;
+    // a whole answer is written now: a client that does not read it for --timeout is dropped
+    // (a stream's writes are watched once its end is written: stream_reader)
+    if (!(c->run && c->run->submitted && c->run->req.stream)) srv_idle_timer(c, (unsigned)c->s->o->timeout_s);
     if (atomic_load(&c->s->state) >= SRV_DRAINING) // clients reconnect elsewhere, not here
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     if (c->cors) MHD_add_response_header(resp, "Access-Control-Allow-Origin", c->cors);
@@ -97,9 +104,12 @@ enum MHD_Result srv_handle_health(struct conn *c, struct MHD_Connection *mc) {
 enum MHD_Result srv_handle_metrics(struct conn *c, struct MHD_Connection *mc) {
     struct server *s = c->s;
     struct lm_engine_stats st;
-    const bool ready = atomic_load(&s->state) == SRV_READY;
+    const int state = atomic_load(&s->state);
+    const bool ready = state == SRV_READY || state == SRV_DRAINING;
     if (ready) lm_engine_stats(s->e, &st); // a short lock the engine never holds across a step
-    return srv_send_body(c, mc, 200, metrics_render(s->metrics, ready ? &st : NULL),
+    struct metrics_conns cs;
+    conns_stats(s->conns, &cs);
+    return srv_send_body(c, mc, 200, metrics_render(s->metrics, ready ? &st : NULL, &cs),
                      "text/plain; version=0.0.4; charset=utf-8");
 }
 

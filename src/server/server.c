@@ -19,6 +19,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -121,6 +122,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
         c->s = s;
         c->t_arrive = srv_now_ns();
         c->fd = -1;
+        c->mc = mc;
+        const union MHD_ConnectionInfo *sc = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        c->link = sc ? sc->socket_context : NULL;
+        conns_phase(s->conns, c->link, CONNS_REQUEST); // a keep-alive connection's next request
         c->route = MR_OTHER;
         snprintf(c->method, sizeof c->method, "%s", method);
         snprintf(c->path, sizeof c->path, "%s", url);
@@ -209,6 +214,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
         return MHD_YES;
     }
     if (c->answered) return MHD_YES;
+    conns_phase(s->conns, c->link, CONNS_ACTIVE); // no request deadline while it is worked on
+    srv_idle_timer(c, 0);                         // nor MHD's idle timer: the server watches the client
     pthread_mutex_lock(&s->life_mu); // counted before the state is read: a drain waits for it
     s->active++;
     c->counted = true;
@@ -246,11 +253,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
 // went away, or MHD gave up on the connection) is cancelled here.
 static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
-    (void)mc;
     struct server *s = cls;
     struct conn *c = *con_cls;
     if (!c) return;
     *con_cls = NULL;
+    // the connection waits for its next request: idle at most --keep-alive-timeout, and the
+    // request complete within --timeout
+    conns_phase(s->conns, c->link, CONNS_IDLE);
+    MHD_set_connection_option(mc, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)s->o->keepalive_s);
     const uint64_t now = srv_now_ns();
     struct run *r = c->run;
     if (r && r->job) job_detach_client(r->job); // MHD closes the socket after this callback
@@ -463,6 +473,7 @@ static void drain(struct server *s) {
     while (!s->drain_requested) pthread_cond_wait(&s->life_cv, &s->life_mu);
     fprintf(stderr, "lumen serve: %s: draining (%d requests running, --shutdown-grace %d s)\n", s->drain_why,
             s->active, s->o->shutdown_grace_s);
+    conns_close_idle(s->conns); // keep-alive clients reconnect (and are answered 503 now)
     struct timespec dl;
     clock_gettime(CLOCK_MONOTONIC, &dl);
     dl.tv_sec += s->o->shutdown_grace_s;
@@ -519,23 +530,44 @@ int lm_server_run(const struct lm_server_opts *o) {
     atomic_init(&s->body_budget, SRV_MIN_BODY_BUDGET);
     s->limits = (struct api_limits){.max_values = 65536, .max_depth = API_MAX_DEPTH};
     int rc = 1;
+    // a descriptor per connection, a few for lingering refusals, the model's files
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        (rlim_t)o->max_connections + 512 > rl.rlim_cur)
+        fprintf(stderr, "lumen serve: warning: --max-connections %d needs about %d file descriptors; the "
+                "limit is %llu (ulimit -n)\n", o->max_connections, o->max_connections + 512,
+                (unsigned long long)rl.rlim_cur);
     bool loopback = false;
     const int lfd = s->metrics && s->stop_fd >= 0 ? listen_on(o->host, o->port, s->url, sizeof s->url, &loopback) : -1;
     if (lfd < 0) goto out;
     if (!loopback && !o->api_key)
         fprintf(stderr, "lumen serve: warning: %s is reachable beyond this machine and no API key is set: "
                 "anyone who reaches it can use the model (--api-key-file FILE)\n", s->url);
-    s->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD, 0, NULL, NULL,
-                            on_request, s, MHD_OPTION_LISTEN_SOCKET, lfd,
-                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)o->max_connections,
-                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->timeout_s,
-                            MHD_OPTION_END);
-    if (!s->d) {
+    // the front door accepts and admits (conns.c); MHD serves what it is given, a thread per
+    // connection (slack above the cap: evicted connections close while new ones start)
+    const struct conns_opts co = {.listen_fd = lfd, .max_total = o->max_connections,
+                                  .max_per_address = o->max_connections_per_ip, .request_timeout_s = o->timeout_s};
+    s->conns = conns_new(&co);
+    if (!s->conns) {
         close(lfd);
-        fprintf(stderr, "lumen serve: cannot start the HTTP server on %s\n", s->url);
+        fprintf(stderr, "lumen serve: out of memory\n");
         goto out;
+    }
+    s->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_NO_LISTEN_SOCKET |
+                                MHD_USE_ITC, 0, NULL, NULL, on_request, s,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                            MHD_OPTION_NOTIFY_CONNECTION, conns_notify, s->conns,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)o->max_connections + 256,
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->keepalive_s,
+                            MHD_OPTION_END);
+    if (!s->d || !conns_start(s->conns, s->d)) {
+        fprintf(stderr, "lumen serve: cannot start the HTTP server on %s\n", s->url);
+        goto stop;
     }
     fprintf(stderr, "lumen serve: loading %s (%s/health answers 503 until ready)\n", o->model_path, s->url);
     if (o->load_delay_ms > 0) {
@@ -608,7 +640,9 @@ stop:
     const uint64_t one = 1;
     ssize_t w = write(s->stop_fd, &one, sizeof one);
     (void)w;
-    MHD_stop_daemon(s->d);
+    conns_stop(s->conns);
+    if (s->d) MHD_stop_daemon(s->d);
+    conns_free(s->conns);
     lm_engine_free(s->e);
     lm_model_free(s->dm);
     lm_model_free(s->m);

@@ -19,8 +19,11 @@ struct lm_server_opts {
     int32_t stream_buffer;      // events held per request before a slow client is cut off
     size_t max_body;            // request bodies above this are answered 413 (0: 64 bytes per token of
                                 // a request's context, at least 1 MiB)
-    int max_connections;
-    int timeout_s;              // a connection idle (no byte read or written) this long is closed
+    int max_connections;        // connections held at most (more: the oldest idle one is closed, else 503)
+    int max_connections_per_ip; // of them, from one address (IPv6: a /64); 0: --parallel + --queue + 8
+    int timeout_s;              // a request's headers and body arrive within this of the connection
+                                // being ready for one; a write stalled this long ends the connection
+    int keepalive_s;            // a connection with nothing received this long is closed
     int shutdown_grace_s;       // SIGTERM: running requests have this long to finish, then are cancelled
     int load_delay_ms;          // test hook (LUMEN_SERVE_LOAD_DELAY_MS): /health says 503 longer
     bool lookup;                // requests draft by prompt lookup unless they say "lookup": false

@@ -13,6 +13,7 @@
 
 #include "api.h"
 #include "assets.h"
+#include "conns.h"
 #include "job.h"
 #include "metrics.h"
 #include "policy.h"
@@ -35,6 +36,7 @@ enum srv_state { SRV_LOADING, SRV_READY, SRV_DRAINING, SRV_STOPPING };
 struct server {
     const struct lm_server_opts *o;
     struct MHD_Daemon *d;
+    struct conns *conns;       // the front door: accepts, caps, deadlines (conns.h)
     atomic_int state;
     int stop_fd;               // eventfd, written once to stop: every waiting HTTP thread wakes
     pthread_mutex_t life_mu;   // guards the fields below; life_cv: their changes
@@ -109,6 +111,8 @@ struct conn {
     size_t body_counted; // bytes of body counted in s->body_bytes
     int status;
     char id[24];
+    struct MHD_Connection *mc;
+    void *link;          // the connection's record in s->conns
     const char *cors;    // Access-Control-Allow-Origin for a --cors-origin page, else NULL
     char err[200];       // the error answered (log line)
     struct run *run;
@@ -126,6 +130,10 @@ enum MHD_Result srv_fail(struct conn *c, struct MHD_Connection *mc, int status, 
                          const char *code, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 // 503: loading, or shutting down
 enum MHD_Result srv_not_ready(struct conn *c, struct MHD_Connection *mc);
+// MHD's idle timer of c's connection: 0 while a request is worked on (the server watches the
+// client itself), --timeout while an answer is written (a client that stops reading is
+// dropped), --keep-alive-timeout between requests.
+void srv_idle_timer(struct conn *c, unsigned seconds);
 // A random 64-bit value (seeds of requests that give none).
 uint64_t srv_next_random(struct server *s);
 
