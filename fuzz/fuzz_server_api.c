@@ -15,6 +15,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define N_VOCAB 262144
 
+static const struct api_limits k_lim = {.max_values = 4096, .max_depth = API_MAX_DEPTH};
+
 static void check_error(const struct api_error *e) {
     if (e->status < 400 || e->status > 599 || !e->message[0]) __builtin_trap();
     char *s = api_error_json(e);
@@ -76,7 +78,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     case 1: {
         struct api_request r;
         const enum api_kind kind = data[0] % 4 == 0 ? API_COMPLETION : API_CHAT;
-        if (api_parse_generate(body, len, kind, N_VOCAB, &r, &e)) {
+        if (api_parse_generate(body, len, kind, N_VOCAB, &k_lim, &r, &e)) {
             check_request(&r);
             api_request_free(&r);
         } else {
@@ -86,7 +88,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     case 2: {
         struct api_tokenize t;
-        if (api_parse_tokenize(body, len, &t, &e)) {
+        if (api_parse_tokenize(body, len, &k_lim, &t, &e)) {
             if (!t.content || strlen(t.content) != t.len) __builtin_trap(); // no NUL inside
             free(t.content);
         } else {
@@ -96,7 +98,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     default: {
         int32_t *ids = NULL, n = 0;
-        if (api_parse_detokenize(body, len, N_VOCAB, &ids, &n, &e)) {
+        if (api_parse_detokenize(body, len, N_VOCAB, &k_lim, &ids, &n, &e)) {
             for (int32_t i = 0; i < n; i++)
                 if (ids[i] < 0 || ids[i] >= N_VOCAB) __builtin_trap();
             free(ids);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # lumen serve end to end: the pytest suite in tests/server/ drives a live `lumen serve` (the
 # build's own binary, LUMEN_BIN) through the official openai client and raw HTTP: answers,
-# streams, errors, disconnects, backpressure, /health, /metrics, clean shutdown.
+# streams, errors, disconnects, backpressure, /health, /metrics, connections, limits, browser
+# safety, draining. Tests marked slow are tests/test_server_slow.sh's.
 # LM_TEST_LABELS: model;server
 set -u
 ROOT="${LUMEN_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}"
@@ -12,4 +13,4 @@ if ! "$PY" -c 'import openai, pytest' 2>/dev/null; then
   exit 1
 fi
 cd "$ROOT/tests/server" || exit 1
-exec "$PY" -m pytest -q -p no:cacheprovider -o console_output_style=classic "$@" .
+exec "$PY" -m pytest -q -p no:cacheprovider -o console_output_style=classic -m "not slow" "$@" .

@@ -5,7 +5,6 @@
 #include "api.h"
 #include "util.h"
 
-#include <errno.h>
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>
@@ -321,25 +320,42 @@ static bool parse_stop(json_t *o, struct api_request *r, struct api_error *e) {
     return true;
 }
 
+// A logit_bias key: a token id in canonical decimal ("0", "17"; not "017", "+17", " 17" or
+// "1e1", which would name the same token twice), below n_vocab. -1 when it is not one.
+static long long bias_key(const char *key, int32_t n_vocab) {
+    const size_t n = strlen(key);
+    if (n == 0 || n > 10 || (key[0] == '0' && n > 1)) return -1;
+    long long id = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (key[i] < '0' || key[i] > '9') return -1;
+        id = id * 10 + (key[i] - '0');
+    }
+    return id < n_vocab ? id : -1;
+}
+
 // logit_bias: {"token id": bias in [-100, 100]}; -100 bans the token (as OpenAI documents).
+// Keys are canonical decimal ids (the body's duplicate keys are refused by the JSON load),
+// at most API_MAX_LOGIT_BIAS of them.
 static bool parse_logit_bias(json_t *o, int32_t n_vocab, struct api_request *r, struct api_error *e) {
     json_t *b = field(o, "logit_bias");
     if (!b) return true;
     if (!json_is_object(b)) return wrong_type(e, "logit_bias", "an object of token id: bias", b);
     const size_t k = json_object_size(b);
     if (k == 0) return true;
+    if (k > API_MAX_LOGIT_BIAS)
+        return bad_request(e, "invalid_value", "logit_bias", "'logit_bias' has %zu entries (at most %d)", k,
+                           API_MAX_LOGIT_BIAS);
     r->bias_tokens = malloc(k * sizeof *r->bias_tokens);
     r->bias_values = malloc(k * sizeof *r->bias_values);
     if (!r->bias_tokens || !r->bias_values) return oom(e);
     const char *key;
     json_t *v;
     json_object_foreach(b, key, v) {
-        char *end;
-        errno = 0;
-        const long long id = strtoll(key, &end, 10);
-        if (errno || end == key || *end || id < 0 || id >= n_vocab)
-            return bad_request(e, "invalid_value", "logit_bias", "logit_bias key '%.40s' is not a token "
-                               "id in [0, %d)", key, n_vocab);
+        const long long id = bias_key(key, n_vocab);
+        if (id < 0)
+            return bad_request(e, "invalid_value", "logit_bias", "logit_bias key '%.40s' is not a token id "
+                               "in [0, %d) written in decimal without sign, spaces or leading zeros", key,
+                               n_vocab);
         if (!json_is_number(v))
             return bad_request(e, "invalid_type", "logit_bias", "logit_bias['%s'] must be a number (got "
                                "%s)", key, json_kind(v));
@@ -423,9 +439,43 @@ static bool parse_unsupported(json_t *o, enum api_kind kind, struct api_error *e
 
 // ================================================================ entry points
 
-static json_t *load_object(const char *body, size_t len, struct api_error *e) {
+bool api_json_within(const char *p, size_t n, const struct api_limits *lim, struct api_error *e) {
+    size_t values = 0;
+    int depth = 0;
+    bool in_token = false; // inside a number or literal
+    for (size_t i = 0; i < n; i++) {
+        const char ch = p[i];
+        if (ch == '"') { // a string (or a key): one value; skip to its end
+            values++;
+            in_token = false;
+            for (i++; i < n && p[i] != '"'; i++)
+                if (p[i] == '\\') i++;
+        } else if (ch == '{' || ch == '[') {
+            values++;
+            in_token = false;
+            if (++depth > lim->max_depth)
+                return bad_request(e, "invalid_json", NULL, "the JSON body nests deeper than %d levels",
+                                   lim->max_depth);
+        } else if (ch == '}' || ch == ']' || ch == ',' || ch == ':' || ch == ' ' || ch == '\t' ||
+                   ch == '\n' || ch == '\r') {
+            if (ch == '}' || ch == ']') depth--;
+            in_token = false;
+        } else if (!in_token) { // a number or a literal starts
+            values++;
+            in_token = true;
+        }
+        if (values > lim->max_values)
+            return api_fail(e, 413, "invalid_request_error", "request_too_large", NULL, "the JSON body holds "
+                            "more than %zu values (strings, numbers, objects, arrays)", lim->max_values);
+    }
+    return true;
+}
+
+static json_t *load_object(const char *body, size_t len, const struct api_limits *lim, struct api_error *e) {
+    if (lim && !api_json_within(body ? body : "", len, lim, e)) return NULL;
     json_error_t je;
-    json_t *root = json_loadb(body ? body : "", len, 0, &je);
+    // duplicate keys are refused: two parsers (a proxy's and ours) must not read one body two ways
+    json_t *root = json_loadb(body ? body : "", len, JSON_REJECT_DUPLICATES, &je);
     if (!root) {
         bad_request(e, "invalid_json", NULL, "malformed JSON body: %s (line %d, column %d)", je.text,
                     je.line, je.column);
@@ -440,11 +490,11 @@ static json_t *load_object(const char *body, size_t len, struct api_error *e) {
 }
 
 bool api_parse_generate(const char *body, size_t len, enum api_kind kind, int32_t n_vocab,
-                        struct api_request *r, struct api_error *e) {
+                        const struct api_limits *lim, struct api_request *r, struct api_error *e) {
     memset(r, 0, sizeof *r);
     r->kind = kind;
     r->sampling = lm_sampler_params_default();
-    json_t *o = load_object(body, len, e);
+    json_t *o = load_object(body, len, lim, e);
     if (!o) return false;
     bool ok = true;
     json_t *model = field(o, "model");
@@ -518,10 +568,11 @@ void api_request_free(struct api_request *r) {
     r->kind = kind;
 }
 
-bool api_parse_tokenize(const char *body, size_t len, struct api_tokenize *t, struct api_error *e) {
+bool api_parse_tokenize(const char *body, size_t len, const struct api_limits *lim, struct api_tokenize *t,
+                        struct api_error *e) {
     memset(t, 0, sizeof *t);
     t->parse_special = true;
-    json_t *o = load_object(body, len, e);
+    json_t *o = load_object(body, len, lim, e);
     if (!o) return false;
     bool ok = true;
     json_t *c = field(o, "content");
@@ -539,11 +590,11 @@ bool api_parse_tokenize(const char *body, size_t len, struct api_tokenize *t, st
     return ok;
 }
 
-bool api_parse_detokenize(const char *body, size_t len, int32_t n_vocab, int32_t **ids,
-                          int32_t *n_ids, struct api_error *e) {
+bool api_parse_detokenize(const char *body, size_t len, int32_t n_vocab, const struct api_limits *lim,
+                          int32_t **ids, int32_t *n_ids, struct api_error *e) {
     *ids = NULL;
     *n_ids = 0;
-    json_t *o = load_object(body, len, e);
+    json_t *o = load_object(body, len, lim, e);
     if (!o) return false;
     bool ok = true;
     json_t *t = field(o, "tokens");

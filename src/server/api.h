@@ -14,7 +14,17 @@ enum api_kind { API_COMPLETION, API_CHAT };
 #define API_MAX_STOP 16       // stop strings per request
 #define API_MAX_STOP_LEN 512  // bytes of one stop string
 #define API_MAX_MESSAGES 4096
+#define API_MAX_LOGIT_BIAS 1024 // logit_bias entries
 #define API_MAX_TOP_LOGPROBS LM_MAX_TOP_LOGPROBS
+
+// Bounds on a body's JSON checked before jansson builds its tree (a body of "[{},{},...]"
+// costs ~70 bytes of heap per 3 body bytes as a tree): values (every string, number,
+// literal, object and array, keys included) and nesting depth.
+struct api_limits {
+    size_t max_values;
+    int max_depth;
+};
+#define API_MAX_DEPTH 64 // nesting of a body (lumen reads depth 4 at most)
 
 // An error answer: HTTP status and OpenAI's {"error": {"message", "type", "param", "code"}}.
 struct api_error {
@@ -72,10 +82,16 @@ struct api_request {
     bool draft_model, draft_model_given; // "draft_model": bool (default: the server has one)
 };
 
-// Parses a /v1/completions or /v1/chat/completions body. n_vocab bounds token ids (prompt
-// ids, logit_bias keys). On failure returns false with e filled (400) and r freed.
+// Counts the values and the depth of a JSON text without building anything (strings
+// skipped with their escapes; a malformed text is left to the parser). False with e filled
+// (413 request_too_large: too many values; 400 invalid_json: too deep) beyond lim.
+bool api_json_within(const char *body, size_t len, const struct api_limits *lim, struct api_error *e);
+
+// Parses a /v1/completions or /v1/chat/completions body (api_json_within first). n_vocab
+// bounds token ids (prompt ids, logit_bias keys). On failure returns false with e filled
+// (400, or 413 beyond lim) and r freed.
 bool api_parse_generate(const char *body, size_t len, enum api_kind kind, int32_t n_vocab,
-                        struct api_request *r, struct api_error *e);
+                        const struct api_limits *lim, struct api_request *r, struct api_error *e);
 void api_request_free(struct api_request *r);
 
 // The request's logprob setting as lm_request_params.n_logprobs (0 = none).
@@ -88,10 +104,11 @@ struct api_tokenize {
     size_t len;
     bool add_special, parse_special, with_pieces;
 };
-bool api_parse_tokenize(const char *body, size_t len, struct api_tokenize *t, struct api_error *e);
+bool api_parse_tokenize(const char *body, size_t len, const struct api_limits *lim, struct api_tokenize *t,
+                        struct api_error *e);
 
 // POST /detokenize: {"tokens": [int, ...]} with every id in [0, n_vocab). *ids is malloc'd.
-bool api_parse_detokenize(const char *body, size_t len, int32_t n_vocab, int32_t **ids,
-                          int32_t *n_ids, struct api_error *e);
+bool api_parse_detokenize(const char *body, size_t len, int32_t n_vocab, const struct api_limits *lim,
+                          int32_t **ids, int32_t *n_ids, struct api_error *e);
 
 #endif

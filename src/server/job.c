@@ -1,19 +1,25 @@
 // The engine <-> HTTP thread bridge of one request (job.h). The engine thread holds the
-// job's mutex only to append an event; the HTTP thread only to copy events out.
+// job's mutex only to append an event (and, for a sleeping waiter, to write its eventfd);
+// the HTTP thread only to copy events out.
 #define _GNU_SOURCE // POLLRDHUP
 #include "job.h"
 
+#include <errno.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
-struct job *job_new(struct lm_engine *e, int32_t cap, int32_t n_top_max) {
+struct job *job_new(struct lm_engine *e, int32_t cap, int32_t n_top_max, int client_fd) {
     struct job *j = calloc(1, sizeof *j);
     if (!j) return NULL;
     j->refs = 1;
     j->e = e;
+    j->client_fd = client_fd;
+    j->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     j->cap = cap > 0 ? cap : 1;
     j->n_top_max = n_top_max;
     j->ev = malloc((size_t)j->cap * sizeof *j->ev);
@@ -21,13 +27,8 @@ struct job *job_new(struct lm_engine *e, int32_t cap, int32_t n_top_max) {
         j->top_tok = malloc((size_t)j->cap * (size_t)n_top_max * sizeof *j->top_tok);
         j->top_lp = malloc((size_t)j->cap * (size_t)n_top_max * sizeof *j->top_lp);
     }
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&j->cv, &ca);
-    pthread_condattr_destroy(&ca);
     pthread_mutex_init(&j->mu, NULL);
-    if (!j->ev || (n_top_max > 0 && (!j->top_tok || !j->top_lp))) {
+    if (j->wake_fd < 0 || !j->ev || (n_top_max > 0 && (!j->top_tok || !j->top_lp))) {
         job_unref(j);
         return NULL;
     }
@@ -36,7 +37,7 @@ struct job *job_new(struct lm_engine *e, int32_t cap, int32_t n_top_max) {
 
 static void job_free(struct job *j) {
     pthread_mutex_destroy(&j->mu);
-    pthread_cond_destroy(&j->cv);
+    if (j->wake_fd >= 0) close(j->wake_fd);
     free(j->ev);
     free(j->top_tok);
     free(j->top_lp);
@@ -73,9 +74,12 @@ static void job_on_event(void *user, const struct lm_event *ev) {
             }
             j->count++;
         } else if (!j->st.overflow) {
+            // too slow: its HTTP thread is blocked in a write; shutting the socket ends that
+            // write now (the connection closes, logged and counted at once), not at a timeout
             j->st.overflow = true;
             cancel = !j->cancel_sent;
             j->cancel_sent = true;
+            if (j->client_fd >= 0) shutdown(j->client_fd, SHUT_RDWR);
         }
     }
     int left = 1;
@@ -88,7 +92,12 @@ static void job_on_event(void *user, const struct lm_event *ev) {
         if (ev->error) snprintf(j->st.error, sizeof j->st.error, "%s", ev->error);
         left = --j->refs; // the engine's reference: no more events
     }
-    pthread_cond_broadcast(&j->cv);
+    if (j->sleeping) { // under the lock: the waiter may free the job once it is released
+        j->sleeping = false;
+        const uint64_t one = 1;
+        ssize_t w = write(j->wake_fd, &one, sizeof one);
+        (void)w; // EAGAIN only at a counter of 2^64 - 2: the waiter is awake already
+    }
     pthread_mutex_unlock(&j->mu);
     // j may be freed by the HTTP side from here on (when left > 0): only locals below
     if (cancel) lm_engine_cancel(e, id);
@@ -118,31 +127,33 @@ void job_cancel(struct job *j) {
     if (send) lm_engine_cancel(j->e, id);
 }
 
-bool client_gone(int fd) {
-    if (fd < 0) return false;
-    struct pollfd p = {.fd = fd, .events = POLLRDHUP};
-    if (poll(&p, 1, 0) <= 0) return false;
-    return (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
+void job_detach_client(struct job *j) {
+    pthread_mutex_lock(&j->mu);
+    j->client_fd = -1;
+    pthread_mutex_unlock(&j->mu);
 }
 
-enum job_wait job_wait(struct job *j, int fd, const atomic_bool *stopping) {
+enum job_wait job_wait(struct job *j, int stop_fd) {
     for (;;) {
         pthread_mutex_lock(&j->mu);
-        if (j->count == 0 && !j->st.done) {
-            struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            ts.tv_nsec += 10 * 1000000L;
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-            }
-            pthread_cond_timedwait(&j->cv, &j->mu, &ts);
-        }
         const bool ready = j->count > 0 || j->st.done;
+        j->sleeping = !ready;
         pthread_mutex_unlock(&j->mu);
+        // the client's hangup and the stop are checked on every wake-up, events or not
+        struct pollfd p[3] = {{.fd = j->client_fd, .events = POLLRDHUP},
+                              {.fd = stop_fd, .events = POLLIN},
+                              {.fd = j->wake_fd, .events = POLLIN}};
+        const int k = poll(p, 3, ready ? 0 : -1);
+        if (k < 0 && errno != EINTR) return JOB_CLIENT_GONE; // cannot watch the socket: give up on it
+        if (j->client_fd >= 0 && (p[0].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)))
+            return JOB_CLIENT_GONE;
+        if (stop_fd >= 0 && (p[1].revents & POLLIN)) return JOB_STOPPING;
         if (ready) return JOB_READY;
-        if (stopping && atomic_load(stopping)) return JOB_STOPPING;
-        if (client_gone(fd)) return JOB_CLIENT_GONE;
+        if (p[2].revents & POLLIN) {
+            uint64_t v;
+            ssize_t r = read(j->wake_fd, &v, sizeof v);
+            (void)r;
+        }
     }
 }
 

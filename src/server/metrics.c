@@ -9,7 +9,7 @@
 
 #include "util.h"
 
-static const int k_status[] = {200, 400, 401, 404, 405, 413, 429, 499, 500, 503};
+static const int k_status[] = {200, 204, 400, 401, 403, 404, 405, 408, 413, 415, 429, 499, 500, 503};
 #define N_STATUS ((int)(sizeof k_status / sizeof k_status[0]))
 
 static const char *const k_route[MR_COUNT] = {
@@ -120,7 +120,7 @@ static void scalar(struct sbuf *b, const char *name, const char *type, const cha
     sbuf_printf(b, "%s %.17g\n", name, v);
 }
 
-char *metrics_render(struct metrics *m, const struct lm_engine_stats *st) {
+char *metrics_render(struct metrics *m, const struct lm_engine_stats *st, const struct metrics_conns *cs) {
     struct mdata s;
     pthread_mutex_lock(&m->mu);
     s = m->d; // a consistent copy; render outside the lock
@@ -165,6 +165,16 @@ char *metrics_render(struct metrics *m, const struct lm_engine_stats *st) {
 
     scalar(&b, "lumen_model_ready", "gauge", "1 once the model is loaded and requests are served.",
            st ? 1 : 0);
+    const struct metrics_conns none = {0};
+    if (!cs) cs = &none;
+    scalar(&b, "lumen_connections_open", "gauge", "Client connections held (at most --max-connections).",
+           cs->open);
+    head(&b, "lumen_connections_dropped_total", "counter", "Connections the server ended before a request "
+         "(refused: a 503 at the connection caps; evicted: an idle or unfinished one closed to admit a new "
+         "one at a cap; timeout: no complete request within --timeout).");
+    sbuf_printf(&b, "lumen_connections_dropped_total{reason=\"refused\"} %llu\n", (unsigned long long)cs->refused);
+    sbuf_printf(&b, "lumen_connections_dropped_total{reason=\"evicted\"} %llu\n", (unsigned long long)cs->evicted);
+    sbuf_printf(&b, "lumen_connections_dropped_total{reason=\"timeout\"} %llu\n", (unsigned long long)cs->timed_out);
     if (st) {
         scalar(&b, "lumen_requests_running", "gauge", "Requests the engine is running (prefill or "
                "decode).", st->running);

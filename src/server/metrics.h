@@ -24,7 +24,13 @@ void metrics_request(struct metrics *m, enum metrics_route r, int status);
 void metrics_tokens(struct metrics *m, int64_t prompt, int64_t generated);
 void metrics_finish(struct metrics *m, enum metrics_finish f);
 void metrics_observe(struct metrics *m, enum metrics_hist h, double seconds);
+// The front door's connections (conns.c).
+struct metrics_conns {
+    int open;                             // held now
+    uint64_t refused, evicted, timed_out; // dropped at the caps (503; an idle one closed) or the deadline
+};
+
 // The exposition text (malloc'd); st is NULL while the model loads.
-char *metrics_render(struct metrics *m, const struct lm_engine_stats *st);
+char *metrics_render(struct metrics *m, const struct lm_engine_stats *st, const struct metrics_conns *cs);
 
 #endif

@@ -17,7 +17,8 @@ bool gen_init(struct gen *g, const struct lm_tokenizer *tok, const struct api_re
     lm_detok_init(&g->dt, false);
     g->piece_cap = lm_tokenizer_max_piece(tok) + 8;
     g->piece = malloc(g->piece_cap);
-    return g->piece != NULL;
+    if (req->logprobs) g->lp_pend = json_array();
+    return g->piece != NULL && (!req->logprobs || g->lp_pend != NULL);
 }
 
 void gen_free(struct gen *g) {
@@ -28,6 +29,9 @@ void gen_free(struct gen *g) {
     json_decref(g->lp_values);
     json_decref(g->lp_top);
     json_decref(g->lp_off);
+    json_decref(g->lp_pend);
+    free(g->pend_start);
+    free(g->pend_end);
     memset(g, 0, sizeof *g);
 }
 
@@ -57,12 +61,13 @@ static size_t tok_bytes(const struct gen *g, int32_t id, char *buf, size_t cap) 
     return n < cap ? n : cap;
 }
 
-static void record_logprobs(struct gen *g, const struct gen_tok *t) {
+// The logprob entry of one token, held until its text is released: chat's
+// {"token", "logprob", "bytes", "top_logprobs"}, or completions' [token, logprob, top,
+// text_offset] (split into the four parallel arrays on release).
+static json_t *logprob_entry(struct gen *g, const struct gen_tok *t) {
     char *buf = g->piece; // free again: the piece was consumed before this is called
     const size_t cap = g->piece_cap;
-    size_t n = tok_bytes(g, t->token, buf, cap);
     if (g->req->kind == API_CHAT) {
-        if (!g->lp) g->lp = json_array();
         json_t *top = json_array();
         for (int32_t i = 0; i < t->n_top; i++) {
             const size_t k = tok_bytes(g, t->top_tok[i], buf, cap);
@@ -72,25 +77,14 @@ static void record_logprobs(struct gen *g, const struct gen_tok *t) {
             json_object_set_new(alt, "bytes", json_bytes(buf, k));
             json_array_append_new(top, alt);
         }
-        n = tok_bytes(g, t->token, buf, cap);
+        const size_t n = tok_bytes(g, t->token, buf, cap);
         json_t *ent = json_object();
         json_object_set_new(ent, "token", json_text(buf, n));
         json_object_set_new(ent, "logprob", json_lp(t->logprob));
         json_object_set_new(ent, "bytes", json_bytes(buf, n));
         json_object_set_new(ent, "top_logprobs", top);
-        json_array_append_new(g->lp, ent);
-        return;
+        return ent;
     }
-    if (!g->lp_tokens) {
-        g->lp_tokens = json_array();
-        g->lp_values = json_array();
-        g->lp_top = json_array();
-        g->lp_off = json_array();
-    }
-    json_array_append_new(g->lp_tokens, json_text(buf, n));
-    json_array_append_new(g->lp_values, json_lp(t->logprob));
-    json_array_append_new(g->lp_off, json_integer((json_int_t)g->tok_off));
-    g->tok_off += n;
     json_t *top = json_object();
     for (int32_t i = 0; i < t->n_top; i++) {
         const size_t k = tok_bytes(g, t->top_tok[i], buf, cap);
@@ -99,7 +93,69 @@ static void record_logprobs(struct gen *g, const struct gen_tok *t) {
             json_object_set_new(top, json_string_value(key), json_lp(t->top_lp[i]));
         json_decref(key);
     }
-    json_array_append_new(g->lp_top, top);
+    const size_t n = tok_bytes(g, t->token, buf, cap);
+    json_t *ent = json_array();
+    json_array_append_new(ent, json_text(buf, n));
+    json_array_append_new(ent, json_lp(t->logprob));
+    json_array_append_new(ent, top);
+    json_array_append_new(ent, json_integer((json_int_t)g->tok_off));
+    g->tok_off += n;
+    return ent;
+}
+
+static void hold_logprob(struct gen *g, json_t *ent, size_t start, size_t end) {
+    if (!ent || !g->lp_pend) {
+        json_decref(ent);
+        g->oom = true;
+        return;
+    }
+    if (g->n_pend == g->pend_cap) {
+        const size_t cap = g->pend_cap ? 2 * g->pend_cap : 16;
+        size_t *s = realloc(g->pend_start, cap * sizeof *s);
+        if (s) g->pend_start = s;
+        size_t *e = s ? realloc(g->pend_end, cap * sizeof *e) : NULL;
+        if (e) g->pend_end = e;
+        if (!s || !e) {
+            json_decref(ent);
+            g->oom = true;
+            return;
+        }
+        g->pend_cap = cap;
+    }
+    g->pend_start[g->n_pend] = start;
+    g->pend_end[g->n_pend++] = end;
+    json_array_append_new(g->lp_pend, ent);
+}
+
+// Moves the held entries whose text is released (end <= upto; with partial, start < upto:
+// a token whose text begins before a stop string) to the output, in order; with drop_rest,
+// the others are discarded (their text never reaches the client).
+static void release_logprobs(struct gen *g, size_t upto, bool partial, bool drop_rest) {
+    size_t k = 0;
+    while (k < g->n_pend && (partial ? g->pend_start[k] < upto : g->pend_end[k] <= upto)) k++;
+    for (size_t i = 0; i < k; i++) {
+        json_t *ent = json_array_get(g->lp_pend, i);
+        if (g->req->kind == API_CHAT) {
+            if (!g->lp) g->lp = json_array();
+            json_array_append(g->lp, ent);
+            continue;
+        }
+        if (!g->lp_tokens) {
+            g->lp_tokens = json_array();
+            g->lp_values = json_array();
+            g->lp_top = json_array();
+            g->lp_off = json_array();
+        }
+        json_array_append(g->lp_tokens, json_array_get(ent, 0));
+        json_array_append(g->lp_values, json_array_get(ent, 1));
+        json_array_append(g->lp_top, json_array_get(ent, 2));
+        json_array_append(g->lp_off, json_array_get(ent, 3));
+    }
+    const size_t n = drop_rest ? g->n_pend : k;
+    for (size_t i = 0; i < n; i++) json_array_remove(g->lp_pend, 0);
+    memmove(g->pend_start, g->pend_start + n, (g->n_pend - n) * sizeof *g->pend_start);
+    memmove(g->pend_end, g->pend_end + n, (g->n_pend - n) * sizeof *g->pend_end);
+    g->n_pend -= n;
 }
 
 json_t *gen_take_logprobs(struct gen *g) {
@@ -142,7 +198,10 @@ bool gen_token(struct gen *g, const struct gen_tok *t, struct sbuf *out) {
     if (lm_detok_push(g->tok, &g->dt, t->token, g->piece, g->piece_cap, &np) != LM_OK) np = 0;
     g->n_tokens++;
     const struct api_request *r = g->req;
+    const size_t tok_start = g->decoded;
+    g->decoded += np;
     bool hit = false;
+    size_t stop_at = 0; // decoded bytes before the stop string, once one matched
     if (r->n_stop == 0) {
         sbuf_append(out, g->piece, np);
     } else {
@@ -155,6 +214,7 @@ bool gen_token(struct gen *g, const struct gen_tok *t, struct sbuf *out) {
         }
         if (best != SIZE_MAX) {
             sbuf_append(out, g->hold.p, best);
+            stop_at = g->decoded - g->hold.n + best;
             sbuf_consume(&g->hold, g->hold.n);
             g->stopped = hit = true;
         } else {
@@ -163,7 +223,11 @@ bool gen_token(struct gen *g, const struct gen_tok *t, struct sbuf *out) {
             sbuf_consume(&g->hold, g->hold.n - keep);
         }
     }
-    if (r->logprobs) record_logprobs(g, t);
+    if (r->logprobs) { // a token's logprobs go out with its text, never ahead of it
+        hold_logprob(g, logprob_entry(g, t), tok_start, g->decoded);
+        if (hit) release_logprobs(g, stop_at, true, true);
+        else release_logprobs(g, g->decoded - g->hold.n, false, false);
+    }
     if (out->oom || g->hold.oom) g->oom = true;
     return hit;
 }
@@ -175,6 +239,7 @@ void gen_finish(struct gen *g, struct sbuf *out) {
     sbuf_append(&g->hold, tail, n);
     sbuf_append(out, g->hold.p, g->hold.n);
     sbuf_consume(&g->hold, g->hold.n);
+    if (g->req->logprobs) release_logprobs(g, SIZE_MAX, false, false);
     if (out->oom || g->hold.oom) g->oom = true;
 }
 

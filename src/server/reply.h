@@ -30,7 +30,10 @@ struct gen {
     bool stopped;         // a stop string matched: later tokens are not part of the answer
     int32_t n_tokens;     // tokens consumed (usage.completion_tokens)
     size_t tok_off;       // bytes of the pieces so far (completions' text_offset)
-    json_t *lp;           // logprobs of the tokens since the last gen_take_logprobs, or NULL
+    size_t decoded;       // bytes the detokenizer produced so far (released + held)
+    json_t *lp_pend;      // logprob entries of tokens whose text is still held back
+    size_t *pend_start, *pend_end, n_pend, pend_cap; // their text's [start, end) in decoded bytes
+    json_t *lp;           // released logprobs since the last gen_take_logprobs, or NULL
     json_t *lp_tokens, *lp_values, *lp_top, *lp_off; // completions' parallel arrays
     bool oom;
 };
@@ -43,9 +46,11 @@ void gen_free(struct gen *g);
 bool gen_token(struct gen *g, const struct gen_tok *t, struct sbuf *out);
 // The generation ended without a stop string: releases what is held.
 void gen_finish(struct gen *g, struct sbuf *out);
-// Logprobs of the tokens consumed since the last call, in the route's shape (completions:
+// Logprobs of the tokens released since the last call, in the route's shape (completions:
 // tokens/token_logprobs/top_logprobs/text_offset; chat: content[]), or NULL when the
-// request asked for none or no token was consumed.
+// request asked for none or none was released. A token's entry is released with the last
+// byte of its text (never ahead of text held back as a possible stop string); when a stop
+// string matches, the tokens whose text begins before it are released, the rest dropped.
 json_t *gen_take_logprobs(struct gen *g);
 
 // What every response of one request repeats.

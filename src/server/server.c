@@ -1,7 +1,6 @@
-// `lumen serve`: libmicrohttpd in thread-per-connection mode, routing, API key, the
-// OpenAI generation routes (whole answers and server-sent events), /health, /metrics,
-// /v1/models, /tokenize, /detokenize and the embedded web page. The engine thread owns
-// the model; every HTTP thread parses, queues, then waits on its own job (job.h).
+// `lumen serve`: libmicrohttpd in thread-per-connection mode, routing and the API key (the
+// MHD callbacks), start-up and shutdown. The routes are in generate.c and routes.c; the
+// engine thread owns the model, every HTTP thread parses, queues, then waits on its job.
 #define _GNU_SOURCE
 #include "server.h"
 
@@ -19,94 +18,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "api.h"
-#include "assets.h"
-#include "job.h"
-#include "metrics.h"
-#include "reply.h"
-#include "util.h"
+#include "policy.h"
+#include "srv.h"
 
-// ================================================================ types
-
-enum srv_state { SRV_LOADING, SRV_READY, SRV_STOPPING };
-
-#define SRV_SNDBUF (128 * 1024) // bytes of a connection's kernel send buffer
-
-struct server {
-    const struct lm_server_opts *o;
-    struct MHD_Daemon *d;
-    atomic_int state;
-    atomic_bool stopping;
-    struct lm_model *m;
-    struct lm_model *dm;       // -md: the draft model, or NULL
-    struct lm_engine *e;
-    const struct lm_tokenizer *tok;
-    int32_t n_vocab, n_ctx, kv_tokens, n_ctx_train;
-    enum lm_chat_template tmpl;
-    const char *tmpl_source;
-    char model_id[256];
-    char url[300];
-    struct metrics *metrics;
-    long long started;
-    atomic_uint_fast64_t next_id;
-    uint64_t salt;
-};
-
-// A generation request (completions or chat) on its HTTP thread.
-struct run {
-    struct api_request req;
-    struct gen gen;
-    struct reply rp;
-    struct job *job;
-    int32_t *prompt;
-    int32_t n_prompt;
-    struct job_ev ev[64];
-    int32_t *top_tok;
-    float *top_lp;
-    struct sbuf text;    // released text not sent yet (stream: this chunk; else the answer)
-    struct sbuf out;     // stream: SSE bytes not handed to MHD yet
-    size_t out_off;
-    bool submitted, sent_first, over, ended, failed;
-    const char *finish;  // "stop" / "length" once over without failure
-    enum metrics_finish mf;
-    char note[320];      // why it ended abnormally (log line)
-    struct job_state st;
-    uint64_t t_first, t_prev;
-    bool queue_seen;
-};
-
-// One HTTP request (MHD's con_cls), freed when MHD reports it complete.
-struct conn {
-    struct server *s;
-    enum metrics_route route;
-    char method[8];
-    char path[96];
-    uint64_t t_arrive;
-    int fd;
-    struct sbuf body;
-    bool too_large, answered;
-    int status;
-    char id[24];
-    char err[200];       // the error answered (log line)
-    struct run *run;
-};
-
-// ================================================================ small helpers
-
-static uint64_t splitmix(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
-static uint64_t next_random(struct server *s) {
-    return splitmix(s->salt ^ (atomic_fetch_add(&s->next_id, 1) * 0x2545f4914f6cdd1dull));
-}
+// ================================================================ routing
 
 static bool key_matches(const char *want, const char *got) {
     const size_t n = strlen(want), m = got ? strlen(got) : 0;
@@ -114,73 +35,6 @@ static bool key_matches(const char *want, const char *got) {
     for (size_t i = 0; i < n; i++) diff |= (unsigned char)want[i] ^ (unsigned char)(i < m ? got[i] : 0);
     return diff == 0; // the same time whatever the first wrong byte
 }
-
-static enum MHD_Result queue(struct conn *c, struct MHD_Connection *mc, int status,
-                             struct MHD_Response *resp) {
-    c->status = status;
-    c->answered = true;
-    const enum MHD_Result r = MHD_queue_response(mc, (unsigned)status, resp);
-    MHD_destroy_response(resp);
-    return r;
-}
-
-// Answers with a malloc'd body (taken over; NULL = out of memory -> 500).
-static enum MHD_Result send_body(struct conn *c, struct MHD_Connection *mc, int status, char *body,
-                                 const char *type) {
-    if (!body) {
-        static char k_oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\","
-                              "\"param\":null,\"code\":\"out_of_memory\"}}";
-        struct MHD_Response *r = MHD_create_response_from_buffer(strlen(k_oom), k_oom, MHD_RESPMEM_PERSISTENT);
-        MHD_add_response_header(r, "Content-Type", "application/json");
-        return queue(c, mc, 500, r);
-    }
-    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
-    MHD_add_response_header(r, "Content-Type", type);
-    return queue(c, mc, status, r);
-}
-
-static enum MHD_Result send_json(struct conn *c, struct MHD_Connection *mc, int status, json_t *j) {
-    char *s = j ? json_dumps(j, SRV_JSON_FLAGS) : NULL;
-    json_decref(j);
-    return send_body(c, mc, status, s, "application/json");
-}
-
-static enum MHD_Result send_error(struct conn *c, struct MHD_Connection *mc, const struct api_error *e) {
-    snprintf(c->err, sizeof c->err, "%s: %.160s", e->code ? e->code : e->type, e->message);
-    char *s = api_error_json(e);
-    if (!s) return send_body(c, mc, 500, NULL, NULL);
-    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE);
-    MHD_add_response_header(r, "Content-Type", "application/json");
-    if (e->status == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
-    if (e->status == 429) MHD_add_response_header(r, "Retry-After", "1");
-    if (e->status == 405)
-        MHD_add_response_header(r, "Allow", c->route == MR_COMPLETIONS || c->route == MR_CHAT ||
-                                                    c->route == MR_TOKENIZE || c->route == MR_DETOKENIZE
-                                                ? "POST" : "GET, HEAD");
-    return queue(c, mc, e->status, r);
-}
-
-static enum MHD_Result fail(struct conn *c, struct MHD_Connection *mc, int status, const char *type,
-                            const char *code, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
-static enum MHD_Result fail(struct conn *c, struct MHD_Connection *mc, int status, const char *type,
-                            const char *code, const char *fmt, ...) {
-    struct api_error e;
-    char msg[sizeof e.message];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    api_fail(&e, status, type, code, NULL, "%s", msg);
-    return send_error(c, mc, &e);
-}
-
-static enum MHD_Result not_ready(struct conn *c, struct MHD_Connection *mc) {
-    if (atomic_load(&c->s->state) == SRV_LOADING)
-        return fail(c, mc, 503, "unavailable_error", "loading", "Loading model");
-    return fail(c, mc, 503, "unavailable_error", "shutting_down", "The server is shutting down");
-}
-
-// ================================================================ routes
 
 struct route {
     const char *path;
@@ -209,409 +63,48 @@ static const struct lm_srv_asset *find_asset(const char *path) {
         if (!strcmp(lm_srv_assets[i].path, path)) return &lm_srv_assets[i];
     return NULL;
 }
+// ================================================================ the gate
 
-// ================================================================ generation
-
-static const char *finish_name(enum lm_finish f) {
-    return f == LM_FINISH_EOG ? "stop" : "length"; // LENGTH and CONTEXT: "length" (as vLLM)
-}
-
-// Takes what the job has delivered: metrics per token, text through the stop-string
-// filter into r->text. Sets r->over when the generation is finished for the client.
-static void run_pump(struct conn *c) {
+static bool gate_enter(struct conn *c) {
     struct server *s = c->s;
-    struct run *r = c->run;
-    const int32_t nt = r->req.logprobs ? r->req.top_logprobs : 0;
-    const int32_t n = job_take(r->job, r->ev, r->top_tok, r->top_lp, 64, &r->st);
-    if (!r->queue_seen && r->st.t_admit) {
-        r->queue_seen = true;
-        metrics_observe(s->metrics, MH_QUEUE, (double)(r->st.t_admit - r->st.t_submit) / 1e9);
-    }
-    for (int32_t i = 0; i < n && !r->over; i++) {
-        const struct job_ev *ev = &r->ev[i];
-        if (r->gen.n_tokens == 0) {
-            r->t_first = ev->t_ns;
-            metrics_observe(s->metrics, MH_TTFT, (double)(ev->t_ns - c->t_arrive) / 1e9);
-        } else {
-            metrics_observe(s->metrics, MH_ITL, (double)(ev->t_ns - r->t_prev) / 1e9);
-        }
-        r->t_prev = ev->t_ns;
-        const struct gen_tok t = {.token = ev->token, .logprob = ev->logprob, .n_top = ev->n_top,
-                                  .top_tok = r->top_tok + (size_t)i * nt, .top_lp = r->top_lp + (size_t)i * nt};
-        if (gen_token(&r->gen, &t, &r->text)) { // a stop string: the answer is complete
-            job_cancel(r->job);
-            r->over = true;
-            r->finish = "stop";
-            r->mf = MF_STOP;
-        }
-    }
-    if (r->gen.oom || r->text.oom) {
-        job_cancel(r->job);
-        r->over = r->failed = true;
-        r->mf = MF_ERROR;
-        snprintf(r->note, sizeof r->note, "out of memory");
-        return;
-    }
-    if (r->over || !r->st.done) return;
-    r->over = true;
-    if (r->st.overflow) {
-        r->failed = true;
-        r->mf = MF_CANCELLED;
-        snprintf(r->note, sizeof r->note, "cancelled: the client read too slowly");
-    } else if (r->st.finish == LM_FINISH_CANCELLED) {
-        r->failed = true;
-        r->mf = MF_CANCELLED;
-        snprintf(r->note, sizeof r->note, "cancelled: the server is shutting down");
-    } else if (r->st.finish == LM_FINISH_ERROR) {
-        r->failed = true;
-        r->mf = MF_ERROR;
-        snprintf(r->note, sizeof r->note, "error: %.280s", r->st.error);
-    } else {
-        gen_finish(&r->gen, &r->text);
-        r->finish = finish_name(r->st.finish);
-        r->mf = r->st.finish == LM_FINISH_EOG ? MF_STOP : MF_LENGTH;
-    }
+    pthread_mutex_lock(&s->gate_mu);
+    const bool ok = s->held < s->held_cap;
+    if (ok) s->held++;
+    pthread_mutex_unlock(&s->gate_mu);
+    c->held = ok;
+    return ok;
 }
 
-static json_t *run_usage(const struct run *r) {
-    return reply_usage(r->n_prompt, r->gen.n_tokens, r->st.n_cached);
+static void gate_leave(struct conn *c) {
+    if (!c->held) return;
+    pthread_mutex_lock(&c->s->gate_mu);
+    c->s->held--;
+    pthread_mutex_unlock(&c->s->gate_mu);
+    c->held = false;
 }
 
-static void sse(struct run *r, json_t *j) {
-    char *s = j ? json_dumps(j, SRV_JSON_FLAGS) : NULL;
-    json_decref(j);
-    if (!s) {
-        r->out.oom = true;
-        return;
-    }
-    sbuf_puts(&r->out, "data: ");
-    sbuf_puts(&r->out, s);
-    sbuf_puts(&r->out, "\n\n");
-    free(s);
-}
-
-// Turns what the last pump produced into SSE events; on the end, the closing chunk (the
-// only one with a finish_reason), the usage chunk if asked, and [DONE].
-static void stream_emit(struct run *r) {
-    const bool chat = r->req.kind == API_CHAT;
-    json_t *lp = gen_take_logprobs(&r->gen);
-    if (r->text.n > 0 || lp) {
-        sse(r, reply_chunk(&r->rp, r->text.p, r->text.n, chat && !r->sent_first, lp, NULL));
-        r->sent_first = true;
-        sbuf_consume(&r->text, r->text.n);
-    }
-    if (!r->over) return;
-    if (r->failed) {
-        struct api_error e;
-        api_fail(&e, 500, "server_error", "generation_failed", NULL, "%s", r->note);
-        char *s = api_error_json(&e);
-        if (s) {
-            sbuf_puts(&r->out, "data: ");
-            sbuf_puts(&r->out, s);
-            sbuf_puts(&r->out, "\n\n");
-            free(s);
-        }
-    } else {
-        sse(r, reply_chunk(&r->rp, "", 0, chat && !r->sent_first, NULL, r->finish));
-        if (r->rp.include_usage) sse(r, reply_usage_chunk(&r->rp, run_usage(r)));
-    }
-    sbuf_puts(&r->out, "data: [DONE]\n\n");
-    r->ended = true;
-}
-
-static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
-    (void)pos;
-    struct conn *c = cls;
-    struct run *r = c->run;
-    for (;;) {
-        if (r->out.oom) return MHD_CONTENT_READER_END_WITH_ERROR;
-        if (r->out_off < r->out.n) {
-            size_t n = r->out.n - r->out_off;
-            if (n > max) n = max;
-            memcpy(buf, r->out.p + r->out_off, n);
-            r->out_off += n;
-            if (r->out_off == r->out.n) {
-                sbuf_consume(&r->out, r->out.n);
-                r->out_off = 0;
-            }
-            return (ssize_t)n;
-        }
-        if (r->ended) return MHD_CONTENT_READER_END_OF_STREAM;
-        const enum job_wait w = job_wait(r->job, c->fd, &c->s->stopping);
-        if (w != JOB_READY) {
-            job_cancel(r->job);
-            r->over = r->failed = true;
-            r->mf = MF_CANCELLED;
-            snprintf(r->note, sizeof r->note, w == JOB_CLIENT_GONE ? "cancelled: the client disconnected"
-                                                                   : "cancelled: the server is shutting down");
-            return MHD_CONTENT_READER_END_WITH_ERROR;
-        }
-        run_pump(c);
-        if (r->over && r->st.overflow) return MHD_CONTENT_READER_END_WITH_ERROR; // too slow: cut off
-        stream_emit(r);
-    }
-}
-
-// The prompt's tokens: a completions prompt as text (special tokens parsed, BOS added as
-// the vocabulary says, like llama-server) or ids as given; chat messages through the
-// chat template.
-static bool run_prompt(struct server *s, struct run *r, struct api_error *e) {
-    const struct api_request *q = &r->req;
-    if (q->kind == API_COMPLETION && q->has_prompt_ids) {
-        r->prompt = malloc((size_t)(q->n_prompt_ids ? q->n_prompt_ids : 1) * sizeof *r->prompt);
-        if (!r->prompt) return api_fail(e, 500, "server_error", "out_of_memory", NULL, "out of memory");
-        memcpy(r->prompt, q->prompt_ids, (size_t)q->n_prompt_ids * sizeof *r->prompt);
-        r->n_prompt = q->n_prompt_ids;
-    } else {
-        char *text = NULL;
-        size_t len = 0;
-        const char *src = q->prompt;
-        if (q->kind == API_CHAT) {
-            struct lm_chat_msg *msgs = calloc(q->n_msgs, sizeof *msgs);
-            if (!msgs) return api_fail(e, 500, "server_error", "out_of_memory", NULL, "out of memory");
-            for (size_t i = 0; i < q->n_msgs; i++) msgs[i] = (struct lm_chat_msg){q->msgs[i].role, q->msgs[i].content};
-            const enum lm_status st = lm_chat_apply(s->tmpl, msgs, q->n_msgs, true, &text, &len);
-            free(msgs);
-            if (st != LM_OK)
-                return api_fail(e, 400, "invalid_request_error", "invalid_value", "messages", "%s",
-                                lm_error_msg());
-            src = text;
-        } else {
-            len = q->prompt_len;
-        }
-        int32_t *ids = NULL;
-        size_t n = 0;
-        const enum lm_status st = lm_tokenize(s->tok, src ? src : "", len, true, true, &ids, &n);
-        free(text);
-        if (st != LM_OK)
-            return api_fail(e, 400, "invalid_request_error", "invalid_value", q->kind == API_CHAT ? "messages" : "prompt",
-                            "%s", lm_error_msg());
-        if (n > INT32_MAX / 2) {
-            free(ids);
-            return api_fail(e, 400, "invalid_request_error", "context_length_exceeded", "prompt",
-                            "the prompt is %zu tokens", n);
-        }
-        r->prompt = ids;
-        r->n_prompt = (int32_t)n;
-    }
-    if (r->n_prompt == 0)
-        return api_fail(e, 400, "invalid_request_error", "invalid_value", "prompt",
-                        "the prompt is empty (no tokens)");
-    return true;
-}
-
-static enum MHD_Result handle_generate(struct conn *c, struct MHD_Connection *mc, enum api_kind kind) {
+static void gate_parse_begin(struct conn *c) {
     struct server *s = c->s;
-    struct run *r = c->run = calloc(1, sizeof *c->run);
-    if (!r) return send_body(c, mc, 500, NULL, NULL);
-    struct api_error e;
-    if (!api_parse_generate(c->body.p, c->body.n, kind, s->n_vocab, &r->req, &e)) return send_error(c, mc, &e);
-    if (!run_prompt(s, r, &e)) return send_error(c, mc, &e);
-    const struct api_request *q = &r->req;
-    // the request must fit: prompt + max_tokens within the context and the KV pool
-    const int32_t max_tokens = q->max_tokens_given ? q->max_tokens : kind == API_COMPLETION ? 16 : 0;
-    const int32_t limit = s->n_ctx < s->kv_tokens ? s->n_ctx : s->kv_tokens;
-    if ((int64_t)r->n_prompt + (max_tokens ? max_tokens : 1) > limit)
-        return fail(c, mc, 400, "invalid_request_error", "context_length_exceeded",
-                    "This request needs %lld tokens (prompt %d + max_tokens %d) but a request holds at "
-                    "most %d (context %d tokens, KV pool %d tokens)",
-                    (long long)r->n_prompt + (max_tokens ? max_tokens : 1), r->n_prompt,
-                    max_tokens ? max_tokens : 1, limit, s->n_ctx, s->kv_tokens);
-    struct lm_request_params rp = lm_request_params_default();
-    rp.sampling = q->sampling;
-    if (!q->seed_given) rp.sampling.seed = next_random(s);
-    rp.max_tokens = max_tokens;
-    rp.ignore_eos = q->ignore_eos;
-    rp.n_logprobs = api_n_logprobs(q);
-    rp.bias_tokens = q->bias_tokens;
-    rp.bias_values = q->bias_values;
-    rp.n_bias = q->n_bias;
-    rp.lookup = q->lookup_given ? q->lookup : s->o->lookup;
-    rp.draft_max = q->draft_max ? q->draft_max : s->o->draft_max;
-    rp.use_draft = q->draft_model_given ? q->draft_model : s->dm != NULL;
-
-    const int32_t nt = q->logprobs ? q->top_logprobs : 0;
-    r->job = job_new(s->e, s->o->stream_buffer, nt);
-    if (nt > 0) {
-        r->top_tok = malloc(64 * (size_t)nt * sizeof *r->top_tok);
-        r->top_lp = malloc(64 * (size_t)nt * sizeof *r->top_lp);
-    }
-    if (!r->job || (nt > 0 && (!r->top_tok || !r->top_lp)) || !gen_init(&r->gen, s->tok, &r->req))
-        return send_body(c, mc, 500, NULL, NULL);
-    r->rp.kind = kind;
-    snprintf(r->rp.id, sizeof r->rp.id, "%s-%s", kind == API_CHAT ? "chatcmpl" : "cmpl", c->id);
-    r->rp.model = s->model_id;
-    r->rp.created = (long long)time(NULL);
-    r->rp.include_usage = q->stream && q->include_usage;
-
-    const enum lm_status st = job_submit(r->job, r->prompt, r->n_prompt, &rp);
-    if (st == LM_ERR_BUSY)
-        return fail(c, mc, 429, "rate_limit_error", "queue_full",
-                    "The server is busy: %d requests are queued already; retry later",
-                    s->o->ep.max_waiting);
-    if (st == LM_ERR_ARG) return fail(c, mc, 400, "invalid_request_error", "invalid_value", "%s", lm_error_msg());
-    if (st != LM_OK) return fail(c, mc, 500, "server_error", "submit_failed", "%s", lm_error_msg());
-    r->submitted = true;
-    metrics_tokens(s->metrics, r->n_prompt, 0);
-
-    if (q->stream) {
-        struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 8192, stream_reader,
-                                                                      c, NULL);
-        if (!resp) {
-            job_cancel(r->job);
-            return send_body(c, mc, 500, NULL, NULL);
-        }
-        MHD_add_response_header(resp, "Content-Type", "text/event-stream");
-        MHD_add_response_header(resp, "Cache-Control", "no-cache");
-        MHD_add_response_header(resp, "X-Accel-Buffering", "no");
-        return queue(c, mc, 200, resp);
-    }
-    // a whole answer: wait here (this connection's own thread), watching the client
-    while (!r->over) {
-        const enum job_wait w = job_wait(r->job, c->fd, &s->stopping);
-        if (w != JOB_READY) {
-            job_cancel(r->job);
-            r->over = r->failed = true;
-            r->mf = MF_CANCELLED;
-            if (w == JOB_CLIENT_GONE) {
-                snprintf(r->note, sizeof r->note, "cancelled: the client disconnected");
-                c->status = 499;
-                return MHD_NO; // close the connection: nobody is reading
-            }
-            snprintf(r->note, sizeof r->note, "cancelled: the server is shutting down");
-            return fail(c, mc, 503, "unavailable_error", "shutting_down", "The server is shutting down");
-        }
-        run_pump(c);
-    }
-    r->ended = true;
-    if (r->failed)
-        return fail(c, mc, r->mf == MF_CANCELLED ? 503 : 500, "server_error", "generation_failed", "%s",
-                    r->note);
-    return send_json(c, mc, 200, reply_full(&r->rp, r->text.p, r->text.n, gen_take_logprobs(&r->gen),
-                                            r->finish, run_usage(r)));
+    pthread_mutex_lock(&s->gate_mu);
+    while (s->parsing >= s->parse_cap) pthread_cond_wait(&s->gate_cv, &s->gate_mu);
+    s->parsing++;
+    pthread_mutex_unlock(&s->gate_mu);
+    c->parsing = true;
 }
 
-static void run_free(struct run *r) {
-    if (!r) return;
-    api_request_free(&r->req);
-    gen_free(&r->gen);
-    job_unref(r->job);
-    free(r->prompt);
-    free(r->top_tok);
-    free(r->top_lp);
-    sbuf_free(&r->text);
-    sbuf_free(&r->out);
-    free(r);
+void srv_parse_end(struct conn *c) {
+    if (!c->parsing) return;
+    pthread_mutex_lock(&c->s->gate_mu);
+    c->s->parsing--;
+    pthread_cond_signal(&c->s->gate_cv);
+    pthread_mutex_unlock(&c->s->gate_mu);
+    c->parsing = false;
 }
 
-// ================================================================ other routes
-
-static enum MHD_Result handle_health(struct conn *c, struct MHD_Connection *mc) {
-    if (atomic_load(&c->s->state) != SRV_READY) return not_ready(c, mc);
-    return send_body(c, mc, 200, strdup("{\"status\":\"ok\"}"), "application/json");
-}
-
-static enum MHD_Result handle_metrics(struct conn *c, struct MHD_Connection *mc) {
-    struct server *s = c->s;
-    struct lm_engine_stats st;
-    const bool ready = atomic_load(&s->state) == SRV_READY;
-    if (ready) lm_engine_stats(s->e, &st); // a short lock the engine never holds across a step
-    return send_body(c, mc, 200, metrics_render(s->metrics, ready ? &st : NULL),
-                     "text/plain; version=0.0.4; charset=utf-8");
-}
-
-static enum MHD_Result handle_models(struct conn *c, struct MHD_Connection *mc) {
-    struct server *s = c->s;
-    json_t *meta = json_object();
-    json_object_set_new(meta, "architecture", json_string(lm_model_arch(s->m)));
-    json_object_set_new(meta, "n_vocab", json_integer(s->n_vocab));
-    json_object_set_new(meta, "n_ctx_train", json_integer(s->n_ctx_train));
-    json_object_set_new(meta, "n_ctx", json_integer(s->n_ctx));
-    json_object_set_new(meta, "kv_pool_tokens", json_integer(s->kv_tokens));
-    json_object_set_new(meta, "parallel", json_integer(s->o->ep.max_running));
-    json_object_set_new(meta, "chat_template", json_string(lm_chat_template_name(s->tmpl)));
-    json_object_set_new(meta, "chat_template_source", json_string(s->tmpl_source));
-    json_t *m = json_object();
-    json_object_set_new(m, "id", json_text(s->model_id, strlen(s->model_id)));
-    json_object_set_new(m, "object", json_string("model"));
-    json_object_set_new(m, "created", json_integer(s->started));
-    json_object_set_new(m, "owned_by", json_string("lumen"));
-    json_object_set_new(m, "meta", meta);
-    json_t *data = json_array();
-    json_array_append_new(data, m);
-    json_t *root = json_object();
-    json_object_set_new(root, "object", json_string("list"));
-    json_object_set_new(root, "data", data);
-    return send_json(c, mc, 200, root);
-}
-
-static enum MHD_Result handle_tokenize(struct conn *c, struct MHD_Connection *mc) {
-    struct server *s = c->s;
-    struct api_tokenize t;
-    struct api_error e;
-    if (!api_parse_tokenize(c->body.p, c->body.n, &t, &e)) return send_error(c, mc, &e);
-    int32_t *ids = NULL;
-    size_t n = 0;
-    const enum lm_status st = lm_tokenize(s->tok, t.content, t.len, t.add_special, t.parse_special, &ids, &n);
-    free(t.content);
-    if (st != LM_OK) return fail(c, mc, 400, "invalid_request_error", "invalid_value", "%s", lm_error_msg());
-    json_t *arr = json_array();
-    const size_t cap = lm_tokenizer_max_piece(s->tok) + 8;
-    char *piece = t.with_pieces ? malloc(cap) : NULL;
-    for (size_t i = 0; i < n; i++) {
-        if (!t.with_pieces) {
-            json_array_append_new(arr, json_integer(ids[i]));
-            continue;
-        }
-        json_t *o = json_object();
-        json_object_set_new(o, "id", json_integer(ids[i]));
-        size_t k = piece ? lm_token_to_piece(s->tok, ids[i], piece, cap, true) : 0;
-        if (k > cap) k = cap;
-        if (utf8_valid_prefix(piece, k) == k) { // llama-server: text if valid UTF-8, else the bytes
-            json_object_set_new(o, "piece", json_stringn(piece ? piece : "", k));
-        } else {
-            json_t *b = json_array();
-            for (size_t j = 0; j < k; j++) json_array_append_new(b, json_integer((unsigned char)piece[j]));
-            json_object_set_new(o, "piece", b);
-        }
-        json_array_append_new(arr, o);
-    }
-    free(piece);
-    free(ids);
-    json_t *root = json_object();
-    json_object_set_new(root, "tokens", arr);
-    return send_json(c, mc, 200, root);
-}
-
-static enum MHD_Result handle_detokenize(struct conn *c, struct MHD_Connection *mc) {
-    struct server *s = c->s;
-    int32_t *ids = NULL, n = 0;
-    struct api_error e;
-    if (!api_parse_detokenize(c->body.p, c->body.n, s->n_vocab, &ids, &n, &e)) return send_error(c, mc, &e);
-    struct lm_detok dt;
-    lm_detok_init(&dt, true);
-    const size_t cap = lm_tokenizer_max_piece(s->tok) + 8;
-    char *piece = malloc(cap);
-    struct sbuf text = {0};
-    sbuf_append(&text, "", 0);
-    for (int32_t i = 0; i < n && piece; i++) {
-        size_t k = 0;
-        if (lm_detok_push(s->tok, &dt, ids[i], piece, cap, &k) == LM_OK) sbuf_append(&text, piece, k);
-    }
-    if (piece) sbuf_append(&text, piece, lm_detok_flush(&dt, piece, cap));
-    free(piece);
-    free(ids);
-    json_t *root = json_object();
-    json_object_set_new(root, "content", json_text(text.p, text.n));
-    sbuf_free(&text);
-    return send_json(c, mc, 200, root);
-}
-
-static enum MHD_Result handle_asset(struct conn *c, struct MHD_Connection *mc, const struct lm_srv_asset *a) {
-    struct MHD_Response *r = MHD_create_response_from_buffer(a->len, (void *)a->data, MHD_RESPMEM_PERSISTENT);
-    MHD_add_response_header(r, "Content-Type", a->mime);
-    MHD_add_response_header(r, "Cache-Control", "no-cache");
-    return queue(c, mc, 200, r);
+void srv_body_release(struct conn *c) {
+    if (c->body_counted) atomic_fetch_sub(&c->s->body_bytes, c->body_counted);
+    c->body_counted = 0;
+    sbuf_free(&c->body);
 }
 
 // ================================================================ MHD callbacks
@@ -629,6 +122,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
         c->s = s;
         c->t_arrive = srv_now_ns();
         c->fd = -1;
+        c->mc = mc;
+        const union MHD_ConnectionInfo *sc = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        c->link = sc ? sc->socket_context : NULL;
+        conns_phase(s->conns, c->link, CONNS_REQUEST); // a keep-alive connection's next request
         c->route = MR_OTHER;
         snprintf(c->method, sizeof c->method, "%s", method);
         snprintf(c->path, sizeof c->path, "%s", url);
@@ -648,79 +145,125 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
         for (size_t i = 0; i < sizeof k_routes / sizeof k_routes[0]; i++)
             if (!strcmp(k_routes[i].path, url)) rt = &k_routes[i];
         const struct lm_srv_asset *asset = !rt && is_get ? find_asset(url) : NULL;
-        if (asset) {
-            c->route = MR_STATIC;
-            return handle_asset(c, mc, asset); // the page is public: it asks for the key itself
-        }
-        if (!rt) return fail(c, mc, 404, "not_found_error", "not_found", "No route for %s %.80s", method, url);
-        c->route = rt->mr;
+        c->route = asset ? MR_STATIC : rt ? rt->mr : MR_OTHER;
+        // another site's page in the visitor's browser: refused before any route runs
+        const char *host = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+        if (!policy_host_ok(&s->policy, host))
+            return srv_fail(c, mc, 403, "permission_error", "host_not_allowed", "Host '%.80s' is not served "
+                            "here (a name pointed at this server; allow it with --allowed-host NAME)", host);
+        const char *origin = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_ORIGIN);
+        const enum policy_origin po = policy_origin(&s->policy, origin, host);
+        if (po == ORIGIN_REFUSED)
+            return srv_fail(c, mc, 403, "permission_error", "origin_not_allowed", "Requests from pages of "
+                            "'%.80s' are not served (allow that origin with --cors-origin ORIGIN)", origin);
+        if (po == ORIGIN_CORS) c->cors = policy_cors_value(&s->policy, origin);
+        if (po == ORIGIN_CORS && !strcmp(method, "OPTIONS")) return srv_preflight(c, mc);
+        if (asset) return srv_handle_asset(c, mc, asset); // the page is public: it asks for the key itself
+        if (!rt) return srv_fail(c, mc, 404, "not_found_error", "not_found", "No route for %s %.80s", method, url);
         if (rt->post ? strcmp(method, "POST") != 0 : !is_get)
-            return fail(c, mc, 405, "invalid_request_error", "method_not_allowed", "%s %.80s: use %s",
+            return srv_fail(c, mc, 405, "invalid_request_error", "method_not_allowed", "%s %.80s: use %s",
                         method, url, rt->post ? "POST" : "GET");
         if (s->o->api_key && !rt->open) {
             const char *auth = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Authorization");
             const char *key = auth && !strncasecmp(auth, "Bearer ", 7) ? auth + 7 : NULL;
             while (key && *key == ' ') key++;
             if (!key || !key_matches(s->o->api_key, key))
-                return fail(c, mc, 401, "authentication_error", "invalid_api_key",
+                return srv_fail(c, mc, 401, "authentication_error", "invalid_api_key",
                             key ? "Incorrect API key provided" : "Missing API key: send 'Authorization: "
                                                                  "Bearer KEY'");
         }
+        // a POST is JSON: a form or text/plain POST is what a page may send without a preflight
+        if (rt->post &&
+            !policy_json_type(MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE)))
+            return srv_fail(c, mc, 415, "invalid_request_error", "unsupported_media_type",
+                            "%s %.80s takes a JSON body: send 'Content-Type: application/json'", method, url);
         // An oversized body is read and dropped, then answered 413 (a client that sends its
         // body before reading would otherwise see a reset, not the answer); answered at once
         // when the client waits for "100 Continue" or the body is far too large to read.
         const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         const char *expect = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
         const unsigned long long len = cl ? strtoull(cl, NULL, 10) : 0;
-        if (len > s->o->max_body) {
-            if ((expect && !strcasecmp(expect, "100-continue")) || len / 16 > s->o->max_body)
-                return fail(c, mc, 413, "invalid_request_error", "request_too_large",
-                            "The request body is %llu bytes; the limit is %zu", len, s->o->max_body);
+        const size_t max_body = atomic_load(&s->max_body);
+        if (len > max_body) {
+            if ((expect && !strcasecmp(expect, "100-continue")) || len / 16 > max_body)
+                return srv_fail(c, mc, 413, "invalid_request_error", "request_too_large",
+                            "The request body is %llu bytes; the limit is %zu", len, max_body);
             c->too_large = true;
         }
         return MHD_YES;
     }
-    if (*upload_data_size) { // body data: kept up to the limit
-        if (!c->answered && !c->too_large) {
-            if (c->body.n + *upload_data_size > c->s->o->max_body) {
+    if (*upload_data_size) { // body data: kept up to the limit, within the budget of all bodies
+        const size_t k = *upload_data_size;
+        if (!c->answered && !c->too_large && !c->busy) {
+            if (c->body.n + k > atomic_load(&s->max_body)) {
                 c->too_large = true;
-                sbuf_free(&c->body);
-            } else if (!sbuf_append(&c->body, upload_data, *upload_data_size)) {
-                c->too_large = true; // out of memory reads as too large
-                sbuf_free(&c->body);
+                srv_body_release(c);
+            } else if (atomic_fetch_add(&s->body_bytes, k) + k > atomic_load(&s->body_budget)) {
+                atomic_fetch_sub(&s->body_bytes, k);
+                c->busy = true;
+                srv_body_release(c);
+            } else {
+                c->body_counted += k;
+                if (!sbuf_append(&c->body, upload_data, k)) {
+                    c->too_large = true; // out of memory reads as too large
+                    srv_body_release(c);
+                }
             }
         }
         *upload_data_size = 0;
         return MHD_YES;
     }
     if (c->answered) return MHD_YES;
+    conns_phase(s->conns, c->link, CONNS_ACTIVE); // no request deadline while it is worked on
+    srv_idle_timer(c, 0);                         // nor MHD's idle timer: the server watches the client
+    pthread_mutex_lock(&s->life_mu); // counted before the state is read: a drain waits for it
+    s->active++;
+    c->counted = true;
+    pthread_mutex_unlock(&s->life_mu);
     if (c->too_large)
-        return fail(c, mc, 413, "invalid_request_error", "request_too_large",
-                    "The request body exceeds the limit of %zu bytes", s->o->max_body);
-    if (c->route == MR_HEALTH) return handle_health(c, mc);
-    if (c->route == MR_METRICS) return handle_metrics(c, mc);
-    if (atomic_load(&s->state) != SRV_READY) return not_ready(c, mc);
+        return srv_fail(c, mc, 413, "invalid_request_error", "request_too_large",
+                    "The request body exceeds the limit of %zu bytes", atomic_load(&s->max_body));
+    if (c->busy)
+        return srv_fail(c, mc, 503, "unavailable_error", "busy", "Request bodies of %zu bytes are arriving "
+                        "already; retry later", atomic_load(&s->body_budget));
+    if (c->route == MR_HEALTH) return srv_handle_health(c, mc);
+    if (c->route == MR_METRICS) return srv_handle_metrics(c, mc);
+    if (atomic_load(&s->state) != SRV_READY) return srv_not_ready(c, mc);
+    if (c->route == MR_MODELS) return srv_handle_models(c, mc);
+    if (c->route != MR_COMPLETIONS && c->route != MR_CHAT && c->route != MR_TOKENIZE && c->route != MR_DETOKENIZE)
+        return srv_fail(c, mc, 404, "not_found_error", "not_found", "No route for %s %.80s", method, url);
+    // the gate: nothing that scales with the body runs beyond --parallel + --queue requests
+    if (!gate_enter(c))
+        return srv_fail(c, mc, 429, "rate_limit_error", "queue_full", "The server is busy: %d requests are "
+                        "held already (--parallel + --queue); retry later", s->held_cap);
+    gate_parse_begin(c);
+    enum MHD_Result res;
     switch (c->route) {
-    case MR_COMPLETIONS: return handle_generate(c, mc, API_COMPLETION);
-    case MR_CHAT: return handle_generate(c, mc, API_CHAT);
-    case MR_MODELS: return handle_models(c, mc);
-    case MR_TOKENIZE: return handle_tokenize(c, mc);
-    case MR_DETOKENIZE: return handle_detokenize(c, mc);
-    default: return fail(c, mc, 404, "not_found_error", "not_found", "No route for %s %.80s", method, url);
+    case MR_COMPLETIONS: res = srv_handle_generate(c, mc, API_COMPLETION); break;
+    case MR_CHAT: res = srv_handle_generate(c, mc, API_CHAT); break;
+    case MR_TOKENIZE: res = srv_handle_tokenize(c, mc); break;
+    default: res = srv_handle_detokenize(c, mc); break;
     }
+    srv_parse_end(c);
+    srv_body_release(c);
+    return res;
 }
 
 // One log line and the metrics of every request; a generation still running (the client
 // went away, or MHD gave up on the connection) is cancelled here.
 static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
-    (void)mc;
     struct server *s = cls;
     struct conn *c = *con_cls;
     if (!c) return;
     *con_cls = NULL;
+    // the connection waits for its next request: idle at most --keep-alive-timeout, and the
+    // request complete within --timeout
+    conns_phase(s->conns, c->link, CONNS_IDLE);
+    MHD_set_connection_option(mc, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)s->o->keepalive_s);
     const uint64_t now = srv_now_ns();
     struct run *r = c->run;
+    if (r && r->job) job_detach_client(r->job); // MHD closes the socket after this callback
     if (r && r->submitted && !r->ended) { // MHD ended it: the client left, or timed out
         job_cancel(r->job);
         job_take(r->job, r->ev, NULL, NULL, 0, &r->st); // the engine's last word on it
@@ -757,15 +300,27 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
         snprintf(line, sizeof line, "req-%s %s %s %d | %.1f ms%s%s", c->id, c->method, c->path, c->status,
                  (double)(now - c->t_arrive) / 1e6, c->err[0] ? " | " : "", c->err);
     }
-    fprintf(stderr, "lumen serve: %s\n", line);
-    run_free(r);
-    sbuf_free(&c->body);
+    char esc[2048];
+    log_escape(line, esc, sizeof esc); // the path and the error quote client text
+    fprintf(stderr, "lumen serve: %s\n", esc);
+    srv_run_free(r);
+    srv_parse_end(c);
+    srv_body_release(c);
+    gate_leave(c);
+    if (c->counted) {
+        pthread_mutex_lock(&s->life_mu);
+        s->active--;
+        pthread_cond_broadcast(&s->life_cv);
+        pthread_mutex_unlock(&s->life_mu);
+    }
     free(c);
 }
 
 // ================================================================ start-up, shutdown
 
-static int listen_on(const char *host, int port, char *url, size_t url_cap) {
+// The listening socket on host:port (url: "http://ADDR:PORT"); *loopback: bound to
+// 127.0.0.0/8 or ::1 only. -1 (with a line on stderr) when it cannot listen.
+static int listen_on(const char *host, int port, char *url, size_t url_cap, bool *loopback) {
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
     struct addrinfo *ai = NULL;
@@ -805,11 +360,13 @@ static int listen_on(const char *host, int port, char *url, size_t url_cap) {
         const struct sockaddr_in *in = (const struct sockaddr_in *)&ss;
         inet_ntop(AF_INET, &in->sin_addr, addr, sizeof addr);
         bound = ntohs(in->sin_port);
+        *loopback = (ntohl(in->sin_addr.s_addr) >> 24) == 127;
         snprintf(url, url_cap, "http://%s:%d", addr, bound);
     } else {
         const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&ss;
         inet_ntop(AF_INET6, &in6->sin6_addr, addr, sizeof addr);
         bound = ntohs(in6->sin6_port);
+        *loopback = IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr);
         snprintf(url, url_cap, "http://[%s]:%d", addr, bound);
     }
     return fd;
@@ -866,8 +423,77 @@ static void model_name(struct server *s) {
     snprintf(s->model_id, sizeof s->model_id, "%s", p ? p + 1 : s->o->model_path);
 }
 
+// ================================================================ stopping
+
+void srv_drain(struct server *s, const char *why) {
+    pthread_mutex_lock(&s->life_mu);
+    if (!s->drain_requested) {
+        s->drain_requested = true;
+        snprintf(s->drain_why, sizeof s->drain_why, "%s", why);
+        int ready = SRV_READY;
+        atomic_compare_exchange_strong(&s->state, &ready, SRV_DRAINING);
+        pthread_cond_broadcast(&s->life_cv);
+    }
+    pthread_mutex_unlock(&s->life_mu);
+}
+
+// SIGINT / SIGTERM (blocked in every other thread): the first drains, or ends a model load
+// at once (nothing runs yet); a second exits at once.
+static void *signal_main(void *arg) {
+    struct server *s = arg;
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    for (int n = 0;; n++) {
+        int sig = 0;
+        if (sigwait(&sigs, &sig) != 0) continue;
+        const char *name = sig == SIGINT ? "SIGINT" : "SIGTERM";
+        if (n > 0) {
+            fprintf(stderr, "lumen serve: %s again: exiting now\n", name);
+            _exit(128 + sig);
+        }
+        pthread_mutex_lock(&s->life_mu);
+        const bool loading = atomic_load(&s->state) == SRV_LOADING;
+        pthread_mutex_unlock(&s->life_mu);
+        if (loading) { // the model load cannot be interrupted, the process can
+            fprintf(stderr, "lumen serve: %s while loading: stopped\n", name);
+            _exit(0);
+        }
+        srv_drain(s, name);
+    }
+    return NULL;
+}
+
+// The drain: waits for the running requests until the grace runs out, then cancels the
+// rest (streams end with an error event and [DONE], whole answers with a 503) and gives
+// them a second to be written.
+static void drain(struct server *s) {
+    pthread_mutex_lock(&s->life_mu);
+    while (!s->drain_requested) pthread_cond_wait(&s->life_cv, &s->life_mu);
+    fprintf(stderr, "lumen serve: %s: draining (%d requests running, --shutdown-grace %d s)\n", s->drain_why,
+            s->active, s->o->shutdown_grace_s);
+    conns_close_idle(s->conns); // keep-alive clients reconnect (and are answered 503 now)
+    struct timespec dl;
+    clock_gettime(CLOCK_MONOTONIC, &dl);
+    dl.tv_sec += s->o->shutdown_grace_s;
+    while (s->active > 0 && pthread_cond_timedwait(&s->life_cv, &s->life_mu, &dl) != ETIMEDOUT) {}
+    const int left = s->active;
+    atomic_store(&s->state, SRV_STOPPING);
+    pthread_mutex_unlock(&s->life_mu);
+    if (left > 0) fprintf(stderr, "lumen serve: the grace ran out: cancelling %d requests\n", left);
+    const uint64_t one = 1;
+    ssize_t w = write(s->stop_fd, &one, sizeof one); // every waiting HTTP thread wakes and ends
+    (void)w;
+    pthread_mutex_lock(&s->life_mu);
+    clock_gettime(CLOCK_MONOTONIC, &dl);
+    dl.tv_sec += 1;
+    while (s->active > 0 && pthread_cond_timedwait(&s->life_cv, &s->life_mu, &dl) != ETIMEDOUT) {}
+    pthread_mutex_unlock(&s->life_mu);
+}
+
 int lm_server_run(const struct lm_server_opts *o) {
-    // SIGINT/SIGTERM are taken by sigwait below: block them before any thread starts
+    // SIGINT/SIGTERM are taken by signal_main's sigwait: block them before any thread starts
     sigset_t sigs;
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGINT);
@@ -879,25 +505,69 @@ int lm_server_run(const struct lm_server_opts *o) {
     if (!s) return 1;
     s->o = o;
     s->started = (long long)time(NULL);
-    s->salt = splitmix((uint64_t)srv_now_ns() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)time(NULL));
+    s->salt = srv_splitmix((uint64_t)srv_now_ns() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)time(NULL));
     atomic_init(&s->state, SRV_LOADING);
-    atomic_init(&s->stopping, false);
+    s->stop_fd = eventfd(0, EFD_CLOEXEC);
+    pthread_mutex_init(&s->life_mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->life_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_t sig_thread;
+    if (pthread_create(&sig_thread, NULL, signal_main, s) != 0) {
+        fprintf(stderr, "lumen serve: cannot start the signal thread\n");
+        return 1;
+    }
     atomic_init(&s->next_id, 1);
     s->metrics = metrics_new();
+    policy_init(&s->policy, o);
+    pthread_mutex_init(&s->gate_mu, NULL);
+    pthread_cond_init(&s->gate_cv, NULL);
+    s->parse_cap = SRV_PARSE_SLOTS;
+    atomic_init(&s->max_body, o->max_body ? o->max_body : SRV_MIN_MAX_BODY);
+    atomic_init(&s->body_bytes, 0);
+    atomic_init(&s->body_budget, SRV_MIN_BODY_BUDGET);
+    s->limits = (struct api_limits){.max_values = 65536, .max_depth = API_MAX_DEPTH};
     int rc = 1;
-    const int lfd = s->metrics ? listen_on(o->host, o->port, s->url, sizeof s->url) : -1;
+    // a descriptor per connection, a few for lingering refusals, the model's files
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        (rlim_t)o->max_connections + 512 > rl.rlim_cur)
+        fprintf(stderr, "lumen serve: warning: --max-connections %d needs about %d file descriptors; the "
+                "limit is %llu (ulimit -n)\n", o->max_connections, o->max_connections + 512,
+                (unsigned long long)rl.rlim_cur);
+    bool loopback = false;
+    const int lfd = s->metrics && s->stop_fd >= 0 ? listen_on(o->host, o->port, s->url, sizeof s->url, &loopback) : -1;
     if (lfd < 0) goto out;
-    s->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD, 0, NULL, NULL,
-                            on_request, s, MHD_OPTION_LISTEN_SOCKET, lfd,
-                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)o->max_connections,
-                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->timeout_s,
-                            MHD_OPTION_END);
-    if (!s->d) {
+    if (!loopback && !o->api_key)
+        fprintf(stderr, "lumen serve: warning: %s is reachable beyond this machine and no API key is set: "
+                "anyone who reaches it can use the model (--api-key-file FILE)\n", s->url);
+    // the front door accepts and admits (conns.c); MHD serves what it is given, a thread per
+    // connection (slack above the cap: evicted connections close while new ones start)
+    const struct conns_opts co = {.listen_fd = lfd, .max_total = o->max_connections,
+                                  .max_per_address = o->max_connections_per_ip, .request_timeout_s = o->timeout_s};
+    s->conns = conns_new(&co);
+    if (!s->conns) {
         close(lfd);
-        fprintf(stderr, "lumen serve: cannot start the HTTP server on %s\n", s->url);
+        fprintf(stderr, "lumen serve: out of memory\n");
         goto out;
+    }
+    s->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_NO_LISTEN_SOCKET |
+                                MHD_USE_ITC, 0, NULL, NULL, on_request, s,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                            MHD_OPTION_NOTIFY_CONNECTION, conns_notify, s->conns,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)o->max_connections + 256,
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->keepalive_s,
+                            MHD_OPTION_END);
+    if (!s->d || !conns_start(s->conns, s->d)) {
+        fprintf(stderr, "lumen serve: cannot start the HTTP server on %s\n", s->url);
+        goto stop;
     }
     fprintf(stderr, "lumen serve: loading %s (%s/health answers 503 until ready)\n", o->model_path, s->url);
     if (o->load_delay_ms > 0) {
@@ -913,6 +583,11 @@ int lm_server_run(const struct lm_server_opts *o) {
     s->n_ctx_train = lm_model_n_ctx_train(s->m);
     model_name(s);
     if ((rc = pick_template(s)) != 0) goto stop;
+    rc = 1;
+    if (!srv_prompt_init(s)) {
+        fprintf(stderr, "lumen serve: out of memory\n");
+        goto stop;
+    }
     struct lm_engine_params ep = o->ep;
     if (ep.kv_tokens <= 0) ep.kv_tokens = 8192;
     ep.n_ctx = ep.kv_tokens < s->n_ctx_train ? ep.kv_tokens : s->n_ctx_train;
@@ -933,31 +608,55 @@ int lm_server_run(const struct lm_server_opts *o) {
     struct lm_engine_stats st;
     lm_engine_stats(s->e, &st);
     s->n_ctx = ep.n_ctx;
+    // what a request may bring, from what one request holds: a body of 64 bytes per token
+    // (a token id, or a token of escaped text, with room to spare), values for a prompt of
+    // ids, messages and parts
+    s->held_cap = (ep.max_running > 0 ? ep.max_running : 8) + (ep.max_waiting > 0 ? ep.max_waiting : 64);
+    size_t max_body = o->max_body;
+    if (!max_body) {
+        max_body = (size_t)s->n_ctx * SRV_BODY_BYTES_PER_TOKEN;
+        if (max_body < SRV_MIN_MAX_BODY) max_body = SRV_MIN_MAX_BODY;
+    }
+    atomic_store(&s->max_body, max_body);
+    atomic_store(&s->body_budget, 8 * max_body > SRV_MIN_BODY_BUDGET ? 8 * max_body : SRV_MIN_BODY_BUDGET);
+    s->limits.max_values = 2 * (size_t)s->n_ctx + 65536;
     s->kv_tokens = st.kv.n_blocks * st.kv.block_size / (s->dm ? 2 : 1); // a draft's blocks: as many again
     fprintf(stderr, "lumen serve: model %s (%s), context %d tokens per request, KV pool %d tokens, "
             "parallel %d, queue %d; chat template %s (%s)\n", s->model_id, lm_model_arch(s->m), s->n_ctx,
             s->kv_tokens, ep.max_running > 0 ? ep.max_running : 8, ep.max_waiting > 0 ? ep.max_waiting : 64,
             lm_chat_template_name(s->tmpl), s->tmpl_source);
-    atomic_store(&s->state, SRV_READY);
+    pthread_mutex_lock(&s->life_mu); // the signal thread reads LOADING under this lock
+    atomic_store(&s->state, s->drain_requested ? SRV_DRAINING : SRV_READY);
+    pthread_mutex_unlock(&s->life_mu);
     fprintf(stderr, "lumen serve: listening on %s\n", s->url);
     fflush(stderr);
 
-    int sig = 0;
-    sigwait(&sigs, &sig);
-    fprintf(stderr, "lumen serve: %s: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    drain(s); // until a signal (or srv_drain) asks, then the grace, then the rest cancelled
     rc = 0;
 stop:
-    // new requests get 503, waiting HTTP threads cancel their jobs and return, then the
-    // engine ends whatever is left
+    // new requests get 503, waiting HTTP threads end their requests, then the HTTP server
+    // stops (closing what is left) and the engine ends whatever remains
     atomic_store(&s->state, SRV_STOPPING);
-    atomic_store(&s->stopping, true);
-    MHD_stop_daemon(s->d);
+    const uint64_t one = 1;
+    ssize_t w = write(s->stop_fd, &one, sizeof one);
+    (void)w;
+    conns_stop(s->conns);
+    if (s->d) MHD_stop_daemon(s->d);
+    conns_free(s->conns);
     lm_engine_free(s->e);
     lm_model_free(s->dm);
     lm_model_free(s->m);
     if (rc == 0) fprintf(stderr, "lumen serve: stopped\n");
 out:
+    pthread_cancel(sig_thread); // sigwait is a cancellation point
+    pthread_join(sig_thread, NULL);
     metrics_free(s->metrics);
+    free(s->is_control);
+    if (s->stop_fd >= 0) close(s->stop_fd);
+    pthread_mutex_destroy(&s->life_mu);
+    pthread_cond_destroy(&s->life_cv);
+    pthread_mutex_destroy(&s->gate_mu);
+    pthread_cond_destroy(&s->gate_cv);
     free(s);
     return rc;
 }

@@ -1,4 +1,4 @@
-// Server helpers: growable buffer, UTF-8 validation and repair.
+// Server helpers: growable buffer, UTF-8 validation and repair, log-line escaping.
 #include "util.h"
 
 #include <stdio.h>
@@ -111,4 +111,32 @@ bool utf8_repair_append(struct sbuf *b, const char *s, size_t n) {
     }
     if (!b->p) return sbuf_append(b, "", 0);
     return true;
+}
+
+void log_escape(const char *s, char *out, size_t cap) {
+    if (cap == 0) return;
+    const size_t n = strlen(s);
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        const unsigned char ch = (unsigned char)s[i];
+        size_t k = ch >= 0x80 ? utf8_seq((const unsigned char *)s + i, n - i) : 1;
+        if (k == 2 && ch == 0xC2 && (unsigned char)s[i + 1] < 0xA0) k = 0; // C1 controls (U+0080..9F)
+        if (ch >= 0x20 && ch != 0x7f && ch != '\\' && k > 0) { // printable ASCII or a valid sequence
+            if (o + k >= cap) break;
+            memcpy(out + o, s + i, k);
+            o += k;
+            i += k;
+            continue;
+        }
+        if (o + 4 >= cap) break;
+        if (ch == '\\') {
+            out[o++] = '\\';
+            out[o++] = '\\';
+        } else {
+            snprintf(out + o, cap - o, "\\x%02x", ch);
+            o += 4;
+        }
+        i++;
+    }
+    out[o] = 0;
 }

@@ -21,6 +21,14 @@ bool sbuf_printf(struct sbuf *b, const char *fmt, ...) __attribute__((format(pri
 void sbuf_consume(struct sbuf *b, size_t n); // drops the first n bytes
 void sbuf_free(struct sbuf *b);
 
+// SplitMix64's finalizer: a well-mixed 64-bit value from a counter or a seed.
+static inline uint64_t srv_splitmix(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
 static inline uint64_t srv_now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -33,5 +41,9 @@ static inline uint64_t srv_now_ns(void) {
 bool utf8_repair_append(struct sbuf *b, const char *s, size_t n);
 // Length of the longest prefix of s[0, n) that is valid UTF-8.
 size_t utf8_valid_prefix(const char *s, size_t n);
+// Copies the NUL-terminated s to out[cap] for a log line: control characters (C0, DEL, C1)
+// and bytes that are not valid UTF-8 become \xNN, a backslash becomes two, so client text (a
+// path, a field) can neither start a forged line nor hide in terminal escapes. Truncates.
+void log_escape(const char *s, char *out, size_t cap);
 
 #endif

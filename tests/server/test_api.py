@@ -162,6 +162,33 @@ def test_stop_strings(server):
             assert usage.completion_tokens == k, (stop, usage.completion_tokens, k)
 
 
+def test_logprobs_never_ahead_of_text(server):
+    """With a stop string, text that could begin it is held back; so are the logprobs of its
+    tokens: every logprob entry goes out in the chunk that releases the start of its token's
+    text or later, and the tokens of the stop string itself are never sent (stream or not)."""
+    c = client(server)
+    base = complete(c, PROMPTS[1], max_tokens=N_GEN, logprobs=0, extra_body={"ignore_eos": True})
+    text, toks = base.choices[0].text, base.choices[0].logprobs.tokens
+    assert "".join(toks) == text
+    k = next(i for i in range(4, len(toks) - 3) if toks[i].strip() and text.find(toks[i]) == len("".join(toks[:i])))
+    stop = toks[k] + toks[k + 1] + toks[k + 2]  # three tokens, the first seen first at token k
+    cut = len("".join(toks[:k]))
+    released, offsets = "", []
+    for ch in c.completions.create(model="lumen", prompt=PROMPTS[1], stream=True, max_tokens=N_GEN,
+                                   temperature=0, logprobs=0, stop=[stop], extra_body={"ignore_eos": True}):
+        for choice in ch.choices:
+            released += choice.text
+            if choice.logprobs and choice.logprobs.tokens:
+                for off in choice.logprobs.text_offset:
+                    assert off < len(released), (off, released, choice.logprobs.tokens)  # never ahead
+                    offsets.append(off)
+    assert released == text[:cut], (stop, released)
+    assert len(offsets) == k and all(o < cut for o in offsets), (offsets, cut)
+    whole = complete(c, PROMPTS[1], max_tokens=N_GEN, logprobs=0, stop=[stop], extra_body={"ignore_eos": True})
+    assert whole.choices[0].text == text[:cut]
+    assert whole.choices[0].logprobs.tokens == toks[:k]
+
+
 def test_seeded_sampling_reproducible(server):
     c = client(server)
     kw = dict(temperature=0.9, top_p=0.95, max_tokens=N_GEN, extra_body={"ignore_eos": True})

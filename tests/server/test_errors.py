@@ -48,6 +48,14 @@ def assert_error(status, body, want_status, code=None, param=None):
     ('{"prompt": "x", "frequency_penalty": null, "logit_bias": []}', "invalid_type", "logit_bias"),
     ('{"prompt": "x", "logit_bias": {"abc": 1}}', "invalid_value", "logit_bias"),
     ('{"prompt": "x", "logit_bias": {"5": 500}}', "invalid_value", "logit_bias"),
+    # one token under several spellings would add up beyond [-100, 100]: canonical ids only
+    ('{"prompt": "x", "logit_bias": {"01": 1}}', "invalid_value", "logit_bias"),
+    ('{"prompt": "x", "logit_bias": {"+1": 1}}', "invalid_value", "logit_bias"),
+    ('{"prompt": "x", "logit_bias": {" 1": 1}}', "invalid_value", "logit_bias"),
+    ('{"prompt": "x", "logit_bias": {"1 ": 1}}', "invalid_value", "logit_bias"),
+    ('{"prompt": "x", "logit_bias": {"1e0": 1}}', "invalid_value", "logit_bias"),
+    ('{"prompt": "x", "logit_bias": {"-0": 1}}', "invalid_value", "logit_bias"),
+    ('{"prompt": "x", "logit_bias": {"1": 100, "1": 100}}', "invalid_json", None),
     ('{"prompt": "x", "logprobs": 21}', "invalid_value", "logprobs"),
     ('{"prompt": "x", "stream": "yes"}', "invalid_type", "stream"),
     ('{"prompt": "x", "stream_options": 1}', "invalid_type", "stream_options"),
@@ -94,6 +102,29 @@ def test_chat_400(server, body, code, param):
     assert_error(st, b, 400, code, param)
 
 
+def test_logit_bias_entry_cap(server):
+    ok = {str(i): 1 for i in range(1024)}
+    st, _, b = server.post("/v1/completions", {"prompt": "x", "max_tokens": 1, "logit_bias": ok})
+    assert st == 200, b
+    over = {str(i): 1 for i in range(1025)}
+    st, _, b = server.post("/v1/completions", {"prompt": "x", "max_tokens": 1, "logit_bias": over})
+    assert_error(st, b, 400, "invalid_value", "logit_bias")
+    assert "at most 1024" in b["error"]["message"], b
+
+
+def test_log_lines_escape_client_text(server):
+    """A newline in the path (%0A) or in a field the error message quotes cannot forge a log
+    line: control characters are written as \\xNN."""
+    st, _, _ = server.request("GET", "/v1/nothing%0Alumen%20serve:%20forged-by-path")
+    assert st == 404
+    st, _, b = server.post("/v1/completions", '{"prompt": "x", "logit_bias": {"1\\nlumen serve: forged-by-key": 1}}')
+    assert st == 400, b
+    assert server.wait_for(lambda: "forged-by-key" in server.log(), 10)
+    lines = server.log().splitlines()
+    assert not [l for l in lines if l.startswith("lumen serve: forged")], lines[-5:]
+    assert any("\\x0alumen serve: forged-by-path" in l for l in lines), lines[-5:]
+
+
 def test_openai_client_sees_400(server):
     c = client(server)
     with pytest.raises(openai.BadRequestError) as ei:
@@ -119,8 +150,8 @@ def test_body_too_large_413(server):
     assert_error(st, b, 413, "request_too_large")
     # chunked upload without a Content-Length: refused at the end of the body
     s = socket.create_connection((server.host, server.port))
-    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + API_KEY.encode() +
-              b"\r\nTransfer-Encoding: chunked\r\n\r\n")
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + API_KEY.encode() +
+              b"\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
     chunk = b"a" * 65536
     for _ in range(20):
         s.sendall(b"%x\r\n" % len(chunk) + chunk + b"\r\n")
@@ -130,8 +161,8 @@ def test_body_too_large_413(server):
     assert head.startswith("HTTP/1.1 413"), head[:200]
     # a client that waits for 100 Continue is answered before it sends the body
     s = socket.create_connection((server.host, server.port))
-    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + API_KEY.encode() +
-              b"\r\nContent-Length: 5000000\r\nExpect: 100-continue\r\n\r\n")
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + API_KEY.encode() +
+              b"\r\nContent-Type: application/json\r\nContent-Length: 5000000\r\nExpect: 100-continue\r\n\r\n")
     head = s.recv(4096).decode("latin-1")
     s.close()
     assert head.startswith("HTTP/1.1 413"), head[:200]

@@ -1,0 +1,269 @@
+// The generation routes (/v1/completions, /v1/chat/completions): parse, tokenize, submit
+// to the engine, then wait on the request's job and answer whole or as server-sent events.
+#include "srv.h"
+
+#include <jansson.h>
+#include <microhttpd.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+// ================================================================ generation
+
+static const char *finish_name(enum lm_finish f) {
+    return f == LM_FINISH_EOG ? "stop" : "length"; // LENGTH and CONTEXT: "length" (as vLLM)
+}
+
+// Takes what the job has delivered: metrics per token, text through the stop-string
+// filter into r->text. Sets r->over when the generation is finished for the client.
+static void run_pump(struct conn *c) {
+    struct server *s = c->s;
+    struct run *r = c->run;
+    const int32_t nt = r->req.logprobs ? r->req.top_logprobs : 0;
+    const int32_t n = job_take(r->job, r->ev, r->top_tok, r->top_lp, 64, &r->st);
+    if (!r->queue_seen && r->st.t_admit) {
+        r->queue_seen = true;
+        metrics_observe(s->metrics, MH_QUEUE, (double)(r->st.t_admit - r->st.t_submit) / 1e9);
+    }
+    for (int32_t i = 0; i < n && !r->over; i++) {
+        const struct job_ev *ev = &r->ev[i];
+        if (r->gen.n_tokens == 0) {
+            r->t_first = ev->t_ns;
+            metrics_observe(s->metrics, MH_TTFT, (double)(ev->t_ns - c->t_arrive) / 1e9);
+        } else {
+            metrics_observe(s->metrics, MH_ITL, (double)(ev->t_ns - r->t_prev) / 1e9);
+        }
+        r->t_prev = ev->t_ns;
+        const struct gen_tok t = {.token = ev->token, .logprob = ev->logprob, .n_top = ev->n_top,
+                                  .top_tok = r->top_tok + (size_t)i * nt, .top_lp = r->top_lp + (size_t)i * nt};
+        if (gen_token(&r->gen, &t, &r->text)) { // a stop string: the answer is complete
+            job_cancel(r->job);
+            r->over = true;
+            r->finish = "stop";
+            r->mf = MF_STOP;
+        }
+    }
+    if (r->gen.oom || r->text.oom) {
+        job_cancel(r->job);
+        r->over = r->failed = true;
+        r->mf = MF_ERROR;
+        snprintf(r->note, sizeof r->note, "out of memory");
+        return;
+    }
+    if (r->over || !r->st.done) return;
+    r->over = true;
+    if (r->st.overflow) {
+        r->failed = true;
+        r->mf = MF_CANCELLED;
+        snprintf(r->note, sizeof r->note, "cancelled: the client read too slowly");
+    } else if (r->st.finish == LM_FINISH_CANCELLED) { // lm_engine_free: the server stops
+        r->failed = r->shutdown = true;
+        r->mf = MF_CANCELLED;
+        snprintf(r->note, sizeof r->note, "cancelled: the server is shutting down");
+    } else if (r->st.finish == LM_FINISH_ERROR) {
+        r->failed = true;
+        r->mf = MF_ERROR;
+        snprintf(r->note, sizeof r->note, "error: %.280s", r->st.error);
+    } else {
+        gen_finish(&r->gen, &r->text);
+        r->finish = finish_name(r->st.finish);
+        r->mf = r->st.finish == LM_FINISH_EOG ? MF_STOP : MF_LENGTH;
+    }
+}
+
+static json_t *run_usage(const struct run *r) {
+    return reply_usage(r->n_prompt, r->gen.n_tokens, r->st.n_cached);
+}
+
+static void sse(struct run *r, json_t *j) {
+    char *s = j ? json_dumps(j, SRV_JSON_FLAGS) : NULL;
+    json_decref(j);
+    if (!s) {
+        r->out.oom = true;
+        return;
+    }
+    sbuf_puts(&r->out, "data: ");
+    sbuf_puts(&r->out, s);
+    sbuf_puts(&r->out, "\n\n");
+    free(s);
+}
+
+// Turns what the last pump produced into SSE events; on the end, the closing chunk (the
+// only one with a finish_reason), the usage chunk if asked, and [DONE].
+static void stream_emit(struct run *r) {
+    const bool chat = r->req.kind == API_CHAT;
+    json_t *lp = gen_take_logprobs(&r->gen);
+    if (r->text.n > 0 || lp) {
+        sse(r, reply_chunk(&r->rp, r->text.p, r->text.n, chat && !r->sent_first, lp, NULL));
+        r->sent_first = true;
+        sbuf_consume(&r->text, r->text.n);
+    }
+    if (!r->over) return;
+    if (r->failed) { // an error event, then [DONE]: a stream cut by the server ends as a stream
+        struct api_error e;
+        if (r->shutdown) api_fail(&e, 503, "unavailable_error", "shutting_down", NULL, "%s", r->note);
+        else api_fail(&e, 500, "server_error", "generation_failed", NULL, "%s", r->note);
+        char *s = api_error_json(&e);
+        if (s) {
+            sbuf_puts(&r->out, "data: ");
+            sbuf_puts(&r->out, s);
+            sbuf_puts(&r->out, "\n\n");
+            free(s);
+        }
+    } else {
+        sse(r, reply_chunk(&r->rp, "", 0, chat && !r->sent_first, NULL, r->finish));
+        if (r->rp.include_usage) sse(r, reply_usage_chunk(&r->rp, run_usage(r)));
+    }
+    sbuf_puts(&r->out, "data: [DONE]\n\n");
+    r->ended = true;
+}
+
+// The request ends before the engine finished it: the client left (or was cut off as too
+// slow: the engine shut its socket), or the server stops.
+static void run_cut(struct run *r, enum job_wait w) {
+    job_cancel(r->job);
+    job_take(r->job, r->ev, NULL, NULL, 0, &r->st); // overflow, if that is what happened
+    r->over = r->failed = true;
+    r->shutdown = w == JOB_STOPPING && !r->st.overflow;
+    r->mf = MF_CANCELLED;
+    snprintf(r->note, sizeof r->note, "%s", r->st.overflow       ? "cancelled: the client read too slowly"
+                                            : w == JOB_CLIENT_GONE ? "cancelled: the client disconnected"
+                                                                   : "cancelled: the server is shutting down");
+}
+
+static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    struct conn *c = cls;
+    struct run *r = c->run;
+    for (;;) {
+        if (r->out.oom) return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (r->out_off < r->out.n) {
+            size_t n = r->out.n - r->out_off;
+            if (n > max) n = max;
+            memcpy(buf, r->out.p + r->out_off, n);
+            r->out_off += n;
+            if (r->out_off == r->out.n) {
+                sbuf_consume(&r->out, r->out.n);
+                r->out_off = 0;
+            }
+            return (ssize_t)n;
+        }
+        if (r->ended) return MHD_CONTENT_READER_END_OF_STREAM;
+        const enum job_wait w = job_wait(r->job, c->s->stop_fd);
+        if (w != JOB_READY) {
+            run_cut(r, w);
+            if (!r->shutdown) return MHD_CONTENT_READER_END_WITH_ERROR; // nobody to tell
+            stream_emit(r); // the server stops: an error event and [DONE], then the end
+            srv_idle_timer(c, (unsigned)c->s->o->timeout_s);
+            continue;
+        }
+        run_pump(c);
+        if (r->over && r->st.overflow) return MHD_CONTENT_READER_END_WITH_ERROR; // too slow: cut off
+        stream_emit(r);
+        if (r->ended) srv_idle_timer(c, (unsigned)c->s->o->timeout_s); // its end must be read too
+    }
+}
+
+enum MHD_Result srv_handle_generate(struct conn *c, struct MHD_Connection *mc, enum api_kind kind) {
+    struct server *s = c->s;
+    struct run *r = c->run = calloc(1, sizeof *c->run);
+    if (!r) return srv_send_body(c, mc, 500, NULL, NULL);
+    struct api_error e;
+    const bool ok = api_parse_generate(c->body.p, c->body.n, kind, s->n_vocab, &s->limits, &r->req, &e) &&
+                    srv_prompt_tokens(s, r, &e);
+    srv_body_release(c); // parsed and tokenized: the body, its tree and the prompt text are gone
+    srv_parse_end(c);
+    if (!ok) return srv_send_error(c, mc, &e);
+    const struct api_request *q = &r->req;
+    // the request must fit: prompt + max_tokens within the context and the KV pool
+    const int32_t max_tokens = q->max_tokens_given ? q->max_tokens : kind == API_COMPLETION ? 16 : 0;
+    const int32_t limit = s->n_ctx < s->kv_tokens ? s->n_ctx : s->kv_tokens;
+    if ((int64_t)r->n_prompt + (max_tokens ? max_tokens : 1) > limit)
+        return srv_fail(c, mc, 400, "invalid_request_error", "context_length_exceeded",
+                    "This request needs %lld tokens (prompt %d + max_tokens %d) but a request holds at "
+                    "most %d (context %d tokens, KV pool %d tokens)",
+                    (long long)r->n_prompt + (max_tokens ? max_tokens : 1), r->n_prompt,
+                    max_tokens ? max_tokens : 1, limit, s->n_ctx, s->kv_tokens);
+    struct lm_request_params rp = lm_request_params_default();
+    rp.sampling = q->sampling;
+    if (!q->seed_given) rp.sampling.seed = srv_next_random(s);
+    rp.max_tokens = max_tokens;
+    rp.ignore_eos = q->ignore_eos;
+    rp.n_logprobs = api_n_logprobs(q);
+    rp.bias_tokens = q->bias_tokens;
+    rp.bias_values = q->bias_values;
+    rp.n_bias = q->n_bias;
+    rp.lookup = q->lookup_given ? q->lookup : s->o->lookup;
+    rp.draft_max = q->draft_max ? q->draft_max : s->o->draft_max;
+    rp.use_draft = q->draft_model_given ? q->draft_model : s->dm != NULL;
+
+    const int32_t nt = q->logprobs ? q->top_logprobs : 0;
+    r->job = job_new(s->e, s->o->stream_buffer, nt, c->fd);
+    if (nt > 0) {
+        r->top_tok = malloc(64 * (size_t)nt * sizeof *r->top_tok);
+        r->top_lp = malloc(64 * (size_t)nt * sizeof *r->top_lp);
+    }
+    if (!r->job || (nt > 0 && (!r->top_tok || !r->top_lp)) || !gen_init(&r->gen, s->tok, &r->req))
+        return srv_send_body(c, mc, 500, NULL, NULL);
+    r->rp.kind = kind;
+    snprintf(r->rp.id, sizeof r->rp.id, "%s-%s", kind == API_CHAT ? "chatcmpl" : "cmpl", c->id);
+    r->rp.model = s->model_id;
+    r->rp.created = (long long)time(NULL);
+    r->rp.include_usage = q->stream && q->include_usage;
+
+    const enum lm_status st = job_submit(r->job, r->prompt, r->n_prompt, &rp);
+    if (st == LM_ERR_BUSY)
+        return srv_fail(c, mc, 429, "rate_limit_error", "queue_full",
+                    "The server is busy: %d requests are queued already; retry later",
+                    s->o->ep.max_waiting);
+    if (st == LM_ERR_ARG) return srv_fail(c, mc, 400, "invalid_request_error", "invalid_value", "%s", lm_error_msg());
+    if (st != LM_OK) return srv_fail(c, mc, 500, "server_error", "submit_failed", "%s", lm_error_msg());
+    r->submitted = true;
+    metrics_tokens(s->metrics, r->n_prompt, 0);
+
+    if (q->stream) {
+        struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 8192, stream_reader,
+                                                                      c, NULL);
+        if (!resp) {
+            job_cancel(r->job);
+            return srv_send_body(c, mc, 500, NULL, NULL);
+        }
+        MHD_add_response_header(resp, "Content-Type", "text/event-stream");
+        MHD_add_response_header(resp, "Cache-Control", "no-cache");
+        MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+        return srv_queue(c, mc, 200, resp);
+    }
+    // a whole answer: wait here (this connection's own thread), watching the client and the stop
+    while (!r->over) {
+        const enum job_wait w = job_wait(r->job, s->stop_fd);
+        if (w != JOB_READY) {
+            run_cut(r, w);
+            if (w == JOB_CLIENT_GONE) {
+                c->status = 499;
+                return MHD_NO; // close the connection: nobody is reading
+            }
+            break; // the server stops: 503 below
+        }
+        run_pump(c);
+    }
+    r->ended = true;
+    if (r->shutdown) return srv_fail(c, mc, 503, "unavailable_error", "shutting_down", "%s", r->note);
+    if (r->failed) return srv_fail(c, mc, 500, "server_error", "generation_failed", "%s", r->note);
+    return srv_send_json(c, mc, 200, reply_full(&r->rp, r->text.p, r->text.n, gen_take_logprobs(&r->gen),
+                                            r->finish, run_usage(r)));
+}
+
+void srv_run_free(struct run *r) {
+    if (!r) return;
+    api_request_free(&r->req);
+    gen_free(&r->gen);
+    job_unref(r->job);
+    free(r->prompt);
+    free(r->top_tok);
+    free(r->top_lp);
+    sbuf_free(&r->text);
+    sbuf_free(&r->out);
+    free(r);
+}

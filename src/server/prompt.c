@@ -1,0 +1,217 @@
+// A request's prompt tokens: a completions prompt (text with special tokens parsed, as
+// llama-server; or ids as given), or chat messages through the chat template, where the
+// special tokens are the template's only: "<start_of_turn>" typed in a message is text,
+// so a user cannot forge turn markers (unless --parse-special-in-messages).
+#include "srv.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NOMEM(e) api_fail(e, 500, "server_error", "out_of_memory", NULL, "out of memory")
+
+bool srv_prompt_init(struct server *s) {
+    // control tokens: no text of their own unless rendered (<bos>, <start_of_turn>, ...)
+    const size_t cap = lm_tokenizer_max_piece(s->tok) + 8;
+    char *buf = malloc(cap);
+    s->is_control = calloc((size_t)s->n_vocab, 1);
+    if (!buf || !s->is_control) {
+        free(buf);
+        return false;
+    }
+    for (int32_t id = 0; id < s->n_vocab; id++)
+        s->is_control[id] = lm_token_to_piece(s->tok, id, buf, cap, false) == 0 &&
+                            lm_token_to_piece(s->tok, id, buf, cap, true) > 0;
+    free(buf);
+    // whether the template trims contents (Gemma's and Llama 3's do, ChatML's does not)
+    const struct lm_chat_msg probe = {"user", " \tx\n"};
+    char *text = NULL;
+    size_t len = 0;
+    if (lm_chat_apply(s->tmpl, &probe, 1, true, &text, &len) != LM_OK) return false;
+    s->tmpl_trims = !strstr(text, " \tx\n");
+    free(text);
+    return true;
+}
+
+static bool is_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
+static bool tokenize(struct server *s, const char *text, size_t len, bool add_special, bool parse_special,
+                     int32_t **ids, size_t *n, struct api_error *e) {
+    if (lm_tokenize(s->tok, text, len, add_special, parse_special, ids, n) == LM_OK) return true;
+    return api_fail(e, 400, "invalid_request_error", "invalid_value", "messages", "%s", lm_error_msg());
+}
+
+static bool apply(struct server *s, const struct api_request *q, char *const *contents, char **text,
+                  size_t *len, struct api_error *e) {
+    struct lm_chat_msg *msgs = calloc(q->n_msgs, sizeof *msgs);
+    if (!msgs) return NOMEM(e);
+    for (size_t i = 0; i < q->n_msgs; i++) msgs[i] = (struct lm_chat_msg){q->msgs[i].role, contents[i]};
+    const enum lm_status st = lm_chat_apply(s->tmpl, msgs, q->n_msgs, true, text, len);
+    free(msgs);
+    if (st != LM_OK)
+        return api_fail(e, 400, "invalid_request_error", "invalid_value", "messages", "%s", lm_error_msg());
+    return true;
+}
+
+// The control tokens of ids[0, n) in order equal those of ref[0, m).
+static bool same_controls(const struct server *s, const int32_t *ids, size_t n, const int32_t *ref, size_t m) {
+    size_t j = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!s->is_control[ids[i]]) continue;
+        while (j < m && !s->is_control[ref[j]]) j++;
+        if (j == m || ref[j] != ids[i]) return false;
+        j++;
+    }
+    while (j < m && !s->is_control[ref[j]]) j++;
+    return j == m;
+}
+
+static bool append(int32_t **v, size_t *n, size_t *cap, const int32_t *src, size_t k) {
+    if (*n + k > *cap) {
+        size_t c = *cap ? *cap : 256;
+        while (c < *n + k) c *= 2;
+        int32_t *p = realloc(*v, c * sizeof *p);
+        if (!p) return false;
+        *v = p;
+        *cap = c;
+    }
+    memcpy(*v + *n, src, k * sizeof *src);
+    *n += k;
+    return true;
+}
+
+// The template's text with every content replaced by a marker ("\x1dLMC<nonce>:<i>\x1d"),
+// tokenized piece by piece: the template's pieces with special tokens parsed, the contents
+// as plain text. Only for messages that hold special-token text.
+static bool tokenize_marked(struct server *s, const struct api_request *q, int32_t **out, size_t *n_out,
+                            struct api_error *e) {
+    char **marks = calloc(q->n_msgs, sizeof *marks);
+    if (!marks) return NOMEM(e);
+    char tag[32];
+    bool clash = true;
+    for (int tries = 0; clash && tries < 8; tries++) { // a nonce no content holds
+        snprintf(tag, sizeof tag, "\x1dLMC%016llx:", (unsigned long long)srv_next_random(s));
+        clash = false;
+        for (size_t i = 0; i < q->n_msgs && !clash; i++) clash = strstr(q->msgs[i].content, tag) != NULL;
+    }
+    bool ok = !clash;
+    if (!ok) api_fail(e, 500, "server_error", "prompt_failed", NULL, "no marker free of the messages' text");
+    for (size_t i = 0; ok && i < q->n_msgs; i++) {
+        marks[i] = malloc(strlen(tag) + 24);
+        if (!marks[i]) ok = NOMEM(e);
+        else snprintf(marks[i], strlen(tag) + 24, "%s%zu\x1d", tag, i);
+    }
+    char *text = NULL;
+    size_t len = 0;
+    if (ok) ok = apply(s, q, marks, &text, &len, e);
+    int32_t *v = NULL;
+    size_t n = 0, cap = 0;
+    const int32_t bos = lm_tokenizer_bos(s->tok), eos = lm_tokenizer_eos(s->tok);
+    if (ok && lm_tokenizer_add_bos(s->tok) && !append(&v, &n, &cap, &bos, 1)) ok = NOMEM(e);
+    const size_t tl = strlen(tag);
+    for (size_t at = 0; ok && at < len;) {
+        const char *m = strstr(text + at, tag);
+        const size_t piece_end = m ? (size_t)(m - text) : len;
+        int32_t *ids = NULL;
+        size_t k = 0;
+        if (piece_end > at) { // template text: its special tokens are meant
+            ok = tokenize(s, text + at, piece_end - at, false, true, &ids, &k, e);
+            if (ok && !append(&v, &n, &cap, ids, k)) ok = NOMEM(e);
+            free(ids);
+        }
+        if (!ok || !m) break;
+        char *endp = NULL;
+        const unsigned long long i = strtoull(m + tl, &endp, 10);
+        if (i >= q->n_msgs || *endp != '\x1d') {
+            ok = api_fail(e, 500, "server_error", "prompt_failed", NULL, "the chat template moved a marker");
+            break;
+        }
+        const char *c = q->msgs[i].content;
+        size_t cl = strlen(c);
+        if (s->tmpl_trims) {
+            while (cl > 0 && is_space(*c)) c++, cl--;
+            while (cl > 0 && is_space(c[cl - 1])) cl--;
+        }
+        if (cl > 0) { // a message's text: special-token text in it stays text
+            ok = tokenize(s, c, cl, false, false, &ids, &k, e);
+            if (ok && !append(&v, &n, &cap, ids, k)) ok = NOMEM(e);
+            free(ids);
+        }
+        at = (size_t)(endp + 1 - text);
+    }
+    if (ok && lm_tokenizer_add_eos(s->tok) && !append(&v, &n, &cap, &eos, 1)) ok = NOMEM(e);
+    for (size_t i = 0; i < q->n_msgs; i++) free(marks[i]);
+    free(marks);
+    free(text);
+    if (!ok) {
+        free(v);
+        return false;
+    }
+    *out = v;
+    *n_out = n;
+    return true;
+}
+
+// Chat: the template's text tokenized as a whole (the tokens every server computes). When
+// the messages' text holds special-token text, the control tokens of that tokenization
+// differ from the template's own, and the prompt is tokenized piece by piece instead.
+static bool chat_tokens(struct server *s, const struct api_request *q, int32_t **ids, size_t *n,
+                        struct api_error *e) {
+    char **contents = malloc(q->n_msgs * sizeof *contents);
+    if (!contents) return NOMEM(e);
+    for (size_t i = 0; i < q->n_msgs; i++) contents[i] = q->msgs[i].content;
+    char *text = NULL;
+    size_t len = 0;
+    bool ok = apply(s, q, contents, &text, &len, e);
+    free(contents);
+    if (ok) ok = tokenize(s, text, len, true, true, ids, n, e);
+    free(text);
+    if (!ok || s->o->parse_special_in_messages) return ok;
+    // the template alone (empty contents): the control tokens it puts there itself
+    char **empty = malloc(q->n_msgs * sizeof *empty);
+    if (!empty) return NOMEM(e);
+    for (size_t i = 0; i < q->n_msgs; i++) empty[i] = "";
+    int32_t *ref = NULL;
+    size_t m = 0;
+    ok = apply(s, q, empty, &text, &len, e);
+    free(empty);
+    if (ok) ok = tokenize(s, text, len, true, true, &ref, &m, e);
+    free(text);
+    if (ok && !same_controls(s, *ids, *n, ref, m)) {
+        free(*ids);
+        *ids = NULL;
+        ok = tokenize_marked(s, q, ids, n, e);
+    }
+    free(ref);
+    if (!ok) {
+        free(*ids);
+        *ids = NULL;
+    }
+    return ok;
+}
+
+bool srv_prompt_tokens(struct server *s, struct run *r, struct api_error *e) {
+    const struct api_request *q = &r->req;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    if (q->kind == API_COMPLETION && q->has_prompt_ids) {
+        ids = malloc((size_t)(q->n_prompt_ids ? q->n_prompt_ids : 1) * sizeof *ids);
+        if (!ids) return NOMEM(e);
+        memcpy(ids, q->prompt_ids, (size_t)q->n_prompt_ids * sizeof *ids);
+        n = (size_t)q->n_prompt_ids;
+    } else if (q->kind == API_CHAT) {
+        if (!chat_tokens(s, q, &ids, &n, e)) return false;
+    } else if (lm_tokenize(s->tok, q->prompt ? q->prompt : "", q->prompt_len, true, true, &ids, &n) != LM_OK) {
+        return api_fail(e, 400, "invalid_request_error", "invalid_value", "prompt", "%s", lm_error_msg());
+    }
+    if (n > INT32_MAX / 2) {
+        free(ids);
+        return api_fail(e, 400, "invalid_request_error", "context_length_exceeded", "prompt",
+                        "the prompt is %zu tokens", n);
+    }
+    r->prompt = ids;
+    r->n_prompt = (int32_t)n;
+    if (n == 0)
+        return api_fail(e, 400, "invalid_request_error", "invalid_value", "prompt", "the prompt is empty (no tokens)");
+    return true;
+}

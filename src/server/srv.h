@@ -1,0 +1,176 @@
+// The server's shared state and the per-request structs that its files (server.c: set-up,
+// shutdown, the MHD callbacks; routes.c: answers and the small routes; generate.c: the
+// generation routes) pass between them. Internal to src/server.
+#ifndef LM_SERVER_SRV_H
+#define LM_SERVER_SRV_H
+
+#include <jansson.h>
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "api.h"
+#include "assets.h"
+#include "conns.h"
+#include "job.h"
+#include "metrics.h"
+#include "policy.h"
+#include "reply.h"
+#include "server.h"
+#include "util.h"
+
+// LOADING -> READY -> DRAINING (no new work; running requests finish within the grace)
+// -> STOPPING (what is left is cancelled, then the HTTP server and the engine stop)
+enum srv_state { SRV_LOADING, SRV_READY, SRV_DRAINING, SRV_STOPPING };
+
+#define SRV_SNDBUF (128 * 1024) // bytes of a connection's kernel send buffer
+// Requests parsing JSON or tokenizing at once: each may build a tree of up to
+// limits.max_values values (~100 bytes each) and a prompt's tokens; more wait their turn.
+#define SRV_PARSE_SLOTS 4
+#define SRV_BODY_BYTES_PER_TOKEN 64 // default --max-body: this much per token of the context
+#define SRV_MIN_MAX_BODY ((size_t)1 << 20)
+#define SRV_MIN_BODY_BUDGET ((size_t)64 << 20) // bodies buffered at once: max(this, 8 x --max-body)
+
+struct server {
+    const struct lm_server_opts *o;
+    struct MHD_Daemon *d;
+    struct conns *conns;       // the front door: accepts, caps, deadlines (conns.h)
+    atomic_int state;
+    int stop_fd;               // eventfd, written once to stop: every waiting HTTP thread wakes
+    pthread_mutex_t life_mu;   // guards the fields below; life_cv: their changes
+    pthread_cond_t life_cv;
+    bool drain_requested;
+    char drain_why[64];
+    int active;                // requests between a complete body and MHD's completion callback
+    // the gate before work that scales with a body (parse, template, tokenize, submit)
+    _Atomic size_t max_body;   // bytes of a request body (--max-body, else from the context)
+    struct api_limits limits;  // JSON values and depth of a body (set once the model is loaded)
+    atomic_size_t body_bytes;  // request bodies buffered now, at most body_budget (else 503)
+    atomic_size_t body_budget;
+    pthread_mutex_t gate_mu;   // guards held, parsing; gate_cv: a parse slot came free
+    pthread_cond_t gate_cv;
+    int held, held_cap;        // requests past the gate (to their answer's end): --parallel + --queue
+    int parsing, parse_cap;    // of those, parsing or tokenizing now: SRV_PARSE_SLOTS
+    struct lm_model *m;
+    struct lm_model *dm;       // -md: the draft model, or NULL
+    struct lm_engine *e;
+    const struct lm_tokenizer *tok;
+    int32_t n_vocab, n_ctx, kv_tokens, n_ctx_train;
+    enum lm_chat_template tmpl;
+    const char *tmpl_source;
+    bool tmpl_trims;           // the template trims message contents (prompt.c)
+    uint8_t *is_control;       // [n_vocab]: a control token (no text unless rendered)
+    char model_id[256];
+    char url[300];
+    struct metrics *metrics;
+    struct policy policy;      // Host, Origin, Content-Type (policy.h)
+    long long started;
+    atomic_uint_fast64_t next_id;
+    uint64_t salt;
+};
+
+// A generation request (completions or chat) on its HTTP thread.
+struct run {
+    struct api_request req;
+    struct gen gen;
+    struct reply rp;
+    struct job *job;
+    int32_t *prompt;
+    int32_t n_prompt;
+    struct job_ev ev[64];
+    int32_t *top_tok;
+    float *top_lp;
+    struct sbuf text;    // released text not sent yet (stream: this chunk; else the answer)
+    struct sbuf out;     // stream: SSE bytes not handed to MHD yet
+    size_t out_off;
+    bool submitted, sent_first, over, ended, failed;
+    bool shutdown;       // failed because the server stops (503 unavailable_error / an error event)
+    const char *finish;  // "stop" / "length" once over without failure
+    enum metrics_finish mf;
+    char note[320];      // why it ended abnormally (log line)
+    struct job_state st;
+    uint64_t t_first, t_prev;
+    bool queue_seen;
+};
+
+// One HTTP request (MHD's con_cls), freed when MHD reports it complete.
+struct conn {
+    struct server *s;
+    enum metrics_route route;
+    char method[8];
+    char path[96];
+    uint64_t t_arrive;
+    int fd;
+    struct sbuf body;
+    bool too_large, answered;
+    bool counted;        // in s->active (from the complete body to the completion callback)
+    bool held, parsing;  // past the gate; holding a parse slot
+    bool busy;           // its body did not fit the body budget: 503
+    size_t body_counted; // bytes of body counted in s->body_bytes
+    int status;
+    char id[24];
+    struct MHD_Connection *mc;
+    void *link;          // the connection's record in s->conns
+    const char *cors;    // Access-Control-Allow-Origin for a --cors-origin page, else NULL
+    char err[200];       // the error answered (log line)
+    struct run *run;
+};
+
+// ---- answers (routes.c): each queues the response on mc and records the status in c
+
+enum MHD_Result srv_queue(struct conn *c, struct MHD_Connection *mc, int status, struct MHD_Response *resp);
+// A malloc'd body (taken over; NULL = out of memory -> 500).
+enum MHD_Result srv_send_body(struct conn *c, struct MHD_Connection *mc, int status, char *body,
+                              const char *type);
+enum MHD_Result srv_send_json(struct conn *c, struct MHD_Connection *mc, int status, json_t *j); // j stolen
+enum MHD_Result srv_send_error(struct conn *c, struct MHD_Connection *mc, const struct api_error *e);
+enum MHD_Result srv_fail(struct conn *c, struct MHD_Connection *mc, int status, const char *type,
+                         const char *code, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+// 503: loading, or shutting down
+enum MHD_Result srv_not_ready(struct conn *c, struct MHD_Connection *mc);
+// MHD's idle timer of c's connection: 0 while a request is worked on (the server watches the
+// client itself), --timeout while an answer is written (a client that stops reading is
+// dropped), --keep-alive-timeout between requests.
+void srv_idle_timer(struct conn *c, unsigned seconds);
+// A random 64-bit value (seeds of requests that give none).
+uint64_t srv_next_random(struct server *s);
+
+// ---- the gate (server.c)
+
+// Ends c's parse slot (idempotent): the body's tree and the prompt's text are gone.
+void srv_parse_end(struct conn *c);
+// Frees c's buffered body and returns its bytes to the budget (idempotent).
+void srv_body_release(struct conn *c);
+
+// ---- prompts (prompt.c)
+
+// Once the model and the template are known: the control-token table. False when out of memory.
+bool srv_prompt_init(struct server *s);
+// r->prompt / r->n_prompt from r->req: a completions prompt, or the chat template's text
+// where the messages' special-token text stays text (unless --parse-special-in-messages).
+bool srv_prompt_tokens(struct server *s, struct run *r, struct api_error *e);
+
+// ---- stopping (server.c)
+
+// Starts draining: no new work (503, /health 503), running requests finish within
+// --shutdown-grace, then the rest is cancelled and lm_server_run returns 0. Any thread, any
+// time, idempotent; why names the trigger in the log ("SIGTERM"). Before the model is
+// ready it only records the request (the server stops once loading ends).
+void srv_drain(struct server *s, const char *why);
+
+// ---- routes (routes.c, generate.c), called once the request's body is complete
+
+enum MHD_Result srv_handle_generate(struct conn *c, struct MHD_Connection *mc, enum api_kind kind);
+enum MHD_Result srv_handle_health(struct conn *c, struct MHD_Connection *mc);
+enum MHD_Result srv_handle_metrics(struct conn *c, struct MHD_Connection *mc);
+enum MHD_Result srv_handle_models(struct conn *c, struct MHD_Connection *mc);
+enum MHD_Result srv_handle_tokenize(struct conn *c, struct MHD_Connection *mc);
+enum MHD_Result srv_handle_detokenize(struct conn *c, struct MHD_Connection *mc);
+enum MHD_Result srv_handle_asset(struct conn *c, struct MHD_Connection *mc, const struct lm_srv_asset *a);
+// 204 to a CORS preflight (OPTIONS) from a --cors-origin page.
+enum MHD_Result srv_preflight(struct conn *c, struct MHD_Connection *mc);
+void srv_run_free(struct run *r); // NULL is fine
+
+#endif
