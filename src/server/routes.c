@@ -78,6 +78,12 @@ enum MHD_Result srv_fail(struct conn *c, struct MHD_Connection *mc, int status, 
 enum MHD_Result srv_not_ready(struct conn *c, struct MHD_Connection *mc) {
     const int state = atomic_load(&c->s->state);
     if (state == SRV_LOADING) return srv_fail(c, mc, 503, "unavailable_error", "loading", "Loading model");
+    pthread_mutex_lock(&c->s->life_mu);
+    const bool held = state == SRV_DRAINING && !c->s->drain_requested;
+    pthread_mutex_unlock(&c->s->life_mu);
+    if (held)
+        return srv_fail(c, mc, 503, "unavailable_error", "draining", "This replica is draining: running "
+                        "requests finish, new ones go to another replica");
     if (state == SRV_DRAINING)
         return srv_fail(c, mc, 503, "unavailable_error", "shutting_down", "The server is shutting down: "
                         "running requests finish, new ones go elsewhere");
@@ -94,7 +100,8 @@ enum MHD_Result srv_handle_health(struct conn *c, struct MHD_Connection *mc) {
 enum MHD_Result srv_handle_metrics(struct conn *c, struct MHD_Connection *mc) {
     struct server *s = c->s;
     struct lm_engine_stats st;
-    const bool ready = atomic_load(&s->state) == SRV_READY;
+    const int state = atomic_load(&s->state);
+    const bool ready = state == SRV_READY || state == SRV_DRAINING; // the engine runs: its gauges count
     if (ready) lm_engine_stats(s->e, &st); // a short lock the engine never holds across a step
     return srv_send_body(c, mc, 200, metrics_render(s->metrics, ready ? &st : NULL),
                      "text/plain; version=0.0.4; charset=utf-8");
