@@ -118,7 +118,7 @@ def request_body(endpoint, text, max_tokens, stream=True, system=None):
 
 class Result:
     __slots__ = ("tag", "t_send", "t_first", "t_end", "times", "status", "error", "usage",
-                 "finish", "cancelled", "done")
+                 "finish", "cancelled", "done", "text", "headers")
 
     def __init__(self, tag=None):
         self.tag = tag
@@ -131,6 +131,8 @@ class Result:
         self.finish = None
         self.cancelled = False
         self.done = False      # [DONE] seen
+        self.text = []         # the streamed text, chunk by chunk
+        self.headers = {}      # the response's headers (a balancer's X-Lumen-Replica)
 
     @property
     def ok(self):
@@ -175,6 +177,7 @@ async def stream(client, url, endpoint, body, tag=None, on_token=None):
     try:
         async with client.stream("POST", url + ENDPOINT_PATH[endpoint], json=body) as r:
             res.status = r.status_code
+            res.headers = dict(r.headers)
             if r.status_code != 200:
                 res.error = (await r.aread()).decode("utf-8", "replace")[:300]
                 return res
@@ -202,6 +205,7 @@ async def stream(client, url, endpoint, body, tag=None, on_token=None):
                         if res.t_first is None:
                             res.t_first = t
                         res.times.append(t)
+                        res.text.append(text)
                         if on_token:
                             on_token(res)
                     if c.get("finish_reason"):

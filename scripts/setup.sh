@@ -2,9 +2,11 @@
 # Set-up for a fresh Debian 12 machine (idempotent; quick when everything is present):
 # system packages, Python venv (.venv), the default model, the Release build (build/lumen),
 # then a short generation.
-#   bash scripts/setup.sh [--reference] [--no-run]
+#   bash scripts/setup.sh [--reference] [--haproxy] [--no-run]
 #     --reference  also build + install llama-cpp-python (requirements-reference.txt; ~15 min)
 #                  and llama.cpp's own tools from its vendored tree into .reference/bin (~20 min)
+#     --haproxy    also install Debian's haproxy (deploy/haproxy/; the replica tests and
+#                  bench/serve_trace.py --lb use it); never installed without this option
 #     --no-run     skip the closing generation
 # Env: LUMEN_JOBS (build parallelism, default nproc), LUMEN_PYTHON (interpreter for the venv).
 set -euo pipefail
@@ -13,17 +15,19 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$(pwd)
 
 REFERENCE=0
+HAPROXY=0
 RUN=1
 for arg in "$@"; do
     case "$arg" in
         --reference) REFERENCE=1 ;;
+        --haproxy) HAPROXY=1 ;;
         --no-run) RUN=0 ;;
         -h | --help)
-            sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
+            sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
             exit 0
             ;;
         *)
-            echo "setup: unknown option '$arg' (use --reference, --no-run)" >&2
+            echo "setup: unknown option '$arg' (use --reference, --haproxy, --no-run)" >&2
             exit 2
             ;;
     esac
@@ -106,6 +110,10 @@ build_reference_tools() {
 # ---------------------------------------------------------------- 1. system packages
 APT_PKGS=(build-essential cmake pkg-config libpcre2-dev python3 python3-venv python3-pip git
     clang libclang-rt-14-dev libedit-dev tmux libmicrohttpd-dev libjansson-dev chromium)
+# HAProxy runs lumen replicas behind one address (deploy/haproxy/): only when asked, since the
+# package also installs a system service (Debian starts it with its default configuration,
+# which listens nowhere).
+((HAPROXY)) && APT_PKGS+=(haproxy)
 missing=()
 for p in "${APT_PKGS[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then

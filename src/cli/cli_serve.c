@@ -15,6 +15,8 @@ static const char *k_serve_help =
     "GET /v1/models, /health, /metrics, POST /tokenize, /detokenize, the chat page at /)\n"
     "on the continuous-batching engine. SIGINT / SIGTERM drain it: no new work, running requests\n"
     "finish within --shutdown-grace, then the rest is cancelled; a second signal exits at once.\n"
+    "SIGUSR1 drains without stopping (/health and new requests 503: a balancer sends them to\n"
+    "another replica; running requests finish), SIGUSR2 takes work again (deploy/haproxy/).\n"
     "\n"
     "  -m, --model PATH        GGUF model (default: " LM_DEFAULT_MODEL ")\n"
     "      --host HOST         address to listen on (default 127.0.0.1)\n"

@@ -185,6 +185,17 @@ char *metrics_render(struct metrics *m, const struct lm_engine_stats *st, const 
                "the prefix cache (evicted least recently used).", st->kv.n_cached_free);
         scalar(&b, "lumen_kv_blocks_total", "gauge", "KV pool capacity in blocks.", st->kv.n_blocks);
         scalar(&b, "lumen_kv_block_tokens", "gauge", "Positions per KV block.", st->kv.block_size);
+        // What the Gateway API Inference Extension's endpoint picker reads (docs/server.md):
+        // KV-cache utilisation as vLLM's kv_cache_usage_perc (blocks held by running requests
+        // over all, 0..1; cached blocks are free to take), the pool's shape as its
+        // cache_config_info (same label names, so the picker needs only the metric's name).
+        scalar(&b, "lumen_kv_cache_usage_ratio", "gauge", "Fraction of the KV pool's blocks held by "
+               "running requests (0..1; blocks kept only for the prefix cache count as free).",
+               st->kv.n_blocks > 0 ? (double)st->kv.n_used / st->kv.n_blocks : 0.0);
+        head(&b, "lumen_cache_config_info", "gauge", "The KV pool's shape in labels (value 1): "
+             "block_size in tokens, num_gpu_blocks = blocks in the pool (vLLM's label names).");
+        sbuf_printf(&b, "lumen_cache_config_info{block_size=\"%d\",num_gpu_blocks=\"%d\"} 1\n",
+                    (int)st->kv.block_size, (int)st->kv.n_blocks);
         scalar(&b, "lumen_prefix_cache_queries_total", "counter", "Prompt tokens looked up in the "
                "prefix cache.", (double)st->kv.prefix_query_tokens);
         scalar(&b, "lumen_prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix "

@@ -88,6 +88,12 @@ enum MHD_Result srv_fail(struct conn *c, struct MHD_Connection *mc, int status, 
 enum MHD_Result srv_not_ready(struct conn *c, struct MHD_Connection *mc) {
     const int state = atomic_load(&c->s->state);
     if (state == SRV_LOADING) return srv_fail(c, mc, 503, "unavailable_error", "loading", "Loading model");
+    pthread_mutex_lock(&c->s->life_mu);
+    const bool held = state == SRV_DRAINING && !c->s->drain_requested;
+    pthread_mutex_unlock(&c->s->life_mu);
+    if (held)
+        return srv_fail(c, mc, 503, "unavailable_error", "draining", "This replica is draining: running "
+                        "requests finish, new ones go to another replica");
     if (state == SRV_DRAINING)
         return srv_fail(c, mc, 503, "unavailable_error", "shutting_down", "The server is shutting down: "
                         "running requests finish, new ones go elsewhere");
@@ -105,7 +111,7 @@ enum MHD_Result srv_handle_metrics(struct conn *c, struct MHD_Connection *mc) {
     struct server *s = c->s;
     struct lm_engine_stats st;
     const int state = atomic_load(&s->state);
-    const bool ready = state == SRV_READY || state == SRV_DRAINING;
+    const bool ready = state == SRV_READY || state == SRV_DRAINING; // the engine runs: its gauges count
     if (ready) lm_engine_stats(s->e, &st); // a short lock the engine never holds across a step
     struct metrics_conns cs;
     conns_stats(s->conns, &cs);

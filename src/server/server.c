@@ -437,17 +437,39 @@ void srv_drain(struct server *s, const char *why) {
     pthread_mutex_unlock(&s->life_mu);
 }
 
+void srv_set_draining(struct server *s, bool on, const char *why) {
+    pthread_mutex_lock(&s->life_mu);
+    int from = on ? SRV_READY : SRV_DRAINING;
+    const bool changed = s->operator_drain != on && (on || !s->drain_requested) &&
+                         atomic_compare_exchange_strong(&s->state, &from, on ? SRV_DRAINING : SRV_READY);
+    s->operator_drain = on; // while loading: applied when the model is ready
+    pthread_mutex_unlock(&s->life_mu);
+    if (changed && on) conns_close_idle(s->conns); // a balancer's kept-alive connections go elsewhere
+    if (changed)
+        fprintf(stderr, on ? "lumen serve: %s: draining: /health and new requests answer 503, running "
+                             "requests finish (SIGUSR2 resumes)\n"
+                           : "lumen serve: %s: serving again\n", why);
+}
+
 // SIGINT / SIGTERM (blocked in every other thread): the first drains, or ends a model load
-// at once (nothing runs yet); a second exits at once.
+// at once (nothing runs yet); a second exits at once. SIGUSR1 / SIGUSR2: the operator's drain
+// on / off (srv_set_draining).
 static void *signal_main(void *arg) {
     struct server *s = arg;
     sigset_t sigs;
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGINT);
     sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGUSR1);
+    sigaddset(&sigs, SIGUSR2);
     for (int n = 0;; n++) {
         int sig = 0;
         if (sigwait(&sigs, &sig) != 0) continue;
+        if (sig == SIGUSR1 || sig == SIGUSR2) {
+            srv_set_draining(s, sig == SIGUSR1, sig == SIGUSR1 ? "SIGUSR1" : "SIGUSR2");
+            n--; // not a stop: n counts SIGINT / SIGTERM
+            continue;
+        }
         const char *name = sig == SIGINT ? "SIGINT" : "SIGTERM";
         if (n > 0) {
             fprintf(stderr, "lumen serve: %s again: exiting now\n", name);
@@ -493,11 +515,14 @@ static void drain(struct server *s) {
 }
 
 int lm_server_run(const struct lm_server_opts *o) {
-    // SIGINT/SIGTERM are taken by signal_main's sigwait: block them before any thread starts
+    // SIGINT/SIGTERM/SIGUSR1/SIGUSR2 are taken by signal_main's sigwait: block them before any
+    // thread starts
     sigset_t sigs;
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGINT);
     sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGUSR1);
+    sigaddset(&sigs, SIGUSR2);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
@@ -626,7 +651,7 @@ int lm_server_run(const struct lm_server_opts *o) {
             s->kv_tokens, ep.max_running > 0 ? ep.max_running : 8, ep.max_waiting > 0 ? ep.max_waiting : 64,
             lm_chat_template_name(s->tmpl), s->tmpl_source);
     pthread_mutex_lock(&s->life_mu); // the signal thread reads LOADING under this lock
-    atomic_store(&s->state, s->drain_requested ? SRV_DRAINING : SRV_READY);
+    atomic_store(&s->state, s->drain_requested || s->operator_drain ? SRV_DRAINING : SRV_READY);
     pthread_mutex_unlock(&s->life_mu);
     fprintf(stderr, "lumen serve: listening on %s\n", s->url);
     fflush(stderr);

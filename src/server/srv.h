@@ -42,6 +42,7 @@ struct server {
     pthread_mutex_t life_mu;   // guards the fields below; life_cv: their changes
     pthread_cond_t life_cv;
     bool drain_requested;
+    bool operator_drain;       // the operator's drain (SIGUSR1 .. SIGUSR2): no new work, no exit
     char drain_why[64];
     int active;                // requests between a complete body and MHD's completion callback
     // the gate before work that scales with a body (parse, template, tokenize, submit)
@@ -159,6 +160,11 @@ bool srv_prompt_tokens(struct server *s, struct run *r, struct api_error *e);
 // time, idempotent; why names the trigger in the log ("SIGTERM"). Before the model is
 // ready it only records the request (the server stops once loading ends).
 void srv_drain(struct server *s, const char *why);
+// The operator's drain, for a balancer (deploy/haproxy/): on, /health and new requests answer
+// 503 (a balancer retries those elsewhere) while running requests finish; off, the server
+// takes work again. Nothing stops; the shutdown drain (srv_drain) wins over it. Any thread,
+// idempotent; why names the trigger in the log ("SIGUSR1").
+void srv_set_draining(struct server *s, bool on, const char *why);
 
 // ---- routes (routes.c, generate.c), called once the request's body is complete
 
