@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # CLI behaviour: --help everywhere, bad flags/values/paths give one line and exit 2,
 # malformed models give one line naming file + key/tensor and a non-zero exit.
-# LM_TEST_LABELS: unit
+# LM_TEST_LABELS: unit;cli
 set -u
 ROOT="${LUMEN_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}"
 BIN="${LUMEN_BIN:-$ROOT/build/lumen}"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `lumen bench`: bad flags give one line and exit 2; on the tiny random-weight model
 # (tools/make_tiny_gguf.py) the md, csv and json outputs carry the expected fields.
-# LM_TEST_LABELS: unit
+# LM_TEST_LABELS: unit;cli
 set -u
 ROOT="${LUMEN_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}"
 BIN="${LUMEN_BIN:-$ROOT/build/lumen}"

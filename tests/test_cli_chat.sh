@@ -5,7 +5,7 @@
 # clears the line, Ctrl-D leaves with status 0. Then the non-interactive mode (stdin not a
 # terminal), the context-full handling, the missing-template warning, and the progress
 # line: drawn under tmux, absent when stderr is not a terminal.
-# LM_TEST_LABELS: model
+# LM_TEST_LABELS: model;cli
 set -u
 ROOT="${LUMEN_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}"
 BIN="${LUMEN_BIN:-$ROOT/build/lumen}"

@@ -7,7 +7,7 @@
 # base files give one line and exit 1; bad flags one line and exit 2. With llama.cpp's tools
 # present (.reference/bin, or $LUMEN_REFERENCE_BIN) and not in quick mode, also: llama-perplexity
 # writes the default model's base file and lumen reads it, and the other way round.
-# LM_TEST_LABELS: model
+# LM_TEST_LABELS: model;cli
 set -u
 ROOT="${LUMEN_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}"
 BIN="${LUMEN_BIN:-$ROOT/build/lumen}"

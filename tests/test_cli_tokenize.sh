@@ -2,7 +2,7 @@
 # lumen tokenize on the default model: --ids match llama.cpp's ids for the same text
 # (tests/golden/tokens_gemma3.tsv: with and without BOS, with --parse-special), pieces
 # match, the token count matches the prompt count of `lumen run`; bad flags: one line, exit 2.
-# LM_TEST_LABELS: model
+# LM_TEST_LABELS: model;cli
 set -u
 ROOT="${LUMEN_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}"
 BIN="${LUMEN_BIN:-$ROOT/build/lumen}"

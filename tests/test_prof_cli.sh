@@ -2,7 +2,7 @@
 # `lumen analyze`: text report and --html page from a committed trace fixture, usage
 # errors (exit 2), malformed traces (exit 1, one stderr line naming file:line); the
 # JSONL fixture and a freshly written Perfetto file parse as JSON (python3, if present).
-# LM_TEST_LABELS: unit
+# LM_TEST_LABELS: unit;cli
 set -u
 ROOT="${LUMEN_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}"
 BIN="${LUMEN_BIN:-$ROOT/build/lumen}"
