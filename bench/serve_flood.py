@@ -12,6 +12,8 @@ Scenarios (each engine's server started afresh for each, one warm-up request fir
            plus an unknown field holding as many `{}` as the body limit allows (lumen: its
            default --max-body, read from the context it reports; llama-server: --llama-body-bytes);
            the server's RSS high-water mark (VmHWM, /proc/PID/status) before and after
+  prompts  the same with a body of one long prompt (words filling the limit: tokenized, then
+           refused as beyond the context)
 
 During idle and trickle, a real client (also from 127.0.0.1, a new connection each time)
 alternates GET /health and a short POST /v1/completions, --samples of each: the time from its
