@@ -130,15 +130,23 @@ static void unlink_rec(struct conns *f, struct link *l) {
     else f->head = l->next;
     if (l->next) l->next->prev = l->prev;
     if (!l->kicked) f->open--;
-    if (l->phase == CONNS_PENDING) close(l->fd); // still ours: MHD never had it
+    if (l->phase == CONNS_PENDING && l->fd >= 0) close(l->fd); // still ours: MHD never had it
     free(l);
 }
 
-// Under mu: ends the connection (a pending one is ours to close; MHD's thread closes the
-// others once their socket is shut); it stops counting now.
-static void kick(struct conns *f, struct link *l) {
+static void refuse(struct conns *f, int fd);
+
+// Under mu, on the accepting thread: ends the connection (a pending one is ours to close;
+// MHD's thread closes the others once their socket is shut); it stops counting now. A
+// pending one that is evicted (answer) gets the 503 a refused one gets: its request may be
+// on its way (a client slower to send than a burst of connections from its address is to
+// arrive), and a bare close would leave it without an answer, or reset once it arrives.
+static void kick(struct conns *f, struct link *l, bool answer) {
     if (l->phase == CONNS_PENDING) {
+        const int fd = l->fd;
+        if (answer) l->fd = -1; // refuse() closes it, after the answer
         unlink_rec(f, l);
+        if (answer) refuse(f, fd);
         return;
     }
     shutdown(l->fd, SHUT_RDWR);
@@ -251,7 +259,7 @@ static void admit(struct conns *f, int fd, const struct sockaddr_storage *ss, so
     if (same >= f->o.max_per_address || f->open >= f->o.max_total) {
         struct link *victim = oldest_evictable(f, l, same >= f->o.max_per_address);
         if (victim) {
-            kick(f, victim);
+            kick(f, victim, true);
             f->evicted++;
         } else {
             ok = false;
@@ -308,7 +316,7 @@ static void tick(struct conns *f, uint64_t now) {
         for (struct link *l = f->head, *next; l; l = next) {
             next = l->next;
             if (waiting(l) && now - l->since_ns > limit) {
-                kick(f, l);
+                kick(f, l, false);
                 f->timed_out++;
             }
         }
@@ -367,7 +375,7 @@ static void *front_main(void *arg) {
                 pthread_mutex_lock(&f->mu);
                 for (struct link *l = f->head, *next; l; l = next) {
                     next = l->next;
-                    if (evictable(l)) kick(f, l);
+                    if (evictable(l)) kick(f, l, false);
                 }
                 pthread_mutex_unlock(&f->mu);
                 n_pending = 0; // those records are gone

@@ -1,6 +1,7 @@
 // The front door of lumen serve: its own thread accepts every connection, admits it under
 // the total and per-address caps (evicting the oldest connection that has no request under
-// way when a cap is reached, else answering a fast 503 with a JSON body: never a reset),
+// way when a cap is reached, else answering a fast 503 with a JSON body: never a reset; an
+// evicted connection whose request has not arrived gets the same 503),
 // holds it without a thread until its request's header block has arrived, then hands it to
 // libmicrohttpd (MHD_add_connection), and closes a connection that has not delivered a
 // request's headers and body within --timeout of being ready for one.

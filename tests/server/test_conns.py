@@ -120,6 +120,45 @@ def test_refused_at_the_cap_with_an_answer():
         s.stop()
 
 
+def test_evicted_before_its_request_gets_an_answer():
+    """A client whose request has not arrived yet when a flood from its own address evicts it
+    (a slow sender, or one that lost the race against a burst of connections) is answered
+    503 too_many_connections, as a refused one is: never closed without an answer (main:
+    a bare close, or a reset once its request arrives)."""
+    s = Server("--api-key", API_KEY, "--max-connections-per-ip", "4")
+    try:
+        old = open_idle(s, 4)
+        late = socket.create_connection((s.host, s.port), timeout=10)  # evicts old[0]
+        time.sleep(0.2)
+        burst = open_idle(s, 4)  # evicts old[1..3], then `late`, the oldest waiting
+        time.sleep(0.3)
+        try:
+            late.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        data = b""
+        late.settimeout(10)
+        try:
+            while True:
+                chunk = late.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+        except ConnectionResetError:
+            pass
+        head, _, body = data.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 503") and b"Retry-After: 1" in head, data[:300]
+        assert json.loads(body)["error"]["code"] == "too_many_connections"
+        for sk in old + burst + [late]:
+            sk.close()
+        st, _ = timed_health(s)
+        assert st == 200
+        m = s.metrics()
+        assert m['lumen_connections_dropped_total{reason="evicted"}'] >= 5
+    finally:
+        s.stop()
+
+
 @pytest.fixture(scope="module")
 def short():
     s = Server("--api-key", API_KEY, "--timeout", "2", "--keep-alive-timeout", "1")
