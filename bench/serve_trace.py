@@ -243,9 +243,17 @@ def write_md(rep, path):
     L = ["# lumen replicas behind HAProxy: one trace, four placements (%s)" % rep["date"], ""]
     L.append("Command: `%s`" % rep["command"])
     L.append("")
-    L.append("Machine: %s. **Shared**: other builds and tests ran at the same time; load average "
-             "at the start %s, at the end %s. One run, no repetitions." % (
-                 rep["machine"].get("cpu", "?"), rep["load_start"], rep["load_end"]))
+    L.append("Machine: %s (%s cores), git %s. **Shared**: other builds and tests ran at the same time; "
+             "load average at the start %.2f, at the end %.2f. One run, no repetitions." % (
+                 rep["machine"].get("cpu", "?"), rep["machine"].get("nproc", "?"), rep["machine"].get("git", "?"),
+                 rep["load_start"], rep["load_end"]))
+    L.append("")
+    single = a["single_threads"] or a["replicas"] * a["threads"]
+    L.append("Threads: %d replicas x %d = %d, the single replica %d, on %s cores%s." % (
+        a["replicas"], a["threads"], a["replicas"] * a["threads"], single, rep["machine"].get("nproc", "?"),
+        " (over-subscribed: the replicas share the cores with each other and with HAProxy and the client)"
+        if a["replicas"] * a["threads"] > (rep["machine"].get("nproc") or 0) else
+        " (HAProxy and the client share them too)"))
     L.append("")
     L.append("Trace: %d tenants, system prompts of %d words, conversations arriving at %.2f/s "
              "(Poisson) for %d s, %d-%d turns of %d words, think time %.1f s (exponential), "
@@ -280,6 +288,9 @@ def write_md(rep, path):
     if rep.get("goals"):
         L.append("## Against the goals")
         L.append("")
+        if rep.get("balanced_from"):
+            L.append("The balanced trace's figures below come from %s (its own run)." % rep["balanced_from"])
+            L.append("")
         for g in rep["goals"]:
             L.append("- " + g)
         L.append("")
@@ -337,6 +348,9 @@ def parse_args(argv=None):
     p.add_argument("--timeout", type=float, default=300, help="one request's client timeout")
     p.add_argument("--seed", type=int, default=25)
     p.add_argument("--out", default=str(ROOT / "bench" / "results"))
+    p.add_argument("--balanced-from", default=None,
+                   help="a serve-trace JSON whose balanced trace the goals compare with, when this "
+                        "run has none (the traces run as separate runs)")
     return p.parse_args(argv)
 
 
@@ -371,7 +385,11 @@ def main(argv=None):
                 s["ok"], s["requests"], f(100 * (s["hit_rate"] or 0)), f((s["ttft_ms"] or {}).get("p50"), 0),
                 f((s["ttft_ms"] or {}).get("p90"), 0), f(s["agg_tok_s"]), s["requests_per_replica"]), flush=True)
     rep["load_end"] = os.getloadavg()[0]
-    rep["goals"] = goals(rep["runs"])
+    runs = dict(rep["runs"])
+    if a.balanced_from and "balanced" not in runs:
+        runs["balanced"] = json.loads(Path(a.balanced_from).read_text())["runs"]["balanced"]
+        rep["balanced_from"] = Path(a.balanced_from).name
+    rep["goals"] = goals(runs)
     md = out / ("serve-trace-%s.md" % date)
     (out / ("serve-trace-%s.json" % date)).write_text(json.dumps(rep, indent=1, default=str))
     write_md(rep, md)
