@@ -29,6 +29,9 @@ SYSTEM = "You are the assistant of tenant {}. " + ("Answer briefly and stay poli
                                                   "describe the tenant's products in some detail. ") * 6
 
 
+BALANCER_NAME = "llm.example.com"
+
+
 def messages(tenant, conv, history=()):
     return ([{"role": "system", "content": SYSTEM.format(tenant)},
              {"role": "user", "content": "Conversation %d: tell me about item %d." % (conv, conv)}]
@@ -87,9 +90,10 @@ def lb():
     if not cluster.haproxy_binary():
         pytest.skip("haproxy is not installed (bash scripts/setup.sh --haproxy)")
     # --keep-alive-timeout 1 (default 5): the replicas close HAProxy's idle connections often,
-    # so every test also meets that race
+    # so every test also meets that race; --allowed-host: the balancer's name (README)
     c = cluster.Cluster(3, BIN, threads=1, parallel=4, queue=16, log_dir=ARTIFACTS,
-                        extra=["--shutdown-grace", "0", "--keep-alive-timeout", "1"])
+                        extra=["--shutdown-grace", "0", "--keep-alive-timeout", "1",
+                               "--allowed-host", BALANCER_NAME])
     with c:
         yield c
 
@@ -125,6 +129,18 @@ def test_conversations_stay_on_their_replica(lb):
     assert len({cv["replicas"][0] for cv in convs.values()}) >= 2  # spread, not all on one
     h1 = hits(lb)
     assert [b - a for a, b in zip(h0, h1)] == client_cached, (h0, h1, client_cached)
+
+
+def test_the_balancers_name_reaches_the_replicas(lb):
+    """HAProxy passes the client's Host on: a replica started with --allowed-host NAME serves
+    a client that calls the balancer NAME, and answers another name 403 (lumen's DNS-rebinding
+    guard, which no retry hides)."""
+    body = {"messages": [{"role": "user", "content": "hello"}], "max_tokens": 1}
+    r = httpx.post(lb.url + "/v1/chat/completions", json=body, timeout=60,
+                   headers={"Host": BALANCER_NAME + ":443"})
+    assert r.status_code == 200, r.text
+    r = httpx.post(lb.url + "/v1/chat/completions", json=body, timeout=60, headers={"Host": "other.example"})
+    assert r.status_code == 403 and "host_not_allowed" in r.text, r.text
 
 
 def test_replicas_closing_idle_connections_fail_nothing(lb):
