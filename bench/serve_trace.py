@@ -23,7 +23,9 @@ import argparse
 import asyncio
 import datetime
 import json
+import math
 import os
+import re
 import random
 import statistics
 import sys
@@ -38,6 +40,8 @@ import servers  # noqa: E402
 from serve_load import VOCAB, dist_ms, machine_info, stream  # noqa: E402
 
 ROOT = servers.ROOT
+# the committed load bound (hash-balance-factor 150 in deploy/haproxy/haproxy.cfg) as a factor
+BALANCE_FACTOR = int(re.search(r"^\s*hash-balance-factor (\d+)", cluster.CONFIG.read_text(), re.M).group(1)) / 100
 
 
 # ============================================================== the trace
@@ -154,11 +158,15 @@ def summarize(turns, wall, samples, per_replica, names):
     inflight = {n: [s.get(n, 0) for s in samples] for n in names} if samples else {}
     # the load bound, checked where HAProxy applies it: at every sample, the busiest replica's
     # in-flight requests against the mean over replicas (samples with at least one per replica)
-    ratios = []
+    ratios, above_bound, busy = [], 0, 0
     for s in samples:
         tot = sum(s.get(n, 0) for n in names)
         if tot >= len(names):
             ratios.append(max(s.get(n, 0) for n in names) / (tot / len(names)))
+        if tot:  # HAProxy's own bound: ceil(factor x the mean), whole requests
+            busy += 1
+            above_bound += max(s.get(n, 0) for n in names) > math.ceil(BALANCE_FACTOR * tot / len(names) - 1e-9)
+    means = {n: statistics.fmean(v) for n, v in inflight.items()} if samples else None
     return {
         "requests": len(turns), "ok": len(ok),
         "failed": len(turns) - len(ok),
@@ -172,7 +180,11 @@ def summarize(turns, wall, samples, per_replica, names):
         "same_replica_as_previous_turn": sum(follow) / len(follow) if follow else None,
         "requests_per_replica": counts,
         "max_over_mean_requests": max(counts.values()) / mean_count if mean_count else None,
-        "inflight_mean": {n: statistics.fmean(v) for n, v in inflight.items()} if samples else None,
+        "inflight_mean": means,
+        "inflight_mean_max_over_mean": (max(means.values()) / statistics.fmean(means.values())
+                                        if means and statistics.fmean(means.values()) else None),
+        "samples_above_bound": {"above": above_bound, "busy_samples": busy,
+                                "factor": BALANCE_FACTOR} if samples else None,
         "inflight_max": {n: max(v) for n, v in inflight.items()} if samples else None,
         "inflight_max_over_mean": {"p50": statistics.median(ratios), "max": max(ratios),
                                    "samples": len(ratios)} if ratios else None,
@@ -266,19 +278,22 @@ def write_md(rep, path):
         L.append("")
         L.append("| placement | ok / requests | hit rate (tokens) | TTFT p50 ms | TTFT p90 ms | tok/s | "
                  "same replica as last turn | requests per replica | max/mean requests | "
-                 "in-flight max/mean (p50, max) | setup |")
-        L.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+                 "in-flight max/mean (p50, max) | mean in-flight max/mean | samples above bound | setup |")
+        L.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         for pol, s in runs.items():
             tt = s["ttft_ms"] or {}
             im = s.get("inflight_max_over_mean") or {}
-            L.append("| %s | %d / %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            ab = s.get("samples_above_bound")
+            L.append("| %s | %d / %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
                 pol, s["ok"], s["requests"], f(100 * s["hit_rate"] if s["hit_rate"] is not None else None) + "%",
                 f(tt.get("p50"), 0), f(tt.get("p90"), 0), f(s["agg_tok_s"]),
                 f(100 * s["same_replica_as_previous_turn"] if s["same_replica_as_previous_turn"] is not None
                   else None) + "%",
                 " ".join("%s:%d" % kv for kv in s["requests_per_replica"].items()),
                 f(s["max_over_mean_requests"], 2),
-                "%s, %s" % (f(im.get("p50"), 2), f(im.get("max"), 2)) if im else "-", s["setup"]))
+                "%s, %s" % (f(im.get("p50"), 2), f(im.get("max"), 2)) if im else "-",
+                f(s.get("inflight_mean_max_over_mean"), 2),
+                "%d / %d" % (ab["above"], ab["busy_samples"]) if ab else "-", s["setup"]))
         L.append("")
         L.append("Per replica (its /metrics: prefix-cache hits / queries in tokens): " + "; ".join(
             "%s: %s" % (pol, ", ".join(f(100 * r["hit_rate"]) + "%" if r["hit_rate"] is not None else "-"
@@ -310,10 +325,15 @@ def goals(runs):
         out.append("p90 TTFT round robin / affinity: %.2fx (goal >= 3x, floor 2x)" % r)
     s = runs.get("skewed", {}).get("prefix")
     if s:
-        out.append("skewed trace, affinity: busiest replica's requests / mean %.2f; in-flight, busiest / "
-                   "mean at a sample: median %s, max %s (goal: no replica above 1.5x the mean)" % (
-                       s["max_over_mean_requests"] or 0, f((s["inflight_max_over_mean"] or {}).get("p50"), 2),
-                       f((s["inflight_max_over_mean"] or {}).get("max"), 2)))
+        ab = s.get("samples_above_bound") or {}
+        out.append("skewed trace, affinity: busiest replica's requests / mean %.2f; its mean in-flight "
+                   "requests / the replicas' mean %s; in-flight, busiest / mean at a sample with at least "
+                   "one request per replica: median %s, max %s; samples with the busiest above HAProxy's "
+                   "bound ceil(%.1f x mean in flight): %s of %s (goal: no replica above 1.5x the mean)" % (
+                       s["max_over_mean_requests"] or 0, f(s.get("inflight_mean_max_over_mean"), 2),
+                       f((s["inflight_max_over_mean"] or {}).get("p50"), 2),
+                       f((s["inflight_max_over_mean"] or {}).get("max"), 2),
+                       BALANCE_FACTOR, ab.get("above", "-"), ab.get("busy_samples", "-")))
         if "prefix" in b and b["prefix"]["hit_rate"]:
             out.append("skewed hit rate / balanced: %.2f (goal >= 0.70)" % (s["hit_rate"] / b["prefix"]["hit_rate"]))
     return out
