@@ -175,6 +175,10 @@ def summarize(turns, wall, samples, per_replica, names):
         "prompt_tokens": prompt, "cached_tokens": cached,
         "hit_rate": cached / prompt if prompt else None,
         "ttft_ms": dist_ms([t.res.ttft for t in ok]),
+        # first turns miss under any placement (only the system prompt can be cached); the
+        # later turns are where placement decides whether the conversation's history is there
+        "ttft_first_turn_ms": dist_ms([t.res.ttft for t in ok if t.k == 0]),
+        "ttft_later_turns_ms": dist_ms([t.res.ttft for t in ok if t.k > 0]),
         "e2e_ms": dist_ms([t.res.e2e for t in ok]),
         "generated_tokens": gen, "wall_s": wall, "agg_tok_s": gen / wall if wall else None,
         "same_replica_as_previous_turn": sum(follow) / len(follow) if follow else None,
@@ -294,6 +298,13 @@ def write_md(rep, path):
                 "%s, %s" % (f(im.get("p50"), 2), f(im.get("max"), 2)) if im else "-",
                 f(s.get("inflight_mean_max_over_mean"), 2),
                 "%d / %d" % (ab["above"], ab["busy_samples"]) if ab else "-", s["setup"]))
+        L.append("")
+        L.append("TTFT p50 / p90 ms of first turns and of later turns: " + "; ".join(
+            "%s: %s / %s and %s / %s" % (pol, f((s.get("ttft_first_turn_ms") or {}).get("p50"), 0),
+                                         f((s.get("ttft_first_turn_ms") or {}).get("p90"), 0),
+                                         f((s.get("ttft_later_turns_ms") or {}).get("p50"), 0),
+                                         f((s.get("ttft_later_turns_ms") or {}).get("p90"), 0))
+            for pol, s in runs.items()))
         L.append("")
         L.append("Per replica (its /metrics: prefix-cache hits / queries in tokens): " + "; ".join(
             "%s: %s" % (pol, ", ".join(f(100 * r["hit_rate"]) + "%" if r["hit_rate"] is not None else "-"
