@@ -33,13 +33,17 @@ def haproxy_binary():
     return shutil.which("haproxy") or (os.path.exists("/usr/sbin/haproxy") and "/usr/sbin/haproxy") or None
 
 
-def config_text(n, policy="prefix", src=CONFIG):
+def config_text(n, policy="prefix", src=CONFIG, maxconn=None):
     """The committed configuration for n replicas (n <= its server lines) under a policy:
-    'prefix' is the file as it is; 'roundrobin' / 'leastconn' replace its balance lines."""
+    'prefix' is the file as it is; 'roundrobin' / 'leastconn' replace its balance lines;
+    maxconn (the replicas' --parallel + --queue) replaces the file's per-replica maxconn."""
     text = Path(src).read_text()
     lines, kept = [], 0
     for line in text.splitlines():
         s = line.strip()
+        if maxconn is not None and s.startswith("default-server "):
+            line, subs = re.subn(r"\bmaxconn \d+", "maxconn %d" % maxconn, line)
+            assert subs == 1, line
         if re.match(r"server r\d+ ", s):
             kept += 1
             if kept > n:
@@ -71,12 +75,19 @@ def parse_metrics(text):
 
 
 class Cluster:
-    """n replicas + HAProxy; start() returns once HAProxy sees every replica up."""
+    """n replicas + HAProxy; start() returns once HAProxy sees every replica up. HAProxy's
+    per-replica maxconn is the replicas' parallel + queue (as the committed file's 72 is lumen's
+    defaults 8 + 64), and each replica takes 2 x that many connections from one address
+    (--max-connections-per-ip: HAProxy's idle connections and checks on top, all from
+    127.0.0.1), unless extra sets it."""
 
     def __init__(self, n, binary, threads=1, parallel=8, queue=64, ctx=None, policy="prefix",
                  extra=(), log_dir=None, model=None):
         assert policy in POLICIES, policy
         self.n, self.policy = n, policy
+        self.maxconn = parallel + queue
+        if "--max-connections-per-ip" not in [str(x) for x in extra]:
+            extra = list(extra) + ["--max-connections-per-ip", str(2 * self.maxconn)]
         self.dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="lumen-cluster-"))
         self.dir.mkdir(parents=True, exist_ok=True)
         self._argv = lambda: servers.lumen_serve_argv(binary, model, threads=threads, parallel=parallel,
@@ -96,7 +107,7 @@ class Cluster:
         for r in self.replicas:
             r.start(timeout)
         cfg = self.dir / "haproxy.cfg"
-        cfg.write_text(config_text(self.n, self.policy))
+        cfg.write_text(config_text(self.n, self.policy, maxconn=self.maxconn))
         port = free_port()
         env = dict(os.environ, LUMEN_LB_BIND="127.0.0.1:%d" % port, LUMEN_LB_STATS=str(self.sock))
         for i, r in enumerate(self.replicas):

@@ -23,7 +23,9 @@ import argparse
 import asyncio
 import datetime
 import json
+import math
 import os
+import re
 import random
 import statistics
 import sys
@@ -38,6 +40,8 @@ import servers  # noqa: E402
 from serve_load import VOCAB, dist_ms, machine_info, stream  # noqa: E402
 
 ROOT = servers.ROOT
+# the committed load bound (hash-balance-factor 150 in deploy/haproxy/haproxy.cfg) as a factor
+BALANCE_FACTOR = int(re.search(r"^\s*hash-balance-factor (\d+)", cluster.CONFIG.read_text(), re.M).group(1)) / 100
 
 
 # ============================================================== the trace
@@ -154,11 +158,15 @@ def summarize(turns, wall, samples, per_replica, names):
     inflight = {n: [s.get(n, 0) for s in samples] for n in names} if samples else {}
     # the load bound, checked where HAProxy applies it: at every sample, the busiest replica's
     # in-flight requests against the mean over replicas (samples with at least one per replica)
-    ratios = []
+    ratios, above_bound, busy = [], 0, 0
     for s in samples:
         tot = sum(s.get(n, 0) for n in names)
         if tot >= len(names):
             ratios.append(max(s.get(n, 0) for n in names) / (tot / len(names)))
+        if tot:  # HAProxy's own bound: ceil(factor x the mean), whole requests
+            busy += 1
+            above_bound += max(s.get(n, 0) for n in names) > math.ceil(BALANCE_FACTOR * tot / len(names) - 1e-9)
+    means = {n: statistics.fmean(v) for n, v in inflight.items()} if samples else None
     return {
         "requests": len(turns), "ok": len(ok),
         "failed": len(turns) - len(ok),
@@ -167,12 +175,20 @@ def summarize(turns, wall, samples, per_replica, names):
         "prompt_tokens": prompt, "cached_tokens": cached,
         "hit_rate": cached / prompt if prompt else None,
         "ttft_ms": dist_ms([t.res.ttft for t in ok]),
+        # first turns miss under any placement (only the system prompt can be cached); the
+        # later turns are where placement decides whether the conversation's history is there
+        "ttft_first_turn_ms": dist_ms([t.res.ttft for t in ok if t.k == 0]),
+        "ttft_later_turns_ms": dist_ms([t.res.ttft for t in ok if t.k > 0]),
         "e2e_ms": dist_ms([t.res.e2e for t in ok]),
         "generated_tokens": gen, "wall_s": wall, "agg_tok_s": gen / wall if wall else None,
         "same_replica_as_previous_turn": sum(follow) / len(follow) if follow else None,
         "requests_per_replica": counts,
         "max_over_mean_requests": max(counts.values()) / mean_count if mean_count else None,
-        "inflight_mean": {n: statistics.fmean(v) for n, v in inflight.items()} if samples else None,
+        "inflight_mean": means,
+        "inflight_mean_max_over_mean": (max(means.values()) / statistics.fmean(means.values())
+                                        if means and statistics.fmean(means.values()) else None),
+        "samples_above_bound": {"above": above_bound, "busy_samples": busy,
+                                "factor": BALANCE_FACTOR} if samples else None,
         "inflight_max": {n: max(v) for n, v in inflight.items()} if samples else None,
         "inflight_max_over_mean": {"p50": statistics.median(ratios), "max": max(ratios),
                                    "samples": len(ratios)} if ratios else None,
@@ -243,9 +259,17 @@ def write_md(rep, path):
     L = ["# lumen replicas behind HAProxy: one trace, four placements (%s)" % rep["date"], ""]
     L.append("Command: `%s`" % rep["command"])
     L.append("")
-    L.append("Machine: %s. **Shared**: other builds and tests ran at the same time; load average "
-             "at the start %s, at the end %s. One run, no repetitions." % (
-                 rep["machine"].get("cpu", "?"), rep["load_start"], rep["load_end"]))
+    L.append("Machine: %s (%s cores), git %s. **Shared**: other builds and tests ran at the same time; "
+             "load average at the start %.2f, at the end %.2f. One run, no repetitions." % (
+                 rep["machine"].get("cpu", "?"), rep["machine"].get("nproc", "?"), rep["machine"].get("git", "?"),
+                 rep["load_start"], rep["load_end"]))
+    L.append("")
+    single = a["single_threads"] or a["replicas"] * a["threads"]
+    L.append("Threads: %d replicas x %d = %d, the single replica %d, on %s cores%s." % (
+        a["replicas"], a["threads"], a["replicas"] * a["threads"], single, rep["machine"].get("nproc", "?"),
+        " (over-subscribed: the replicas share the cores with each other and with HAProxy and the client)"
+        if a["replicas"] * a["threads"] > (rep["machine"].get("nproc") or 0) else
+        " (HAProxy and the client share them too)"))
     L.append("")
     L.append("Trace: %d tenants, system prompts of %d words, conversations arriving at %.2f/s "
              "(Poisson) for %d s, %d-%d turns of %d words, think time %.1f s (exponential), "
@@ -258,19 +282,29 @@ def write_md(rep, path):
         L.append("")
         L.append("| placement | ok / requests | hit rate (tokens) | TTFT p50 ms | TTFT p90 ms | tok/s | "
                  "same replica as last turn | requests per replica | max/mean requests | "
-                 "in-flight max/mean (p50, max) | setup |")
-        L.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+                 "in-flight max/mean (p50, max) | mean in-flight max/mean | samples above bound | setup |")
+        L.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         for pol, s in runs.items():
             tt = s["ttft_ms"] or {}
             im = s.get("inflight_max_over_mean") or {}
-            L.append("| %s | %d / %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            ab = s.get("samples_above_bound")
+            L.append("| %s | %d / %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
                 pol, s["ok"], s["requests"], f(100 * s["hit_rate"] if s["hit_rate"] is not None else None) + "%",
                 f(tt.get("p50"), 0), f(tt.get("p90"), 0), f(s["agg_tok_s"]),
                 f(100 * s["same_replica_as_previous_turn"] if s["same_replica_as_previous_turn"] is not None
                   else None) + "%",
                 " ".join("%s:%d" % kv for kv in s["requests_per_replica"].items()),
                 f(s["max_over_mean_requests"], 2),
-                "%s, %s" % (f(im.get("p50"), 2), f(im.get("max"), 2)) if im else "-", s["setup"]))
+                "%s, %s" % (f(im.get("p50"), 2), f(im.get("max"), 2)) if im else "-",
+                f(s.get("inflight_mean_max_over_mean"), 2),
+                "%d / %d" % (ab["above"], ab["busy_samples"]) if ab else "-", s["setup"]))
+        L.append("")
+        L.append("TTFT p50 / p90 ms of first turns and of later turns: " + "; ".join(
+            "%s: %s / %s and %s / %s" % (pol, f((s.get("ttft_first_turn_ms") or {}).get("p50"), 0),
+                                         f((s.get("ttft_first_turn_ms") or {}).get("p90"), 0),
+                                         f((s.get("ttft_later_turns_ms") or {}).get("p50"), 0),
+                                         f((s.get("ttft_later_turns_ms") or {}).get("p90"), 0))
+            for pol, s in runs.items()))
         L.append("")
         L.append("Per replica (its /metrics: prefix-cache hits / queries in tokens): " + "; ".join(
             "%s: %s" % (pol, ", ".join(f(100 * r["hit_rate"]) + "%" if r["hit_rate"] is not None else "-"
@@ -280,6 +314,9 @@ def write_md(rep, path):
     if rep.get("goals"):
         L.append("## Against the goals")
         L.append("")
+        if rep.get("balanced_from"):
+            L.append("The balanced trace's figures below come from %s (its own run)." % rep["balanced_from"])
+            L.append("")
         for g in rep["goals"]:
             L.append("- " + g)
         L.append("")
@@ -299,10 +336,15 @@ def goals(runs):
         out.append("p90 TTFT round robin / affinity: %.2fx (goal >= 3x, floor 2x)" % r)
     s = runs.get("skewed", {}).get("prefix")
     if s:
-        out.append("skewed trace, affinity: busiest replica's requests / mean %.2f; in-flight, busiest / "
-                   "mean at a sample: median %s, max %s (goal: no replica above 1.5x the mean)" % (
-                       s["max_over_mean_requests"] or 0, f((s["inflight_max_over_mean"] or {}).get("p50"), 2),
-                       f((s["inflight_max_over_mean"] or {}).get("max"), 2)))
+        ab = s.get("samples_above_bound") or {}
+        out.append("skewed trace, affinity: busiest replica's requests / mean %.2f; its mean in-flight "
+                   "requests / the replicas' mean %s; in-flight, busiest / mean at a sample with at least "
+                   "one request per replica: median %s, max %s; samples with the busiest above HAProxy's "
+                   "bound ceil(%.1f x mean in flight): %s of %s (goal: no replica above 1.5x the mean)" % (
+                       s["max_over_mean_requests"] or 0, f(s.get("inflight_mean_max_over_mean"), 2),
+                       f((s["inflight_max_over_mean"] or {}).get("p50"), 2),
+                       f((s["inflight_max_over_mean"] or {}).get("max"), 2),
+                       BALANCE_FACTOR, ab.get("above", "-"), ab.get("busy_samples", "-")))
         if "prefix" in b and b["prefix"]["hit_rate"]:
             out.append("skewed hit rate / balanced: %.2f (goal >= 0.70)" % (s["hit_rate"] / b["prefix"]["hit_rate"]))
     return out
@@ -337,6 +379,9 @@ def parse_args(argv=None):
     p.add_argument("--timeout", type=float, default=300, help="one request's client timeout")
     p.add_argument("--seed", type=int, default=25)
     p.add_argument("--out", default=str(ROOT / "bench" / "results"))
+    p.add_argument("--balanced-from", default=None,
+                   help="a serve-trace JSON whose balanced trace the goals compare with, when this "
+                        "run has none (the traces run as separate runs)")
     return p.parse_args(argv)
 
 
@@ -371,7 +416,11 @@ def main(argv=None):
                 s["ok"], s["requests"], f(100 * (s["hit_rate"] or 0)), f((s["ttft_ms"] or {}).get("p50"), 0),
                 f((s["ttft_ms"] or {}).get("p90"), 0), f(s["agg_tok_s"]), s["requests_per_replica"]), flush=True)
     rep["load_end"] = os.getloadavg()[0]
-    rep["goals"] = goals(rep["runs"])
+    runs = dict(rep["runs"])
+    if a.balanced_from and "balanced" not in runs:
+        runs["balanced"] = json.loads(Path(a.balanced_from).read_text())["runs"]["balanced"]
+        rep["balanced_from"] = Path(a.balanced_from).name
+    rep["goals"] = goals(runs)
     md = out / ("serve-trace-%s.md" % date)
     (out / ("serve-trace-%s.json" % date)).write_text(json.dumps(rep, indent=1, default=str))
     write_md(rep, md)

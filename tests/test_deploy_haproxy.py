@@ -3,10 +3,13 @@ on 127.0.0.1, started and stopped here (bench/cluster.py): conversations keep la
 replica that holds their prefix (its /metrics counts the hits); many requests of one hot key
 never put a replica above the configured load bound; a replica drained (SIGUSR1), stopped and
 restarted costs no request; a replica stopped (SIGTERM, no grace) or killed (SIGKILL) mid-run
-fails only its own in-flight requests, each cleanly, and every later request succeeds.
+fails only its own in-flight requests, each cleanly, and every later request succeeds; the
+replicas closing idle keep-alive connections (--keep-alive-timeout 1 here) fails no request of
+clients that reuse theirs.
 Run by tests/test_deploy_haproxy.sh (label slow); skipped when haproxy is not installed."""
 import json
 import os
+import random
 import signal
 import sys
 import threading
@@ -24,6 +27,9 @@ BIN = os.environ.get("LUMEN_BIN") or str(ROOT / "build" / "lumen")
 ARTIFACTS = Path(os.environ.get("LUMEN_TEST_ARTIFACTS") or "/tmp/lumen-test-deploy-haproxy")
 SYSTEM = "You are the assistant of tenant {}. " + ("Answer briefly and stay polite; these notes "
                                                   "describe the tenant's products in some detail. ") * 6
+
+
+BALANCER_NAME = "llm.example.com"
 
 
 def messages(tenant, conv, history=()):
@@ -83,8 +89,11 @@ def chat(url, msgs, max_tokens=8, stream=False, timeout=180, out=None):
 def lb():
     if not cluster.haproxy_binary():
         pytest.skip("haproxy is not installed (bash scripts/setup.sh --haproxy)")
+    # --keep-alive-timeout 1 (default 5): the replicas close HAProxy's idle connections often,
+    # so every test also meets that race; --allowed-host: the balancer's name (README)
     c = cluster.Cluster(3, BIN, threads=1, parallel=4, queue=16, log_dir=ARTIFACTS,
-                        extra=["--shutdown-grace", "0"])
+                        extra=["--shutdown-grace", "0", "--keep-alive-timeout", "1",
+                               "--allowed-host", BALANCER_NAME])
     with c:
         yield c
 
@@ -120,6 +129,49 @@ def test_conversations_stay_on_their_replica(lb):
     assert len({cv["replicas"][0] for cv in convs.values()}) >= 2  # spread, not all on one
     h1 = hits(lb)
     assert [b - a for a, b in zip(h0, h1)] == client_cached, (h0, h1, client_cached)
+
+
+def test_the_balancers_name_reaches_the_replicas(lb):
+    """HAProxy passes the client's Host on: a replica started with --allowed-host NAME serves
+    a client that calls the balancer NAME, and answers another name 403 (lumen's DNS-rebinding
+    guard, which no retry hides)."""
+    body = {"messages": [{"role": "user", "content": "hello"}], "max_tokens": 1}
+    r = httpx.post(lb.url + "/v1/chat/completions", json=body, timeout=60,
+                   headers={"Host": BALANCER_NAME + ":443"})
+    assert r.status_code == 200, r.text
+    r = httpx.post(lb.url + "/v1/chat/completions", json=body, timeout=60, headers={"Host": "other.example"})
+    assert r.status_code == 403 and "host_not_allowed" in r.text, r.text
+
+
+def test_replicas_closing_idle_connections_fail_nothing(lb):
+    """6 clients keep their connection to HAProxy and send a request about every second, the
+    replicas' --keep-alive-timeout: HAProxy sends their second and later requests on its idle
+    connections to the replicas (http-reuse safe), some as the replica closes them; HAProxy
+    retries those (retry-on conn-failure empty-response): no request fails."""
+    reuse0 = sum(int(row.get("reuse") or 0) for row in lb.stats().values())
+    outs = []
+
+    def client(i):
+        rng = random.Random(i)
+        with httpx.Client(timeout=60) as c:
+            for k in range(12):
+                body = {"messages": [{"role": "user", "content": "client %d, request %d" % (i, k)}],
+                        "max_tokens": 1}
+                try:
+                    r = c.post(lb.url + "/v1/chat/completions", json=body)
+                    outs.append((r.status_code, r.text[:200]))
+                except httpx.HTTPError as e:
+                    outs.append((None, "%s: %s" % (type(e).__name__, e)))
+                time.sleep(rng.uniform(0.9, 1.1))
+
+    ths = [threading.Thread(target=client, args=(i,)) for i in range(6)]
+    for t in ths:
+        t.start()
+    for t in ths:
+        t.join(120)
+    assert len(outs) == 72 and all(st == 200 for st, _ in outs), [o for o in outs if o[0] != 200][:5]
+    reuse = sum(int(row.get("reuse") or 0) for row in lb.stats().values()) - reuse0
+    assert reuse > 0, lb.stats()  # the idle connections were used, so the race was run
 
 
 def test_hot_key_stays_under_the_load_bound(lb):

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # lumen replicas behind HAProxy (deploy/haproxy/haproxy.cfg): tests/test_deploy_haproxy.py starts
 # three `lumen serve` (one thread each) and HAProxy on 127.0.0.1 and checks prefix affinity, the
-# load bound, drain + restart without a failed request, and a stopped or killed replica failing
-# only its own requests, cleanly. Bounded (~3 min; 10 at most). Label slow: CI leaves it out.
+# client's Host passed on, idle connections closed by the replicas costing no request, the load
+# bound, drain + restart without a failed request, and a stopped or killed replica failing only
+# its own requests, cleanly. Bounded (~2 min; 10 at most). Label slow: CI leaves it out.
 # Exits 77 (skipped) when haproxy is not installed (bash scripts/setup.sh --haproxy).
 # LM_TEST_LABELS: model;server;slow
 set -u
