@@ -94,6 +94,10 @@ else
         -DLUMEN_TSAN=ON -DLUMEN_NATIVE=ON; then
         TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 LUMEN_TEST_QUICK=1 \
             run_ctest tsan build-tsan -L threads "$@"
+        # lumen serve's own threads (the front door, HTTP threads, drain and signals) under
+        # TSan: the connection and shutdown tests (~3 min; the whole suite would take ~15)
+        TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 LUMEN_TEST_QUICK=1 \
+            LUMEN_SERVER_TESTS="test_conns.py test_shutdown.py" run_ctest tsan-server build-tsan -R '^test_server$' "$@"
     else
         failed+=("tsan build")
     fi

@@ -13,4 +13,7 @@ if ! "$PY" -c 'import openai, pytest' 2>/dev/null; then
   exit 1
 fi
 cd "$ROOT/tests/server" || exit 1
-exec "$PY" -m pytest -q -p no:cacheprovider -o console_output_style=classic -m "not slow" "$@" .
+# LUMEN_SERVER_TESTS: the test files to run (default: all; scripts/test.sh's ThreadSanitizer
+# pass runs the threaded front door's and the shutdown's)
+# shellcheck disable=SC2086
+exec "$PY" -m pytest -q -p no:cacheprovider -o console_output_style=classic -m "not slow" "$@" ${LUMEN_SERVER_TESTS:-.}
