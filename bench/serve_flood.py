@@ -39,7 +39,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import servers  # noqa: E402
-from serve_load import machine_info  # noqa: E402
+from serve_load import machine_info, positive  # noqa: E402
 
 ROOT = servers.ROOT
 ENGINES = ("lumen", "llama")
@@ -557,13 +557,6 @@ def goals(rep, engines):
 
 
 # ============================================================== main
-
-def positive(s):
-    v = int(s)
-    if v < 1:
-        raise argparse.ArgumentTypeError("must be >= 1: %r" % s)
-    return v
-
 
 def parse_args(argv=None):
     class Fmt(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):

@@ -451,17 +451,22 @@ void srv_set_draining(struct server *s, bool on, const char *why) {
                            : "lumen serve: %s: serving again\n", why);
 }
 
+// The signals signal_main takes (sigwait): blocked in every thread.
+static void server_signals(sigset_t *sigs) {
+    sigemptyset(sigs);
+    sigaddset(sigs, SIGINT);
+    sigaddset(sigs, SIGTERM);
+    sigaddset(sigs, SIGUSR1);
+    sigaddset(sigs, SIGUSR2);
+}
+
 // SIGINT / SIGTERM (blocked in every other thread): the first drains, or ends a model load
 // at once (nothing runs yet); a second exits at once. SIGUSR1 / SIGUSR2: the operator's drain
 // on / off (srv_set_draining).
 static void *signal_main(void *arg) {
     struct server *s = arg;
     sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGUSR1);
-    sigaddset(&sigs, SIGUSR2);
+    server_signals(&sigs);
     for (int n = 0;; n++) {
         int sig = 0;
         if (sigwait(&sigs, &sig) != 0) continue;
@@ -518,11 +523,7 @@ int lm_server_run(const struct lm_server_opts *o) {
     // SIGINT/SIGTERM/SIGUSR1/SIGUSR2 are taken by signal_main's sigwait: block them before any
     // thread starts
     sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGUSR1);
-    sigaddset(&sigs, SIGUSR2);
+    server_signals(&sigs);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
