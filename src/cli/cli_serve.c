@@ -70,27 +70,29 @@ static const char *k_serve_help =
 
 #define MAX_LIST 32 // --allowed-host and --cors-origin entries
 
-// --api-key-file: the key is the first line, without its line end and surrounding blanks.
-static const char *read_key_file(const char *cmd, const char *path) {
+// --api-key-file: the key is the first line, without its line end and surrounding blanks
+// (malloc'd: the caller frees it).
+static char *read_key_file(const char *cmd, const char *path) {
     size_t len = 0;
-    static char *text; // lives as long as the process
-    text = cli_read_file(path, &len);
+    char *text = cli_read_file(path, &len);
     if (!text) cli_usage_error(cmd, "--api-key-file: cannot read '%s'", path);
-    char *p = text;
+    const char *p = text;
     while (*p == ' ' || *p == '\t') p++;
     size_t n = strcspn(p, "\r\n");
     while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t')) n--;
-    p[n] = 0;
     if (n == 0) cli_usage_error(cmd, "--api-key-file: '%s' holds no key on its first line", path);
+    memmove(text, p, n);
+    text[n] = 0;
     struct stat st;
     if (stat(path, &st) == 0 && (st.st_mode & 077))
         fprintf(stderr, "lumen serve: warning: --api-key-file %s is readable by other users (chmod 600 it)\n",
                 path);
-    return p;
+    return text;
 }
 
 int cmd_serve(int argc, char **argv) {
     const char *cmd = "serve";
+    char *key_file = NULL; // --api-key-file's key
     static const char *hosts[MAX_LIST], *origins[MAX_LIST];
     struct lm_server_opts o = {
         .host = "127.0.0.1",
@@ -121,7 +123,10 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size"))
             o.ep.step_tokens = (int32_t)cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 1, 8192);
         else if (!strcmp(a, "--api-key")) o.api_key = cli_value(cmd, argc, argv, &i);
-        else if (!strcmp(a, "--api-key-file")) o.api_key = read_key_file(cmd, cli_value(cmd, argc, argv, &i));
+        else if (!strcmp(a, "--api-key-file")) {
+            free(key_file);
+            o.api_key = key_file = read_key_file(cmd, cli_value(cmd, argc, argv, &i));
+        }
         else if (!strcmp(a, "--allowed-host")) {
             if (o.n_allowed_hosts == MAX_LIST) cli_usage_error(cmd, "--allowed-host: at most %d names", MAX_LIST);
             hosts[o.n_allowed_hosts++] = cli_value(cmd, argc, argv, &i);
@@ -170,5 +175,7 @@ int cmd_serve(int argc, char **argv) {
     if (!o.model_path) o.model_path = cli_default_model();
     const char *delay = getenv("LUMEN_SERVE_LOAD_DELAY_MS"); // test hook: a longer "loading" phase
     if (delay && *delay) o.load_delay_ms = atoi(delay);
-    return lm_server_run(&o);
+    const int rc = lm_server_run(&o);
+    free(key_file);
+    return rc;
 }
