@@ -511,7 +511,7 @@ enum lm_status lm_chat_apply_tools(enum lm_chat_template tmpl, const struct lm_c
     *out = NULL;
     *n_out = 0;
     if (tools && len == 0) tools = NULL;
-    if (!tools && !has_tool_parts(msgs, pt, n)) return chat_apply_plain(tmpl, msgs, n, agp, out, n_out);
+    if (!tools && (!pt || !has_tool_parts(msgs, pt, n))) return chat_apply_plain(tmpl, msgs, n, agp, out, n_out);
     if (tmpl != LM_CHAT_TEMPLATE_GEMMA && tmpl != LM_CHAT_TEMPLATE_LLAMA3 && tmpl != LM_CHAT_TEMPLATE_CHATML)
         return lm_error_set(LM_ERR_UNSUPPORTED, "lm_chat_apply: unknown template %d", (int)tmpl);
     for (size_t i = 0; i < n; i++) {
@@ -542,5 +542,5 @@ enum lm_status lm_chat_apply_tools(enum lm_chat_template tmpl, const struct lm_c
 
 enum lm_status lm_chat_apply(enum lm_chat_template tmpl, const struct lm_chat_msg *msgs, size_t n,
                              bool add_generation_prompt, char **out, size_t *n_out) {
-    return lm_chat_apply_tools(tmpl, msgs, NULL, n, NULL, 0, add_generation_prompt, out, n_out);
+    return chat_apply_plain(tmpl, msgs, n, add_generation_prompt, out, n_out);
 }
