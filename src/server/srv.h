@@ -19,6 +19,7 @@
 #include "policy.h"
 #include "reply.h"
 #include "server.h"
+#include "tools.h"
 #include "util.h"
 
 // LOADING -> READY -> DRAINING (no new work; running requests finish within the grace)
@@ -88,7 +89,9 @@ struct run {
     size_t out_off;
     bool submitted, sent_first, over, ended, failed;
     bool shutdown;       // failed because the server stops (503 unavailable_error / an error event)
-    const char *finish;  // "stop" / "length" once over without failure
+    const char *finish;  // "stop" / "length" / "tool_calls" once over without failure
+    bool tools;          // the answer is parsed for tool calls (chat, tools, tool_choice not none)
+    struct tools_parser tp;
     enum metrics_finish mf;
     char note[320];      // why it ended abnormally (log line)
     struct job_state st;
