@@ -22,7 +22,7 @@ static void check(enum lm_chat_tool_format fmt, bool parallel, const char *text,
     tools_parser_init(&p, fmt, parallel, 42);
     tools_parser_feed(&p, text, strlen(text), true);
     const bool null_ok = w->content ? !p.content_null && p.content.n == strlen(w->content) &&
-                                          memcmp(p.content.p, w->content, p.content.n) == 0
+                                          (!p.content.n || memcmp(p.content.p, w->content, p.content.n) == 0)
                                     : p.content_null;
     CHECKF(null_ok, "fmt %d: content '%.*s' (null %d) for %s", (int)fmt, (int)p.content.n, p.content.p ? p.content.p : "",
            p.content_null, text);
