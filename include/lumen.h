@@ -214,8 +214,9 @@ enum lm_status lm_chat_apply(enum lm_chat_template tmpl, const struct lm_chat_ms
 // it answers, rendered in the family's format (lm_chat_tool_format; "tool" messages are
 // results); tools (len bytes; NULL or 0: none) is the JSON text of OpenAI's "tools" array
 // ([{"type": "function", "function": {"name", "description", "parameters"}}]), presented to
-// the model in the system prompt as the family's template does. LM_ERR_ARG when tools or a
-// call's arguments are not valid JSON, or a call has no name (the message names which).
+// the model in the system prompt as the family's template does (JSON re-written as the
+// template's tojson writes it; arguments that are not JSON, e.g. cut by max_tokens, as they
+// are). LM_ERR_ARG when tools is not a JSON array or a call has no name.
 enum lm_status lm_chat_apply_tools(enum lm_chat_template tmpl, const struct lm_chat_msg *msgs,
                                    const struct lm_chat_msg_tools *parts, size_t n, const char *tools,
                                    size_t len, bool add_generation_prompt, char **out, size_t *n_out);

@@ -218,9 +218,9 @@ static enum scan scan_call(const char *s, size_t n, size_t i, const char *args_k
 static void call_id(char id[32], uint64_t seed, int32_t k) {
     static const char al[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
     memcpy(id, "call_", 5);
-    uint64_t x = srv_splitmix(seed + 0x9e3779b97f4a7c15ull * (uint64_t)(k + 1));
+    uint64_t x = 0; // 62^10 < 2^64: ten letters from each 64-bit draw
     for (int i = 0; i < 24; i++) {
-        if (i == 12) x = srv_splitmix(x);
+        if (i % 10 == 0) x = srv_splitmix(seed + 0x9e3779b97f4a7c15ull * (uint64_t)(k + 1) + (uint64_t)i);
         id[5 + i] = al[x % 62];
         x /= 62;
     }

@@ -278,22 +278,20 @@ static bool put_tool(void *ctx, const char *s, size_t n) {
     return true;
 }
 
-static enum lm_status bad_args(const struct lm_chat_tool_call *tc, size_t i) {
-    return lm_error_set(LM_ERR_ARG, "lm_chat_apply: messages[%zu]: the arguments of tool call '%.64s' are not "
-                        "valid JSON", i, tc->name ? tc->name : "");
-}
-
 // '{"name": "<name>", "<args_key>": <arguments as tojson>}'
-static bool put_call(struct sbuf *b, const struct lm_chat_tool_call *tc, const char *args_key) {
+static void put_call(struct sbuf *b, const struct lm_chat_tool_call *tc, const char *args_key) {
     sb_str(b, "{\"name\": \"");
     sb_str(b, tc->name ? tc->name : "");
     sb_str(b, "\", \"");
     sb_str(b, args_key);
     sb_str(b, "\": ");
     const char *a = tc->arguments ? tc->arguments : "{}";
-    if (!json_dumps_py(b, a, strlen(a), -1)) return false;
+    const size_t at = b->n;
+    if (!json_dumps_py(b, a, strlen(a), -1)) { // not JSON (a call cut by max_tokens): as written
+        b->n = at;
+        sb_str(b, a);
+    }
     sb_str(b, "}");
-    return true;
 }
 
 static bool is_role(const struct lm_chat_msg *m, const char *role) { return strcmp(m->role, role) == 0; }
@@ -348,7 +346,7 @@ static enum lm_status apply_qwen(struct sbuf *b, const struct lm_chat_msg *msgs,
             }
             for (size_t k = 0; k < p->n_tool_calls; k++) {
                 sb_str(b, "\n<tool_call>\n");
-                if (!put_call(b, &p->tool_calls[k], "arguments")) return bad_args(&p->tool_calls[k], i);
+                put_call(b, &p->tool_calls[k], "arguments");
                 sb_str(b, "\n</tool_call>");
             }
             sb_str(b, "<|im_end|>\n");
@@ -396,7 +394,7 @@ static enum lm_status apply_llama3_tools(struct sbuf *b, const struct lm_chat_ms
         if (p->n_tool_calls > 0) {
             for (size_t k = 0; k < p->n_tool_calls; k++) {
                 if (k) sb_str(b, "\n");
-                if (!put_call(b, &p->tool_calls[k], "parameters")) return bad_args(&p->tool_calls[k], i);
+                put_call(b, &p->tool_calls[k], "parameters");
             }
         } else {
             sb_trimmed(b, m->content);
@@ -475,10 +473,7 @@ static enum lm_status apply_generic(enum lm_chat_template tmpl, const struct lm_
             sb_str(t, "{\"tool_calls\": [");
             for (size_t c = 0; c < p->n_tool_calls; c++) {
                 if (c) sb_str(t, ", ");
-                if (!put_call(t, &p->tool_calls[c], "arguments")) {
-                    st = bad_args(&p->tool_calls[c], i);
-                    goto done;
-                }
+                put_call(t, &p->tool_calls[c], "arguments");
             }
             sb_str(t, "]}");
             m2[k++] = (struct lm_chat_msg){.role = m->role, .content = t->s};
