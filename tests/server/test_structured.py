@@ -304,3 +304,36 @@ def test_length_cuts_structured(server, grammar):
     assert r.choices[0].finish_reason == "length" and r.choices[0].message.content.startswith("{")
     r = chat(c, tools=[WEATHER], tool_choice="required", max_tokens=6)
     assert r.choices[0].finish_reason == "length"  # the arguments are incomplete (documented)
+
+
+# ---------------------------------------------------------------- the other families' formats
+
+@pytest.fixture(scope="module", params=["chatml", "llama3"])
+def fmt_server(request):
+    """The default model with the ChatML (Qwen's tool format) or Llama 3 template."""
+    from conftest import API_KEY, Server
+    s = Server("--api-key", API_KEY, "--chat-template", request.param, "--parallel", "4")
+    yield s
+    s.stop()
+
+
+def test_formats_forced_calls(fmt_server):
+    c = client(fmt_server)
+    st, _, body = fmt_server.post("/v1/chat/completions", {"messages": ASK, "max_tokens": 1,
+                                                           "response_format": {"type": "json_object"}})
+    if st == 400 and "grammar engine" in json.dumps(body):
+        pytest.skip("no grammar engine in this build")
+    for tc in ("required", {"type": "function", "function": {"name": "get_time"}}):
+        whole = chat(c, tools=[WEATHER, TIME], tool_choice=tc, parallel_tool_calls=False)
+        ch = whole.choices[0]
+        assert ch.finish_reason == "tool_calls" and ch.message.content is None, whole
+        call = ch.message.tool_calls[0]
+        check_call(call, {"get_weather": WEATHER, "get_time": TIME}[call.function.name])
+        content, calls, finishes, _ = stream_chat(c, tools=[WEATHER, TIME], tool_choice=tc, parallel_tool_calls=False)
+        assert finishes == ["tool_calls"] and content is None
+        assert [(k["name"], k["arguments"]) for k in calls] == [(call.function.name, call.function.arguments)]
+    # the round trip renders the call and its result in the family's format
+    msgs = ASK + [ch.message.model_dump(exclude_none=True),
+                  {"role": "tool", "tool_call_id": call.id, "content": "{\"temp\": 21}"}]
+    r = chat(c, messages=msgs, tools=[WEATHER, TIME], max_tokens=16)
+    assert r.choices[0].finish_reason in ("stop", "length", "tool_calls")
