@@ -24,7 +24,7 @@ struct api_limits {
     size_t max_values;
     int max_depth;
 };
-#define API_MAX_DEPTH 64 // nesting of a body (lumen reads depth 4 at most)
+#define API_MAX_DEPTH 64 // nesting of a body (JSON Schemas in response_format and tools nest deepest)
 
 // An error answer: HTTP status and OpenAI's {"error": {"message", "type", "param", "code"}}.
 struct api_error {
