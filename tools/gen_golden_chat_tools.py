@@ -100,8 +100,6 @@ def main():
             with open(os.path.join(OUT, f"{name}_{case}.txt"), "w", newline="") as f:
                 f.write(out)
             n += 1
-    with open(os.path.join(OUT, "tools.json"), "w") as f:
-        f.write(json.dumps(TOOLS))
     print(f"wrote {n} prompts to {OUT}", file=sys.stderr)
 
 if __name__ == "__main__":
