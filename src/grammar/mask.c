@@ -51,12 +51,18 @@ static void trie_free(struct gk_trie *tr) {
 
 static const char *sort_blob;
 static const uint32_t *sort_off;
+static const uint16_t *sort_attr;
+// By piece, then byte-fallback tokens after the others (forced runs pick the first token of
+// a node: "{" rather than <0x7B>), then by id.
 static int cmp_piece(const void *a, const void *b) {
     int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
     uint32_t lx = sort_off[x + 1] - sort_off[x], ly = sort_off[y + 1] - sort_off[y];
     int c = memcmp(sort_blob + sort_off[x], sort_blob + sort_off[y], lx < ly ? lx : ly);
     if (c) return c;
-    return lx != ly ? (lx < ly ? -1 : 1) : (x < y ? -1 : x > y);
+    if (lx != ly) return lx < ly ? -1 : 1;
+    int bx = (sort_attr[x] & LM_TOK_ATTR_BYTE) != 0, by = (sort_attr[y] & LM_TOK_ATTR_BYTE) != 0;
+    if (bx != by) return bx - by;
+    return x < y ? -1 : x > y;
 }
 
 static enum lm_status trie_build(struct gk_trie **out, const struct lm_tokenizer *t) {
@@ -91,7 +97,7 @@ static enum lm_status trie_build(struct gk_trie **out, const struct lm_tokenizer
     }
     poff[nv] = (uint32_t)used;
     // poff[i + 1] - poff[i] is the piece length of usable i (unusable ones have none)
-    sort_blob = blob, sort_off = poff;
+    sort_blob = blob, sort_off = poff, sort_attr = t->attr; // under trie_lock
     qsort(order, (size_t)n_use, sizeof *order, cmp_piece);
     // nodes: at most one per piece byte, plus the root
     size_t maxn = used + 1;
