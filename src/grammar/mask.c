@@ -195,22 +195,52 @@ static void vec_push(struct u32vec *v, uint32_t x) {
 
 // Walks the subtree below trie node from, starting in state s0: sets the bits of the tokens
 // accepted; pops (if not NULL) collects the nodes where a state holds GM_HOLE with bytes left.
+// UTF-8 is decoded here while the state is uniform over non-ASCII (gm_hi): a multi-byte
+// character is then one transition, and the many partial-sequence states never exist.
 static void walk(struct gk *k, uint32_t s0, uint32_t from, uint32_t *bits, struct u32vec *pops) {
+    static const uint32_t umin[5] = {0, 0, 0x80, 0x800, 0x10000}, umax[5] = {0, 0x7F, 0x7FF, 0xFFFF, 0x10FFFF};
     const struct gk_trie *tr = k->tr;
     struct gm *m = k->m;
-    uint32_t *st = k->walk;
-    st[tr->depth[from]] = s0;
+    uint32_t *st = k->walk, *dv = k->dec; // per depth: state; pending sequence v << 8 | need << 4 | len
+    st[tr->depth[from]] = s0, dv[tr->depth[from]] = 0;
     uint64_t visited = 0;
     for (uint32_t i = from + 1, e = tr->end[from]; i < e;) {
-        uint32_t nx = gm_next(m, st[tr->depth[i] - 1], tr->byte[i]);
+        uint32_t d = tr->depth[i], s = st[d - 1], dec = dv[d - 1], nd = 0, nx;
+        uint8_t b = tr->byte[i];
         visited++;
+        if (dec == 0) {
+            if (b < 0x80 || m->states[s].need) {
+                nx = gm_next(m, s, b);
+            } else {
+                uint32_t h = gm_hi(m, s);
+                if (h == GM_NOT_UNIFORM) {
+                    nx = gm_next(m, s, b);
+                } else {
+                    uint32_t len = b >= 0xC2 && b <= 0xDF ? 2 : b >= 0xE0 && b <= 0xEF ? 3 : b >= 0xF0 && b <= 0xF4 ? 4 : 0;
+                    nx = GM_DEAD;
+                    if (h != GM_DEAD && len) {
+                        uint32_t v = len == 2 ? (b & 0x1Fu) : len == 3 ? (b & 0x0Fu) : (b & 0x07u), need = len - 1;
+                        uint32_t lo = v << (6 * need), hi = lo | ((1u << (6 * need)) - 1);
+                        if (hi >= umin[len] && lo <= umax[len]) nx = s, nd = v << 8 | need << 4 | len;
+                    }
+                }
+            }
+        } else {
+            uint32_t v = dec >> 8, need = (dec >> 4) & 15, len = dec & 15;
+            nx = (b & 0xC0) == 0x80 ? s : GM_DEAD;
+            v = v << 6 | (b & 0x3Fu), need--;
+            uint32_t lo = v << (6 * need), hi = lo | ((1u << (6 * need)) - 1);
+            if (nx != GM_DEAD && (hi < umin[len] || lo > umax[len])) nx = GM_DEAD;
+            if (nx != GM_DEAD && need == 0) nx = m->states[s].hi; // known uniform and alive
+            else nd = v << 8 | need << 4 | len;
+        }
         if (nx == GM_DEAD) {
             i = tr->end[i];
             continue;
         }
-        st[tr->depth[i]] = nx;
+        st[d] = nx, dv[d] = nd;
         for (uint32_t t = tr->tok[i]; t < tr->tok[i + 1]; t++) bits[tr->ids[t] >> 5] |= 1u << (tr->ids[t] & 31);
-        if (pops && (m->states[nx].flags & GM_HAS_HOLE) && tr->end[i] > i + 1) vec_push(pops, i);
+        if (pops && !nd && (m->states[nx].flags & GM_HAS_HOLE) && tr->end[i] > i + 1) vec_push(pops, i);
         i++;
     }
     k->n_walked += visited;
@@ -293,14 +323,15 @@ enum lm_status gk_init(struct gk *k, struct gm *m, const struct gk_trie *tr) {
     k->words = ((uint32_t)tr->n_vocab + 31) / 32;
     k->max_slots = 1024; // 32 MB of masks at 262k tokens
     k->walk = malloc(((size_t)tr->max_depth + 2) * sizeof *k->walk);
-    if (!k->walk) return lm_error_set(LM_ERR_NOMEM, "grammar: out of memory");
+    k->dec = malloc(((size_t)tr->max_depth + 2) * sizeof *k->dec);
+    if (!k->walk || !k->dec) return lm_error_set(LM_ERR_NOMEM, "grammar: out of memory");
     return LM_OK;
 }
 
 void gk_free(struct gk *k) {
     if (!k) return;
     for (uint32_t i = 0; i < k->n_cores; i++) free(k->cores[i].acc), free(k->cores[i].pops);
-    free(k->cores), free(k->cut_core), free(k->cut_ctx), free(k->core_of), free(k->slots), free(k->slot_state), free(k->walk);
+    free(k->cores), free(k->cut_core), free(k->cut_ctx), free(k->core_of), free(k->slots), free(k->slot_state), free(k->walk), free(k->dec);
     memset(k, 0, sizeof *k);
 }
 

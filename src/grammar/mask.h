@@ -52,6 +52,7 @@ struct gk {
     uint32_t *slot_state;   // the state owning each slot
     uint32_t n_slots, max_slots;
     uint32_t *walk;         // per trie depth: state (walk scratch)
+    uint32_t *dec;          // per trie depth: a UTF-8 sequence being decoded (walk scratch)
     uint64_t n_fills, n_hits, n_walked; // statistics
 };
 

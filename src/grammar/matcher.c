@@ -185,6 +185,7 @@ static uint32_t intern(struct gm *m, uint32_t n, uint32_t v, uint8_t need, uint8
     struct gm_state *s = &m->states[id];
     memset(s, 0, sizeof *s);
     s->off = m->n_pool, s->n = n, s->v = v, s->need = need, s->len = len;
+    s->hi = GM_UNKNOWN;
     memcpy(m->pool + m->n_pool, ids, n * sizeof *ids);
     m->n_pool += n;
     for (uint32_t k = 0; k < n; k++) {
@@ -216,6 +217,47 @@ uint32_t gm_start(struct gm *m) {
 static const uint32_t utf8_min[5] = {0, 0, 0x80, 0x800, 0x10000};
 static const uint32_t utf8_max[5] = {0, 0x7F, 0x7FF, 0xFFFF, 0x10FFFF};
 
+// The state after code point cp from complete state s (the stacks whose class holds cp, each
+// advanced and expanded).
+static uint32_t advance(struct gm *m, uint32_t s, uint32_t cp) {
+    const struct gm_state st = m->states[s];
+    m->n_scratch = 0;
+    for (uint32_t i = 0; i < st.n; i++) {
+        uint32_t n = m->pool[st.off + i];
+        if (n == GM_BOTTOM || n == GM_HOLE) continue;
+        uint32_t pos = m->nodes[n].pos;
+        if (!gb_class_has(m->g, m->g->elem[pos].arg, cp)) continue;
+        uint32_t parent = m->nodes[n].parent;
+        uint32_t next = m->g->elem[pos + 1].kind == GB_END ? parent : gm_node(m, pos + 1, parent);
+        if (!add_expansion(m, next)) return GM_DEAD;
+        if (m->n_scratch > 4 * m->max_stacks) m->n_scratch = sort_unique(m->scratch, m->n_scratch);
+    }
+    return intern(m, sort_unique(m->scratch, m->n_scratch), 0, 0, 0);
+}
+
+uint32_t gm_hi(struct gm *m, uint32_t s) {
+    if (m->states[s].hi != GM_UNKNOWN) return m->states[s].hi;
+    const struct gm_state st = m->states[s];
+    uint32_t r = GM_DEAD;
+    bool uniform = st.need == 0;
+    for (uint32_t i = 0; uniform && i < st.n; i++) {
+        uint32_t n = m->pool[st.off + i];
+        if (n == GM_BOTTOM || n == GM_HOLE) continue;
+        uint32_t c = m->g->elem[m->nodes[n].pos].arg;
+        const uint32_t *rg = m->g->ranges + 2 * (size_t)m->g->classes[c].off;
+        uint32_t k = m->g->classes[c].n;
+        bool meets = gb_class_meets(m->g, c, 0x80, 0x10FFFF);
+        bool covers = false; // one range holds [0x80, 0x10FFFF] (ranges are merged)
+        for (uint32_t j = 0; j < k; j++) covers |= rg[2 * j] <= 0x80 && rg[2 * j + 1] >= 0x10FFFF;
+        if (meets && !covers) uniform = false;
+    }
+    if (!uniform) r = GM_NOT_UNIFORM;
+    else r = advance(m, s, 0x10000);
+    if (r == UINT32_MAX) r = GM_DEAD;
+    if (!m->overflow || r == GM_NOT_UNIFORM) m->states[s].hi = r;
+    return r;
+}
+
 static uint32_t step_slow(struct gm *m, uint32_t s, uint8_t b) {
     const struct gm_state st = m->states[s];
     const uint32_t *ids = m->pool + st.off;
@@ -245,17 +287,7 @@ static uint32_t step_slow(struct gm *m, uint32_t s, uint8_t b) {
         return intern(m, m->n_scratch, v, (uint8_t)need, (uint8_t)len);
     }
     if (v < utf8_min[len] || v > utf8_max[len]) return GM_DEAD;
-    for (uint32_t i = 0; i < st.n; i++) {
-        uint32_t n = m->pool[st.off + i];
-        if (n == GM_BOTTOM || n == GM_HOLE) continue;
-        uint32_t pos = m->nodes[n].pos;
-        if (!gb_class_has(m->g, m->g->elem[pos].arg, v)) continue;
-        uint32_t parent = m->nodes[n].parent;
-        uint32_t next = m->g->elem[pos + 1].kind == GB_END ? parent : gm_node(m, pos + 1, parent);
-        if (!add_expansion(m, next)) return GM_DEAD;
-        if (m->n_scratch > 4 * m->max_stacks) m->n_scratch = sort_unique(m->scratch, m->n_scratch);
-    }
-    return intern(m, sort_unique(m->scratch, m->n_scratch), 0, 0, 0);
+    return advance(m, s, v);
 }
 
 uint32_t gm_step(struct gm *m, uint32_t s, uint8_t b) {

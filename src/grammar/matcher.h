@@ -29,6 +29,7 @@ struct gm_state {
     uint8_t flags;
     uint32_t *next;         // 256 successor ids (GM_UNKNOWN until asked), NULL until the first
     uint32_t mask;          // mask.c: cached mask slot + 1, 0 = none
+    uint32_t hi;            // gm_hi() (GM_UNKNOWN until asked)
 };
 
 struct gm {
@@ -65,6 +66,12 @@ static inline uint32_t gm_next(struct gm *m, uint32_t s, uint8_t b) {
     uint32_t r = n ? n[b] : GM_UNKNOWN;
     return r != GM_UNKNOWN ? r : gm_step(m, s, b);
 }
+// The state after any one non-ASCII code point from complete state s when every stack's class
+// holds all of U+0080..U+10FFFF or none of it (JSON strings: the common case), so a walk can
+// decode UTF-8 itself instead of visiting one partial state per sequence prefix;
+// GM_NOT_UNIFORM otherwise (then step byte by byte).
+#define GM_NOT_UNIFORM (UINT32_MAX - 1)
+uint32_t gm_hi(struct gm *m, uint32_t s);
 // Node (pos, parent), interned; UINT32_MAX when out of memory.
 uint32_t gm_node(struct gm *m, uint32_t pos, uint32_t parent);
 // The state whose stacks are the expansion of node n (top at a character or the bottom).
