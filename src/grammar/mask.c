@@ -46,6 +46,7 @@ static uint64_t fingerprint(const struct lm_tokenizer *t) {
 static void trie_free(struct gk_trie *tr) {
     if (!tr) return;
     free(tr->byte), free(tr->depth), free(tr->end), free(tr->tok), free(tr->ids), free(tr->eog), free(tr->usable);
+    free(tr->sub), free(tr->sub_flags);
     free(tr);
 }
 
@@ -63,6 +64,58 @@ static int cmp_piece(const void *a, const void *b) {
     int bx = (sort_attr[x] & LM_TOK_ATTR_BYTE) != 0, by = (sort_attr[y] & LM_TOK_ATTR_BYTE) != 0;
     if (bx != by) return bx - by;
     return x < y ? -1 : x > y;
+}
+
+// Per node, what its subtree below holds: the ASCII bytes, and whether any byte is non-ASCII
+// or breaks UTF-8 (decoded along each path as the walk does). A walk in a state that loops on
+// all of them accepts the whole subtree without visiting it.
+static bool summarize(struct gk_trie *tr) {
+    static const uint32_t umin[5] = {0, 0, 0x80, 0x800, 0x10000}, umax[5] = {0, 0x7F, 0x7FF, 0xFFFF, 0x10FFFF};
+    uint32_t n = tr->n, *parent = malloc((size_t)n * sizeof *parent), *pst = malloc(65537 * sizeof *pst);
+    uint32_t *dec = malloc(65537 * sizeof *dec);
+    tr->sub = calloc(n, sizeof *tr->sub);
+    tr->sub_flags = calloc(n, 1);
+    uint8_t *own = calloc(n, 1);
+    bool ok = parent && pst && dec && tr->sub && tr->sub_flags && own;
+    if (ok) {
+        pst[0] = 0, dec[0] = 0; // per depth: node, decoder state (v << 8 | need << 4 | len, or 0xFF bad)
+        for (uint32_t i = 1; i < n; i++) {
+            uint32_t d = tr->depth[i], pd = dec[d - 1], nd = 0;
+            uint8_t b = tr->byte[i];
+            parent[i] = pst[d - 1], pst[d] = i;
+            if (pd == 0xFF) {
+                nd = 0xFF;
+            } else if (pd == 0) {
+                if (b >= 0x80) {
+                    uint32_t len = b >= 0xC2 && b <= 0xDF ? 2 : b >= 0xE0 && b <= 0xEF ? 3 : b >= 0xF0 && b <= 0xF4 ? 4 : 0;
+                    nd = 0xFF;
+                    if (len) {
+                        uint32_t v = len == 2 ? (b & 0x1Fu) : len == 3 ? (b & 0x0Fu) : (b & 0x07u), need = len - 1;
+                        uint32_t lo = v << (6 * need), hi = lo | ((1u << (6 * need)) - 1);
+                        if (hi >= umin[len] && lo <= umax[len]) nd = v << 8 | need << 4 | len;
+                    }
+                }
+            } else {
+                uint32_t v = pd >> 8, need = (pd >> 4) & 15, len = pd & 15;
+                nd = 0xFF;
+                if ((b & 0xC0) == 0x80) {
+                    v = v << 6 | (b & 0x3Fu), need--;
+                    uint32_t lo = v << (6 * need), hi = lo | ((1u << (6 * need)) - 1);
+                    if (hi >= umin[len] && lo <= umax[len]) nd = need ? (v << 8 | need << 4 | len) : 0;
+                }
+            }
+            dec[d] = nd;
+            own[i] = (uint8_t)((b >= 0x80 ? 1 : 0) | (nd == 0xFF ? 2 : 0));
+        }
+        for (uint32_t i = n; i-- > 1;) { // children before parents: fold into the parent
+            uint32_t p = parent[i];
+            for (int w = 0; w < 4; w++) tr->sub[p][w] |= tr->sub[i][w];
+            if (tr->byte[i] < 0x80) tr->sub[p][tr->byte[i] >> 5] |= 1u << (tr->byte[i] & 31);
+            tr->sub_flags[p] |= tr->sub_flags[i] | own[i];
+        }
+    }
+    free(parent), free(pst), free(dec), free(own);
+    return ok;
 }
 
 static enum lm_status trie_build(struct gk_trie **out, const struct lm_tokenizer *t) {
@@ -134,6 +187,10 @@ static enum lm_status trie_build(struct gk_trie **out, const struct lm_tokenizer
     while (n_open) tr->end[open[--n_open]] = n;
     for (uint32_t i = 0; i < n; i++) tr->tok[i + 1] += tr->tok[i];
     tr->n = n;
+    if (!summarize(tr)) {
+        free(path), free(open);
+        goto fail;
+    }
     free(path), free(open), free(poff), free(blob), free(order);
     tr->t = t;
     *out = tr;
@@ -193,6 +250,27 @@ static void vec_push(struct u32vec *v, uint32_t x) {
     v->v[v->n++] = x;
 }
 
+// Whether complete state s stays s over every byte below trie node i (so it accepts all of
+// its tokens): its ASCII self-loops cover the subtree's ASCII bytes, and any non-ASCII there is
+// valid UTF-8 that s also loops on. Not when s holds a hole and pop nodes are being collected.
+static bool absorbs(struct gm *m, uint32_t s, const struct gk_trie *tr, uint32_t i, bool pops) {
+    struct gm_state *st = &m->states[s];
+    if (st->need || (pops && (st->flags & GM_HAS_HOLE)) || (tr->sub_flags[i] & 2)) return false;
+    if (!st->loop_known) {
+        uint8_t c = tr->byte[i + 1]; // a necessary condition first: no loops computed for structure
+        if (c >= 0x80 || gm_next(m, s, c) != s) return false;
+        uint32_t loop[4] = {0};
+        for (uint32_t b = 0; b < 128; b++)
+            if (gm_next(m, s, (uint8_t)b) == s) loop[b >> 5] |= 1u << (b & 31);
+        st = &m->states[s]; // gm_next may move the states
+        memcpy(st->loop, loop, sizeof loop);
+        st->loop_known = 1;
+    }
+    for (int w = 0; w < 4; w++)
+        if (tr->sub[i][w] & ~st->loop[w]) return false;
+    return !(tr->sub_flags[i] & 1) || gm_hi(m, s) == s;
+}
+
 // Walks the subtree below trie node from, starting in state s0: sets the bits of the tokens
 // accepted; pops (if not NULL) collects the nodes where a state holds GM_HOLE with bytes left.
 // UTF-8 is decoded here while the state is uniform over non-ASCII (gm_hi): a multi-byte
@@ -240,6 +318,11 @@ static void walk(struct gk *k, uint32_t s0, uint32_t from, uint32_t *bits, struc
         }
         st[d] = nx, dv[d] = nd;
         for (uint32_t t = tr->tok[i]; t < tr->tok[i + 1]; t++) bits[tr->ids[t] >> 5] |= 1u << (tr->ids[t] & 31);
+        if (!nd && tr->end[i] > i + 16 && absorbs(m, nx, tr, i, pops != NULL)) { // whole subtree accepted
+            for (uint32_t t = tr->tok[i + 1]; t < tr->tok[tr->end[i]]; t++) bits[tr->ids[t] >> 5] |= 1u << (tr->ids[t] & 31);
+            i = tr->end[i];
+            continue;
+        }
         if (pops && !nd && (m->states[nx].flags & GM_HAS_HOLE) && tr->end[i] > i + 1) vec_push(pops, i);
         i++;
     }

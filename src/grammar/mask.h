@@ -23,6 +23,8 @@ struct gk_trie {
     int32_t *eog;           // end-of-generation ids
     uint32_t n_eog;
     uint8_t *usable;        // per token: in the trie (a non-control token with bytes)
+    uint32_t (*sub)[4];     // per node: the ASCII bytes of its subtree below it
+    uint8_t *sub_flags;     // per node: 1 non-ASCII below, 2 bytes that break UTF-8 below
     // cache bookkeeping (mask.c)
     const struct lm_tokenizer *t;
     uint64_t fingerprint;

@@ -30,6 +30,8 @@ struct gm_state {
     uint32_t *next;         // 256 successor ids (GM_UNKNOWN until asked), NULL until the first
     uint32_t mask;          // mask.c: cached mask slot + 1, 0 = none
     uint32_t hi;            // gm_hi() (GM_UNKNOWN until asked)
+    uint32_t loop[4];       // mask.c: the ASCII bytes b with next[b] == this state
+    uint8_t loop_known;
 };
 
 struct gm {
