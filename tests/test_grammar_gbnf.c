@@ -90,6 +90,14 @@ int main(void) {
     const char *big = "root ::= \"0123456789012345678901234567890123456789012345678901234567890123456789\"{10000} "
                       "\"0123456789012345678901234567890123456789012345678901234567890123456789\"{10000}";
     CHECK(gb_parse(&g, big, strlen(big), NULL, NULL) == LM_ERR_ARG && strstr(lm_error_msg(), "grammar too large"));
+    // deep nesting is refused, not a stack overflow
+    char *deep = malloc(200020);
+    size_t dn = (size_t)sprintf(deep, "root ::= ");
+    for (int i = 0; i < 100000; i++) deep[dn++] = '(';
+    deep[dn++] = '"', deep[dn++] = 'a', deep[dn++] = '"';
+    for (int i = 0; i < 100000; i++) deep[dn++] = ')';
+    CHECK(gb_parse(&g, deep, dn, NULL, NULL) == LM_ERR_ARG && strstr(lm_error_msg(), "1:266: groups nested deeper than 256"));
+    free(deep);
     // named start rule
     const char *named = "start ::= \"s\"";
     CHECK(gb_parse(&g, named, strlen(named), "start", NULL) == LM_OK);

@@ -169,6 +169,23 @@ int main(void) {
         lm_grammar_matcher_free(m);
     }
 
+    // ---- without cores (their memory bound reached) masks are whole walks, the same
+    struct lm_grammar *gn = compile(t, json);
+    if (gn) {
+        gn->masks.max_cores = 0;
+        struct lm_grammar_matcher *m;
+        CHECK(lm_grammar_matcher_init(&m, gn) == LM_OK);
+        const char *seq[] = {"{", "\"a", "\xc3\xa9", "\":", U2581, "[", "12", "]", "}"};
+        for (size_t i = 0; i < sizeof seq / sizeof *seq; i++) {
+            brute(m, nv, "no cores");
+            CHECK(lm_grammar_matcher_accept(m, tok(t, seq[i])));
+        }
+        brute(m, nv, "no cores, at the end");
+        CHECK(gn->masks.n_cores == 0);
+        lm_grammar_matcher_free(m);
+        lm_grammar_free(gn);
+    }
+
     // ---- forced runs and is_done
     struct lm_grammar *gf = compile(t, "root ::= \"{\\\"abc\\\": \" [0-9] \"}\"");
     if (gf) {

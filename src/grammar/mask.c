@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define GK_MAX_CORES 2048 // 64 MB of accepted-token sets at 262k tokens
+
 struct gk_core {
     uint32_t *acc;          // tokens accepted without leaving the core (words)
     uint32_t *pops;         // pop nodes
@@ -381,6 +383,7 @@ static bool cut(struct gk *k, uint32_t s, uint32_t *core, uint32_t *ctx) {
     }
     uint32_t x = below == GM_BOTTOM ? GM_DEAD : gm_state_of_node(m, below);
     if (!grow((void **)&k->core_of, &k->cap_core_of, m->n_nodes, sizeof *k->core_of, true)) return false;
+    if (!k->core_of[c] && k->n_cores >= k->max_cores) return false; // memory bound: walk states whole
     if (!k->core_of[c]) { // a new core: walk the whole trie once
         if (!grow((void **)&k->cores, &k->cap_cores, k->n_cores + 1, sizeof *k->cores, false)) return false;
         struct gk_core *co = &k->cores[k->n_cores];
@@ -405,6 +408,7 @@ enum lm_status gk_init(struct gk *k, struct gm *m, const struct gk_trie *tr) {
     k->m = m, k->tr = tr;
     k->words = ((uint32_t)tr->n_vocab + 31) / 32;
     k->max_slots = 1024; // 32 MB of masks at 262k tokens
+    k->max_cores = GK_MAX_CORES;
     k->walk = malloc(((size_t)tr->max_depth + 2) * sizeof *k->walk);
     k->dec = malloc(((size_t)tr->max_depth + 2) * sizeof *k->dec);
     if (!k->walk || !k->dec) return lm_error_set(LM_ERR_NOMEM, "grammar: out of memory");
@@ -432,23 +436,23 @@ void gk_fill(struct gk *k, uint32_t s, uint32_t *bits) {
         return;
     }
     memset(bits, 0, W * sizeof *bits);
-    bool ok = true;
-    if (m->states[s].need) {
-        walk(k, s, 0, bits, NULL); // inside a UTF-8 sequence: no cut (rare)
-    } else {
-        for (uint32_t i = 0; i < m->states[s].n; i++) {
-            uint32_t n = m->pool[m->states[s].off + i], core, ctx;
-            if (n == GM_BOTTOM || n == GM_HOLE) continue;
-            if (!cut(k, n, &core, &ctx)) { ok = false; break; }
-            const struct gk_core *co = &k->cores[core];
-            for (uint32_t w = 0; w < W; w++) bits[w] |= co->acc[w];
-            if (ctx != GM_DEAD)
-                for (uint32_t j = 0; j < co->n_pops; j++) walk(k, ctx, co->pops[j], bits, NULL);
-        }
+    bool cuts = m->states[s].need == 0; // inside a UTF-8 sequence: no cut (rare)
+    for (uint32_t i = 0; cuts && i < m->states[s].n; i++) {
+        uint32_t n = m->pool[m->states[s].off + i], core, ctx;
+        if (n == GM_BOTTOM || n == GM_HOLE) continue;
+        if (!cut(k, n, &core, &ctx)) { cuts = false; break; }
+        const struct gk_core *co = &k->cores[core];
+        for (uint32_t w = 0; w < W; w++) bits[w] |= co->acc[w];
+        if (ctx != GM_DEAD)
+            for (uint32_t j = 0; j < co->n_pops; j++) walk(k, ctx, co->pops[j], bits, NULL);
+    }
+    if (!cuts) { // the plain walk of the whole state: exact, only slower
+        memset(bits, 0, W * sizeof *bits);
+        walk(k, s, 0, bits, NULL);
     }
     if (m->states[s].flags & GM_CAN_END)
         for (uint32_t i = 0; i < k->tr->n_eog; i++) bits[k->tr->eog[i] >> 5] |= 1u << (k->tr->eog[i] & 31);
-    if (!ok || m->overflow) return; // not cached: a limit may have cut it short
+    if (m->overflow) return; // not cached: a limit may have cut it short
     if (k->n_slots == k->max_slots) { // full: drop every cached mask (states recompute them)
         for (uint32_t i = 0; i < k->n_slots; i++) m->states[k->slot_state[i]].mask = 0;
         k->n_slots = 0;

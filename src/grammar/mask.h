@@ -47,7 +47,7 @@ struct gk {
     uint32_t *cut_ctx;      // per stack node: the state below its core, + 1
     uint32_t cap_cut;
     struct gk_core *cores;
-    uint32_t n_cores, cap_cores;
+    uint32_t n_cores, cap_cores, max_cores; // beyond max_cores states are walked whole
     uint32_t *core_of;      // per node id (re-rooted core): core index + 1
     uint32_t cap_core_of;
     uint32_t *slots;        // cached masks, words each

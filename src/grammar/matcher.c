@@ -310,7 +310,7 @@ enum lm_status gm_init(struct gm *m, const struct gb_grammar *g) {
     memset(m, 0, sizeof *m);
     m->g = g;
     m->max_stacks = 1024;
-    m->max_nodes = 1u << 24;
+    m->max_nodes = 1u << 22; // about 100 MB of nodes, states and transitions at most
     m->pos_rule = malloc(((size_t)g->n_elem + 1) * sizeof *m->pos_rule);
     m->node_ht_mask = 1023, m->st_ht_mask = 1023;
     m->node_ht = malloc(1024 * sizeof *m->node_ht);
