@@ -258,7 +258,33 @@ uint32_t gm_hi(struct gm *m, uint32_t s) {
     return r;
 }
 
+static uint32_t utf8_lead(uint32_t cp) {
+    return cp < 0x80 ? cp : cp < 0x800 ? 0xC0 | (cp >> 6) : cp < 0x10000 ? 0xE0 | (cp >> 12) : 0xF0 | (cp >> 18);
+}
+
+// The bytes that can start a code point some stack of complete state s accepts: most of the
+// 256 transitions of a state are refused by this test alone, before any stack is advanced.
+static void first_bytes(struct gm *m, uint32_t s) {
+    struct gm_state *st = &m->states[s];
+    memset(st->first, 0, sizeof st->first);
+    for (uint32_t i = 0; i < st->n; i++) {
+        uint32_t n = m->pool[st->off + i];
+        if (n == GM_BOTTOM || n == GM_HOLE) continue;
+        const struct gb_class *k = &m->g->classes[m->g->elem[m->nodes[n].pos].arg];
+        const uint32_t *r = m->g->ranges + 2 * (size_t)k->off;
+        for (uint32_t j = 0; j < k->n; j++) {
+            uint32_t a = utf8_lead(r[2 * j]), b = utf8_lead(r[2 * j + 1]);
+            for (uint32_t x = a; x <= b && x < 256; x++) st->first[x >> 5] |= 1u << (x & 31);
+        }
+    }
+    st->first_known = 1;
+}
+
 static uint32_t step_slow(struct gm *m, uint32_t s, uint8_t b) {
+    if (m->states[s].need == 0) {
+        if (!m->states[s].first_known) first_bytes(m, s);
+        if (!((m->states[s].first[b >> 5] >> (b & 31)) & 1)) return GM_DEAD;
+    }
     const struct gm_state st = m->states[s];
     const uint32_t *ids = m->pool + st.off;
     uint32_t v, need, len;

@@ -32,6 +32,8 @@ struct gm_state {
     uint32_t hi;            // gm_hi() (GM_UNKNOWN until asked)
     uint32_t loop[4];       // mask.c: the ASCII bytes b with next[b] == this state
     uint8_t loop_known;
+    uint8_t first_known;
+    uint32_t first[8];      // bytes that can start an accepted code point (complete states)
 };
 
 struct gm {
