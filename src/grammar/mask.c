@@ -24,17 +24,22 @@ static pthread_mutex_t trie_lock = PTHREAD_MUTEX_INITIALIZER;
 #define TRIE_CACHE 4
 static struct gk_trie *trie_cache[TRIE_CACHE]; // most recent first; each holds one reference
 
+// Four independent multiply lanes: about 0.2 ms over the 3.5 MB of a 262k vocabulary.
 static uint64_t mix(uint64_t h, const void *p, size_t n) {
     const unsigned char *s = p;
+    uint64_t l[4] = {h, h ^ 0x9E3779B97F4A7C15ull, h ^ 0xC2B2AE3D27D4EB4Full, h ^ 0x165667B19E3779F9ull};
     size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t v;
-        memcpy(&v, s + i, 8);
-        h = (h ^ v) * 0x9E3779B97F4A7C15ull;
-        h ^= h >> 29;
-    }
-    for (; i < n; i++) h = (h ^ s[i]) * 0x100000001B3ull;
-    return h;
+    for (; i + 32 <= n; i += 32)
+        for (int j = 0; j < 4; j++) {
+            uint64_t v;
+            memcpy(&v, s + i + 8 * j, 8);
+            l[j] = (l[j] ^ v) * 0x9E3779B97F4A7C15ull;
+            l[j] ^= l[j] >> 29;
+        }
+    for (; i < n; i++) l[0] = (l[0] ^ s[i]) * 0x100000001B3ull;
+    uint64_t r = n;
+    for (int j = 0; j < 4; j++) r = (r ^ l[j]) * 0xBF58476D1CE4E5B9ull, r ^= r >> 31;
+    return r;
 }
 
 static uint64_t fingerprint(const struct lm_tokenizer *t) {
@@ -203,15 +208,34 @@ fail:
     return st == LM_ERR_NOMEM ? lm_error_set(LM_ERR_NOMEM, "grammar: out of memory building the vocabulary trie") : st;
 }
 
+// A cheap check that a tokenizer at a known address is still the vocabulary it was: every
+// 61st token's text and attributes (about 60 KB at 262k tokens).
+static uint64_t sample(const struct lm_tokenizer *t) {
+    uint64_t h = (uint64_t)t->n_vocab * 0x9E3779B97F4A7C15ull;
+    for (int32_t i = 0; i < t->n_vocab; i += 61) {
+        h = mix(h, t->blob + t->off[i], t->off[i + 1] - t->off[i]);
+        h = mix(h, &t->attr[i], sizeof t->attr[i]);
+    }
+    return h;
+}
+
 enum lm_status gk_trie_get(struct gk_trie **out, const struct lm_tokenizer *t) {
-    uint64_t fp = fingerprint(t);
+    uint64_t smp = sample(t), fp = 0;
     pthread_mutex_lock(&trie_lock);
-    for (int i = 0; i < TRIE_CACHE; i++) {
-        struct gk_trie *tr = trie_cache[i];
-        if (tr && tr->fingerprint == fp && tr->n_vocab == t->n_vocab) {
+    // the same tokenizer again (the common case: one model per process), then the same vocabulary
+    // at another address (a second model with the same tokenizer) by the full fingerprint
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) fp = fingerprint(t);
+        for (int i = 0; i < TRIE_CACHE; i++) {
+            struct gk_trie *tr = trie_cache[i];
+            bool same = tr && tr->n_vocab == t->n_vocab &&
+                        (pass == 0 ? tr->t == t && tr->blob == t->blob && tr->off == t->off && tr->sample == smp
+                                   : tr->fingerprint == fp);
+            if (!same) continue;
             memmove(trie_cache + 1, trie_cache, (size_t)i * sizeof *trie_cache); // to the front
             trie_cache[0] = tr;
             tr->refs++;
+            tr->t = t, tr->blob = t->blob, tr->off = t->off, tr->sample = smp;
             pthread_mutex_unlock(&trie_lock);
             *out = tr;
             return LM_OK;
@@ -220,7 +244,7 @@ enum lm_status gk_trie_get(struct gk_trie **out, const struct lm_tokenizer *t) {
     struct gk_trie *tr;
     enum lm_status st = trie_build(&tr, t);
     if (st == LM_OK) {
-        tr->fingerprint = fp;
+        tr->fingerprint = fp, tr->sample = smp, tr->blob = t->blob, tr->off = t->off;
         tr->refs = 2; // the caller's and the cache's
         if (trie_cache[TRIE_CACHE - 1] && --trie_cache[TRIE_CACHE - 1]->refs == 0) trie_free(trie_cache[TRIE_CACHE - 1]);
         memmove(trie_cache + 1, trie_cache, (TRIE_CACHE - 1) * sizeof *trie_cache);

@@ -26,8 +26,10 @@ struct gk_trie {
     uint32_t (*sub)[4];     // per node: the ASCII bytes of its subtree below it
     uint8_t *sub_flags;     // per node: 1 non-ASCII below, 2 bytes that break UTF-8 below
     // cache bookkeeping (mask.c)
-    const struct lm_tokenizer *t;
-    uint64_t fingerprint;
+    const struct lm_tokenizer *t; // the last tokenizer that asked, its arrays, a sample hash
+    const void *blob, *off;
+    uint64_t sample;
+    uint64_t fingerprint;         // of the whole vocabulary
     int refs;
 };
 
