@@ -12,8 +12,17 @@
 
 #define GK_MAX_CORES 2048 // 64 MB of accepted-token sets at 262k tokens
 
+// A token set kept in a cache: sparse (n token ids) when small, else the full bitset, so the
+// many narrow sets (a state after "{" allows a few tokens) cost no 32 KB page-faulting copy.
+struct gk_set {
+    uint32_t *v;
+    uint32_t n;             // ids when sparse; words otherwise
+    bool sparse;
+};
+#define GK_SPARSE 2048      // ids: 8 KB, a quarter of the bitset at 262k tokens
+
 struct gk_core {
-    uint32_t *acc;          // tokens accepted without leaving the core (words)
+    struct gk_set acc;      // tokens accepted without leaving the core
     uint32_t *pops;         // pop nodes
     uint32_t n_pops;
 };
@@ -366,6 +375,31 @@ static bool grow(void **v, uint32_t *cap, uint64_t need, size_t size, bool zero)
     return true;
 }
 
+// *out = bits (W words) as a set; false when out of memory.
+static bool set_make(struct gk_set *out, const uint32_t *bits, uint32_t W) {
+    uint32_t n = 0;
+    for (uint32_t w = 0; w < W; w++) n += (uint32_t)__builtin_popcount(bits[w]);
+    out->sparse = n <= GK_SPARSE;
+    out->n = out->sparse ? n : W;
+    out->v = malloc(((size_t)out->n + 1) * sizeof *out->v);
+    if (!out->v) return false;
+    if (!out->sparse) {
+        memcpy(out->v, bits, W * sizeof *bits);
+        return true;
+    }
+    uint32_t k = 0;
+    for (uint32_t w = 0; w < W; w++)
+        for (uint32_t b = bits[w]; b; b &= b - 1) out->v[k++] = w << 5 | (uint32_t)__builtin_ctz(b);
+    return true;
+}
+
+static void set_or(uint32_t *bits, const struct gk_set *x) {
+    if (x->sparse)
+        for (uint32_t i = 0; i < x->n; i++) bits[x->v[i] >> 5] |= 1u << (x->v[i] & 31);
+    else
+        for (uint32_t w = 0; w < x->n; w++) bits[w] |= x->v[w];
+}
+
 // cut_core and cut_ctx for need nodes (new entries 0: not yet).
 static bool grow_cut(struct gk *k, uint32_t need) {
     if (need <= k->cap_cut) return true;
@@ -412,11 +446,11 @@ static bool cut(struct gk *k, uint32_t s, uint32_t *core, uint32_t *ctx) {
         if (!grow((void **)&k->cores, &k->cap_cores, k->n_cores + 1, sizeof *k->cores, false)) return false;
         struct gk_core *co = &k->cores[k->n_cores];
         memset(co, 0, sizeof *co);
-        co->acc = calloc(k->words, sizeof *co->acc);
-        if (!co->acc) return false;
+        memset(k->tmp, 0, k->words * sizeof *k->tmp);
         uint32_t s0 = gm_state_of_node(m, c);
         struct u32vec pops = {0};
-        if (s0 != GM_DEAD) walk(k, s0, 0, co->acc, &pops);
+        if (s0 != GM_DEAD) walk(k, s0, 0, k->tmp, &pops);
+        if (!set_make(&co->acc, k->tmp, k->words)) return free(pops.v), false;
         co->pops = pops.v, co->n_pops = pops.n;
         k->core_of[c] = ++k->n_cores;
     }
@@ -431,18 +465,21 @@ enum lm_status gk_init(struct gk *k, struct gm *m, const struct gk_trie *tr) {
     memset(k, 0, sizeof *k);
     k->m = m, k->tr = tr;
     k->words = ((uint32_t)tr->n_vocab + 31) / 32;
-    k->max_slots = 1024; // 32 MB of masks at 262k tokens
+    k->max_cache = 64u << 20; // bytes of cached masks
     k->max_cores = GK_MAX_CORES;
     k->walk = malloc(((size_t)tr->max_depth + 2) * sizeof *k->walk);
     k->dec = malloc(((size_t)tr->max_depth + 2) * sizeof *k->dec);
-    if (!k->walk || !k->dec) return lm_error_set(LM_ERR_NOMEM, "grammar: out of memory");
+    k->tmp = malloc((size_t)k->words * sizeof *k->tmp);
+    if (!k->walk || !k->dec || !k->tmp) return lm_error_set(LM_ERR_NOMEM, "grammar: out of memory");
     return LM_OK;
 }
 
 void gk_free(struct gk *k) {
     if (!k) return;
-    for (uint32_t i = 0; i < k->n_cores; i++) free(k->cores[i].acc), free(k->cores[i].pops);
-    free(k->cores), free(k->cut_core), free(k->cut_ctx), free(k->core_of), free(k->slots), free(k->slot_state), free(k->walk), free(k->dec);
+    for (uint32_t i = 0; i < k->n_cores; i++) free(k->cores[i].acc.v), free(k->cores[i].pops);
+    for (uint32_t i = 0; i < k->n_masks; i++) free(k->masks[i].v);
+    free(k->cores), free(k->cut_core), free(k->cut_ctx), free(k->core_of), free(k->masks), free(k->mask_state);
+    free(k->walk), free(k->dec), free(k->tmp);
     memset(k, 0, sizeof *k);
 }
 
@@ -456,7 +493,9 @@ void gk_fill(struct gk *k, uint32_t s, uint32_t *bits) {
     }
     if (m->states[s].mask) {
         k->n_hits++;
-        memcpy(bits, k->slots + (size_t)(m->states[s].mask - 1) * W, W * sizeof *bits);
+        const struct gk_set *x = &k->masks[m->states[s].mask - 1];
+        if (x->sparse) memset(bits, 0, W * sizeof *bits), set_or(bits, x);
+        else memcpy(bits, x->v, W * sizeof *bits);
         return;
     }
     memset(bits, 0, W * sizeof *bits);
@@ -466,7 +505,7 @@ void gk_fill(struct gk *k, uint32_t s, uint32_t *bits) {
         if (n == GM_BOTTOM || n == GM_HOLE) continue;
         if (!cut(k, n, &core, &ctx)) { cuts = false; break; }
         const struct gk_core *co = &k->cores[core];
-        for (uint32_t w = 0; w < W; w++) bits[w] |= co->acc[w];
+        set_or(bits, &co->acc);
         if (ctx != GM_DEAD)
             for (uint32_t j = 0; j < co->n_pops; j++) walk(k, ctx, co->pops[j], bits, NULL);
     }
@@ -477,22 +516,23 @@ void gk_fill(struct gk *k, uint32_t s, uint32_t *bits) {
     if (m->states[s].flags & GM_CAN_END)
         for (uint32_t i = 0; i < k->tr->n_eog; i++) bits[k->tr->eog[i] >> 5] |= 1u << (k->tr->eog[i] & 31);
     if (m->overflow) return; // not cached: a limit may have cut it short
-    if (k->n_slots == k->max_slots) { // full: drop every cached mask (states recompute them)
-        for (uint32_t i = 0; i < k->n_slots; i++) m->states[k->slot_state[i]].mask = 0;
-        k->n_slots = 0;
+    if (k->cache_bytes > k->max_cache) { // full: drop every cached mask (states recompute them)
+        for (uint32_t i = 0; i < k->n_masks; i++) m->states[k->mask_state[i]].mask = 0, free(k->masks[i].v);
+        k->n_masks = 0, k->cache_bytes = 0;
     }
-    if (!k->slots) {
-        k->slots = malloc((size_t)k->max_slots * W * sizeof *k->slots);
-        k->slot_state = malloc((size_t)k->max_slots * sizeof *k->slot_state);
-        if (!k->slots || !k->slot_state) {
-            free(k->slots), free(k->slot_state);
-            k->slots = NULL, k->slot_state = NULL;
-            return;
-        }
+    if (k->n_masks == k->cap_masks) {
+        uint32_t c = k->cap_masks ? 2 * k->cap_masks : 256;
+        struct gk_set *a = realloc(k->masks, (size_t)c * sizeof *a);
+        if (!a) return;
+        k->masks = a;
+        uint32_t *b = realloc(k->mask_state, (size_t)c * sizeof *b);
+        if (!b) return;
+        k->mask_state = b, k->cap_masks = c;
     }
-    memcpy(k->slots + (size_t)k->n_slots * W, bits, W * sizeof *bits);
-    k->slot_state[k->n_slots] = s;
-    m->states[s].mask = ++k->n_slots;
+    if (!set_make(&k->masks[k->n_masks], bits, W)) return;
+    k->cache_bytes += (size_t)k->masks[k->n_masks].n * 4 + 64;
+    k->mask_state[k->n_masks] = s;
+    m->states[s].mask = ++k->n_masks;
 }
 
 int32_t gk_forced(struct gk *k, uint32_t s, int32_t *out, int32_t max) {

@@ -39,6 +39,7 @@ enum lm_status gk_trie_get(struct gk_trie **out, const struct lm_tokenizer *t);
 void gk_trie_put(struct gk_trie *tr);
 
 struct gk_core;
+struct gk_set;
 
 // Mask caches of one grammar (guarded by the grammar's lock).
 struct gk {
@@ -52,9 +53,11 @@ struct gk {
     uint32_t n_cores, cap_cores, max_cores; // beyond max_cores states are walked whole
     uint32_t *core_of;      // per node id (re-rooted core): core index + 1
     uint32_t cap_core_of;
-    uint32_t *slots;        // cached masks, words each
-    uint32_t *slot_state;   // the state owning each slot
-    uint32_t n_slots, max_slots;
+    struct gk_set *masks;   // cached masks (a state's mask field: index + 1)
+    uint32_t *mask_state;   // the state owning each
+    uint32_t n_masks, cap_masks;
+    size_t cache_bytes, max_cache; // beyond max_cache every cached mask is dropped
+    uint32_t *tmp;          // a scratch bitset
     uint32_t *walk;         // per trie depth: state (walk scratch)
     uint32_t *dec;          // per trie depth: a UTF-8 sequence being decoded (walk scratch)
     uint64_t n_fills, n_hits, n_walked; // statistics
