@@ -106,8 +106,30 @@ int main(void) {
         free(ids);
         lm_grammar_matcher_free(m);
     }
-    lm_grammar_free(g), lm_grammar_free(gl);
-    free(json), free(list), free(bits);
+    // a schema-style grammar: fixed keys, nested object, arrays of strings
+    size_t pl;
+    char *person = slurp("tests/data/gbnf/person_schema.gbnf", &pl);
+    struct lm_grammar *gp = NULL;
+    CHECKF(person && lm_grammar_compile(&gp, t, person, pl, NULL) == LM_OK, "%s", lm_error_msg());
+    if (gp) {
+        const char *doc = "{\"name\": \"José\", \"age\": 41, \"tags\": [\"a\", \"b c\"], \"address\": {\"street\": \"Main 5\", \"city\": \"Cork\"}}";
+        int32_t *ids;
+        size_t n;
+        CHECK(lm_tokenize(t, doc, strlen(doc), false, false, &ids, &n) == LM_OK);
+        struct lm_grammar_matcher *m;
+        CHECK(lm_grammar_matcher_init(&m, gp) == LM_OK);
+        for (size_t i = 0; i < n; i++) {
+            char where[64];
+            snprintf(where, sizeof where, "person_schema.gbnf after %zu tokens", i);
+            if (i % 4 == 1) brute(m, nv, bits, where);
+            CHECK(lm_grammar_matcher_accept(m, ids[i]));
+        }
+        CHECK(lm_grammar_matcher_is_done(m) == false && lm_grammar_matcher_can_end(m));
+        free(ids);
+        lm_grammar_matcher_free(m);
+    }
+    lm_grammar_free(g), lm_grammar_free(gl), lm_grammar_free(gp);
+    free(json), free(list), free(bits), free(person);
     lm_tokenizer_free(t);
     lm_gguf_close(&gg);
     return lm_test_finish();

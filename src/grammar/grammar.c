@@ -199,7 +199,7 @@ bool lm_grammar_matcher_accept(struct lm_grammar_matcher *m, int32_t token) {
         uint32_t s = GM_DEAD;
         if (n <= sizeof buf) {
             s = feed(g, m->state, (const uint8_t *)buf, n);
-        } else { // a piece longer than the buffer: bytes straight from the trie path is not kept, so re-render
+        } else { // a piece longer than the buffer
             char *big = malloc(n);
             if (big) {
                 lm_token_to_piece(g->t, token, big, n, false);
