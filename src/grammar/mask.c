@@ -315,6 +315,9 @@ static void walk(struct gk *k, uint32_t s0, uint32_t from, uint32_t *bits, struc
     const struct gk_trie *tr = k->tr;
     struct gm *m = k->m;
     uint32_t *st = k->walk, *dv = k->dec; // per depth: state; pending sequence v << 8 | need << 4 | len
+    const uint32_t *restrict tok = tr->tok, *restrict end = tr->end;
+    const int32_t *restrict ids = tr->ids;
+    uint32_t *restrict out = bits;
     st[tr->depth[from]] = s0, dv[tr->depth[from]] = 0;
     uint64_t visited = 0;
     for (uint32_t i = from + 1, e = tr->end[from]; i < e;) {
@@ -352,10 +355,10 @@ static void walk(struct gk *k, uint32_t s0, uint32_t from, uint32_t *bits, struc
             continue;
         }
         st[d] = nx, dv[d] = nd;
-        for (uint32_t t = tr->tok[i]; t < tr->tok[i + 1]; t++) bits[tr->ids[t] >> 5] |= 1u << (tr->ids[t] & 31);
+        for (uint32_t t = tok[i]; t < tok[i + 1]; t++) out[ids[t] >> 5] |= 1u << (ids[t] & 31);
         if (!nd && tr->end[i] > i + 16 && absorbs(m, nx, tr, i, pops != NULL)) { // whole subtree accepted
-            for (uint32_t t = tr->tok[i + 1]; t < tr->tok[tr->end[i]]; t++) bits[tr->ids[t] >> 5] |= 1u << (tr->ids[t] & 31);
-            i = tr->end[i];
+            for (uint32_t t = tok[i + 1], te = tok[end[i]]; t < te; t++) out[ids[t] >> 5] |= 1u << (ids[t] & 31);
+            i = end[i];
             continue;
         }
         if (pops && !nd && (m->states[nx].flags & GM_HAS_HOLE) && tr->end[i] > i + 1) vec_push(pops, i);
