@@ -170,7 +170,10 @@ int main(void) {
     }
 
     // ---- without cores (their memory bound reached) masks are whole walks, the same
+    uint64_t warm_ns = lm_grammar_warm_ns;
+    lm_grammar_warm_ns = 0;
     struct lm_grammar *gn = compile(t, json);
+    lm_grammar_warm_ns = warm_ns;
     if (gn) {
         gn->masks.max_cores = 0;
         struct lm_grammar_matcher *m;

@@ -12,6 +12,9 @@
 
 #define LM_GRAMMAR_MAX_TRIGGER 256 // bytes of one lazy trigger
 
+// Time lm_grammar_compile spends warming the mask caches (grammar.c); 0: none.
+extern uint64_t lm_grammar_warm_ns;
+
 struct lm_grammar {
     atomic_int refs;
     pthread_mutex_t lock;   // guards eng and masks: their caches grow as matchers run
