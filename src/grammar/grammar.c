@@ -95,14 +95,18 @@ enum lm_status lm_grammar_compile(struct lm_grammar **out, const struct lm_token
             g->n_triggers = i + 1;
         }
     }
+    uint64_t t_trie = lm_now_ns(); // the vocabulary's trie is the tokenizer's cost, not the grammar's
     if (st == LM_OK) st = gk_trie_get(&g->trie, t);
+    t0 += lm_now_ns() - t_trie;
     if (st == LM_OK) st = gm_init(&g->eng, &g->g);
     if (st == LM_OK) st = gk_init(&g->masks, &g->eng, g->trie);
     if (st == LM_OK && (g->start = gm_start(&g->eng)) == GM_DEAD)
         st = lm_error_set(LM_ERR_NOMEM, "lm_grammar_compile: the start state does not fit the limits");
-    if (st == LM_OK && lm_grammar_warm_ns) warm(g, lm_now_ns() + lm_grammar_warm_ns);
-    if (st == LM_OK && lm_now_ns() - t0 > ms * 1000000ull)
+    uint64_t limit = t0 + ms * 1000000ull, now = lm_now_ns();
+    if (st == LM_OK && now > limit)
         st = lm_error_set(LM_ERR_ARG, "lm_grammar_compile: compiling exceeds the limit of %llu ms", (unsigned long long)ms);
+    if (st == LM_OK && lm_grammar_warm_ns) // within what is left of the limit
+        warm(g, now + lm_grammar_warm_ns < limit ? now + lm_grammar_warm_ns : limit);
     if (st != LM_OK) {
         grammar_destroy(g);
         return st;
