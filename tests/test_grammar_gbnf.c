@@ -80,7 +80,8 @@ int main(void) {
     refuses("root ::= [^\\x00-\\U0010FFFF]", "can derive no finite string");
     refuses("root ::= \"\\xff\xff\"", "invalid UTF-8");
     refuses("root ::= \"a\"\n  \"b\"", "2:3: expected a rule name");
-    refuses("root ::= <token>", "expected a newline");
+    refuses("root ::= <token>", "1:10: token references (<...>) are not supported");
+    refuses("root ::= \"a\" ]", "1:14: expected a newline");
     refuses("", "no rule named 'root'");
     // limits: rules after expansion, elements after expansion
     struct gb_limits lim = {.max_rules = 8};

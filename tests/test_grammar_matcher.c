@@ -189,6 +189,25 @@ int main(void) {
         lm_grammar_free(gn);
     }
 
+    // ---- many stacks (more than mask.c cuts): whole-state walks, the same masks
+    char amb[2048];
+    size_t an = (size_t)snprintf(amb, sizeof amb, "root ::= \"x\" (");
+    for (int i = 0; i < 24; i++) an += (size_t)snprintf(amb + an, sizeof amb - an, "%s[a-%c]* \"%d\"", i ? " | " : "", 'c' + i, i % 4);
+    snprintf(amb + an, sizeof amb - an, ")");
+    struct lm_grammar *gm = compile(t, amb);
+    if (gm) {
+        struct lm_grammar_matcher *m;
+        CHECK(lm_grammar_matcher_init(&m, gm) == LM_OK);
+        brute(m, nv, "ambiguous start");
+        CHECK(lm_grammar_matcher_accept(m, tok(t, "x")));
+        brute(m, nv, "ambiguous after x");
+        CHECK(lm_grammar_matcher_accept(m, tok(t, "ab")));
+        brute(m, nv, "ambiguous after xab");
+        CHECK(lm_grammar_matcher_accept(m, tok(t, "2")) && lm_grammar_matcher_is_done(m));
+        lm_grammar_matcher_free(m);
+        lm_grammar_free(gm);
+    }
+
     // ---- forced runs and is_done
     struct lm_grammar *gf = compile(t, "root ::= \"{\\\"abc\\\": \" [0-9] \"}\"");
     if (gf) {

@@ -383,6 +383,8 @@ static bool parse_sequence(struct parser *ps, uint32_t rule, struct vec *out, bo
             ps->p++;
             last = out->n;
             if (!push(ps, out, GB_REF, id)) return false;
+        } else if (c == '<') {
+            return fail(ps, at, "token references (<...>) are not supported", NULL);
         } else if (c == '*' || c == '+' || c == '?' || c == '{') {
             if (last == UINT32_MAX) return fail(ps, at, "expected an item before the repetition operator", NULL);
             uint32_t min = 0, max = UINT32_MAX;

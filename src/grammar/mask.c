@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define GK_MAX_CUT_STACKS 16
 #define GK_MAX_CORES 2048 // 64 MB of accepted-token sets at 262k tokens
 
 // A token set kept in a cache: sparse (n token ids) when small, else the full bitset, so the
@@ -502,7 +503,9 @@ void gk_fill(struct gk *k, uint32_t s, uint32_t *bits) {
         return;
     }
     memset(bits, 0, W * sizeof *bits);
-    bool cuts = m->states[s].need == 0; // inside a UTF-8 sequence: no cut (rare)
+    // Inside a UTF-8 sequence (rare), or with many stacks (an ambiguous grammar, where each
+    // stack's new core would cost a trie walk): one walk of the whole state instead.
+    bool cuts = m->states[s].need == 0 && m->states[s].n <= GK_MAX_CUT_STACKS;
     for (uint32_t i = 0; cuts && i < m->states[s].n; i++) {
         uint32_t n = m->pool[m->states[s].off + i], core, ctx;
         if (n == GM_BOTTOM || n == GM_HOLE) continue;
