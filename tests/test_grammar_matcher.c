@@ -189,6 +189,25 @@ int main(void) {
         lm_grammar_free(gn);
     }
 
+    // ---- a grammar whose caches hit a limit restarts them once no matcher is alive
+    if (gj) {
+        struct lm_grammar_matcher *m, *m2;
+        CHECK(lm_grammar_matcher_init(&m, gj) == LM_OK);
+        gj->eng.overflow = true; // as if a limit was reached
+        CHECK(lm_grammar_matcher_init(&m2, gj) == LM_OK && gj->eng.overflow); // m alive: kept
+        lm_grammar_matcher_free(m2);
+        CHECK(lm_grammar_matcher_accept(m, tok(t, "{")));
+        lm_grammar_matcher_free(m);
+        CHECK(lm_grammar_matcher_init(&m, gj) == LM_OK && !gj->eng.overflow && gj->eng.n_states < 50);
+        const char *seq[] = {"{", "\"a", "\":", "[", "12", "]", "}"};
+        for (size_t i = 0; i < sizeof seq / sizeof *seq; i++) {
+            brute(m, nv, "after a restart");
+            CHECK(lm_grammar_matcher_accept(m, tok(t, seq[i])));
+        }
+        CHECK(lm_grammar_matcher_can_end(m));
+        lm_grammar_matcher_free(m);
+    }
+
     // ---- many stacks (more than mask.c cuts): whole-state walks, the same masks
     char amb[2048];
     size_t an = (size_t)snprintf(amb, sizeof amb, "root ::= \"x\" (");

@@ -142,6 +142,32 @@ enum lm_status lm_grammar_matcher_init(struct lm_grammar_matcher **out, struct l
         }
     }
     m->g = lm_grammar_ref(g);
+    pthread_mutex_lock(&g->lock);
+    // The caches only grow (state ids must stay valid while a matcher holds them); a grammar
+    // kept for many requests restarts them when no matcher is alive and they are half full.
+    if (g->live == 0 && (g->eng.overflow || g->eng.n_nodes + g->eng.n_states + g->eng.n_pool > g->eng.max_nodes / 2 ||
+                         g->eng.n_tables > g->eng.max_tables / 2)) {
+        struct gm eng; // built aside, swapped in only whole
+        struct gk masks;
+        uint32_t start = GM_DEAD;
+        enum lm_status st = gm_init(&eng, &g->g);
+        if (st == LM_OK && (start = gm_start(&eng)) == GM_DEAD) st = LM_ERR_NOMEM, gm_free(&eng);
+        if (st == LM_OK && (st = gk_init(&masks, &g->eng, g->trie)) != LM_OK) gm_free(&eng); // keeps only the address
+        if (st == LM_OK) {
+            gk_free(&g->masks);
+            gm_free(&g->eng);
+            g->eng = eng, g->masks = masks, g->start = start;
+        }
+        if (st != LM_OK) {
+            pthread_mutex_unlock(&g->lock);
+            lm_grammar_free(g);
+            m->g = NULL;
+            lm_grammar_matcher_free(m);
+            return lm_error_set(LM_ERR_NOMEM, "lm_grammar_matcher_init: out of memory restarting the grammar's caches");
+        }
+    }
+    g->live++;
+    pthread_mutex_unlock(&g->lock);
     m->state = g->start;
     m->active = g->n_triggers == 0;
     *out = m;
@@ -150,6 +176,11 @@ enum lm_status lm_grammar_matcher_init(struct lm_grammar_matcher **out, struct l
 
 void lm_grammar_matcher_free(struct lm_grammar_matcher *m) {
     if (!m) return;
+    if (m->g) {
+        pthread_mutex_lock(&m->g->lock);
+        m->g->live--;
+        pthread_mutex_unlock(&m->g->lock);
+    }
     lm_grammar_free(m->g);
     free(m->win), free(m->tmp), free(m->hist_win);
     free(m);

@@ -29,6 +29,7 @@ struct lm_grammar {
     int32_t n_triggers;
     uint32_t max_trigger;
     uint64_t compile_ns;
+    int32_t live;           // matchers alive (under lock): the caches restart when none is
 };
 
 struct lm_grammar_hist {

@@ -474,7 +474,10 @@ enum lm_status gk_init(struct gk *k, struct gm *m, const struct gk_trie *tr) {
     k->walk = malloc(((size_t)tr->max_depth + 2) * sizeof *k->walk);
     k->dec = malloc(((size_t)tr->max_depth + 2) * sizeof *k->dec);
     k->tmp = malloc((size_t)k->words * sizeof *k->tmp);
-    if (!k->walk || !k->dec || !k->tmp) return lm_error_set(LM_ERR_NOMEM, "grammar: out of memory");
+    if (!k->walk || !k->dec || !k->tmp) {
+        gk_free(k);
+        return lm_error_set(LM_ERR_NOMEM, "grammar: out of memory");
+    }
     return LM_OK;
 }
 

@@ -319,6 +319,11 @@ static uint32_t step_slow(struct gm *m, uint32_t s, uint8_t b) {
 uint32_t gm_step(struct gm *m, uint32_t s, uint8_t b) {
     if (s == GM_DEAD) return GM_DEAD;
     if (!m->states[s].next) {
+        if (m->n_tables >= m->max_tables) { // memory bound: answer without caching
+            uint32_t r = step_slow(m, s, b);
+            return r == UINT32_MAX ? GM_DEAD : r;
+        }
+        m->n_tables++;
         uint32_t *t = malloc(256 * sizeof *t);
         if (!t) return full(m, "out of memory"), GM_DEAD;
         memset(t, 0xFF, 256 * sizeof *t);
@@ -336,7 +341,8 @@ enum lm_status gm_init(struct gm *m, const struct gb_grammar *g) {
     memset(m, 0, sizeof *m);
     m->g = g;
     m->max_stacks = 1024;
-    m->max_nodes = 1u << 22; // about 100 MB of nodes, states and transitions at most
+    m->max_nodes = 1u << 20; // nodes, states, pooled ids: about 100 MB at most
+    m->max_tables = 1u << 16; // transition tables: 64 MB
     m->pos_rule = malloc(((size_t)g->n_elem + 1) * sizeof *m->pos_rule);
     m->node_ht_mask = 1023, m->st_ht_mask = 1023;
     m->node_ht = malloc(1024 * sizeof *m->node_ht);
