@@ -293,6 +293,11 @@ int main(void) {
         CHECKF(i >= 8 && i < 40 && strstr(lm_error_msg(), "limit"), "%d: %s", i, lm_error_msg());
         lm_grammar_matcher_free(m);
     }
+    // so ambiguous that its start already has more stacks than the limit: refused at compile
+    const char *amb0 = "root ::= (((\"a\"{0,30}){0,30}){0,30})";
+    struct lm_grammar *ga0 = NULL;
+    CHECKF(lm_grammar_compile(&ga0, t, amb0, strlen(amb0), NULL) == LM_ERR_ARG && !ga0 && strstr(lm_error_msg(), "start of rule 'root': grammar matcher:") && strstr(lm_error_msg(), "limit"),
+           "%s", lm_error_msg());
     struct lm_grammar_options lo = lm_grammar_options_default();
     lo.max_rules = 4;
     struct lm_grammar *gx = NULL;

@@ -4,6 +4,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "grammar/grammar.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -100,8 +101,11 @@ enum lm_status lm_grammar_compile(struct lm_grammar **out, const struct lm_token
     t0 += lm_now_ns() - t_trie;
     if (st == LM_OK) st = gm_init(&g->eng, &g->g);
     if (st == LM_OK) st = gk_init(&g->masks, &g->eng, g->trie);
-    if (st == LM_OK && (g->start = gm_start(&g->eng)) == GM_DEAD)
-        st = lm_error_set(LM_ERR_NOMEM, "lm_grammar_compile: the start state does not fit the limits");
+    if (st == LM_OK && (g->start = gm_start(&g->eng)) == GM_DEAD) { // the matcher said which limit
+        char why[256];
+        snprintf(why, sizeof why, "%s", lm_error_msg());
+        st = lm_error_set(LM_ERR_ARG, "lm_grammar_compile: the start of rule '%s': %s", g->g.names + g->g.rules[g->g.root].name_off, why);
+    }
     uint64_t limit = t0 + ms * 1000000ull, now = lm_now_ns();
     if (st == LM_OK && now > limit)
         st = lm_error_set(LM_ERR_ARG, "lm_grammar_compile: compiling exceeds the limit of %llu ms", (unsigned long long)ms);
