@@ -83,6 +83,13 @@ int main(void) {
     refuses("root ::= <token>", "1:10: token references (<...>) are not supported");
     refuses("root ::= \"a\" ]", "1:14: expected a newline");
     refuses("", "no rule named 'root'");
+    // truncated
+    refuses("root ::", "1:6: expected '::='");
+    refuses("root ::= (\"a\" |", "expected ')'");
+    refuses("root ::= [a-", "1:10: unterminated character class");
+    refuses("root ::= \"\\", "unexpected end of input after '\\'");
+    refuses("root ::= \"a\"{2,", "expected '}'");
+    refuses("root ::= x\nx ::= \"\\u00", "expected 4 hex digits");
     // limits: rules after expansion, elements after expansion
     struct gb_limits lim = {.max_rules = 8};
     struct gb_grammar g;
