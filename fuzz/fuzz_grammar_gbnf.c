@@ -1,7 +1,6 @@
-// libFuzzer target for the GBNF compiler, matcher and masks (src/grammar/): the input up to
-// its first NUL byte is a grammar; if it compiles (for a small synthetic vocabulary of byte
-// tokens and a few words), the rest is fed as tokens, and at each step the mask bit of every
-// token must equal what accepting it says (a trap otherwise; ASan/UBSan catch bad accesses).
+// libFuzzer target for the GBNF compiler, matcher and masks (src/grammar/): input up to the
+// first NUL is a grammar (compiled for a synthetic vocabulary), the rest tokens to feed; at each
+// step every token's mask bit must equal what accepting it says (a trap otherwise).
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

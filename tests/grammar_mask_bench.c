@@ -1,8 +1,6 @@
-// Mask microbenchmark (not a ctest): compiles llama.cpp's json.gbnf and a schema-style grammar
-// for the default model's tokenizer, then replays JSON documents token by token (fill_mask,
-// check the next token is allowed, accept) and prints mean/p50/p99 mask time (wall and thread
-// CPU), cache statistics and compile times.
-//   build/grammar_mask_bench [model.gguf] [rounds] [grammar file name part]
+// Mask microbenchmark (not a ctest): json.gbnf and a schema-style grammar for the default
+// model's tokenizer, JSON documents replayed token by token (fill_mask, next token allowed,
+// accept): mean/p50/p99 mask time (wall, thread CPU), compile time. Args: [gguf] [rounds] [file]
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <time.h>

@@ -1,7 +1,7 @@
 // LM_TEST_LABELS: model
-// Token masks at the default model's 262,144-token vocabulary: for states along a JSON
-// document (json.gbnf) and a list grammar, every token's mask bit equals what accepting the
-// token says (brute force); byte-fallback tokens split an emoji inside a string.
+// Token masks at real vocabularies (Gemma 3's 262,144 tokens, Qwen2's BPE): along documents of
+// several grammars every token's mask bit equals what accepting it says (brute force), an
+// emoji split into byte-fallback tokens included.
 #define _POSIX_C_SOURCE 200809L
 #include <string.h>
 

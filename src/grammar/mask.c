@@ -1,8 +1,6 @@
-// Token masks (mask.h). A stack's mask splits at its cut (the first frame whose rule returns
-// to more than one place): the core above decides most tokens alone and is walked over the
-// whole trie once per grammar; only the trie nodes where the core pops out with bytes left
-// ("pop nodes": inside a JSON string, the tokens with a closing quote and more) are walked
-// again per state, from the state below the cut. Masks are then cached per state.
+// Token masks (mask.h): a stack's core is walked over the whole trie once per grammar; a new
+// state ORs its cores' sets and walks only their "pop nodes" (inside a JSON string: tokens with
+// a closing quote and more) from the state below the cut; masks are then cached per state.
 #define _POSIX_C_SOURCE 200809L
 #include "grammar/mask.h"
 

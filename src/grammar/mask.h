@@ -1,7 +1,6 @@
-// Token masks: the vocabulary as a byte trie (built once per tokenizer, shared), walked with
-// the matcher; per-state mask cache; and per "core" (the top frames of a stack down to the
-// first rule that can return to more than one place) the tokens decided inside the core,
-// computed once, so a new state only walks the tokens that pop out of its cores.
+// Token masks: the vocabulary as a byte trie (once per tokenizer, shared) walked with the
+// matcher; a mask cache per state; per core (a stack's top frames down to the first rule that
+// can return to more than one place) the tokens decided inside it, computed once per grammar.
 #ifndef LM_GRAMMAR_MASK_H
 #define LM_GRAMMAR_MASK_H
 

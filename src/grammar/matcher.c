@@ -1,7 +1,6 @@
-// Pushdown matcher with hash-consed stacks (matcher.h). A reference whose return position
-// ends its alternative pushes nothing (tail call), so right recursion such as the helper of
-// "x*" keeps the stack flat; expansions (rule entry down to character tops) are memoized
-// per node, so nullable chains cost once.
+// Pushdown matcher with hash-consed stacks (matcher.h). A reference ending its alternative
+// pushes nothing (a tail call: the helper of "x*" keeps the stack flat); expansions (rule entry
+// down to character tops) are memoized per node, so nullable chains cost once.
 #include "grammar/matcher.h"
 
 #include <stdlib.h>

@@ -1,7 +1,6 @@
-// Incremental grammar matcher over UTF-8 bytes: persistent pushdown stacks. A stack node
-// (position, parent) is hash-consed, so a stack is one node id; a state is an interned sorted
-// set of stack ids plus a pending partial UTF-8 sequence, so states compare and hash as ids,
-// byte transitions are cached per state, and rolling back is keeping the previous state id.
+// Incremental grammar matcher over UTF-8 bytes with persistent pushdown stacks: a stack is one
+// hash-consed node id, a state an interned sorted set of them (plus a pending UTF-8 sequence),
+// so states compare as ids, cache their byte transitions, and rollback keeps an old id.
 #ifndef LM_GRAMMAR_MATCHER_H
 #define LM_GRAMMAR_MATCHER_H
 
