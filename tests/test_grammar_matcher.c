@@ -193,12 +193,12 @@ int main(void) {
     if (gj) {
         struct lm_grammar_matcher *m, *m2;
         CHECK(lm_grammar_matcher_init(&m, gj) == LM_OK);
-        gj->eng.overflow = true; // as if a limit was reached
-        CHECK(lm_grammar_matcher_init(&m2, gj) == LM_OK && gj->eng.overflow); // m alive: kept
+        gj->eng.exhausted = true; // as if a memory limit was reached
+        CHECK(lm_grammar_matcher_init(&m2, gj) == LM_OK && gj->eng.exhausted); // m alive: kept
         lm_grammar_matcher_free(m2);
         CHECK(lm_grammar_matcher_accept(m, tok(t, "{")));
         lm_grammar_matcher_free(m);
-        CHECK(lm_grammar_matcher_init(&m, gj) == LM_OK && !gj->eng.overflow && gj->eng.n_states < 50);
+        CHECK(lm_grammar_matcher_init(&m, gj) == LM_OK && !gj->eng.exhausted && gj->eng.n_states < 50);
         const char *seq[] = {"{", "\"a", "\":", "[", "12", "]", "}"};
         for (size_t i = 0; i < sizeof seq / sizeof *seq; i++) {
             brute(m, nv, "after a restart");

@@ -31,7 +31,7 @@ static void warm(struct lm_grammar *g, uint64_t deadline) {
     uint32_t head = 0, n = 0;
     if (queue && bits) {
         queue[n++] = g->start;
-        while (head < n && lm_now_ns() < deadline && !g->eng.overflow) {
+        while (head < n && lm_now_ns() < deadline && !g->eng.exhausted) {
             uint32_t s = queue[head++];
             gk_fill(&g->masks, s, bits);
             for (uint32_t b = 0; b < 128 && n < WARM_STATES; b++) {
@@ -149,7 +149,7 @@ enum lm_status lm_grammar_matcher_init(struct lm_grammar_matcher **out, struct l
     pthread_mutex_lock(&g->lock);
     // The caches only grow (state ids must stay valid while a matcher holds them); a grammar
     // kept for many requests restarts them when no matcher is alive and they are half full.
-    if (g->live == 0 && (g->eng.overflow || g->eng.n_nodes + g->eng.n_states + g->eng.n_pool > g->eng.max_nodes / 2 ||
+    if (g->live == 0 && (g->eng.exhausted || g->eng.n_nodes + g->eng.n_states + g->eng.n_pool > g->eng.max_nodes / 2 ||
                          g->eng.n_tables > g->eng.max_tables / 2)) {
         struct gm eng; // built aside, swapped in only whole
         struct gk masks;
@@ -205,6 +205,7 @@ void lm_grammar_matcher_fill_mask(struct lm_grammar_matcher *m, uint32_t *bits) 
 
 // The state after feeding n bytes from s (GM_DEAD if one is refused); lock held.
 static uint32_t feed(struct lm_grammar *g, uint32_t s, const uint8_t *b, size_t n) {
+    g->eng.overflow = false;
     for (size_t i = 0; i < n && s != GM_DEAD; i++) s = gm_next(&g->eng, s, b[i]);
     return s;
 }

@@ -492,6 +492,7 @@ void gk_fill(struct gk *k, uint32_t s, uint32_t *bits) {
     struct gm *m = k->m;
     const uint32_t W = k->words;
     k->n_fills++;
+    m->overflow = false;
     if (s == GM_DEAD) {
         memset(bits, 0, W * sizeof *bits);
         return;
@@ -544,6 +545,7 @@ void gk_fill(struct gk *k, uint32_t s, uint32_t *bits) {
 
 int32_t gk_forced(struct gk *k, uint32_t s, int32_t *out, int32_t max) {
     struct gm *m = k->m;
+    m->overflow = false;
     const struct gk_trie *tr = k->tr;
     uint8_t buf[256];
     uint32_t nb = 0, x = s;

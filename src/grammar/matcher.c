@@ -23,9 +23,12 @@ static bool grow(void **v, uint32_t *cap, uint64_t need, size_t size) {
     return true;
 }
 
+// A limit turned a step dead: flags the operation (its results are not cached) and, for the
+// memory limits, the grammar (its caches restart when no matcher is alive).
 static uint32_t full(struct gm *m, const char *what) {
     if (!m->overflow) lm_error_set(LM_ERR_NOMEM, "grammar matcher: %s", what);
     m->overflow = true;
+    if (!strstr(what, "stacks than the limit") && !strstr(what, "too deep")) m->exhausted = true;
     return UINT32_MAX;
 }
 

@@ -55,7 +55,8 @@ struct gm {
     uint32_t max_stacks;    // per state (ambiguous grammars): beyond it a step is GM_DEAD
     uint32_t max_nodes;     // nodes + states + pooled ids: beyond it a step is GM_DEAD
     uint32_t n_tables, max_tables; // states with a transition table (beyond: steps uncached)
-    bool overflow;          // a limit turned a step dead (lm_error_msg says which)
+    bool overflow;          // a limit turned a step of this operation dead (callers clear it first)
+    bool exhausted;         // a memory limit was reached (sticky)
 };
 
 // Builds the matcher tables of g (kept by pointer). LM_ERR_NOMEM.
