@@ -349,11 +349,11 @@ static void add_class_escape(struct rx *r, struct cset *s, int c) {
         set_add(r, &t, 'A', 'Z');
         set_add(r, &t, '_', '_');
         set_add(r, &t, 'a', 'z');
-    } else { // s: ECMA-262 white space and line terminators
-        static const uint32_t ws[][2] = {{9, 13},         {0x20, 0x20},     {0xA0, 0xA0},
+    } else { // s: ECMA-262 white space and line terminators, less U+FEFF (not space to
+             // Python's re, which validators such as `jsonschema` use)
+        static const uint32_t ws[][2] = {{9, 13},          {0x20, 0x20},     {0xA0, 0xA0},
                                          {0x1680, 0x1680}, {0x2000, 0x200A}, {0x2028, 0x2029},
-                                         {0x202F, 0x202F}, {0x205F, 0x205F}, {0x3000, 0x3000},
-                                         {0xFEFF, 0xFEFF}};
+                                         {0x202F, 0x202F}, {0x205F, 0x205F}, {0x3000, 0x3000}};
         for (size_t k = 0; k < sizeof ws / sizeof ws[0]; k++) set_add(r, &t, ws[k][0], ws[k][1]);
     }
     if (c != lower) set_negate(&t);

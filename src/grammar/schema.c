@@ -618,7 +618,9 @@ static void not_keys(struct lm_gbnf_buf *b, char **keys, int n, size_t d) {
         }
         // the code point at d and the keys sharing it
         const unsigned char *p = (const unsigned char *)keys[i] + d;
+        // one character of the key: a UTF-8 sequence or a whole escape (\" or \u00XX)
         size_t cl = *p < 0x80 ? 1 : *p >= 0xF0 ? 4 : *p >= 0xE0 ? 3 : 2;
+        if (*p == '\\') cl = p[1] == 'u' ? 6 : 2;
         int j = i + 1;
         while (j < n && strlen(keys[j]) >= d + cl && !memcmp(keys[j] + d, p, cl)) j++;
         if (!first) lm_gbnf_buf_puts(b, " | ");
@@ -626,8 +628,12 @@ static void not_keys(struct lm_gbnf_buf *b, char **keys, int n, size_t d) {
         lm_gbnf_buf_lit(b, (const char *)p, cl);
         lm_gbnf_buf_puts(b, " ");
         not_keys(b, keys + i, j - i, d + cl);
-        if (ne + cl + 1 < sizeof excl) memcpy(excl + ne, p, cl), ne += cl;
-        else b->over = true;
+        if (*p == '\\') { // escapes never leave the trie, so nothing to exclude
+        } else if (ne + cl + 1 < sizeof excl) {
+            memcpy(excl + ne, p, cl), ne += cl;
+        } else {
+            b->over = true;
+        }
         i = j;
     }
     if (!first) lm_gbnf_buf_puts(b, " | ");
