@@ -17,6 +17,7 @@
 
 struct rule {
     char *name, *body; // body NULL while a $ref target is being expanded
+    bool dead;         // its body moved to a $ref target's rule: not written out
 };
 
 struct conv {
@@ -33,6 +34,7 @@ struct conv {
     int *edge_from, *edge_to;
     int n_edges, cap_edges;
     int cur_ref;
+    int last_new; // the rule rule_for created last (-1: it reused one)
     bool guarded;
     int depth;
     long nodes;
@@ -128,8 +130,10 @@ static int find_name(struct conv *c, const char *name) {
 static int find_body(struct conv *c, const char *body) {
     if (!c->cap_tab) return -1;
     size_t h = hash_str(body) & (size_t)(c->cap_tab - 1);
-    for (; c->by_body[h] >= 0; h = (h + 1) & (size_t)(c->cap_tab - 1))
-        if (!strcmp(c->rules[c->by_body[h]].body, body)) return c->by_body[h];
+    for (; c->by_body[h] >= 0; h = (h + 1) & (size_t)(c->cap_tab - 1)) {
+        const char *b = c->rules[c->by_body[h]].body;
+        if (b && !strcmp(b, body)) return c->by_body[h];
+    }
     return -1;
 }
 
@@ -186,6 +190,7 @@ static int rule_new(struct conv *c, const char *hint, const char *body) {
     struct rule *r = &c->rules[c->n_rules];
     r->name = strdup(name);
     r->body = body ? strdup(body) : NULL;
+    r->dead = false;
     if (!r->name || (body && !r->body)) {
         free(r->name);
         free(r->body);
@@ -218,11 +223,13 @@ static const char *rule_for(struct conv *c, const char *hint, struct lm_gbnf_buf
     if (body->nomem) return nomem(c), NULL;
     if (body->over) return fail(c, "grammar exceeds %u bytes (LM_SCHEMA_MAX_OUTPUT)", LM_SCHEMA_MAX_OUTPUT), NULL;
     const char *s = body->p ? body->p : "\"\"";
+    c->last_new = -1;
     int i = find_name(c, s);
     if (i >= 0) return c->rules[i].name; // "string", "root-a": already a rule
     i = find_body(c, s);
     if (i >= 0) return c->rules[i].name;
     i = rule_new(c, hint, s);
+    c->last_new = i;
     return i < 0 ? NULL : c->rules[i].name;
 }
 
@@ -540,13 +547,26 @@ static const char *ref_rule(struct conv *c, const char *ref) {
     c->guarded = false;
     char body_hint[96];
     hint_join(body_hint, sizeof body_hint, c->rules[ri].name, "body");
+    c->last_new = -1;
     const char *body = visit(c, target, body_hint);
+    int fresh = c->last_new;
     c->cur_ref = saved_ref;
     c->guarded = saved_g;
     memcpy(c->path, saved_path, saved_n + 1);
     c->path_n = saved_n;
     if (!body) return NULL;
+    if (fresh > ri && c->rules[fresh].body && !strcmp(body, c->rules[fresh].name)) {
+        // the target's own rule, made just now and referenced by nobody yet: its body
+        // becomes the target's (no alias rule)
+        c->rules[ri].body = c->rules[fresh].body;
+        c->rules[fresh].body = NULL;
+        c->rules[fresh].dead = true;
+        tab_insert(c->by_body, c->cap_tab, c->rules[ri].body, ri);
+        c->last_new = -1;
+        return c->rules[ri].name;
+    }
     rule_set_body(c, ri, body);
+    c->last_new = -1;
     return c->failed ? NULL : c->rules[ri].name;
 }
 
@@ -782,8 +802,12 @@ static const char *visit_object(struct conv *c, json_t *s, const char *hint) {
         if (!extra_kv) goto done;
     }
     // "{" required ", " ... then any in-order subset of the optional ones (and extras last)
-    const char *opt[4096 + 1];
+    const char **opt = malloc(sizeof(char *) * (n + 2));
     size_t no = 0;
+    if (!opt) {
+        nomem(c);
+        goto done;
+    }
     struct lm_gbnf_buf b;
     buf_init(&b);
     lm_gbnf_buf_puts(&b, "\"{\"");
@@ -792,12 +816,8 @@ static const char *visit_object(struct conv *c, json_t *s, const char *hint) {
         if (!kv[i]) continue;
         if (is_req[i]) {
             lm_gbnf_buf_printf(&b, n_req++ ? " \", \" %s" : " %s", kv[i]);
-        } else if (no < 4096) {
-            opt[no++] = kv[i];
         } else {
-            free(b.p);
-            fail(c, "more than 4096 optional properties");
-            goto done;
+            opt[no++] = kv[i];
         }
     }
     if (extra_kv) opt[no++] = extra_kv;
@@ -837,6 +857,7 @@ static const char *visit_object(struct conv *c, json_t *s, const char *hint) {
     lm_gbnf_buf_puts(&b, " \"}\"");
     if (!c->failed) res = rule_for(c, hint, &b);
     free(b.p);
+    free(opt);
 done:
     free(keys), free(vals), free(is_req), free(kv);
     return c->failed ? NULL : res;
@@ -886,18 +907,26 @@ static const char *visit_array(struct conv *c, json_t *s, const char *hint) {
         return fail(c, "'items' must be a schema"), NULL;
     size_t np = prefix ? json_array_size(prefix) : 0;
     if (np > 1024) return fail(c, "more than 1024 prefixItems"), NULL;
-    const char *pre[1024];
+    const char **pre = malloc(sizeof(char *) * (np + 1));
+    if (!pre) return nomem(c), NULL;
     char h[96];
     for (size_t i = 0; i < np; i++) {
         if (json_is_false(json_array_get(prefix, i))) { // no item may stand here
-            if ((long)i < mn) return fail(c, "%s/%zu is false below minItems", prefix_kw, i), NULL;
+            if ((long)i < mn) {
+                fail(c, "%s/%zu is false below minItems", prefix_kw, i);
+                free(pre);
+                return NULL;
+            }
             np = i;
             if (mx < 0 || mx > (long)i) mx = (long)i;
             break;
         }
         snprintf(h, sizeof h, "%.40s-%zu", hint, i);
         pre[i] = visit_child(c, json_array_get(prefix, i), prefix_kw, (long)i, h, true);
-        if (!pre[i]) return NULL;
+        if (!pre[i]) {
+            free(pre);
+            return NULL;
+        }
     }
     const char *rest = NULL;
     if (!items || json_is_true(items)) rest = prim(c, "value");
@@ -905,8 +934,11 @@ static const char *visit_array(struct conv *c, json_t *s, const char *hint) {
         hint_join(h, sizeof h, hint, "item");
         rest = visit_child(c, items, prefix_kw[0] == 'i' ? "additionalItems" : "items", -1, h, true);
     }
-    if (c->failed) return NULL;
-    if (!rest && (long)np < mn) return fail(c, "'minItems' %ld exceeds the items allowed", mn), NULL;
+    if (!c->failed && !rest && (long)np < mn) fail(c, "'minItems' %ld exceeds the items allowed", mn);
+    if (c->failed) {
+        free(pre);
+        return NULL;
+    }
     struct lm_gbnf_buf b;
     buf_init(&b);
     lm_gbnf_buf_puts(&b, "\"[\"");
@@ -936,6 +968,7 @@ static const char *visit_array(struct conv *c, json_t *s, const char *hint) {
     lm_gbnf_buf_puts(&b, " \"]\"");
     const char *r = rule_for(c, hint, &b);
     free(b.p);
+    free(pre);
     return r;
 }
 
@@ -1208,7 +1241,7 @@ static const char *visit_all_of(struct conv *c, json_t *s, const char *hint) {
             unsigned t = 0;
             if (get_types(c, x, &t) && t && t != T_OBJECT) fail(c, "'allOf' merges object schemas only");
         }
-        if (!c->failed) only_keywords(c, x, allow_obj, "'allOf' (only object schemas merge)");
+        if (!c->failed) only_keywords(c, x, x == s ? allow_obj : allow_obj + 1, "'allOf' (only object schemas merge)");
         json_t *p = json_object_get(x, "properties"), *r = json_object_get(x, "required");
         json_t *a = json_object_get(x, "additionalProperties");
         if (!c->failed && ((p && !json_is_object(p)) || (r && !json_is_array(r))))
@@ -1372,6 +1405,7 @@ enum lm_status lm_json_schema_to_gbnf(const char *schema, size_t len, char **gbn
         struct lm_gbnf_buf out;
         memset(&out, 0, sizeof out);
         for (int i = 0; i < c.n_rules; i++) {
+            if (c.rules[i].dead) continue;
             lm_gbnf_buf_puts(&out, c.rules[i].name);
             lm_gbnf_buf_puts(&out, " ::= ");
             lm_gbnf_buf_puts(&out, c.rules[i].body);

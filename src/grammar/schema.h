@@ -10,7 +10,7 @@
 
 // Limits against hostile schemas (each exceeded one is LM_ERR_ARG naming it):
 #define LM_SCHEMA_MAX_INPUT (1u << 20)  // bytes of schema text
-#define LM_SCHEMA_MAX_DEPTH 64          // nested subschemas (through $ref too)
+#define LM_SCHEMA_MAX_DEPTH 128         // nested subschemas (through $ref too)
 #define LM_SCHEMA_MAX_OUTPUT (1u << 20) // bytes of GBNF
 #define LM_SCHEMA_MAX_REFS 1000         // distinct $ref targets expanded
 #define LM_SCHEMA_MAX_NODES 20000       // subschemas visited

@@ -139,6 +139,7 @@ static int magnitude(struct lm_gbnf_buf *b, bool has_lo, uint64_t lo, bool lo_ex
     if (has_hi && hi > cap) cap = hi;
     struct piece L[2], U[2];
     int nl = lower_pieces(L, has_lo, lo, lo_excl, cap), nu = upper_pieces(U, has_hi, hi, hi_excl, cap);
+    struct piece out[4];
     int n = 0;
     for (int i = 0; i < nl; i++) {
         for (int j = 0; j < nu; j++) {
@@ -150,11 +151,22 @@ static int magnitude(struct lm_gbnf_buf *b, bool has_lo, uint64_t lo, bool lo_ex
             else if (U[j].f == FRAC_ANY || U[j].f == L[i].f) f = L[i].f;
             else continue; // zero and nonzero
             if (integer && f == FRAC_NONZERO) continue;
-            if (!first || n) lm_gbnf_buf_puts(b, " | ");
-            uint_range(b, a, z);
-            lm_gbnf_buf_puts(b, frac_text(f, integer));
-            n++;
+            out[n++] = (struct piece){a, z, integer ? FRAC_ANY : f};
         }
+    }
+    // integers: adjacent ranges (a fraction kind apart for numbers) join into one
+    for (int i = 0; integer && i < n; i++)
+        for (int j = 0; j < n; j++)
+            if (i != j && out[j].lo <= out[i].hi + 1 && out[j].hi >= out[i].lo) {
+                if (out[j].lo < out[i].lo) out[i].lo = out[j].lo;
+                if (out[j].hi > out[i].hi) out[i].hi = out[j].hi;
+                out[j] = out[--n];
+                j = -1;
+            }
+    for (int i = 0; i < n; i++) {
+        if (!first || i) lm_gbnf_buf_puts(b, " | ");
+        uint_range(b, out[i].lo, out[i].hi);
+        lm_gbnf_buf_puts(b, frac_text(out[i].f, integer));
     }
     return n;
 }
