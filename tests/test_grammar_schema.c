@@ -58,9 +58,9 @@ static void test_keywords(void) {
     // properties: required first, optional as an in-order subset, ", " and ": " spacing
     ok_has("{\"type\":\"object\",\"properties\":{\"b\":{\"type\":\"integer\"},\"a\":{\"type\":\"string\"}},"
            "\"required\":[\"a\"],\"additionalProperties\":false}",
-           "\"\\\"a\\\": \" string", "\"\\\"b\\\": \" integer", "\"{\" root-body-a-kv (\", \" (root-body-b-kv))? \"}\"", NULL);
+           "\"\\\"a\\\": \" string", "\"\\\"b\\\": \" integer", "\"{\" root-a-kv (\", \" (root-b-kv))? \"}\"", NULL);
     ok_has("{\"properties\":{\"a\":{\"type\":\"null\"}},\"additionalProperties\":{\"type\":\"integer\"}}",
-           "additional-kv ::= \"\\\"\" (\"a\" ", "\": \" integer", "(\", \" root-body-additional-kv)*", NULL);
+           "additional-kv ::= \"\\\"\" (\"a\" ", "\": \" integer", "(\", \" root-additional-kv)*", NULL);
     ok_has("{\"type\":\"object\",\"additionalProperties\":false}", "root ::= \"{}\"", NULL);
     ok_has("{\"enum\":[\"a\",1,null,{\"k\":[true,2.5]}]}", "\"\\\"a\\\"\" | \"1\" | \"null\" | \"{\\\"k\\\": [true, 2.5]}\"", NULL);
     ok_has("{\"type\":\"string\",\"enum\":[\"a\",1]}", "root ::= \"\\\"a\\\"\"\n", NULL);
@@ -69,7 +69,7 @@ static void test_keywords(void) {
     ok_has("{\"oneOf\":[{\"type\":\"string\"},{\"type\":\"null\"}]}", "root ::= string | null", NULL);
     ok_has("{\"allOf\":[{\"properties\":{\"a\":{\"type\":\"null\"}},\"required\":[\"a\"]},"
            "{\"properties\":{\"b\":{\"type\":\"null\"}},\"required\":[\"b\"]}]}",
-           "\"{\" root-body-a-kv \", \" root-body-b-kv \"}\"", NULL);
+           "\"{\" root-a-kv \", \" root-b-kv \"}\"", NULL);
     ok_has("{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"minItems\":1,\"maxItems\":3}",
            "\"[\" integer (\", \" integer){0,2} \"]\"", NULL);
     ok_has("{\"type\":\"array\",\"prefixItems\":[{\"type\":\"integer\"},{\"type\":\"string\"}],\"items\":false}",

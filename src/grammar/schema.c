@@ -546,7 +546,7 @@ static const char *ref_rule(struct conv *c, const char *ref) {
     c->cur_ref = id;
     c->guarded = false;
     char body_hint[96];
-    hint_join(body_hint, sizeof body_hint, c->rules[ri].name, "body");
+    snprintf(body_hint, sizeof body_hint, "%s", c->rules[ri].name);
     c->last_new = -1;
     const char *body = visit(c, target, body_hint);
     int fresh = c->last_new;
@@ -708,7 +708,7 @@ static const char *visit_object(struct conv *c, json_t *s, const char *hint) {
         bool found = false;
         for (size_t j = 0; j < n; j++) found |= !strcmp(keys[j], rk);
         if (found) continue;
-        if (!extra) {
+        if (json_is_false(addl)) {
             fail(c, "required property '%.100s' is neither in 'properties' nor allowed by "
                     "'additionalProperties'", rk);
             goto done;
