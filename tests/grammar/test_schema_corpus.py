@@ -20,8 +20,22 @@ import gbnf_py  # noqa: E402
 
 ROOT = os.environ.get("LUMEN_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
 TOOL = os.environ.get("LUMEN_SCHEMA_TO_GBNF", os.path.join(ROOT, "build", "schema_to_gbnf"))
-FILES = sorted(glob.glob(os.path.join(ROOT, "tests", "data", "schemas", "*.json")))
 N_SAMPLES = int(os.environ.get("LUMEN_SCHEMA_SAMPLES", "40"))
+
+
+def _cases():
+    """(id, case, samples): our own schemas one per file; the JSON-Schema-Test-Suite's groups
+    (tests/data/schemas/jsts/*.json, lists) with fewer samples each."""
+    out = []
+    for f in sorted(glob.glob(os.path.join(ROOT, "tests", "data", "schemas", "*.json"))):
+        out.append((os.path.basename(f)[:-5], json.load(open(f, encoding="utf-8")), N_SAMPLES))
+    for f in sorted(glob.glob(os.path.join(ROOT, "tests", "data", "schemas", "jsts", "*.json"))):
+        for i, case in enumerate(json.load(open(f, encoding="utf-8"))):
+            out.append(("jsts-%s-%d" % (os.path.basename(f)[:-5], i), case, max(1, N_SAMPLES // 4)))
+    return out
+
+
+CASES = _cases()
 sys.setrecursionlimit(20000)
 
 
@@ -101,16 +115,15 @@ def dumps(v):
     return json.dumps(v, ensure_ascii=False)
 
 
-@pytest.mark.parametrize("path", FILES, ids=[os.path.basename(f)[:-5] for f in FILES])
-def test_schema(path):
-    case = json.load(open(path, encoding="utf-8"))
+@pytest.mark.parametrize("name,case,samples", CASES, ids=[c[0] for c in CASES])
+def test_schema(name, case, samples):
     schema = case["schema"]
     gbnf = convert(json.dumps(schema, ensure_ascii=False))
     assert llama_parses(gbnf), "llama.cpp refuses the grammar:\n" + gbnf
     g = gbnf_py.Grammar(gbnf)
     v = validator(schema)
-    rng = random.Random(os.path.basename(path))
-    for _ in range(N_SAMPLES):
+    rng = random.Random(name)
+    for _ in range(samples):
         text = g.generate(rng)
         try:
             inst = json.loads(text)
