@@ -206,6 +206,12 @@ static void test_limits(void) {
     snprintf(e + k, cap - k, "]}");
     refused(e, "more than 20000 subschemas");
     free(e);
+    // a long key beside additionalProperties (the key trie recurses per character)
+    static char longkey[2048];
+    k = (size_t)snprintf(longkey, sizeof longkey, "{\"additionalProperties\":true,\"properties\":{\"");
+    memset(longkey + k, 'k', 300);
+    snprintf(longkey + k + 300, sizeof longkey - k - 300, "\":{}}}");
+    refused(longkey, "property name longer than 256 bytes");
     // input size
     char *huge = malloc(LM_SCHEMA_MAX_INPUT + 2);
     memset(huge, ' ', LM_SCHEMA_MAX_INPUT + 1);

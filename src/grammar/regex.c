@@ -116,7 +116,7 @@ size_t lm_json_encode_cp(uint32_t c, char out[8]) {
 
 // ---------------------------------------------------------------- code point sets
 
-#define SET_MAX 512
+#define SET_MAX 128 // ranges per class (4 KiB of stack per set at most with 2 copies)
 struct cset {
     int n;
     uint32_t lo[SET_MAX], hi[SET_MAX];

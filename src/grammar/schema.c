@@ -627,8 +627,12 @@ static int cmp_str(const void *a, const void *b) {
 static void not_keys(struct lm_gbnf_buf *b, char **keys, int n, size_t d) {
     lm_gbnf_buf_puts(b, "(");
     bool ends_here = false, first = true;
-    char excl[1024];
+    char *excl = malloc(4 * (size_t)n + 1); // the raw first characters of the children
     size_t ne = 0;
+    if (!excl) {
+        b->nomem = true;
+        return;
+    }
     for (int i = 0; i < n;) {
         size_t len = strlen(keys[i]);
         if (len == d) {
@@ -648,12 +652,7 @@ static void not_keys(struct lm_gbnf_buf *b, char **keys, int n, size_t d) {
         lm_gbnf_buf_lit(b, (const char *)p, cl);
         lm_gbnf_buf_puts(b, " ");
         not_keys(b, keys + i, j - i, d + cl);
-        if (*p == '\\') { // escapes never leave the trie, so nothing to exclude
-        } else if (ne + cl + 1 < sizeof excl) {
-            memcpy(excl + ne, p, cl), ne += cl;
-        } else {
-            b->over = true;
-        }
+        if (*p != '\\') memcpy(excl + ne, p, cl), ne += cl; // escapes never leave the trie
         i = j;
     }
     if (!first) lm_gbnf_buf_puts(b, " | ");
@@ -666,6 +665,7 @@ static void not_keys(struct lm_gbnf_buf *b, char **keys, int n, size_t d) {
     lm_gbnf_buf_puts(b, "] char* \"\\\"\"");
     if (!ends_here) lm_gbnf_buf_puts(b, " | \"\\\"\"");
     lm_gbnf_buf_puts(b, ")");
+    free(excl);
 }
 
 static const char *visit_object(struct conv *c, json_t *s, const char *hint) {
@@ -774,6 +774,14 @@ static const char *visit_object(struct conv *c, json_t *s, const char *hint) {
             if (ks) dump_json(&t, ks);
             json_decref(ks);
             ok = ks && t.p && !t.nomem;
+            if (ok && t.n > 258) { // the key trie recurses per character
+                free(t.p);
+                for (size_t j = 0; j < i; j++) free(enc[j]);
+                free(enc);
+                free(b.p);
+                fail(c, "property name longer than 256 bytes beside 'additionalProperties'");
+                goto done;
+            }
             if (ok) {
                 t.p[t.n - 1] = 0; // drop the closing quote
                 enc[i] = strdup(t.p + 1);
