@@ -85,7 +85,7 @@ static void test_keywords(void) {
     ok_has("{\"type\":\"integer\",\"minimum\":0,\"maximum\":150}",
            "(([0-9] | [1-9] [0-9] | \"1\" ([0-4] [0-9] | \"5\" \"0\")))", NULL);
     ok_has("{\"type\":\"integer\",\"exclusiveMinimum\":-3,\"maximum\":-1}", "\"-\" (([1-2]))", NULL);
-    ok_has("{\"type\":\"number\",\"minimum\":1,\"exclusiveMinimum\":true}", "\".\" \"0\"{0,15} [1-9]", NULL);
+    ok_has("{\"type\":\"number\",\"minimum\":1,\"exclusiveMinimum\":true}", "(\"1\") \".\" ([1-9]", NULL);
     ok_has("{\"$defs\":{\"n\":{\"type\":\"integer\"}},\"$ref\":\"#/$defs/n\"}", "root ::= ref-n\n", "ref-n ::= integer", NULL);
     ok_has("{\"type\":\"object\",\"properties\":{\"next\":{\"$ref\":\"#\"}}}", "\"\\\"next\\\": \" root", NULL);
     ok_has("{\"definitions\":{\"a~b\":{\"type\":\"null\"}},\"$ref\":\"#/definitions/a~0b\"}", "null", NULL);
@@ -120,7 +120,8 @@ static void test_refusals(void) {
     refused("{\"type\":\"string\",\"format\":\"email\"}", "unsupported format 'email'");
     refused("{\"type\":\"string\",\"format\":\"date\",\"maxLength\":3}", "'format' with");
     refused("{\"type\":\"string\",\"pattern\":\"a\",\"minLength\":3}", "'pattern' with");
-    refused("{\"type\":\"number\",\"minimum\":0.5}", "json schema: (root): 'minimum' 0.5: bounds of a number must be integers");
+    ok_has("{\"type\":\"number\",\"minimum\":0.5,\"exclusiveMaximum\":2.25}", "\"5\"", "\"2\"", NULL);
+    refused("{\"type\":\"number\",\"minimum\":1e-30}", "'minimum' 1e-30: more than 20 fraction digits");
     refused("{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", "no integer satisfies the bounds");
     refused("{\"type\":\"integer\",\"exclusiveMinimum\":4,\"exclusiveMaximum\":5}", "no integer satisfies");
     refused("{\"type\":\"number\",\"minimum\":1e30}", "out of the supported range");
@@ -223,7 +224,9 @@ static void test_limits(void) {
 // The range emitter directly: a single value, an empty range, the whole int64 range (the
 // corpus test checks ranges against jsonschema by sampling).
 static void test_number_emit(void) {
-    struct lm_num_bounds nb = {.has_lo = true, .lo = 5, .has_hi = true, .hi = 5};
+    struct lm_num_bounds nb = {.has_lo = true, .has_hi = true};
+    lm_dec_from_int(&nb.lo, 5);
+    lm_dec_from_int(&nb.hi, 5);
     struct lm_gbnf_buf b = {0};
     CHECK(lm_schema_emit_number(&b, &nb, true));
     CHECK(b.p && strstr(b.p, "\"5\""));
@@ -233,10 +236,20 @@ static void test_number_emit(void) {
     CHECK(lm_schema_emit_number(&b, &nb, false) == false); // 5 <= x < 5
     free(b.p);
     memset(&b, 0, sizeof b);
-    nb = (struct lm_num_bounds){.has_lo = true, .lo = INT64_MIN, .has_hi = true, .hi = INT64_MAX};
+    lm_dec_from_int(&nb.lo, INT64_MIN);
+    lm_dec_from_int(&nb.hi, INT64_MAX);
+    nb.hi_excl = false;
     CHECK(lm_schema_emit_number(&b, &nb, true));
     CHECK(b.p && strstr(b.p, "\"9\" ([0-1] [0-9]{17}") && strstr(b.p, "\"-\" ("));
     free(b.p);
+    // decimals beyond a double, 15 significant digits
+    struct lm_dec d;
+    CHECK(lm_dec_beyond(&d, 0.1, true) && d.ip == 0 && !strcmp(d.frac, "100000000000001"));
+    CHECK(lm_dec_beyond(&d, 0.1, false) && d.ip == 0 && !strcmp(d.frac, "099999999999999"));
+    CHECK(lm_dec_beyond(&d, -2.0, true) && d.neg && d.ip == 1 && !strcmp(d.frac, "99999999999999"));
+    CHECK(lm_dec_beyond(&d, 999999999999999.0, true) && d.ip == 1000000000000000ull && !d.frac[0]);
+    CHECK(lm_dec_from_double(&d, -12.375) && d.neg && d.ip == 12 && !strcmp(d.frac, "375"));
+    CHECK(lm_dec_from_double(&d, 1e-25) == false);
 }
 
 int main(void) {

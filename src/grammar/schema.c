@@ -1033,66 +1033,102 @@ static const char *visit_string(struct conv *c, json_t *s, const char *hint) {
     return r;
 }
 
-// One bound: value (integer or real), rounded inward for integers; numbers take integral
-// bounds only. Draft-4 boolean exclusive* flags come in through excl.
-static bool get_bound(struct conv *c, json_t *v, const char *key, bool upper, bool integer,
-                      bool *has, int64_t *out, bool *excl) {
-    if (!v) return true;
+// One bound as a double and an int64 when the JSON has an integer. Draft-4 boolean
+// exclusive* flags come in through excl.
+struct bound {
+    bool has, excl, is_int;
+    int64_t i;
     double d;
+};
+
+static bool get_bound(struct conv *c, json_t *v, const char *key, bool excl, struct bound *out) {
+    if (!v) return true;
     if (json_is_integer(v)) {
-        *has = true;
-        *out = json_integer_value(v);
+        *out = (struct bound){true, excl, true, json_integer_value(v), (double)json_integer_value(v)};
         return true;
     }
     if (!json_is_real(v)) return fail(c, "'%s' must be a number", key);
-    d = json_real_value(v);
+    double d = json_real_value(v);
     if (!(fabs(d) < 9.2e18)) return fail(c, "'%s' %g is out of the supported range", key, d);
-    if (d != floor(d)) {
-        if (!integer)
-            return fail(c, "'%s' %g: bounds of a number must be integers (a fractional bound "
-                           "is not supported)", key, d);
-        // integer x >= 2.5 <=> x >= 3; x > 2.5 <=> x >= 3 (inclusive from here on)
-        d = upper ? floor(d) : ceil(d);
-        *excl = false;
+    *out = (struct bound){true, excl, d == floor(d), (int64_t)d, d};
+    return true;
+}
+
+// The tighter of two bounds on one side.
+static struct bound tighter(struct bound a, struct bound b, bool upper) {
+    if (!a.has) return b;
+    if (!b.has) return a;
+    if (a.d != b.d) return (upper ? a.d < b.d : a.d > b.d) ? a : b;
+    if (a.is_int && b.is_int && a.i != b.i) return (upper ? a.i < b.i : a.i > b.i) ? a : b;
+    return a.excl ? a : b;
+}
+
+// A bound of an integer: inclusive, rounded inward. False: no integer is beyond it.
+static bool int_bound(struct bound bd, bool upper, int64_t *out) {
+    int64_t v = bd.is_int ? bd.i : (int64_t)(upper ? floor(bd.d) : ceil(bd.d));
+    bool exact = bd.is_int || bd.d == floor(bd.d);
+    if (bd.excl && exact) {
+        if (upper ? v == INT64_MIN : v == INT64_MAX) return false;
+        v += upper ? -1 : 1;
     }
-    *has = true;
-    *out = (int64_t)d;
+    *out = v;
+    return true;
+}
+
+// A bound of a number: an exact decimal; a nonzero exclusive one becomes an inclusive one at
+// the next 15-significant-digit decimal beyond it.
+static bool num_bound(struct conv *c, struct bound bd, bool upper, const char *key,
+                      struct lm_dec *out, bool *excl) {
+    *excl = false;
+    bool ok;
+    if (bd.excl && bd.d != 0) {
+        if (bd.is_int && fabs(bd.d) > 9007199254740992.0)
+            return fail(c, "'%s': an exclusive bound of a number must be within 2^53", key);
+        ok = lm_dec_beyond(out, bd.d, !upper);
+    } else if (bd.is_int) {
+        lm_dec_from_int(out, bd.i);
+        ok = true;
+        *excl = bd.excl; // zero
+    } else {
+        ok = lm_dec_from_double(out, bd.d);
+        *excl = bd.excl; // zero
+    }
+    if (!ok) return fail(c, "'%s' %g: more than 20 fraction digits are not supported", key, bd.d);
     return true;
 }
 
 static const char *visit_number(struct conv *c, json_t *s, const char *hint, bool integer) {
     json_t *emin = json_object_get(s, "exclusiveMinimum"), *emax = json_object_get(s, "exclusiveMaximum");
-    struct lm_num_bounds nb = {0};
     bool lo_ex = false, hi_ex = false;
     // draft 4: exclusiveMinimum: true makes minimum exclusive
     if (json_is_boolean(emin)) lo_ex = json_is_true(emin), emin = NULL;
     if (json_is_boolean(emax)) hi_ex = json_is_true(emax), emax = NULL;
-    bool has;
-    int64_t v;
-    bool ex;
-    has = false, ex = lo_ex;
-    if (!get_bound(c, json_object_get(s, "minimum"), "minimum", false, integer, &has, &v, &ex)) return NULL;
-    if (has) nb.has_lo = true, nb.lo = v, nb.lo_excl = ex;
-    has = false, ex = true;
-    if (!get_bound(c, emin, "exclusiveMinimum", false, integer, &has, &v, &ex)) return NULL;
-    if (has && (!nb.has_lo || v > nb.lo || (v == nb.lo && ex)))
-        nb.has_lo = true, nb.lo = v, nb.lo_excl = ex;
-    has = false, ex = hi_ex;
-    if (!get_bound(c, json_object_get(s, "maximum"), "maximum", true, integer, &has, &v, &ex)) return NULL;
-    if (has) nb.has_hi = true, nb.hi = v, nb.hi_excl = ex;
-    has = false, ex = true;
-    if (!get_bound(c, emax, "exclusiveMaximum", true, integer, &has, &v, &ex)) return NULL;
-    if (has && (!nb.has_hi || v < nb.hi || (v == nb.hi && ex)))
-        nb.has_hi = true, nb.hi = v, nb.hi_excl = ex;
-    if (!nb.has_lo && !nb.has_hi) return prim(c, integer ? "integer" : "number");
-    // integers: exclusive integral bounds become inclusive ones
-    if (integer && nb.has_lo && nb.lo_excl) {
-        if (nb.lo == INT64_MAX) return fail(c, "no integer satisfies the bounds"), NULL;
-        nb.lo++, nb.lo_excl = false;
-    }
-    if (integer && nb.has_hi && nb.hi_excl) {
-        if (nb.hi == INT64_MIN) return fail(c, "no integer satisfies the bounds"), NULL;
-        nb.hi--, nb.hi_excl = false;
+    struct bound lo1 = {0}, lo2 = {0}, hi1 = {0}, hi2 = {0};
+    if (!get_bound(c, json_object_get(s, "minimum"), "minimum", lo_ex, &lo1) ||
+        !get_bound(c, emin, "exclusiveMinimum", true, &lo2) ||
+        !get_bound(c, json_object_get(s, "maximum"), "maximum", hi_ex, &hi1) ||
+        !get_bound(c, emax, "exclusiveMaximum", true, &hi2))
+        return NULL;
+    struct bound lo = tighter(lo1, lo2, false), hi = tighter(hi1, hi2, true);
+    if (!lo.has && !hi.has) return prim(c, integer ? "integer" : "number");
+    const char *lo_key = lo.excl ? "exclusiveMinimum" : "minimum", *hi_key = hi.excl ? "exclusiveMaximum" : "maximum";
+    struct lm_num_bounds nb = {0};
+    if (integer) {
+        int64_t v;
+        if (lo.has) {
+            if (!int_bound(lo, false, &v)) return fail(c, "no integer satisfies the bounds"), NULL;
+            nb.has_lo = true;
+            lm_dec_from_int(&nb.lo, v);
+        }
+        if (hi.has) {
+            if (!int_bound(hi, true, &v)) return fail(c, "no integer satisfies the bounds"), NULL;
+            nb.has_hi = true;
+            lm_dec_from_int(&nb.hi, v);
+        }
+    } else {
+        if (lo.has && !num_bound(c, lo, false, lo_key, &nb.lo, &nb.lo_excl)) return NULL;
+        if (hi.has && !num_bound(c, hi, true, hi_key, &nb.hi, &nb.hi_excl)) return NULL;
+        nb.has_lo = lo.has, nb.has_hi = hi.has;
     }
     struct lm_gbnf_buf b;
     buf_init(&b);

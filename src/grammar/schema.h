@@ -17,11 +17,27 @@
 #define LM_SCHEMA_MAX_MS 250            // wall time of one conversion
 #define LM_SCHEMA_MAX_REPEAT 10000      // minLength/maxLength/minItems/maxItems
 
-// Numeric bounds, inclusive or exclusive, already integral (schema.c rounds bounds of
-// integers and refuses fractional bounds of numbers).
+// An exact decimal: (neg ? -1 : 1) * (ip + 0.frac), frac the digits after the point without
+// trailing zeros ("" for an integer).
+struct lm_dec {
+    bool neg;
+    uint64_t ip;
+    char frac[24];
+};
+void lm_dec_from_int(struct lm_dec *d, int64_t v);
+// d exactly as its shortest round-trip digits; false if the fraction is too long for frac.
+bool lm_dec_from_double(struct lm_dec *d, double v);
+// The nearest decimal of 15 significant digits strictly above (below) v: every decimal at or
+// beyond it reads back as a double beyond v. False if the fraction is too long.
+bool lm_dec_beyond(struct lm_dec *d, double v, bool above);
+
+// Numeric bounds, inclusive or exclusive. schema.c rounds the bounds of integers inward to
+// integers and makes every nonzero exclusive bound of a number inclusive at the next
+// 15-significant-digit decimal (so that text above the bound never reads back, as a double,
+// equal to it).
 struct lm_num_bounds {
     bool has_lo, lo_excl, has_hi, hi_excl;
-    int64_t lo, hi;
+    struct lm_dec lo, hi;
 };
 
 // Appends a GBNF expression for the JSON numbers (integer: integers only, no fraction, no

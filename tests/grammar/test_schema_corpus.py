@@ -2,7 +2,9 @@
 converter (schema_to_gbnf): (a) llama.cpp's own grammar parser accepts the GBNF (through
 llama_cpp, on a vocab-only model), (b) random sentences of the grammar parse as JSON and
 validate with `jsonschema` (formats checked), (c) every valid example, serialized as the
-grammar spaces JSON (json.dumps defaults), is a sentence of the grammar."""
+grammar spaces JSON (json.dumps defaults), is a sentence of the grammar, and every text listed
+under "refuse" (edge cases: numbers that read back as a double equal to an exclusive bound)
+is not."""
 import datetime
 import glob
 import json
@@ -132,6 +134,8 @@ def test_schema(name, case, samples):
         errs = list(v.iter_errors(inst))
         assert not errs, "sentence %r is invalid: %s\n%s" % (text, errs[0].message, gbnf)
         assert g.match(text), "the matcher refuses a generated sentence %r" % text
+    for text in case.get("refuse", []):  # texts the grammar must not produce
+        assert not g.match(text), "grammar accepts %r\n%s" % (text, gbnf)
     for inst in case["valid"]:
         assert not list(v.iter_errors(inst)), "corpus error: %r is not valid" % (inst,)
         assert g.match(dumps(inst)), "grammar refuses valid %s\n%s" % (dumps(inst), gbnf)
