@@ -139,3 +139,48 @@ def test_schema(name, case, samples):
     for inst in case["valid"]:
         assert not list(v.iter_errors(inst)), "corpus error: %r is not valid" % (inst,)
         assert g.match(dumps(inst)), "grammar refuses valid %s\n%s" % (dumps(inst), gbnf)
+
+
+def _rand_bound(rng):
+    k = rng.choice([0, 0, 1, 2, 3])
+    v = round(rng.uniform(-300, 300), k)
+    return int(v) if k == 0 else v
+
+
+def test_number_bounds_random():
+    """Random decimal/integer bounds, inclusive or not, on numbers and integers: a candidate
+    the grammar accepts validates (soundness); one well inside the bounds is accepted."""
+    rng = random.Random(23)
+    for trial in range(80):
+        schema = {"type": rng.choice(["number", "integer"])}
+        for key in rng.sample(["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"], rng.randint(1, 2)):
+            schema[key] = _rand_bound(rng)
+        try:
+            gbnf = convert(json.dumps(schema))
+        except AssertionError as e:
+            assert "satisfies the bounds" in str(e), str(e)
+            continue
+        g = gbnf_py.Grammar(gbnf)
+        v = validator(schema)
+        lo = max([schema[k] for k in ("minimum", "exclusiveMinimum") if k in schema] or [-1e9])
+        hi = min([schema[k] for k in ("maximum", "exclusiveMaximum") if k in schema] or [1e9])
+        cands = set()
+        for b in [schema[k] for k in schema if k != "type"]:
+            for d in (0, 1e-15, 1e-9, 0.001, 0.5, 1, 7):
+                for x in (b - d, b + d):
+                    cands.update({repr(x), "%.3f" % x, "%d" % round(x), "%.17f" % x})
+        for _ in range(20):
+            cands.add("%.*f" % (rng.randint(0, 4), rng.uniform(lo - 5, hi + 5) if hi < 1e8 else rng.uniform(-500, 500)))
+        for t in cands:
+            if "e" in t or t in ("-0", "nan", "inf"):
+                continue
+            t = t.rstrip("0").rstrip(".") if "." in t and schema["type"] == "integer" else t
+            x = json.loads(t)
+            ok = not list(v.iter_errors(x))
+            if g.match(t):
+                assert ok, "%s: grammar accepts %s, invalid\n%s" % (schema, t, gbnf)
+                continue
+            canonical = re.fullmatch(r"-?(0|[1-9]\d{0,15})(\.\d{1,10})?", t) and \
+                (schema["type"] == "number" or "." not in t) and not (t[0] == "-" and float(t) == 0)
+            if ok and canonical and lo + 1e-9 < x < hi - 1e-9:
+                raise AssertionError("%s: grammar refuses %s, valid\n%s" % (schema, t, gbnf))
