@@ -386,9 +386,11 @@ static void put_literal(struct lm_gbnf_buf *b, json_t *v) {
 
 // ---------------------------------------------------------------- keywords
 
+// Ignored by design: annotations (and the containers of definitions). `discriminator` is
+// OpenAPI's annotation that pydantic writes beside a tagged `oneOf`; it constrains nothing.
 static const char *const ANNOTATIONS[] = {
     "title", "description", "examples", "default", "$schema", "$id", "$comment",
-    "deprecated", "readOnly", "writeOnly", "$defs", "definitions", NULL};
+    "deprecated", "readOnly", "writeOnly", "$defs", "definitions", "discriminator", NULL};
 static const char *const KNOWN[] = {
     "type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref", "properties", "required",
     "additionalProperties", "items", "prefixItems", "additionalItems", "minItems", "maxItems",
