@@ -67,6 +67,8 @@ static void test_keywords(void) {
     ok_has("{\"const\":\"x\\ny\"}", "root ::= \"\\\"x\\\\ny\\\"\"\n", NULL);
     ok_has("{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"integer\"}]}", "root ::= string | integer", NULL);
     ok_has("{\"oneOf\":[{\"type\":\"string\"},{\"type\":\"null\"}]}", "root ::= string | null", NULL);
+    ok_has("{\"type\":\"string\",\"oneOf\":[{\"format\":\"date\"},{\"format\":\"uuid\"}]}",
+           "root ::= format-date | format-uuid", NULL);
     ok_has("{\"allOf\":[{\"properties\":{\"a\":{\"type\":\"null\"}},\"required\":[\"a\"]},"
            "{\"properties\":{\"b\":{\"type\":\"null\"}},\"required\":[\"b\"]}]}",
            "\"{\" root-a-kv \", \" root-b-kv \"}\"", NULL);
@@ -132,7 +134,11 @@ static void test_refusals(void) {
     refused("{\"$defs\":{\"a\":{\"$ref\":\"#/$defs/b\"},\"b\":{\"anyOf\":[{\"$ref\":\"#/$defs/a\"}]}},\"$ref\":\"#/$defs/a\"}",
             "$ref cycle");
     refused("{\"$ref\":\"#/$defs/a\",\"type\":\"string\"}", "keyword 'type' beside '$ref' is not supported");
-    refused("{\"type\":\"string\",\"anyOf\":[{}]}", "keyword 'type' beside 'anyOf'/'oneOf'");
+    refused("{\"properties\":{\"a\":{}},\"anyOf\":[{\"additionalProperties\":false}]}",
+            "/anyOf/0: 'properties' and 'additionalProperties' from two schemas");
+    refused("{\"type\":\"string\",\"anyOf\":[{\"type\":\"integer\"}]}", "no value has the types");
+    refused("{\"pattern\":\"a\",\"oneOf\":[{\"pattern\":\"b\"}]}", "keyword 'pattern' with different values");
+    refused("{\"type\":\"object\",\"anyOf\":[{\"$ref\":\"#\"}]}", "'$ref' in a schema merged with its siblings");
     refused("{\"enum\":[1],\"minimum\":0}", "keyword 'minimum' beside 'enum'/'const'");
     refused("{\"type\":\"string\",\"enum\":[1,2]}", "no value of 'enum'/'const'");
     refused("{\"allOf\":[{\"type\":\"string\"},{\"type\":\"object\"}]}", "/allOf/0: 'allOf' merges object schemas only");

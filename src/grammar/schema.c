@@ -1216,29 +1216,139 @@ static const char *visit_enum(struct conv *c, json_t *s, const char *hint, unsig
     return r;
 }
 
+// Both a and b must hold: one schema with the keywords of both (a new reference; NULL after
+// fail). Exact where the keywords are independent: a keyword on one side is copied, `required`
+// unites, `type` intersects, bounds take the tighter, `properties` merge per key; keywords that
+// read each other (`additionalProperties` beside `properties`, `items` beside `prefixItems`)
+// may not be split across the two, and two different values of any other keyword are refused.
+static json_t *merge_schemas(struct conv *c, json_t *a, json_t *b, int depth) {
+    static const char *const pairs[][2] = {{"properties", "additionalProperties"},
+                                           {"prefixItems", "items"},
+                                           {"items", "additionalItems"}};
+    static const char *const lower[] = {"minimum", "exclusiveMinimum", "minLength", "minItems", NULL};
+    static const char *const upper[] = {"maximum", "exclusiveMaximum", "maxLength", "maxItems", NULL};
+    if (depth > 16) return fail(c, "schemas merged deeper than 16"), NULL;
+    if (json_is_true(b)) return json_incref(a);
+    if (json_is_true(a)) return json_incref(b);
+    if (!json_is_object(a) || !json_is_object(b)) return fail(c, "a schema that must hold beside another is false or not a schema"), NULL;
+    if (json_object_get(a, "$ref") || json_object_get(b, "$ref"))
+        return fail(c, "'$ref' in a schema merged with its siblings is not supported"), NULL;
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++)
+        for (int side = 0; side < 2; side++) {
+            json_t *x = side ? b : a, *y = side ? a : b;
+            if (json_object_get(x, pairs[i][0]) && json_object_get(y, pairs[i][1]) && !json_object_get(x, pairs[i][1]))
+                return fail(c, "'%s' and '%s' from two schemas that must both hold are not supported",
+                            pairs[i][0], pairs[i][1]), NULL;
+        }
+    json_t *m = json_copy(a);
+    if (!m) return nomem(c), NULL;
+    const char *k;
+    json_t *v;
+    json_object_foreach(b, k, v) {
+        json_t *have = json_object_get(m, k);
+        if (in_list(ANNOTATIONS, k) && have) continue;
+        if (!have) {
+            if (json_object_set(m, k, v)) goto oom;
+        } else if (json_equal(have, v)) {
+        } else if (!strcmp(k, "required") && json_is_array(have) && json_is_array(v)) {
+            json_t *r = json_copy(have);
+            if (!r || json_array_extend(r, v) || json_object_set_new(m, k, r)) goto oom;
+        } else if (!strcmp(k, "type")) {
+            unsigned ta = 0, tb = 0;
+            json_t *ta_s = json_object(), *tb_s = json_object();
+            if (!ta_s || !tb_s) goto oom;
+            json_object_set(ta_s, "type", have), json_object_set(tb_s, "type", v);
+            bool ok = get_types(c, ta_s, &ta) && get_types(c, tb_s, &tb);
+            json_decref(ta_s), json_decref(tb_s);
+            if (!ok) goto failed;
+            if ((ta & T_NUMBER) && (tb & T_INTEGER)) ta |= T_INTEGER; // number meets integer
+            if ((tb & T_NUMBER) && (ta & T_INTEGER)) tb |= T_INTEGER;
+            unsigned t = ta & tb;
+            if (!t) {
+                fail(c, "no value has the types of two schemas that must both hold");
+                goto failed;
+            }
+            json_t *arr = json_array();
+            if (!arr) goto oom;
+            for (int i = 0; i < 7; i++)
+                if (t & (1u << i)) json_array_append_new(arr, json_string(TYPE_NAMES[i]));
+            if (json_object_set_new(m, k, arr)) goto oom;
+        } else if ((in_list(lower, k) || in_list(upper, k)) && json_is_number(have) && json_is_number(v)) {
+            bool lo = in_list(lower, k);
+            double x = json_number_value(have), y = json_number_value(v);
+            if (lo ? y > x : y < x) json_object_set(m, k, v);
+        } else if (!strcmp(k, "properties") && json_is_object(have) && json_is_object(v)) {
+            json_t *p = json_copy(have);
+            if (!p) goto oom;
+            const char *pk;
+            json_t *pv;
+            json_object_foreach(v, pk, pv) {
+                json_t *ph = json_object_get(p, pk);
+                json_t *mm = ph ? merge_schemas(c, ph, pv, depth + 1) : json_incref(pv);
+                if (!mm || json_object_set_new(p, pk, mm)) {
+                    json_decref(p);
+                    if (c->failed) goto failed;
+                    goto oom;
+                }
+            }
+            if (json_object_set_new(m, k, p)) goto oom;
+        } else {
+            fail(c, "keyword '%.60s' with different values in two schemas that must both hold is not supported", k);
+            goto failed;
+        }
+    }
+    return m;
+oom:
+    nomem(c);
+failed:
+    json_decref(m);
+    return NULL;
+}
+
 static const char *visit_any_of(struct conv *c, json_t *s, const char *hint, const char *kw) {
     json_t *alts = json_object_get(s, kw);
     if (!json_is_array(alts) || !json_array_size(alts))
         return fail(c, "'%s' must be a non-empty array of schemas", kw), NULL;
-    static const char *const any[] = {"anyOf", "oneOf", NULL};
-    if (!only_keywords(c, s, any, "'anyOf'/'oneOf'")) return NULL;
     if (json_object_get(s, "anyOf") && json_object_get(s, "oneOf"))
         return fail(c, "'anyOf' beside 'oneOf' is not supported"), NULL;
+    // sibling keywords hold in every alternative: merged into each
+    json_t *sib = json_object();
+    if (!sib) return nomem(c), NULL;
+    const char *k;
+    json_t *v;
+    json_object_foreach(s, k, v) {
+        if (strcmp(k, kw) && !in_list(ANNOTATIONS, k)) json_object_set(sib, k, v);
+    }
     struct lm_gbnf_buf b;
     buf_init(&b);
     for (size_t i = 0; i < json_array_size(alts); i++) {
         char h[96];
         snprintf(h, sizeof h, "%.40s-%zu", hint, i);
-        json_t *a = json_array_get(alts, i);
+        json_t *a = json_array_get(alts, i), *merged = NULL;
         if (json_is_false(a)) continue;
+        if (json_object_size(sib)) {
+            size_t old = path_push(c, kw);
+            path_push_i(c, (size_t)i);
+            merged = merge_schemas(c, sib, a, 0);
+            path_pop(c, old);
+            if (!merged) {
+                free(b.p);
+                json_decref(sib);
+                return NULL;
+            }
+            a = merged;
+        }
         const char *r = visit_child(c, a, kw, (long)i, h, false);
+        json_decref(merged);
         if (!r) {
             free(b.p);
+            json_decref(sib);
             return NULL;
         }
         if (b.n) lm_gbnf_buf_puts(&b, " | ");
         lm_gbnf_buf_puts(&b, r);
     }
+    json_decref(sib);
     if (!b.n) {
         free(b.p);
         return fail(c, "every alternative of '%s' is false", kw), NULL;
