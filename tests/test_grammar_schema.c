@@ -133,7 +133,11 @@ static void test_refusals(void) {
     refused("{\"anyOf\":[{\"$ref\":\"#\"},{\"type\":\"null\"}]}", "$ref cycle that consumes no text");
     refused("{\"$defs\":{\"a\":{\"$ref\":\"#/$defs/b\"},\"b\":{\"anyOf\":[{\"$ref\":\"#/$defs/a\"}]}},\"$ref\":\"#/$defs/a\"}",
             "$ref cycle");
-    refused("{\"$ref\":\"#/$defs/a\",\"type\":\"string\"}", "keyword 'type' beside '$ref' is not supported");
+    refused("{\"$defs\":{\"a\":{\"$ref\":\"#/$defs/a\",\"type\":\"string\"}},\"$ref\":\"#/$defs/a\"}",
+            "/$defs/a: '$ref' in a schema merged with its siblings is not supported");
+    ok_has("{\"$defs\":{\"s\":{\"type\":\"array\",\"items\":{\"type\":\"integer\"}}},\"$ref\":\"#/$defs/s\",\"maxItems\":2}",
+           "root ::= \"[\" (integer (\", \" integer)?)? \"]\"", NULL);
+    ok_has("{\"allOf\":[{\"type\":\"string\"},{\"maxLength\":3}]}", "root ::= \"\\\"\" char{0,3} \"\\\"\"", NULL);
     refused("{\"properties\":{\"a\":{}},\"anyOf\":[{\"additionalProperties\":false}]}",
             "/anyOf/0: 'properties' and 'additionalProperties' from two schemas");
     refused("{\"type\":\"string\",\"anyOf\":[{\"type\":\"integer\"}]}", "no value has the types");
@@ -141,7 +145,7 @@ static void test_refusals(void) {
     refused("{\"type\":\"object\",\"anyOf\":[{\"$ref\":\"#\"}]}", "'$ref' in a schema merged with its siblings");
     refused("{\"enum\":[1],\"minimum\":0}", "keyword 'minimum' beside 'enum'/'const'");
     refused("{\"type\":\"string\",\"enum\":[1,2]}", "no value of 'enum'/'const'");
-    refused("{\"allOf\":[{\"type\":\"string\"},{\"type\":\"object\"}]}", "/allOf/0: 'allOf' merges object schemas only");
+    refused("{\"allOf\":[{\"type\":\"string\"},{\"type\":\"object\"}]}", "/allOf/1: no value has the types");
     refused("{\"allOf\":[{\"properties\":{\"a\":{\"type\":\"string\"}}},{\"properties\":{\"a\":{\"type\":\"null\"}}}]}",
             "property 'a' is defined differently");
     refused("{\"required\":3}", "json schema: (root): 'required' must be an array of strings");

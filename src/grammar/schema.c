@@ -1371,6 +1371,48 @@ static const char *visit_all_of(struct conv *c, json_t *s, const char *hint) {
         if (!only_keywords(c, s, allow_one, "'allOf'")) return NULL;
         return visit_child(c, json_array_get(all, 0), "allOf", 0, hint, false);
     }
+    // members that are not object schemas: fold them with merge_schemas
+    bool objects = true;
+    for (size_t i = 0; i <= json_array_size(all) && objects; i++) {
+        json_t *x = i < json_array_size(all) ? json_array_get(all, i) : s;
+        if (!json_is_object(x) || json_object_get(x, "$ref")) continue;
+        unsigned t = 0;
+        json_t *ty = json_object_get(x, "type");
+        if (ty && json_is_string(ty) && strcmp(json_string_value(ty), "object")) objects = false;
+        const char *k;
+        json_t *v;
+        json_object_foreach(x, k, v) objects &= in_list(ANNOTATIONS, k) || in_list(allow_obj, k);
+        (void)t;
+    }
+    if (!objects) {
+        json_t *acc = json_object();
+        if (!acc) return nomem(c), NULL;
+        const char *k;
+        json_t *v;
+        json_object_foreach(s, k, v) {
+            if (strcmp(k, "allOf") && !in_list(ANNOTATIONS, k)) json_object_set(acc, k, v);
+        }
+        for (size_t i = 0; i < json_array_size(all) && acc; i++) {
+            size_t old = path_push(c, "allOf");
+            path_push_i(c, i);
+            json_t *x = json_array_get(all, i);
+            for (int hop = 0; json_is_object(x) && json_object_get(x, "$ref") && hop < 16 && !c->failed; hop++) {
+                json_t *ref = json_object_get(x, "$ref");
+                if (json_object_size(x) != 1 || !json_is_string(ref)) {
+                    fail(c, "'$ref' beside other keywords in an 'allOf' member is not supported");
+                    break;
+                }
+                x = resolve(c, json_string_value(ref));
+            }
+            json_t *n = c->failed ? NULL : merge_schemas(c, acc, x, 0);
+            path_pop(c, old);
+            json_decref(acc);
+            acc = n;
+        }
+        const char *r = acc ? visit(c, acc, hint) : NULL;
+        json_decref(acc);
+        return c->failed ? NULL : r;
+    }
     json_t *m = json_object(), *props = json_object(), *req = json_array();
     json_t **closed = calloc(json_array_size(all) + 1, sizeof(json_t *)); // members' closed key sets
     const char *res = NULL;
@@ -1467,8 +1509,26 @@ static const char *visit(struct conv *c, json_t *s, const char *hint) {
     if (json_object_get(s, "$ref")) {
         json_t *ref = json_object_get(s, "$ref");
         static const char *const ok[] = {"$ref", NULL};
-        if (!json_is_string(ref)) fail(c, "'$ref' must be a string");
-        else if (only_keywords(c, s, ok, "'$ref'")) r = ref_rule(c, json_string_value(ref));
+        bool plain = true;
+        const char *k2;
+        json_t *v2;
+        json_object_foreach(s, k2, v2) plain &= !strcmp(k2, "$ref") || in_list(ANNOTATIONS, k2);
+        (void)ok;
+        if (!json_is_string(ref)) {
+            fail(c, "'$ref' must be a string");
+        } else if (plain) {
+            r = ref_rule(c, json_string_value(ref));
+        } else { // siblings hold too (2019-09 on): merged into a copy of the target
+            json_t *target = resolve(c, json_string_value(ref)), *sib = json_object(), *m = NULL;
+            if (!sib) nomem(c);
+            json_object_foreach(s, k2, v2) {
+                if (sib && strcmp(k2, "$ref") && !in_list(ANNOTATIONS, k2)) json_object_set(sib, k2, v2);
+            }
+            if (target && sib && !c->failed) m = merge_schemas(c, sib, target, 0);
+            if (m) r = visit(c, m, hint);
+            json_decref(m);
+            json_decref(sib);
+        }
     } else if (json_object_get(s, "anyOf")) {
         r = visit_any_of(c, s, hint, "anyOf");
     } else if (json_object_get(s, "oneOf")) {
