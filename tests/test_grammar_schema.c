@@ -216,6 +216,14 @@ static void test_limits(void) {
     for (int i = 0; i < 30000; i++) k += (size_t)snprintf(e + k, cap - k, "%s{\"type\":\"null\"}", i ? "," : "");
     snprintf(e + k, cap - k, "]}");
     refused(e, "more than 20000 subschemas");
+    // allOf folded member by member, each merge copying a growing properties object: the
+    // time bound ends it
+    k = (size_t)snprintf(e, cap, "{\"allOf\":[{\"maxLength\":1}");
+    for (int i = 0; i < 30000; i++) k += (size_t)snprintf(e + k, cap - k, ",{\"properties\":{\"p%d\":{}}}", i);
+    snprintf(e + k, cap - k, "]}");
+    uint64_t t0 = lm_now_ns();
+    refused(e, "(LM_SCHEMA_MAX_MS)");
+    CHECK(lm_now_ns() - t0 < 2000000000ull);
     free(e);
     // a long key beside additionalProperties (the key trie recurses per character)
     static char longkey[2048];

@@ -626,7 +626,7 @@ static int cmp_str(const void *a, const void *b) {
 // Keys (JSON-encoded, without quotes) not equal to any of keys[0..n), sorted, sharing the
 // first d bytes: a trie walk that may leave the trie at any node by a raw character that
 // no key continues with (escapes only along the trie: a sound subset).
-static void not_keys(struct lm_gbnf_buf *b, char **keys, int n, size_t d) {
+static void not_keys(struct lm_gbnf_buf *b, char **keys, const size_t *lens, int n, size_t d) {
     lm_gbnf_buf_puts(b, "(");
     bool ends_here = false, first = true;
     char *excl = malloc(4 * (size_t)n + 1); // the raw first characters of the children
@@ -636,7 +636,7 @@ static void not_keys(struct lm_gbnf_buf *b, char **keys, int n, size_t d) {
         return;
     }
     for (int i = 0; i < n;) {
-        size_t len = strlen(keys[i]);
+        size_t len = lens[i];
         if (len == d) {
             ends_here = true;
             i++;
@@ -648,12 +648,12 @@ static void not_keys(struct lm_gbnf_buf *b, char **keys, int n, size_t d) {
         size_t cl = *p < 0x80 ? 1 : *p >= 0xF0 ? 4 : *p >= 0xE0 ? 3 : 2;
         if (*p == '\\') cl = p[1] == 'u' ? 6 : 2;
         int j = i + 1;
-        while (j < n && strlen(keys[j]) >= d + cl && !memcmp(keys[j] + d, p, cl)) j++;
+        while (j < n && lens[j] >= d + cl && !memcmp(keys[j] + d, p, cl)) j++;
         if (!first) lm_gbnf_buf_puts(b, " | ");
         first = false;
         lm_gbnf_buf_lit(b, (const char *)p, cl);
         lm_gbnf_buf_puts(b, " ");
-        not_keys(b, keys + i, j - i, d + cl);
+        not_keys(b, keys + i, lens + i, j - i, d + cl);
         if (*p != '\\') memcpy(excl + ne, p, cl), ne += cl; // escapes never leave the trie
         i = j;
     }
@@ -699,17 +699,23 @@ static const char *visit_object(struct conv *c, json_t *s, const char *hint) {
     size_t n = 0;
     const char *k;
     json_t *v;
+    json_t *req_set = json_object(); // required names, for lookups in constant time
+    if (!req_set) {
+        nomem(c);
+        goto done;
+    }
+    for (size_t i = 0; i < nr; i++) json_object_set(req_set, json_string_value(json_array_get(req, i)), json_true());
     if (props) json_object_foreach(props, k, v) {
-            keys[n] = k, vals[n] = v;
-            for (size_t i = 0; i < nr; i++)
-                if (!strcmp(json_string_value(json_array_get(req, i)), k)) is_req[n] = true;
+            keys[n] = k, vals[n] = v, is_req[n] = json_object_get(req_set, k) != NULL;
             n++;
         }
+    json_decref(req_set);
     for (size_t i = 0; i < nr; i++) {
         const char *rk = json_string_value(json_array_get(req, i));
-        bool found = false;
-        for (size_t j = 0; j < n; j++) found |= !strcmp(keys[j], rk);
-        if (found) continue;
+        if (props && json_object_get(props, rk)) continue;
+        bool dup = false; // listed twice in required
+        for (size_t j = np; j < n && !dup; j++) dup = !strcmp(keys[j], rk);
+        if (dup) continue;
         if (json_is_false(addl)) {
             fail(c, "required property '%.100s' is neither in 'properties' nor allowed by "
                     "'additionalProperties'", rk);
@@ -793,8 +799,12 @@ static const char *visit_object(struct conv *c, json_t *s, const char *hint) {
         }
         if (ok) {
             qsort(enc, n, sizeof(char *), cmp_str);
-            if (n) not_keys(&b, enc, (int)n, 0);
+            size_t *lens = malloc(sizeof(size_t) * (n + 1));
+            if (!lens) b.nomem = true;
+            for (size_t i = 0; lens && i < n; i++) lens[i] = strlen(enc[i]);
+            if (n && lens) not_keys(&b, enc, lens, (int)n, 0);
             else lm_gbnf_buf_puts(&b, "char* \"\\\"\"");
+            free(lens);
             prim(c, "char");
             lm_gbnf_buf_printf(&b, " \": \" %s", vr);
         }
@@ -1228,6 +1238,8 @@ static json_t *merge_schemas(struct conv *c, json_t *a, json_t *b, int depth) {
     static const char *const lower[] = {"minimum", "exclusiveMinimum", "minLength", "minItems", NULL};
     static const char *const upper[] = {"maximum", "exclusiveMaximum", "maxLength", "maxItems", NULL};
     if (depth > 16) return fail(c, "schemas merged deeper than 16"), NULL;
+    if (lm_now_ns() > c->deadline) // merges copy: many of them must not outlast the bound
+        return fail(c, "conversion exceeds %d ms (LM_SCHEMA_MAX_MS)", LM_SCHEMA_MAX_MS), NULL;
     if (json_is_true(b)) return json_incref(a);
     if (json_is_true(a)) return json_incref(b);
     if (!json_is_object(a) || !json_is_object(b)) return fail(c, "a schema that must hold beside another is false or not a schema"), NULL;
