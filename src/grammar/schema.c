@@ -1,7 +1,9 @@
 // JSON Schema (text) -> GBNF text: one rule per subschema (identical bodies shared), $ref
 // targets as named rules so recursion is a rule cycle, and bounds on depth, output size,
-// $ref expansions and time. docs/structured.md lists the keywords and the output's spacing.
-#include "grammar/schema.h"
+// $ref expansions and time. This file: the rule table, the shared rules, $ref, the dispatch
+// of a subschema and the entry point (schema_types.c, schema_combine.c: the keywords).
+// docs/structured.md lists the keywords and the output's spacing.
+#include "grammar/schema_conv.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -15,38 +17,7 @@
 
 // ---------------------------------------------------------------- state
 
-struct rule {
-    char *name, *body; // body NULL while a $ref target is being expanded
-    bool dead;         // its body moved to a $ref target's rule: not written out
-};
-
-struct conv {
-    json_t *doc;
-    struct rule *rules;
-    int n_rules, cap_rules;
-    int *by_name, *by_body; // open-addressing tables of rule indices (-1 empty)
-    int cap_tab;
-    // $ref targets: pointer text -> rule index; edges between targets reached with no
-    // character consumed (a cycle of them is left recursion)
-    char **ref_ptr;
-    int *ref_rule;
-    int n_refs, cap_refs;
-    int *edge_from, *edge_to;
-    int n_edges, cap_edges;
-    int cur_ref;
-    int last_new; // the rule rule_for created last (-1: it reused one)
-    bool guarded;
-    int depth;
-    long nodes;
-    uint64_t deadline;
-    size_t out_bytes;
-    bool failed;
-    char path[1024];
-    size_t path_n;
-};
-
-static bool fail(struct conv *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static bool fail(struct conv *c, const char *fmt, ...) {
+bool sc_fail(struct conv *c, const char *fmt, ...) {
     if (c->failed) return false;
     c->failed = true;
     char msg[768];
@@ -59,7 +30,7 @@ static bool fail(struct conv *c, const char *fmt, ...) {
 }
 
 // Appends "/seg" (escaped as a JSON pointer) to the path; returns the old length.
-static size_t path_push(struct conv *c, const char *seg) {
+size_t sc_path_push(struct conv *c, const char *seg) {
     size_t old = c->path_n;
     char tmp[256];
     size_t k = 0;
@@ -76,12 +47,12 @@ static size_t path_push(struct conv *c, const char *seg) {
     }
     return old;
 }
-static size_t path_push_i(struct conv *c, size_t i) {
+size_t sc_path_push_i(struct conv *c, size_t i) {
     char tmp[24];
     snprintf(tmp, sizeof tmp, "%zu", i);
-    return path_push(c, tmp);
+    return sc_path_push(c, tmp);
 }
-static void path_pop(struct conv *c, size_t old) {
+void sc_path_pop(struct conv *c, size_t old) {
     c->path_n = old;
     c->path[old] = 0;
 }
@@ -143,7 +114,7 @@ static void tab_insert(int *tab, int cap, const char *key, int idx) {
     tab[h] = idx;
 }
 
-static bool nomem(struct conv *c) {
+bool sc_nomem(struct conv *c) {
     if (c->failed) return false;
     c->failed = true;
     lm_error_set(LM_ERR_NOMEM, "json schema: out of memory");
@@ -153,7 +124,7 @@ static bool nomem(struct conv *c) {
 static bool charge(struct conv *c, size_t n) {
     c->out_bytes += n;
     if (c->out_bytes > LM_SCHEMA_MAX_OUTPUT)
-        return fail(c, "grammar exceeds %u bytes (LM_SCHEMA_MAX_OUTPUT)", LM_SCHEMA_MAX_OUTPUT);
+        return sc_fail(c, "grammar exceeds %u bytes (LM_SCHEMA_MAX_OUTPUT)", LM_SCHEMA_MAX_OUTPUT);
     return true;
 }
 
@@ -179,11 +150,11 @@ static int rule_new(struct conv *c, const char *hint, const char *body) {
             if (find_name(c, name) < 0) break;
         }
     }
-    if ((c->n_rules + 1) * 2 > c->cap_tab && !tab_grow(c)) return nomem(c), -1;
+    if ((c->n_rules + 1) * 2 > c->cap_tab && !tab_grow(c)) return sc_nomem(c), -1;
     if (c->n_rules == c->cap_rules) {
         int cap = c->cap_rules ? c->cap_rules * 2 : 64;
         struct rule *r = realloc(c->rules, sizeof *r * (size_t)cap);
-        if (!r) return nomem(c), -1;
+        if (!r) return sc_nomem(c), -1;
         c->rules = r;
         c->cap_rules = cap;
     }
@@ -194,7 +165,7 @@ static int rule_new(struct conv *c, const char *hint, const char *body) {
     if (!r->name || (body && !r->body)) {
         free(r->name);
         free(r->body);
-        return nomem(c), -1;
+        return sc_nomem(c), -1;
     }
     if (!charge(c, strlen(name) + (body ? strlen(body) : 0) + 6)) {
         free(r->name);
@@ -209,7 +180,7 @@ static int rule_new(struct conv *c, const char *hint, const char *body) {
 static void rule_set_body(struct conv *c, int i, const char *body) {
     c->rules[i].body = strdup(body);
     if (!c->rules[i].body) {
-        nomem(c);
+        sc_nomem(c);
         return;
     }
     if (!charge(c, strlen(body))) return;
@@ -218,10 +189,10 @@ static void rule_set_body(struct conv *c, int i, const char *body) {
 
 // The rule for body: an existing one with the same body, or a new one named after hint;
 // a bare rule name stands for itself. NULL on failure.
-static const char *rule_for(struct conv *c, const char *hint, struct lm_gbnf_buf *body) {
+const char *sc_rule_for(struct conv *c, const char *hint, struct lm_gbnf_buf *body) {
     if (c->failed) return NULL;
-    if (body->nomem) return nomem(c), NULL;
-    if (body->over) return fail(c, "grammar exceeds %u bytes (LM_SCHEMA_MAX_OUTPUT)", LM_SCHEMA_MAX_OUTPUT), NULL;
+    if (body->nomem) return sc_nomem(c), NULL;
+    if (body->over) return sc_fail(c, "grammar exceeds %u bytes (LM_SCHEMA_MAX_OUTPUT)", LM_SCHEMA_MAX_OUTPUT), NULL;
     const char *s = body->p ? body->p : "\"\"";
     c->last_new = -1;
     int i = find_name(c, s);
@@ -233,16 +204,16 @@ static const char *rule_for(struct conv *c, const char *hint, struct lm_gbnf_buf
     return i < 0 ? NULL : c->rules[i].name;
 }
 
-static void buf_init(struct lm_gbnf_buf *b) {
+void sc_buf_init(struct lm_gbnf_buf *b) {
     memset(b, 0, sizeof *b);
     b->limit = LM_SCHEMA_MAX_OUTPUT;
 }
 
-static const char *rule_text(struct conv *c, const char *hint, const char *text) {
+const char *sc_rule_text(struct conv *c, const char *hint, const char *text) {
     struct lm_gbnf_buf b;
-    buf_init(&b);
+    sc_buf_init(&b);
     lm_gbnf_buf_puts(&b, text);
-    const char *r = rule_for(c, hint, &b);
+    const char *r = sc_rule_for(c, hint, &b);
     free(b.p);
     return r;
 }
@@ -290,7 +261,7 @@ static const char *const PRIM_DEPS[][4] = {
 };
 
 // The primitive rule `name` (and the ones it uses), added once.
-static const char *prim(struct conv *c, const char *name) {
+const char *sc_prim(struct conv *c, const char *name) {
     if (c->failed) return NULL;
     int i = find_name(c, name);
     if (i >= 0) return c->rules[i].name;
@@ -299,8 +270,8 @@ static const char *prim(struct conv *c, const char *name) {
         i = rule_new(c, name, PRIMS[p].body);
         if (i < 0) return NULL;
         for (int d = 0; d < 4 && PRIM_DEPS[p][d]; d++)
-            if (!prim(c, PRIM_DEPS[p][d])) return NULL;
-        if (p == 6) prim(c, "boolean"), prim(c, "null");
+            if (!sc_prim(c, PRIM_DEPS[p][d])) return NULL;
+        if (p == 6) sc_prim(c, "boolean"), sc_prim(c, "null");
         return c->rules[i].name;
     }
     LM_ASSERT(0 && "unknown primitive");
@@ -310,7 +281,7 @@ static const char *prim(struct conv *c, const char *name) {
 // ---------------------------------------------------------------- JSON literals
 
 // Appends v serialized as the grammar spaces JSON (", " and ": ", json.dumps style).
-static void dump_json(struct lm_gbnf_buf *b, json_t *v) {
+void sc_dump_json(struct lm_gbnf_buf *b, json_t *v) {
     char tmp[40];
     switch (json_typeof(v)) {
     case JSON_NULL: lm_gbnf_buf_puts(b, "null"); break;
@@ -347,7 +318,7 @@ static void dump_json(struct lm_gbnf_buf *b, json_t *v) {
         lm_gbnf_buf_put(b, "[", 1);
         for (size_t i = 0; i < json_array_size(v); i++) {
             if (i) lm_gbnf_buf_puts(b, ", ");
-            dump_json(b, json_array_get(v, i));
+            sc_dump_json(b, json_array_get(v, i));
         }
         lm_gbnf_buf_put(b, "]", 1);
         break;
@@ -361,11 +332,11 @@ static void dump_json(struct lm_gbnf_buf *b, json_t *v) {
             if (!first) lm_gbnf_buf_puts(b, ", ");
             first = 0;
             json_t *ks = json_string(k);
-            if (ks) dump_json(b, ks);
+            if (ks) sc_dump_json(b, ks);
             else b->nomem = true;
             json_decref(ks);
             lm_gbnf_buf_puts(b, ": ");
-            dump_json(b, x);
+            sc_dump_json(b, x);
         }
         lm_gbnf_buf_put(b, "}", 1);
         break;
@@ -374,10 +345,10 @@ static void dump_json(struct lm_gbnf_buf *b, json_t *v) {
 }
 
 // v serialized, as one GBNF string literal
-static void put_literal(struct lm_gbnf_buf *b, json_t *v) {
+void sc_put_literal(struct lm_gbnf_buf *b, json_t *v) {
     struct lm_gbnf_buf t;
-    buf_init(&t);
-    dump_json(&t, v);
+    sc_buf_init(&t);
+    sc_dump_json(&t, v);
     if (t.nomem) b->nomem = true;
     if (t.over) b->over = true;
     if (t.p) lm_gbnf_buf_lit(b, t.p, t.n);
@@ -388,7 +359,7 @@ static void put_literal(struct lm_gbnf_buf *b, json_t *v) {
 
 // Ignored by design: annotations (and the containers of definitions). `discriminator` is
 // OpenAPI's annotation that pydantic writes beside a tagged `oneOf`; it constrains nothing.
-static const char *const ANNOTATIONS[] = {
+const char *const sc_annotations[] = {
     "title", "description", "examples", "default", "$schema", "$id", "$comment",
     "deprecated", "readOnly", "writeOnly", "$defs", "definitions", "discriminator", NULL};
 static const char *const KNOWN[] = {
@@ -403,57 +374,55 @@ static const char *const STRING_KW[] = {"pattern", "minLength", "maxLength", "fo
 static const char *const NUMBER_KW[] = {"minimum", "maximum", "exclusiveMinimum",
                                         "exclusiveMaximum", NULL};
 
-static bool in_list(const char *const *l, const char *k) {
+bool sc_in_list(const char *const *l, const char *k) {
     for (; *l; l++)
         if (!strcmp(*l, k)) return true;
     return false;
 }
-static bool has_any(json_t *s, const char *const *l) {
+bool sc_has_any(json_t *s, const char *const *l) {
     for (; *l; l++)
         if (json_object_get(s, *l)) return true;
     return false;
 }
 
 // Every keyword of s other than annotations and `allowed` is refused with its name.
-static bool only_keywords(struct conv *c, json_t *s, const char *const *allowed, const char *why) {
+bool sc_only_keywords(struct conv *c, json_t *s, const char *const *allowed, const char *why) {
     const char *k;
     json_t *v;
     json_object_foreach(s, k, v) {
-        if (in_list(ANNOTATIONS, k) || (allowed && in_list(allowed, k))) continue;
-        return fail(c, "keyword '%s' beside %s is not supported", k, why);
+        if (sc_in_list(sc_annotations, k) || (allowed && sc_in_list(allowed, k))) continue;
+        return sc_fail(c, "keyword '%s' beside %s is not supported", k, why);
     }
     return true;
 }
 
-static const char *visit(struct conv *c, json_t *s, const char *hint);
-
 // A child subschema at path seg (or seg/i); guarded: inside brackets or quotes, so a $ref
 // cycle through it consumes text.
-static const char *visit_child(struct conv *c, json_t *s, const char *seg, long idx,
+const char *sc_visit_child(struct conv *c, json_t *s, const char *seg, long idx,
                                const char *hint, bool guarded) {
-    size_t old = path_push(c, seg);
-    if (idx >= 0) path_push_i(c, (size_t)idx);
+    size_t old = sc_path_push(c, seg);
+    if (idx >= 0) sc_path_push_i(c, (size_t)idx);
     bool g = c->guarded;
     if (guarded) c->guarded = true;
-    const char *r = visit(c, s, hint);
+    const char *r = sc_visit(c, s, hint);
     c->guarded = g;
-    path_pop(c, old);
+    sc_path_pop(c, old);
     return r;
 }
 
-static void hint_join(char *out, size_t cap, const char *a, const char *b) {
+void sc_hint_join(char *out, size_t cap, const char *a, const char *b) {
     snprintf(out, cap, "%.40s-%.40s", a, b);
 }
 
 // ---------------------------------------------------------------- $ref
 
 // Resolves a local reference ("#", "#/a/b~1c/0") in the document.
-static json_t *resolve(struct conv *c, const char *ref) {
-    if (ref[0] != '#') return fail(c, "$ref '%.200s': only local references (#/...) are supported", ref), NULL;
+json_t *sc_resolve(struct conv *c, const char *ref) {
+    if (ref[0] != '#') return sc_fail(c, "$ref '%.200s': only local references (#/...) are supported", ref), NULL;
     json_t *v = c->doc;
     const char *p = ref + 1;
     while (*p) {
-        if (*p != '/') return fail(c, "$ref '%.200s': not a JSON pointer", ref), NULL;
+        if (*p != '/') return sc_fail(c, "$ref '%.200s': not a JSON pointer", ref), NULL;
         p++;
         char seg[256];
         size_t k = 0;
@@ -461,17 +430,17 @@ static json_t *resolve(struct conv *c, const char *ref) {
             char ch = *p++;
             if (ch == '~') {
                 ch = *p == '1' ? '/' : *p == '0' ? '~' : 0;
-                if (!ch) return fail(c, "$ref '%.200s': bad ~ escape", ref), NULL;
+                if (!ch) return sc_fail(c, "$ref '%.200s': bad ~ escape", ref), NULL;
                 p++;
             } else if (ch == '%' && p[0] && p[1]) {
                 char hx[3] = {p[0], p[1], 0};
                 char *end;
                 long x = strtol(hx, &end, 16);
-                if (*end || x <= 0) return fail(c, "$ref '%.200s': bad %% escape", ref), NULL;
+                if (*end || x <= 0) return sc_fail(c, "$ref '%.200s': bad %% escape", ref), NULL;
                 ch = (char)x;
                 p += 2;
             }
-            if (k + 1 >= sizeof seg) return fail(c, "$ref '%.200s': segment too long", ref), NULL;
+            if (k + 1 >= sizeof seg) return sc_fail(c, "$ref '%.200s': segment too long", ref), NULL;
             seg[k++] = ch;
         }
         seg[k] = 0;
@@ -484,7 +453,7 @@ static json_t *resolve(struct conv *c, const char *ref) {
         } else {
             v = NULL;
         }
-        if (!v) return fail(c, "$ref '%.200s' points at nothing", ref), NULL;
+        if (!v) return sc_fail(c, "$ref '%.200s' points at nothing", ref), NULL;
     }
     return v;
 }
@@ -493,10 +462,10 @@ static bool push_edge(struct conv *c, int from, int to) {
     if (c->n_edges == c->cap_edges) {
         int cap = c->cap_edges ? c->cap_edges * 2 : 32;
         int *f = realloc(c->edge_from, sizeof(int) * (size_t)cap);
-        if (!f) return nomem(c);
+        if (!f) return sc_nomem(c);
         c->edge_from = f;
         int *t = realloc(c->edge_to, sizeof(int) * (size_t)cap);
-        if (!t) return nomem(c);
+        if (!t) return sc_nomem(c);
         c->edge_to = t;
         c->cap_edges = cap;
     }
@@ -512,17 +481,17 @@ static const char *ref_rule(struct conv *c, const char *ref) {
         if (!c->guarded && !push_edge(c, c->cur_ref, i)) return NULL;
         return c->rules[c->ref_rule[i]].name;
     }
-    json_t *target = resolve(c, ref);
+    json_t *target = sc_resolve(c, ref);
     if (!target) return NULL;
     if (c->n_refs >= LM_SCHEMA_MAX_REFS)
-        return fail(c, "more than %d $ref targets (LM_SCHEMA_MAX_REFS)", LM_SCHEMA_MAX_REFS), NULL;
+        return sc_fail(c, "more than %d $ref targets (LM_SCHEMA_MAX_REFS)", LM_SCHEMA_MAX_REFS), NULL;
     if (c->n_refs == c->cap_refs) {
         int cap = c->cap_refs ? c->cap_refs * 2 : 16;
         char **p = realloc(c->ref_ptr, sizeof(char *) * (size_t)cap);
-        if (!p) return nomem(c), NULL;
+        if (!p) return sc_nomem(c), NULL;
         c->ref_ptr = p;
         int *r = realloc(c->ref_rule, sizeof(int) * (size_t)cap);
-        if (!r) return nomem(c), NULL;
+        if (!r) return sc_nomem(c), NULL;
         c->ref_rule = r;
         c->cap_refs = cap;
     }
@@ -533,7 +502,7 @@ static const char *ref_rule(struct conv *c, const char *ref) {
     if (ri < 0) return NULL;
     int id = c->n_refs;
     c->ref_ptr[id] = strdup(ref);
-    if (!c->ref_ptr[id]) return nomem(c), NULL;
+    if (!c->ref_ptr[id]) return sc_nomem(c), NULL;
     c->ref_rule[id] = ri;
     c->n_refs++;
     if (id > 0 && !c->guarded && !push_edge(c, c->cur_ref, id)) return NULL;
@@ -550,7 +519,7 @@ static const char *ref_rule(struct conv *c, const char *ref) {
     char body_hint[96];
     snprintf(body_hint, sizeof body_hint, "%s", c->rules[ri].name);
     c->last_new = -1;
-    const char *body = visit(c, target, body_hint);
+    const char *body = sc_visit(c, target, body_hint);
     int fresh = c->last_new;
     c->cur_ref = saved_ref;
     c->guarded = saved_g;
@@ -580,7 +549,7 @@ static bool check_ref_cycles(struct conv *c) {
     int *pos = calloc((size_t)n + 1, sizeof(int));
     if (!state || !stack || !pos) {
         free(state), free(stack), free(pos);
-        return nomem(c);
+        return sc_nomem(c);
     }
     bool ok = true;
     for (int s = 0; s < n && ok; s++) {
@@ -604,7 +573,7 @@ static bool check_ref_cycles(struct conv *c) {
                 c->path_n = 0;
                 snprintf(c->path, sizeof c->path, "%s", c->ref_ptr[v] + 1);
                 c->path_n = strlen(c->path);
-                ok = fail(c, "$ref cycle that consumes no text (left recursion) through '%s'",
+                ok = sc_fail(c, "$ref cycle that consumes no text (left recursion) through '%s'",
                           c->ref_ptr[u]);
             } else if (!state[v]) {
                 state[v] = 1;
@@ -617,903 +586,24 @@ static bool check_ref_cycles(struct conv *c) {
     return ok;
 }
 
-// ---------------------------------------------------------------- objects
-
-static int cmp_str(const void *a, const void *b) {
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-// Keys (JSON-encoded, without quotes) not equal to any of keys[0..n), sorted, sharing the
-// first d bytes: a trie walk that may leave the trie at any node by a raw character that
-// no key continues with (escapes only along the trie: a sound subset).
-static void not_keys(struct lm_gbnf_buf *b, char **keys, const size_t *lens, int n, size_t d) {
-    lm_gbnf_buf_puts(b, "(");
-    bool ends_here = false, first = true;
-    char *excl = malloc(4 * (size_t)n + 1); // the raw first characters of the children
-    size_t ne = 0;
-    if (!excl) {
-        b->nomem = true;
-        return;
-    }
-    for (int i = 0; i < n;) {
-        size_t len = lens[i];
-        if (len == d) {
-            ends_here = true;
-            i++;
-            continue;
-        }
-        // the code point at d and the keys sharing it
-        const unsigned char *p = (const unsigned char *)keys[i] + d;
-        // one character of the key: a UTF-8 sequence or a whole escape (\" or \u00XX)
-        size_t cl = *p < 0x80 ? 1 : *p >= 0xF0 ? 4 : *p >= 0xE0 ? 3 : 2;
-        if (*p == '\\') cl = p[1] == 'u' ? 6 : 2;
-        int j = i + 1;
-        while (j < n && lens[j] >= d + cl && !memcmp(keys[j] + d, p, cl)) j++;
-        if (!first) lm_gbnf_buf_puts(b, " | ");
-        first = false;
-        lm_gbnf_buf_lit(b, (const char *)p, cl);
-        lm_gbnf_buf_puts(b, " ");
-        not_keys(b, keys + i, lens + i, j - i, d + cl);
-        if (*p != '\\') memcpy(excl + ne, p, cl), ne += cl; // escapes never leave the trie
-        i = j;
-    }
-    if (!first) lm_gbnf_buf_puts(b, " | ");
-    lm_gbnf_buf_puts(b, "[^\"\\\\\\x00-\\x1F");
-    for (size_t i = 0; i < ne; i++) {
-        unsigned char ch = (unsigned char)excl[i];
-        if (ch == ']' || ch == '-' || ch == '^' || ch == '[' || ch == '\\') lm_gbnf_buf_printf(b, "\\x%02X", ch);
-        else lm_gbnf_buf_put(b, &excl[i], 1);
-    }
-    lm_gbnf_buf_puts(b, "] char* \"\\\"\"");
-    if (!ends_here) lm_gbnf_buf_puts(b, " | \"\\\"\"");
-    lm_gbnf_buf_puts(b, ")");
-    free(excl);
-}
-
-static const char *visit_object(struct conv *c, json_t *s, const char *hint) {
-    json_t *props = json_object_get(s, "properties"), *req = json_object_get(s, "required");
-    json_t *addl = json_object_get(s, "additionalProperties");
-    if (props && !json_is_object(props)) return fail(c, "'properties' must be an object"), NULL;
-    if (req && !json_is_array(req)) return fail(c, "'required' must be an array of strings"), NULL;
-    if (addl && !json_is_object(addl) && !json_is_boolean(addl))
-        return fail(c, "'additionalProperties' must be a schema"), NULL;
-    for (size_t i = 0; req && i < json_array_size(req); i++)
-        if (!json_is_string(json_array_get(req, i)))
-            return fail(c, "'required' must be an array of strings"), NULL;
-    if (!props && !req && (!addl || json_is_true(addl))) return prim(c, "object");
-    bool extra = addl && !json_is_false(addl); // absent beside properties: none (as llama.cpp)
-    if (!props && !req && !extra) return rule_text(c, hint, "\"{}\"");
-
-    // keys in order: required first, then optional, each in the schema's order; required
-    // keys without a property take the additionalProperties schema
-    size_t np = props ? json_object_size(props) : 0, nr = req ? json_array_size(req) : 0;
-    const char **keys = calloc(np + nr + 1, sizeof(char *));
-    json_t **vals = calloc(np + nr + 1, sizeof(json_t *));
-    bool *is_req = calloc(np + nr + 1, sizeof(bool));
-    const char **kv = calloc(np + nr + 2, sizeof(char *));
-    const char *res = NULL;
-    if (!keys || !vals || !is_req || !kv) {
-        nomem(c);
-        goto done;
-    }
-    size_t n = 0;
-    const char *k;
-    json_t *v;
-    json_t *req_set = json_object(); // required names, for lookups in constant time
-    if (!req_set) {
-        nomem(c);
-        goto done;
-    }
-    for (size_t i = 0; i < nr; i++) json_object_set(req_set, json_string_value(json_array_get(req, i)), json_true());
-    if (props) json_object_foreach(props, k, v) {
-            keys[n] = k, vals[n] = v, is_req[n] = json_object_get(req_set, k) != NULL;
-            n++;
-        }
-    json_decref(req_set);
-    for (size_t i = 0; i < nr; i++) {
-        const char *rk = json_string_value(json_array_get(req, i));
-        if (props && json_object_get(props, rk)) continue;
-        bool dup = false; // listed twice in required
-        for (size_t j = np; j < n && !dup; j++) dup = !strcmp(keys[j], rk);
-        if (dup) continue;
-        if (json_is_false(addl)) {
-            fail(c, "required property '%.100s' is neither in 'properties' nor allowed by "
-                    "'additionalProperties'", rk);
-            goto done;
-        }
-        keys[n] = rk, vals[n] = json_is_object(addl) ? addl : json_true(), is_req[n] = true, n++;
-    }
-    // one rule per key: "\"key\": " value
-    for (size_t i = 0; i < n; i++) {
-        if (json_is_false(vals[i])) { // may not appear
-            if (is_req[i]) {
-                fail(c, "required property '%.100s' has schema false", keys[i]);
-                goto done;
-            }
-            kv[i] = NULL;
-            continue;
-        }
-        char h[96];
-        hint_join(h, sizeof h, hint, keys[i]);
-        size_t old = path_push(c, "properties");
-        const char *vr = visit_child(c, vals[i], keys[i], -1, h, true);
-        path_pop(c, old);
-        if (!vr) goto done;
-        struct lm_gbnf_buf b;
-        buf_init(&b);
-        json_t *ks = json_string(keys[i]);
-        if (!ks) {
-            nomem(c);
-            goto done;
-        }
-        struct lm_gbnf_buf t;
-        buf_init(&t);
-        dump_json(&t, ks);
-        json_decref(ks);
-        lm_gbnf_buf_puts(&t, ": ");
-        if (t.p) lm_gbnf_buf_lit(&b, t.p, t.n);
-        free(t.p);
-        lm_gbnf_buf_printf(&b, " %s", vr);
-        char hk[112];
-        hint_join(hk, sizeof hk, h, "kv");
-        kv[i] = rule_for(c, hk, &b);
-        free(b.p);
-        if (!kv[i]) goto done;
-    }
-    // additional properties: a key outside the trie of defined ones, then the value
-    const char *extra_kv = NULL;
-    if (extra) {
-        const char *vr = json_is_object(addl) ? visit_child(c, addl, "additionalProperties", -1, hint, true)
-                                              : prim(c, "value");
-        if (!vr) goto done;
-        char **enc = calloc(n + 1, sizeof(char *));
-        if (!enc) {
-            nomem(c);
-            goto done;
-        }
-        struct lm_gbnf_buf b;
-        buf_init(&b);
-        lm_gbnf_buf_puts(&b, "\"\\\"\" ");
-        bool ok = true;
-        for (size_t i = 0; i < n && ok; i++) {
-            json_t *ks = json_string(keys[i]);
-            struct lm_gbnf_buf t;
-            buf_init(&t);
-            if (ks) dump_json(&t, ks);
-            json_decref(ks);
-            ok = ks && t.p && !t.nomem;
-            if (ok && t.n > 258) { // the key trie recurses per character
-                free(t.p);
-                for (size_t j = 0; j < i; j++) free(enc[j]);
-                free(enc);
-                free(b.p);
-                fail(c, "property name longer than 256 bytes beside 'additionalProperties'");
-                goto done;
-            }
-            if (ok) {
-                t.p[t.n - 1] = 0; // drop the closing quote
-                enc[i] = strdup(t.p + 1);
-                ok = enc[i] != NULL;
-            }
-            free(t.p);
-        }
-        if (ok) {
-            qsort(enc, n, sizeof(char *), cmp_str);
-            size_t *lens = malloc(sizeof(size_t) * (n + 1));
-            if (!lens) b.nomem = true;
-            for (size_t i = 0; lens && i < n; i++) lens[i] = strlen(enc[i]);
-            if (n && lens) not_keys(&b, enc, lens, (int)n, 0);
-            else lm_gbnf_buf_puts(&b, "char* \"\\\"\"");
-            free(lens);
-            prim(c, "char");
-            lm_gbnf_buf_printf(&b, " \": \" %s", vr);
-        }
-        for (size_t i = 0; i < n; i++) free(enc[i]);
-        free(enc);
-        if (!ok) {
-            free(b.p);
-            nomem(c);
-            goto done;
-        }
-        char h[96];
-        hint_join(h, sizeof h, hint, "additional-kv");
-        extra_kv = rule_for(c, h, &b);
-        free(b.p);
-        if (!extra_kv) goto done;
-    }
-    // "{" required ", " ... then any in-order subset of the optional ones (and extras last)
-    const char **opt = malloc(sizeof(char *) * (n + 2));
-    size_t no = 0;
-    if (!opt) {
-        nomem(c);
-        goto done;
-    }
-    struct lm_gbnf_buf b;
-    buf_init(&b);
-    lm_gbnf_buf_puts(&b, "\"{\"");
-    int n_req = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (!kv[i]) continue;
-        if (is_req[i]) {
-            lm_gbnf_buf_printf(&b, n_req++ ? " \", \" %s" : " %s", kv[i]);
-        } else {
-            opt[no++] = kv[i];
-        }
-    }
-    if (extra_kv) opt[no++] = extra_kv;
-    if (no) {
-        // rest[i]: any in-order subset of opt[i..], each preceded by ", "
-        const char **rest = calloc(no + 1, sizeof(char *));
-        if (!rest) {
-            free(b.p);
-            nomem(c);
-            goto done;
-        }
-        for (size_t i = no; i-- > 1;) {
-            struct lm_gbnf_buf r;
-            buf_init(&r);
-            bool star = extra_kv && i == no - 1;
-            lm_gbnf_buf_printf(&r, "(\", \" %s)%s", opt[i], star ? "*" : "?");
-            if (rest[i + 1]) lm_gbnf_buf_printf(&r, " %s", rest[i + 1]);
-            char h[96];
-            hint_join(h, sizeof h, hint, "rest");
-            rest[i] = rule_for(c, h, &r);
-            free(r.p);
-            if (!rest[i]) break;
-        }
-        if (!c->failed) {
-            lm_gbnf_buf_puts(&b, n_req ? " (\", \" (" : " (");
-            for (size_t i = 0; i < no; i++) {
-                bool star = extra_kv && i == no - 1;
-                if (i) lm_gbnf_buf_puts(&b, " | ");
-                lm_gbnf_buf_puts(&b, opt[i]);
-                if (star) lm_gbnf_buf_printf(&b, " (\", \" %s)*", opt[i]);
-                if (rest[i + 1]) lm_gbnf_buf_printf(&b, " %s", rest[i + 1]);
-            }
-            lm_gbnf_buf_puts(&b, n_req ? "))?" : ")?");
-        }
-        free(rest);
-    }
-    lm_gbnf_buf_puts(&b, " \"}\"");
-    if (!c->failed) res = rule_for(c, hint, &b);
-    free(b.p);
-    free(opt);
-done:
-    free(keys), free(vals), free(is_req), free(kv);
-    return c->failed ? NULL : res;
-}
-
-// ---------------------------------------------------------------- arrays, strings, numbers
-
-// A count keyword (minItems, maxLength, ...): absent -> dflt; else a non-negative integer
-// no larger than LM_SCHEMA_MAX_REPEAT.
-static bool get_count(struct conv *c, json_t *s, const char *key, long dflt, long *out) {
-    json_t *v = json_object_get(s, key);
-    *out = dflt;
-    if (!v) return true;
-    double d = json_is_integer(v) ? (double)json_integer_value(v) : json_is_real(v) ? json_real_value(v) : -1;
-    if (d < 0 || d != floor(d)) return fail(c, "'%s' must be a non-negative integer", key);
-    if (d > LM_SCHEMA_MAX_REPEAT)
-        return fail(c, "'%s' %.0f exceeds %d (LM_SCHEMA_MAX_REPEAT)", key, d, LM_SCHEMA_MAX_REPEAT);
-    *out = (long)d;
-    return true;
-}
-
-static void put_rep(struct lm_gbnf_buf *b, long mn, long mx) { // mx < 0: unbounded
-    if (mn == 0 && mx < 0) lm_gbnf_buf_puts(b, "*");
-    else if (mn == 1 && mx < 0) lm_gbnf_buf_puts(b, "+");
-    else if (mx < 0) lm_gbnf_buf_printf(b, "{%ld,}", mn);
-    else if (mn == 0 && mx == 1) lm_gbnf_buf_puts(b, "?");
-    else if (mn == mx) lm_gbnf_buf_printf(b, "{%ld}", mn);
-    else lm_gbnf_buf_printf(b, "{%ld,%ld}", mn, mx);
-}
-
-static const char *visit_array(struct conv *c, json_t *s, const char *hint) {
-    json_t *items = json_object_get(s, "items"), *prefix = json_object_get(s, "prefixItems");
-    json_t *more = json_object_get(s, "additionalItems");
-    long mn, mx;
-    if (!get_count(c, s, "minItems", 0, &mn) || !get_count(c, s, "maxItems", -1, &mx)) return NULL;
-    if (mx >= 0 && mx < mn) return fail(c, "'maxItems' is below 'minItems'"), NULL;
-    const char *prefix_kw = "prefixItems";
-    if (json_is_array(items) && !prefix) { // draft 4-7 tuple form
-        prefix = items;
-        items = more;
-        prefix_kw = "items";
-    } else if (more) {
-        return fail(c, "'additionalItems' without an array 'items' is not supported"), NULL;
-    }
-    if (prefix && !json_is_array(prefix)) return fail(c, "'prefixItems' must be an array"), NULL;
-    if (items && !json_is_object(items) && !json_is_boolean(items))
-        return fail(c, "'items' must be a schema"), NULL;
-    size_t np = prefix ? json_array_size(prefix) : 0;
-    if (np > 1024) return fail(c, "more than 1024 prefixItems"), NULL;
-    const char **pre = malloc(sizeof(char *) * (np + 1));
-    if (!pre) return nomem(c), NULL;
-    char h[96];
-    for (size_t i = 0; i < np; i++) {
-        if (json_is_false(json_array_get(prefix, i))) { // no item may stand here
-            if ((long)i < mn) {
-                fail(c, "%s/%zu is false below minItems", prefix_kw, i);
-                free(pre);
-                return NULL;
-            }
-            np = i;
-            if (mx < 0 || mx > (long)i) mx = (long)i;
-            break;
-        }
-        snprintf(h, sizeof h, "%.40s-%zu", hint, i);
-        pre[i] = visit_child(c, json_array_get(prefix, i), prefix_kw, (long)i, h, true);
-        if (!pre[i]) {
-            free(pre);
-            return NULL;
-        }
-    }
-    const char *rest = NULL;
-    if (!items || json_is_true(items)) rest = prim(c, "value");
-    else if (json_is_object(items)) {
-        hint_join(h, sizeof h, hint, "item");
-        rest = visit_child(c, items, prefix_kw[0] == 'i' ? "additionalItems" : "items", -1, h, true);
-    }
-    if (!c->failed && !rest && (long)np < mn) fail(c, "'minItems' %ld exceeds the items allowed", mn);
-    if (c->failed) {
-        free(pre);
-        return NULL;
-    }
-    struct lm_gbnf_buf b;
-    buf_init(&b);
-    lm_gbnf_buf_puts(&b, "\"[\"");
-    // prefix items nested: item i is optional once minItems are written
-    size_t depth = 0;
-    for (size_t i = 0; i < np && (mx < 0 || (long)i < mx); i++) {
-        bool opt = (long)i >= mn;
-        if (opt) lm_gbnf_buf_puts(&b, " ("), depth++;
-        lm_gbnf_buf_printf(&b, i ? " \", \" %s" : " %s", pre[i]);
-    }
-    long done = (long)np < mx || mx < 0 ? (long)np : mx; // items written by the prefix
-    if (rest && (mx < 0 || done < mx)) {
-        long need = mn > done ? mn - done : 0, cap = mx < 0 ? -1 : mx - done;
-        if (done > 0) {
-            lm_gbnf_buf_printf(&b, " (\", \" %s)", rest);
-            put_rep(&b, need, cap);
-        } else if (need == 0) {
-            lm_gbnf_buf_printf(&b, " (%s (\", \" %s)", rest, rest);
-            put_rep(&b, 0, cap < 0 ? -1 : cap - 1);
-            lm_gbnf_buf_puts(&b, ")?");
-        } else {
-            lm_gbnf_buf_printf(&b, " %s (\", \" %s)", rest, rest);
-            put_rep(&b, need - 1, cap < 0 ? -1 : cap - 1);
-        }
-    }
-    for (size_t i = 0; i < depth; i++) lm_gbnf_buf_puts(&b, ")?");
-    lm_gbnf_buf_puts(&b, " \"]\"");
-    const char *r = rule_for(c, hint, &b);
-    free(b.p);
-    free(pre);
-    return r;
-}
-
-static const char *visit_string(struct conv *c, json_t *s, const char *hint) {
-    json_t *pat = json_object_get(s, "pattern"), *fmt = json_object_get(s, "format");
-    long mn, mx;
-    if (!get_count(c, s, "minLength", 0, &mn) || !get_count(c, s, "maxLength", -1, &mx)) return NULL;
-    if (mx >= 0 && mx < mn) return fail(c, "'maxLength' is below 'minLength'"), NULL;
-    bool lens = json_object_get(s, "minLength") || json_object_get(s, "maxLength");
-    if (fmt) {
-        if (!json_is_string(fmt)) return fail(c, "'format' must be a string"), NULL;
-        if (pat || lens) return fail(c, "'format' with 'pattern', 'minLength' or 'maxLength' is not supported"), NULL;
-        const char *f = json_string_value(fmt);
-        static const char *const FORMATS[] = {"date", "time", "date-time", "uuid", NULL};
-        if (!in_list(FORMATS, f))
-            return fail(c, "unsupported format '%.60s' (supported: date, time, date-time, uuid)", f), NULL;
-        char name[32];
-        snprintf(name, sizeof name, "format-%s", f);
-        return prim(c, name);
-    }
-    if (pat) {
-        if (!json_is_string(pat)) return fail(c, "'pattern' must be a string"), NULL;
-        if (lens) return fail(c, "'pattern' with 'minLength' or 'maxLength' is not supported"), NULL;
-        struct lm_gbnf_buf b;
-        buf_init(&b);
-        lm_gbnf_buf_puts(&b, "\"\\\"\" ");
-        unsigned uses = 0;
-        size_t old = path_push(c, "pattern");
-        char where[sizeof c->path];
-        snprintf(where, sizeof where, "%s", c->path);
-        path_pop(c, old);
-        enum lm_status st = lm_regex_to_gbnf(&b, json_string_value(pat), json_string_length(pat), where, &uses);
-        if (st != LM_OK) {
-            free(b.p);
-            c->failed = true; // message set by the regex parser
-            return NULL;
-        }
-        if (uses & LM_RX_USES_CHAR) prim(c, "char");
-        if (uses & LM_RX_USES_DOT) prim(c, "regex-dot");
-        lm_gbnf_buf_puts(&b, " \"\\\"\"");
-        const char *r = rule_for(c, hint, &b);
-        free(b.p);
-        return r;
-    }
-    if (!lens) return prim(c, "string");
-    prim(c, "char");
-    struct lm_gbnf_buf b;
-    buf_init(&b);
-    lm_gbnf_buf_puts(&b, "\"\\\"\" char");
-    put_rep(&b, mn, mx);
-    lm_gbnf_buf_puts(&b, " \"\\\"\"");
-    const char *r = rule_for(c, hint, &b);
-    free(b.p);
-    return r;
-}
-
-// One bound as a double and an int64 when the JSON has an integer. Draft-4 boolean
-// exclusive* flags come in through excl.
-struct bound {
-    bool has, excl, is_int;
-    int64_t i;
-    double d;
-};
-
-static bool get_bound(struct conv *c, json_t *v, const char *key, bool excl, struct bound *out) {
-    if (!v) return true;
-    if (json_is_integer(v)) {
-        *out = (struct bound){true, excl, true, json_integer_value(v), (double)json_integer_value(v)};
-        return true;
-    }
-    if (!json_is_real(v)) return fail(c, "'%s' must be a number", key);
-    double d = json_real_value(v);
-    if (!(fabs(d) < 9.2e18)) return fail(c, "'%s' %g is out of the supported range", key, d);
-    *out = (struct bound){true, excl, d == floor(d), (int64_t)d, d};
-    return true;
-}
-
-// The tighter of two bounds on one side.
-static struct bound tighter(struct bound a, struct bound b, bool upper) {
-    if (!a.has) return b;
-    if (!b.has) return a;
-    if (a.d != b.d) return (upper ? a.d < b.d : a.d > b.d) ? a : b;
-    if (a.is_int && b.is_int && a.i != b.i) return (upper ? a.i < b.i : a.i > b.i) ? a : b;
-    return a.excl ? a : b;
-}
-
-// A bound of an integer: inclusive, rounded inward. False: no integer is beyond it.
-static bool int_bound(struct bound bd, bool upper, int64_t *out) {
-    int64_t v = bd.is_int ? bd.i : (int64_t)(upper ? floor(bd.d) : ceil(bd.d));
-    bool exact = bd.is_int || bd.d == floor(bd.d);
-    if (bd.excl && exact) {
-        if (upper ? v == INT64_MIN : v == INT64_MAX) return false;
-        v += upper ? -1 : 1;
-    }
-    *out = v;
-    return true;
-}
-
-// A bound of a number: an exact decimal; a nonzero exclusive one becomes an inclusive one at
-// the next 15-significant-digit decimal beyond it.
-static bool num_bound(struct conv *c, struct bound bd, bool upper, const char *key,
-                      struct lm_dec *out, bool *excl) {
-    *excl = false;
-    bool ok;
-    if (bd.excl && bd.d != 0) {
-        if (bd.is_int && fabs(bd.d) > 9007199254740992.0)
-            return fail(c, "'%s': an exclusive bound of a number must be within 2^53", key);
-        ok = lm_dec_beyond(out, bd.d, !upper);
-    } else if (bd.is_int) {
-        lm_dec_from_int(out, bd.i);
-        ok = true;
-        *excl = bd.excl; // zero
-    } else {
-        ok = lm_dec_from_double(out, bd.d);
-        *excl = bd.excl; // zero
-    }
-    if (!ok) return fail(c, "'%s' %g: more than 20 fraction digits are not supported", key, bd.d);
-    return true;
-}
-
-static const char *visit_number(struct conv *c, json_t *s, const char *hint, bool integer) {
-    json_t *emin = json_object_get(s, "exclusiveMinimum"), *emax = json_object_get(s, "exclusiveMaximum");
-    bool lo_ex = false, hi_ex = false;
-    // draft 4: exclusiveMinimum: true makes minimum exclusive
-    if (json_is_boolean(emin)) lo_ex = json_is_true(emin), emin = NULL;
-    if (json_is_boolean(emax)) hi_ex = json_is_true(emax), emax = NULL;
-    struct bound lo1 = {0}, lo2 = {0}, hi1 = {0}, hi2 = {0};
-    if (!get_bound(c, json_object_get(s, "minimum"), "minimum", lo_ex, &lo1) ||
-        !get_bound(c, emin, "exclusiveMinimum", true, &lo2) ||
-        !get_bound(c, json_object_get(s, "maximum"), "maximum", hi_ex, &hi1) ||
-        !get_bound(c, emax, "exclusiveMaximum", true, &hi2))
-        return NULL;
-    struct bound lo = tighter(lo1, lo2, false), hi = tighter(hi1, hi2, true);
-    if (!lo.has && !hi.has) return prim(c, integer ? "integer" : "number");
-    const char *lo_key = lo.excl ? "exclusiveMinimum" : "minimum", *hi_key = hi.excl ? "exclusiveMaximum" : "maximum";
-    struct lm_num_bounds nb = {0};
-    if (integer) {
-        int64_t v;
-        if (lo.has) {
-            if (!int_bound(lo, false, &v)) return fail(c, "no integer satisfies the bounds"), NULL;
-            nb.has_lo = true;
-            lm_dec_from_int(&nb.lo, v);
-        }
-        if (hi.has) {
-            if (!int_bound(hi, true, &v)) return fail(c, "no integer satisfies the bounds"), NULL;
-            nb.has_hi = true;
-            lm_dec_from_int(&nb.hi, v);
-        }
-    } else {
-        if (lo.has && !num_bound(c, lo, false, lo_key, &nb.lo, &nb.lo_excl)) return NULL;
-        if (hi.has && !num_bound(c, hi, true, hi_key, &nb.hi, &nb.hi_excl)) return NULL;
-        nb.has_lo = lo.has, nb.has_hi = hi.has;
-    }
-    struct lm_gbnf_buf b;
-    buf_init(&b);
-    if (!lm_schema_emit_number(&b, &nb, integer)) {
-        free(b.p);
-        return fail(c, "no %s satisfies the bounds", integer ? "integer" : "number"), NULL;
-    }
-    const char *r = rule_for(c, hint, &b);
-    free(b.p);
-    return r;
-}
-
-// ---------------------------------------------------------------- combinators
-
-enum { T_NULL = 1, T_BOOL = 2, T_OBJECT = 4, T_ARRAY = 8, T_NUMBER = 16, T_STRING = 32, T_INTEGER = 64 };
-static const char *const TYPE_NAMES[] = {"null", "boolean", "object", "array", "number", "string", "integer"};
-
-static bool value_has_type(json_t *v, unsigned types) {
-    switch (json_typeof(v)) {
-    case JSON_NULL: return types & T_NULL;
-    case JSON_TRUE:
-    case JSON_FALSE: return types & T_BOOL;
-    case JSON_OBJECT: return types & T_OBJECT;
-    case JSON_ARRAY: return types & T_ARRAY;
-    case JSON_STRING: return types & T_STRING;
-    case JSON_INTEGER: return types & (T_NUMBER | T_INTEGER);
-    case JSON_REAL: {
-        double d = json_real_value(v);
-        return (types & T_NUMBER) || ((types & T_INTEGER) && d == floor(d));
-    }
-    }
-    return false;
-}
-
-// The `type` keyword as a bit set; 0 when absent.
-static bool get_types(struct conv *c, json_t *s, unsigned *out) {
-    json_t *t = json_object_get(s, "type");
-    *out = 0;
-    if (!t) return true;
-    size_t n = json_is_array(t) ? json_array_size(t) : 1;
-    if (!json_is_array(t) && !json_is_string(t))
-        return fail(c, "'type' must be a string or an array of strings");
-    if (n == 0) return fail(c, "'type' is an empty array");
-    for (size_t i = 0; i < n; i++) {
-        json_t *x = json_is_array(t) ? json_array_get(t, i) : t;
-        if (!json_is_string(x)) return fail(c, "'type' must be a string or an array of strings");
-        unsigned bit = 0;
-        for (int k = 0; k < 7; k++)
-            if (!strcmp(json_string_value(x), TYPE_NAMES[k])) bit = 1u << k;
-        if (!bit) return fail(c, "unknown type '%.60s'", json_string_value(x));
-        *out |= bit;
-    }
-    if (*out & T_NUMBER) *out &= ~(unsigned)T_INTEGER; // number covers integer
-    return true;
-}
-
-static const char *visit_enum(struct conv *c, json_t *s, const char *hint, unsigned types) {
-    json_t *cst = json_object_get(s, "const"), *en = json_object_get(s, "enum");
-    static const char *const ok[] = {"type", "enum", "const", NULL};
-    if (!only_keywords(c, s, ok, "'enum'/'const'")) return NULL;
-    if (en && !json_is_array(en)) return fail(c, "'enum' must be an array"), NULL;
-    struct lm_gbnf_buf b;
-    buf_init(&b);
-    int n = 0;
-    size_t ne = en ? json_array_size(en) : 0;
-    for (size_t i = 0; i < (cst ? 1 : ne); i++) {
-        json_t *v = cst ? cst : json_array_get(en, i);
-        if (types && !value_has_type(v, types)) continue;
-        if (cst && en) { // both: the const only if the enum has it
-            bool found = false;
-            for (size_t j = 0; j < ne && !found; j++) found = json_equal(json_array_get(en, j), cst);
-            if (!found) continue;
-        }
-        if (n++) lm_gbnf_buf_puts(&b, " | ");
-        put_literal(&b, v);
-    }
-    if (!n) {
-        free(b.p);
-        return fail(c, "no value of 'enum'/'const' satisfies the schema"), NULL;
-    }
-    const char *r = rule_for(c, hint, &b);
-    free(b.p);
-    return r;
-}
-
-// Both a and b must hold: one schema with the keywords of both (a new reference; NULL after
-// fail). Exact where the keywords are independent: a keyword on one side is copied, `required`
-// unites, `type` intersects, bounds take the tighter, `properties` merge per key; keywords that
-// read each other (`additionalProperties` beside `properties`, `items` beside `prefixItems`)
-// may not be split across the two, and two different values of any other keyword are refused.
-static json_t *merge_schemas(struct conv *c, json_t *a, json_t *b, int depth) {
-    static const char *const pairs[][2] = {{"properties", "additionalProperties"},
-                                           {"prefixItems", "items"},
-                                           {"items", "additionalItems"}};
-    static const char *const lower[] = {"minimum", "exclusiveMinimum", "minLength", "minItems", NULL};
-    static const char *const upper[] = {"maximum", "exclusiveMaximum", "maxLength", "maxItems", NULL};
-    if (depth > 16) return fail(c, "schemas merged deeper than 16"), NULL;
-    if (lm_now_ns() > c->deadline) // merges copy: many of them must not outlast the bound
-        return fail(c, "conversion exceeds %d ms (LM_SCHEMA_MAX_MS)", LM_SCHEMA_MAX_MS), NULL;
-    if (json_is_true(b)) return json_incref(a);
-    if (json_is_true(a)) return json_incref(b);
-    if (!json_is_object(a) || !json_is_object(b)) return fail(c, "a schema that must hold beside another is false or not a schema"), NULL;
-    if (json_object_get(a, "$ref") || json_object_get(b, "$ref"))
-        return fail(c, "'$ref' in a schema merged with its siblings is not supported"), NULL;
-    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++)
-        for (int side = 0; side < 2; side++) {
-            json_t *x = side ? b : a, *y = side ? a : b;
-            if (json_object_get(x, pairs[i][0]) && json_object_get(y, pairs[i][1]) && !json_object_get(x, pairs[i][1]))
-                return fail(c, "'%s' and '%s' from two schemas that must both hold are not supported",
-                            pairs[i][0], pairs[i][1]), NULL;
-        }
-    json_t *m = json_copy(a);
-    if (!m) return nomem(c), NULL;
-    const char *k;
-    json_t *v;
-    json_object_foreach(b, k, v) {
-        json_t *have = json_object_get(m, k);
-        if (in_list(ANNOTATIONS, k) && have) continue;
-        if (!have) {
-            if (json_object_set(m, k, v)) goto oom;
-        } else if (json_equal(have, v)) {
-        } else if (!strcmp(k, "required") && json_is_array(have) && json_is_array(v)) {
-            json_t *r = json_copy(have);
-            if (!r || json_array_extend(r, v) || json_object_set_new(m, k, r)) goto oom;
-        } else if (!strcmp(k, "type")) {
-            unsigned ta = 0, tb = 0;
-            json_t *ta_s = json_object(), *tb_s = json_object();
-            if (!ta_s || !tb_s) goto oom;
-            json_object_set(ta_s, "type", have), json_object_set(tb_s, "type", v);
-            bool ok = get_types(c, ta_s, &ta) && get_types(c, tb_s, &tb);
-            json_decref(ta_s), json_decref(tb_s);
-            if (!ok) goto failed;
-            if ((ta & T_NUMBER) && (tb & T_INTEGER)) ta |= T_INTEGER; // number meets integer
-            if ((tb & T_NUMBER) && (ta & T_INTEGER)) tb |= T_INTEGER;
-            unsigned t = ta & tb;
-            if (!t) {
-                fail(c, "no value has the types of two schemas that must both hold");
-                goto failed;
-            }
-            json_t *arr = json_array();
-            if (!arr) goto oom;
-            for (int i = 0; i < 7; i++)
-                if (t & (1u << i)) json_array_append_new(arr, json_string(TYPE_NAMES[i]));
-            if (json_object_set_new(m, k, arr)) goto oom;
-        } else if ((in_list(lower, k) || in_list(upper, k)) && json_is_number(have) && json_is_number(v)) {
-            bool lo = in_list(lower, k);
-            double x = json_number_value(have), y = json_number_value(v);
-            if (lo ? y > x : y < x) json_object_set(m, k, v);
-        } else if (!strcmp(k, "properties") && json_is_object(have) && json_is_object(v)) {
-            json_t *p = json_copy(have);
-            if (!p) goto oom;
-            const char *pk;
-            json_t *pv;
-            json_object_foreach(v, pk, pv) {
-                json_t *ph = json_object_get(p, pk);
-                json_t *mm = ph ? merge_schemas(c, ph, pv, depth + 1) : json_incref(pv);
-                if (!mm || json_object_set_new(p, pk, mm)) {
-                    json_decref(p);
-                    if (c->failed) goto failed;
-                    goto oom;
-                }
-            }
-            if (json_object_set_new(m, k, p)) goto oom;
-        } else {
-            fail(c, "keyword '%.60s' with different values in two schemas that must both hold is not supported", k);
-            goto failed;
-        }
-    }
-    return m;
-oom:
-    nomem(c);
-failed:
-    json_decref(m);
-    return NULL;
-}
-
-static const char *visit_any_of(struct conv *c, json_t *s, const char *hint, const char *kw) {
-    json_t *alts = json_object_get(s, kw);
-    if (!json_is_array(alts) || !json_array_size(alts))
-        return fail(c, "'%s' must be a non-empty array of schemas", kw), NULL;
-    if (json_object_get(s, "anyOf") && json_object_get(s, "oneOf"))
-        return fail(c, "'anyOf' beside 'oneOf' is not supported"), NULL;
-    // sibling keywords hold in every alternative: merged into each
-    json_t *sib = json_object();
-    if (!sib) return nomem(c), NULL;
-    const char *k;
-    json_t *v;
-    json_object_foreach(s, k, v) {
-        if (strcmp(k, kw) && !in_list(ANNOTATIONS, k)) json_object_set(sib, k, v);
-    }
-    struct lm_gbnf_buf b;
-    buf_init(&b);
-    for (size_t i = 0; i < json_array_size(alts); i++) {
-        char h[96];
-        snprintf(h, sizeof h, "%.40s-%zu", hint, i);
-        json_t *a = json_array_get(alts, i), *merged = NULL;
-        if (json_is_false(a)) continue;
-        if (json_object_size(sib)) {
-            size_t old = path_push(c, kw);
-            path_push_i(c, (size_t)i);
-            merged = merge_schemas(c, sib, a, 0);
-            path_pop(c, old);
-            if (!merged) {
-                free(b.p);
-                json_decref(sib);
-                return NULL;
-            }
-            a = merged;
-        }
-        const char *r = visit_child(c, a, kw, (long)i, h, false);
-        json_decref(merged);
-        if (!r) {
-            free(b.p);
-            json_decref(sib);
-            return NULL;
-        }
-        if (b.n) lm_gbnf_buf_puts(&b, " | ");
-        lm_gbnf_buf_puts(&b, r);
-    }
-    json_decref(sib);
-    if (!b.n) {
-        free(b.p);
-        return fail(c, "every alternative of '%s' is false", kw), NULL;
-    }
-    const char *r = rule_for(c, hint, &b);
-    free(b.p);
-    return r;
-}
-
-// allOf: one member is that member; several merge when they are object schemas
-// (properties united, required united, additionalProperties false intersects the keys).
-static const char *visit_all_of(struct conv *c, json_t *s, const char *hint) {
-    json_t *all = json_object_get(s, "allOf");
-    if (!json_is_array(all) || !json_array_size(all))
-        return fail(c, "'allOf' must be a non-empty array of schemas"), NULL;
-    static const char *const allow_obj[] = {"allOf", "type", "properties", "required",
-                                            "additionalProperties", NULL};
-    static const char *const allow_one[] = {"allOf", NULL};
-    if (json_array_size(all) == 1 && has_any(s, allow_obj + 1) == false) {
-        if (!only_keywords(c, s, allow_one, "'allOf'")) return NULL;
-        return visit_child(c, json_array_get(all, 0), "allOf", 0, hint, false);
-    }
-    // members that are not object schemas: fold them with merge_schemas
-    bool objects = true;
-    for (size_t i = 0; i <= json_array_size(all) && objects; i++) {
-        json_t *x = i < json_array_size(all) ? json_array_get(all, i) : s;
-        if (!json_is_object(x) || json_object_get(x, "$ref")) continue;
-        unsigned t = 0;
-        json_t *ty = json_object_get(x, "type");
-        if (ty && json_is_string(ty) && strcmp(json_string_value(ty), "object")) objects = false;
-        const char *k;
-        json_t *v;
-        json_object_foreach(x, k, v) objects &= in_list(ANNOTATIONS, k) || in_list(allow_obj, k);
-        (void)t;
-    }
-    if (!objects) {
-        json_t *acc = json_object();
-        if (!acc) return nomem(c), NULL;
-        const char *k;
-        json_t *v;
-        json_object_foreach(s, k, v) {
-            if (strcmp(k, "allOf") && !in_list(ANNOTATIONS, k)) json_object_set(acc, k, v);
-        }
-        for (size_t i = 0; i < json_array_size(all) && acc; i++) {
-            size_t old = path_push(c, "allOf");
-            path_push_i(c, i);
-            json_t *x = json_array_get(all, i);
-            for (int hop = 0; json_is_object(x) && json_object_get(x, "$ref") && hop < 16 && !c->failed; hop++) {
-                json_t *ref = json_object_get(x, "$ref");
-                if (json_object_size(x) != 1 || !json_is_string(ref)) {
-                    fail(c, "'$ref' beside other keywords in an 'allOf' member is not supported");
-                    break;
-                }
-                x = resolve(c, json_string_value(ref));
-            }
-            json_t *n = c->failed ? NULL : merge_schemas(c, acc, x, 0);
-            path_pop(c, old);
-            json_decref(acc);
-            acc = n;
-        }
-        const char *r = acc ? visit(c, acc, hint) : NULL;
-        json_decref(acc);
-        return c->failed ? NULL : r;
-    }
-    json_t *m = json_object(), *props = json_object(), *req = json_array();
-    json_t **closed = calloc(json_array_size(all) + 1, sizeof(json_t *)); // members' closed key sets
-    const char *res = NULL;
-    int n_closed = 0;
-    if (!m || !props || !req || !closed) {
-        nomem(c);
-        goto done;
-    }
-    for (size_t i = 0; i <= json_array_size(all); i++) {
-        json_t *x = i < json_array_size(all) ? json_array_get(all, i) : s;
-        size_t old = path_push(c, "allOf");
-        if (x != s) path_push_i(c, i);
-        for (int hop = 0; x != s && json_is_object(x) && json_object_get(x, "$ref"); hop++) {
-            json_t *ref = json_object_get(x, "$ref");
-            if (hop == 16 || !json_is_string(ref)) {
-                fail(c, "'$ref' chain in 'allOf' too long or not a string");
-                break;
-            }
-            if (!only_keywords(c, x, (const char *const[]){"$ref", NULL}, "'$ref'")) break;
-            x = resolve(c, json_string_value(ref));
-        }
-        if (!c->failed && !json_is_object(x)) fail(c, "an 'allOf' member must be an object schema");
-        if (!c->failed) {
-            unsigned t = 0;
-            if (get_types(c, x, &t) && t && t != T_OBJECT) fail(c, "'allOf' merges object schemas only");
-        }
-        if (!c->failed) only_keywords(c, x, x == s ? allow_obj : allow_obj + 1, "'allOf' (only object schemas merge)");
-        json_t *p = json_object_get(x, "properties"), *r = json_object_get(x, "required");
-        json_t *a = json_object_get(x, "additionalProperties");
-        if (!c->failed && ((p && !json_is_object(p)) || (r && !json_is_array(r))))
-            fail(c, "'properties' must be an object and 'required' an array");
-        if (!c->failed && a && !json_is_false(a))
-            fail(c, "'additionalProperties' other than false in an 'allOf' member is not supported");
-        const char *k;
-        json_t *v;
-        if (!c->failed && p) json_object_foreach(p, k, v) {
-                json_t *had = json_object_get(props, k);
-                if (had && !json_equal(had, v)) {
-                    fail(c, "property '%.100s' is defined differently by two 'allOf' members", k);
-                    break;
-                }
-                json_object_set(props, k, v);
-            }
-        for (size_t j = 0; !c->failed && r && j < json_array_size(r); j++) json_array_append(req, json_array_get(r, j));
-        if (!c->failed && a) closed[n_closed++] = p; // NULL: no key allowed
-        path_pop(c, old);
-        if (c->failed) goto done;
-    }
-    if (n_closed) { // keep the keys every closed member allows
-        const char *k;
-        json_t *v;
-        void *tmp;
-        json_object_foreach_safe(props, tmp, k, v) {
-            for (int i = 0; i < n_closed; i++)
-                if (!closed[i] || !json_object_get(closed[i], k)) {
-                    json_object_del(props, k);
-                    break;
-                }
-        }
-        json_object_set_new(m, "additionalProperties", json_false());
-    }
-    json_object_set_new(m, "type", json_string("object"));
-    json_object_set(m, "properties", props);
-    json_object_set(m, "required", req);
-    res = visit_object(c, m, hint);
-done:
-    json_decref(m), json_decref(props), json_decref(req);
-    free(closed);
-    return c->failed ? NULL : res;
-}
-
 // ---------------------------------------------------------------- one subschema
 
-static const char *visit(struct conv *c, json_t *s, const char *hint) {
+const char *sc_visit(struct conv *c, json_t *s, const char *hint) {
     if (c->failed) return NULL;
     if (++c->nodes > LM_SCHEMA_MAX_NODES)
-        return fail(c, "more than %d subschemas visited (LM_SCHEMA_MAX_NODES)", LM_SCHEMA_MAX_NODES), NULL;
+        return sc_fail(c, "more than %d subschemas visited (LM_SCHEMA_MAX_NODES)", LM_SCHEMA_MAX_NODES), NULL;
     if (lm_now_ns() > c->deadline)
-        return fail(c, "conversion exceeds %d ms (LM_SCHEMA_MAX_MS)", LM_SCHEMA_MAX_MS), NULL;
+        return sc_fail(c, "conversion exceeds %d ms (LM_SCHEMA_MAX_MS)", LM_SCHEMA_MAX_MS), NULL;
     if (c->depth >= LM_SCHEMA_MAX_DEPTH)
-        return fail(c, "schema nested deeper than %d (LM_SCHEMA_MAX_DEPTH)", LM_SCHEMA_MAX_DEPTH), NULL;
-    if (json_is_true(s)) return prim(c, "value");
-    if (json_is_false(s)) return fail(c, "schema false accepts no value"), NULL;
-    if (!json_is_object(s)) return fail(c, "a schema must be an object or a boolean"), NULL;
+        return sc_fail(c, "schema nested deeper than %d (LM_SCHEMA_MAX_DEPTH)", LM_SCHEMA_MAX_DEPTH), NULL;
+    if (json_is_true(s)) return sc_prim(c, "value");
+    if (json_is_false(s)) return sc_fail(c, "schema false accepts no value"), NULL;
+    if (!json_is_object(s)) return sc_fail(c, "a schema must be an object or a boolean"), NULL;
     const char *k;
     json_t *v;
     json_object_foreach(s, k, v) {
-        if (!in_list(ANNOTATIONS, k) && !in_list(KNOWN, k))
-            return fail(c, "unsupported keyword '%.60s'", k), NULL;
+        if (!sc_in_list(sc_annotations, k) && !sc_in_list(KNOWN, k))
+            return sc_fail(c, "unsupported keyword '%.60s'", k), NULL;
     }
     c->depth++;
     const char *r = NULL;
@@ -1524,39 +614,39 @@ static const char *visit(struct conv *c, json_t *s, const char *hint) {
         bool plain = true;
         const char *k2;
         json_t *v2;
-        json_object_foreach(s, k2, v2) plain &= !strcmp(k2, "$ref") || in_list(ANNOTATIONS, k2);
+        json_object_foreach(s, k2, v2) plain &= !strcmp(k2, "$ref") || sc_in_list(sc_annotations, k2);
         (void)ok;
         if (!json_is_string(ref)) {
-            fail(c, "'$ref' must be a string");
+            sc_fail(c, "'$ref' must be a string");
         } else if (plain) {
             r = ref_rule(c, json_string_value(ref));
         } else { // siblings hold too (2019-09 on): merged into a copy of the target
-            json_t *target = resolve(c, json_string_value(ref)), *sib = json_object(), *m = NULL;
-            if (!sib) nomem(c);
+            json_t *target = sc_resolve(c, json_string_value(ref)), *sib = json_object(), *m = NULL;
+            if (!sib) sc_nomem(c);
             json_object_foreach(s, k2, v2) {
-                if (sib && strcmp(k2, "$ref") && !in_list(ANNOTATIONS, k2)) json_object_set(sib, k2, v2);
+                if (sib && strcmp(k2, "$ref") && !sc_in_list(sc_annotations, k2)) json_object_set(sib, k2, v2);
             }
-            if (target && sib && !c->failed) m = merge_schemas(c, sib, target, 0);
-            if (m) r = visit(c, m, hint);
+            if (target && sib && !c->failed) m = sc_merge_schemas(c, sib, target, 0);
+            if (m) r = sc_visit(c, m, hint);
             json_decref(m);
             json_decref(sib);
         }
     } else if (json_object_get(s, "anyOf")) {
-        r = visit_any_of(c, s, hint, "anyOf");
+        r = sc_visit_any_of(c, s, hint, "anyOf");
     } else if (json_object_get(s, "oneOf")) {
-        r = visit_any_of(c, s, hint, "oneOf"); // exclusivity is not enforced
+        r = sc_visit_any_of(c, s, hint, "oneOf"); // exclusivity is not enforced
     } else if (json_object_get(s, "allOf")) {
-        r = visit_all_of(c, s, hint);
-    } else if (!get_types(c, s, &types)) {
+        r = sc_visit_all_of(c, s, hint);
+    } else if (!sc_get_types(c, s, &types)) {
         r = NULL;
     } else if (json_object_get(s, "enum") || json_object_get(s, "const")) {
-        r = visit_enum(c, s, hint, types);
+        r = sc_visit_enum(c, s, hint, types);
     } else {
         if (!types) { // no type: the types the keywords speak of, else any value
-            if (has_any(s, OBJECT_KW)) types |= T_OBJECT;
-            if (has_any(s, ARRAY_KW)) types |= T_ARRAY;
-            if (has_any(s, STRING_KW)) types |= T_STRING;
-            if (has_any(s, NUMBER_KW)) types |= T_NUMBER;
+            if (sc_has_any(s, OBJECT_KW)) types |= T_OBJECT;
+            if (sc_has_any(s, ARRAY_KW)) types |= T_ARRAY;
+            if (sc_has_any(s, STRING_KW)) types |= T_STRING;
+            if (sc_has_any(s, NUMBER_KW)) types |= T_NUMBER;
             if (!types) types = T_NULL | T_BOOL | T_OBJECT | T_ARRAY | T_NUMBER | T_STRING;
         }
         const char *alt[7];
@@ -1564,31 +654,31 @@ static const char *visit(struct conv *c, json_t *s, const char *hint) {
         for (int t = 0; t < 7 && !c->failed; t++) {
             if (!(types & (1u << t))) continue;
             char h[96];
-            if (types & (types - 1)) hint_join(h, sizeof h, hint, TYPE_NAMES[t]);
+            if (types & (types - 1)) sc_hint_join(h, sizeof h, hint, sc_type_names[t]);
             else snprintf(h, sizeof h, "%s", hint);
             const char *x = NULL;
             switch (1u << t) {
-            case T_NULL: x = prim(c, "null"); break;
-            case T_BOOL: x = prim(c, "boolean"); break;
-            case T_OBJECT: x = visit_object(c, s, h); break;
-            case T_ARRAY: x = visit_array(c, s, h); break;
-            case T_STRING: x = visit_string(c, s, h); break;
-            case T_NUMBER: x = visit_number(c, s, h, false); break;
-            case T_INTEGER: x = visit_number(c, s, h, true); break;
+            case T_NULL: x = sc_prim(c, "null"); break;
+            case T_BOOL: x = sc_prim(c, "boolean"); break;
+            case T_OBJECT: x = sc_visit_object(c, s, h); break;
+            case T_ARRAY: x = sc_visit_array(c, s, h); break;
+            case T_STRING: x = sc_visit_string(c, s, h); break;
+            case T_NUMBER: x = sc_visit_number(c, s, h, false); break;
+            case T_INTEGER: x = sc_visit_number(c, s, h, true); break;
             }
             if (x) alt[n++] = x;
         }
         if (!c->failed && n == 6 && types == (T_NULL | T_BOOL | T_OBJECT | T_ARRAY | T_NUMBER | T_STRING) &&
             !strcmp(alt[2], "object") && !strcmp(alt[3], "array") && !strcmp(alt[4], "number") &&
             !strcmp(alt[5], "string")) {
-            r = prim(c, "value");
+            r = sc_prim(c, "value");
         } else if (!c->failed && n == 1) {
             r = alt[0];
         } else if (!c->failed) {
             struct lm_gbnf_buf b;
-            buf_init(&b);
+            sc_buf_init(&b);
             for (int i = 0; i < n; i++) lm_gbnf_buf_printf(&b, i ? " | %s" : "%s", alt[i]);
-            r = rule_for(c, hint, &b);
+            r = sc_rule_for(c, hint, &b);
             free(b.p);
         }
     }
@@ -1625,7 +715,7 @@ enum lm_status lm_json_schema_to_gbnf(const char *schema, size_t len, char **gbn
     // the document is the target "#", so {"$ref": "#"} recurses into the rule "root"
     c.guarded = false;
     const char *root = ref_rule(&c, "#");
-    if (root && strcmp(root, "root")) fail(&c, "internal: root rule named '%s'", root);
+    if (root && strcmp(root, "root")) sc_fail(&c, "internal: root rule named '%s'", root);
     if (!c.failed) check_ref_cycles(&c);
     if (c.failed) {
         st = !strncmp(lm_error_msg(), "json schema: out of memory", 26) ? LM_ERR_NOMEM : LM_ERR_ARG;
