@@ -357,6 +357,13 @@ struct lm_sampler_params lm_sampler_params_default(void);
 int32_t lm_sampler_verify(struct lm_sampler *s, const float *logits, int32_t draft, const float *q,
                           bool *accepted);
 
+// ---------------------------------------------------------------- structured output
+
+// JSON Schema (text) -> GBNF text (root rule "root"), malloc'd, NUL-terminated. LM_ERR_ARG with one
+// message naming the JSON pointer and the keyword for an unsupported keyword or value, a bad
+// schema, or an exceeded limit (depth, size, compile time). Never ignores a keyword silently.
+enum lm_status lm_json_schema_to_gbnf(const char *schema, size_t len, char **gbnf, size_t *n_gbnf);
+
 // ---------------------------------------------------------------- engine (scheduler)
 // The engine loop that serves many requests on one context: requests are queued,
 // admitted while sequences and KV blocks allow, and run in steps. Each step decodes one
@@ -492,13 +499,6 @@ struct lm_engine_stats {
 void lm_engine_stats(struct lm_engine *e, struct lm_engine_stats *out);
 // The engine's context, for single-threaded use with step mode only (profiling, tests).
 struct lm_context *lm_engine_context(struct lm_engine *e);
-
-// ---------------------------------------------------------------- structured output
-
-// JSON Schema (text) -> GBNF text (root rule "root"), malloc'd, NUL-terminated. LM_ERR_ARG with one
-// message naming the JSON pointer and the keyword for an unsupported keyword or value, a bad
-// schema, or an exceeded limit (depth, size, compile time). Never ignores a keyword silently.
-enum lm_status lm_json_schema_to_gbnf(const char *schema, size_t len, char **gbnf, size_t *n_gbnf);
 
 // ---------------------------------------------------------------- machine
 // For programs that time lumen or measure the machine the way lumen loads it (lumen bench).
