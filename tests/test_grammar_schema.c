@@ -84,6 +84,7 @@ static void test_keywords(void) {
     ok_has("{\"type\":\"string\",\"format\":\"date-time\"}", "date-time ::= date \"T\" time", NULL);
     ok_has("{\"type\":\"string\",\"format\":\"time\"}", "time ::=", NULL);
     ok_has("{\"type\":\"string\",\"format\":\"uuid\"}", "uuid ::= [0-9a-f]{8}", NULL);
+    ok_has("{\"type\":\"string\",\"format\":\"ipv4\"}", "root ::= format-ipv4", "octet ::= \"25\" [0-5]", NULL);
     ok_has("{\"type\":\"integer\",\"minimum\":0,\"maximum\":150}",
            "(([0-9] | [1-9] [0-9] | \"1\" ([0-4] [0-9] | \"5\" \"0\")))", NULL);
     ok_has("{\"type\":\"integer\",\"exclusiveMinimum\":-3,\"maximum\":-1}", "\"-\" (([1-2]))", NULL);

@@ -250,6 +250,9 @@ static const struct {
     {"format-time", "\"\\\"\" time \"\\\"\""},
     {"format-date-time", "\"\\\"\" date-time \"\\\"\""},
     {"format-uuid", "\"\\\"\" uuid \"\\\"\""},
+    {"ipv4", "octet \".\" octet \".\" octet \".\" octet"},
+    {"octet", "\"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9] [0-9] | [1-9] [0-9] | [0-9]"},
+    {"format-ipv4", "\"\\\"\" ipv4 \"\\\"\""},
 };
 #define N_PRIMS (int)(sizeof PRIMS / sizeof PRIMS[0])
 
@@ -258,7 +261,9 @@ static const char *const PRIM_DEPS[][4] = {
     [7] = {"string", "value"}, [8] = {"value"},
     [10] = {"year", "leap-year", "month-day"}, [15] = {"date", "time"},
     [17] = {"date"}, [18] = {"time"}, [19] = {"date-time"}, [20] = {"uuid"},
+    [21] = {"octet"}, [23] = {"ipv4"},
 };
+_Static_assert(sizeof PRIM_DEPS / sizeof PRIM_DEPS[0] == N_PRIMS, "one PRIM_DEPS row per PRIMS entry");
 
 // The primitive rule `name` (and the ones it uses), added once.
 const char *sc_prim(struct conv *c, const char *name) {

@@ -395,9 +395,9 @@ const char *sc_visit_string(struct conv *c, json_t *s, const char *hint) {
         if (!json_is_string(fmt)) return sc_fail(c, "'format' must be a string"), NULL;
         if (pat || lens) return sc_fail(c, "'format' with 'pattern', 'minLength' or 'maxLength' is not supported"), NULL;
         const char *f = json_string_value(fmt);
-        static const char *const FORMATS[] = {"date", "time", "date-time", "uuid", NULL};
+        static const char *const FORMATS[] = {"date", "time", "date-time", "uuid", "ipv4", NULL};
         if (!sc_in_list(FORMATS, f))
-            return sc_fail(c, "unsupported format '%.60s' (supported: date, time, date-time, uuid)", f), NULL;
+            return sc_fail(c, "unsupported format '%.60s' (supported: date, time, date-time, uuid, ipv4)", f), NULL;
         char name[32];
         snprintf(name, sizeof name, "format-%s", f);
         return sc_prim(c, name);
