@@ -408,6 +408,11 @@ int32_t lm_grammar_matcher_forced(struct lm_grammar_matcher *m, int32_t *out, in
 #define LM_GRAMMAR_MAX_ROLLBACK 64
 bool lm_grammar_matcher_rollback(struct lm_grammar_matcher *m, int32_t n);
 
+// JSON Schema (text) -> GBNF text (root rule "root"), malloc'd, NUL-terminated. LM_ERR_ARG with one
+// message naming the JSON pointer and the keyword for an unsupported keyword or value, a bad
+// schema, or an exceeded limit (depth, size, compile time). Never ignores a keyword silently.
+enum lm_status lm_json_schema_to_gbnf(const char *schema, size_t len, char **gbnf, size_t *n_gbnf);
+
 // ---------------------------------------------------------------- engine (scheduler)
 // The engine loop that serves many requests on one context: requests are queued,
 // admitted while sequences and KV blocks allow, and run in steps. Each step decodes one
