@@ -344,6 +344,11 @@ int32_t lm_sampler_top_k_need(const struct lm_sampler *s);
 // lm_sampler_sample would draw from the whole row, and the same RNG step. -1 (LM_ERR_ARG) if
 // n < lm_sampler_top_k_need(s) or the chain needs every logit.
 int32_t lm_sampler_sample_top_k(struct lm_sampler *s, const struct lm_token_logit *top, int32_t n);
+// The chain on the tokens allowed by mask, a bitset of (n_vocab + 31) / 32 words (bit (id & 31)
+// of word id >> 5; lm_grammar_matcher_fill_mask): the others count as logit -inf, so none is
+// ever drawn. -1 (LM_ERR_ARG) when the mask allows no token, (LM_ERR_NOMEM) without memory for
+// the masked row (allocated at the first call).
+int32_t lm_sampler_sample_masked(struct lm_sampler *s, const float *logits, const uint32_t *mask);
 void lm_sampler_accept(struct lm_sampler *s, int32_t token); // feeds the repetition window
 struct lm_sampler_params lm_sampler_params_default(void);
 // Speculative verification of a drafted token (docs/speculative.md): returns the token to
