@@ -362,6 +362,57 @@ struct lm_sampler_params lm_sampler_params_default(void);
 int32_t lm_sampler_verify(struct lm_sampler *s, const float *logits, int32_t draft, const float *q,
                           bool *accepted);
 
+// ---------------------------------------------------------------- structured output
+// Grammars in llama.cpp's GBNF (docs/structured.md) constrain generation: a matcher follows the
+// text generated so far and gives, before each token, the set of tokens that keep the text a
+// prefix of a sentence of the grammar (end-of-generation tokens: once the text is a sentence).
+
+struct lm_grammar; // compiled for one tokenizer; immutable, shared by any threads; refcounted
+
+struct lm_grammar_options {
+    const char *root;            // start rule (NULL: "root")
+    // Lazy grammar (tool_choice auto): generation is free until one of the trigger strings
+    // appears in the output; the grammar then matches the output from the trigger's first
+    // byte (so the grammar's root starts with the trigger). n_triggers 0: constrained from the
+    // first token.
+    const char *const *triggers;
+    int32_t n_triggers;
+    // Limits against hostile grammars (0: the defaults, documented in docs/structured.md):
+    size_t max_rules;            // rules after expanding repetitions
+    uint64_t max_compile_ms;     // wall time of compiling (LM_ERR_ARG "... exceeds ... ms")
+};
+struct lm_grammar_options lm_grammar_options_default(void);
+
+// Compiles GBNF text for tokenizer t. LM_ERR_ARG with one message naming line and column of a
+// syntax error, an undefined or unused-but-missing rule, left recursion, a rule that can reach
+// no end, or an exceeded limit. *out is NULL on failure.
+enum lm_status lm_grammar_compile(struct lm_grammar **out, const struct lm_tokenizer *t,
+                                  const char *gbnf, size_t len,
+                                  const struct lm_grammar_options *opt);
+struct lm_grammar *lm_grammar_ref(struct lm_grammar *g); // +1 reference, returns g
+void lm_grammar_free(struct lm_grammar *g);              // -1 reference; NULL is fine
+
+// One sequence's position in a grammar: used by one thread at a time.
+struct lm_grammar_matcher;
+enum lm_status lm_grammar_matcher_init(struct lm_grammar_matcher **out, struct lm_grammar *g);
+void lm_grammar_matcher_free(struct lm_grammar_matcher *m);
+// The allowed tokens as a bitset of (n_vocab + 31) / 32 words, bit (id & 31) of word id >> 5.
+// End-of-generation tokens are allowed iff the text so far is a sentence of the grammar.
+// Lazy grammar before its trigger: every token.
+void lm_grammar_matcher_fill_mask(struct lm_grammar_matcher *m, uint32_t *bits);
+// Advances by one token: false (state unchanged) if the token is not allowed.
+bool lm_grammar_matcher_accept(struct lm_grammar_matcher *m, int32_t token);
+bool lm_grammar_matcher_can_end(const struct lm_grammar_matcher *m); // the text is a sentence
+// The text can continue no further (a sentence and nothing may follow): the request is done.
+bool lm_grammar_matcher_is_done(const struct lm_grammar_matcher *m);
+// Jump-forward: up to max tokens that are each the only allowed token at its step from here
+// (a forced run: the rest of a key, "\": \"", closing brackets), written to out, not accepted.
+int32_t lm_grammar_matcher_forced(struct lm_grammar_matcher *m, int32_t *out, int32_t max);
+// Undoes the last n accepted tokens (speculative rejection); false if n exceeds
+// LM_GRAMMAR_MAX_ROLLBACK or the tokens accepted.
+#define LM_GRAMMAR_MAX_ROLLBACK 64
+bool lm_grammar_matcher_rollback(struct lm_grammar_matcher *m, int32_t n);
+
 // ---------------------------------------------------------------- engine (scheduler)
 // The engine loop that serves many requests on one context: requests are queued,
 // admitted while sequences and KV blocks allow, and run in steps. Each step decodes one
