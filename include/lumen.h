@@ -560,6 +560,13 @@ void lm_engine_stats(struct lm_engine *e, struct lm_engine_stats *out);
 // The engine's context, for single-threaded use with step mode only (profiling, tests).
 struct lm_context *lm_engine_context(struct lm_engine *e);
 
+// ---------------------------------------------------------------- structured output
+
+// JSON Schema (text) -> GBNF text (root rule "root"), malloc'd, NUL-terminated. LM_ERR_ARG with one
+// message naming the JSON pointer and the keyword for an unsupported keyword or value, a bad
+// schema, or an exceeded limit (depth, size, compile time). Never ignores a keyword silently.
+enum lm_status lm_json_schema_to_gbnf(const char *schema, size_t len, char **gbnf, size_t *n_gbnf);
+
 // ---------------------------------------------------------------- machine
 // For programs that time lumen or measure the machine the way lumen loads it (lumen bench).
 
