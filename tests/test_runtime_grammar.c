@@ -32,8 +32,8 @@ static struct lm_model *g_m;
 
 // a person record: keys the grammar forces, free text and digits between
 static const char k_gbnf[] =
-    "root   ::= \"{\" ws \"\\\"name\\\":\" ws string \",\" ws \"\\\"age\\\":\" ws age \",\" ws\n"
-    "           \"\\\"city\\\":\" ws string \",\" ws \"\\\"tags\\\":\" ws tags ws \"}\"\n"
+    "root   ::= \"{\" ws \"\\\"name\\\":\" ws string \",\" ws \"\\\"age\\\":\" ws age \",\" ws (\n"
+    "           \"\\\"city\\\":\" ws string \",\" ws \"\\\"tags\\\":\" ws tags ws \"}\" )\n"
     "string ::= \"\\\"\" [a-zA-Z .,'-]{1,24} \"\\\"\"\n"
     "age    ::= [1-9] [0-9]?\n"
     "tags   ::= \"[\" ws ( string ( \",\" ws string ){0,3} )? ws \"]\"\n"
@@ -131,9 +131,11 @@ int main(void) {
            "compile: %s", lm_error_msg());
     if (!g) return lm_test_finish();
 
-    // the requests: 4 prompts x (greedy, seeded, greedy + lookup, greedy + a bias against '"')
-    enum { NR = 4 * NPR };
-    struct lm_request_params rps[NR];
+    // the requests: 4 prompts (2 in the sanitizer and generic-kernel passes) x (greedy, seeded
+    // with logprobs, greedy + lookup, greedy + a bias against '"')
+    const char *qk = getenv("LUMEN_TEST_QUICK");
+    const int NR = (qk && *qk && strcmp(qk, "0") ? 2 : NPR) * 4;
+    struct lm_request_params rps[4 * NPR];
     int32_t *pr[NPR];
     int pn[NPR];
     int32_t bias_tok[1] = {-1};
@@ -164,7 +166,7 @@ int main(void) {
     }
 
     // alone on an engine each, then all at once, then in a pool that preempts
-    static struct rec ref[NR], alone[NR], together[NR], tight[NR];
+    static struct rec ref[4 * NPR], alone[4 * NPR], together[4 * NPR], tight[4 * NPR];
     uint64_t forced = 0;
     for (int i = 0; i < NR; i++) {
         plain(g, pr[i / 4], pn[i / 4], &rps[i], &ref[i]);

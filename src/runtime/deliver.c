@@ -58,7 +58,7 @@ bool lm_deliver_token(struct lm_engine *e, struct lm_req *r, int32_t row, uint64
         r->mask_ready = false;
         n_top = n_top > 0 ? lm_sampler_filter_top_k(top, n_top, r->mask, e->top_kept) : 0;
         top = e->top_kept;
-        if (n_top < r->top_need || (draft >= 0 && q)) {
+        if (n_top == 0 || n_top < r->top_need || (draft >= 0 && q)) { // the masked row
             int32_t allowed = 0;
             if (!(ls = lm_sampler_masked_row(r->smp, lg, r->mask, &allowed)) || allowed == 0) {
                 lm_req_finish(e, r, LM_FINISH_ERROR, -1, NULL,
