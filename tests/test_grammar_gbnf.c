@@ -80,8 +80,16 @@ int main(void) {
     refuses("root ::= [^\\x00-\\U0010FFFF]", "can derive no finite string");
     refuses("root ::= \"\\xff\xff\"", "invalid UTF-8");
     refuses("root ::= \"a\"\n  \"b\"", "2:3: expected a rule name");
-    refuses("root ::= <token>", "expected a newline");
+    refuses("root ::= <token>", "1:10: token references (<...>) are not supported");
+    refuses("root ::= \"a\" ]", "1:14: expected a newline");
     refuses("", "no rule named 'root'");
+    // truncated
+    refuses("root ::", "1:6: expected '::='");
+    refuses("root ::= (\"a\" |", "expected ')'");
+    refuses("root ::= [a-", "1:10: unterminated character class");
+    refuses("root ::= \"\\", "unexpected end of input after '\\'");
+    refuses("root ::= \"a\"{2,", "expected '}'");
+    refuses("root ::= x\nx ::= \"\\u00", "expected 4 hex digits");
     // limits: rules after expansion, elements after expansion
     struct gb_limits lim = {.max_rules = 8};
     struct gb_grammar g;
@@ -90,6 +98,14 @@ int main(void) {
     const char *big = "root ::= \"0123456789012345678901234567890123456789012345678901234567890123456789\"{10000} "
                       "\"0123456789012345678901234567890123456789012345678901234567890123456789\"{10000}";
     CHECK(gb_parse(&g, big, strlen(big), NULL, NULL) == LM_ERR_ARG && strstr(lm_error_msg(), "grammar too large"));
+    // deep nesting is refused, not a stack overflow
+    char *deep = malloc(200020);
+    size_t dn = (size_t)sprintf(deep, "root ::= ");
+    for (int i = 0; i < 100000; i++) deep[dn++] = '(';
+    deep[dn++] = '"', deep[dn++] = 'a', deep[dn++] = '"';
+    for (int i = 0; i < 100000; i++) deep[dn++] = ')';
+    CHECK(gb_parse(&g, deep, dn, NULL, NULL) == LM_ERR_ARG && strstr(lm_error_msg(), "1:266: groups nested deeper than 256"));
+    free(deep);
     // named start rule
     const char *named = "start ::= \"s\"";
     CHECK(gb_parse(&g, named, strlen(named), "start", NULL) == LM_OK);

@@ -1,7 +1,7 @@
 // LM_TEST_LABELS: model
-// Token masks at the default model's 262,144-token vocabulary: for states along a JSON
-// document (json.gbnf) and a list grammar, every token's mask bit equals what accepting the
-// token says (brute force); byte-fallback tokens split an emoji inside a string.
+// Token masks at real vocabularies (Gemma 3's 262,144 tokens, Qwen2's BPE): along documents of
+// several grammars every token's mask bit equals what accepting it says (brute force), an
+// emoji split into byte-fallback tokens included.
 #define _POSIX_C_SOURCE 200809L
 #include <string.h>
 
@@ -106,8 +106,59 @@ int main(void) {
         free(ids);
         lm_grammar_matcher_free(m);
     }
-    lm_grammar_free(g), lm_grammar_free(gl);
-    free(json), free(list), free(bits);
+    // a schema-style grammar: fixed keys, nested object, arrays of strings
+    size_t pl;
+    char *person = slurp("tests/data/gbnf/person_schema.gbnf", &pl);
+    struct lm_grammar *gp = NULL;
+    CHECKF(person && lm_grammar_compile(&gp, t, person, pl, NULL) == LM_OK, "%s", lm_error_msg());
+    if (gp) {
+        const char *doc = "{\"name\": \"José\", \"age\": 41, \"tags\": [\"a\", \"b c\"], \"address\": {\"street\": \"Main 5\", \"city\": \"Cork\"}}";
+        int32_t *ids;
+        size_t n;
+        CHECK(lm_tokenize(t, doc, strlen(doc), false, false, &ids, &n) == LM_OK);
+        struct lm_grammar_matcher *m;
+        CHECK(lm_grammar_matcher_init(&m, gp) == LM_OK);
+        for (size_t i = 0; i < n; i++) {
+            char where[64];
+            snprintf(where, sizeof where, "person_schema.gbnf after %zu tokens", i);
+            if (i % 4 == 1) brute(m, nv, bits, where);
+            CHECK(lm_grammar_matcher_accept(m, ids[i]));
+        }
+        CHECK(lm_grammar_matcher_is_done(m) == false && lm_grammar_matcher_can_end(m));
+        free(ids);
+        lm_grammar_matcher_free(m);
+    }
+    // a byte-level BPE vocabulary (Qwen2, 151,936 tokens): pieces decoded from their byte alphabet
+    struct lm_gguf gq;
+    struct lm_tokenizer *tq = NULL;
+    if (json && lm_gguf_open(&gq, lm_test_path("models/vocab/ggml-vocab-qwen2.gguf")) == LM_OK) {
+        CHECKF(lm_tokenizer_load(&tq, &gq) == LM_OK, "%s", lm_error_msg());
+        struct lm_grammar *g2 = NULL;
+        if (tq) CHECKF(lm_grammar_compile(&g2, tq, json, jl, NULL) == LM_OK, "%s", lm_error_msg());
+        if (g2) {
+            const int32_t nq = tq->n_vocab;
+            uint32_t *bq = malloc(((size_t)nq + 31) / 32 * 4);
+            const char *doc = "{\"k\": [\"naïve café\", 3.25, {\"x\": null}], \"s\": \"\\u00e9 \\n\"}";
+            int32_t *ids;
+            size_t n;
+            CHECK(lm_tokenize(tq, doc, strlen(doc), false, false, &ids, &n) == LM_OK);
+            struct lm_grammar_matcher *m;
+            CHECK(lm_grammar_matcher_init(&m, g2) == LM_OK);
+            for (size_t i = 0; i < n; i++) {
+                if (i % 5 == 2) brute(m, nq, bq, "json.gbnf, Qwen2 vocabulary");
+                CHECK(lm_grammar_matcher_accept(m, ids[i]));
+            }
+            brute(m, nq, bq, "json.gbnf, Qwen2 vocabulary, at the end");
+            CHECK(lm_grammar_matcher_can_end(m));
+            lm_grammar_matcher_free(m);
+            free(ids), free(bq);
+            lm_grammar_free(g2);
+        }
+        lm_tokenizer_free(tq);
+        lm_gguf_close(&gq);
+    }
+    lm_grammar_free(g), lm_grammar_free(gl), lm_grammar_free(gp);
+    free(json), free(list), free(bits), free(person);
     lm_tokenizer_free(t);
     lm_gguf_close(&gg);
     return lm_test_finish();

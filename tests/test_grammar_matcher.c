@@ -169,6 +169,64 @@ int main(void) {
         lm_grammar_matcher_free(m);
     }
 
+    // ---- without cores (their memory bound reached) masks are whole walks, the same
+    uint64_t warm_ns = lm_grammar_warm_ns;
+    lm_grammar_warm_ns = 0;
+    struct lm_grammar *gn = compile(t, json);
+    lm_grammar_warm_ns = warm_ns;
+    if (gn) {
+        gn->masks.max_cores = 0;
+        struct lm_grammar_matcher *m;
+        CHECK(lm_grammar_matcher_init(&m, gn) == LM_OK);
+        const char *seq[] = {"{", "\"a", "\xc3\xa9", "\":", U2581, "[", "12", "]", "}"};
+        for (size_t i = 0; i < sizeof seq / sizeof *seq; i++) {
+            brute(m, nv, "no cores");
+            CHECK(lm_grammar_matcher_accept(m, tok(t, seq[i])));
+        }
+        brute(m, nv, "no cores, at the end");
+        CHECK(gn->masks.n_cores == 0);
+        lm_grammar_matcher_free(m);
+        lm_grammar_free(gn);
+    }
+
+    // ---- a grammar whose caches hit a limit restarts them once no matcher is alive
+    if (gj) {
+        struct lm_grammar_matcher *m, *m2;
+        CHECK(lm_grammar_matcher_init(&m, gj) == LM_OK);
+        gj->eng.exhausted = true; // as if a memory limit was reached
+        CHECK(lm_grammar_matcher_init(&m2, gj) == LM_OK && gj->eng.exhausted); // m alive: kept
+        lm_grammar_matcher_free(m2);
+        CHECK(lm_grammar_matcher_accept(m, tok(t, "{")));
+        lm_grammar_matcher_free(m);
+        CHECK(lm_grammar_matcher_init(&m, gj) == LM_OK && !gj->eng.exhausted && gj->eng.n_states < 50);
+        const char *seq[] = {"{", "\"a", "\":", "[", "12", "]", "}"};
+        for (size_t i = 0; i < sizeof seq / sizeof *seq; i++) {
+            brute(m, nv, "after a restart");
+            CHECK(lm_grammar_matcher_accept(m, tok(t, seq[i])));
+        }
+        CHECK(lm_grammar_matcher_can_end(m));
+        lm_grammar_matcher_free(m);
+    }
+
+    // ---- many stacks (more than mask.c cuts): whole-state walks, the same masks
+    char amb[2048];
+    size_t an = (size_t)snprintf(amb, sizeof amb, "root ::= \"x\" (");
+    for (int i = 0; i < 24; i++) an += (size_t)snprintf(amb + an, sizeof amb - an, "%s[a-%c]* \"%d\"", i ? " | " : "", 'c' + i, i % 4);
+    snprintf(amb + an, sizeof amb - an, ")");
+    struct lm_grammar *gm = compile(t, amb);
+    if (gm) {
+        struct lm_grammar_matcher *m;
+        CHECK(lm_grammar_matcher_init(&m, gm) == LM_OK);
+        brute(m, nv, "ambiguous start");
+        CHECK(lm_grammar_matcher_accept(m, tok(t, "x")));
+        brute(m, nv, "ambiguous after x");
+        CHECK(lm_grammar_matcher_accept(m, tok(t, "ab")));
+        brute(m, nv, "ambiguous after xab");
+        CHECK(lm_grammar_matcher_accept(m, tok(t, "2")) && lm_grammar_matcher_is_done(m));
+        lm_grammar_matcher_free(m);
+        lm_grammar_free(gm);
+    }
+
     // ---- forced runs and is_done
     struct lm_grammar *gf = compile(t, "root ::= \"{\\\"abc\\\": \" [0-9] \"}\"");
     if (gf) {
@@ -235,6 +293,11 @@ int main(void) {
         CHECKF(i >= 8 && i < 40 && strstr(lm_error_msg(), "limit"), "%d: %s", i, lm_error_msg());
         lm_grammar_matcher_free(m);
     }
+    // so ambiguous that its start already has more stacks than the limit: refused at compile
+    const char *amb0 = "root ::= (((\"a\"{0,30}){0,30}){0,30})";
+    struct lm_grammar *ga0 = NULL;
+    CHECKF(lm_grammar_compile(&ga0, t, amb0, strlen(amb0), NULL) == LM_ERR_ARG && !ga0 && strstr(lm_error_msg(), "start of rule 'root': grammar matcher:") && strstr(lm_error_msg(), "limit"),
+           "%s", lm_error_msg());
     struct lm_grammar_options lo = lm_grammar_options_default();
     lo.max_rules = 4;
     struct lm_grammar *gx = NULL;

@@ -31,6 +31,7 @@ struct parser {
     uint32_t n_classes, cap_classes;
     uint32_t ascii_class[128]; // class id + 1 of the single-character classes
     size_t n_elems;
+    int depth;              // groups open (recursion of the parser)
     enum lm_status st;      // first failure (LM_OK while fine)
     const char *wpos;       // where(): last position asked, its line and column
     uint32_t wline, wcol;
@@ -367,17 +368,23 @@ static bool parse_sequence(struct parser *ps, uint32_t rule, struct vec *out, bo
             last = out->n;
             if (id == UINT32_MAX || !push(ps, out, GB_REF, id)) return false;
         } else if (c == '(') {
+            if (ps->depth >= 256) return fail(ps, at, "groups nested deeper than 256", NULL);
             ps->p++;
             space(ps, true);
             uint32_t id = helper(ps, rule, at);
             if (id == UINT32_MAX) return false;
             struct vec body = {0};
-            if (!parse_alternates(ps, id, &body, true)) return free(body.v), false;
+            ps->depth++;
+            bool ok = parse_alternates(ps, id, &body, true);
+            ps->depth--;
+            if (!ok) return free(body.v), false;
             ps->syms[id].body = body;
             if (ps->p >= ps->end || *ps->p != ')') return fail(ps, ps->p, "expected ')' closing the group", NULL);
             ps->p++;
             last = out->n;
             if (!push(ps, out, GB_REF, id)) return false;
+        } else if (c == '<') {
+            return fail(ps, at, "token references (<...>) are not supported", NULL);
         } else if (c == '*' || c == '+' || c == '?' || c == '{') {
             if (last == UINT32_MAX) return fail(ps, at, "expected an item before the repetition operator", NULL);
             uint32_t min = 0, max = UINT32_MAX;

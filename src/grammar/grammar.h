@@ -12,6 +12,9 @@
 
 #define LM_GRAMMAR_MAX_TRIGGER 256 // bytes of one lazy trigger
 
+// Time lm_grammar_compile spends warming the mask caches (grammar.c); 0: none.
+extern uint64_t lm_grammar_warm_ns;
+
 struct lm_grammar {
     atomic_int refs;
     pthread_mutex_t lock;   // guards eng and masks: their caches grow as matchers run
@@ -26,6 +29,7 @@ struct lm_grammar {
     int32_t n_triggers;
     uint32_t max_trigger;
     uint64_t compile_ns;
+    int32_t live;           // matchers alive (under lock): the caches restart when none is
 };
 
 struct lm_grammar_hist {

@@ -1,7 +1,6 @@
-// Token masks: the vocabulary as a byte trie (built once per tokenizer, shared), walked with
-// the matcher; per-state mask cache; and per "core" (the top frames of a stack down to the
-// first rule that can return to more than one place) the tokens decided inside the core,
-// computed once, so a new state only walks the tokens that pop out of its cores.
+// Token masks: the vocabulary as a byte trie (once per tokenizer, shared) walked with the
+// matcher; a mask cache per state; per core (a stack's top frames down to the first rule that
+// can return to more than one place) the tokens decided inside it, computed once per grammar.
 #ifndef LM_GRAMMAR_MASK_H
 #define LM_GRAMMAR_MASK_H
 
@@ -23,9 +22,13 @@ struct gk_trie {
     int32_t *eog;           // end-of-generation ids
     uint32_t n_eog;
     uint8_t *usable;        // per token: in the trie (a non-control token with bytes)
+    uint32_t (*sub)[4];     // per node: the ASCII bytes of its subtree below it
+    uint8_t *sub_flags;     // per node: 1 non-ASCII below, 2 bytes that break UTF-8 below
     // cache bookkeeping (mask.c)
-    const struct lm_tokenizer *t;
-    uint64_t fingerprint;
+    const struct lm_tokenizer *t; // the last tokenizer that asked, its arrays, a sample hash
+    const void *blob, *off;
+    uint64_t sample;
+    uint64_t fingerprint;         // of the whole vocabulary
     int refs;
 };
 
@@ -35,6 +38,7 @@ enum lm_status gk_trie_get(struct gk_trie **out, const struct lm_tokenizer *t);
 void gk_trie_put(struct gk_trie *tr);
 
 struct gk_core;
+struct gk_set;
 
 // Mask caches of one grammar (guarded by the grammar's lock).
 struct gk {
@@ -45,12 +49,14 @@ struct gk {
     uint32_t *cut_ctx;      // per stack node: the state below its core, + 1
     uint32_t cap_cut;
     struct gk_core *cores;
-    uint32_t n_cores, cap_cores;
+    uint32_t n_cores, cap_cores, max_cores; // beyond max_cores states are walked whole
     uint32_t *core_of;      // per node id (re-rooted core): core index + 1
     uint32_t cap_core_of;
-    uint32_t *slots;        // cached masks, words each
-    uint32_t *slot_state;   // the state owning each slot
-    uint32_t n_slots, max_slots;
+    struct gk_set *masks;   // cached masks (a state's mask field: index + 1)
+    uint32_t *mask_state;   // the state owning each
+    uint32_t n_masks, cap_masks;
+    size_t cache_bytes, max_cache; // beyond max_cache every cached mask is dropped
+    uint32_t *tmp;          // a scratch bitset
     uint32_t *walk;         // per trie depth: state (walk scratch)
     uint32_t *dec;          // per trie depth: a UTF-8 sequence being decoded (walk scratch)
     uint64_t n_fills, n_hits, n_walked; // statistics

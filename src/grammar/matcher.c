@@ -1,7 +1,6 @@
-// Pushdown matcher with hash-consed stacks (matcher.h). A reference whose return position
-// ends its alternative pushes nothing (tail call), so right recursion such as the helper of
-// "x*" keeps the stack flat; expansions (rule entry down to character tops) are memoized
-// per node, so nullable chains cost once.
+// Pushdown matcher with hash-consed stacks (matcher.h). A reference ending its alternative
+// pushes nothing (a tail call: the helper of "x*" keeps the stack flat); expansions (rule entry
+// down to character tops) are memoized per node, so nullable chains cost once.
 #include "grammar/matcher.h"
 
 #include <stdlib.h>
@@ -24,9 +23,12 @@ static bool grow(void **v, uint32_t *cap, uint64_t need, size_t size) {
     return true;
 }
 
+// A limit turned a step dead: flags the operation (its results are not cached) and, for the
+// memory limits, the grammar (its caches restart when no matcher is alive).
 static uint32_t full(struct gm *m, const char *what) {
     if (!m->overflow) lm_error_set(LM_ERR_NOMEM, "grammar matcher: %s", what);
     m->overflow = true;
+    if (!strstr(what, "stacks than the limit") && !strstr(what, "too deep")) m->exhausted = true;
     return UINT32_MAX;
 }
 
@@ -258,7 +260,33 @@ uint32_t gm_hi(struct gm *m, uint32_t s) {
     return r;
 }
 
+static uint32_t utf8_lead(uint32_t cp) {
+    return cp < 0x80 ? cp : cp < 0x800 ? 0xC0 | (cp >> 6) : cp < 0x10000 ? 0xE0 | (cp >> 12) : 0xF0 | (cp >> 18);
+}
+
+// The bytes that can start a code point some stack of complete state s accepts: most of the
+// 256 transitions of a state are refused by this test alone, before any stack is advanced.
+static void first_bytes(struct gm *m, uint32_t s) {
+    struct gm_state *st = &m->states[s];
+    memset(st->first, 0, sizeof st->first);
+    for (uint32_t i = 0; i < st->n; i++) {
+        uint32_t n = m->pool[st->off + i];
+        if (n == GM_BOTTOM || n == GM_HOLE) continue;
+        const struct gb_class *k = &m->g->classes[m->g->elem[m->nodes[n].pos].arg];
+        const uint32_t *r = m->g->ranges + 2 * (size_t)k->off;
+        for (uint32_t j = 0; j < k->n; j++) {
+            uint32_t a = utf8_lead(r[2 * j]), b = utf8_lead(r[2 * j + 1]);
+            for (uint32_t x = a; x <= b && x < 256; x++) st->first[x >> 5] |= 1u << (x & 31);
+        }
+    }
+    st->first_known = 1;
+}
+
 static uint32_t step_slow(struct gm *m, uint32_t s, uint8_t b) {
+    if (m->states[s].need == 0) {
+        if (!m->states[s].first_known) first_bytes(m, s);
+        if (!((m->states[s].first[b >> 5] >> (b & 31)) & 1)) return GM_DEAD;
+    }
     const struct gm_state st = m->states[s];
     const uint32_t *ids = m->pool + st.off;
     uint32_t v, need, len;
@@ -293,6 +321,11 @@ static uint32_t step_slow(struct gm *m, uint32_t s, uint8_t b) {
 uint32_t gm_step(struct gm *m, uint32_t s, uint8_t b) {
     if (s == GM_DEAD) return GM_DEAD;
     if (!m->states[s].next) {
+        if (m->n_tables >= m->max_tables) { // memory bound: answer without caching
+            uint32_t r = step_slow(m, s, b);
+            return r == UINT32_MAX ? GM_DEAD : r;
+        }
+        m->n_tables++;
         uint32_t *t = malloc(256 * sizeof *t);
         if (!t) return full(m, "out of memory"), GM_DEAD;
         memset(t, 0xFF, 256 * sizeof *t);
@@ -310,7 +343,8 @@ enum lm_status gm_init(struct gm *m, const struct gb_grammar *g) {
     memset(m, 0, sizeof *m);
     m->g = g;
     m->max_stacks = 1024;
-    m->max_nodes = 1u << 24;
+    m->max_nodes = 1u << 20; // nodes, states, pooled ids: about 100 MB at most
+    m->max_tables = 1u << 16; // transition tables: 64 MB
     m->pos_rule = malloc(((size_t)g->n_elem + 1) * sizeof *m->pos_rule);
     m->node_ht_mask = 1023, m->st_ht_mask = 1023;
     m->node_ht = malloc(1024 * sizeof *m->node_ht);

@@ -1,7 +1,6 @@
-// Incremental grammar matcher over UTF-8 bytes: persistent pushdown stacks. A stack node
-// (position, parent) is hash-consed, so a stack is one node id; a state is an interned sorted
-// set of stack ids plus a pending partial UTF-8 sequence, so states compare and hash as ids,
-// byte transitions are cached per state, and rolling back is keeping the previous state id.
+// Incremental grammar matcher over UTF-8 bytes with persistent pushdown stacks: a stack is one
+// hash-consed node id, a state an interned sorted set of them (plus a pending UTF-8 sequence),
+// so states compare as ids, cache their byte transitions, and rollback keeps an old id.
 #ifndef LM_GRAMMAR_MATCHER_H
 #define LM_GRAMMAR_MATCHER_H
 
@@ -30,6 +29,10 @@ struct gm_state {
     uint32_t *next;         // 256 successor ids (GM_UNKNOWN until asked), NULL until the first
     uint32_t mask;          // mask.c: cached mask slot + 1, 0 = none
     uint32_t hi;            // gm_hi() (GM_UNKNOWN until asked)
+    uint32_t loop[4];       // mask.c: the ASCII bytes b with next[b] == this state
+    uint8_t loop_known;
+    uint8_t first_known;
+    uint32_t first[8];      // bytes that can start an accepted code point (complete states)
 };
 
 struct gm {
@@ -51,7 +54,9 @@ struct gm {
     uint32_t n_scratch, cap_scratch;
     uint32_t max_stacks;    // per state (ambiguous grammars): beyond it a step is GM_DEAD
     uint32_t max_nodes;     // nodes + states + pooled ids: beyond it a step is GM_DEAD
-    bool overflow;          // a limit turned a step dead (lm_error_msg says which)
+    uint32_t n_tables, max_tables; // states with a transition table (beyond: steps uncached)
+    bool overflow;          // a limit turned a step of this operation dead (callers clear it first)
+    bool exhausted;         // a memory limit was reached (sticky)
 };
 
 // Builds the matcher tables of g (kept by pointer). LM_ERR_NOMEM.
