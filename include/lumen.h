@@ -405,8 +405,10 @@ bool lm_grammar_matcher_accept(struct lm_grammar_matcher *m, int32_t token);
 bool lm_grammar_matcher_can_end(const struct lm_grammar_matcher *m); // the text is a sentence
 // The text can continue no further (a sentence and nothing may follow): the request is done.
 bool lm_grammar_matcher_is_done(const struct lm_grammar_matcher *m);
-// Jump-forward: up to max tokens that are each the only allowed token at its step from here
-// (a forced run: the rest of a key, "\": \"", closing brackets), written to out, not accepted.
+// Jump-forward: the text the grammar forces from here (each byte the only one allowed: the rest
+// of a key, "\": \"", closing brackets) cut into the longest tokens along it, up to max, written to
+// out, not accepted. Every one is allowed, but the model may spell the same text with other
+// tokens: the engine verifies them as drafts (the text and its distribution stay exact).
 int32_t lm_grammar_matcher_forced(struct lm_grammar_matcher *m, int32_t *out, int32_t max);
 // Undoes the last n accepted tokens (speculative rejection); false if n exceeds
 // LM_GRAMMAR_MAX_ROLLBACK or the tokens accepted.
