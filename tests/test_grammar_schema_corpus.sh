@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The JSON-schema corpus (tests/data/schemas) through lumen's converter, checked by
+# tests/grammar/test_schema_corpus.py: llama.cpp's grammar parser accepts every GBNF, random
+# sentences validate with `jsonschema`, the valid examples are sentences. A few seconds.
+# LM_TEST_LABELS: unit
+set -u
+ROOT="${LUMEN_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}"
+PY="$ROOT/.venv/bin/python"
+export LUMEN_SCHEMA_TO_GBNF="${LUMEN_SCHEMA_TO_GBNF:-$ROOT/build/schema_to_gbnf}"
+"$PY" -c 'import pytest, jsonschema, llama_cpp' 2>/dev/null ||
+    { echo "FAIL: pytest/jsonschema/llama_cpp missing from .venv (bash scripts/setup.sh)" >&2; exit 1; }
+cd "$ROOT" || exit 1
+exec timeout -k 10 300 "$PY" -m pytest -q -p no:cacheprovider tests/grammar/test_schema_corpus.py "$@"
