@@ -11,8 +11,6 @@
 #include "lm_test.h"
 #include "tools.h"
 
-#ifdef LM_GRAMMAR_MAX_ROLLBACK
-
 static const struct lm_tokenizer *g_tok;
 
 static const char k_tools[] =
@@ -142,12 +140,3 @@ int main(void) {
     lm_model_free(m);
     return lm_test_finish();
 }
-
-#else
-
-int main(void) {
-    printf("SKIP: no grammar engine in this build\n");
-    return 0;
-}
-
-#endif

@@ -260,8 +260,17 @@ static bool run_grammar(struct server *s, struct run *r, struct lm_request_param
     size_t n = 0;
     const char *trigger = NULL;
     if (!tools_grammar(&r->req, lm_chat_tool_format(s->tmpl), &gbnf, &n, &trigger, e)) return false;
-    (void)rp;
-    free(gbnf); // the engine's grammar field arrives with the grammar core (issue 23)
+    if (!gbnf) return true;
+    struct lm_grammar_options opt = lm_grammar_options_default();
+    opt.triggers = &trigger;
+    opt.n_triggers = trigger ? 1 : 0;
+    const enum lm_status st = lm_grammar_compile(&r->grammar, s->tok, gbnf, n, &opt);
+    free(gbnf);
+    if (st == LM_ERR_NOMEM) return api_fail(e, 500, "server_error", "out_of_memory", NULL, "out of memory");
+    if (st != LM_OK) // the client's grammar (or a schema's) that does not compile: its message
+        return api_fail(e, 400, "invalid_request_error", "invalid_grammar",
+                        r->req.format == API_FORMAT_GRAMMAR ? "grammar" : NULL, "%s", lm_error_msg());
+    rp->grammar = r->grammar; // the engine takes its own reference at submit
     return true;
 }
 
@@ -363,6 +372,7 @@ void srv_run_free(struct run *r) {
     api_request_free(&r->req);
     gen_free(&r->gen);
     tools_parser_free(&r->tp);
+    lm_grammar_free(r->grammar);
     job_unref(r->job);
     free(r->prompt);
     free(r->top_tok);

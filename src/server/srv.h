@@ -92,6 +92,7 @@ struct run {
     const char *finish;  // "stop" / "length" / "tool_calls" once over without failure
     bool tools;          // the answer is parsed for tool calls (chat, tools, tool_choice not none)
     struct tools_parser tp;
+    struct lm_grammar *grammar; // the request's (NULL: none); the engine holds its own reference
     enum metrics_finish mf;
     char note[320];      // why it ended abnormally (log line)
     struct job_state st;

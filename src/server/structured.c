@@ -35,8 +35,6 @@ void gbnf_prefix_rules(const char *g, size_t n, const char *prefix, struct sbuf 
     }
 }
 
-#ifdef LM_GRAMMAR_MAX_ROLLBACK // the grammar API (include/lumen.h, "structured output")
-
 static bool schema_gbnf(const char *schema, size_t len, const char *param, char **g, size_t *n, struct api_error *e) {
     if (lm_json_schema_to_gbnf(schema, len, g, n) == LM_OK) return true;
     return api_fail(e, 400, "invalid_request_error", "invalid_schema", param, "%s", lm_error_msg());
@@ -112,20 +110,3 @@ bool tools_grammar(const struct api_request *q, enum lm_chat_tool_format fmt, ch
     *n = b.n;
     return true;
 }
-
-#else
-
-bool tools_grammar(const struct api_request *q, enum lm_chat_tool_format fmt, char **gbnf, size_t *n,
-                   const char **trigger, struct api_error *e) {
-    (void)fmt;
-    *gbnf = NULL;
-    *n = 0;
-    *trigger = NULL;
-    if (q->format == API_FORMAT_TEXT && (q->tool_choice == API_TOOLS_NONE || q->tool_choice == API_TOOLS_AUTO))
-        return true; // auto without a grammar: the model writes calls on its own, the parser reads them
-    return api_fail(e, 400, "invalid_request_error", "unsupported", q->format != API_FORMAT_TEXT ? "response_format" : "tool_choice",
-                    "this build of lumen has no grammar engine: structured output and tool_choice 'required' or "
-                    "a named function are not available");
-}
-
-#endif
