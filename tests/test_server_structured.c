@@ -128,6 +128,34 @@ static void test_formats(void) {
     lm_grammar_free(g);
 }
 
+// The server's cache of compiled grammars: the same text and trigger give the same grammar,
+// another trigger another one; the least recently used entry goes; a failure keeps nothing.
+static void test_gcache(void) {
+    struct gcache *c = gcache_new();
+    const char *g1 = "root ::= \"a\" | \"b\"", *trig = "a";
+    struct lm_grammar *a = NULL, *b = NULL, *d = NULL;
+    CHECK(gcache_get(c, g_tok, g1, strlen(g1), NULL, &a) == LM_OK);
+    CHECK(gcache_get(c, g_tok, g1, strlen(g1), NULL, &b) == LM_OK && a == b);
+    CHECK(gcache_get(c, g_tok, g1, strlen(g1), trig, &d) == LM_OK && d != a);
+    lm_grammar_free(b);
+    lm_grammar_free(d);
+    for (int i = 0; i < GCACHE_ENTRIES; i++) { // evicts both
+        char g[64];
+        snprintf(g, sizeof g, "root ::= \"x%d\"", i);
+        struct lm_grammar *x = NULL;
+        CHECK(gcache_get(c, g_tok, g, strlen(g), NULL, &x) == LM_OK);
+        lm_grammar_free(x);
+    }
+    CHECK(gcache_get(c, g_tok, g1, strlen(g1), NULL, &b) == LM_OK && b != a);
+    struct lm_grammar *bad = (struct lm_grammar *)1;
+    CHECK(gcache_get(c, g_tok, "root ::= nope", 13, NULL, &bad) == LM_ERR_ARG && bad == NULL);
+    CHECK(gcache_get(NULL, g_tok, g1, strlen(g1), NULL, &d) == LM_OK && d); // no cache: compiled
+    lm_grammar_free(a);
+    lm_grammar_free(b);
+    lm_grammar_free(d);
+    gcache_free(c);
+}
+
 int main(void) {
     struct lm_model *m = NULL;
     if (lm_model_load(&m, lm_test_model_path(), NULL) != LM_OK) {
@@ -137,6 +165,7 @@ int main(void) {
     g_tok = lm_model_tokenizer(m);
     test_tools();
     test_formats();
+    test_gcache();
     lm_model_free(m);
     return lm_test_finish();
 }

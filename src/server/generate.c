@@ -261,10 +261,7 @@ static bool run_grammar(struct server *s, struct run *r, struct lm_request_param
     const char *trigger = NULL;
     if (!tools_grammar(&r->req, lm_chat_tool_format(s->tmpl), &gbnf, &n, &trigger, e)) return false;
     if (!gbnf) return true;
-    struct lm_grammar_options opt = lm_grammar_options_default();
-    opt.triggers = &trigger;
-    opt.n_triggers = trigger ? 1 : 0;
-    const enum lm_status st = lm_grammar_compile(&r->grammar, s->tok, gbnf, n, &opt);
+    const enum lm_status st = gcache_get(s->gcache, s->tok, gbnf, n, trigger, &r->grammar);
     free(gbnf);
     if (st == LM_ERR_NOMEM) return api_fail(e, 500, "server_error", "out_of_memory", NULL, "out of memory");
     if (st != LM_OK) // the client's grammar (or a schema's) that does not compile: its message

@@ -64,6 +64,7 @@ struct server {
     const char *tmpl_source;
     bool tmpl_trims;           // the template trims message contents (prompt.c)
     uint8_t *is_control;       // [n_vocab]: a control token (no text unless rendered)
+    struct gcache *gcache;     // compiled grammars of recent requests (structured.c)
     char model_id[256];
     char url[300];
     struct metrics *metrics;

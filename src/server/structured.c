@@ -4,6 +4,7 @@
 // (rules prefixed per tool), lazy for tool_choice auto (docs/structured.md).
 #include "tools.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,4 +110,78 @@ bool tools_grammar(const struct api_request *q, enum lm_chat_tool_format fmt, ch
     *gbnf = b.p;
     *n = b.n;
     return true;
+}
+
+// ================================================================ compiled grammars
+
+struct gentry {
+    char *key;  // gbnf, NUL, trigger
+    size_t n;
+    struct lm_grammar *g;
+    uint64_t used;
+};
+
+struct gcache {
+    pthread_mutex_t mu;
+    struct gentry e[GCACHE_ENTRIES];
+    uint64_t tick;
+};
+
+struct gcache *gcache_new(void) {
+    struct gcache *c = calloc(1, sizeof *c);
+    if (c) pthread_mutex_init(&c->mu, NULL);
+    return c;
+}
+
+void gcache_free(struct gcache *c) {
+    if (!c) return;
+    for (int i = 0; i < GCACHE_ENTRIES; i++) {
+        free(c->e[i].key);
+        lm_grammar_free(c->e[i].g);
+    }
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+enum lm_status gcache_get(struct gcache *c, const struct lm_tokenizer *tok, const char *gbnf, size_t n,
+                          const char *trigger, struct lm_grammar **out) {
+    *out = NULL;
+    const size_t tn = trigger ? strlen(trigger) : 0, kn = n + 1 + tn;
+    char *key = malloc(kn);
+    if (!key) return lm_error_set(LM_ERR_NOMEM, "gcache_get: out of memory");
+    memcpy(key, gbnf, n);
+    key[n] = 0;
+    if (tn) memcpy(key + n + 1, trigger, tn);
+    if (c) {
+        pthread_mutex_lock(&c->mu);
+        for (int i = 0; i < GCACHE_ENTRIES; i++)
+            if (c->e[i].g && c->e[i].n == kn && memcmp(c->e[i].key, key, kn) == 0) {
+                c->e[i].used = ++c->tick;
+                *out = lm_grammar_ref(c->e[i].g);
+                break;
+            }
+        pthread_mutex_unlock(&c->mu);
+    }
+    if (*out) {
+        free(key);
+        return LM_OK;
+    }
+    struct lm_grammar_options opt = lm_grammar_options_default();
+    opt.triggers = &trigger;
+    opt.n_triggers = trigger ? 1 : 0;
+    const enum lm_status st = lm_grammar_compile(out, tok, gbnf, n, &opt); // outside the lock
+    if (st != LM_OK || !c) {
+        free(key);
+        return st;
+    }
+    pthread_mutex_lock(&c->mu);
+    int v = 0; // the least recently used entry (an empty one first)
+    for (int i = 1; i < GCACHE_ENTRIES && c->e[v].g; i++)
+        if (!c->e[i].g || c->e[i].used < c->e[v].used) v = i;
+    struct gentry old = c->e[v];
+    c->e[v] = (struct gentry){key, kn, lm_grammar_ref(*out), ++c->tick};
+    pthread_mutex_unlock(&c->mu);
+    free(old.key);
+    lm_grammar_free(old.g);
+    return LM_OK;
 }

@@ -51,6 +51,19 @@ void tools_parser_feed(struct tools_parser *p, const char *s, size_t n, bool fin
 bool tools_grammar(const struct api_request *q, enum lm_chat_tool_format fmt, char **gbnf, size_t *n,
                    const char **trigger, struct api_error *e);
 
+// Compiled grammars of recent requests, by their text and trigger: an agent sends the same
+// tools or schema every turn; compiling two tools' grammar takes ~8 ms on the default model
+// (measured on this 2-core host), and a grammar's mask caches warm as it is used.
+#define GCACHE_ENTRIES 8
+struct gcache;
+struct gcache *gcache_new(void); // NULL when out of memory
+void gcache_free(struct gcache *c); // drops the cache's references; NULL is fine
+// The grammar of gbnf[0, n) with trigger (NULL: none) for tok: the cached one (+1 reference)
+// or compiled now and kept (the least recently used entry goes). Any thread. Failure: as
+// lm_grammar_compile (nothing is kept).
+enum lm_status gcache_get(struct gcache *c, const struct lm_tokenizer *tok, const char *gbnf, size_t n,
+                          const char *trigger, struct lm_grammar **out);
+
 // gbnf[0, n) with every rule name prefixed (rule references too; strings, character classes,
 // repetition counts and comments untouched), appended to out.
 void gbnf_prefix_rules(const char *gbnf, size_t n, const char *prefix, struct sbuf *out);
