@@ -1,4 +1,4 @@
-// LM_TEST_LABELS: model
+// LM_TEST_LABELS: model;server
 // The grammars lumen serve builds per request (src/server/structured.c), compiled for the
 // default model's tokenizer: the text of a valid answer is accepted token by token and ends a
 // sentence; invalid ones are refused; a lazy tool grammar lets text through until its marker.
