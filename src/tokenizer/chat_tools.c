@@ -113,7 +113,7 @@ static bool jr_string(struct jr *r, struct sbuf *b, bool raw) {
             }
             if (cp >= 0xD800 && cp < 0xE000) { // a lone surrogate: kept as its escape
                 if (b) {
-                    char e[8];
+                    char e[16]; // cp < 0xE000 here: 6 bytes and the NUL
                     snprintf(e, sizeof e, "\\u%04x", cp);
                     sb_str(b, e);
                 }
