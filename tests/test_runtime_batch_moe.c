@@ -4,7 +4,8 @@
 // alone or beside 7 other sequences in mixed prefill/decode batches (each expert then sees
 // other tokens: its group's rows change, a token's result must not), at 1 or 2 threads, and
 // after a prefix-cache attach. F16 and the quant mix (8-bit activations: group sizes over
-// LM_PRIVATE_QUANT_ROWS take the shared quantization path).
+// LM_PRIVATE_QUANT_ROWS take the shared quantization path). Also the loader's refusals of
+// malformed expert metadata and tensors (byte-patched copies), each with its message.
 // Set-up as tests/test_model_arch_golden.c: the generator into $LUMEN_ARCH_DIR.
 // LM_TEST_LABELS: model;arch
 #include "lm_test.h"
@@ -168,6 +169,85 @@ static void run(const char *path) {
     free(got);
 }
 
+// ---------------------------------------------------------------- refusals
+
+static unsigned char *read_file(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    *n = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = malloc(*n);
+    if (b && fread(b, 1, *n, f) != *n) { free(b); b = NULL; }
+    fclose(f);
+    return b;
+}
+
+static unsigned char *find(unsigned char *b, size_t n, const char *s) {
+    const size_t k = strlen(s);
+    for (size_t i = 0; i + k <= n; i++)
+        if (!memcmp(b + i, s, k)) return b + i;
+    return NULL;
+}
+
+// A copy of the model at src with one patch (patch() edits the bytes) loads with status
+// want and a message containing msg.
+static void refuse(const char *src, const char *what, void (*patch)(unsigned char *, size_t),
+                   enum lm_status want, const char *msg) {
+    size_t n = 0;
+    unsigned char *b = read_file(src, &n);
+    CHECKF(b != NULL, "cannot read %s", src);
+    if (!b) return;
+    patch(b, n);
+    char dst[1024];
+    snprintf(dst, sizeof dst, "%s.bad-%d.gguf", src, (int)getpid());
+    FILE *f = fopen(dst, "wb");
+    CHECK(f && fwrite(b, 1, n, f) == n);
+    if (f) fclose(f);
+    free(b);
+    struct lm_model *m = NULL;
+    const enum lm_status st = lm_model_load(&m, dst, NULL);
+    CHECKF(st == want && strstr(lm_error_msg(), msg), "%s: got %s '%s', want %s with '%s'", what,
+           lm_status_name(st), st ? lm_error_msg() : "", lm_status_name(want), msg);
+    printf("refused (%s): %s\n", what, st ? lm_error_msg() : "(loaded!)");
+    lm_model_free(m);
+    remove(dst);
+}
+
+// qwen3moe.expert_used_count: the u32 after the key string and its type
+static void p_used_9(unsigned char *b, size_t n) {
+    unsigned char *k = find(b, n, "qwen3moe.expert_used_count");
+    if (k) { uint32_t v = 9; memcpy(k + strlen("qwen3moe.expert_used_count") + 4, &v, 4); }
+}
+static void p_count_0(unsigned char *b, size_t n) {
+    unsigned char *k = find(b, n, "qwen3moe.expert_count");
+    if (k) { uint32_t v = 0; memcpy(k + strlen("qwen3moe.expert_count") + 4, &v, 4); }
+}
+// blk.0.ffn_up_exps.weight's ne[2] (name, n_dims u32, ne[0], ne[1], ne[2] u64): 8 -> 7
+static void p_up_ne2(unsigned char *b, size_t n) {
+    unsigned char *k = find(b, n, "blk.0.ffn_up_exps.weight");
+    if (k) { uint64_t v = 7; memcpy(k + strlen("blk.0.ffn_up_exps.weight") + 4 + 16, &v, 8); }
+}
+static void p_down_name(unsigned char *b, size_t n) {
+    unsigned char *k = find(b, n, "blk.1.ffn_down_exps.weight");
+    if (k) k[strlen("blk.1.ffn_down_exp")] = 'z';
+}
+static void p_router_name(unsigned char *b, size_t n) {
+    unsigned char *k = find(b, n, "blk.0.ffn_gate_inp.weight");
+    if (k) k[strlen("blk.0.ffn_gate_in")] = 'x';
+}
+
+static void refusals(const char *path) {
+    refuse(path, "expert_used_count 9 of 8", p_used_9, LM_ERR_FORMAT, "expert_used_count 9");
+    refuse(path, "expert_count 0", p_count_0, LM_ERR_FORMAT, "expert_count 0");
+    refuse(path, "7 experts in ffn_up_exps", p_up_ne2, LM_ERR_FORMAT,
+           "'blk.0.ffn_up_exps.weight' has shape [256, 256, 7], expected [256, 256, 8]");
+    refuse(path, "no ffn_down_exps", p_down_name, LM_ERR_FORMAT,
+           "missing required expert tensor 'blk.1.ffn_down_exps.weight'");
+    refuse(path, "no router", p_router_name, LM_ERR_FORMAT,
+           "missing required tensor 'blk.0.ffn_gate_inp.weight'");
+}
+
 int main(void) {
     char dir[512], cmd[2048], path[1024];
     const char *d = getenv("LUMEN_ARCH_DIR");
@@ -194,5 +274,7 @@ int main(void) {
         snprintf(path, sizeof path, "%s/%s", dir, files[i]);
         run(path);
     }
+    snprintf(path, sizeof path, "%s/%s", dir, files[1]);
+    refusals(path);
     return lm_test_finish();
 }

@@ -231,7 +231,11 @@ def encode(name, arr, dtype):
 # ============================================================ writer
 
 def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_SEED,
-                extra=None, quiet=False):
+                extra=None, quiet=False, stream=False):
+    """stream (dtype f16 only): tensors are generated and written one at a time (the same
+    bytes as without), so a file far larger than memory can be written: the Qwen3-30B-A3B
+    shape's F16 is ~1.3 GB per layer."""
+    assert not stream or dtype == "f16"
     f = dict(FAMILIES[family])
     if n_layer:
         f["n_layer"] = n_layer
@@ -286,8 +290,13 @@ def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_S
     w.add_add_bos_token(True)
     w.add_add_eos_token(False)
 
+    pending = []  # stream: (name, shape, std, mean, fixed array or None), in file order
+
     def t(name, shape, std=0.02, mean=0.0):
         # shape is numpy order (outermost first): matrices (n_out, n_in)
+        if stream:
+            pending.append((name, shape, std, mean, None))
+            return
         arr = rnd.normal(shape, std, mean)
         data, raw = encode(name, arr, dtype)
         if raw is None:
@@ -298,7 +307,11 @@ def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_S
     t("token_embd.weight", (V, E), f.get("emb_std", 0.05))
     if "rope_freqs" in f:
         fac, lo, hi, orig = f["rope_freqs"]
-        w.add_tensor("rope_freqs.weight", llama3_rope_factors(f["rope_base"], HD, fac, lo, hi, orig))
+        rf = llama3_rope_factors(f["rope_base"], HD, fac, lo, hi, orig)
+        if stream:
+            pending.append(("rope_freqs.weight", rf.shape, 0, 0, rf))
+        else:
+            w.add_tensor("rope_freqs.weight", rf)
     t("output_norm.weight", (E,), 0.05, 1.0)
     if not f["tied"]:
         t("output.weight", (V, E), f.get("out_std", 0.05))
@@ -333,9 +346,23 @@ def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_S
             t(p + "ffn_down.weight", (E, FF))
         if arch == "gemma3":
             t(p + "post_ffw_norm.weight", (E,), 0.05, f.get("post_norm_mean", 1.0))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
+    if stream:
+        for name, shape, _, _, fixed in pending:
+            dt = np.dtype(np.float32 if len(shape) == 1 or name.endswith(F32_MATRICES)
+                          else np.float16)
+            w.add_tensor_info(name, shape, dt, int(np.prod(shape)) * dt.itemsize)
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_ti_data_to_file()
+        for name, shape, std, mean, fixed in pending:
+            arr = fixed if fixed is not None else encode(name, rnd.normal(shape, std, mean),
+                                                          dtype)[0]
+            w.write_tensor_data(arr)
+            del arr
+    else:
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
     w.close()
     os.replace(tmp, path)
     if not quiet:
