@@ -1,5 +1,5 @@
 // Batch invariance of the experts' FFN (runtime/ops_moe.c) on the tiny random-weight
-// Qwen3-MoE of tools/make_arch_gguf.py --ci (8 experts, 2 used): a sequence's logits are the
+// Qwen3-MoE of tools/make_arch_gguf.py --ci (8 experts, 2 used; and the Mixtral-style llama): a sequence's logits are the
 // same bits whether its prompt is prefilled in one batch or in chunks, whether it decodes
 // alone or beside 7 other sequences in mixed prefill/decode batches (each expert then sees
 // other tokens: its group's rows change, a token's result must not), at 1 or 2 threads, and
@@ -59,7 +59,7 @@ static void run(const char *path) {
         CHECKF(0, "cannot load %s: %s", path, lm_error_msg());
         return;
     }
-    CHECK(!strcmp(lm_model_arch(m), "qwen3moe"));
+    CHECK(!strcmp(lm_model_arch(m), "qwen3moe") || !strcmp(lm_model_arch(m), "llama"));
     nv = lm_model_n_vocab(m);
     enum { NP = 40, NS = 8, GEN = 10 };
     int32_t prompt[NP];
@@ -269,8 +269,9 @@ int main(void) {
         CHECKF(0, "generator failed: %s", cmd);
         return lm_test_finish();
     }
-    const char *files[] = {"arch_qwen3moe_f16.gguf", "arch_qwen3moe_qmix.gguf"};
-    for (int i = 0; i < 2; i++) {
+    const char *files[] = {"arch_qwen3moe_f16.gguf", "arch_qwen3moe_qmix.gguf",
+                           "arch_mixtral_qmix.gguf"};
+    for (int i = 0; i < 3; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, files[i]);
         run(path);
     }

@@ -16,7 +16,8 @@ blk.N.ffn_gate_inp.weight (n_expert, n_embd) in F32 (the converter and llama-qua
 so) and the experts as 3-D tensors ffn_gate_exps / ffn_up_exps (n_expert, n_ff_exp, n_embd)
 and ffn_down_exps (n_expert, n_embd, n_ff_exp) in numpy order (GGUF ne reversed), with
 qwen3moe.expert_count / expert_used_count / expert_feed_forward_length; no shared expert.
-Its CI copy ('qwen3moe_tiny') is small (n_embd 256, 8 experts of 256, 2 used) so the
+Mixtral-style llama files with experts ('mixtral_tiny') use the same tensors, experts n_ff
+wide. The CI copies ('qwen3moe_tiny', 'mixtral_tiny') are small (n_embd 256, 8 experts of 256, 2 used) so the
 router's choices, not the widths, are what the golden test covers; its LM head (std 0.15)
 gives logits of std ~2.4 at that width, so few positions are near-ties.
 
@@ -68,6 +69,12 @@ FAMILIES = {
                           head_dim=64, n_ff=512, n_vocab=8192, n_ctx=4096,
                           rope_base=1000000.0, eps=1e-6, tied=False, bias=False, qk_norm=True,
                           n_expert=8, n_expert_used=2, n_ff_exp=256, out_std=0.15),
+    # Mixtral-style llama with experts (llama.expert_count > 0; experts n_ff wide, no
+    # expert_feed_forward_length: llama.cpp's llama loader ignores it), tiny
+    "mixtral_tiny": dict(arch="llama", n_embd=256, n_layer=2, n_head=4, n_head_kv=2,
+                         head_dim=64, n_ff=256, n_vocab=8192, n_ctx=4096, rope_base=1000000.0,
+                         eps=1e-5, tied=False, bias=False, qk_norm=False, n_expert=4,
+                         n_expert_used=2, n_ff_exp=256, out_std=0.15),
     "gemma3": dict(arch="gemma3", n_embd=1152, n_layer=26, n_head=4, n_head_kv=1, head_dim=256,
                    n_ff=6912, n_vocab=262144, n_ctx=32768, rope_base=1000000.0,
                    rope_base_swa=10000.0, eps=1e-6, tied=True, bias=False, qk_norm=True,
@@ -85,6 +92,7 @@ CI_MODELS = [
     ("qwen3", "qwen3", 2, 8192, ("f16", "qmix"), {}),
     ("gemma3", "gemma3", 2, 8192, ("f16", "qmix"), {"sliding_window_pattern": 2}),
     ("qwen3moe", "qwen3moe_tiny", 2, 8192, ("f16", "qmix"), {}),
+    ("mixtral", "mixtral_tiny", 2, 8192, ("f16", "qmix"), {}),
 ]
 CI_SEED = 20240601
 
@@ -265,7 +273,8 @@ def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_S
     if f.get("n_expert"):
         w.add_expert_count(f["n_expert"])
         w.add_expert_used_count(f["n_expert_used"])
-        w.add_expert_feed_forward_length(f["n_ff_exp"])
+        if arch != "llama":
+            w.add_expert_feed_forward_length(f["n_ff_exp"])
     if "sliding_window" in extra:
         f["sliding_window"] = extra["sliding_window"]
     if "sliding_window" in f:

@@ -15,7 +15,8 @@ measured (KL-divergence, top-1 agreement). Architectures, as llama.cpp builds th
   qwen3moe qwen3 with a mixture-of-experts FFN: router logits (ffn_gate_inp), softmax over
            the experts, the expert_used_count most probable (ties: lower index), their
            probabilities renormalised to sum 1, the weighted sum of those experts' SwiGLU FFNs
-           (3-D ffn_gate_exps / ffn_up_exps / ffn_down_exps); no shared expert
+           (3-D ffn_gate_exps / ffn_up_exps / ffn_down_exps); no shared expert. llama with
+           expert_count > 0 (Mixtral) has the same expert FFN
   gemma3   embeddings x sqrt(n_embd); q/k norms; RoPE on halves with base freq_base on global
            layers and freq_base_swa (default 10000) on sliding-window layers (window
            sliding_window, pattern from sliding_window_pattern, default 6: five local, one
@@ -23,7 +24,8 @@ measured (KL-divergence, top-1 agreement). Architectures, as llama.cpp builds th
            optional final logit soft-capping
 
 Optional biases (attn_q/k/v/output.bias) are applied wherever present. Not supported (an
-error names them): YaRN / LongRoPE scaling, per-layer head counts, experts in other families.
+error names them): YaRN / LongRoPE scaling, per-layer head counts, experts in other families
+(shared experts, fused gate_up).
 
 Library:
     m = RefModel("model.gguf")
@@ -93,7 +95,7 @@ class RefModel:
                 self.rope_base_swa = self.get(a + ".rope.freq_base_swa", 10000.0)
             self.softcap = self.get(a + ".final_logit_softcapping", 0.0)
             self.attn_scale = 1.0 / math.sqrt(self.head_k)
-        self.n_expert = self.get(a + ".expert_count", 0) if a == "qwen3moe" else 0
+        self.n_expert = self.get(a + ".expert_count", 0) if a in ("qwen3moe", "llama") else 0
         if self.n_expert:
             self.n_expert_used = self.get(a + ".expert_used_count")
         self.tensors = {t.name: t for t in self.r.tensors}

@@ -144,8 +144,8 @@ static enum lm_status reject_unsupported(struct lm_model *m, int il) {
     return LM_OK;
 }
 
-// expert_count, expert_used_count, expert_feed_forward_length (llama.cpp's default: n_ff /
-// n_expert_used for qwen3moe, n_ff for llama). Both families renormalise the chosen
+// expert_count, expert_used_count, expert_feed_forward_length (qwen3moe; default n_ff /
+// n_expert_used as llama.cpp's; llama's experts are n_ff wide). Both families renormalise the chosen
 // weights and never scale them (llama.cpp passes norm_w = true and the unread, zero
 // expert_weights_scale).
 static enum lm_status load_experts_hparams(struct lm_model *m, const struct llama_variant *v) {
@@ -155,8 +155,10 @@ static enum lm_status load_experts_hparams(struct lm_model *m, const struct llam
     if ((st = lm_model_key_i32(m, "expert_count", &hp->n_expert, false))) return st;
     if (hp->n_expert == 0 && !v->moe) return LM_OK;
     if ((st = lm_model_key_i32(m, "expert_used_count", &hp->n_expert_used, false))) return st;
+    // llama (Mixtral) experts have feed_forward_length's size: llama.cpp ignores the key there
     hp->n_ff_exp = v->moe && hp->n_expert_used > 0 ? hp->n_ff / hp->n_expert_used : hp->n_ff;
-    if ((st = lm_model_key_i32(m, "expert_feed_forward_length", &hp->n_ff_exp, false))) return st;
+    if (v->moe && (st = lm_model_key_i32(m, "expert_feed_forward_length", &hp->n_ff_exp, false)))
+        return st;
     if (hp->n_expert <= 0 || hp->n_expert > LM_MAX_EXPERTS || hp->n_expert_used <= 0 ||
         hp->n_expert_used > hp->n_expert || hp->n_ff_exp <= 0)
         return lm_error_set(LM_ERR_FORMAT,
