@@ -1,9 +1,9 @@
 // Batch invariance of the experts' FFN (runtime/ops_moe.c) on the tiny random-weight
 // Qwen3-MoE of tools/make_arch_gguf.py --ci (8 experts, 2 used) and its Mixtral-style llama
 // (4 experts): a sequence's logits are the same bits whether its prompt is prefilled in one
-// batch or in chunks, whether it decodes alone or beside 7 other sequences in mixed prefill/decode batches (each expert then sees
-// other tokens: its group's rows change, a token's result must not), at 1 or 2 threads, and
-// after a prefix-cache attach. F16 and the quant mix (8-bit activations: group sizes over
+// batch or in chunks, whether it decodes alone or beside 7 other sequences in mixed
+// prefill/decode batches (each expert then sees other tokens: its group's rows change, a
+// token's result must not), at 1 or 2 threads, and after a prefix-cache attach. F16 and the quant mix (8-bit activations: group sizes over
 // LM_PRIVATE_QUANT_ROWS take the shared quantization path). Also the loader's refusals of
 // malformed expert metadata and tensors (byte-patched copies), each with its message.
 // Set-up as tests/test_model_arch_golden.c: the generator into $LUMEN_ARCH_DIR.
