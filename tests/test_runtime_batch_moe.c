@@ -3,9 +3,10 @@
 // (4 experts): a sequence's logits are the same bits whether its prompt is prefilled in one
 // batch or in chunks, whether it decodes alone or beside 7 other sequences in mixed
 // prefill/decode batches (each expert then sees other tokens: its group's rows change, a
-// token's result must not), at 1 or 2 threads, and after a prefix-cache attach. F16 and the quant mix (8-bit activations: group sizes over
-// LM_PRIVATE_QUANT_ROWS take the shared quantization path). Also the loader's refusals of
-// malformed expert metadata and tensors (byte-patched copies), each with its message.
+// token's result must not), at 1 or 2 threads, and after a prefix-cache attach. F16 and the
+// quant mix (8-bit activations: groups over LM_PRIVATE_QUANT_ROWS tokens take the shared
+// quantization path). Also the loader's refusals of malformed expert metadata and tensors
+// (byte-patched copies), each with its message.
 // Set-up as tests/test_model_arch_golden.c: the generator into $LUMEN_ARCH_DIR.
 // LM_TEST_LABELS: model;arch
 #include "lm_test.h"
