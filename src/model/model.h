@@ -76,7 +76,8 @@ struct lm_layer {
     // experts (hp.n_expert > 0; gate/up/down above are then absent): the router and one
     // 2-D view per expert into the 3-D ffn_*_exps tensors (a slice is a plain matrix)
     struct lm_weight router;         // ffn_gate_inp (n_expert, n_embd)
-    struct lm_weight *gate_exps;     // [n_expert] (n_ff_exp, n_embd)
+    struct lm_weight *gate_exps;     // [n_expert] (n_ff_exp, n_embd); up_exps and down_exps
+                                     // follow it in one array (repack.c walks all three)
     struct lm_weight *up_exps;       // [n_expert] (n_ff_exp, n_embd)
     struct lm_weight *down_exps;     // [n_expert] (n_embd, n_ff_exp)
 };
