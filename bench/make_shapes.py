@@ -17,8 +17,17 @@ could in principle blow up or collapse the residual stream).
 Files that already exist are kept unless --force. Writes go to <name>.tmp and are renamed,
 so an interrupted run leaves no truncated model behind.
 
+--shape NAME --layers N: one model at a real per-layer shape with fewer layers, cached
+outside the tree (default ~/.cache/lumen/shapes), its F16 written tensor by tensor
+(make_arch_gguf.py's stream mode: the file can exceed memory) and quantized by
+.reference/bin/llama-quantize (Q4_K_M), the F16 intermediate then deleted. Shapes:
+  qwen3-30b-a3b   Qwen3-30B-A3B (qwen3moe): n_embd 2048, 32 q / 4 kv heads of 128, 128
+                  experts of 768, 8 used, vocabulary 151936; 48 layers in the real model.
+                  8 layers: F16 ~11 GB (peak disk), Q4_K_M ~3.2 GB; ~6 min on 2 cores.
+
 usage:
   .venv/bin/python bench/make_shapes.py [--out models/shapes] [--force] [--no-check]
+  .venv/bin/python bench/make_shapes.py --shape qwen3-30b-a3b --layers 8 [--out DIR]
   .venv/bin/python bench/compare.py [--no-default] --models models/shapes/*.gguf
 (--no-default unless models/gemma-3-270m-q4_k_m.gguf is present). Needs
 requirements-reference.txt (bash scripts/setup.sh --reference). Takes ~2 min on 2 cores
@@ -47,6 +56,12 @@ MODELS = [
     ("qwen2.5-0.5b-random-q4_k_m.gguf", "qwen25", "q4_k_m"),
     ("tinyllama-1.1b-random-q4_k_m.gguf", "tinyllama", "q4_k_m"),
 ]
+
+
+# --shape NAME -> make_arch_gguf.py family
+SHAPES = {"qwen3-30b-a3b": "qwen3moe"}
+SHAPE_OUT = os.path.join(os.path.expanduser("~"), ".cache", "lumen", "shapes")
+LLAMA_QUANTIZE = os.path.join(ROOT, ".reference", "bin", "llama-quantize")
 
 
 def mb(path):
@@ -94,6 +109,50 @@ def quantize_q4_k_m(src, dst, name=None):
     os.replace(tmp, dst)
 
 
+def quantize_bin(src, dst, ftype="Q4_K_M"):
+    """.reference/bin/llama-quantize src dst ftype (2 threads); its log to dst.quantize.log,
+    removed on success, shown on failure."""
+    import subprocess
+
+    tmp, log = dst + ".tmp", dst + ".quantize.log"
+    with open(log, "wb") as fh:
+        rc = subprocess.call([LLAMA_QUANTIZE, src, tmp, ftype, str(N_THREADS)], stdout=fh,
+                             stderr=subprocess.STDOUT)
+    if rc != 0:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        with open(log, errors="replace") as fh:
+            sys.stderr.write("".join(fh.readlines()[-20:]))
+        sys.exit("make_shapes: %s %s failed (%d), log in %s" % (LLAMA_QUANTIZE, src, rc, log))
+    os.remove(log)
+    os.replace(tmp, dst)
+
+
+def make_shape(a):
+    """--shape: one reduced-layer model at a real per-layer shape, Q4_K_M. Returns its path."""
+    family = SHAPES[a.shape]
+    out = a.out or SHAPE_OUT
+    os.makedirs(out, exist_ok=True)
+    path = os.path.join(out, "%s-%dL-random-q4_k_m.gguf" % (a.shape, a.layers))
+    if os.path.exists(path) and not a.force:
+        print("make_shapes: %s exists (%.1f MB), kept" % (path, mb(path)))
+        return path
+    t0 = time.time()
+    f16 = path.replace("-q4_k_m.gguf", "-f16.gguf")
+    try:
+        mk.write_model(f16, family, a.layers, None, "f16", a.seed, quiet=True, stream=True)
+        print("make_shapes: wrote %s (%.1f MB) in %.0f s" % (f16, mb(f16), time.time() - t0),
+              flush=True)
+        quantize_bin(f16, path)
+    finally:
+        if os.path.exists(f16):
+            os.remove(f16)
+    print("make_shapes: wrote %s (%.1f MB) in %.0f s" % (path, mb(path), time.time() - t0))
+    if not a.no_check:
+        print("make_shapes: check %s: %s" % (os.path.basename(path), check(path)))
+    return path
+
+
 def check(path):
     """Evaluates CHECK_PROMPT with llama.cpp; fails unless every position's logits are
     finite and spread out. Returns a one-line summary."""
@@ -118,12 +177,19 @@ def check(path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", default=DEFAULT_OUT, help="output directory (default models/shapes)")
+    ap.add_argument("--out", default=None,
+                    help="output directory (default models/shapes; with --shape %s)" % SHAPE_OUT)
+    ap.add_argument("--shape", choices=sorted(SHAPES), help="one model at this real per-layer shape")
+    ap.add_argument("--layers", type=int, default=8, help="with --shape: layers (default 8)")
     ap.add_argument("--force", action="store_true", help="rewrite files that already exist")
     ap.add_argument("--seed", type=int, default=mk.CI_SEED, help="make_arch_gguf.py weight seed")
     ap.add_argument("--no-check", action="store_true",
                     help="skip the llama.cpp finite-logits check of each file")
     a = ap.parse_args()
+    if a.shape:
+        make_shape(a)
+        return 0
+    a.out = a.out or DEFAULT_OUT
     os.makedirs(a.out, exist_ok=True)
 
     t_all = time.time()

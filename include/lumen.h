@@ -92,6 +92,10 @@ struct lm_model_hparams {
     // LM head
     bool tied_output;         // it is token_embd (the file has no output.weight)
     bool output_bias;         // output.bias is added to the logits
+    // mixture of experts (0 experts: a dense FFN)
+    int32_t n_expert;         // experts per layer
+    int32_t n_expert_used;    // chosen per token
+    int32_t n_ff_exp;         // hidden size of one expert
 };
 void lm_model_hparams(const struct lm_model *m, struct lm_model_hparams *out);
 

@@ -56,6 +56,9 @@ enum lm_prof_op {
     LM_OP_FFN_RESIDUAL,
     LM_OP_OUTPUT_NORM,
     LM_OP_LM_HEAD,
+    LM_OP_FFN_MOE_ROUTER,  // experts: router matmul, top-k, grouping (and gathering) of tokens
+    LM_OP_FFN_MOE_GATE_UP, // experts: gate + up matmuls of the chosen experts, SwiGLU
+    LM_OP_FFN_MOE_DOWN,    // experts: down matmuls, weighted sum into the FFN output
     LM_OP_COUNT
 };
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Random-weight GGUF models of real architecture shapes (TinyLlama 1.1B, Llama 3.2 1B,
-Qwen2.5 0.5B, Qwen3 0.6B, Gemma 3 1B) for lumen's per-architecture golden tests.
+Qwen2.5 0.5B, Qwen3 0.6B, Gemma 3 1B, Qwen3-30B-A3B) for lumen's per-architecture golden tests.
 
 Weights are deterministic in (family, seed): N(0, 0.02) matrices (embeddings 0.05, so
 logits are not degenerate), norms ~ 1 + N(0, 0.05), biases N(0, 0.02). Gemma 3 scales its
@@ -10,6 +10,16 @@ post-FFN norms ~12, so the blocks' outputs dominate the residual stream. The tok
 synthetic SentencePiece ('llama') vocabulary of exactly as many tokens as the embedding
 has rows (3 specials, 256 <0xXX> byte tokens, then '\u2581w<n>' pieces), so lumen and
 llama.cpp can load every family before lumen has a byte-level BPE tokenizer.
+
+Mixture of experts (qwen3moe, as convert_hf_to_gguf writes Qwen3-MoE): per layer the router
+blk.N.ffn_gate_inp.weight (n_expert, n_embd) in F32 (the converter and llama-quantize keep it
+so) and the experts as 3-D tensors ffn_gate_exps / ffn_up_exps (n_expert, n_ff_exp, n_embd)
+and ffn_down_exps (n_expert, n_embd, n_ff_exp) in numpy order (GGUF ne reversed), with
+qwen3moe.expert_count / expert_used_count / expert_feed_forward_length; no shared expert.
+Mixtral-style llama files with experts ('mixtral_tiny') use the same tensors, experts n_ff
+wide. The CI copies ('qwen3moe_tiny', 'mixtral_tiny') are small (n_embd 256, 8 experts of 256, 2 used) so the
+router's choices, not the widths, are what the golden test covers; its LM head (std 0.15)
+gives logits of std ~2.4 at that width, so few positions are near-ties.
 
 dtype 'f16': matrices F16, vectors F32. dtype 'qmix': a Q4_K_M-like mix written without
 llama.cpp: Q4_K for q/k/o/gate/up, Q6_K for v/down/embeddings/output where the row length
@@ -51,6 +61,20 @@ FAMILIES = {
     "qwen3": dict(arch="qwen3", n_embd=1024, n_layer=28, n_head=16, n_head_kv=8, head_dim=128,
                   n_ff=3072, n_vocab=151936, n_ctx=40960, rope_base=1000000.0, eps=1e-6,
                   tied=True, bias=False, qk_norm=True),
+    "qwen3moe": dict(arch="qwen3moe", n_embd=2048, n_layer=48, n_head=32, n_head_kv=4,
+                     head_dim=128, n_ff=6144, n_vocab=151936, n_ctx=40960, rope_base=1000000.0,
+                     eps=1e-6, tied=False, bias=False, qk_norm=True, n_expert=128,
+                     n_expert_used=8, n_ff_exp=768),
+    "qwen3moe_tiny": dict(arch="qwen3moe", n_embd=256, n_layer=2, n_head=4, n_head_kv=2,
+                          head_dim=64, n_ff=512, n_vocab=8192, n_ctx=4096,
+                          rope_base=1000000.0, eps=1e-6, tied=False, bias=False, qk_norm=True,
+                          n_expert=8, n_expert_used=2, n_ff_exp=256, out_std=0.15),
+    # Mixtral-style llama with experts (llama.expert_count > 0; experts n_ff wide, no
+    # expert_feed_forward_length: llama.cpp's llama loader ignores it), tiny
+    "mixtral_tiny": dict(arch="llama", n_embd=256, n_layer=2, n_head=4, n_head_kv=2,
+                         head_dim=64, n_ff=256, n_vocab=8192, n_ctx=4096, rope_base=1000000.0,
+                         eps=1e-5, tied=False, bias=False, qk_norm=False, n_expert=4,
+                         n_expert_used=2, n_ff_exp=256, out_std=0.15),
     "gemma3": dict(arch="gemma3", n_embd=1152, n_layer=26, n_head=4, n_head_kv=1, head_dim=256,
                    n_ff=6912, n_vocab=262144, n_ctx=32768, rope_base=1000000.0,
                    rope_base_swa=10000.0, eps=1e-6, tied=True, bias=False, qk_norm=True,
@@ -67,6 +91,8 @@ CI_MODELS = [
     ("qwen25", "qwen25", 2, 8192, ("f16", "qmix"), {}),
     ("qwen3", "qwen3", 2, 8192, ("f16", "qmix"), {}),
     ("gemma3", "gemma3", 2, 8192, ("f16", "qmix"), {"sliding_window_pattern": 2}),
+    ("qwen3moe", "qwen3moe_tiny", 2, 8192, ("f16", "qmix"), {}),
+    ("mixtral", "mixtral_tiny", 2, 8192, ("f16", "qmix"), {}),
 ]
 CI_SEED = 20240601
 
@@ -185,29 +211,39 @@ def quant_q6_k(x):
     return out.reshape(rows, -1)
 
 
-QMIX_HIGH = ("attn_v.weight", "ffn_down.weight", "token_embd.weight", "output.weight")
+QMIX_HIGH = ("attn_v.weight", "ffn_down.weight", "ffn_down_exps.weight", "token_embd.weight",
+             "output.weight")
+F32_MATRICES = ("ffn_gate_inp.weight",)  # the MoE router stays F32 (converter, llama-quantize)
 
 
 def encode(name, arr, dtype):
     """(array, raw_dtype) to hand to GGUFWriter.add_tensor for one tensor."""
-    if arr.ndim == 1:
+    if arr.ndim == 1 or name.endswith(F32_MATRICES):
         return arr.astype(np.float32), None
     if dtype == "f16":
         return arr.astype(np.float16), None
     high = name.endswith(QMIX_HIGH)
-    n = arr.shape[1]
+    lead, n = arr.shape[:-1], arr.shape[-1]  # 3-D experts: rows of every expert
+    flat = arr.reshape(-1, n)
     if n % 256 == 0:
         if high:
-            return quant_q6_k(arr), QT.Q6_K
-        return quant_q4_k(arr), QT.Q4_K
-    qt = QT.Q8_0 if high else QT.Q5_0
-    return quants.quantize(arr, qt), qt
+            q, qt = quant_q6_k(flat), QT.Q6_K
+        else:
+            q, qt = quant_q4_k(flat), QT.Q4_K
+    else:
+        qt = QT.Q8_0 if high else QT.Q5_0
+        q = quants.quantize(flat, qt)
+    return q.reshape(lead + (q.shape[-1],)), qt
 
 
 # ============================================================ writer
 
 def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_SEED,
-                extra=None, quiet=False):
+                extra=None, quiet=False, stream=False):
+    """stream (dtype f16 only): tensors are generated and written one at a time (the same
+    bytes as without), so a file far larger than memory can be written: the Qwen3-30B-A3B
+    shape's F16 is ~1.3 GB per layer."""
+    assert not stream or dtype == "f16"
     f = dict(FAMILIES[family])
     if n_layer:
         f["n_layer"] = n_layer
@@ -228,12 +264,17 @@ def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_S
     w.add_feed_forward_length(FF)
     w.add_head_count(H)
     w.add_head_count_kv(HKV)
-    if HD * H != E or arch in ("qwen3", "gemma3"):
+    if HD * H != E or arch in ("qwen3", "qwen3moe", "gemma3"):
         w.add_key_length(HD)
         w.add_value_length(HD)
     w.add_rope_dimension_count(HD)
     w.add_rope_freq_base(f["rope_base"])
     w.add_layer_norm_rms_eps(f["eps"])
+    if f.get("n_expert"):
+        w.add_expert_count(f["n_expert"])
+        w.add_expert_used_count(f["n_expert_used"])
+        if arch != "llama":
+            w.add_expert_feed_forward_length(f["n_ff_exp"])
     if "sliding_window" in extra:
         f["sliding_window"] = extra["sliding_window"]
     if "sliding_window" in f:
@@ -258,8 +299,13 @@ def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_S
     w.add_add_bos_token(True)
     w.add_add_eos_token(False)
 
+    pending = []  # stream: (name, shape, std, mean, fixed array or None), in file order
+
     def t(name, shape, std=0.02, mean=0.0):
         # shape is numpy order (outermost first): matrices (n_out, n_in)
+        if stream:
+            pending.append((name, shape, std, mean, None))
+            return
         arr = rnd.normal(shape, std, mean)
         data, raw = encode(name, arr, dtype)
         if raw is None:
@@ -270,10 +316,14 @@ def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_S
     t("token_embd.weight", (V, E), f.get("emb_std", 0.05))
     if "rope_freqs" in f:
         fac, lo, hi, orig = f["rope_freqs"]
-        w.add_tensor("rope_freqs.weight", llama3_rope_factors(f["rope_base"], HD, fac, lo, hi, orig))
+        rf = llama3_rope_factors(f["rope_base"], HD, fac, lo, hi, orig)
+        if stream:
+            pending.append(("rope_freqs.weight", rf.shape, 0, 0, rf))
+        else:
+            w.add_tensor("rope_freqs.weight", rf)
     t("output_norm.weight", (E,), 0.05, 1.0)
     if not f["tied"]:
-        t("output.weight", (V, E), 0.05)
+        t("output.weight", (V, E), f.get("out_std", 0.05))
     for i in range(L):
         p = "blk.%d." % i
         t(p + "attn_norm.weight", (E,), 0.05, 1.0)
@@ -291,14 +341,37 @@ def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_S
         if arch == "gemma3":
             t(p + "post_attention_norm.weight", (E,), 0.05, f.get("post_norm_mean", 1.0))
         t(p + "ffn_norm.weight", (E,), 0.05, 1.0)
-        t(p + "ffn_gate.weight", (FF, E))
-        t(p + "ffn_up.weight", (FF, E))
-        t(p + "ffn_down.weight", (E, FF))
+        if f.get("n_expert"):
+            NX, FX = f["n_expert"], f["n_ff_exp"]
+            # router std 0.15 (logit std ~2.4 at n_embd 256): the experts' probabilities differ clearly (no near-ties in
+            # the top-k that would make the golden test flaky)
+            t(p + "ffn_gate_inp.weight", (NX, E), 0.15)
+            t(p + "ffn_gate_exps.weight", (NX, FX, E))
+            t(p + "ffn_up_exps.weight", (NX, FX, E))
+            t(p + "ffn_down_exps.weight", (NX, E, FX))
+        else:
+            t(p + "ffn_gate.weight", (FF, E))
+            t(p + "ffn_up.weight", (FF, E))
+            t(p + "ffn_down.weight", (E, FF))
         if arch == "gemma3":
             t(p + "post_ffw_norm.weight", (E,), 0.05, f.get("post_norm_mean", 1.0))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
+    if stream:
+        for name, shape, _, _, fixed in pending:
+            dt = np.dtype(np.float32 if len(shape) == 1 or name.endswith(F32_MATRICES)
+                          else np.float16)
+            w.add_tensor_info(name, shape, dt, int(np.prod(shape)) * dt.itemsize)
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_ti_data_to_file()
+        for name, shape, std, mean, fixed in pending:
+            arr = fixed if fixed is not None else encode(name, rnd.normal(shape, std, mean),
+                                                          dtype)[0]
+            w.write_tensor_data(arr)
+            del arr
+    else:
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
     w.close()
     os.replace(tmp, path)
     if not quiet:

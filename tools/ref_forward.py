@@ -12,6 +12,11 @@ measured (KL-divergence, top-1 agreement). Architectures, as llama.cpp builds th
            Llama 3), causal attention, SwiGLU FFN
   qwen2    llama + q/k/v biases, RoPE on halves (NeoX)
   qwen3    qwen2 without biases + per-head RMSNorm of q and k before RoPE
+  qwen3moe qwen3 with a mixture-of-experts FFN: router logits (ffn_gate_inp), softmax over
+           the experts, the expert_used_count most probable (ties: lower index), their
+           probabilities renormalised to sum 1, the weighted sum of those experts' SwiGLU FFNs
+           (3-D ffn_gate_exps / ffn_up_exps / ffn_down_exps); no shared expert. llama with
+           expert_count > 0 (Mixtral) has the same expert FFN
   gemma3   embeddings x sqrt(n_embd); q/k norms; RoPE on halves with base freq_base on global
            layers and freq_base_swa (default 10000) on sliding-window layers (window
            sliding_window, pattern from sliding_window_pattern, default 6: five local, one
@@ -19,7 +24,8 @@ measured (KL-divergence, top-1 agreement). Architectures, as llama.cpp builds th
            optional final logit soft-capping
 
 Optional biases (attn_q/k/v/output.bias) are applied wherever present. Not supported (an
-error names them): YaRN / LongRoPE scaling, per-layer head counts, MoE.
+error names them): YaRN / LongRoPE scaling, per-layer head counts, experts in other families
+(shared experts, fused gate_up).
 
 Library:
     m = RefModel("model.gguf")
@@ -39,8 +45,8 @@ import numpy as np
 import gguf
 from gguf import GGMLQuantizationType as QT
 
-SUPPORTED = ("llama", "qwen2", "qwen3", "gemma3")
-ROPE_NEOX = {"llama": False, "qwen2": True, "qwen3": True, "gemma3": True}
+SUPPORTED = ("llama", "qwen2", "qwen3", "qwen3moe", "gemma3")
+ROPE_NEOX = {"llama": False, "qwen2": True, "qwen3": True, "qwen3moe": True, "gemma3": True}
 
 
 def field_value(f):
@@ -89,6 +95,9 @@ class RefModel:
                 self.rope_base_swa = self.get(a + ".rope.freq_base_swa", 10000.0)
             self.softcap = self.get(a + ".final_logit_softcapping", 0.0)
             self.attn_scale = 1.0 / math.sqrt(self.head_k)
+        self.n_expert = self.get(a + ".expert_count", 0) if a in ("qwen3moe", "llama") else 0
+        if self.n_expert:
+            self.n_expert_used = self.get(a + ".expert_used_count")
         self.tensors = {t.name: t for t in self.r.tensors}
         self.n_vocab = int(self.tensors["token_embd.weight"].shape[1])
         self._cache = {}
@@ -178,6 +187,24 @@ class RefModel:
     def silu(x):
         return x / (1.0 + np.exp(-x))
 
+    def moe(self, h, p):
+        """The experts' FFN of h (n, n_embd): per token the top-k experts of the router's
+        softmax, weights renormalised, sum of weight x down(silu(gate) * up)."""
+        logits = h @ self.w(p + "ffn_gate_inp.weight").T                   # (n, n_expert)
+        pr = np.exp(logits - logits.max(axis=1, keepdims=True))
+        pr /= pr.sum(axis=1, keepdims=True)
+        gate = self.w(p + "ffn_gate_exps.weight")                          # (X, F, E)
+        up = self.w(p + "ffn_up_exps.weight")
+        down = self.w(p + "ffn_down_exps.weight")                          # (X, E, F)
+        out = np.zeros_like(h)
+        for i in range(h.shape[0]):
+            sel = np.argsort(-pr[i], kind="stable")[: self.n_expert_used]
+            w = pr[i, sel] / pr[i, sel].sum()
+            for e, we in zip(sel, w):
+                f = self.silu(gate[e] @ h[i]) * (up[e] @ h[i])
+                out[i] += we * (down[e] @ f)
+        return out
+
     # ------------------------------------------------------------ forward
 
     def hidden(self, tokens):
@@ -211,10 +238,13 @@ class RefModel:
                 a = self.rmsnorm(a, self.w(p + "post_attention_norm.weight"))
             x = x + a
             h = self.rmsnorm(x, self.w(p + "ffn_norm.weight"))
-            g = self.linear(h, p + "ffn_gate")
-            u = self.linear(h, p + "ffn_up")
-            act = self.gelu(g) if self.arch == "gemma3" else self.silu(g)
-            f = self.linear(act * u, p + "ffn_down")
+            if self.n_expert:
+                f = self.moe(h, p)
+            else:
+                g = self.linear(h, p + "ffn_gate")
+                u = self.linear(h, p + "ffn_up")
+                act = self.gelu(g) if self.arch == "gemma3" else self.silu(g)
+                f = self.linear(act * u, p + "ffn_down")
             if self.arch == "gemma3":
                 f = self.rmsnorm(f, self.w(p + "post_ffw_norm.weight"))
             x = x + f

@@ -90,7 +90,8 @@ static const int k_attn_ops[] = {LM_OP_ATTN_NORM, LM_OP_QKV, LM_OP_QK_NORM, LM_O
                                  LM_OP_KV_WRITE, LM_OP_ATTENTION, LM_OP_O_PROJ,
                                  LM_OP_POST_ATTN_NORM, LM_OP_ATTN_RESIDUAL};
 static const int k_ffn_ops[] = {LM_OP_FFN_NORM, LM_OP_GATE_UP, LM_OP_ACTIVATION, LM_OP_DOWN,
-                                LM_OP_POST_FFW_NORM, LM_OP_FFN_RESIDUAL};
+                                LM_OP_POST_FFW_NORM, LM_OP_FFN_RESIDUAL, LM_OP_FFN_MOE_ROUTER,
+                                LM_OP_FFN_MOE_GATE_UP, LM_OP_FFN_MOE_DOWN};
 #define NELEM(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 // components: groups of ops, with the weight group they read (or -1)
@@ -102,8 +103,9 @@ static const struct {
 } k_comp_defs[] = {
     {"matmul attn_q/k/v", {LM_OP_QKV}, 1, LM_BENCH_GRP_QKV},
     {"matmul attn_output", {LM_OP_O_PROJ}, 1, LM_BENCH_GRP_O},
-    {"matmul ffn_gate+up", {LM_OP_GATE_UP}, 1, LM_BENCH_GRP_GATE_UP},
-    {"matmul ffn_down", {LM_OP_DOWN}, 1, LM_BENCH_GRP_DOWN},
+    {"matmul ffn_gate+up", {LM_OP_GATE_UP, LM_OP_FFN_MOE_GATE_UP}, 2, LM_BENCH_GRP_GATE_UP},
+    {"matmul ffn_down", {LM_OP_DOWN, LM_OP_FFN_MOE_DOWN}, 2, LM_BENCH_GRP_DOWN},
+    {"experts' router (matmul, top-k, grouping)", {LM_OP_FFN_MOE_ROUTER}, 1, -1},
     {"lm_head (output matmul)", {LM_OP_LM_HEAD}, 1, LM_BENCH_GRP_HEAD},
     {"attention (rope, kv write, softmax.V)", {LM_OP_ROPE, LM_OP_KV_WRITE, LM_OP_ATTENTION}, 3, -1},
     {"norms (rms, qk, post, output)", {LM_OP_ATTN_NORM, LM_OP_QK_NORM, LM_OP_POST_ATTN_NORM,

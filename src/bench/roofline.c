@@ -47,14 +47,16 @@ static enum lm_bench_grp layer_group(const struct lm_tensor_info *t) {
         name_has(t, ".attn_qkv."))
         return LM_BENCH_GRP_QKV;
     if (name_has(t, ".attn_output.")) return LM_BENCH_GRP_O;
-    if (name_has(t, ".ffn_gate.") || name_has(t, ".ffn_up.") || name_has(t, ".ffn_gate_up."))
+    if (name_has(t, ".ffn_gate.") || name_has(t, ".ffn_up.") || name_has(t, ".ffn_gate_up.") ||
+        name_has(t, ".ffn_gate_exps.") || name_has(t, ".ffn_up_exps."))
         return LM_BENCH_GRP_GATE_UP;
-    if (name_has(t, ".ffn_down.")) return LM_BENCH_GRP_DOWN;
+    if (name_has(t, ".ffn_down.") || name_has(t, ".ffn_down_exps.")) return LM_BENCH_GRP_DOWN;
     return LM_BENCH_GRP_OTHER;
 }
 
 // Bytes a decode step reads: every tensor except the token embedding (one row of it is
-// read), and the whole embedding when it doubles as the output head (tied).
+// read), and the whole embedding when it doubles as the output head (tied); of the 3-D
+// expert tensors, the share of the experts one token uses (its active bytes).
 void lm_bench_model_info(const struct lm_model *m, const char *path, struct lm_bench_model_info *out) {
     struct lm_bench_model_info *mi = out;
     memset(mi, 0, sizeof *mi);
@@ -94,6 +96,8 @@ void lm_bench_model_info(const struct lm_model *m, const char *path, struct lm_b
             bytes = row_bytes;
         } else {
             grp = layer_group(&t);
+            if (hp.n_expert > 0 && t.n_dims == 3 && t.ne[2] == hp.n_expert)
+                bytes = t.n_bytes / (uint64_t)hp.n_expert * (uint64_t)hp.n_expert_used;
         }
         mi->grp_bytes[grp] += bytes;
         if (t.n_dims >= 2 && t.name_len > 4 && !memcmp(t.name, "blk.", 4)) mi->layer_params += t.n_elements;

@@ -57,6 +57,9 @@ int cmd_info(int argc, char **argv) {
            hp.n_head / hp.n_head_kv);
     printf("  head_dim       %d (k) / %d (v)\n", hp.head_dim_k, hp.head_dim_v);
     printf("  n_ff           %d\n", hp.n_ff);
+    if (hp.n_expert > 0)
+        printf("  experts        %d of %d per token, each %d wide (router: softmax, top-k, "
+               "renormalised)\n", hp.n_expert_used, hp.n_expert, hp.n_ff_exp);
     printf("  n_ctx_train    %d\n", hp.n_ctx_train);
     printf("  rms_eps        %g\n", hp.rms_eps);
     printf("  rope           %s, %d dims, base %g (global)", hp.rope_neox ? "neox" : "norm", hp.n_rot,

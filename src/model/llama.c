@@ -1,9 +1,12 @@
 // Llama-style decoder families sharing one loader, as llama.cpp builds them
 // (src/models/llama.cpp, qwen2.cpp, qwen3.cpp): pre-norm blocks, GQA attention, SwiGLU FFN,
 // separate or tied LM head (the forward pass: runtime/forward.c). llama: NORM RoPE, linear or
-// llama3 (rope_freqs) scaling; qwen2: q/k/v biases, NEOX RoPE; qwen3: per-head QK-norm.
+// llama3 (rope_freqs) scaling; qwen2: q/k/v biases, NEOX RoPE; qwen3: per-head QK-norm;
+// qwen3moe: qwen3 with a mixture-of-experts FFN (no shared expert), as llama with
+// expert_count > 0 (Mixtral): router softmax, top-k, weights renormalised.
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/status.h"
@@ -15,15 +18,18 @@ struct llama_variant {
     bool qk_norm;      // attn_q_norm / attn_k_norm required (qwen3)
     bool rope_freqs;   // rope_freqs.weight is looked for (llama)
     bool output_bias;  // output.bias is looked for (qwen2)
+    bool moe;          // expert FFN required (qwen3moe); llama: when expert_count > 0
 };
 
-static const struct llama_variant k_llama = {LM_ROPE_NORM, false, true, false};
-static const struct llama_variant k_qwen2 = {LM_ROPE_NEOX, false, false, true};
-static const struct llama_variant k_qwen3 = {LM_ROPE_NEOX, true, false, false};
+static const struct llama_variant k_llama = {LM_ROPE_NORM, false, true, false, false};
+static const struct llama_variant k_qwen2 = {LM_ROPE_NEOX, false, false, true, false};
+static const struct llama_variant k_qwen3 = {LM_ROPE_NEOX, true, false, false, false};
+static const struct llama_variant k_qwen3moe = {LM_ROPE_NEOX, true, false, false, true};
 
 static const struct llama_variant *variant_of(const struct lm_model *m) {
     if (m->arch == &lm_arch_qwen2) return &k_qwen2;
     if (m->arch == &lm_arch_qwen3) return &k_qwen3;
+    if (m->arch == &lm_arch_qwen3moe) return &k_qwen3moe;
     return &k_llama;
 }
 
@@ -119,19 +125,71 @@ static enum lm_status load_rope_scaling(struct lm_model *m, const struct llama_v
 // Tensors llama.cpp would use but lumen does not implement: refuse rather than compute
 // something else.
 static enum lm_status reject_unsupported(struct lm_model *m, int il) {
-    static const char *const k_names[] = {"attn_qkv.weight", "attn_output.bias",
-                                          "ffn_gate.bias",   "ffn_up.bias",
-                                          "ffn_down.bias",   "ffn_gate_inp.weight"};
+    static const char *const k_names[] = {
+        "attn_qkv.weight", "attn_output.bias", "ffn_gate.bias",       "ffn_up.bias",
+        "ffn_down.bias",   "ffn_gate_inp.weight", "ffn_gate_up_exps.weight",
+        "ffn_gate_shexp.weight", "ffn_gate_inp_shexp.weight"};
+    // the router belongs to expert models; the rest lumen does not implement
+    const bool moe = m->hp.n_expert > 0;
     char name[96];
     for (size_t k = 0; k < sizeof k_names / sizeof k_names[0]; k++) {
+        if (moe && !strcmp(k_names[k], "ffn_gate_inp.weight")) continue;
         snprintf(name, sizeof name, "blk.%d.%s", il, k_names[k]);
         if (lm_gguf_find_tensor(&m->gguf, name))
             return lm_error_set(LM_ERR_UNSUPPORTED,
-                                "%s: %s: tensor '%s' (fused QKV, output/FFN bias or MoE) is not "
-                                "supported",
+                                "%s: %s: tensor '%s' (fused QKV, output/FFN bias, a router "
+                                "without expert_count, fused or shared experts) is not supported",
                                 m->arch->name, m->path, name);
     }
     return LM_OK;
+}
+
+// expert_count, expert_used_count, expert_feed_forward_length (qwen3moe; default n_ff /
+// n_expert_used as llama.cpp's; llama's experts are n_ff wide). Both families renormalise the chosen
+// weights and never scale them (llama.cpp passes norm_w = true and the unread, zero
+// expert_weights_scale).
+static enum lm_status load_experts_hparams(struct lm_model *m, const struct llama_variant *v) {
+    struct lm_hparams *hp = &m->hp;
+    enum lm_status st;
+    hp->n_expert = hp->n_expert_used = hp->n_ff_exp = 0;
+    if ((st = lm_model_key_i32(m, "expert_count", &hp->n_expert, false))) return st;
+    if (hp->n_expert == 0 && !v->moe) return LM_OK;
+    if ((st = lm_model_key_i32(m, "expert_used_count", &hp->n_expert_used, false))) return st;
+    // llama (Mixtral) experts have feed_forward_length's size: llama.cpp ignores the key there
+    hp->n_ff_exp = v->moe && hp->n_expert_used > 0 ? hp->n_ff / hp->n_expert_used : hp->n_ff;
+    if (v->moe && (st = lm_model_key_i32(m, "expert_feed_forward_length", &hp->n_ff_exp, false)))
+        return st;
+    if (hp->n_expert <= 0 || hp->n_expert > LM_MAX_EXPERTS || hp->n_expert_used <= 0 ||
+        hp->n_expert_used > hp->n_expert || hp->n_ff_exp <= 0)
+        return lm_error_set(LM_ERR_FORMAT,
+                            "%s: %s: expert_count %d, expert_used_count %d, "
+                            "expert_feed_forward_length %d: need 0 < used <= count <= %d and a "
+                            "positive expert size",
+                            m->arch->name, m->path, hp->n_expert, hp->n_expert_used,
+                            hp->n_ff_exp, LM_MAX_EXPERTS);
+    hp->expert_norm_w = true;
+    hp->expert_w_scale = 0.0f;
+    return LM_OK;
+}
+
+// The router and the expert views of layer il (hp.n_expert > 0).
+static enum lm_status load_layer_experts(struct lm_model *m, int il) {
+    const struct lm_hparams *hp = &m->hp;
+    struct lm_layer *L = &m->layers[il];
+    const int64_t E = hp->n_embd, F = hp->n_ff_exp, X = hp->n_expert;
+    enum lm_status st;
+    if (!m->exps_buf && !(m->exps_buf = calloc((size_t)3 * hp->n_layer * X, sizeof *m->exps_buf)))
+        return lm_error_set(LM_ERR_NOMEM, "model: out of memory (expert views)");
+    L->gate_exps = m->exps_buf + (size_t)3 * il * X;
+    L->up_exps = L->gate_exps + X;
+    L->down_exps = L->up_exps + X;
+    if ((st = lm_model_weightf(m, &L->router, true, E, X, "blk.%d.ffn_gate_inp.weight", il)))
+        return st;
+    if ((st = lm_model_expert_weights(m, L->gate_exps, il, "ffn_gate_exps.weight", E, F, X)))
+        return st;
+    if ((st = lm_model_expert_weights(m, L->up_exps, il, "ffn_up_exps.weight", E, F, X)))
+        return st;
+    return lm_model_expert_weights(m, L->down_exps, il, "ffn_down_exps.weight", F, E, X);
 }
 
 static enum lm_status llama_load(struct lm_model *m) {
@@ -145,12 +203,7 @@ static enum lm_status llama_load(struct lm_model *m) {
     if ((st = lm_model_key_i32(m, "rope.dimension_count", &hp->n_rot, false))) return st;
     hp->n_ctx_train = 4096;
     if ((st = lm_model_key_i32(m, "context_length", &hp->n_ctx_train, false))) return st;
-    uint32_t u = 0;
-    if ((st = lm_model_key_u32(m, "expert_count", &u, false))) return st;
-    if (u > 0)
-        return lm_error_set(LM_ERR_UNSUPPORTED,
-                            "%s: %s: mixture-of-experts models (expert_count %u) are not supported",
-                            m->arch->name, m->path, u);
+    if ((st = load_experts_hparams(m, v))) return st;
     if ((st = lm_model_key_f32(m, "attention.layer_norm_rms_epsilon", &hp->rms_eps, true)))
         return st;
     if ((st = lm_model_check_dims(m))) return st;
@@ -208,7 +261,10 @@ static enum lm_status llama_load(struct lm_model *m) {
             {&L->up, "ffn_up.weight", E, F, true},
             {&L->down, "ffn_down.weight", F, E, true},
         };
-        if ((st = lm_model_layer_weights(m, il, ts, (int)(sizeof ts / sizeof ts[0])))) return st;
+        const bool moe = hp->n_expert > 0; // experts instead of the dense FFN (last 3)
+        const int nts = (int)(sizeof ts / sizeof ts[0]) - (moe ? 3 : 0);
+        if ((st = lm_model_layer_weights(m, il, ts, nts))) return st;
+        if (moe && (st = load_layer_experts(m, il))) return st;
         if (!v->qk_norm) { // llama.cpp only reads QK-norm weights for qwen3
             memset(&L->q_norm, 0, sizeof L->q_norm);
             memset(&L->k_norm, 0, sizeof L->k_norm);
@@ -225,3 +281,5 @@ const struct lm_arch lm_arch_qwen2 = {
     .name = "qwen2", .load = llama_load, .decoder = LLAMA_DECODER};
 const struct lm_arch lm_arch_qwen3 = {
     .name = "qwen3", .load = llama_load, .decoder = LLAMA_DECODER};
+const struct lm_arch lm_arch_qwen3moe = {
+    .name = "qwen3moe", .load = llama_load, .decoder = LLAMA_DECODER};

@@ -15,6 +15,7 @@ static const struct lm_arch *const k_archs[] = {
     &lm_arch_llama,
     &lm_arch_qwen2,
     &lm_arch_qwen3,
+    &lm_arch_qwen3moe,
 };
 #define N_ARCHS (sizeof k_archs / sizeof k_archs[0])
 
@@ -71,6 +72,52 @@ enum lm_status lm_model_weightf(struct lm_model *m, struct lm_weight *w, bool re
     vsnprintf(name, sizeof name, fmt, ap);
     va_end(ap);
     return lm_model_weight(m, w, name, n_in, n_out, required);
+}
+
+enum lm_status lm_model_expert_weights(struct lm_model *m, struct lm_weight *out, int il,
+                                       const char *name, int64_t n_in, int64_t n_out,
+                                       int64_t n_expert) {
+    char full[128];
+    snprintf(full, sizeof full, "blk.%d.%s", il, name);
+    const struct lm_gguf_tensor *t = lm_gguf_find_tensor(&m->gguf, full);
+    if (!t)
+        return lm_error_set(LM_ERR_FORMAT, "model: %s: missing required expert tensor '%s'",
+                            m->path, full);
+    const struct lm_dtype_traits *tr = lm_dtype_traits(t->type);
+    if (!tr || !tr->supported)
+        return lm_error_set(LM_ERR_UNSUPPORTED,
+                            "model: %s: tensor '%s' has dtype %s, which lumen does not support",
+                            m->path, full, lm_dtype_name(t->type));
+    if (t->n_dims != 3 || t->ne[0] != n_in || t->ne[1] != n_out || t->ne[2] != n_expert) {
+        char got[96];
+        int o = snprintf(got, sizeof got, "[");
+        for (uint32_t d = 0; d < t->n_dims && o < (int)sizeof got - 24; d++)
+            o += snprintf(got + o, sizeof got - (size_t)o, "%s%lld", d ? ", " : "",
+                          (long long)t->ne[d]);
+        snprintf(got + o, sizeof got - (size_t)o, "]");
+        return lm_error_set(LM_ERR_FORMAT,
+                            "model: %s: expert tensor '%s' has shape %s, expected [%lld, %lld, "
+                            "%lld] (n_in, n_out, n_expert)",
+                            m->path, full, got, (long long)n_in, (long long)n_out,
+                            (long long)n_expert);
+    }
+    const size_t row = lm_dtype_row_size(t->type, n_in), slice = row * (size_t)n_out;
+    if ((uint64_t)slice * (uint64_t)n_expert > t->nbytes)
+        return lm_error_set(LM_ERR_FORMAT,
+                            "model: %s: expert tensor '%s' holds %llu bytes, %d experts of "
+                            "%zu need more", m->path, full, (unsigned long long)t->nbytes,
+                            (int)n_expert, slice);
+    for (int64_t e = 0; e < n_expert; e++) {
+        struct lm_weight *w = &out[e];
+        memset(w, 0, sizeof *w);
+        snprintf(w->name, sizeof w->name, "blk.%d.%s[%d]", il, name, (int)e);
+        w->data = (const char *)t->data + (size_t)e * slice;
+        w->type = t->type;
+        w->n_in = n_in;
+        w->n_out = n_out;
+        w->row_bytes = row;
+    }
+    return LM_OK;
 }
 
 enum lm_status lm_model_block_dims(struct lm_model *m) {
@@ -227,6 +274,7 @@ void lm_model_free(struct lm_model *m) {
     if (m->tok) lm_tokenizer_free(m->tok);
     free(m->chat_template);
     free(m->layers);
+    free(m->exps_buf);
     free(m->il_buf);
     lm_gguf_close(&m->gguf);
     free(m);

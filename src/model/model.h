@@ -23,6 +23,9 @@ enum lm_rope_scaling {
     LM_ROPE_SCALING_LLAMA3,  // per-dimension frequency factors (lm_model.rope_freqs)
 };
 
+// experts per layer lumen accepts (Qwen3-30B-A3B: 128; the routing scratch scales with it)
+#define LM_MAX_EXPERTS 1024
+
 struct lm_hparams {
     int32_t n_vocab;
     int32_t n_embd;
@@ -45,6 +48,12 @@ struct lm_hparams {
     float final_softcap;  // 0 = none
     enum lm_rope_type rope_type;
     enum lm_rope_scaling rope_scaling;
+    // mixture of experts (qwen3moe; llama with expert_count > 0): 0 experts = dense FFN
+    int32_t n_expert;      // experts per layer
+    int32_t n_expert_used; // chosen per token (top-k of the router's softmax)
+    int32_t n_ff_exp;      // an expert's hidden size
+    bool expert_norm_w;    // the chosen weights are renormalised to sum 1
+    float expert_w_scale;  // chosen weights scaled by this (0 or 1: not scaled)
 };
 
 struct lm_layer {
@@ -64,6 +73,13 @@ struct lm_layer {
     struct lm_weight up;             // (n_ff, n_embd)
     struct lm_weight down;           // (n_embd, n_ff)
     struct lm_weight post_ffw_norm;  // (n_embd), optional
+    // experts (hp.n_expert > 0; gate/up/down above are then absent): the router and one
+    // 2-D view per expert into the 3-D ffn_*_exps tensors (a slice is a plain matrix)
+    struct lm_weight router;         // ffn_gate_inp (n_expert, n_embd)
+    struct lm_weight *gate_exps;     // [n_expert] (n_ff_exp, n_embd); up_exps and down_exps
+                                     // follow it in one array (repack.c walks all three)
+    struct lm_weight *up_exps;       // [n_expert] (n_ff_exp, n_embd)
+    struct lm_weight *down_exps;     // [n_expert] (n_embd, n_ff_exp)
 };
 
 // The gate's activation in the FFN: act(gate) * up. The values are lm_op_gate_up_act's
@@ -108,6 +124,7 @@ struct lm_model {
     char *chat_template;   // tokenizer.chat_template (NUL-terminated copy) or NULL
     uint64_t load_ns;
     uint64_t weight_bytes; // bytes of all tensors
+    struct lm_weight *exps_buf; // the layers' expert views (3 * n_layer * n_expert)
     void *il_buf;          // il copies of the layer matmul weights (lm_model_repack_il)
     uint64_t il_bytes;
 };
@@ -141,6 +158,12 @@ struct lm_layer_tensor {
 // Loads the tensors of layer il in order; stops at (and returns) the first error.
 enum lm_status lm_model_layer_weights(struct lm_model *m, int il, const struct lm_layer_tensor *ts,
                                       int n);
+// The n_expert 2-D views of the 3-D tensor "blk.<il>.<name>" of GGUF shape [n_in, n_out,
+// n_expert] into out[0..n_expert): LM_ERR_FORMAT naming the tensor, expected vs actual
+// shape otherwise (a missing tensor too).
+enum lm_status lm_model_expert_weights(struct lm_model *m, struct lm_weight *out, int il,
+                                       const char *name, int64_t n_in, int64_t n_out,
+                                       int64_t n_expert);
 // "<arch>.<suffix>" key helpers; an absent optional key leaves *out as it was (the default)
 enum lm_status lm_model_key_u32(struct lm_model *m, const char *suffix, uint32_t *out,
                                 bool required);
@@ -159,5 +182,6 @@ extern const struct lm_arch lm_arch_gemma3;
 extern const struct lm_arch lm_arch_llama; // llama.c: llama, qwen2, qwen3
 extern const struct lm_arch lm_arch_qwen2;
 extern const struct lm_arch lm_arch_qwen3;
+extern const struct lm_arch lm_arch_qwen3moe;
 
 #endif

@@ -75,6 +75,11 @@ static void matmul_ws_fit_model(struct lm_matmul_ws_params *p, const struct lm_m
         const struct lm_layer *L = &m->layers[l];
         const struct lm_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->gate, &L->up, &L->down};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) lm_matmul_ws_fit(p, ws[i]);
+        if (m->hp.n_expert > 0) { // every expert's view has the shape of the first
+            lm_matmul_ws_fit(p, &L->router);
+            lm_matmul_ws_fit(p, &L->gate_exps[0]);
+            lm_matmul_ws_fit(p, &L->down_exps[0]);
+        }
     }
 }
 
@@ -102,6 +107,8 @@ void lm_context_free(struct lm_context *c) {
     free(c->x_alt); free(c->xn_priv);
     free(c->x); free(c->xn); free(c->q); free(c->k); free(c->v); free(c->att); free(c->o);
     free(c->gate); free(c->up); free(c->attn_scratch); free(c->logits);
+    free(c->moe_logits); free(c->moe_xg); free(c->moe_g); free(c->moe_u); free(c->moe_y);
+    free(c->moe_route); free(c->moe_tokens);
     free(c->topk_part); free(c->topk_out); free(c->topk_buf);
     lm_matmul_ws_free(&c->mm);
     for (int i = 0; i < c->n_rope_slots; i++) free(c->rope_cs[i]);
@@ -214,6 +221,18 @@ static enum lm_status context_init(struct lm_context **out, struct lm_model *m,
     c->o = xalloc(c, B * E * sizeof(float), &ok);
     c->gate = xalloc(c, B * (size_t)hp->n_ff * sizeof(float), &ok);
     c->up = xalloc(c, B * (size_t)hp->n_ff * sizeof(float), &ok);
+    if (hp->n_expert > 0) {
+        const size_t BK = B * (size_t)hp->n_expert_used, FX = (size_t)hp->n_ff_exp;
+        c->moe_logits = xalloc(c, B * (size_t)hp->n_expert * sizeof(float), &ok);
+        c->moe_xg = xalloc(c, BK * E * sizeof(float), &ok);
+        c->moe_g = xalloc(c, BK * FX * sizeof(float), &ok);
+        c->moe_u = xalloc(c, BK * FX * sizeof(float), &ok);
+        c->moe_y = xalloc(c, B * E * sizeof(float), &ok);
+        c->moe_route_stride = lm_moe_route_bytes((int64_t)B, hp->n_expert_used, hp->n_expert);
+        c->moe_route = xalloc(c, (size_t)p.n_threads * c->moe_route_stride, &ok);
+        c->moe_tokens = calloc((size_t)hp->n_layer * (size_t)hp->n_expert, sizeof(uint64_t));
+        if (!c->moe_tokens) ok = false;
+    }
     // whole 64-byte lines per thread: each thread's scratch starts aligned
     c->attn_scratch_stride = (lm_attn_scratch_floats(hp->head_dim_k, hp->head_dim_v, p.n_ctx) + 15) & ~(size_t)15;
     c->attn_scratch = xalloc(c, (size_t)p.n_threads * c->attn_scratch_stride * sizeof(float), &ok);

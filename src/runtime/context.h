@@ -61,6 +61,15 @@ struct lm_context {
     float *o;     // (n_batch, n_embd)
     float *gate;  // (n_batch, n_ff)
     float *up;    // (n_batch, n_ff)
+    // experts (hp.n_expert > 0; runtime/ops_moe.c), K = n_expert_used
+    float *moe_logits; // (n_batch, n_expert) router outputs
+    float *moe_xg;     // (n_batch K, n_embd) input rows gathered by expert
+    float *moe_g;      // (n_batch K, n_ff_exp) gate, then SwiGLU, of every slot
+    float *moe_u;      // (n_batch K, n_ff_exp)
+    float *moe_y;      // (n_batch, n_embd) one expert's down output
+    void *moe_route;   // per thread: routing arrays, moe_route_stride bytes each
+    size_t moe_route_stride;
+    uint64_t *moe_tokens; // (n_layer, n_expert) tokens routed to each expert since init
     // attention kernels' scratch (lm_attn_job.scratch), per thread: n_threads rows of
     // attn_scratch_stride floats (lm_attn_scratch_floats for windows up to n_ctx cells)
     float *attn_scratch;

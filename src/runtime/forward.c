@@ -1,6 +1,7 @@
-// The forward pass: the one decoder of every architecture (gemma3, llama, qwen2, qwen3),
-// llama.cpp's pre-norm block stack, shaped by m->arch->decoder (lm_decoder_desc) and by the
-// model's data (hyper-parameters, optional weights), so no family has a copy of it. Prefill,
+// The forward pass: the one decoder of every architecture (gemma3, llama, qwen2, qwen3,
+// qwen3moe), llama.cpp's pre-norm block stack, shaped by m->arch->decoder (lm_decoder_desc)
+// and by the model's data (hyper-parameters, optional weights; experts: lm_op_moe_ffn), so
+// no family has a copy of it. Prefill,
 // decode, batched decode and speculative verification are all this function (lm_decode).
 #include "runtime/forward.h"
 
@@ -77,13 +78,17 @@ void lm_forward(struct lm_context *c, int ith, int nth) {
             t = lm_fwd_sync(c, ith, LM_OP_FFN_NORM, il, t);
         }
 
-        // ---- feed-forward block: down(act(gate) * up)
-        lm_op_gate_up_act(c, c->gate, c->up, xn_own, &L->gate, &L->up, Nr, (int)dd->ffn_act, il,
-                          ith, nth, &t);
-        t = lm_fwd_sync(c, ith, LM_OP_ACTIVATION, il, t);
-        const struct lm_weight *const down[1] = {&L->down};
-        lm_op_matmul(c, c->o, c->gate, &L->down, Nr, ith, nth);
-        t = lm_fwd_sync_mm(c, ith, LM_OP_DOWN, il, t, down, 1);
+        // ---- feed-forward block: down(act(gate) * up), or the experts' (ends at a barrier)
+        if (L->router.data) {
+            lm_op_moe_ffn(c, c->o, xn_own, L, Nr, il, ith, nth, &t);
+        } else {
+            lm_op_gate_up_act(c, c->gate, c->up, xn_own, &L->gate, &L->up, Nr,
+                              (int)dd->ffn_act, il, ith, nth, &t);
+            t = lm_fwd_sync(c, ith, LM_OP_ACTIVATION, il, t);
+            const struct lm_weight *const down[1] = {&L->down};
+            lm_op_matmul(c, c->o, c->gate, &L->down, Nr, ith, nth);
+            t = lm_fwd_sync_mm(c, ith, LM_OP_DOWN, il, t, down, 1);
+        }
         if (pv) { // post norm + residual + the next layer's attn norm in the attn_norm span
             lm_fwd_residual_priv(c, &xcur, &xoth, r0, c->o, post_ffw, next_norm, eps, Nr, E, xn_own,
                                  ith);

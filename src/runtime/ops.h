@@ -28,6 +28,14 @@ void lm_op_matmul(struct lm_context *c, float *Y, const float *X, const struct l
 void lm_op_gate_up_act(struct lm_context *c, float *gate, float *up, const float *X,
                        const struct lm_weight *Wg, const struct lm_weight *Wu, int64_t n_rows,
                        int act, int il, int ith, int nth, uint64_t *t);
+// out (n, n_embd) = the experts' FFN of X (n, n_embd) on layer L (runtime/ops_moe.c):
+// router, per-token top-k, each chosen expert's gate/up, SwiGLU and down over the tokens
+// that chose it, weighted and summed in ascending expert order. Barriers inside; ends at
+// one. Records ffn_moe_router / ffn_moe_gate_up / ffn_moe_down spans when profiling.
+void lm_op_moe_ffn(struct lm_context *c, float *out, const float *X, const struct lm_layer *L,
+                   int64_t n, int il, int ith, int nth, uint64_t *t);
+// Bytes of one thread's routing arrays for n_tokens tokens (lm_context.moe_route_stride).
+size_t lm_moe_route_bytes(int64_t n_tokens, int n_used, int n_expert);
 // RoPE cos/sin tables of the batch for every slot (token split, like lm_op_embed)
 void lm_op_rope_cache(struct lm_context *c, int ith, int nth);
 // q/k/v biases and q/k head norms (optional weights), RoPE from the cache,
