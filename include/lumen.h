@@ -344,6 +344,11 @@ int32_t lm_sampler_top_k_need(const struct lm_sampler *s);
 // lm_sampler_sample would draw from the whole row, and the same RNG step. -1 (LM_ERR_ARG) if
 // n < lm_sampler_top_k_need(s) or the chain needs every logit.
 int32_t lm_sampler_sample_top_k(struct lm_sampler *s, const struct lm_token_logit *top, int32_t n);
+// The chain on the tokens allowed by mask, a bitset of (n_vocab + 31) / 32 words (bit (id & 31)
+// of word id >> 5; lm_grammar_matcher_fill_mask): the others count as logit -inf, so none is
+// ever drawn. -1 (LM_ERR_ARG) when the mask allows no token, (LM_ERR_NOMEM) without memory for
+// the masked row (allocated at the first call).
+int32_t lm_sampler_sample_masked(struct lm_sampler *s, const float *logits, const uint32_t *mask);
 void lm_sampler_accept(struct lm_sampler *s, int32_t token); // feeds the repetition window
 struct lm_sampler_params lm_sampler_params_default(void);
 // Speculative verification of a drafted token (docs/speculative.md): returns the token to
@@ -400,8 +405,10 @@ bool lm_grammar_matcher_accept(struct lm_grammar_matcher *m, int32_t token);
 bool lm_grammar_matcher_can_end(const struct lm_grammar_matcher *m); // the text is a sentence
 // The text can continue no further (a sentence and nothing may follow): the request is done.
 bool lm_grammar_matcher_is_done(const struct lm_grammar_matcher *m);
-// Jump-forward: up to max tokens that are each the only allowed token at its step from here
-// (a forced run: the rest of a key, "\": \"", closing brackets), written to out, not accepted.
+// Jump-forward: the text the grammar forces from here (each byte the only one allowed: the rest
+// of a key, "\": \"", closing brackets) cut into the longest tokens along it, up to max, written to
+// out, not accepted. Every one is allowed, but the model may spell the same text with other
+// tokens: the engine verifies them as drafts (the text and its distribution stay exact).
 int32_t lm_grammar_matcher_forced(struct lm_grammar_matcher *m, int32_t *out, int32_t max);
 // Undoes the last n accepted tokens (speculative rejection); false if n exceeds
 // LM_GRAMMAR_MAX_ROLLBACK or the tokens accepted.
@@ -451,7 +458,8 @@ struct lm_engine_params {
 
 enum lm_finish {
     LM_FINISH_NONE = 0,   // more events follow
-    LM_FINISH_EOG,        // an end-of-generation token (delivered with this event)
+    LM_FINISH_EOG,        // an end-of-generation token, or the end of the request's grammar
+                          // (the text can go no further), delivered with this event
     LM_FINISH_LENGTH,     // max_tokens reached
     LM_FINISH_CONTEXT,    // the request's context (n_ctx) is full
     LM_FINISH_CANCELLED,  // lm_engine_cancel or lm_engine_free
@@ -486,6 +494,13 @@ struct lm_request_params {
     // With use_draft: draft min(draft_max, room) tokens every step instead of the length the
     // cost model picks (tests and measurements of acceptance; not faster).
     bool draft_fixed;
+    // Structured output (docs/structured.md): every sampled token keeps the generated text a
+    // prefix of a sentence of this grammar (compiled for the model's tokenizer); the request
+    // finishes ("stop") when the grammar can go no further, and end-of-generation tokens are
+    // drawn only where the text is a sentence. Tokens the grammar forces (the rest of a key,
+    // closing brackets) join the next step as certain drafts (jump-forward). The engine holds
+    // a reference from submit to the request's end. NULL: unconstrained.
+    struct lm_grammar *grammar;
 };
 #define LM_DRAFT_MAX_DEFAULT 8
 #define LM_DRAFT_MAX_LIMIT 32
@@ -544,6 +559,9 @@ struct lm_engine_stats {
     uint64_t drafted_tokens, accepted_tokens, verify_steps, verify_ns, verify_plain_ns;
     // draft model: its forward passes (catching up, drafting) and their time
     uint64_t draft_forwards, draft_forward_ns;
+    // grammars: forced tokens that joined a step as certain drafts (jump-forward; counted in
+    // drafted and accepted too): each is a step saved
+    uint64_t forced_tokens;
 };
 void lm_engine_stats(struct lm_engine *e, struct lm_engine_stats *out);
 // The engine's context, for single-threaded use with step mode only (profiling, tests).

@@ -1,8 +1,12 @@
 // Sampler chain: greedy, top-k, top-p, min-p, temperature, repetition penalty, and
 // seeded reproducibility, on small synthetic logit vectors with known answers.
 // LM_TEST_LABELS: unit
+#include <math.h>
+#include <stdlib.h>
+
 #include "lm_test.h"
 #include "lumen.h"
+#include "sample/sample_internal.h"
 
 static struct lm_sampler *mk(struct lm_sampler_params p, int n) {
     struct lm_sampler *s = NULL;
@@ -10,7 +14,87 @@ static struct lm_sampler *mk(struct lm_sampler_params p, int n) {
     return s;
 }
 
+// Grammar masks: a masked draw is the draw on the row with the disallowed logits at -inf, for
+// greedy and seeded sampling with every filter, and the LM head's top-k filtered by the mask
+// draws the same token when enough allowed candidates remain.
+static void test_masked(void) {
+    enum { N = 1000 };
+    float *lg = malloc(N * sizeof *lg), *ref = malloc(N * sizeof *ref);
+    uint32_t mask[(N + 31) / 32];
+    uint64_t x = 12345;
+    for (int i = 0; i < N; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        lg[i] = (float)((x >> 40) % 1000) / 100.0f;
+    }
+    for (int pass = 0; pass < 4; pass++) {
+        // pass 0: every 3rd token; 1: one word full, one empty; 2: a single token; 3: none
+        memset(mask, 0, sizeof mask);
+        for (int i = 0; i < N; i++) {
+            const bool on = pass == 0 ? i % 3 == 0 : pass == 1 ? (i >= 64 && i < 96) || i == 999
+                          : pass == 2 ? i == 517 : false;
+            if (on) mask[i >> 5] |= 1u << (i & 31);
+        }
+        int allowed = 0;
+        for (int i = 0; i < N; i++) {
+            const bool on = mask[i >> 5] >> (i & 31) & 1u;
+            ref[i] = on ? lg[i] : -INFINITY;
+            allowed += on;
+        }
+        float *tmp = malloc(N * sizeof *tmp);
+        CHECK(lm_mask_logits(tmp, lg, mask, N) == allowed);
+        for (int i = 0; i < N; i++) CHECK(tmp[i] == ref[i]);
+        free(tmp);
+        const float temps[] = {0.0f, 0.7f, 1.5f};
+        for (int ti = 0; ti < 3; ti++) {
+            struct lm_sampler_params p = lm_sampler_params_default();
+            p.temperature = temps[ti];
+            p.top_k = ti == 2 ? 0 : 40;
+            p.seed = 7 + (uint64_t)ti;
+            struct lm_sampler *a = mk(p, N), *b = mk(p, N);
+            for (int r = 0; r < 50; r++) {
+                const int32_t ta = lm_sampler_sample_masked(a, lg, mask);
+                if (allowed == 0) {
+                    CHECK(ta == -1);
+                    break;
+                }
+                const int32_t tb = lm_sampler_sample(b, ref);
+                CHECKF(ta == tb, "pass %d temp %g draw %d: masked %d, -inf row %d", pass,
+                       (double)temps[ti], r, ta, tb);
+                CHECK(ta >= 0 && (mask[ta >> 5] >> (ta & 31) & 1u));
+            }
+            lm_sampler_free(a);
+            lm_sampler_free(b);
+        }
+    }
+    // the fused head's candidates filtered by the mask (pass 0's mask)
+    memset(mask, 0, sizeof mask);
+    for (int i = 0; i < N; i += 3) mask[i >> 5] |= 1u << (i & 31);
+    struct lm_sampler_params p = lm_sampler_params_default();
+    p.temperature = 0.9f;
+    p.top_k = 5;
+    p.seed = 3;
+    struct lm_sampler *a = mk(p, N), *b = mk(p, N);
+    struct lm_token_logit top[64], kept[64];
+    // the 64 best of the row, best first (ties: lower id), as lm_get_top_k gives them
+    int n_top = 0;
+    for (int i = 0; i < N; i++) {
+        if (n_top == 64 && !(lg[i] > top[63].logit)) continue;
+        int j = n_top < 64 ? n_top++ : 63;
+        while (j > 0 && lg[i] > top[j - 1].logit) { top[j] = top[j - 1]; j--; }
+        top[j] = (struct lm_token_logit){i, lg[i]};
+    }
+    const int32_t nk = lm_sampler_filter_top_k(top, n_top, mask, kept);
+    CHECK(nk >= lm_sampler_top_k_need(a));
+    for (int r = 0; r < 50; r++)
+        CHECK(lm_sampler_sample_top_k(a, kept, nk) == lm_sampler_sample_masked(b, lg, mask));
+    lm_sampler_free(a);
+    lm_sampler_free(b);
+    free(lg);
+    free(ref);
+}
+
 int main(void) {
+    test_masked();
     const float logits[8] = {1.0f, 3.0f, 2.5f, -1.0f, 0.0f, 2.9f, -5.0f, 1.5f};
     struct lm_sampler_params p = lm_sampler_params_default();
 

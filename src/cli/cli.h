@@ -24,6 +24,13 @@ const char *cli_default_model(void);
 
 // The whole file, NUL-terminated (*len bytes before the NUL), or NULL if it cannot be read.
 char *cli_read_file(const char *path, size_t *len);
+// --grammar / --json-schema (cli_grammar.c): the grammar compiled for tok, NULL when neither
+// path is given; an unreadable file or a refused grammar or schema exits with a usage error
+// naming the file and the problem.
+struct lm_tokenizer;
+struct lm_grammar;
+struct lm_grammar *cli_grammar_load(const char *cmd, const struct lm_tokenizer *tok,
+                                    const char *grammar_path, const char *schema_path);
 int cmd_run(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_analyze(int argc, char **argv);

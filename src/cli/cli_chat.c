@@ -27,6 +27,8 @@ static const char *k_chat_help =
     "                        the model's turn or of the context)\n"
     "  -s, --system TEXT     system prompt (kept when old turns are dropped)\n"
     "      --template NAME   chat format: gemma, llama3 or chatml (default: the model's)\n"
+    "      --grammar FILE    every reply follows a GBNF grammar (docs/structured.md)\n"
+    "      --json-schema FILE  every reply is JSON matching a JSON Schema\n"
     "      --temp T          temperature (default 0.8; 0 = greedy)\n"
     "      --top-k K         (default 40)   --top-p P (default 0.95)   --min-p P (default 0.05)\n"
     "      --repeat-penalty R  penalize the last 64 tokens (default 1.0 = off)\n"
@@ -112,6 +114,8 @@ struct chat {
     int64_t n_predict;
     struct lm_sampler_params sp;
     bool kv_reuse, interactive;
+    struct lm_grammar *grammar; // --grammar / --json-schema: each reply follows it (or NULL)
+    uint32_t *mask;             // [(n_vocab + 31) / 32] the allowed tokens of the next draw
     // conversation
     struct msg *msgs;
     size_t n_msgs, cap_msgs;
@@ -285,8 +289,16 @@ static int chat_turn(struct chat *ch, uint64_t t_enter) {
     for (size_t i = 0; i < n_ids; i++) lm_sampler_accept(smp, ids[i]);
     // the LM head selects the candidates the sampler draws from, when that is all it needs
     // (the same tokens as the sampler's own pass over the full row)
-    int32_t top_need = lm_sampler_top_k_need(smp);
+    int32_t top_need = ch->grammar ? 0 : lm_sampler_top_k_need(smp); // masked: the full row
     if (lm_context_set_top_k(ch->c, top_need) != LM_OK) top_need = 0;
+    struct lm_grammar_matcher *gm = NULL; // the reply's position in the grammar
+    if (ch->grammar && (st = lm_grammar_matcher_init(&gm, ch->grammar)) != LM_OK) {
+        fprintf(stderr, "lumen chat: %s\n", lm_error_msg());
+        lm_sampler_free(smp);
+        free(ids);
+        msgs_pop(ch);
+        return 1;
+    }
 
     // ---- prefill [keep, n_ids) in chunks; Ctrl-C is honoured between chunks
     struct cli_progress prog;
@@ -301,6 +313,7 @@ static int chat_turn(struct chat *ch, uint64_t t_enter) {
         if ((st = lm_decode(ch->c, ch->batch, nb)) != LM_OK) {
             cli_progress_end(&prog);
             fprintf(stderr, "lumen chat: %s\n", lm_error_msg());
+            lm_grammar_matcher_free(gm);
             lm_sampler_free(smp);
             free(ids);
             msgs_pop(ch);
@@ -317,6 +330,7 @@ static int chat_turn(struct chat *ch, uint64_t t_enter) {
     if (stopped && ch->kv_n < rs.n_prompt) { // the message is withdrawn; the KV keeps what it has
         fputs("\n[stopped before the reply; message withdrawn]\n", stdout);
         fflush(stdout);
+        lm_grammar_matcher_free(gm);
         lm_sampler_free(smp);
         msgs_pop(ch);
         return 0;
@@ -333,8 +347,19 @@ static int chat_turn(struct chat *ch, uint64_t t_enter) {
         if (g_interrupted) { rs.finish = "interrupted"; break; }
         const struct lm_token_logit *top = NULL;
         const int32_t n_top = top_need > 0 ? lm_get_top_k(ch->c, 0, &top) : 0;
-        const int32_t id = n_top > 0 ? lm_sampler_sample_top_k(smp, top, n_top)
-                                     : lm_sampler_sample(smp, lm_get_logits(ch->c, 0));
+        int32_t id;
+        if (gm) {
+            lm_grammar_matcher_fill_mask(gm, ch->mask);
+            if ((id = lm_sampler_sample_masked(smp, lm_get_logits(ch->c, 0), ch->mask)) < 0 ||
+                !lm_grammar_matcher_accept(gm, id)) {
+                fprintf(stderr, "\nlumen chat: grammar: %s\n", lm_error_msg());
+                rs.finish = "error";
+                break;
+            }
+        } else {
+            id = n_top > 0 ? lm_sampler_sample_top_k(smp, top, n_top)
+                           : lm_sampler_sample(smp, lm_get_logits(ch->c, 0));
+        }
         lm_sampler_accept(smp, id);
         if (rs.n_gen == 0) t_first = lm_time_ns();
         rs.n_gen++;
@@ -344,12 +369,14 @@ static int chat_turn(struct chat *ch, uint64_t t_enter) {
         fwrite(ch->piece, 1, np, stdout);
         fflush(stdout);
         sb_put(&reply, ch->piece, np);
+        if (gm && lm_grammar_matcher_is_done(gm)) { rs.finish = "stop"; break; } // nothing may follow
         if (ch->n_predict > 0 && rs.n_gen == ch->n_predict) break;
         if (ch->kv_n >= ch->n_ctx) { rs.finish = "context"; break; }
         if (g_interrupted) { rs.finish = "interrupted"; break; }
         struct lm_batch_entry e = {.token = id, .pos = ch->kv_n, .seq = 0, .want_logits = true};
         if ((st = lm_decode(ch->c, &e, 1)) != LM_OK) {
             fprintf(stderr, "\nlumen chat: %s\n", lm_error_msg());
+            lm_grammar_matcher_free(gm);
             lm_sampler_free(smp);
             free(reply.s);
             msgs_pop(ch);
@@ -363,6 +390,7 @@ static int chat_turn(struct chat *ch, uint64_t t_enter) {
     sb_put(&reply, ch->piece, np);
     fputc('\n', stdout);
     fflush(stdout);
+    lm_grammar_matcher_free(gm);
     lm_sampler_free(smp);
     if (!strcmp(rs.finish, "interrupted") && reply.n == 0) { // nothing shown: withdraw the message
         fputs("[stopped before the reply; message withdrawn]\n", stdout);
@@ -534,6 +562,7 @@ static const char *k_commands =
 int cmd_chat(int argc, char **argv) {
     const char *cmd = "chat";
     const char *model_path = NULL, *system = NULL, *tmpl_name = NULL, *history_path = NULL;
+    const char *grammar_path = NULL, *schema_path = NULL;
     int64_t n_predict = 512, n_threads = 0, n_ctx = 0;
     bool kv_reuse = true;
     struct lm_sampler_params sp = lm_sampler_params_default();
@@ -544,6 +573,8 @@ int cmd_chat(int argc, char **argv) {
         else if (!strcmp(a, "-s") || !strcmp(a, "--system")) system = cli_value(cmd, argc, argv, &i);
         else if (!strcmp(a, "--template")) tmpl_name = cli_value(cmd, argc, argv, &i);
         else if (!strcmp(a, "--history")) history_path = cli_value(cmd, argc, argv, &i);
+        else if (!strcmp(a, "--grammar")) grammar_path = cli_value(cmd, argc, argv, &i);
+        else if (!strcmp(a, "--json-schema")) schema_path = cli_value(cmd, argc, argv, &i);
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict"))
             n_predict = cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 0, 1 << 24);
         else if (!strcmp(a, "--no-kv-reuse")) kv_reuse = false;
@@ -567,6 +598,7 @@ int cmd_chat(int argc, char **argv) {
     }
     if (tmpl_name && lm_chat_template_from_name(tmpl_name) == LM_CHAT_TEMPLATE_NONE)
         cli_usage_error(cmd, "--template: unknown format '%s' (gemma, llama3 or chatml)", tmpl_name);
+    if (grammar_path && schema_path) cli_usage_error(cmd, "give either --grammar or --json-schema, not both");
     if (!model_path) model_path = cli_default_model();
 
     struct chat ch = {.path = model_path, .n_predict = n_predict, .sp = sp, .kv_reuse = kv_reuse,
@@ -577,6 +609,9 @@ int cmd_chat(int argc, char **argv) {
         return st == LM_ERR_IO ? LM_EXIT_USAGE : 1;
     }
     ch.tok = lm_model_tokenizer(ch.m);
+    if ((ch.grammar = cli_grammar_load(cmd, ch.tok, grammar_path, schema_path)) &&
+        !(ch.mask = malloc(((size_t)lm_model_n_vocab(ch.m) + 31) / 32 * sizeof *ch.mask)))
+        die_oom();
     const int32_t n_train = lm_model_n_ctx_train(ch.m);
     if (n_ctx == 0) n_ctx = n_train < 4096 ? n_train : 4096;
     if (n_ctx > n_train) {
@@ -676,6 +711,8 @@ int cmd_chat(int argc, char **argv) {
     free(ch.batch);
     free(ch.piece);
     lm_context_free(ch.c);
+    lm_grammar_free(ch.grammar);
+    free(ch.mask);
     lm_model_free(ch.m);
     return rc;
 }

@@ -1,7 +1,7 @@
 // `lumen run`: tokenize a prompt (optionally in the model's chat format), prefill
-// it, then sample and stream tokens; one stats line on stderr at the end. With --lookup
-// or -md (a draft model) the request runs on the engine (lm_engine, step mode), whose
-// speculative decoding the server shares.
+// it, then sample and stream tokens; one stats line on stderr at the end. With --lookup,
+// -md (a draft model) or a grammar (--grammar, --json-schema) the request runs on the engine
+// (lm_engine, step mode), whose speculative decoding and grammar masks the server shares.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +33,9 @@ static const char *k_run_help =
     "      --no-fused-top-k  sample from the full logits row even when the sampler needs only\n"
     "                        its k best (greedy, top-k without penalties), which the LM head\n"
     "                        otherwise selects as it computes them (same tokens, slower)\n"
+    "      --grammar FILE    constrain the output to a GBNF grammar (llama.cpp's format;\n"
+    "                        docs/structured.md)\n"
+    "      --json-schema FILE  constrain the output to JSON matching a JSON Schema\n"
     "      --lookup          speculative decoding with prompt-lookup drafts (the same text,\n"
     "                        faster when the output repeats the prompt; docs/speculative.md)\n"
     "  -md, --model-draft PATH  speculative decoding with a draft model: a smaller model of\n"
@@ -91,8 +94,8 @@ static void run_on_event(void *user, const struct lm_event *ev) {
 // plain loop's form plus the drafting counters. Returns the exit status.
 static int run_engine(struct lm_model *m, const int32_t *ids, size_t n_ids, int64_t n_ctx,
                       int64_t n_threads, int64_t n_predict, const struct lm_sampler_params *sp,
-                      bool ignore_eos, int32_t draft_max, struct lm_model *draft, bool draft_fixed,
-                      double load_ms, uint64_t t0) {
+                      bool ignore_eos, bool lookup, int32_t draft_max, struct lm_model *draft,
+                      bool draft_fixed, struct lm_grammar *grammar, double load_ms, uint64_t t0) {
     struct lm_engine_params ep = {.max_running = 1, .max_waiting = 1, .step_tokens = 512,
                                   .n_ctx = (int32_t)n_ctx, .kv_tokens = (int32_t)n_ctx,
                                   .n_threads = (int32_t)n_threads, .no_prefix_cache = true,
@@ -106,10 +109,11 @@ static int run_engine(struct lm_model *m, const int32_t *ids, size_t n_ids, int6
     rp.sampling = *sp;
     rp.max_tokens = (int32_t)n_predict;
     rp.ignore_eos = ignore_eos;
-    rp.lookup = !draft;
+    rp.lookup = lookup && !draft;
     rp.use_draft = draft != NULL;
     rp.draft_fixed = draft_fixed;
     rp.draft_max = draft_max;
+    rp.grammar = grammar;
     struct run_sink s = {.tok = lm_model_tokenizer(m), .ignore_eos = ignore_eos};
     lm_detok_init(&s.dt, false);
     s.piece_cap = lm_tokenizer_max_piece(s.tok) + 8;
@@ -135,17 +139,21 @@ static int run_engine(struct lm_model *m, const int32_t *ids, size_t n_ids, int6
     const uint64_t t_end = lm_time_ns();
     struct lm_engine_stats st;
     lm_engine_stats(e, &st);
+    char forced[64] = "";
+    if (grammar) // jump-forward: forced tokens rode along as drafts
+        snprintf(forced, sizeof forced, " | grammar forced %llu", (unsigned long long)st.forced_tokens);
     // prefill rate: the prompt over the time to the first token (the engine's prefill steps)
     const double ttft_ms = s.n_gen ? (double)(s.t_first - t0) / 1e6 : 0.0;
     const double dec_s = s.n_gen > 1 ? (double)(t_end - s.t_first) / 1e9 : 0.0;
     fprintf(stderr,
             "lumen: load %.1f ms | prompt %zu tok, %.1f tok/s | TTFT %.1f ms | "
-            "gen %lld tok, %.1f tok/s | threads %d | drafted %llu, accepted %llu (%.1f%%)\n",
+            "gen %lld tok, %.1f tok/s | threads %d | drafted %llu, accepted %llu (%.1f%%)%s\n",
             load_ms, n_ids, ttft_ms > 0 ? (double)n_ids / (ttft_ms / 1e3) : 0.0, ttft_ms,
             (long long)s.n_gen, dec_s > 0 ? (double)(s.n_gen - 1) / dec_s : 0.0,
             lm_context_n_threads(lm_engine_context(e)), (unsigned long long)st.drafted_tokens,
             (unsigned long long)st.accepted_tokens,
-            st.drafted_tokens ? 100.0 * (double)st.accepted_tokens / (double)st.drafted_tokens : 0.0);
+            st.drafted_tokens ? 100.0 * (double)st.accepted_tokens / (double)st.drafted_tokens : 0.0,
+            forced);
     free(s.piece);
     lm_engine_free(e);
     return rc;
@@ -171,6 +179,7 @@ int cmd_run(int argc, char **argv) {
     bool lookup = false, draft_fixed = false;
     int64_t draft_max = 0;
     const char *trace_path = NULL, *perfetto_path = NULL, *tmpl_name = NULL;
+    const char *grammar_path = NULL, *schema_path = NULL;
     struct lm_sampler_params sp = lm_sampler_params_default();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -186,6 +195,8 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "--ignore-eos")) ignore_eos = true;
         else if (!strcmp(a, "--no-fused-top-k")) fused = false;
         else if (!strcmp(a, "--lookup")) lookup = true;
+        else if (!strcmp(a, "--grammar")) grammar_path = cli_value(cmd, argc, argv, &i);
+        else if (!strcmp(a, "--json-schema")) schema_path = cli_value(cmd, argc, argv, &i);
         else if (!strcmp(a, "--draft-fixed")) draft_fixed = true;
         else if (!strcmp(a, "-md") || !strcmp(a, "--model-draft")) draft_path = cli_value(cmd, argc, argv, &i);
         else if (!strcmp(a, "--draft-max"))
@@ -215,6 +226,7 @@ int cmd_run(int argc, char **argv) {
     if (prompt && prompt_file) cli_usage_error(cmd, "give either -p or -f, not both");
     if (draft_max && !lookup && !draft_path) cli_usage_error(cmd, "--draft-max needs --lookup or -md");
     if (lookup && draft_path) cli_usage_error(cmd, "give either --lookup or -md, not both");
+    if (grammar_path && schema_path) cli_usage_error(cmd, "give either --grammar or --json-schema, not both");
     if (draft_fixed && !draft_path) cli_usage_error(cmd, "--draft-fixed needs -md");
     if (tmpl_name && lm_chat_template_from_name(tmpl_name) == LM_CHAT_TEMPLATE_NONE)
         cli_usage_error(cmd, "--template: unknown format '%s' (gemma, llama3 or chatml)", tmpl_name);
@@ -260,6 +272,7 @@ int cmd_run(int argc, char **argv) {
     }
     const double load_ms = (double)(lm_time_ns() - t_load0) / 1e6;
     const struct lm_tokenizer *tok = lm_model_tokenizer(m);
+    struct lm_grammar *grammar = cli_grammar_load(cmd, tok, grammar_path, schema_path);
 
     // ---- tokenize (the clock for TTFT starts here)
     const uint64_t t0 = lm_time_ns();
@@ -309,14 +322,16 @@ int cmd_run(int argc, char **argv) {
         cli_usage_error(cmd, "prompt is %zu tokens, context is %lld (raise --ctx)", n_ids,
                         (long long)n_ctx);
 
-    if ((lookup || dm) && n_predict > 0) {
+    if ((lookup || dm || grammar) && n_predict > 0) {
         if (verbose)
-            fprintf(stderr, "lumen run: %s: prompt %zu tokens, context %lld, engine with %s%s "
+            fprintf(stderr, "lumen run: %s: prompt %zu tokens, context %lld, engine with %s%s%s "
                     "(draft max %lld)\n", model_path, n_ids, (long long)n_ctx,
-                    dm ? "draft model " : "prompt lookup", dm ? draft_path : "",
-                    (long long)(draft_max ? draft_max : LM_DRAFT_MAX_DEFAULT));
-        int rc = run_engine(m, ids, n_ids, n_ctx, n_threads, n_predict, &sp, ignore_eos,
-                            (int32_t)draft_max, dm, draft_fixed, load_ms, t0);
+                    dm ? "draft model " : lookup ? "prompt lookup" : "no drafter", dm ? draft_path : "",
+                    grammar ? ", a grammar" : "",
+                    (long long)(draft_max ? draft_max : grammar ? LM_DRAFT_MAX_LIMIT : LM_DRAFT_MAX_DEFAULT));
+        int rc = run_engine(m, ids, n_ids, n_ctx, n_threads, n_predict, &sp, ignore_eos, lookup,
+                            (int32_t)draft_max, dm, draft_fixed, grammar, load_ms, t0);
+        lm_grammar_free(grammar);
         if (lm_prof_enabled()) {
             if (profile) lm_prof_print_summary(stderr);
             if (trace_path && lm_prof_write_jsonl(trace_path) != LM_OK) rc = 1;
@@ -332,6 +347,7 @@ int cmd_run(int argc, char **argv) {
         return rc;
     }
     lm_model_free(dm); // -n 0: nothing to draft
+    lm_grammar_free(grammar);
     struct lm_context_params cp = {.n_ctx = (int32_t)n_ctx, .n_seq_max = 1, .n_batch = 512,
                                    .n_threads = (int32_t)n_threads};
     struct lm_context *c = NULL;

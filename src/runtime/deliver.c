@@ -1,6 +1,7 @@
 // A step's results (engine.h): each request's logits row becomes its next token (sampled
-// with its chain, its logit bias and logprobs), an event to its callback, and its finish
-// when an end-of-generation token, max_tokens or the context ends it. Drafted positions are
+// with its chain, its logit bias, its grammar's mask and logprobs), an event to its callback,
+// and its finish when an end-of-generation token, the grammar's end, max_tokens or the
+// context ends it. Drafted positions are
 // verified through the same call (spec.c, lm_spec_verify).
 #include <math.h>
 #include <string.h>
@@ -42,22 +43,45 @@ bool lm_deliver_token(struct lm_engine *e, struct lm_req *r, int32_t row, uint64
                       int32_t draft, const struct lm_token_prob *q, int32_t n_q, bool *accepted) {
     const float *lg = lm_get_logits(e->c, row);
     const struct lm_token_logit *top = NULL;
-    const int32_t n_top = r->top_need > 0 ? lm_get_top_k(e->c, row, &top) : 0;
+    int32_t n_top = r->top_need > 0 ? lm_get_top_k(e->c, row, &top) : 0;
     if (r->rp.n_bias > 0) {
         memcpy(e->biased, lg, (size_t)e->n_vocab * sizeof *lg);
         for (int32_t i = 0; i < r->rp.n_bias; i++) e->biased[r->bias_tok[i]] += r->bias_val[i];
         lg = e->biased;
+    }
+    // A grammar's mask comes before the chain: the LM head's candidates it allows, when enough
+    // remain, else the row with the others at -inf (the same token either way). Logprobs stay
+    // the model's own distribution (lg).
+    const float *ls = lg; // the row the chain samples
+    if (r->gm) {
+        if (!r->mask_ready) lm_grammar_matcher_fill_mask(r->gm, r->mask);
+        r->mask_ready = false;
+        n_top = n_top > 0 ? lm_sampler_filter_top_k(top, n_top, r->mask, e->top_kept) : 0;
+        top = e->top_kept;
+        if (n_top == 0 || n_top < r->top_need || (draft >= 0 && q)) { // the masked row
+            int32_t allowed = 0;
+            if (!(ls = lm_sampler_masked_row(r->smp, lg, r->mask, &allowed)) || allowed == 0) {
+                lm_req_finish(e, r, LM_FINISH_ERROR, -1, NULL,
+                              ls ? "grammar: no token is allowed here" : lm_error_msg());
+                return false;
+            }
+            n_top = 0;
+        }
     }
     int32_t tok;
     if (draft >= 0 && q) { // a draft model's draft, sampled from its q
         float *const q_dense = e->spec.q_dense;
         for (int32_t i = 0; i < n_q; i++) q_dense[q[i].id] = q[i].p;
         bool acc = false;
-        tok = lm_sampler_verify(r->smp, lg, draft, q_dense, &acc);
+        tok = lm_sampler_verify(r->smp, ls, draft, q_dense, &acc);
         for (int32_t i = 0; i < n_q; i++) q_dense[q[i].id] = 0.0f;
     } else { // plain, or a point-mass draft
         tok = n_top >= r->top_need && n_top > 0 ? lm_sampler_sample_top_k(r->smp, top, n_top)
-                                                : lm_sampler_sample(r->smp, lg);
+                                                : lm_sampler_sample(r->smp, ls);
+    }
+    if (r->gm && !lm_grammar_matcher_accept(r->gm, tok)) { // not expected: the mask allowed it
+        lm_req_finish(e, r, LM_FINISH_ERROR, -1, NULL, "grammar: the sampled token was refused");
+        return false;
     }
     if (accepted) *accepted = draft >= 0 && tok == draft;
     lm_sampler_accept(r->smp, tok);
@@ -75,6 +99,7 @@ bool lm_deliver_token(struct lm_engine *e, struct lm_req *r, int32_t row, uint64
     e->st.generated_tokens++;
     enum lm_finish why = LM_FINISH_NONE;
     if (!r->rp.ignore_eos && lm_tokenizer_is_eog(lm_model_tokenizer(e->m), tok)) why = LM_FINISH_EOG;
+    else if (r->gm && lm_grammar_matcher_is_done(r->gm)) why = LM_FINISH_EOG; // nothing may follow
     else if (r->n_gen >= r->max_gen) why = LM_FINISH_LENGTH;
     else if (r->n_toks >= e->p.n_ctx) why = LM_FINISH_CONTEXT;
     if (why != LM_FINISH_NONE) {

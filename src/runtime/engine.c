@@ -37,6 +37,9 @@ struct lm_request_params lm_request_params_default(void) {
 static void req_free(struct lm_req *r) {
     if (!r) return;
     lm_spec_req_free(r);
+    lm_grammar_matcher_free(r->gm);
+    lm_grammar_free(r->rp.grammar);
+    free(r->mask);
     lm_sampler_free(r->smp);
     free(r->toks);
     free(r->bias_tok);
@@ -138,6 +141,7 @@ void lm_engine_free(struct lm_engine *e) {
         pthread_mutex_unlock(&e->mu);
         pthread_join(e->thread, NULL);
     }
+    lm_masks_free(e);
     if (e->running) { // everything left ends as cancelled, on this thread
         struct lm_req *r = e->inbox_head;
         while (r) {
@@ -236,6 +240,7 @@ static enum lm_status req_new(struct lm_engine *e, const int32_t *prompt, int32_
     struct lm_req *r = calloc(1, sizeof *r);
     if (!r) return lm_error_set(LM_ERR_NOMEM, "engine: out of memory");
     r->rp = *rp;
+    r->rp.grammar = NULL; // referenced below: req_free releases only what the request holds
     enum lm_status st = lm_sampler_init(&r->smp, &rp->sampling, e->n_vocab);
     if (st != LM_OK) {
         free(r);
@@ -259,12 +264,24 @@ static enum lm_status req_new(struct lm_engine *e, const int32_t *prompt, int32_
     }
     r->rp.bias_tokens = NULL; // the copies above are the request's
     r->rp.bias_values = NULL;
+    if (rp->grammar) { // its own reference, released by req_free
+        r->rp.grammar = lm_grammar_ref(rp->grammar);
+        enum lm_status gs = lm_grammar_matcher_init(&r->gm, r->rp.grammar);
+        r->mask = malloc((size_t)(e->n_vocab + 31) / 32 * sizeof *r->mask);
+        if (gs != LM_OK || !r->mask) {
+            req_free(r);
+            return gs != LM_OK ? gs : lm_error_set(LM_ERR_NOMEM, "engine: out of memory");
+        }
+    }
     r->n_toks = r->n_prompt = n_prompt;
     r->max_gen = rp->max_tokens > 0 ? rp->max_tokens : INT32_MAX; // else the context ends it
     r->seq = -1;
     r->t_submit = lm_now_ns();
     for (int32_t i = 0; i < n_prompt; i++) lm_sampler_accept(r->smp, prompt[i]);
     r->top_need = rp->n_bias == 0 && rp->n_logprobs == 0 ? lm_sampler_top_k_need(r->smp) : 0;
+    // a grammar removes candidates: 64 of the best leave enough allowed ones at most steps
+    // (inside a string nearly all are; at a key or bracket the few allowed rank high)
+    r->top_ask = r->gm && r->top_need > 0 ? (r->top_need > 64 ? r->top_need : 64) : r->top_need;
     *out = r;
     return LM_OK;
 }
@@ -277,6 +294,8 @@ enum lm_status lm_engine_submit(struct lm_engine *e, const int32_t *prompt, int3
     if (st != LM_OK) return st;
     if (rp.use_draft) rp.lookup = false; // the draft model drafts
     if ((rp.lookup || rp.use_draft) && rp.draft_max == 0) rp.draft_max = LM_DRAFT_MAX_DEFAULT;
+    // a grammar's forced runs (a key's rest, "\": \"") go into the next step as certain drafts
+    if (rp.grammar && rp.draft_max == 0) rp.draft_max = LM_DRAFT_MAX_LIMIT;
     if ((st = reserve_place(e)) != LM_OK) return st;
     struct lm_req *r = NULL;
     if ((st = req_new(e, prompt, n_prompt, &rp, &r)) != LM_OK) {
@@ -393,8 +412,8 @@ static enum lm_status forward(struct lm_engine *e, struct step_info *k) {
     const uint64_t tp = prof ? lm_prof_phase_begin(k->phase) : 0;
     int32_t top_k = 0;
     for (int32_t i = 0; i < k->n; i++)
-        if (e->batch[i].want_logits && e->batch_req[i]->top_need > top_k)
-            top_k = e->batch_req[i]->top_need;
+        if (e->batch[i].want_logits && e->batch_req[i]->top_ask > top_k)
+            top_k = e->batch_req[i]->top_ask;
     if (lm_context_set_top_k(e->c, top_k) != LM_OK) lm_context_set_top_k(e->c, 0); // full rows
     const uint64_t t0 = lm_now_ns();
     const enum lm_status st = lm_decode(e->c, e->batch, k->n);
@@ -474,7 +493,9 @@ int32_t lm_engine_step(struct lm_engine *e) {
         s.n = lm_spec_model_draft(e, s.n, &s.free_blocks);
     if (s.n > 0) {
         struct step_info k = count_step(e, s.n);
+        lm_masks_begin(e, s.n);          //    grammar masks on the worker, beside:
         const enum lm_status st = forward(e, &k); // 5. the model's forward pass
+        lm_masks_wait(e);
         if (st != LM_OK) {
             const int32_t ret = fail_step(e, s.n, st);
             publish(e);

@@ -22,6 +22,7 @@
 struct lm_req_spec {
     int32_t draft[LM_DRAFT_MAX_LIMIT]; // this step's drafted tokens
     int32_t n_draft;
+    bool forced;                       // they are a grammar's forced tokens (jump-forward)
     struct lm_spec_acc acc;            // how often its drafts are accepted
     // draft model (rp.use_draft): its sequence (the request's seq + max_running in the pool)
     // holds toks[0, draft_kv), never past the request's n_kv after a verification
@@ -51,6 +52,13 @@ struct lm_req {
     struct lm_sampler *smp;
     int32_t top_need;           // best logits the chain draws from (lm_sampler_top_k_need; 0:
                                 // it needs the full row: also with logit bias or logprobs)
+    int32_t top_ask;            // best logits the LM head selects for it: top_need, more with a
+                                // grammar (its mask removes some; the full row if too many)
+    // grammar (rp.grammar): the matcher over the generated tokens, and the allowed tokens of
+    // the next draw; mask_ready: the mask was computed beside this step's forward pass
+    struct lm_grammar_matcher *gm;
+    uint32_t *mask;
+    bool mask_ready;
     lm_event_fn cb;
     void *user;
     uint64_t t_submit, t_admit, admit_order;
@@ -58,6 +66,8 @@ struct lm_req {
 };
 
 // ---------------------------------------------------------------- the engine
+
+struct lm_mask_worker; // masks.c
 
 // What speculative decoding keeps per engine (spec*.c).
 struct lm_spec_engine {
@@ -107,6 +117,8 @@ struct lm_engine {
     struct lm_req **batch_req;    // [step_tokens] the request of each entry
     struct lm_req **order;        // [max_running] scratch: running requests by admission
     float *biased;                // [n_vocab] logits with a request's logit bias
+    struct lm_token_logit top_kept[LM_TOP_K_MAX]; // the LM head's candidates a mask allows
+    struct lm_mask_worker *masks; // computes grammar masks beside the forward pass (engine.c)
     int32_t top_tok[LM_MAX_TOP_LOGPROBS];
     float top_lp[LM_MAX_TOP_LOGPROBS];
     struct lm_engine_stats st;    // counters (published into snap after each step)
@@ -156,6 +168,17 @@ int32_t lm_deliver_step(struct lm_engine *e, int32_t n, uint64_t t);
 // freed then.
 bool lm_deliver_token(struct lm_engine *e, struct lm_req *r, int32_t row, uint64_t t,
                       int32_t draft, const struct lm_token_prob *q, int32_t n_q, bool *accepted);
+
+// ---------------------------------------------------------------- masks.c
+
+// Starts computing, on the mask worker, the grammar mask of the first logits row of each
+// constrained request among the batch's n entries (r->mask, r->mask_ready); the engine
+// thread runs the forward pass meanwhile and must call lm_masks_wait before sampling or
+// finishing any of them. Without a worker (it could not start) nothing is posted and
+// sampling computes the masks itself.
+void lm_masks_begin(struct lm_engine *e, int32_t n);
+void lm_masks_wait(struct lm_engine *e);
+void lm_masks_free(struct lm_engine *e); // stops the worker (lm_engine_free)
 
 // ---------------------------------------------------------------- spec*.c
 

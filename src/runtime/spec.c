@@ -210,6 +210,7 @@ int32_t lm_spec_insert_drafts(struct lm_engine *e, int32_t n, int32_t n_tot, boo
 void lm_spec_verify(struct lm_engine *e, struct lm_req *r, int32_t row, uint64_t t) {
     struct lm_req_spec *sp = &r->spec;
     const int32_t nd = sp->n_draft, seq = r->seq;
+    const bool forced = sp->forced; // r may be freed on the way
     int32_t acc = 0;
     bool alive = true, ok = true;
     while (alive && ok) { // the draft at position n_kv + acc, or the bonus token after all nd
@@ -221,8 +222,10 @@ void lm_spec_verify(struct lm_engine *e, struct lm_req *r, int32_t row, uint64_t
     }
     e->st.drafted_tokens += (uint64_t)nd;
     e->st.accepted_tokens += (uint64_t)acc;
+    if (forced) e->st.forced_tokens += (uint64_t)(acc < nd ? acc : nd);
     if (!alive) return; // finished: its sequences are freed already
-    lm_spec_acc_update(&sp->acc, nd, acc);
+    if (!forced) lm_spec_acc_update(&sp->acc, nd, acc); // forced ones say nothing of lookup's
+    sp->forced = false;
     sp->n_draft = 0;
     r->n_kv += acc; // the accepted drafts' K/V stay; the rest is rolled back
     if (acc < nd) lm_kv_seq_rm(e->c->kv, seq, r->n_kv, -1);

@@ -1,6 +1,7 @@
 // Prompt-lookup drafts (docs/speculative.md): the tokens that followed an earlier copy of a
 // request's last tokens, proposed after its decode entry when they pay for their rows in
-// the step (lm_spec_choose).
+// the step (lm_spec_choose); and a grammar's forced tokens (jump-forward, docs/structured.md),
+// certain drafts through the same verification.
 #include "runtime/engine.h"
 
 int32_t lm_spec_lookup(const int32_t *toks, int32_t n_toks, int32_t k_max, int32_t *out) {
@@ -37,22 +38,28 @@ int32_t lm_spec_lookup_plan(struct lm_engine *e, int32_t n, int32_t *avail) {
         struct lm_req *r = e->batch_req[i];
         struct lm_req_spec *sp = &r->spec;
         sp->n_draft = 0;
-        if (!r->rp.lookup) continue;
+        const bool jump = r->gm && !r->rp.use_draft; // a grammar's forced tokens
+        if (!r->rp.lookup && !jump) continue;
         const int32_t room = lm_spec_room(e, r, n_tot, rows);
         if (room <= 0) continue;
-        int32_t nd = lm_spec_lookup(r->toks, r->n_toks, room, sp->draft);
+        // forced tokens are certain (each the only one the grammar allows there): accepted
+        // whatever the logits, so they pay like drafts of acceptance 1
+        int32_t nd = jump ? lm_grammar_matcher_forced(r->gm, sp->draft, room) : 0;
+        const bool forced = nd > 0;
+        if (!forced && r->rp.lookup) nd = lm_spec_lookup(r->toks, r->n_toks, room, sp->draft);
         const int32_t b1 = lm_kv_blocks_needed(kv, r->seq, 1);
         while (nd > 0 && lm_kv_blocks_needed(kv, r->seq, 1 + nd) - b1 > *avail) nd--;
         if (nd == 0) continue;
         double gain = 0.0;
-        const int32_t k = lm_spec_choose(&e->spec.cost, lm_spec_acc_rate(&sp->acc), n, n_tot,
-                                         e->n_running, nd, &gain);
+        const double rate = forced ? 1.0 : lm_spec_acc_rate(&sp->acc);
+        const int32_t k = lm_spec_choose(&e->spec.cost, rate, n, n_tot, e->n_running, nd, &gain);
         if (k == 0) { // does not pay now: drafting pauses, the estimate drifts back
-            lm_spec_acc_idle(&sp->acc);
+            if (!forced) lm_spec_acc_idle(&sp->acc);
             continue;
         }
         *avail -= lm_kv_blocks_needed(kv, r->seq, 1 + k) - b1;
         sp->n_draft = k;
+        sp->forced = forced;
         rows -= k;
         n_tot += k;
     }

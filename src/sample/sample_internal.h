@@ -18,6 +18,19 @@ enum lm_spec_rule {
 int32_t lm_sampler_verify_rule(struct lm_sampler *s, const float *logits, int32_t draft,
                                const float *q, bool *accepted, enum lm_spec_rule rule);
 
+// ---- grammar masks (bit (id & 31) of word id >> 5 set: allowed)
+// dst = src where allowed, -inf elsewhere (dst may not alias src); returns the allowed count.
+int32_t lm_mask_logits(float *dst, const float *src, const uint32_t *mask, int32_t n);
+// The allowed candidates of top[0, n) in their order (best first) into out; returns their count.
+// When it is at least lm_sampler_top_k_need, lm_sampler_sample_top_k on them draws the token the
+// chain draws on the whole masked row: every allowed token outside top ranks below them all.
+int32_t lm_sampler_filter_top_k(const struct lm_token_logit *top, int32_t n, const uint32_t *mask,
+                                struct lm_token_logit *out);
+// The sampler's own buffer holding logits masked (allocated at its first use: LM_ERR_NOMEM ->
+// NULL with the message set); *allowed: the count of allowed tokens.
+float *lm_sampler_masked_row(struct lm_sampler *s, const float *logits, const uint32_t *mask,
+                             int32_t *allowed);
+
 // ---- draft-model drafting (runtime/sched.c, docs/speculative.md)
 struct lm_token_prob {
     int32_t id;

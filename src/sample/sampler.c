@@ -27,6 +27,8 @@ struct lm_sampler {
     struct lm_topk_cand *cand; // (n_vocab) reused: no allocation per token
     float *penalized;     // (n_vocab) logits copy when a penalty applies
     double *prob;         // (n_vocab) survivors' probabilities (speculative verification)
+    float *masked;        // (n_vocab) logits with a grammar's disallowed tokens at -inf; made at
+                          // the first masked draw (a request's, not every sampler's, 1 MiB)
     int32_t *recent;      // ring of the last repeat_last_n accepted tokens
     int32_t n_recent, recent_pos;
 };
@@ -95,6 +97,7 @@ void lm_sampler_free(struct lm_sampler *s) {
     free(s->cand);
     free(s->penalized);
     free(s->prob);
+    free(s->masked);
     free(s->recent);
     free(s);
 }
@@ -228,6 +231,62 @@ static int32_t select_sorted(struct lm_sampler *s, const float *logits) {
 
 int32_t lm_sampler_sample(struct lm_sampler *s, const float *logits) {
     return sample_sorted(s, s->cand, select_sorted(s, logits));
+}
+
+// ================================================================ masked sampling (grammars)
+
+int32_t lm_mask_logits(float *dst, const float *src, const uint32_t *mask, int32_t n) {
+    int32_t allowed = 0;
+    for (int32_t w = 0; w * 32 < n; w++) {
+        const uint32_t bits = mask[w];
+        const int32_t i0 = w * 32, m = n - i0 < 32 ? n - i0 : 32;
+        if (bits == 0) { // most words outside a string: nothing allowed
+            for (int32_t j = 0; j < m; j++) dst[i0 + j] = -INFINITY;
+        } else if (bits == 0xffffffffu && m == 32) { // inside a string: nearly all allowed
+            memcpy(dst + i0, src + i0, 32 * sizeof *dst);
+            allowed += 32;
+        } else {
+            for (int32_t j = 0; j < m; j++) {
+                const bool on = bits >> j & 1u;
+                dst[i0 + j] = on ? src[i0 + j] : -INFINITY;
+                allowed += on;
+            }
+        }
+    }
+    return allowed;
+}
+
+int32_t lm_sampler_filter_top_k(const struct lm_token_logit *top, int32_t n, const uint32_t *mask,
+                                struct lm_token_logit *out) {
+    int32_t k = 0;
+    for (int32_t i = 0; i < n; i++)
+        if (mask[top[i].id >> 5] >> (top[i].id & 31) & 1u) out[k++] = top[i];
+    return k;
+}
+
+float *lm_sampler_masked_row(struct lm_sampler *s, const float *logits, const uint32_t *mask,
+                             int32_t *allowed) {
+    if (!s->masked && !(s->masked = malloc((size_t)s->n_vocab * sizeof *s->masked))) {
+        lm_error_set(LM_ERR_NOMEM, "sampler: out of memory for a masked row");
+        return NULL;
+    }
+    *allowed = lm_mask_logits(s->masked, logits, mask, s->n_vocab);
+    return s->masked;
+}
+
+int32_t lm_sampler_sample_masked(struct lm_sampler *s, const float *logits, const uint32_t *mask) {
+    int32_t allowed = 0;
+    const float *row = lm_sampler_masked_row(s, logits, mask, &allowed);
+    if (!row) return -1;
+    if (allowed == 0) {
+        lm_error_set(LM_ERR_ARG, "sampler: the mask allows no token");
+        return -1;
+    }
+    int32_t n = select_sorted(s, row);
+    // the chain never draws a masked token: it has weight 0 at any temperature, and greedy
+    // ranks it last; cutting the candidates at the first one keeps top-p / min-p exact
+    while (n > 1 && s->cand[n - 1].logit == -INFINITY) n--;
+    return sample_sorted(s, s->cand, n);
 }
 
 // ================================================================ speculative verification
