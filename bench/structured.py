@@ -592,7 +592,28 @@ def write_md(rep, path):
         if ml:
             goals.append(("decode with schema >= 0.9x plain at %d streams (floor 0.85x)" % a["streams"], f(ml["ratio"], 3),
                           goal((ml["ratio"] or 0) >= 0.9) if (ml["ratio"] or 0) >= 0.85 else "**floor not met**"))
+        per = res.get("single", {})
+        if per:
+            engs = list(per)
+            L += ["", "Per schema (medians over rounds):", "",
+                  "| schema | " + " | ".join("%s tokens | %s ratio" % (e, e) for e in engs) + " |",
+                  "| --- |" + " --- | --- |" * len(engs)]
+            for n in res.get("decode_schemas", []):
+                cells = []
+                for e in engs:
+                    rows = [x for x in per[e].get(n, []) if x["schema_tps"] and x["plain_tps"]]
+                    cells += [f(med([x["schema_tokens"] for x in rows]), 0),
+                              f(med([x["schema_tps"] / x["plain_tps"] for x in rows]), 3)]
+                L.append("| %s | %s |" % (n, " | ".join(cells)))
+        for eng, x in sl.items():
+            if x["errors"]:
+                L += ["", "%s request errors: %s" % (eng, "; ".join(x["errors"][:3]))]
         vs = sm.get("vs_llama")
+        mean_mask = ((mk.get("default") or {}).get("warm_cpu") or {}).get("mean")
+        if "llama" in sl and sl["llama"]["overhead_ms"] is not None and mean_mask:
+            L += ["", "llama-server's grammar overhead per token (%s ms) over lumen's mean mask time at this "
+                  "vocabulary (%s us, part 1): %sx." % (f(sl["llama"]["overhead_ms"], 3), f(mean_mask),
+                                                       f(sl["llama"]["overhead_ms"] * 1e3 / mean_mask, 0))]
         if vs:
             L += ["", "Per-token grammar overhead, single stream: lumen %s ms, llama-server %s ms; llama-server / lumen = %s%s." % (
                 f(vs["lumen_ms"], 3), f(vs["llama_ms"], 3), f(vs["ratio"], 1),

@@ -15,6 +15,7 @@
 // MANIFEST: one schema a line, "NAME<TAB>SCHEMA_FILE<TAB>DOCS_FILE"; DOCS_FILE holds one JSON
 // document a line (the text the model would write). Output lines (times in ns):
 //   first NAME CONV COMPILE            the first compile for this tokenizer (builds the trie)
+//                                      exit status 3 when a schema or document failed
 //   compile NAME CONV COMPILE          a later compile of the same schema (the grammar dropped)
 //   mask NAME MODE WALL CPU            one fill_mask; MODE warm (one grammar) or cold (a new
 //                                      grammar per document, compiled outside the timing)
@@ -149,37 +150,45 @@ int main(int argc, char **argv) {
     }
     const int rounds = argc > 3 ? atoi(argv[3]) : 3, compiles = argc > 4 ? atoi(argv[4]) : 5;
     struct lm_gguf gg;
-    struct lm_tokenizer *t;
-    if (lm_gguf_open(&gg, argv[1]) != LM_OK || lm_tokenizer_load(&t, &gg) != LM_OK) {
+    struct lm_tokenizer *t = NULL;
+    if (lm_gguf_open(&gg, argv[1]) != LM_OK) {
         fprintf(stderr, "grammar_replay_bench: %s\n", lm_error_msg());
         return 1;
     }
-    size_t n_man = 0;
-    char *man = slurp(argv[2], &n_man);
-    if (!man) { fprintf(stderr, "grammar_replay_bench: cannot read %s\n", argv[2]); return 1; }
+    int rc = 1, bad = 0;
+    size_t n_man = 0, n_e = 0;
+    char *man = NULL;
     struct entry *es = calloc(1024, sizeof *es);
-    size_t n_e = 0;
+    struct lm_grammar **warm = calloc(1024, sizeof *warm);
+    uint32_t *bits = NULL;
+    if (lm_tokenizer_load(&t, &gg) != LM_OK) {
+        fprintf(stderr, "grammar_replay_bench: %s\n", lm_error_msg());
+        goto done;
+    }
+    if (!es || !warm || !(bits = malloc(((size_t)lm_tokenizer_n_vocab(t) + 31) / 32 * 4))) goto done;
+    if (!(man = slurp(argv[2], &n_man))) {
+        fprintf(stderr, "grammar_replay_bench: cannot read %s\n", argv[2]);
+        goto done;
+    }
     for (char *line = strtok(man, "\n"); line && n_e < 1024; line = strtok(NULL, "\n")) {
         char *f1 = strchr(line, '\t'), *f2 = f1 ? strchr(f1 + 1, '\t') : NULL;
         if (!f2) continue;
         *f1 = *f2 = 0;
-        struct entry *e = &es[n_e];
+        struct entry *e = &es[n_e++];
         snprintf(e->name, sizeof e->name, "%s", line);
         if (!(e->schema = slurp(f1 + 1, &e->n_schema)) || !(e->docs = slurp(f2 + 1, &e->n_docs_text))) {
             fprintf(stderr, "grammar_replay_bench: cannot read %s or %s\n", f1 + 1, f2 + 1);
-            return 1;
+            goto done;
         }
-        n_e++;
     }
     printf("vocab %d\n", lm_tokenizer_n_vocab(t));
-    uint32_t *bits = malloc(((size_t)lm_tokenizer_n_vocab(t) + 31) / 32 * 4);
-    struct lm_grammar **warm = calloc(n_e ? n_e : 1, sizeof *warm);
-    int bad = 0;
+    bool first = true;
     for (size_t i = 0; i < n_e; i++) { // compile times; the first builds the vocabulary trie
         uint64_t a, b;
         warm[i] = compile(t, es[i].name, es[i].schema, es[i].n_schema, &a, &b);
         if (!warm[i]) { bad++; continue; }
-        printf("%s %s %llu %llu\n", i == 0 ? "first" : "compile", es[i].name, (unsigned long long)a, (unsigned long long)b);
+        printf("%s %s %llu %llu\n", first ? "first" : "compile", es[i].name, (unsigned long long)a, (unsigned long long)b);
+        first = false;
         for (int k = 1; k < compiles; k++) {
             struct lm_grammar *x = compile(t, es[i].name, es[i].schema, es[i].n_schema, &a, &b);
             if (x) printf("compile %s %llu %llu\n", es[i].name, (unsigned long long)a, (unsigned long long)b);
@@ -192,12 +201,14 @@ int main(int argc, char **argv) {
     for (int r = 0; r < rounds; r++) // cold: a new grammar per document (warm[] keeps the trie alive)
         for (size_t i = 0; i < n_e; i++)
             if (warm[i]) bad += replay_docs(t, NULL, &es[i], "cold", bits, false, 1);
-    for (size_t i = 0; i < n_e; i++) {
+    rc = bad ? 3 : 0;
+done:
+    for (size_t i = 0; es && i < n_e; i++) {
         lm_grammar_free(warm[i]);
         free(es[i].schema), free(es[i].docs);
     }
     free(warm), free(es), free(bits), free(man);
     lm_tokenizer_free(t);
     lm_gguf_close(&gg);
-    return bad ? 3 : 0;
+    return rc;
 }
