@@ -491,6 +491,7 @@ def summarize(result):
         xs = [x for rows in per.values() for x in rows]
         val[eng] = {"outputs": len(xs), "valid": sum(x["ok"] for x in xs),
                     "length": sum(1 for x in xs if x["finish"] == "length"),
+                    "refused": sum(1 for x in xs if (x["why"] or "").startswith("HTTP 4")),
                     "complete": sum(1 for x in xs if x["finish"] != "length"),
                     "complete_valid": sum(1 for x in xs if x["ok"] and x["finish"] != "length"),
                     "failures": [(n, "greedy" if x["greedy"] else "sampled", x["why"], x["text"][:160])
@@ -648,12 +649,12 @@ def write_md(rep, path):
         L += ["", "## Validity (`jsonschema`, formats checked)", "",
               "Every schema answered greedily and %d time(s) sampled (temperature 0.8, top-k 40, top-p 0.95), "
               "max_tokens %d." % (a["samples"], a["max_tokens"]), "",
-              "| engine | outputs | valid | rate | cut by max_tokens (incomplete JSON) | valid of the complete ones |",
-              "| --- | --- | --- | --- | --- | --- |"]
+              "| engine | outputs | valid | rate | schema refused (HTTP 4xx) | cut by max_tokens (incomplete JSON) | valid of the complete ones |",
+              "| --- | --- | --- | --- | --- | --- | --- |"]
         for eng, v in val.items():
-            L.append("| %s | %d | %d | %s%% | %d | %d/%d |" % (
-                eng, v["outputs"], v["valid"], f(100.0 * v["valid"] / max(1, v["outputs"])), v["length"],
-                v["complete_valid"], v["complete"]))
+            L.append("| %s | %d | %d | %s%% | %d | %d | %d/%d |" % (
+                eng, v["outputs"], v["valid"], f(100.0 * v["valid"] / max(1, v["outputs"])), v["refused"], v["length"],
+                v["complete_valid"], v["complete"] - v["refused"]))
         for eng, v in val.items():
             if v["failures"]:
                 L += ["", "%s failures:" % eng, ""]
