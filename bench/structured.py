@@ -618,13 +618,21 @@ def write_md(rep, path):
                   "vocabulary (%s us, part 1): %sx." % (f(sl["llama"]["overhead_ms"], 3), f(mean_mask),
                                                        f(sl["llama"]["overhead_ms"] * 1e3 / mean_mask, 0))]
         if vs:
-            L += ["", "Per-token grammar overhead, single stream: lumen %s ms, llama-server %s ms; llama-server / lumen = %s%s." % (
-                f(vs["lumen_ms"], 3), f(vs["llama_ms"], 3), f(vs["ratio"], 1),
-                " (lumen's overhead is within the noise: <= 0)" if vs["lumen_within_noise"] else "")]
-            goals.append((">= 10x less grammar overhead per token than llama-server (floor 3x)",
-                          "within noise (<= 0 ms)" if vs["lumen_within_noise"] else f(vs["ratio"], 1) + "x",
-                          "met" if vs["lumen_within_noise"] else (goal(vs["ratio"] >= 10) if vs["ratio"] >= 3 else
-                                                                  "**floor not met**")))
+            L += ["", "Per-token grammar overhead (1/tps_schema - 1/tps_plain), single stream: lumen %s ms, llama-server "
+                  "%s ms; llama-server / lumen = %s." % (
+                      f(vs["lumen_ms"], 3), f(vs["llama_ms"], 3),
+                      "- (lumen's schema answers decode faster than plain text of the same length: jump-forward "
+                      "saves more than the masks cost, so its net overhead is negative; the mask time above is its "
+                      "grammar cost)" if vs["lumen_within_noise"] else f(vs["ratio"], 1))]
+            if vs["lumen_within_noise"]:
+                mm = "; llama-server's overhead = %sx lumen's mean mask time" % f(vs["llama_ms"] * 1e3 / mean_mask, 0) \
+                    if mean_mask and vs["llama_ms"] > 0 else ""
+                goals.append((">= 10x less grammar overhead per token than llama-server (floor 3x)",
+                              "lumen net <= 0 (%s ms), llama-server %s ms%s" % (f(vs["lumen_ms"], 2), f(vs["llama_ms"], 2), mm),
+                              "met" if vs["llama_ms"] > 0 else "no llama-server overhead to compare"))
+            else:
+                goals.append((">= 10x less grammar overhead per token than llama-server (floor 3x)", f(vs["ratio"], 1) + "x",
+                              goal(vs["ratio"] >= 10) if vs["ratio"] >= 3 else "**floor not met**"))
     rn = sm.get("run")
     if rn:
         L += ["", "## `lumen run --json-schema`: jump-forward and single-stream decode", "",
