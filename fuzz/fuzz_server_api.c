@@ -1,7 +1,8 @@
 // libFuzzer target for lumen serve's request parsing (src/server/api.c): the first byte
 // picks the route (completions, chat, tokenize, detokenize), the rest is the JSON body.
 // A parsed request must satisfy every bound the server relies on; an error must come out
-// as valid OpenAI-shaped JSON; chat messages go through every chat template; the UTF-8
+// as valid OpenAI-shaped JSON; chat messages (with their tool calls and the tools) go through
+// every chat template; the UTF-8
 // repair used for token text must always produce valid UTF-8.
 #include <jansson.h>
 #include <stdint.h>
@@ -50,11 +51,26 @@ static void check_request(const struct api_request *r) {
         if (!r->has_prompt_ids && !r->prompt) __builtin_trap();
     } else {
         if (r->n_msgs == 0 || !r->msgs) __builtin_trap();
+        if (r->n_tools < 0 || r->n_tools > API_MAX_TOOLS || (r->n_tools && !r->tools)) __builtin_trap();
+        if (r->tool_choice == API_TOOLS_NAMED && (r->tool_named < 0 || r->tool_named >= r->n_tools)) __builtin_trap();
+        if ((r->tool_choice == API_TOOLS_REQUIRED || r->tool_choice == API_TOOLS_NAMED) && !r->n_tools) __builtin_trap();
+        if (r->format != API_FORMAT_TEXT && r->tool_choice != API_TOOLS_NONE) __builtin_trap();
         struct lm_chat_msg *m = calloc(r->n_msgs, sizeof *m);
-        if (!m) return;
-        for (size_t i = 0; i < r->n_msgs; i++) {
-            if (!r->msgs[i].role || !r->msgs[i].content) __builtin_trap();
-            m[i] = (struct lm_chat_msg){r->msgs[i].role, r->msgs[i].content};
+        struct lm_chat_msg_tools *parts = calloc(r->n_msgs, sizeof *parts);
+        struct lm_chat_tool_call *calls = calloc(r->n_msgs * API_MAX_TOOL_CALLS + 1, sizeof *calls);
+        if (!m || !parts || !calls) {
+            free(m);
+            free(parts);
+            free(calls);
+            return;
+        }
+        for (size_t i = 0, c = 0; i < r->n_msgs; i++) {
+            if (!r->msgs[i].role || !r->msgs[i].content || r->msgs[i].n_calls > API_MAX_TOOL_CALLS) __builtin_trap();
+            m[i] = (struct lm_chat_msg){.role = r->msgs[i].role, .content = r->msgs[i].content};
+            parts[i] = (struct lm_chat_msg_tools){calls + c, r->msgs[i].n_calls, r->msgs[i].tool_call_id};
+            for (size_t j = 0; j < r->msgs[i].n_calls; j++, c++)
+                calls[c] = (struct lm_chat_tool_call){r->msgs[i].calls[j].id, r->msgs[i].calls[j].name,
+                                                      r->msgs[i].calls[j].arguments};
         }
         for (int t = LM_CHAT_TEMPLATE_GEMMA; t <= LM_CHAT_TEMPLATE_CHATML; t++) {
             char *out = NULL;
@@ -63,8 +79,16 @@ static void check_request(const struct api_request *r) {
                 (!out || strlen(out) != n))
                 __builtin_trap();
             free(out);
+            out = NULL;
+            if (lm_chat_apply_tools((enum lm_chat_template)t, m, parts, r->n_msgs, r->tools_json, r->tools_len, true,
+                                    &out, &n) == LM_OK &&
+                (!out || strlen(out) != n))
+                __builtin_trap();
+            free(out);
         }
         free(m);
+        free(parts);
+        free(calls);
     }
 }
 

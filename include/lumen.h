@@ -176,10 +176,33 @@ enum lm_chat_template {
     LM_CHAT_TEMPLATE_CHATML = 2,  // <|im_start|>role\n...<|im_end|>\n
 };
 
+// A tool call an assistant message made (OpenAI's message.tool_calls[i]).
+struct lm_chat_tool_call {
+    const char *id;        // "call_..." (may be NULL)
+    const char *name;      // the function's name
+    const char *arguments; // its arguments: JSON text of an object (OpenAI's string)
+};
+
 struct lm_chat_msg {
-    const char *role;    // "system", "user", "assistant" (Gemma: -> "model"), or any other
+    const char *role;    // "system", "user", "assistant" (Gemma: -> "model"), "tool", or any other
     const char *content;
 };
+
+// The tool parts of one message (beside its lm_chat_msg; zeroed: none).
+struct lm_chat_msg_tools {
+    const struct lm_chat_tool_call *tool_calls; // assistant: the calls it made
+    size_t n_tool_calls;
+    const char *tool_call_id; // role "tool": the call this message answers (may be NULL)
+};
+
+// How a template's family writes tool calls (docs/structured.md, "Tool calls"):
+// QWEN (ChatML):  <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>, results in
+//                 <tool_response>, the tools in the system message inside <tools></tools>;
+// LLAMA3 (3.1+):  {"name": ..., "parameters": {...}}, results in the "ipython" role;
+// GENERIC (Gemma 3 and any other): one JSON object as the whole answer,
+//                 {"tool_calls": [{"name": ..., "arguments": {...}}]} or {"response": "..."}.
+enum lm_chat_tool_format { LM_CHAT_TOOLS_GENERIC = 0, LM_CHAT_TOOLS_QWEN = 1, LM_CHAT_TOOLS_LLAMA3 = 2 };
+enum lm_chat_tool_format lm_chat_tool_format(enum lm_chat_template tmpl);
 
 // Writes the prompt text for msgs as llama.cpp's llm_chat_apply_template does (Gemma:
 // system messages are trimmed and merged into the next non-model turn; contents are
@@ -187,6 +210,16 @@ struct lm_chat_msg {
 // *out is malloc'd and NUL-terminated; *n_out excludes the NUL.
 enum lm_status lm_chat_apply(enum lm_chat_template tmpl, const struct lm_chat_msg *msgs, size_t n,
                              bool add_generation_prompt, char **out, size_t *n_out);
+// lm_chat_apply with tools: parts[n] (NULL: none) holds each message's tool calls / the call
+// it answers, rendered in the family's format (lm_chat_tool_format; "tool" messages are
+// results); tools (len bytes; NULL or 0: none) is the JSON text of OpenAI's "tools" array
+// ([{"type": "function", "function": {"name", "description", "parameters"}}]), presented to
+// the model in the system prompt as the family's template does (JSON re-written as the
+// template's tojson writes it; arguments that are not JSON, e.g. cut by max_tokens, as they
+// are). LM_ERR_ARG when tools is not a JSON array or a call has no name.
+enum lm_status lm_chat_apply_tools(enum lm_chat_template tmpl, const struct lm_chat_msg *msgs,
+                                   const struct lm_chat_msg_tools *parts, size_t n, const char *tools,
+                                   size_t len, bool add_generation_prompt, char **out, size_t *n_out);
 
 // Picks the template for a model. template_text (tokenizer.chat_template, may be NULL) is
 // matched as llama.cpp's llm_chat_detect_template does (a bare name "chatml", "llama3",

@@ -59,12 +59,14 @@ if build build -DCMAKE_BUILD_TYPE=Release -DLUMEN_NATIVE=ON; then
     run_ctest release build "$@"
     # the same binaries on the scalar kernels: every SIMD kernel's generic twin must pass
     # the suite too (model tests on their shorter inputs). The server tests (HTTP, JSON, the
-    # browser) and the command-line tests (options, output formats, the REPL) run the engine
-    # the other tests cover and stay out of this pass.
+    # browser), the command-line tests (options, output formats, the REPL) and the engine's
+    # scheduling tests (label engine: speculative decoding, scheduling, grammars: logic over
+    # logits that test_runtime_tables shows are the same bits on both kernel sets) run the
+    # engine the other tests cover and stay out of this pass.
     if [ "${LUMEN_SKIP_GENERIC:-0}" = 1 ]; then
         say "LUMEN_SKIP_GENERIC=1: skipping the generic-kernel pass"
     else
-        EXCLUDE='server|cli' LUMEN_FORCE_GENERIC=1 LUMEN_TEST_QUICK=1 run_ctest generic build "$@"
+        EXCLUDE='server|cli|engine' LUMEN_FORCE_GENERIC=1 LUMEN_TEST_QUICK=1 run_ctest generic build "$@"
     fi
 else
     failed+=("release build")

@@ -4,7 +4,7 @@
 // (jump-forward) and the tokens equal a plain loop's (lm_decode one token at a time, masked
 // sampling, no drafts), alone and beside other requests (greedy, seeded, with lookup, with a
 // logit bias, with logprobs), and in a pool small enough to preempt.
-// LM_TEST_LABELS: model
+// LM_TEST_LABELS: model;engine
 #include <stdlib.h>
 #include <string.h>
 

@@ -5,7 +5,7 @@
 // request's blocks; a small pool preempts and recomputes with identical results; finish
 // reasons, logprobs, logit bias, a full queue and bad requests. (The engine thread:
 // test_runtime_sched_threads.c.)
-// LM_TEST_LABELS: model
+// LM_TEST_LABELS: model;engine
 #include <pthread.h>
 #include <time.h>
 

@@ -5,7 +5,7 @@
 // point-mass rule makes plain sampling's draw), with penalties over accepted drafts;
 // drafting counters; KV blocks all released; and the acceptance rule's chi-square on the
 // model's own next-token distribution.
-// LM_TEST_LABELS: model
+// LM_TEST_LABELS: model;engine
 #include "lm_test.h"
 #include "lumen.h"
 #include "runtime/kv_cache.h"

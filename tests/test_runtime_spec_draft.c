@@ -11,7 +11,7 @@
 // Long prompts in a tight pool: drafts that fell behind in their prefill catch up.
 // Set-up: runs the generator into $LUMEN_ARCH_DIR/draft (default /tmp/lumen-draft-<uid>)
 // with $LUMEN_PYTHON (default .venv/bin/python); ~3 s. ~30 s on 2 idle cores.
-// LM_TEST_LABELS: model;arch
+// LM_TEST_LABELS: model;arch;engine
 #include "lm_test.h"
 #include "lumen.h"
 #include "runtime/kv_cache.h"

@@ -241,6 +241,69 @@ static bool parse_content(json_t *c, size_t i, char **out, struct api_error *e) 
     return true;
 }
 
+static bool valid_name(const char *s, size_t n) {
+    if (n == 0 || n > 64 || strlen(s) != n) return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9') ||
+              s[i] == '_' || s[i] == '-'))
+            return false;
+    return true;
+}
+
+// A JSON value as compact text (malloc'd), or NULL when out of memory.
+static char *dump(const json_t *v) { return json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY); }
+
+// An assistant message's tool_calls ([{"id", "type": "function", "function": {"name",
+// "arguments"}}]) and a tool message's tool_call_id.
+static bool parse_msg_tools(json_t *msg, size_t i, bool assistant, bool tool, struct api_message *m,
+                            struct api_error *e) {
+    char param[80];
+    json_t *tc = json_object_get(msg, "tool_calls");
+    if (tc && !json_is_null(tc)) {
+        snprintf(param, sizeof param, "messages[%zu].tool_calls", i);
+        if (!assistant) return bad_request(e, "invalid_value", param, "only an assistant message has 'tool_calls'");
+        if (!json_is_array(tc)) return wrong_type(e, param, "an array of tool calls", tc);
+        const size_t k = json_array_size(tc);
+        if (k > API_MAX_TOOL_CALLS)
+            return bad_request(e, "invalid_value", param, "'%s' has %zu entries (at most %d)", param, k,
+                               API_MAX_TOOL_CALLS);
+        m->calls = calloc(k ? k : 1, sizeof *m->calls);
+        if (!m->calls) return oom(e);
+        for (size_t j = 0; j < k; j++) {
+            json_t *c = json_array_get(tc, j);
+            snprintf(param, sizeof param, "messages[%zu].tool_calls[%zu]", i, j);
+            json_t *fn = json_is_object(c) ? json_object_get(c, "function") : NULL;
+            json_t *name = json_is_object(fn) ? json_object_get(fn, "name") : NULL;
+            json_t *args = json_is_object(fn) ? json_object_get(fn, "arguments") : NULL;
+            json_t *id = json_is_object(c) ? json_object_get(c, "id") : NULL;
+            if (!json_is_string(name) || !valid_name(json_string_value(name), json_string_length(name)))
+                return bad_request(e, "invalid_value", param, "'%s' must be {\"id\", \"type\": \"function\", "
+                                   "\"function\": {\"name\", \"arguments\"}} with a name of 1 to 64 letters, digits, "
+                                   "'_' or '-'", param);
+            if (args && !json_is_null(args) && !json_is_string(args) && !json_is_object(args))
+                return bad_request(e, "invalid_type", param, "'%s.function.arguments' must be a string of JSON",
+                                   param);
+            if (id && !json_is_null(id) && !json_is_string(id))
+                return bad_request(e, "invalid_type", param, "'%s.id' must be a string", param);
+            struct api_tool_call *out = &m->calls[j];
+            m->n_calls = j + 1;
+            out->name = dup_n(json_string_value(name), json_string_length(name));
+            out->arguments = json_is_string(args) ? dup_n(json_string_value(args), json_string_length(args))
+                           : json_is_object(args) ? dump(args) : dup_n("{}", 2);
+            out->id = json_is_string(id) ? dup_n(json_string_value(id), json_string_length(id)) : NULL;
+            if (!out->name || !out->arguments || (json_is_string(id) && !out->id)) return oom(e);
+        }
+    }
+    json_t *tid = json_object_get(msg, "tool_call_id");
+    if (tool && tid && !json_is_null(tid)) {
+        snprintf(param, sizeof param, "messages[%zu].tool_call_id", i);
+        if (!json_is_string(tid)) return wrong_type(e, param, "a string", tid);
+        m->tool_call_id = dup_n(json_string_value(tid), json_string_length(tid));
+        if (!m->tool_call_id) return oom(e);
+    }
+    return true;
+}
+
 static bool parse_messages(json_t *o, struct api_request *r, struct api_error *e) {
     json_t *m = field(o, "messages");
     if (!m) return bad_request(e, "missing_field", "messages", "'messages' is required");
@@ -282,7 +345,160 @@ static bool parse_messages(json_t *o, struct api_request *r, struct api_error *e
                                "may have none)", param);
         }
         if (!parse_content(content, i, &r->msgs[i].content, e)) return false;
+        if (!parse_msg_tools(msg, i, !strcmp(rs, "assistant"), !strcmp(rs, "tool"), &r->msgs[i], e)) return false;
     }
+    return true;
+}
+
+// ================================================================ tools, structured output
+
+// {"type": "function", "function": {"name", "description"?, "parameters"?, "strict"?}}
+static bool parse_tools(json_t *o, struct api_request *r, struct api_error *e) {
+    json_t *t = field(o, "tools");
+    if (!t) return true;
+    if (!json_is_array(t)) return wrong_type(e, "tools", "an array of tools", t);
+    const size_t k = json_array_size(t);
+    if (k > API_MAX_TOOLS)
+        return bad_request(e, "invalid_value", "tools", "'tools' has %zu entries (at most %d)", k, API_MAX_TOOLS);
+    if (k == 0) return true;
+    r->tools = calloc(k, sizeof *r->tools);
+    if (!r->tools) return oom(e);
+    char param[64];
+    for (size_t i = 0; i < k; i++) {
+        json_t *tool = json_array_get(t, i);
+        snprintf(param, sizeof param, "tools[%zu]", i);
+        if (!json_is_object(tool)) return wrong_type(e, param, "an object", tool);
+        json_t *type = json_object_get(tool, "type");
+        if (!json_is_string(type) || strcmp(json_string_value(type), "function") != 0)
+            return bad_request(e, "invalid_value", param, "'%s.type' must be 'function'", param);
+        json_t *fn = json_object_get(tool, "function");
+        snprintf(param, sizeof param, "tools[%zu].function", i);
+        if (!json_is_object(fn)) return fn ? wrong_type(e, param, "an object", fn)
+                                           : bad_request(e, "missing_field", param, "'%s' is required", param);
+        json_t *name = json_object_get(fn, "name");
+        snprintf(param, sizeof param, "tools[%zu].function.name", i);
+        if (!json_is_string(name) || !valid_name(json_string_value(name), json_string_length(name)))
+            return bad_request(e, "invalid_value", param, "'%s' must be a string of 1 to 64 letters, digits, "
+                               "'_' or '-'", param);
+        for (size_t j = 0; j < i; j++)
+            if (!strcmp(r->tools[j].name, json_string_value(name)))
+                return bad_request(e, "invalid_value", param, "two tools are named '%s'", json_string_value(name));
+        json_t *desc = json_object_get(fn, "description");
+        snprintf(param, sizeof param, "tools[%zu].function.description", i);
+        if (desc && !json_is_null(desc) && !json_is_string(desc)) return wrong_type(e, param, "a string", desc);
+        json_t *params = json_object_get(fn, "parameters");
+        snprintf(param, sizeof param, "tools[%zu].function.parameters", i);
+        if (params && !json_is_null(params) && !json_is_object(params))
+            return wrong_type(e, param, "a JSON Schema object", params);
+        snprintf(param, sizeof param, "tools[%zu].function", i);
+        if (!get_bool(fn, "strict", &r->tools[i].strict, e)) return false;
+        r->n_tools = (int32_t)i + 1;
+        r->tools[i].name = dup_n(json_string_value(name), json_string_length(name));
+        r->tools[i].parameters = params && json_is_object(params) ? dump(params) : dup_n("{\"type\":\"object\"}", 17);
+        if (!r->tools[i].name || !r->tools[i].parameters) return oom(e);
+    }
+    r->tools_json = dump(t);
+    if (!r->tools_json) return oom(e);
+    r->tools_len = strlen(r->tools_json);
+    return true;
+}
+
+// tool_choice: "none" | "auto" | "required" | {"type": "function", "function": {"name"}};
+// parallel_tool_calls: bool (default true).
+static bool parse_tool_choice(json_t *o, struct api_request *r, struct api_error *e) {
+    r->parallel_tool_calls = true;
+    if (!get_bool(o, "parallel_tool_calls", &r->parallel_tool_calls, e)) return false;
+    r->tool_choice = r->n_tools ? API_TOOLS_AUTO : API_TOOLS_NONE;
+    json_t *c = field(o, "tool_choice");
+    if (!c) return true;
+    if (json_is_string(c)) {
+        const char *v = json_string_value(c);
+        if (!strcmp(v, "none")) r->tool_choice = API_TOOLS_NONE;
+        else if (!strcmp(v, "auto")) r->tool_choice = r->n_tools ? API_TOOLS_AUTO : API_TOOLS_NONE;
+        else if (!strcmp(v, "required")) r->tool_choice = API_TOOLS_REQUIRED;
+        else
+            return bad_request(e, "invalid_value", "tool_choice", "'tool_choice' is '%.40s'; it must be 'none', "
+                               "'auto', 'required' or {\"type\": \"function\", \"function\": {\"name\": ...}}", v);
+        if (r->tool_choice == API_TOOLS_REQUIRED && !r->n_tools)
+            return bad_request(e, "invalid_value", "tool_choice", "'tool_choice' is 'required' but 'tools' is empty");
+        return true;
+    }
+    json_t *fn = json_is_object(c) ? json_object_get(c, "function") : NULL;
+    json_t *name = json_is_object(fn) ? json_object_get(fn, "name") : NULL;
+    json_t *type = json_is_object(c) ? json_object_get(c, "type") : NULL;
+    if (!json_is_string(name) || (type && (!json_is_string(type) || strcmp(json_string_value(type), "function"))))
+        return bad_request(e, "invalid_value", "tool_choice", "'tool_choice' must be 'none', 'auto', 'required' "
+                           "or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+    for (int32_t i = 0; i < r->n_tools; i++)
+        if (!strcmp(r->tools[i].name, json_string_value(name))) {
+            r->tool_choice = API_TOOLS_NAMED;
+            r->tool_named = i;
+            return true;
+        }
+    return bad_request(e, "invalid_value", "tool_choice", "'tool_choice' names the function '%.64s', which is not "
+                       "in 'tools'", json_string_value(name));
+}
+
+// response_format, llama-server's json_schema and grammar: at most one constraint.
+static bool parse_format(json_t *o, struct api_request *r, struct api_error *e) {
+    json_t *rf = field(o, "response_format");
+    json_t *js = field(o, "json_schema");
+    json_t *gr = field(o, "grammar");
+    const char *given = NULL; // the field that set r->format
+    if (rf) {
+        json_t *t = json_is_object(rf) ? json_object_get(rf, "type") : NULL;
+        if (!json_is_string(t)) return wrong_type(e, "response_format", "an object with a string 'type'", rf);
+        const char *ts = json_string_value(t);
+        if (!strcmp(ts, "json_object")) {
+            r->format = API_FORMAT_JSON_OBJECT;
+        } else if (!strcmp(ts, "json_schema")) {
+            json_t *w = json_object_get(rf, "json_schema");
+            if (!json_is_object(w))
+                return bad_request(e, "invalid_value", "response_format", "response_format type 'json_schema' "
+                                   "needs 'json_schema': {\"name\", \"schema\", \"strict\"}");
+            json_t *nm = json_object_get(w, "name");
+            if (nm && !json_is_string(nm)) return wrong_type(e, "response_format.json_schema.name", "a string", nm);
+            bool strict = false;
+            if (!get_bool(w, "strict", &strict, e)) return false;
+            json_t *sc = field(w, "schema");
+            if (sc && !json_is_object(sc) && !json_is_boolean(sc))
+                return wrong_type(e, "response_format.json_schema.schema", "a JSON Schema object", sc);
+            r->format = API_FORMAT_JSON_SCHEMA;
+            r->schema = sc ? dump(sc) : dup_n("{}", 2);
+            if (!r->schema) return oom(e);
+            r->schema_len = strlen(r->schema);
+        } else if (strcmp(ts, "text") != 0) {
+            return bad_request(e, "invalid_value", "response_format", "response_format type '%.40s' is not one of "
+                               "'text', 'json_object', 'json_schema'", ts);
+        }
+        if (r->format != API_FORMAT_TEXT) given = "response_format";
+    }
+    if (js) {
+        if (!json_is_object(js) && !json_is_boolean(js)) return wrong_type(e, "json_schema", "a JSON Schema object", js);
+        if (given)
+            return bad_request(e, "invalid_value", "json_schema", "'json_schema' and '%s' both constrain the output; "
+                               "give one", given);
+        r->format = API_FORMAT_JSON_SCHEMA;
+        r->schema = dump(js);
+        if (!r->schema) return oom(e);
+        r->schema_len = strlen(r->schema);
+        given = "json_schema";
+    }
+    if (gr) {
+        if (!json_is_string(gr)) return wrong_type(e, "grammar", "a string (GBNF)", gr);
+        if (json_string_length(gr) == 0) return true; // llama-server: an empty grammar is none
+        if (given)
+            return bad_request(e, "invalid_value", "grammar", "'grammar' and '%s' both constrain the output; give one",
+                               given);
+        r->format = API_FORMAT_GRAMMAR;
+        r->grammar = dup_n(json_string_value(gr), json_string_length(gr));
+        if (!r->grammar) return oom(e);
+        r->grammar_len = json_string_length(gr);
+        given = "grammar";
+    }
+    if (given && r->tool_choice != API_TOOLS_NONE)
+        return bad_request(e, "unsupported", given, "'%s' together with 'tools' is not supported (the tool-call "
+                           "format constrains the output; set tool_choice 'none' or leave out one of them)", given);
     return true;
 }
 
@@ -419,20 +635,9 @@ static bool parse_unsupported(json_t *o, enum api_kind kind, struct api_error *e
         if (suffix && json_string_length(suffix) > 0)
             return bad_request(e, "unsupported", "suffix", "'suffix' (insertion) is not supported");
     } else {
-        json_t *tools = field(o, "tools");
-        if (tools && (!json_is_array(tools) || json_array_size(tools) > 0))
-            return bad_request(e, "unsupported", "tools", "'tools' (function calling) is not supported");
         json_t *fns = field(o, "functions");
         if (fns && (!json_is_array(fns) || json_array_size(fns) > 0))
             return bad_request(e, "unsupported", "functions", "'functions' is not supported");
-    }
-    json_t *rf = field(o, "response_format");
-    if (rf) {
-        json_t *t = json_is_object(rf) ? json_object_get(rf, "type") : NULL;
-        if (!json_is_string(t)) return wrong_type(e, "response_format", "an object with a 'type'", rf);
-        if (strcmp(json_string_value(t), "text") != 0)
-            return bad_request(e, "unsupported", "response_format", "response_format type '%.40s' is not "
-                               "supported (only 'text')", json_string_value(t));
     }
     return true;
 }
@@ -501,6 +706,20 @@ bool api_parse_generate(const char *body, size_t len, enum api_kind kind, int32_
     if (model && !json_is_string(model)) ok = wrong_type(e, "model", "a string", model);
     if (ok) ok = kind == API_COMPLETION ? parse_prompt(o, n_vocab, r, e) : parse_messages(o, r, e);
     if (ok) ok = parse_unsupported(o, kind, e);
+    if (ok && kind == API_CHAT) ok = parse_tools(o, r, e) && parse_tool_choice(o, r, e);
+    if (ok && kind == API_COMPLETION) { // tools are a chat thing
+        json_t *t = field(o, "tools");
+        if (t && (!json_is_array(t) || json_array_size(t) > 0))
+            ok = bad_request(e, "unsupported", "tools", "'tools' needs /v1/chat/completions");
+        r->tool_choice = API_TOOLS_NONE;
+    }
+    if (ok) ok = parse_format(o, r, e);
+    // without tools in the prompt, none of them is called
+    if (ok && r->tool_choice == API_TOOLS_NONE && r->tools_json) {
+        free(r->tools_json);
+        r->tools_json = NULL;
+        r->tools_len = 0;
+    }
     long long mt = 0, mct = 0;
     bool mt_given = false, mct_given = false;
     if (ok) ok = get_int(o, "max_tokens", 1, 1 << 24, &mt, &mt_given, e);
@@ -558,8 +777,23 @@ void api_request_free(struct api_request *r) {
     for (size_t i = 0; i < r->n_msgs && r->msgs; i++) {
         free(r->msgs[i].role);
         free(r->msgs[i].content);
+        for (size_t j = 0; j < r->msgs[i].n_calls; j++) {
+            free(r->msgs[i].calls[j].id);
+            free(r->msgs[i].calls[j].name);
+            free(r->msgs[i].calls[j].arguments);
+        }
+        free(r->msgs[i].calls);
+        free(r->msgs[i].tool_call_id);
     }
     free(r->msgs);
+    for (int32_t i = 0; i < r->n_tools; i++) {
+        free(r->tools[i].name);
+        free(r->tools[i].parameters);
+    }
+    free(r->tools);
+    free(r->tools_json);
+    free(r->schema);
+    free(r->grammar);
     for (int32_t i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->bias_tokens);
     free(r->bias_values);

@@ -24,7 +24,7 @@ struct api_limits {
     size_t max_values;
     int max_depth;
 };
-#define API_MAX_DEPTH 64 // nesting of a body (lumen reads depth 4 at most)
+#define API_MAX_DEPTH 64 // nesting of a body (JSON Schemas in response_format and tools nest deepest)
 
 // An error answer: HTTP status and OpenAI's {"error": {"message", "type", "param", "code"}}.
 struct api_error {
@@ -42,10 +42,34 @@ bool api_fail(struct api_error *e, int status, const char *type, const char *cod
 // {"error": {...}} as a malloc'd NUL-terminated string (NULL when out of memory).
 char *api_error_json(const struct api_error *e);
 
+#define API_MAX_TOOLS 128       // tools per request
+#define API_MAX_TOOL_CALLS 128  // tool calls per assistant message
+
+struct api_tool_call {
+    char *id;        // may be NULL
+    char *name;
+    char *arguments; // JSON text (OpenAI sends a string; an object is accepted and written compact)
+};
+
 struct api_message {
     char *role;    // "developer" is read as "system"
     char *content; // text parts joined with "\n"
+    struct api_tool_call *calls; // assistant: tool_calls
+    size_t n_calls;
+    char *tool_call_id;          // tool: the call answered (NULL: not given)
 };
+
+// A function the model may call ("tools"[i].function).
+struct api_tool {
+    char *name;       // [A-Za-z0-9_-]{1,64}, unique in the request
+    char *parameters; // JSON Schema text of its arguments ({"type": "object"} when not given)
+    bool strict;
+};
+
+enum api_tool_choice { API_TOOLS_AUTO, API_TOOLS_NONE, API_TOOLS_REQUIRED, API_TOOLS_NAMED };
+// What constrains the output: response_format (json_object, json_schema), llama-server's
+// "json_schema" (a schema) and "grammar" (GBNF) fields.
+enum api_format { API_FORMAT_TEXT, API_FORMAT_JSON_OBJECT, API_FORMAT_JSON_SCHEMA, API_FORMAT_GRAMMAR };
 
 // What a completion or chat request asks for. Fields the client left out keep the
 // defaults noted here (api_parse_generate sets them).
@@ -60,6 +84,20 @@ struct api_request {
     // chat
     struct api_message *msgs;
     size_t n_msgs;
+    // chat: tools (docs/server.md "Tool calls")
+    char *tools_json;        // "tools" as compact JSON text for the prompt (NULL: none, or tool_choice none)
+    size_t tools_len;
+    struct api_tool *tools;
+    int32_t n_tools;
+    enum api_tool_choice tool_choice; // default auto (none without tools)
+    int32_t tool_named;      // API_TOOLS_NAMED: index in tools
+    bool parallel_tool_calls; // default true
+    // structured output (both routes)
+    enum api_format format;
+    char *schema;            // API_FORMAT_JSON_SCHEMA: the schema's JSON text
+    size_t schema_len;
+    char *grammar;           // API_FORMAT_GRAMMAR: GBNF text
+    size_t grammar_len;
 
     int32_t max_tokens;      // 0: not given (completions default to 16, chat to the context)
     bool max_tokens_given;

@@ -90,12 +90,71 @@ static void sse(struct run *r, json_t *j) {
     free(s);
 }
 
+// {"index", "id", "type", "function": {"name", "arguments"}} of call k (id and name: first=true).
+static json_t *call_json(const struct tool_call *t, int32_t k, bool first, const char *args, size_t n) {
+    json_t *c = json_object();
+    json_object_set_new(c, "index", json_integer(k));
+    json_t *fn = json_object();
+    if (first) {
+        json_object_set_new(c, "id", json_string(t->id));
+        json_object_set_new(c, "type", json_string("function"));
+        json_object_set_new(fn, "name", json_text(t->name.p, t->name.n));
+    }
+    json_object_set_new(fn, "arguments", json_text(args, n));
+    json_object_set_new(c, "function", fn);
+    return c;
+}
+
+// A tool-call answer's stream: content as it grows, then per call a first chunk (index, id,
+// type, name, arguments "") and its arguments in pieces, as OpenAI streams them.
+static void stream_emit_tools(struct run *r, json_t *lp) {
+    struct tools_parser *tp = &r->tp;
+    tools_parser_feed(tp, r->text.p, r->text.n, r->over && !r->failed);
+    sbuf_consume(&r->text, r->text.n);
+    if (tp->content.n > tp->content_sent || (!r->sent_first && (tp->n_calls || lp))) {
+        json_t *d = json_object();
+        if (!r->sent_first) json_object_set_new(d, "role", json_string("assistant"));
+        if (tp->content.n > tp->content_sent || !tp->n_calls)
+            json_object_set_new(d, "content", json_text(tp->content.p + tp->content_sent, tp->content.n - tp->content_sent));
+        else
+            json_object_set_new(d, "content", json_null());
+        tp->content_sent = tp->content.n;
+        sse(r, reply_chunk_delta(&r->rp, d, lp, NULL));
+        lp = NULL;
+        r->sent_first = true;
+    }
+    for (int32_t k = 0; k < tp->n_calls; k++) {
+        struct tool_call *t = &tp->calls[k];
+        if (!t->announced) {
+            json_t *d = json_object(), *a = json_array();
+            json_array_append_new(a, call_json(t, k, true, "", 0));
+            json_object_set_new(d, "tool_calls", a);
+            sse(r, reply_chunk_delta(&r->rp, d, NULL, NULL));
+            t->announced = true;
+        }
+        if (t->args.n > t->args_sent) {
+            json_t *d = json_object(), *a = json_array();
+            json_array_append_new(a, call_json(t, k, false, t->args.p + t->args_sent, t->args.n - t->args_sent));
+            json_object_set_new(d, "tool_calls", a);
+            sse(r, reply_chunk_delta(&r->rp, d, lp, NULL));
+            lp = NULL;
+            t->args_sent = t->args.n;
+        }
+    }
+    if (lp) sse(r, reply_chunk_delta(&r->rp, json_object(), lp, NULL));
+    if (tp->oom) r->out.oom = true;
+}
+
 // Turns what the last pump produced into SSE events; on the end, the closing chunk (the
 // only one with a finish_reason), the usage chunk if asked, and [DONE].
 static void stream_emit(struct run *r) {
     const bool chat = r->req.kind == API_CHAT;
     json_t *lp = gen_take_logprobs(&r->gen);
-    if (r->text.n > 0 || lp) {
+    if (r->tools) {
+        stream_emit_tools(r, lp);
+        lp = NULL;
+        if (r->over && !r->failed && r->tp.n_calls > 0 && !strcmp(r->finish, "stop")) r->finish = "tool_calls";
+    } else if (r->text.n > 0 || lp) {
         sse(r, reply_chunk(&r->rp, r->text.p, r->text.n, chat && !r->sent_first, lp, NULL));
         r->sent_first = true;
         sbuf_consume(&r->text, r->text.n);
@@ -112,6 +171,14 @@ static void stream_emit(struct run *r) {
             sbuf_puts(&r->out, "\n\n");
             free(s);
         }
+    } else if (r->tools) {
+        json_t *d = json_object();
+        if (!r->sent_first) {
+            json_object_set_new(d, "role", json_string("assistant"));
+            json_object_set_new(d, "content", json_string(""));
+        }
+        sse(r, reply_chunk_delta(&r->rp, d, NULL, r->finish));
+        if (r->rp.include_usage) sse(r, reply_usage_chunk(&r->rp, run_usage(r)));
     } else {
         sse(r, reply_chunk(&r->rp, "", 0, chat && !r->sent_first, NULL, r->finish));
         if (r->rp.include_usage) sse(r, reply_usage_chunk(&r->rp, run_usage(r)));
@@ -166,6 +233,44 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
     }
 }
 
+// A whole answer with tool calls: message.tool_calls, content null when there are only calls.
+static json_t *full_tools(struct run *r) {
+    struct tools_parser *tp = &r->tp;
+    tools_parser_feed(tp, r->text.p, r->text.n, true);
+    if (tp->oom) return NULL;
+    json_t *msg = json_object();
+    json_object_set_new(msg, "role", json_string("assistant"));
+    json_object_set_new(msg, "content", tp->content_null ? json_null() : json_text(tp->content.p, tp->content.n));
+    if (tp->n_calls > 0) {
+        json_t *a = json_array();
+        for (int32_t k = 0; k < tp->n_calls; k++) {
+            json_t *cj = call_json(&tp->calls[k], k, true, tp->calls[k].args.p, tp->calls[k].args.n);
+            json_object_del(cj, "index");
+            json_array_append_new(a, cj);
+        }
+        json_object_set_new(msg, "tool_calls", a);
+        if (!strcmp(r->finish, "stop")) r->finish = "tool_calls";
+    }
+    return reply_full_message(&r->rp, msg, gen_take_logprobs(&r->gen), r->finish, run_usage(r));
+}
+
+// The request's grammar compiled for the model (rp->grammar), or none. False with e filled.
+static bool run_grammar(struct server *s, struct run *r, struct lm_request_params *rp, struct api_error *e) {
+    char *gbnf = NULL;
+    size_t n = 0;
+    const char *trigger = NULL;
+    if (!tools_grammar(&r->req, lm_chat_tool_format(s->tmpl), &gbnf, &n, &trigger, e)) return false;
+    if (!gbnf) return true;
+    const enum lm_status st = gcache_get(s->gcache, s->tok, gbnf, n, trigger, &r->grammar);
+    free(gbnf);
+    if (st == LM_ERR_NOMEM) return api_fail(e, 500, "server_error", "out_of_memory", NULL, "out of memory");
+    if (st != LM_OK) // the client's grammar (or a schema's) that does not compile: its message
+        return api_fail(e, 400, "invalid_request_error", "invalid_grammar",
+                        r->req.format == API_FORMAT_GRAMMAR ? "grammar" : NULL, "%s", lm_error_msg());
+    rp->grammar = r->grammar; // the engine takes its own reference at submit
+    return true;
+}
+
 enum MHD_Result srv_handle_generate(struct conn *c, struct MHD_Connection *mc, enum api_kind kind) {
     struct server *s = c->s;
     struct run *r = c->run = calloc(1, sizeof *c->run);
@@ -198,6 +303,9 @@ enum MHD_Result srv_handle_generate(struct conn *c, struct MHD_Connection *mc, e
     rp.lookup = q->lookup_given ? q->lookup : s->o->lookup;
     rp.draft_max = q->draft_max ? q->draft_max : s->o->draft_max;
     rp.use_draft = q->draft_model_given ? q->draft_model : s->dm != NULL;
+    if (!run_grammar(s, r, &rp, &e)) return srv_send_error(c, mc, &e);
+    r->tools = kind == API_CHAT && q->tool_choice != API_TOOLS_NONE && q->n_tools > 0;
+    if (r->tools) tools_parser_init(&r->tp, lm_chat_tool_format(s->tmpl), q->parallel_tool_calls, srv_next_random(s));
 
     const int32_t nt = q->logprobs ? q->top_logprobs : 0;
     r->job = job_new(s->e, s->o->stream_buffer, nt, c->fd);
@@ -251,6 +359,7 @@ enum MHD_Result srv_handle_generate(struct conn *c, struct MHD_Connection *mc, e
     r->ended = true;
     if (r->shutdown) return srv_fail(c, mc, 503, "unavailable_error", "shutting_down", "%s", r->note);
     if (r->failed) return srv_fail(c, mc, 500, "server_error", "generation_failed", "%s", r->note);
+    if (r->tools) return srv_send_json(c, mc, 200, full_tools(r));
     return srv_send_json(c, mc, 200, reply_full(&r->rp, r->text.p, r->text.n, gen_take_logprobs(&r->gen),
                                             r->finish, run_usage(r)));
 }
@@ -259,6 +368,8 @@ void srv_run_free(struct run *r) {
     if (!r) return;
     api_request_free(&r->req);
     gen_free(&r->gen);
+    tools_parser_free(&r->tp);
+    lm_grammar_free(r->grammar);
     job_unref(r->job);
     free(r->prompt);
     free(r->top_tok);

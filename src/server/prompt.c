@@ -24,7 +24,7 @@ bool srv_prompt_init(struct server *s) {
                             lm_token_to_piece(s->tok, id, buf, cap, true) > 0;
     free(buf);
     // whether the template trims contents (Gemma's and Llama 3's do, ChatML's does not)
-    const struct lm_chat_msg probe = {"user", " \tx\n"};
+    const struct lm_chat_msg probe = {.role = "user", .content = " \tx\n"};
     char *text = NULL;
     size_t len = 0;
     if (lm_chat_apply(s->tmpl, &probe, 1, true, &text, &len) != LM_OK) return false;
@@ -44,10 +44,29 @@ static bool tokenize(struct server *s, const char *text, size_t len, bool add_sp
 static bool apply(struct server *s, const struct api_request *q, char *const *contents, char **text,
                   size_t *len, struct api_error *e) {
     struct lm_chat_msg *msgs = calloc(q->n_msgs, sizeof *msgs);
-    if (!msgs) return NOMEM(e);
-    for (size_t i = 0; i < q->n_msgs; i++) msgs[i] = (struct lm_chat_msg){q->msgs[i].role, contents[i]};
-    const enum lm_status st = lm_chat_apply(s->tmpl, msgs, q->n_msgs, true, text, len);
+    struct lm_chat_msg_tools *parts = calloc(q->n_msgs, sizeof *parts);
+    size_t n_calls = 0;
+    for (size_t i = 0; i < q->n_msgs; i++) n_calls += q->msgs[i].n_calls;
+    struct lm_chat_tool_call *calls = calloc(n_calls ? n_calls : 1, sizeof *calls);
+    if (!msgs || !parts || !calls) {
+        free(msgs);
+        free(parts);
+        free(calls);
+        return NOMEM(e);
+    }
+    for (size_t i = 0, c = 0; i < q->n_msgs; i++) {
+        msgs[i] = (struct lm_chat_msg){.role = q->msgs[i].role, .content = contents[i]};
+        parts[i] = (struct lm_chat_msg_tools){.tool_calls = calls + c, .n_tool_calls = q->msgs[i].n_calls,
+                                              .tool_call_id = q->msgs[i].tool_call_id};
+        for (size_t j = 0; j < q->msgs[i].n_calls; j++, c++)
+            calls[c] = (struct lm_chat_tool_call){q->msgs[i].calls[j].id, q->msgs[i].calls[j].name,
+                                                  q->msgs[i].calls[j].arguments};
+    }
+    const enum lm_status st = lm_chat_apply_tools(s->tmpl, msgs, parts, q->n_msgs, q->tools_json, q->tools_len,
+                                                  true, text, len);
     free(msgs);
+    free(parts);
+    free(calls);
     if (st != LM_OK)
         return api_fail(e, 400, "invalid_request_error", "invalid_value", "messages", "%s", lm_error_msg());
     return true;
@@ -152,6 +171,30 @@ static bool tokenize_marked(struct server *s, const struct api_request *q, int32
     return true;
 }
 
+// The JSON the template writes from the request beside the contents (tool definitions, call
+// arguments) holds no special-token text: it is not marked off as contents are (tokenize_marked),
+// so "<|im_end|>" in a tool's description would become a turn marker.
+static bool tool_text_plain(struct server *s, const struct api_request *q, struct api_error *e) {
+    const char *what = NULL;
+    bool ok = true;
+    for (size_t i = 0; ok && i <= q->n_msgs; i++) {
+        const size_t k = i < q->n_msgs ? q->msgs[i].n_calls : 1;
+        for (size_t j = 0; ok && j < k; j++) {
+            const char *t = i < q->n_msgs ? q->msgs[i].calls[j].arguments : q->tools_json;
+            if (!t) continue;
+            int32_t *ids = NULL;
+            size_t n = 0;
+            if (lm_tokenize(s->tok, t, strlen(t), false, true, &ids, &n) != LM_OK) return NOMEM(e);
+            for (size_t m = 0; m < n && ok; m++) ok = !s->is_control[ids[m]];
+            free(ids);
+            what = i < q->n_msgs ? "a tool call's arguments" : "'tools'";
+        }
+    }
+    if (ok) return true;
+    return api_fail(e, 400, "invalid_request_error", "invalid_value", "messages", "%s hold the text of a special "
+                    "token (a turn marker); lumen refuses it (--parse-special-in-messages allows it)", what);
+}
+
 // Chat: the template's text tokenized as a whole (the tokens every server computes). When
 // the messages' text holds special-token text, the control tokens of that tokenization
 // differ from the template's own, and the prompt is tokenized piece by piece instead.
@@ -200,6 +243,7 @@ bool srv_prompt_tokens(struct server *s, struct run *r, struct api_error *e) {
         memcpy(ids, q->prompt_ids, (size_t)q->n_prompt_ids * sizeof *ids);
         n = (size_t)q->n_prompt_ids;
     } else if (q->kind == API_CHAT) {
+        if (!s->o->parse_special_in_messages && !tool_text_plain(s, q, e)) return false;
         if (!chat_tokens(s, q, &ids, &n, e)) return false;
     } else if (lm_tokenize(s->tok, q->prompt ? q->prompt : "", q->prompt_len, true, true, &ids, &n) != LM_OK) {
         return api_fail(e, 400, "invalid_request_error", "invalid_value", "prompt", "%s", lm_error_msg());

@@ -319,3 +319,32 @@ json_t *reply_full(const struct reply *rp, const char *text, size_t n, json_t *l
     json_object_set_new(o, "usage", or_null(usage));
     return o;
 }
+
+json_t *reply_chunk_delta(const struct reply *rp, json_t *delta, json_t *logprobs, const char *finish) {
+    json_t *o = reply_head(rp, true);
+    json_t *choice = json_object();
+    json_object_set_new(choice, "index", json_integer(0));
+    json_object_set_new(choice, "delta", delta ? delta : json_object());
+    json_object_set_new(choice, "logprobs", or_null(logprobs));
+    json_object_set_new(choice, "finish_reason", finish ? json_string(finish) : json_null());
+    json_t *choices = json_array();
+    json_array_append_new(choices, choice);
+    json_object_set_new(o, "choices", choices);
+    if (rp->include_usage) json_object_set_new(o, "usage", json_null());
+    return o;
+}
+
+json_t *reply_full_message(const struct reply *rp, json_t *message, json_t *logprobs, const char *finish,
+                           json_t *usage) {
+    json_t *o = reply_head(rp, false);
+    json_t *choice = json_object();
+    json_object_set_new(choice, "index", json_integer(0));
+    json_object_set_new(choice, "message", message);
+    json_object_set_new(choice, "logprobs", or_null(logprobs));
+    json_object_set_new(choice, "finish_reason", json_string(finish));
+    json_t *choices = json_array();
+    json_array_append_new(choices, choice);
+    json_object_set_new(o, "choices", choices);
+    json_object_set_new(o, "usage", or_null(usage));
+    return o;
+}

@@ -72,6 +72,12 @@ json_t *reply_usage_chunk(const struct reply *rp, json_t *usage);
 // A whole (non-stream) answer; logprobs and usage are stolen.
 json_t *reply_full(const struct reply *rp, const char *text, size_t n, json_t *logprobs,
                    const char *finish, json_t *usage);
+// A chat stream chunk with the given delta (stolen), logprobs (stolen, may be NULL) and
+// finish reason (NULL while streaming).
+json_t *reply_chunk_delta(const struct reply *rp, json_t *delta, json_t *logprobs, const char *finish);
+// A whole chat answer with the given message (stolen); logprobs and usage are stolen.
+json_t *reply_full_message(const struct reply *rp, json_t *message, json_t *logprobs, const char *finish,
+                           json_t *usage);
 // A JSON string of s[0, n) with invalid UTF-8 replaced by U+FFFD (never NULL unless OOM).
 json_t *json_text(const char *s, size_t n);
 

@@ -551,6 +551,7 @@ int lm_server_run(const struct lm_server_opts *o) {
     pthread_mutex_init(&s->gate_mu, NULL);
     pthread_cond_init(&s->gate_cv, NULL);
     s->parse_cap = SRV_PARSE_SLOTS;
+    s->gcache = gcache_new(); // NULL (out of memory): every grammar is compiled
     atomic_init(&s->max_body, o->max_body ? o->max_body : SRV_MIN_MAX_BODY);
     atomic_init(&s->body_bytes, 0);
     atomic_init(&s->body_budget, SRV_MIN_BODY_BUDGET);
@@ -670,6 +671,8 @@ stop:
     if (s->d) MHD_stop_daemon(s->d);
     conns_free(s->conns);
     lm_engine_free(s->e);
+    gcache_free(s->gcache); // before the tokenizer the grammars were compiled for
+    s->gcache = NULL;
     lm_model_free(s->dm);
     lm_model_free(s->m);
     if (rc == 0) fprintf(stderr, "lumen serve: stopped\n");
@@ -678,6 +681,7 @@ out:
     pthread_join(sig_thread, NULL);
     metrics_free(s->metrics);
     free(s->is_control);
+    gcache_free(s->gcache);
     if (s->stop_fd >= 0) close(s->stop_fd);
     pthread_mutex_destroy(&s->life_mu);
     pthread_cond_destroy(&s->life_cv);

@@ -19,6 +19,7 @@
 #include "policy.h"
 #include "reply.h"
 #include "server.h"
+#include "tools.h"
 #include "util.h"
 
 // LOADING -> READY -> DRAINING (no new work; running requests finish within the grace)
@@ -63,6 +64,7 @@ struct server {
     const char *tmpl_source;
     bool tmpl_trims;           // the template trims message contents (prompt.c)
     uint8_t *is_control;       // [n_vocab]: a control token (no text unless rendered)
+    struct gcache *gcache;     // compiled grammars of recent requests (structured.c)
     char model_id[256];
     char url[300];
     struct metrics *metrics;
@@ -88,7 +90,10 @@ struct run {
     size_t out_off;
     bool submitted, sent_first, over, ended, failed;
     bool shutdown;       // failed because the server stops (503 unavailable_error / an error event)
-    const char *finish;  // "stop" / "length" once over without failure
+    const char *finish;  // "stop" / "length" / "tool_calls" once over without failure
+    bool tools;          // the answer is parsed for tool calls (chat, tools, tool_choice not none)
+    struct tools_parser tp;
+    struct lm_grammar *grammar; // the request's (NULL: none); the engine holds its own reference
     enum metrics_finish mf;
     char note[320];      // why it ended abnormally (log line)
     struct job_state st;

@@ -1,46 +1,13 @@
 // Chat templates: turn a list of {role, content} messages into prompt text, matching
 // llama.cpp's built-in llm_chat_apply_template (src/llama-chat.cpp) byte for byte, and pick
-// the template from a model's metadata as llm_chat_detect_template does.
+// the template from a model's metadata as llm_chat_detect_template does. Tools (definitions,
+// assistant tool calls, tool results) are rendered as each family's official template does
+// (chat_tools.c).
 #include <stdlib.h>
 #include <string.h>
 
+#include "tokenizer/chat_int.h"
 #include "tokenizer/tokenizer.h"
-
-struct sbuf {
-    char *s;
-    size_t n, cap;
-    bool oom;
-};
-
-static void sb_put(struct sbuf *b, const char *p, size_t n) {
-    if (b->oom) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t nc = b->cap ? b->cap : 256;
-        while (b->n + n + 1 > nc) nc *= 2;
-        char *ns = realloc(b->s, nc);
-        if (!ns) {
-            b->oom = true;
-            return;
-        }
-        b->s = ns;
-        b->cap = nc;
-    }
-    memcpy(b->s + b->n, p, n);
-    b->n += n;
-    b->s[b->n] = 0;
-}
-
-static void sb_str(struct sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
-
-// isspace() in the C locale, as llama-chat.cpp's trim() sees it
-static bool is_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
-
-static void sb_trimmed(struct sbuf *b, const char *s) {
-    size_t n = strlen(s), i = 0;
-    while (i < n && is_space(s[i])) i++;
-    while (n > i && is_space(s[n - 1])) n--;
-    sb_put(b, s + i, n - i);
-}
 
 // Llama 3: every message trimmed, no BOS (the tokenizer adds it).
 static void apply_llama3(struct sbuf *b, const struct lm_chat_msg *msgs, size_t n, bool add_generation_prompt) {
@@ -66,8 +33,8 @@ static void apply_chatml(struct sbuf *b, const struct lm_chat_msg *msgs, size_t 
     if (add_generation_prompt) sb_str(b, "<|im_start|>assistant\n");
 }
 
-enum lm_status lm_chat_apply(enum lm_chat_template tmpl, const struct lm_chat_msg *msgs, size_t n,
-                             bool add_generation_prompt, char **out, size_t *n_out) {
+enum lm_status chat_apply_plain(enum lm_chat_template tmpl, const struct lm_chat_msg *msgs, size_t n,
+                                bool add_generation_prompt, char **out, size_t *n_out) {
     *out = NULL;
     *n_out = 0;
     if (tmpl != LM_CHAT_TEMPLATE_GEMMA && tmpl != LM_CHAT_TEMPLATE_LLAMA3 && tmpl != LM_CHAT_TEMPLATE_CHATML)

@@ -93,9 +93,11 @@ def test_completions_400(server, body, code, param):
     ({"messages": [{"role": "user", "content": "hi"}], "logprobs": 1}, "invalid_type", "logprobs"),
     ({"messages": [{"role": "user", "content": "hi"}], "top_logprobs": 3}, "invalid_value", "top_logprobs"),
     ({"messages": [{"role": "user", "content": "hi"}], "n": 3}, "unsupported", "n"),
-    ({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function"}]}, "unsupported", "tools"),
-    ({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_object"}},
-     "unsupported", "response_format"),
+    ({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function"}]}, "missing_field",
+     "tools[0].function"),
+    ({"messages": [{"role": "user", "content": "hi"}], "functions": [{"name": "f"}]}, "unsupported", "functions"),
+    ({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "xml"}},
+     "invalid_value", "response_format"),
 ])
 def test_chat_400(server, body, code, param):
     st, _, b = server.post("/v1/chat/completions", body)

@@ -1,0 +1,187 @@
+// The grammar (GBNF text) a request's output must follow: response_format json_object /
+// json_schema and llama-server's json_schema (through lm_json_schema_to_gbnf), its grammar
+// field as given, and tool calls in the family's format with each tool's arguments schema
+// (rules prefixed per tool), lazy for tool_choice auto (docs/structured.md).
+#include "tools.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static bool word_char(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+}
+
+void gbnf_prefix_rules(const char *g, size_t n, const char *prefix, struct sbuf *out) {
+    for (size_t i = 0; i < n;) {
+        const char c = g[i];
+        size_t j = i + 1;
+        if (c == '#') { // a comment, to the end of the line
+            while (j < n && g[j] != '\n') j++;
+        } else if (c == '"' || c == '[') { // a literal or a character class, escapes inside
+            const char close = c == '"' ? '"' : ']';
+            while (j < n && g[j] != close) j += g[j] == '\\' ? 2 : 1;
+            if (j < n) j++;
+            if (j > n) j = n;
+        } else if (c == '{') { // a repetition count {m,n}
+            while (j < n && g[j] != '}') j++;
+            if (j < n) j++;
+        } else if (word_char(c)) {
+            while (j < n && word_char(g[j])) j++;
+            sbuf_puts(out, prefix);
+        }
+        sbuf_append(out, g + i, j - i);
+        i = j;
+    }
+}
+
+static bool schema_gbnf(const char *schema, size_t len, const char *param, char **g, size_t *n, struct api_error *e) {
+    if (lm_json_schema_to_gbnf(schema, len, g, n) == LM_OK) return true;
+    return api_fail(e, 400, "invalid_request_error", "invalid_schema", param, "%s", lm_error_msg());
+}
+
+// One call in the family's format with tool i's arguments rule (prefix "t<i>-").
+static void call_rule(struct sbuf *b, enum lm_chat_tool_format fmt, int32_t i, const char *name) {
+    sbuf_printf(b, "call-%d ::= ", (int)i);
+    if (fmt == LM_CHAT_TOOLS_QWEN)
+        sbuf_printf(b, "\"<tool_call>\\n{\\\"name\\\": \\\"%s\\\", \\\"arguments\\\": \" t%d-root \"}\\n</tool_call>\"\n", name,
+                    (int)i);
+    else if (fmt == LM_CHAT_TOOLS_LLAMA3)
+        sbuf_printf(b, "\"{\\\"name\\\": \\\"%s\\\", \\\"parameters\\\": \" t%d-root \"}\"\n", name, (int)i);
+    else
+        sbuf_printf(b, "\"{\\\"name\\\": \\\"%s\\\", \\\"arguments\\\": \" t%d-root \"}\"\n", name, (int)i);
+}
+
+static bool tool_grammar(const struct api_request *q, enum lm_chat_tool_format fmt, struct sbuf *b, struct api_error *e) {
+    const int32_t lo = q->tool_choice == API_TOOLS_NAMED ? q->tool_named : 0;
+    const int32_t hi = q->tool_choice == API_TOOLS_NAMED ? q->tool_named + 1 : q->n_tools;
+    const char *sep = fmt == LM_CHAT_TOOLS_GENERIC ? "\", \"" : "\"\\n\"";
+    if (fmt == LM_CHAT_TOOLS_GENERIC) sbuf_puts(b, "root ::= \"{\\\"tool_calls\\\": [\" call");
+    else sbuf_puts(b, "root ::= call");
+    if (q->parallel_tool_calls) sbuf_printf(b, " (%s call)*", sep);
+    sbuf_puts(b, fmt == LM_CHAT_TOOLS_GENERIC ? " \"]}\"\ncall ::= " : "\ncall ::= ");
+    for (int32_t i = lo; i < hi; i++) sbuf_printf(b, "%scall-%d", i > lo ? " | " : "", (int)i);
+    sbuf_puts(b, "\n");
+    for (int32_t i = lo; i < hi; i++) {
+        call_rule(b, fmt, i, q->tools[i].name);
+        char *g = NULL, param[64], prefix[24];
+        size_t n = 0;
+        snprintf(param, sizeof param, "tools[%d].function.parameters", (int)i);
+        if (!schema_gbnf(q->tools[i].parameters, strlen(q->tools[i].parameters), param, &g, &n, e)) return false;
+        snprintf(prefix, sizeof prefix, "t%d-", (int)i);
+        gbnf_prefix_rules(g, n, prefix, b);
+        if (n && g[n - 1] != '\n') sbuf_puts(b, "\n");
+        free(g);
+    }
+    return true;
+}
+
+bool tools_grammar(const struct api_request *q, enum lm_chat_tool_format fmt, char **gbnf, size_t *n,
+                   const char **trigger, struct api_error *e) {
+    *gbnf = NULL;
+    *n = 0;
+    *trigger = NULL;
+    if (q->format == API_FORMAT_GRAMMAR) {
+        *gbnf = malloc(q->grammar_len + 1);
+        if (!*gbnf) return api_fail(e, 500, "server_error", "out_of_memory", NULL, "out of memory");
+        memcpy(*gbnf, q->grammar, q->grammar_len + 1);
+        *n = q->grammar_len;
+        return true;
+    }
+    if (q->format == API_FORMAT_JSON_OBJECT) {
+        static const char obj[] = "{\"type\": \"object\"}";
+        return schema_gbnf(obj, sizeof obj - 1, "response_format", gbnf, n, e);
+    }
+    if (q->format == API_FORMAT_JSON_SCHEMA)
+        return schema_gbnf(q->schema, q->schema_len, q->kind == API_CHAT ? "response_format" : "json_schema", gbnf, n, e);
+    if (q->tool_choice == API_TOOLS_NONE || q->n_tools == 0) return true;
+    struct sbuf b = {0};
+    if (!tool_grammar(q, fmt, &b, e)) {
+        sbuf_free(&b);
+        return false;
+    }
+    if (b.oom) {
+        sbuf_free(&b);
+        return api_fail(e, 500, "server_error", "out_of_memory", NULL, "out of memory");
+    }
+    if (q->tool_choice == API_TOOLS_AUTO)
+        *trigger = fmt == LM_CHAT_TOOLS_QWEN ? "<tool_call>" : fmt == LM_CHAT_TOOLS_LLAMA3 ? "{\"name\"" : "{\"tool_calls\"";
+    *gbnf = b.p;
+    *n = b.n;
+    return true;
+}
+
+// ================================================================ compiled grammars
+
+struct gentry {
+    char *key;  // gbnf, NUL, trigger
+    size_t n;
+    struct lm_grammar *g;
+    uint64_t used;
+};
+
+struct gcache {
+    pthread_mutex_t mu;
+    struct gentry e[GCACHE_ENTRIES];
+    uint64_t tick;
+};
+
+struct gcache *gcache_new(void) {
+    struct gcache *c = calloc(1, sizeof *c);
+    if (c) pthread_mutex_init(&c->mu, NULL);
+    return c;
+}
+
+void gcache_free(struct gcache *c) {
+    if (!c) return;
+    for (int i = 0; i < GCACHE_ENTRIES; i++) {
+        free(c->e[i].key);
+        lm_grammar_free(c->e[i].g);
+    }
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+enum lm_status gcache_get(struct gcache *c, const struct lm_tokenizer *tok, const char *gbnf, size_t n,
+                          const char *trigger, struct lm_grammar **out) {
+    *out = NULL;
+    const size_t tn = trigger ? strlen(trigger) : 0, kn = n + 1 + tn;
+    char *key = malloc(kn);
+    if (!key) return lm_error_set(LM_ERR_NOMEM, "gcache_get: out of memory");
+    memcpy(key, gbnf, n);
+    key[n] = 0;
+    if (tn) memcpy(key + n + 1, trigger, tn);
+    if (c) {
+        pthread_mutex_lock(&c->mu);
+        for (int i = 0; i < GCACHE_ENTRIES; i++)
+            if (c->e[i].g && c->e[i].n == kn && memcmp(c->e[i].key, key, kn) == 0) {
+                c->e[i].used = ++c->tick;
+                *out = lm_grammar_ref(c->e[i].g);
+                break;
+            }
+        pthread_mutex_unlock(&c->mu);
+    }
+    if (*out) {
+        free(key);
+        return LM_OK;
+    }
+    struct lm_grammar_options opt = lm_grammar_options_default();
+    opt.triggers = &trigger;
+    opt.n_triggers = trigger ? 1 : 0;
+    const enum lm_status st = lm_grammar_compile(out, tok, gbnf, n, &opt); // outside the lock
+    if (st != LM_OK || !c) {
+        free(key);
+        return st;
+    }
+    pthread_mutex_lock(&c->mu);
+    int v = 0; // the least recently used entry (an empty one first)
+    for (int i = 1; i < GCACHE_ENTRIES && c->e[v].g; i++)
+        if (!c->e[i].g || c->e[i].used < c->e[v].used) v = i;
+    struct gentry old = c->e[v];
+    c->e[v] = (struct gentry){key, kn, lm_grammar_ref(*out), ++c->tick};
+    pthread_mutex_unlock(&c->mu);
+    free(old.key);
+    lm_grammar_free(old.g);
+    return LM_OK;
+}

@@ -1,0 +1,150 @@
+// Tool calls parsed from model output (src/server/tools.c) in the three formats, whole and fed
+// piece by piece (a stream: the content and arguments only ever grow, and what is sent equals
+// the whole answer), malformed output, and the GBNF rule prefixing of structured.c.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lm_test.h"
+#include "tools.h"
+
+struct want {
+    const char *content; // NULL: null (calls only)
+    int n_calls;
+    const char *names[3];
+    const char *args[3];
+};
+
+// Parses text whole, then again in pieces of every size 1..7: the same content and calls, the
+// content and each call's arguments growing only.
+static void check(enum lm_chat_tool_format fmt, bool parallel, const char *text, const struct want *w) {
+    struct tools_parser p;
+    tools_parser_init(&p, fmt, parallel, 42);
+    tools_parser_feed(&p, text, strlen(text), true);
+    const bool null_ok = w->content ? !p.content_null && p.content.n == strlen(w->content) &&
+                                          (!p.content.n || memcmp(p.content.p, w->content, p.content.n) == 0)
+                                    : p.content_null;
+    CHECKF(null_ok, "fmt %d: content '%.*s' (null %d) for %s", (int)fmt, (int)p.content.n, p.content.p ? p.content.p : "",
+           p.content_null, text);
+    CHECKF(p.n_calls == w->n_calls, "fmt %d: %d calls, want %d, for %s", (int)fmt, p.n_calls, w->n_calls, text);
+    for (int k = 0; k < p.n_calls && k < w->n_calls; k++) {
+        CHECKF(p.calls[k].name.p && !strcmp(p.calls[k].name.p, w->names[k]), "call %d name '%s'", k, p.calls[k].name.p);
+        CHECKF(p.calls[k].args.p && !strcmp(p.calls[k].args.p, w->args[k]), "call %d args '%s' want '%s'", k,
+               p.calls[k].args.p, w->args[k]);
+        CHECK(strncmp(p.calls[k].id, "call_", 5) == 0 && strlen(p.calls[k].id) == 29);
+    }
+    for (size_t step = 1; step <= 7; step++) {
+        struct tools_parser q;
+        tools_parser_init(&q, fmt, parallel, 42);
+        struct sbuf sent = {0}; // the content as a stream would have sent it
+        size_t n = strlen(text);
+        for (size_t i = 0; i < n; i += step) {
+            const size_t k = i + step < n ? step : n - i;
+            tools_parser_feed(&q, text + i, k, false);
+            CHECK(q.content.n >= sent.n && memcmp(q.content.p ? q.content.p : "", sent.p ? sent.p : "", sent.n) == 0);
+            sbuf_append(&sent, q.content.p + sent.n, q.content.n - sent.n);
+        }
+        tools_parser_feed(&q, "", 0, true);
+        CHECKF(q.content.n == p.content.n && (!q.content.n || !memcmp(q.content.p, p.content.p, q.content.n)),
+               "step %zu: streamed content '%s' != whole '%s'", step, q.content.p, p.content.p);
+        CHECKF(q.n_calls == p.n_calls, "step %zu: %d calls streamed, %d whole", step, q.n_calls, p.n_calls);
+        for (int c = 0; c < q.n_calls && c < p.n_calls; c++) {
+            CHECK(!strcmp(q.calls[c].id, p.calls[c].id));
+            CHECKF(q.calls[c].args.p && !strcmp(q.calls[c].args.p, p.calls[c].args.p), "step %zu call %d: '%s' vs '%s'",
+                   step, c, q.calls[c].args.p, p.calls[c].args.p);
+        }
+        sbuf_free(&sent);
+        tools_parser_free(&q);
+    }
+    tools_parser_free(&p);
+}
+
+static void test_qwen(void) {
+    const enum lm_chat_tool_format Q = LM_CHAT_TOOLS_QWEN;
+    check(Q, true, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 2}}\n</tool_call>",
+          &(struct want){NULL, 1, {"get_weather"}, {"{\"city\":\"Paris\",\"days\":2}"}});
+    check(Q, true, "Let me check.\n<tool_call>\n{\"name\": \"a\", \"arguments\": {\"x\": \"1 2\"}}\n</tool_call>\n"
+                   "<tool_call>\n{\"arguments\": {}, \"name\": \"b\"}\n</tool_call>",
+          &(struct want){"Let me check.", 2, {"a", "b"}, {"{\"x\":\"1 2\"}", "{}"}});
+    // parallel_tool_calls false: the first call only
+    check(Q, false, "<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call><tool_call>{\"name\": \"b\", \"arguments\": {}}</tool_call>",
+          &(struct want){NULL, 1, {"a"}, {"{}"}});
+    // plain text, with a '<' that is not a marker and trailing white space
+    check(Q, true, "a < b <tool and done.\n", &(struct want){"a < b <tool and done.\n", 0, {0}, {0}});
+    // arguments written as a string of JSON
+    check(Q, true, "<tool_call>{\"name\": \"a\", \"arguments\": \"{\\\"k\\\": [1, 2]}\"}</tool_call>",
+          &(struct want){NULL, 1, {"a"}, {"{\"k\":[1,2]}"}});
+    // cut short (max_tokens): the arguments so far
+    check(Q, true, "<tool_call>\n{\"name\": \"a\", \"arguments\": {\"q\": \"hel",
+          &(struct want){NULL, 1, {"a"}, {"{\"q\":\"hel"}});
+    // malformed: no name, not an object
+    check(Q, true, "<tool_call>\n{\"arguments\": {}}\n</tool_call>", &(struct want){"", 0, {0}, {0}});
+    check(Q, true, "x<tool_call>[1]</tool_call>", &(struct want){"x", 0, {0}, {0}});
+}
+
+static void test_llama3(void) {
+    const enum lm_chat_tool_format L = LM_CHAT_TOOLS_LLAMA3;
+    check(L, true, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}",
+          &(struct want){NULL, 1, {"get_weather"}, {"{\"city\":\"Paris\"}"}});
+    check(L, true, "{\"type\": \"function\", \"name\": \"f\", \"parameters\": {\"a\": [1, {\"b\": null}]}}; {\"name\": \"g\", \"arguments\": {}}",
+          &(struct want){NULL, 2, {"f", "g"}, {"{\"a\":[1,{\"b\":null}]}", "{}"}});
+    check(L, true, "Use {x} here", &(struct want){"Use {x} here", 0, {0}, {0}});
+    check(L, true, "Sure: {\"name\": \"f\", \"parameters\": {}}", &(struct want){"Sure:", 1, {"f"}, {"{}"}});
+}
+
+static void test_generic(void) {
+    const enum lm_chat_tool_format G = LM_CHAT_TOOLS_GENERIC;
+    check(G, true, "{\"tool_calls\": [{\"name\": \"f\", \"arguments\": {\"a\": 1}}, {\"name\": \"g\", \"arguments\": {\"s\": \"} ]\"}}]}",
+          &(struct want){NULL, 2, {"f", "g"}, {"{\"a\":1}", "{\"s\":\"} ]\"}"}});
+    check(G, true, "{\"response\": \"Hello \\\"you\\\" \\u00e9\\ud83d\\ude00\\n\"}", &(struct want){"Hello \"you\" \xc3\xa9\xf0\x9f\x98\x80\n", 0, {0}, {0}});
+    check(G, true, "{\"tool_call\": {\"name\": \"f\", \"arguments\": {}}}", &(struct want){NULL, 1, {"f"}, {"{}"}});
+    check(G, true, "Just text {\"tool_calls\": 1}", &(struct want){"Just text {\"tool_calls\": 1}", 0, {0}, {0}});
+    check(G, true, "{\"other\": 1}", &(struct want){"{\"other\": 1}", 0, {0}, {0}});
+    check(G, false, "{\"tool_calls\": [{\"name\": \"f\", \"arguments\": {}}, {\"name\": \"g\", \"arguments\": {}}]}",
+          &(struct want){NULL, 1, {"f"}, {"{}"}});
+}
+
+// Random bytes and cut-up valid outputs: no crash, no read past the text (ASan), content grows.
+static void test_garbage(void) {
+    static const char alphabet[] = "{}[]\":,\\ \nnameargumentsparameterstool_callsresponse<tool_call></tool_call>u0d8";
+    for (int it = 0; it < 3000; it++) {
+        char buf[96];
+        const size_t n = (size_t)(lm_test_rng_u64() % sizeof buf);
+        for (size_t i = 0; i < n; i++) buf[i] = alphabet[lm_test_rng_u64() % (sizeof alphabet - 1)];
+        for (int f = 0; f < 3; f++) {
+            struct tools_parser p;
+            tools_parser_init(&p, (enum lm_chat_tool_format)f, true, 1);
+            size_t last = 0;
+            for (size_t i = 0; i < n; i++) {
+                tools_parser_feed(&p, buf + i, 1, false);
+                CHECK(p.content.n >= last);
+                last = p.content.n;
+            }
+            tools_parser_feed(&p, "", 0, true);
+            CHECK(p.content.n >= last && !p.oom);
+            tools_parser_free(&p);
+        }
+    }
+}
+
+static void test_prefix(void) {
+    const char *g = "root ::= obj # the root\nobj ::= \"{\" [a-z\\]x]{1,3} ws-1 \"\\\"root\\\"\" \"}\"\nws-1 ::= [ \\t]*\n";
+    struct sbuf out = {0};
+    gbnf_prefix_rules(g, strlen(g), "t0-", &out);
+    const char *want = "t0-root ::= t0-obj # the root\nt0-obj ::= \"{\" [a-z\\]x]{1,3} t0-ws-1 \"\\\"root\\\"\" \"}\"\n"
+                       "t0-ws-1 ::= [ \\t]*\n";
+    CHECKF(out.p && !strcmp(out.p, want), "prefixed: %s", out.p);
+    sbuf_free(&out);
+    gbnf_prefix_rules("\"abc", 4, "p-", &out); // an unterminated literal: copied, no overrun
+    CHECK(out.p && !strcmp(out.p, "\"abc"));
+    sbuf_free(&out);
+}
+
+int main(void) {
+    test_qwen();
+    test_llama3();
+    test_generic();
+    test_garbage();
+    test_prefix();
+    return lm_test_finish();
+}
