@@ -209,6 +209,9 @@ char *metrics_render(struct metrics *m, const struct lm_engine_stats *st, const 
                (double)st->drafted_tokens);
         scalar(&b, "lumen_spec_accepted_tokens_total", "counter", "Drafted tokens the model "
                "accepted (each saves a step of its request).", (double)st->accepted_tokens);
+        scalar(&b, "lumen_grammar_forced_tokens_total", "counter", "Tokens a grammar forced that "
+               "rode along a step as drafts and were accepted (jump-forward; each saves a step).",
+               (double)st->forced_tokens);
         scalar(&b, "lumen_spec_verify_steps_total", "counter", "Engine steps that verified drafts.",
                (double)st->verify_steps);
         scalar(&b, "lumen_spec_verify_seconds_total", "counter", "Forward time of the steps that "

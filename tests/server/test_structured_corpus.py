@@ -44,3 +44,14 @@ def test_corpus_sample(server, path):
 @pytest.mark.parametrize("path", [p for p in SCHEMAS if p not in SAMPLE], ids=lambda p: p.stem)
 def test_corpus_rest(server, path):
     check(path, client(server))
+
+
+def test_forced_tokens_counted(server):
+    """Jump-forward shows in /metrics: a schema whose keys the grammar forces adds forced tokens."""
+    schema = {"type": "object", "additionalProperties": False, "required": ["first_name", "last_name"],
+              "properties": {"first_name": {"type": "string", "maxLength": 12},
+                             "last_name": {"type": "string", "maxLength": 12}}}
+    m0 = server.metrics()["lumen_grammar_forced_tokens_total"]
+    ch = ask(client(server), schema, "a person", 0.0, 0)
+    jsonschema.validate(json.loads(ch.message.content), schema)
+    assert server.metrics()["lumen_grammar_forced_tokens_total"] > m0
