@@ -93,7 +93,7 @@ def test_refused_at_the_cap_with_an_answer():
             # the fourth place: a stream. The last /metrics poll's connection holds a place until
             # the server has read its close (a moment under the sanitizers): then a 503 is the
             # cap working, and the place comes free within a second
-            head = b""
+            head, early = b"", 0  # early: 503s before the poll's place came free
             for _ in range(20):
                 held.append(s.open_stream({"prompt": "Once upon a time", "max_tokens": 2000,
                                            "stream": True, "ignore_eos": True}))
@@ -102,6 +102,7 @@ def test_refused_at_the_cap_with_an_answer():
                 if not head.startswith(b"HTTP/1.1 503"):
                     break
                 held.pop().close()
+                early += 1
                 time.sleep(0.1)
             assert head.startswith(b"HTTP/1.1 200"), head
             for _ in range(5):
@@ -125,7 +126,9 @@ def test_refused_at_the_cap_with_an_answer():
                 h.close()
         s.wait_metric(lambda m: m["lumen_requests_running"] == 0)
         refused = 'lumen_connections_dropped_total{reason="refused"}'
-        assert s.metrics()[refused] == 5
+        # the five above and the early ones; a /metrics poll that met the cap before the
+        # streams' closes were read is refused too
+        assert s.metrics()[refused] >= 5 + early
     finally:
         s.stop()
 
