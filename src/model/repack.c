@@ -5,10 +5,23 @@
 // at the price of a copy of every expert (the file's expert pages are then read only here). The GGUF mapping stays the source of truth for everything else
 // (embedding rows are still read from token_embd even when the output head is tied to it).
 // f16 weights need no copy: their il layout is the file's (il points into the mapping).
-// LUMEN_NO_REPACK=1 keeps every weight in its file layout.
+// A repacked weight is read only through its il copy (lm_matmul_plan), so once its last group
+// is packed the mapping's pages of it are dropped (MADV_DONTNEED on its page-aligned
+// interior): RSS stays near the file size instead of file + copies (~1.9x for Q4_K_M), and
+// the peak too, since each weight goes as soon as it is done. The pages stay in the page cache.
+// A last pass drops the merged ranges again (the pages between a tensor's experts too) and
+// marks them MADV_RANDOM, which makes each its own VMA: the kernel maps a whole large page-
+// cache folio on a fault (up to 2 MB, Linux 6.18), and a read of the norm next door
+// otherwise brought back ~40% of the Qwen3-MoE shape's attention weights within the same VMA.
+// The tied head's source is token_embd, whose rows the embedding lookup still reads: those
+// rows fault back in one page each as tokens first appear (a small share of the vocabulary).
+// LUMEN_NO_REPACK=1 keeps every weight in its file layout, and in memory.
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "base/status.h"
 #include "kernels/kernels.h"
@@ -19,10 +32,31 @@
 
 struct repack_job {
     struct lm_weight **w;
+    int64_t *left; // groups of w[i] not packed yet, under the mutex
     int n;
     int64_t next_w, next_g; // next piece to claim, under the mutex
+    bool release;           // drop each weight's file pages once it is packed
+    uint64_t released;      // bytes dropped, under the mutex
     pthread_mutex_t mu;
 };
+
+// The whole pages inside [p, p + n): the pages at the ends may hold a neighbouring tensor
+// (GGUF aligns tensors to 32 bytes), which is still read from the mapping.
+void lm_model_page_interior(const void *p, size_t n, uintptr_t *a, uintptr_t *b) {
+    const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), s = (uintptr_t)p;
+    *a = (s + pg - 1) / pg * pg;
+    *b = (s + n) / pg * pg;
+    if (*b < *a) *b = *a;
+}
+
+// Drops the mapping's pages of w (read-only and file-backed: a later read would fault them
+// back from the page cache or the file, never see zeros). Returns the bytes dropped.
+static uint64_t release_file_pages(const struct lm_weight *w) {
+    uintptr_t a, b;
+    lm_model_page_interior(w->data, (size_t)w->n_out * w->row_bytes, &a, &b);
+    if (b == a || madvise((void *)a, b - a, MADV_DONTNEED) != 0) return 0; // advice only
+    return b - a;
+}
 
 static void *repack_worker(void *arg) {
     struct repack_job *j = arg;
@@ -39,13 +73,53 @@ static void *repack_worker(void *arg) {
         struct lm_weight *w = j->w[j->next_w];
         const int64_t g0 = j->next_g, n_groups = w->n_out / LM_IL_ROWS;
         const int64_t g1 = g0 + LM_REPACK_CHUNK < n_groups ? g0 + LM_REPACK_CHUNK : n_groups;
+        const int64_t wi = j->next_w;
         j->next_g = g1;
         pthread_mutex_unlock(&j->mu);
         for (int64_t g = g0; g < g1; g++)
             lm_il_pack_group(w->type, (char *)w->il + (size_t)g * w->il_group_bytes,
                              (const char *)w->data + (size_t)g * LM_IL_ROWS * w->row_bytes,
                              w->row_bytes, w->n_in);
+        pthread_mutex_lock(&j->mu);
+        const bool done = (j->left[wi] -= g1 - g0) == 0;
+        pthread_mutex_unlock(&j->mu);
+        if (done && j->release) { // the last piece of w: its file pages are read no more
+            const uint64_t r = release_file_pages(w);
+            pthread_mutex_lock(&j->mu);
+            j->released += r;
+            pthread_mutex_unlock(&j->mu);
+        }
     }
+}
+
+struct byte_range {
+    uintptr_t a, b;
+};
+
+static int range_cmp(const void *x, const void *y) {
+    const struct byte_range *p = x, *q = y;
+    return p->a < q->a ? -1 : p->a > q->a;
+}
+
+// The last pass over the n repacked weights' file ranges (r, scratch): sorted, merged where
+// they touch, each merged range's page interior dropped and set apart. Returns bytes dropped.
+static uint64_t seal_file_ranges(struct lm_weight **w, int n, struct byte_range *r) {
+    for (int i = 0; i < n; i++)
+        r[i] = (struct byte_range){(uintptr_t)w[i]->data,
+                                   (uintptr_t)w[i]->data + (size_t)w[i]->n_out * w[i]->row_bytes};
+    qsort(r, (size_t)n, sizeof *r, range_cmp);
+    uint64_t dropped = 0;
+    for (int i = 0; i < n;) {
+        struct byte_range u = r[i++];
+        for (; i < n && r[i].a <= u.b; i++)
+            if (r[i].b > u.b) u.b = r[i].b;
+        uintptr_t a, b;
+        lm_model_page_interior((const void *)u.a, u.b - u.a, &a, &b);
+        if (b == a || madvise((void *)a, b - a, MADV_DONTNEED) != 0) continue;
+        madvise((void *)a, b - a, MADV_RANDOM); // advice: without it only the shield is lost
+        dropped += b - a;
+    }
+    return dropped;
 }
 
 enum lm_status lm_model_repack_il(struct lm_model *m) {
@@ -54,8 +128,16 @@ enum lm_status lm_model_repack_il(struct lm_model *m) {
     const struct lm_kernels *k = lm_kernels_best(); // the table contexts compute with
     struct repack_job j = {.n = 0};
     const size_t n_exp_w = (size_t)3 * (size_t)m->hp.n_expert; // per layer
-    j.w = calloc((size_t)m->hp.n_layer * (7 + n_exp_w) + 1, sizeof *j.w);
-    if (!j.w) return lm_error_set(LM_ERR_NOMEM, "model: out of memory (repack)");
+    const size_t max_w = (size_t)m->hp.n_layer * (7 + n_exp_w) + 1;
+    j.w = calloc(max_w, sizeof *j.w);
+    j.left = calloc(max_w, sizeof *j.left);
+    if (!j.w || !j.left) {
+        free(j.w);
+        free(j.left);
+        return lm_error_set(LM_ERR_NOMEM, "model: out of memory (repack)");
+    }
+    // only a file mapping: MADV_DONTNEED on a caller's buffer (lm_gguf_open_memory) would zero it
+    j.release = m->gguf.mapped;
     uint64_t total = 0;
     for (int l = 0; l <= m->hp.n_layer; l++) {
         struct lm_weight *ws[7] = {&m->output};
@@ -78,11 +160,13 @@ enum lm_status lm_model_repack_il(struct lm_model *m) {
                 continue;
             }
             total += (uint64_t)w->il_group_bytes * (uint64_t)(w->n_out / LM_IL_ROWS);
+            j.left[j.n] = w->n_out / LM_IL_ROWS;
             j.w[j.n++] = w;
         }
     }
     if (j.n == 0) {
         free(j.w);
+        free(j.left);
         return LM_OK;
     }
     void *buf = NULL;
@@ -90,6 +174,7 @@ enum lm_status lm_model_repack_il(struct lm_model *m) {
     // pages are expensive to fault in on VMs, and decode did not get faster)
     if (posix_memalign(&buf, 64, (size_t)total) != 0) {
         free(j.w); // the weights keep il == NULL: file layout
+        free(j.left);
         return lm_error_set(LM_ERR_NOMEM, "model: %s: out of memory repacking %llu bytes of weights",
                             m->path, (unsigned long long)total);
     }
@@ -106,7 +191,14 @@ enum lm_status lm_model_repack_il(struct lm_model *m) {
     repack_worker(&j);
     for (int t = 0; t < n_th; t++) pthread_join(th[t], NULL);
     pthread_mutex_destroy(&j.mu);
+    // the per-weight drops (j.released) keep the peak down; the last pass sets the rest
+    if (j.release) {
+        struct byte_range *r = malloc((size_t)j.n * sizeof *r);
+        m->il_released = r ? seal_file_ranges(j.w, j.n, r) : j.released;
+        free(r);
+    }
     free(j.w);
+    free(j.left);
     m->il_buf = buf;
     m->il_bytes = total;
     return LM_OK;
