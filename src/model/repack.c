@@ -1,21 +1,21 @@
 // Load-time repacking of the matmul weights (every layer's q/k/v/o/gate/up/down, each
 // expert's gate/up/down view, and the output head) into the row-interleaved (il) layouts of
 // kernels.h, which the matmul kernels stream group by group. Experts too: their decode
-// matmuls took ~1.9x as long on the file layout (Qwen3-30B-A3B shape, Q4_K/Q6_K, 1 thread),
-// at the price of a copy of every expert (the file's expert pages are then read only here). The GGUF mapping stays the source of truth for everything else
-// (embedding rows are still read from token_embd even when the output head is tied to it).
-// f16 weights need no copy: their il layout is the file's (il points into the mapping).
-// A repacked weight is read only through its il copy (lm_matmul_plan), so once its last group
-// is packed the mapping's pages of it are dropped (MADV_DONTNEED on its page-aligned
-// interior): RSS stays near the file size instead of file + copies (~1.9x for Q4_K_M), and
-// the peak too, since each piece goes as soon as it is packed (dropping whole weights only,
-// the 1B Llama's 215 MB head peaked at +200 MB). The pages stay in the page cache.
-// A last pass drops the merged ranges again (the pages between a tensor's experts too) and
-// marks them MADV_RANDOM, which makes each its own VMA: the kernel maps a whole large page-
-// cache folio on a fault (up to 2 MB, Linux 6.18), and a read of the norm next door
-// otherwise brought back ~40% of the Qwen3-MoE shape's attention weights within the same VMA.
+// matmuls took ~1.9x as long on the file layout (Qwen3-30B-A3B shape, Q4_K/Q6_K, 1 thread).
+// The GGUF mapping stays the source of truth for everything else (embedding rows are still
+// read from token_embd even when the output head is tied to it). f16 weights need no copy:
+// their il layout is the file's (il points into the mapping).
+// A repacked weight is read only through its il copy (lm_matmul_plan: a weight with il takes
+// an il path at every batch size), so the mapping's pages of it are dropped (MADV_DONTNEED on
+// the page-aligned interior) as each piece is packed: RSS stays near the file size instead of
+// file + copies (Llama 3.1 8B Q4_K_M: peak 4.5 GB, was 9.1 GB for a 4.9 GB file), and the
+// load's peak too. The pages stay in the page cache.
+// A last pass drops the merged ranges again (the pages between pieces and between a tensor's
+// experts too) and marks them MADV_RANDOM, which makes each its own VMA: the kernel maps a
+// whole large page-cache folio on a fault (up to 2 MB, Linux 6.18), and a read of the norm
+// next door otherwise brought back ~40% of the Qwen3-MoE shape's attention weights.
 // The tied head's source is token_embd, whose rows the embedding lookup still reads: those
-// rows fault back in one page each as tokens first appear (a small share of the vocabulary).
+// come back a folio at a time as tokens first appear (~1 MB per new token on the 1B Llama).
 // LUMEN_NO_REPACK=1 keeps every weight in its file layout, and in memory.
 #include <pthread.h>
 #include <stdint.h>
