@@ -11,6 +11,16 @@
 
 // ================================================================ markdown
 
+// RSS against what must be resident: the mapped file and the first context's KV pool.
+static void print_memory(FILE *f, const struct lm_bench_model_info *mi) {
+    if (!mi->rss_peak || !mi->file_bytes) return;
+    const double mib = 1 << 20, need = (double)(mi->file_bytes + mi->kv_bytes);
+    fprintf(f, "memory: RSS %.1f MiB after load, peak %.1f MiB | file %.1f MiB + KV %.1f MiB = "
+               "%.1f MiB | peak / (file + KV) = %.3f\n",
+            (double)mi->rss_load / mib, (double)mi->rss_peak / mib, (double)mi->file_bytes / mib,
+            (double)mi->kv_bytes / mib, need / mib, (double)mi->rss_peak / need);
+}
+
 static void print_md(FILE *f, const struct lm_bench_model_info *mi, const struct lm_bench_test *t,
                      int n_t, const struct lm_bench_bw *bw, int n_bw, int bw_mib) {
     char size[32], params[32], backend[48];
@@ -31,6 +41,7 @@ static void print_md(FILE *f, const struct lm_bench_model_info *mi, const struct
     }
     fprintf(f, "\nmodel: %s | load %.1f ms + context %.1f ms | kernels %s\n", mi->path, mi->load_ms,
             mi->ctx_init_ms, mi->kernels);
+    print_memory(f, mi);
     for (int i = 0; i < n_t; i++) {
         if (t[i].kind == LM_BENCH_TOKENIZE)
             fprintf(f, "tokenize: %.0f bytes -> %.0f tokens per run: %.0f tok/s, %.2f MB/s (median of %d)\n",
@@ -128,6 +139,10 @@ static void print_json(FILE *f, const struct lm_bench_params *p, const struct lm
                "\"load_ms\": %.3f, \"ctx_init_ms\": %.3f,\n",
             (unsigned long long)mi->size_bytes, (unsigned long long)mi->n_params, mi->n_layer,
             mi->n_vocab, mi->load_ms, mi->ctx_init_ms);
+    fprintf(f, "    \"file_bytes\": %llu, \"kv_bytes\": %llu, \"rss_load_bytes\": %llu, "
+               "\"rss_peak_bytes\": %llu,\n",
+            (unsigned long long)mi->file_bytes, (unsigned long long)mi->kv_bytes,
+            (unsigned long long)mi->rss_load, (unsigned long long)mi->rss_peak);
     static const char *const gn[LM_BENCH_GRP_COUNT] = {"qkv", "attn_output", "ffn_gate_up",
                                                        "ffn_down", "output_head", "other"};
     fprintf(f, "    \"bytes_per_token\": %llu, \"head_dtype\": \"%s\", \"bytes_per_token_by_group\": {",

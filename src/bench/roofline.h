@@ -35,6 +35,9 @@ struct lm_bench_model_info {
     const char *kernels;     // kernel table name ("avx512_vnni")
     double load_ms;          // lm_model_load (mmap, validate, tokenizer): the caller's
     double ctx_init_ms;      // first lm_context_init (KV cache, scratch, thread pool)
+    // memory (0 = unknown): the process's RSS when the run starts (after the load) and its
+    // peak at the end (/proc/self/status VmRSS, VmHWM), the file, the first context's KV pool
+    uint64_t rss_load, rss_peak, file_bytes, kv_bytes;
 };
 
 // Fills *out from m's tensor table (load_ms and ctx_init_ms 0; the runs set them). path is

@@ -100,7 +100,12 @@ static enum lm_status run_tests_at(struct lm_model *m, const struct lm_bench_par
     const uint64_t t_ctx0 = lm_time_ns();
     enum lm_status st = lm_context_init(&c, m, &cp);
     if (st != LM_OK) return st;
-    if (ti == 0) r->model.ctx_init_ms = (double)(lm_time_ns() - t_ctx0) / 1e6;
+    if (ti == 0) {
+        r->model.ctx_init_ms = (double)(lm_time_ns() - t_ctx0) / 1e6;
+        struct lm_kv_cache_stats kvs;
+        lm_kv_cache_stats(c, &kvs);
+        r->model.kv_bytes = (uint64_t)kvs.n_blocks * kvs.block_bytes;
+    }
     const struct lm_bench_test_setup s = {.c = c, .ids = ids, .batch = batch, .smp = smp,
                                       .warmup = p->warmup, .reps = p->reps, .log = p->log,
                                       .progress = p->progress, .live = p->live,
@@ -124,6 +129,15 @@ static enum lm_status run_tests_at(struct lm_model *m, const struct lm_bench_par
     return st;
 }
 
+// Resets the process's peak RSS (VmHWM) to its current RSS: the bandwidth probe's buffer (freed
+// by then) is not the model's memory. Best effort: without it the peak includes the probe.
+static void reset_rss_peak(void) {
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (!f) return;
+    fputs("5", f);
+    fclose(f);
+}
+
 static enum lm_status run_single(struct lm_model *m, const struct lm_bench_params *p,
                                  struct lm_bench_result *r) {
     const int n_th = p->threads.n;
@@ -133,6 +147,7 @@ static enum lm_status run_single(struct lm_model *m, const struct lm_bench_param
     if (p->bw_mib > 0) // the probe: before any model run
         st = lm_bench_bw_measure(p->bw_mib, p->threads.v, n_th, p->progress ? p->log : NULL, r->bw,
                                  &r->n_bw);
+    reset_rss_peak();
     r->tests = calloc((size_t)n_th * (size_t)(p->prompt.n + p->gen.n + 1) + 2, sizeof *r->tests);
     struct lm_batch_entry *batch = malloc(LM_BENCH_N_BATCH * sizeof *batch);
     const struct lm_sampler_params sp = lm_sampler_params_default();
@@ -173,15 +188,27 @@ enum lm_status lm_bench_run(struct lm_model *m, const struct lm_bench_params *p,
     memset(out, 0, sizeof *out);
     lm_bench_model_info(m, p->model_path, &out->model);
     out->model.load_ms = p->load_ms;
+    struct lm_model_info info;
+    lm_model_info(m, &info);
+    out->model.file_bytes = info.file_bytes;
+    uint64_t load_peak = 0, rss = 0;
+    lm_prof_read_rss(&out->model.rss_load, &load_peak);
     if (p->parallel.n > 0) {
         // the probe first, before any model run (as in the single-stream mode)
         enum lm_status st = LM_OK;
         if (p->bw_mib > 0)
             st = lm_bench_bw_measure(p->bw_mib, p->threads.v, p->threads.n, p->progress ? p->log : NULL,
                                      out->bw, &out->n_bw);
-        return st == LM_OK ? run_parallel(m, p, out) : st;
+        reset_rss_peak();
+        st = st == LM_OK ? run_parallel(m, p, out) : st;
+        lm_prof_read_rss(&rss, &out->model.rss_peak);
+        if (load_peak > out->model.rss_peak) out->model.rss_peak = load_peak;
+        return st;
     }
-    return run_single(m, p, out);
+    const enum lm_status st = run_single(m, p, out);
+    lm_prof_read_rss(&rss, &out->model.rss_peak);
+    if (load_peak > out->model.rss_peak) out->model.rss_peak = load_peak;
+    return st;
 }
 
 void lm_bench_result_free(struct lm_bench_result *r) {

@@ -127,6 +127,7 @@ struct lm_model {
     struct lm_weight *exps_buf; // the layers' expert views (3 * n_layer * n_expert)
     void *il_buf;          // il copies of the layer matmul weights (lm_model_repack_il)
     uint64_t il_bytes;
+    uint64_t il_released;  // bytes of the mapping dropped once repacked (page-aligned interiors)
 };
 
 // Helpers for architecture loaders: look up + validate shape; message names the
@@ -176,7 +177,11 @@ enum lm_status lm_model_key_f32(struct lm_model *m, const char *suffix, float *o
 
 // Repacks the layer matmul weights that have an il layout (kernels.h) into m->il_buf, on a
 // few threads; LUMEN_NO_REPACK=1 skips it. Called by lm_model_load after the arch loader.
+// A weight with an il copy is read through it only; its pages in the file mapping are dropped
+// (m->il_released counts them).
 enum lm_status lm_model_repack_il(struct lm_model *m);
+// The whole pages [*a, *b) inside [p, p + n) (empty: *a == *b): what the repacking drops.
+void lm_model_page_interior(const void *p, size_t n, uintptr_t *a, uintptr_t *b);
 
 extern const struct lm_arch lm_arch_gemma3;
 extern const struct lm_arch lm_arch_llama; // llama.c: llama, qwen2, qwen3
