@@ -87,6 +87,8 @@ bd = d["breakdown"]
 assert set(bd["phases"]) == {"tokenize", "prefill", "sample", "decode", "detokenize"}
 assert bd["phases"]["sample"]["count"] == 4 and bd["phases"]["decode"]["count"] == 3
 assert bd["n_threads"] == 2 and bd["findings"] and bd["suggestions"]
+assert bd["moe"] is None  # a dense model: no expert table
+assert all(x["ms"] >= 0 and x["count"] > 0 for x in bd["matmul_by_dtype"]), bd["matmul_by_dtype"]
 if bd["per_op_recorded"]:
     assert len(bd["layers"]) == 2 and bd["components"]
 if bd["prefill_per_op_recorded"]:  # the prefill by component: every op in one of them

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "breakdown_tables.h"
 #include "json.h"
 #include "lumen_prof.h"
 #include "prompt.h"
@@ -56,6 +57,7 @@ struct lm_bench_breakdown {
     uint64_t n_barriers; // decode, thread 0
     struct bd_mm mm[BD_MAX_MM];
     int n_mm;
+    struct lm_bd_tables tables; // decode matmuls by dtype, MoE experts
     // derived
     double dec_ts, pre_ts, dec_ms_tok, bytes_tok, ach_gbps, bw_gbps, roof_frac, tg_ref_ts;
     char find[BD_MAX_LINES][BD_LINE];
@@ -322,6 +324,9 @@ enum lm_status lm_bench_breakdown_run(struct lm_model *m, const struct lm_bench_
     }
     b->n_barriers = n_barriers;
     collect_ops(b, wait_ns / nth / 1e6);
+    struct lm_model_hparams hp;
+    lm_model_hparams(m, &hp);
+    lm_bd_tables_collect(&b->tables, b->n_layer, hp.n_expert_used);
     analyze(b);
 
 done:
@@ -637,6 +642,7 @@ void lm_bench_breakdown_print(const struct lm_bench_breakdown *b, FILE *f) {
                    "lm_prof_op)\nbarrier waits (thread pool): %.2f ms = %.1f%% of decode\n",
                 b->bar_ms, pct(b->bar_ms, dec));
     }
+    lm_bd_tables_print(&b->tables, dec, b->ph_ms[BD_PREFILL], f);
     if (b->n_mm) {
         fprintf(f, "\n%s\nMATMUL SHAPES (W (m,k) @ X (k,n); time on thread 0)\n%s\n", k_rule, k_rule);
         fprintf(f, "%-10s %7s %5s %7s %-6s %-28s %7s %10s %8s\n%s\n", "op", "m", "n", "k", "dtype",
@@ -699,7 +705,9 @@ void lm_bench_breakdown_print_json(const struct lm_bench_breakdown *b, FILE *f) 
         fprintf(f, ", \"count\": %llu, \"ms\": %.4f, \"gbps\": %.4f}", (unsigned long long)x->count,
                 x->ms, x->gbps);
     }
-    lm_bench_json_member_str(f, "],\n    \"primary\": ", b->primary);
+    fputc(']', f);
+    lm_bd_tables_print_json(&b->tables, f);
+    lm_bench_json_member_str(f, ",\n    \"primary\": ", b->primary);
     fprintf(f, ",\n    \"findings\": [");
     for (int i = 0; i < b->n_find; i++) {
         fprintf(f, "%s\n      ", i ? "," : "");
