@@ -56,8 +56,8 @@ int lm_bench_positions(const struct lm_bench_params *p) {
     if (max_tg > 0 && LM_BENCH_TG_PROMPT + max_tg > need) need = LM_BENCH_TG_PROMPT + max_tg;
     if (max_tg > 0 && max_d + max_tg > need) need = max_d + max_tg;
     if (p->ttft > need) need = p->ttft;
-    if (p->breakdown && breakdown_prompt(p) + breakdown_gen(p) > need)
-        need = breakdown_prompt(p) + breakdown_gen(p);
+    if (p->breakdown && max_d + breakdown_prompt(p) + breakdown_gen(p) > need)
+        need = max_d + breakdown_prompt(p) + breakdown_gen(p);
     if (need < LM_BENCH_TG_PROMPT + 1) need = LM_BENCH_TG_PROMPT + 1; // the sampling test's prompt
     return need;
 }
@@ -97,8 +97,11 @@ static enum lm_status run_tests_at(struct lm_model *m, const struct lm_bench_par
                                    const int32_t *ids, struct lm_batch_entry *batch,
                                    struct lm_sampler *smp, struct lm_bench_result *r) {
     const int threads = p->threads.v[ti];
+    // room for one more block beside the positions: a run rolled back to a depth inside a
+    // full block (indexed by the prefix cache) writes into a copy of it
     struct lm_context_params cp = {.n_ctx = lm_bench_positions(p), .n_seq_max = 1,
-                                   .n_batch = LM_BENCH_N_BATCH, .n_threads = threads};
+                                   .n_batch = LM_BENCH_N_BATCH, .n_threads = threads,
+                                   .kv_tokens = lm_bench_positions(p) + 64};
     struct lm_context *c = NULL;
     const uint64_t t_ctx0 = lm_time_ns();
     enum lm_status st = lm_context_init(&c, m, &cp);
@@ -159,16 +162,17 @@ static enum lm_status run_single(struct lm_model *m, const struct lm_bench_param
         struct lm_bench_test *t = &r->tests[i];
         lm_bench_test_finish(t, &r->model, r->bw, r->n_bw);
         if (t->kind == LM_BENCH_TG && t->threads == bd_threads && t->n_gen == breakdown_gen(p) &&
-            t->depth == 0)
+            t->depth == list_max(&p->depth))
             r->tg_ref_ts = t->med_ts;
     }
     if (p->breakdown && st == LM_OK) {
         if (p->progress && p->log)
-            fprintf(p->log, "lumen bench: breakdown run (%d + %d tokens, %d threads)\n",
-                    breakdown_prompt(p), breakdown_gen(p), bd_threads);
+            fprintf(p->log, "lumen bench: breakdown run (%d + %d tokens at depth %d, %d threads)\n",
+                    breakdown_prompt(p), breakdown_gen(p), list_max(&p->depth), bd_threads);
         const struct lm_bench_breakdown_params bp = {.n_threads = bd_threads,
                                                      .n_prompt = breakdown_prompt(p),
                                                      .n_gen = breakdown_gen(p), .warmup = p->warmup,
+                                                     .depth = list_max(&p->depth),
                                                      .tg_ref_ts = r->tg_ref_ts};
         st = lm_bench_breakdown_run(m, &r->model, r->bw, r->n_bw, &bp, &r->breakdown);
     }

@@ -26,7 +26,8 @@ static const char *k_bench_help =
     "  -o, --output FMT    md (default), csv or json\n"
     "      --bw-mib N      buffer of the read-bandwidth probe in MiB (default 512; 0 = skip)\n"
     "      --breakdown     also run one profiled generation (first -p prompt, first -n\n"
-    "                      tokens; 128 each if 0) at the largest thread count and report\n"
+    "                      tokens; 128 each if 0; after the deepest -d) at the largest\n"
+    "                      thread count and report\n"
     "                      phases, prefill and decode by component, per-layer\n"
     "                      attention/FFN (decode), bottlenecks\n"
     "                      (md: after the table; json: \"breakdown\" object; csv: to stderr)\n"
@@ -52,9 +53,9 @@ static const char *k_bench_help =
     "\n"
     "Prompts are deterministic: BOS + a fixed English text's token ids, repeated to length;\n"
     "prefill runs in chunks of 512 with logits only for the last token. Each test reports\n"
-    "mean +- sd and median tok/s over the repetitions. tg rows also give the weight bytes\n"
-    "read per token x tok/s (GB/s) and its fraction of the probe's bandwidth at the same\n"
-    "thread count (the decode roofline).\n";
+    "mean +- sd and median tok/s over the repetitions. tg rows also give the bytes read per\n"
+    "token (weights, and the KV cache of every layer's window) x tok/s (GB/s) and its\n"
+    "fraction of the probe's bandwidth at the same thread count (the decode roofline).\n";
 
 // "128,512" -> l (each value in [lo, hi]); usage error otherwise.
 static void parse_list(const char *cmd, const char *flag, const char *v, int lo, int hi,
