@@ -150,7 +150,8 @@ enum lm_status lm_prof_write_perfetto(const char *path);
 
 // ---- analysis of a JSONL trace (`lumen analyze`)
 #define LM_PROF_JSONL_SCHEMA "lumen-trace"
-#define LM_PROF_JSONL_VERSION 2     // written; version 2 added the engine `step` event
+#define LM_PROF_JSONL_VERSION 3     // written; version 2 added the engine `step` event,
+                                    // version 3 the MoE `expert` event
 #define LM_PROF_JSONL_VERSION_MIN 1 // oldest version the analyzer reads
 
 struct lm_prof_report;

@@ -323,6 +323,9 @@ static enum lm_status on_event(struct loader *L, const char *type) {
         return LM_OK;
     }
     if (!strcmp(type, "expert")) { // one expert's span in a MoE op: by expert over the layers
+        if (r->version < 3)
+            return lerr(L, LM_ERR_FORMAT, "expert event in a version %d trace (expert events are "
+                                          "version 3)", r->version);
         NEED(type, "op", 's', fop);
         NEED(type, "layer", 'i', flayer);
         NEED(type, "expert", 'u', fex);
