@@ -122,7 +122,7 @@ static inline __attribute__((always_inline)) void attn_scores16(const struct att
         // sparse for the hardware prefetchers over a long window: fetch ATTN_PF_K cells ahead
         if (c0 + l + ATTN_PF_K <= j->p) {
             const lm_f16 *kn = attn_k(j, sh, c0 + l + ATTN_PF_K);
-            for (int64_t o = 0; o < j->hdk; o += 32) _mm_prefetch((const char *)(kn + o), _MM_HINT_T0);
+            for (int64_t o = 0; o < j->hdk; o += 32) _mm_prefetch((const char *)(kn + o), _MM_HINT_T1);
         }
         // p.v reads V rows by slot, 64 rows apart, which hardware prefetchers do not
         // follow; stream each row into L2 now, as K is read in order (decode, whose window
@@ -221,7 +221,7 @@ attn_pv_tile(const struct attn_ctx *j, const int sh, const int nh, const int td,
                                     (size_t)(cn & ((1 << sh) - 1)) * j->vstride + d;
 #pragma GCC unroll 4
                 for (int t = 0; t < tl; t++)
-                    _mm_prefetch((const char *)(vn0 + (size_t)(l0 + t) * j->vstride), _MM_HINT_T0);
+                    _mm_prefetch((const char *)(vn0 + (size_t)(l0 + t) * j->vstride), _MM_HINT_T1);
             }
 #pragma GCC unroll 4
             for (int t = 0; t < tl; t++) {
