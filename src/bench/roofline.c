@@ -48,9 +48,11 @@ static enum lm_bench_grp layer_group(const struct lm_tensor_info *t) {
         return LM_BENCH_GRP_QKV;
     if (name_has(t, ".attn_output.")) return LM_BENCH_GRP_O;
     if (name_has(t, ".ffn_gate.") || name_has(t, ".ffn_up.") || name_has(t, ".ffn_gate_up.") ||
-        name_has(t, ".ffn_gate_exps.") || name_has(t, ".ffn_up_exps."))
+        name_has(t, ".ffn_gate_exps.") || name_has(t, ".ffn_up_exps.") ||
+        name_has(t, ".ffn_gate_shexp.") || name_has(t, ".ffn_up_shexp."))
         return LM_BENCH_GRP_GATE_UP;
-    if (name_has(t, ".ffn_down.") || name_has(t, ".ffn_down_exps.")) return LM_BENCH_GRP_DOWN;
+    if (name_has(t, ".ffn_down.") || name_has(t, ".ffn_down_exps.") || name_has(t, ".ffn_down_shexp."))
+        return LM_BENCH_GRP_DOWN;
     return LM_BENCH_GRP_OTHER;
 }
 
