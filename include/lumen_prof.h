@@ -64,6 +64,7 @@ enum lm_prof_op {
 
 #define LM_PROF_MAX_LAYERS 256
 #define LM_PROF_MAX_THREADS 64
+#define LM_PROF_MAX_EXPERTS 256 // experts per MoE layer the per-expert profile records
 
 // ---- start and stop
 // Allocates buffers for n_threads threads (trace mode: room for max_events per thread,
@@ -120,6 +121,25 @@ struct lm_prof_matmul_agg {
 int lm_prof_matmul_count(void);
 bool lm_prof_matmul_get(int i, struct lm_prof_matmul_agg *out);
 
+// Experts of mixture-of-experts layers (any level above off), in two slots: decode steps
+// (decode = true) and every other forward pass (prefill, or none begun).
+struct lm_prof_moe_expert {
+    uint64_t tokens; // (token, expert) slots routed to it
+    uint64_t calls;  // forward passes in which it had tokens (its weights were read)
+    double ms;       // its gate/up + down matmuls on pool thread 0 (its share of the rows)
+};
+struct lm_prof_moe_layer {
+    uint64_t calls;  // forward passes through the layer
+    uint64_t tokens; // tokens routed (each to n_expert_used experts)
+    uint64_t distinct; // sum over the calls of the experts touched
+    int32_t distinct_min, distinct_max;
+};
+// Experts per layer recorded so far (0: no MoE layer ran since lm_prof_init).
+int lm_prof_moe_n_expert(void);
+// false (and *out zeroed) when layer or expert is out of range or nothing was recorded.
+bool lm_prof_moe_expert_get(bool decode, int layer, int expert, struct lm_prof_moe_expert *out);
+bool lm_prof_moe_layer_get(bool decode, int layer, struct lm_prof_moe_layer *out);
+
 // ---- output
 // End-of-run summary (the --profile table) to f.
 void lm_prof_print_summary(FILE *f);
@@ -130,7 +150,8 @@ enum lm_status lm_prof_write_perfetto(const char *path);
 
 // ---- analysis of a JSONL trace (`lumen analyze`)
 #define LM_PROF_JSONL_SCHEMA "lumen-trace"
-#define LM_PROF_JSONL_VERSION 2     // written; version 2 added the engine `step` event
+#define LM_PROF_JSONL_VERSION 3     // written; version 2 added the engine `step` event,
+                                    // version 3 the MoE `expert` event
 #define LM_PROF_JSONL_VERSION_MIN 1 // oldest version the analyzer reads
 
 struct lm_prof_report;
@@ -156,7 +177,9 @@ struct lm_prof_row {
 //   "step" (latency of each phase span, key "decode" / "prefill" / ...; of engine steps,
 //   keys "engine" (all), "engine decode only", "engine with prefill"),
 //   "step_tokens" (per engine step, values are counts, not ns: keys "tokens", "decode",
-//   "prefill", "seqs"; total = sum over the steps).
+//   "prefill", "seqs"; total = sum over the steps),
+//   "expert" (MoE expert spans, key "expert 5": all layers, gate/up and down),
+//   "expert_tokens" (key "expert 5": tokens per forward pass it ran in; total = its tokens).
 bool lm_prof_report_row(const struct lm_prof_report *r, const char *section,
                         const char *key, struct lm_prof_row *out);
 

@@ -106,6 +106,17 @@ static void test_positions(void) {
     CHECK(positions(p) == 13); // one request: prompt + generated + 1
     p.popt.arrival = 40;
     CHECK(positions(p) == 42); // the arriving prompt + 2
+    p = lm_bench_params_default();
+    p.prompt = list1(64);
+    p.gen = list1(32);
+    p.depth = (struct lm_bench_list){.v = {0, 1000}, .n = 2};
+    CHECK(positions(p) == 1064); // pp64 after the deepest fill (tg32 there needs 1032)
+    p.gen = list1(100);
+    CHECK(positions(p) == 1100);
+    p.parallel = list1(2);
+    p.prompt = list1(8);
+    p.gen = list1(4);
+    CHECK(refused(p, "--parallel does not combine with -d"));
 }
 
 static void test_bandwidth_lookup(void) {

@@ -43,6 +43,12 @@ int main(void) {
     for (int g = 0; g < LM_BENCH_GRP_COUNT; g++) sum += mi.grp_bytes[g];
     CHECK(mi.bytes_per_token == sum && sum == 246588584ull);
 
+    // the KV a decode step reads: f16 K and V of one head of 256 per layer; 15 of the 18
+    // layers slide over 512 positions
+    CHECK(mi.kv_cell_bytes == 1024 && mi.n_layer_swa == 15 && mi.n_swa == 512);
+    CHECK(lm_bench_kv_bytes(&mi, 100) == 18ull * 100 * 1024);
+    CHECK(lm_bench_kv_bytes(&mi, 4096) == (3ull * 4096 + 15ull * 512) * 1024);
+
     // from the tensor table: the tied head is token_embd, whose one row per token counts in
     // "other"; the layer parameters are the blk.* matrices
     struct lm_model_info info;

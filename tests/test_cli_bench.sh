@@ -87,6 +87,8 @@ bd = d["breakdown"]
 assert set(bd["phases"]) == {"tokenize", "prefill", "sample", "decode", "detokenize"}
 assert bd["phases"]["sample"]["count"] == 4 and bd["phases"]["decode"]["count"] == 3
 assert bd["n_threads"] == 2 and bd["findings"] and bd["suggestions"]
+assert bd["moe"] is None  # a dense model: no expert table
+assert all(x["ms"] >= 0 and x["count"] > 0 for x in bd["matmul_by_dtype"]), bd["matmul_by_dtype"]
 if bd["per_op_recorded"]:
     assert len(bd["layers"]) == 2 and bd["components"]
 if bd["prefill_per_op_recorded"]:  # the prefill by component: every op in one of them
@@ -117,6 +119,23 @@ EOF
 else
   bad "bench -o csv: exit $?: $(head -c 300 "$TMP/err")"
 fi
+
+# ---- depth (-d): pp and tg after cached positions, a row per depth with its KV bytes
+if "$BIN" bench -m "$M" -p 16 -n 4 -d 0,64 -r 2 --warmup 0 --bw-mib 8 -t 1 -o csv >"$TMP/d.csv" 2>"$TMP/err"; then
+  "$PY" - "$TMP/d.csv" <<'EOF' || bad "csv output with -d: fields"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+got = [(r["test"], r["n_depth"]) for r in rows]
+assert got[:4] == [("pp16", "0"), ("tg4", "0"), ("pp16 @ d64", "64"), ("tg4 @ d64", "64")], got
+kv0, kv64 = float(rows[1]["kv_bytes_per_token"]), float(rows[3]["kv_bytes_per_token"])
+assert 0 < kv0 <= kv64, (kv0, kv64)  # the tiny model's layers all slide over a short window
+assert float(rows[3]["gbps"]) > 0 and float(rows[2]["avg_ts"]) > 0
+EOF
+  ok
+else
+  bad "bench -d -o csv: exit $?: $(head -c 300 "$TMP/err")"
+fi
+expect 2 "context is 256" -- "$BIN" bench -m "$M" -p 16 -n 4 -d 250 --bw-mib 0
 
 # ---- markdown (default) with the breakdown report
 if "$BIN" bench "${Q[@]}" -t 1 --breakdown >"$TMP/b.md" 2>"$TMP/err"; then

@@ -1,7 +1,7 @@
 // Attention kernel (kernels.h, lm_attn_fn): every table against the generic one bit for bit,
 // and the generic one against a float64 reference, over a paged pool: head sizes
 // 64/80/128/256 and odd ones, 1-4 query heads, windows of odd lengths ending anywhere
-// (crossing block boundaries), sliding windows, holes in the present bitmap and released
+// (crossing block boundaries) and long ones (prefetched), sliding windows, holes in the present bitmap and released
 // blocks, 16- and 32-cell blocks, scores sharp enough to underflow exp. Also: the same
 // window laid out in other blocks gives the same bits.
 // LM_TEST_LABELS: unit
@@ -14,9 +14,9 @@
 #include "kernels/kernels.h"
 #include "lm_test.h"
 
-#define N_CELLS 720 // the longest window + 1
+#define N_CELLS 1400 // the longest window + 1
 #define N_KV 2      // KV heads in a row: the job reads head 1's columns
-#define POOL_BLOCKS 64
+#define POOL_BLOCKS 96
 
 static float rng_sym(void) { return (float)((lm_test_rng_u64() >> 40) * (2.0 / 16777216.0) - 1.0); }
 
@@ -194,7 +194,8 @@ int main(void) {
 
     static const int64_t hds[][2] = {{64, 64}, {80, 80}, {128, 128}, {256, 256}, {96, 64},
                                      {40, 24}, {17, 33}, {1, 1}, {144, 208}};
-    static const int32_t ends[] = {0, 1, 2, 3, 5, 7, 8, 15, 16, 17, 31, 33, 63, 64, 65, 127, 130, 255, 300, 511, 719};
+    static const int32_t ends[] = {0, 1, 2, 3, 5, 7, 8, 15, 16, 17, 31, 33, 63, 64, 65, 127, 130, 255, 300, 511, 719,
+                                   1399}; // beyond 1024 cells: attn_avx512's prefetching p.v
     static const int32_t windows[] = {1, 2, 3, 7, 16, 17, 64, 100, 512};
     for (size_t hi = 0; hi < sizeof hds / sizeof hds[0]; hi++)
         for (int shift = 4; shift <= 5; shift++) {

@@ -256,12 +256,43 @@ static void bad(const char *name, const char *text, enum lm_status want, const c
     unlink(p);
 }
 
+// MoE expert spans (schema version 3): by expert over layers, tokens at the gate/up span;
+// refused in older versions and with bad keys
+#define HDR3 "{\"type\":\"header\",\"schema\":\"lumen-trace\",\"version\":3,\"unit\":\"ns\"," \
+             "\"clock\":\"tsc\",\"ns_per_tick\":0.3333,\"n_threads\":1,\"events\":1,\"dropped\":0}\n"
+#define EXPERT(op, layer, e, tok) "{\"type\":\"expert\",\"tid\":0,\"ts_ns\":1,\"dur_ns\":7," \
+    "\"phase\":\"decode\",\"step\":0,\"op\":\"" op "\",\"layer\":" #layer ",\"expert\":" #e \
+    ",\"tokens\":" #tok "}\n"
+
+static void bad(const char *name, const char *text, enum lm_status want, const char *line_tag,
+                const char *msg);
+
+static void test_experts(void) {
+    const char *path = tmp_path("experts.jsonl");
+    write_file(path, HDR3 EXPERT("ffn_moe_gate_up", 0, 5, 3) EXPERT("ffn_moe_down", 0, 5, 3)
+                         EXPERT("ffn_moe_gate_up", 1, 5, 2) EXPERT("ffn_moe_gate_up", 1, 2, 1) END(4));
+    struct lm_prof_report *r = NULL;
+    CHECKF(lm_prof_report_load(path, &r) == LM_OK, "%s", lm_error_msg());
+    struct lm_prof_row row;
+    CHECK(r && lm_prof_report_row(r, "expert", "expert 5", &row) && row.count == 3);
+    CHECK(r && lm_prof_report_row(r, "expert_tokens", "expert 5", &row) && row.count == 2 &&
+          row.total == 5);
+    CHECK(r && lm_prof_report_row(r, "expert_tokens", "expert 2", &row) && row.total == 1);
+    lm_prof_report_free(r);
+    bad("expert_v2.jsonl", HDR2 EXPERT("ffn_moe_gate_up", 0, 5, 3) END(1), LM_ERR_FORMAT, "2",
+        "expert event in a version 2 trace");
+    bad("expert_op.jsonl", HDR3 EXPERT("qkv", 0, 5, 3) END(1), LM_ERR_FORMAT, "2",
+        "expert event: op 'qkv' is not a MoE op");
+    bad("expert_range.jsonl", HDR3 EXPERT("ffn_moe_down", 0, 256, 3) END(1), LM_ERR_FORMAT, "2",
+        "out of range");
+}
+
 static void test_malformed(void) {
     bad("badjson.jsonl", HDR OP(",\"op\":\"qkv\",\"layer\":0") "{\"type\":\"op\",\"tid\":0,\n" END(2),
         LM_ERR_FORMAT, "3", "bad JSON");
     bad("version.jsonl",
-        "{\"type\":\"header\",\"schema\":\"lumen-trace\",\"version\":3,\"n_threads\":1}\n" END(0),
-        LM_ERR_UNSUPPORTED, "1", "unsupported trace version 3 (this lumen reads 1 to 2)");
+        "{\"type\":\"header\",\"schema\":\"lumen-trace\",\"version\":4,\"n_threads\":1}\n" END(0),
+        LM_ERR_UNSUPPORTED, "1", "unsupported trace version 4 (this lumen reads 1 to 3)");
     bad("version0.jsonl",
         "{\"type\":\"header\",\"schema\":\"lumen-trace\",\"version\":0,\"n_threads\":1}\n" END(0),
         LM_ERR_UNSUPPORTED, "1", "unsupported trace version 0");
@@ -363,6 +394,7 @@ int main(void) {
     test_known();
     test_steps();
     test_malformed();
+    test_experts();
     rmdir(g_dir);
     return lm_test_finish();
 }

@@ -27,7 +27,7 @@ else bad "profiled run failed: $(tail -3 "$TMP/err")"; break; fi
 import json, sys
 from collections import defaultdict
 lines = [json.loads(l) for l in open(sys.argv[1])]
-assert lines[0]["type"] == "header" and lines[0]["version"] == 2, lines[0]
+assert lines[0]["type"] == "header" and lines[0]["version"] == 3, lines[0]
 assert lines[-1]["type"] == "end" and lines[-1]["events"] == len(lines) - 2, lines[-1]
 need = {"phase": ["tid", "ts_ns", "dur_ns", "phase", "step", "n_tokens"],
         "op": ["tid", "ts_ns", "dur_ns", "phase", "step", "op", "layer"],

@@ -513,7 +513,7 @@ int main(void) {
     CHECKF(n_types[3] == EV_BARRIERS, "barriers %d vs %d", n_types[3], EV_BARRIERS);
     CHECKF(n_types[4] == EV_MATMULS, "matmuls %d vs %d", n_types[4], EV_MATMULS);
     CHECK(n_types[5] == 1 && n_types[6] == 2 && n_types[8] == 0);
-    CHECK(contains(jsonl, "\"version\":2,"));
+    CHECK(contains(jsonl, "\"version\":3,"));
     check_perfetto(perf, 2);
 
     // ---- the analyzer reads it back

@@ -32,6 +32,7 @@ struct lm_bench_params {
     struct lm_bench_list prompt;  // -p: prefill tests (0 entries skip); --parallel: the prompt
     struct lm_bench_list gen;     // -n: decode tests; --parallel: tokens per request
     struct lm_bench_list threads; // -t
+    struct lm_bench_list depth;   // -d: pp and tg tests after this many cached positions
     int reps, warmup;
     int ttft;                     // a TTFT test of this many prompt tokens (0: none)
     int bw_mib;                   // the bandwidth probe's buffer (0: no probe)
@@ -47,8 +48,9 @@ struct lm_bench_params {
 
 // The defaults of `lumen bench` with no flags: reps 5, warmup 1, bw_mib 512, lists empty.
 struct lm_bench_params lm_bench_params_default(void);
-// Completes p's lists left empty (prompt {512}, or {64} with --parallel; gen {128}; threads
-// {physical cores, at most LM_PROF_MAX_THREADS}) and checks what does not fit together.
+// Completes p's lists left empty (prompt {512}, or {64} with --parallel; gen {128}; depth
+// {0}; threads {physical cores, at most LM_PROF_MAX_THREADS}) and checks what does not fit
+// together.
 // LM_ERR_ARG with the usage message ("--parallel takes one -p value >= 1 ...") otherwise.
 enum lm_status lm_bench_params_resolve(struct lm_bench_params *p);
 // Positions of one sequence the runs of a resolved p need: the longest test, a breakdown's

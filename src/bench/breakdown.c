@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "breakdown_tables.h"
 #include "json.h"
 #include "lumen_prof.h"
 #include "prompt.h"
@@ -40,6 +41,8 @@ struct bd_mm {
 struct lm_bench_breakdown {
     const struct lm_bench_model_info *mi;
     int n_threads, n_prompt, n_gen, n_tok_text;
+    int depth;        // cached positions before the prompt
+    double kv_tok;    // KV bytes a decode step read, mean over the steps
     double ph_ms[BD_NPH];
     int ph_count[BD_NPH];
     double ttft_ms, total_ms;
@@ -56,6 +59,7 @@ struct lm_bench_breakdown {
     uint64_t n_barriers; // decode, thread 0
     struct bd_mm mm[BD_MAX_MM];
     int n_mm;
+    struct lm_bd_tables tables; // decode matmuls by dtype, MoE experts
     // derived
     double dec_ts, pre_ts, dec_ms_tok, bytes_tok, ach_gbps, bw_gbps, roof_frac, tg_ref_ts;
     char find[BD_MAX_LINES][BD_LINE];
@@ -193,6 +197,7 @@ enum lm_status lm_bench_breakdown_run(struct lm_model *m, const struct lm_bench_
     b->mi = mi;
     b->n_threads = p->n_threads;
     b->n_prompt = p->n_prompt;
+    b->depth = p->depth > 0 ? p->depth : 0;
     b->n_gen = p->n_gen < 1 ? 1 : p->n_gen;
     b->n_layer = mi->n_layer;
     b->tg_ref_ts = p->tg_ref_ts;
@@ -214,7 +219,7 @@ enum lm_status lm_bench_breakdown_run(struct lm_model *m, const struct lm_bench_
         goto done;
     }
     if ((st = lm_bench_prompt_text(tok, b->n_prompt, &text, &text_len)) != LM_OK) goto done;
-    struct lm_context_params cp = {.n_ctx = b->n_prompt + b->n_gen, .n_seq_max = 1,
+    struct lm_context_params cp = {.n_ctx = b->depth + b->n_prompt + b->n_gen, .n_seq_max = 1,
                                    .n_batch = LM_BENCH_N_BATCH, .n_threads = p->n_threads};
     if ((st = lm_context_init(&c, m, &cp)) != LM_OK) goto done;
     struct lm_sampler_params sp = lm_sampler_params_default();
@@ -234,6 +239,14 @@ enum lm_status lm_bench_breakdown_run(struct lm_model *m, const struct lm_bench_
         lm_kv_cache_seq_rm(c, 0, 0, -1);
         if (st != LM_OK) goto done;
     }
+    // ---- the depth (unprofiled): the prompt and the decode steps then run after it
+    if (b->depth > 0) {
+        int32_t *w = lm_bench_tokens(m, b->depth);
+        if (!w) { st = LM_ERR_NOMEM; goto done; }
+        st = lm_bench_prefill(c, w, b->depth, batch);
+        free(w);
+        if (st != LM_OK) goto done;
+    }
 
     if ((st = lm_prof_init(LM_PROF_SUMMARY, p->n_threads, 0)) != LM_OK) goto done;
     // ---- 1. tokenize
@@ -251,8 +264,8 @@ enum lm_status lm_bench_breakdown_run(struct lm_model *m, const struct lm_bench_
     for (int off = 0; off < b->n_prompt; off += LM_BENCH_N_BATCH) {
         const int nb = b->n_prompt - off < LM_BENCH_N_BATCH ? b->n_prompt - off : LM_BENCH_N_BATCH;
         for (int j = 0; j < nb; j++)
-            batch[j] = (struct lm_batch_entry){.token = ids[off + j], .pos = off + j, .seq = 0,
-                                               .want_logits = off + j == b->n_prompt - 1};
+            batch[j] = (struct lm_batch_entry){.token = ids[off + j], .pos = b->depth + off + j,
+                                               .seq = 0, .want_logits = off + j == b->n_prompt - 1};
         w0 = lm_time_ns();
         pt = lm_prof_phase_begin(LM_PHASE_PREFILL);
         st = lm_decode(c, batch, nb);
@@ -298,7 +311,8 @@ enum lm_status lm_bench_breakdown_run(struct lm_model *m, const struct lm_bench_
         b->output[out_len] = 0;
         if (i == b->n_gen - 1) break; // the last sampled token needs no forward pass
 
-        struct lm_batch_entry e = {.token = id, .pos = b->n_prompt + i, .seq = 0, .want_logits = true};
+        struct lm_batch_entry e = {.token = id, .pos = b->depth + b->n_prompt + i, .seq = 0,
+                                   .want_logits = true};
         w0 = lm_time_ns();
         pt = lm_prof_phase_begin(LM_PHASE_DECODE);
         st = lm_decode(c, &e, 1);
@@ -322,6 +336,9 @@ enum lm_status lm_bench_breakdown_run(struct lm_model *m, const struct lm_bench_
     }
     b->n_barriers = n_barriers;
     collect_ops(b, wait_ns / nth / 1e6);
+    struct lm_model_hparams hp;
+    lm_model_hparams(m, &hp);
+    lm_bd_tables_collect(&b->tables, b->n_layer, hp.n_expert_used);
     analyze(b);
 
 done:
@@ -352,7 +369,10 @@ static void analyze(struct lm_bench_breakdown *b) {
     b->dec_ms_tok = steps ? dec / steps : 0;
     b->dec_ts = dec > 0 ? steps / (dec / 1e3) : 0;
     b->pre_ts = b->ph_ms[BD_PREFILL] > 0 ? b->n_prompt / (b->ph_ms[BD_PREFILL] / 1e3) : 0;
-    b->bytes_tok = (double)mi->bytes_per_token;
+    // weights and the KV cache each step read (step i attends to depth + prompt + i + 1)
+    for (int i = 0; i < steps; i++)
+        b->kv_tok += (double)lm_bench_kv_bytes(mi, b->depth + b->n_prompt + i + 1) / steps;
+    b->bytes_tok = (double)mi->bytes_per_token + b->kv_tok;
     b->ach_gbps = b->bytes_tok * b->dec_ts / 1e9;
     b->roof_frac = b->bw_gbps > 0 ? b->ach_gbps / b->bw_gbps : 0;
     b->other_ms = b->have_ops ? dec - b->ops_ms - b->bar_ms : 0;
@@ -367,10 +387,11 @@ static void analyze(struct lm_bench_breakdown *b) {
     // ---- decode vs the roofline
     if (steps > 0 && b->bw_gbps > 0)
         add_line(b->find, &b->n_find,
-                 "decode: %.2f tok/s (%.2f ms/token); %.1f MB of weights per token -> %.2f GB/s "
-                 "achieved = %.0f%% of the %.2f GB/s read bandwidth measured with %d thread%s "
-                 "(roofline %.1f tok/s)",
-                 b->dec_ts, b->dec_ms_tok, b->bytes_tok / mb, b->ach_gbps, 100 * b->roof_frac,
+                 "decode: %.2f tok/s (%.2f ms/token); %.1f MB read per token (weights %.1f, KV "
+                 "cache %.1f) -> %.2f GB/s achieved = %.0f%% of the %.2f GB/s read bandwidth "
+                 "measured with %d thread%s (roofline %.1f tok/s)",
+                 b->dec_ts, b->dec_ms_tok, b->bytes_tok / mb, (double)mi->bytes_per_token / mb,
+                 b->kv_tok / mb, b->ach_gbps, 100 * b->roof_frac,
                  b->bw_gbps, b->n_threads, b->n_threads == 1 ? "" : "s",
                  b->bw_gbps * 1e9 / b->bytes_tok);
     else if (steps > 0)
@@ -504,7 +525,7 @@ static void analyze(struct lm_bench_breakdown *b) {
         add_line(b->sugg, &b->n_sugg,
                  "attention is %.0f%% of decode time at context %d: a fused/vectorized f16 KV path "
                  "would help; it grows with context length", pct(attn->ms, dec),
-                 b->n_prompt + b->n_gen);
+                 b->depth + b->n_prompt + b->n_gen);
     if (pct(smp_tok, b->dec_ms_tok) >= 10)
         add_line(b->sugg, &b->n_sugg,
                  "sampling costs %.0f%% of a decode step (%.3f ms over %d logits): select the top-k "
@@ -542,6 +563,9 @@ void lm_bench_breakdown_print(const struct lm_bench_breakdown *b, FILE *f) {
     fprintf(f, "Prompt: %d tokens of a fixed English text (%d tokenized); generated %d tokens "
                "(default sampler, seed 0, EOS ignored)\n",
             b->n_prompt, b->n_tok_text, b->n_gen);
+    if (b->depth > 0)
+        fprintf(f, "Depth: %d positions in the cache before the prompt (filled unprofiled); decode "
+                   "read %.1f MB of KV cache per step\n", b->depth, b->kv_tok / 1e6);
     fprintf(f, "Profiler: SUMMARY; op times are means over the %d pool threads\n", b->n_threads);
     fprintf(f, "Output: %s%s\n", b->output, strlen(b->output) >= sizeof b->output - 3 ? "..." : "");
 
@@ -637,6 +661,7 @@ void lm_bench_breakdown_print(const struct lm_bench_breakdown *b, FILE *f) {
                    "lm_prof_op)\nbarrier waits (thread pool): %.2f ms = %.1f%% of decode\n",
                 b->bar_ms, pct(b->bar_ms, dec));
     }
+    lm_bd_tables_print(&b->tables, dec, b->ph_ms[BD_PREFILL], f);
     if (b->n_mm) {
         fprintf(f, "\n%s\nMATMUL SHAPES (W (m,k) @ X (k,n); time on thread 0)\n%s\n", k_rule, k_rule);
         fprintf(f, "%-10s %7s %5s %7s %-6s %-28s %7s %10s %8s\n%s\n", "op", "m", "n", "k", "dtype",
@@ -659,9 +684,9 @@ void lm_bench_breakdown_print(const struct lm_bench_breakdown *b, FILE *f) {
 
 void lm_bench_breakdown_print_json(const struct lm_bench_breakdown *b, FILE *f) {
     static const char *const keys[BD_NPH] = {"tokenize", "prefill", "sample", "decode", "detokenize"};
-    fprintf(f, "{\n    \"n_threads\": %d, \"n_prompt\": %d, \"n_gen\": %d, \"total_ms\": %.4f, "
-               "\"ttft_ms\": %.4f,\n    \"phases\": {",
-            b->n_threads, b->n_prompt, b->n_gen, b->total_ms, b->ttft_ms);
+    fprintf(f, "{\n    \"n_threads\": %d, \"n_prompt\": %d, \"n_gen\": %d, \"n_depth\": %d, "
+               "\"kv_bytes_per_token\": %.0f, \"total_ms\": %.4f, \"ttft_ms\": %.4f,\n    \"phases\": {",
+            b->n_threads, b->n_prompt, b->n_gen, b->depth, b->kv_tok, b->total_ms, b->ttft_ms);
     for (int i = 0; i < BD_NPH; i++)
         fprintf(f, "%s\"%s\": {\"ms\": %.4f, \"count\": %d, \"pct\": %.3f}", i ? ", " : "", keys[i],
                 b->ph_ms[i], b->ph_count[i], pct(b->ph_ms[i], b->total_ms));
@@ -699,7 +724,9 @@ void lm_bench_breakdown_print_json(const struct lm_bench_breakdown *b, FILE *f) 
         fprintf(f, ", \"count\": %llu, \"ms\": %.4f, \"gbps\": %.4f}", (unsigned long long)x->count,
                 x->ms, x->gbps);
     }
-    lm_bench_json_member_str(f, "],\n    \"primary\": ", b->primary);
+    fputc(']', f);
+    lm_bd_tables_print_json(&b->tables, f);
+    lm_bench_json_member_str(f, ",\n    \"primary\": ", b->primary);
     fprintf(f, ",\n    \"findings\": [");
     for (int i = 0; i < b->n_find; i++) {
         fprintf(f, "%s\n      ", i ? "," : "");

@@ -13,6 +13,7 @@
 struct lm_bench_breakdown_params {
     int n_threads;
     int n_prompt, n_gen;
+    int depth;               // positions filled (unprofiled) before the prompt (-d)
     int warmup;              // > 0: one unprofiled prompt + 4 steps first
     double tg_ref_ts;        // tg tok/s of the unprofiled tests at n_threads (0 = none)
 };

@@ -82,11 +82,16 @@ enum lm_status lm_bench_prompt_text(const struct lm_tokenizer *tok, int n, char 
 
 enum lm_status lm_bench_prefill(struct lm_context *c, const int32_t *ids, int32_t n,
                                 struct lm_batch_entry *batch) {
+    return lm_bench_prefill_at(c, ids, 0, n, batch);
+}
+
+enum lm_status lm_bench_prefill_at(struct lm_context *c, const int32_t *ids, int32_t start,
+                                   int32_t n, struct lm_batch_entry *batch) {
     for (int32_t off = 0; off < n; off += LM_BENCH_N_BATCH) {
         const int32_t nb = n - off < LM_BENCH_N_BATCH ? n - off : LM_BENCH_N_BATCH;
         for (int32_t j = 0; j < nb; j++)
-            batch[j] = (struct lm_batch_entry){.token = ids[off + j], .pos = off + j, .seq = 0,
-                                               .want_logits = off + j == n - 1};
+            batch[j] = (struct lm_batch_entry){.token = ids[start + off + j], .pos = start + off + j,
+                                               .seq = 0, .want_logits = off + j == n - 1};
         enum lm_status st = lm_decode(c, batch, nb);
         if (st != LM_OK) return st;
     }

@@ -31,5 +31,9 @@ enum lm_status lm_bench_prompt_text(const struct lm_tokenizer *tok, int n, char 
 // must be empty. lm_decode's status (and message) on failure.
 enum lm_status lm_bench_prefill(struct lm_context *c, const int32_t *ids, int32_t n,
                                 struct lm_batch_entry *batch);
+// The same from position start: ids[start, start + n) at positions start.. (sequence 0 must
+// hold exactly positions [0, start)).
+enum lm_status lm_bench_prefill_at(struct lm_context *c, const int32_t *ids, int32_t start,
+                                   int32_t n, struct lm_batch_entry *batch);
 
 #endif

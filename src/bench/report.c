@@ -21,6 +21,26 @@ static void print_memory(FILE *f, const struct lm_bench_model_info *mi) {
             (double)mi->kv_bytes / mib, need / mib, (double)mi->rss_peak / need);
 }
 
+// The KV cache a tg test's steps read on top of the weights, once per tg length and depth,
+// and the roofline with it (the GB/s and roofline columns of tg rows count both).
+static void print_md_kv(FILE *f, const struct lm_bench_model_info *mi, const struct lm_bench_test *t,
+                        int n_t, const struct lm_bench_bw *bw, int n_bw) {
+    for (int i = 0; i < n_t; i++) {
+        if (t[i].kind != LM_BENCH_TG) continue;
+        bool seen = false;
+        for (int j = 0; j < i && !seen; j++)
+            seen = t[j].kind == LM_BENCH_TG && t[j].n_gen == t[i].n_gen && t[j].depth == t[i].depth;
+        if (seen) continue;
+        const double all = (double)mi->bytes_per_token + t[i].kv_bytes;
+        fprintf(f, "%s: KV read per step %.2f MB (%.0f%% of %.2f MB read)", t[i].name,
+                t[i].kv_bytes / 1e6, 100 * t[i].kv_bytes / all, all / 1e6);
+        for (int k = 0; k < n_bw; k++)
+            fprintf(f, "%s roofline %.1f tok/s at %d thread%s", k ? "," : ";",
+                    bw[k].gbps * 1e9 / all, bw[k].threads, bw[k].threads == 1 ? "" : "s");
+        fputc('\n', f);
+    }
+}
+
 static void print_md(FILE *f, const struct lm_bench_model_info *mi, const struct lm_bench_test *t,
                      int n_t, const struct lm_bench_bw *bw, int n_bw, int bw_mib) {
     char size[32], params[32], backend[48];
@@ -71,6 +91,7 @@ static void print_md(FILE *f, const struct lm_bench_model_info *mi, const struct
                 bw[i].threads, bw[i].threads == 1 ? "" : "s",
                 bw[i].gbps * 1e9 / (double)mi->bytes_per_token, bw[i].gbps,
                 (double)mi->bytes_per_token / mb);
+    print_md_kv(f, mi, t, n_t, bw, n_bw);
 }
 
 // ================================================================ csv
@@ -79,7 +100,7 @@ static void print_csv(FILE *f, const struct lm_bench_model_info *mi, const struc
                       int n_t, const struct lm_bench_bw *bw, int n_bw) {
     fprintf(f, "model,size_bytes,n_params,backend,threads,test,n_prompt,n_gen,reps,avg_ts,"
                "stddev_ts,median_ts,min_ts,max_ts,avg_ms,median_ms,gbps,roofline_frac,"
-               "bytes_per_token\n");
+               "bytes_per_token,n_depth,kv_bytes_per_token\n");
     for (int i = 0; i < n_t; i++) {
         const struct lm_bench_test *x = &t[i];
         fprintf(f, "\"%s\",%llu,%llu,CPU %s,%d,%s,%d,%d,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,",
@@ -89,10 +110,10 @@ static void print_csv(FILE *f, const struct lm_bench_model_info *mi, const struc
         if (isfinite(x->gbps)) fprintf(f, "%.4f", x->gbps);
         fputc(',', f);
         if (isfinite(x->roof)) fprintf(f, "%.4f", x->roof);
-        fprintf(f, ",%llu\n", (unsigned long long)mi->bytes_per_token);
+        fprintf(f, ",%llu,%d,%.0f\n", (unsigned long long)mi->bytes_per_token, x->depth, x->kv_bytes);
     }
     for (int i = 0; i < n_bw; i++) // bandwidth rows: gbps only
-        fprintf(f, "\"%s\",%llu,%llu,CPU %s,%d,membw,0,0,3,,,,,,,,%.4f,,%llu\n", mi->desc,
+        fprintf(f, "\"%s\",%llu,%llu,CPU %s,%d,membw,0,0,3,,,,,,,,%.4f,,%llu,0,0\n", mi->desc,
                 (unsigned long long)mi->size_bytes, (unsigned long long)mi->n_params,
                 mi->kernels, bw[i].threads, bw[i].gbps, (unsigned long long)mi->bytes_per_token);
 }
@@ -161,9 +182,10 @@ static void print_json(FILE *f, const struct lm_bench_params *p, const struct lm
     for (int i = 0; i < n_t; i++) {
         const struct lm_bench_test *x = &t[i];
         fprintf(f, "    {\"test\": \"%s\", \"kind\": \"%s\", \"n_threads\": %d, \"n_prompt\": %d, "
-                   "\"n_gen\": %d, \"reps\": %d, \"units_per_rep\": %.0f,\n     \"avg_ts\": ",
-                x->name, lm_bench_test_kind_name(x->kind), x->threads, x->n_prompt, x->n_gen, x->reps,
-                x->units);
+                   "\"n_gen\": %d, \"n_depth\": %d, \"reps\": %d, \"units_per_rep\": %.0f,\n     "
+                   "\"avg_ts\": ",
+                x->name, lm_bench_test_kind_name(x->kind), x->threads, x->n_prompt, x->n_gen,
+                x->depth, x->reps, x->units);
         lm_bench_json_num(f, x->avg_ts);
         lm_bench_json_member_num(f, ", \"stddev_ts\": ", x->sd_ts);
         lm_bench_json_member_num(f, ", \"median_ts\": ", x->med_ts);
@@ -173,6 +195,7 @@ static void print_json(FILE *f, const struct lm_bench_params *p, const struct lm
                 x->avg_ns, x->sd_ns, x->med_ns);
         lm_bench_json_num(f, x->gbps);
         lm_bench_json_member_num(f, ", \"roofline_frac\": ", x->roof);
+        if (x->kind == LM_BENCH_TG) fprintf(f, ", \"kv_bytes_per_token\": %.0f", x->kv_bytes);
         if (x->kind == LM_BENCH_TOKENIZE)
             fprintf(f, ", \"bytes_per_rep\": %.0f, \"median_mb_per_s\": %.4f", x->bytes,
                     x->bytes / (x->med_ns * 1e-9) / 1e6);

@@ -48,9 +48,11 @@ static enum lm_bench_grp layer_group(const struct lm_tensor_info *t) {
         return LM_BENCH_GRP_QKV;
     if (name_has(t, ".attn_output.")) return LM_BENCH_GRP_O;
     if (name_has(t, ".ffn_gate.") || name_has(t, ".ffn_up.") || name_has(t, ".ffn_gate_up.") ||
-        name_has(t, ".ffn_gate_exps.") || name_has(t, ".ffn_up_exps."))
+        name_has(t, ".ffn_gate_exps.") || name_has(t, ".ffn_up_exps.") ||
+        name_has(t, ".ffn_gate_shexp.") || name_has(t, ".ffn_up_shexp."))
         return LM_BENCH_GRP_GATE_UP;
-    if (name_has(t, ".ffn_down.") || name_has(t, ".ffn_down_exps.")) return LM_BENCH_GRP_DOWN;
+    if (name_has(t, ".ffn_down.") || name_has(t, ".ffn_down_exps.") || name_has(t, ".ffn_down_shexp."))
+        return LM_BENCH_GRP_DOWN;
     return LM_BENCH_GRP_OTHER;
 }
 
@@ -107,6 +109,12 @@ void lm_bench_model_info(const struct lm_model *m, const char *path, struct lm_b
     mi->n_vocab = hp.n_vocab;
     mi->n_ctx_train = hp.n_ctx_train;
     mi->kernels = info.kernels;
+    mi->kv_cell_bytes = (uint64_t)hp.n_head_kv * (uint64_t)(hp.head_dim_k + hp.head_dim_v) * 2;
+    mi->n_swa = hp.n_swa;
+    for (int32_t l = 0; l < hp.n_layer && hp.n_swa > 0; l++) {
+        struct lm_model_layer_info li;
+        if (lm_model_layer_info(m, l, &li) == LM_OK && li.sliding) mi->n_layer_swa++;
+    }
 
     char size_lbl[32];
     if (mi->n_params >= 1000000000ull) snprintf(size_lbl, sizeof size_lbl, "%.1fB", (double)mi->n_params / 1e9);
@@ -121,4 +129,11 @@ void lm_bench_model_info(const struct lm_model *m, const char *path, struct lm_b
         ftn = ft_buf;
     }
     snprintf(mi->desc, sizeof mi->desc, "%s %s %s", mi->arch, size_lbl, ftn);
+}
+
+uint64_t lm_bench_kv_bytes(const struct lm_bench_model_info *mi, int64_t n_pos) {
+    const int64_t win = mi->n_swa > 0 && n_pos > mi->n_swa ? mi->n_swa : n_pos;
+    const uint64_t cells = (uint64_t)(mi->n_layer - mi->n_layer_swa) * (uint64_t)n_pos +
+                           (uint64_t)mi->n_layer_swa * (uint64_t)win;
+    return cells * mi->kv_cell_bytes;
 }

@@ -32,6 +32,10 @@ struct lm_bench_model_info {
     uint64_t layer_params;   // elements of the per-layer matrices (prefill FLOPs)
     uint64_t head_params;    // elements of the output head
     int32_t n_layer, n_vocab, n_ctx_train;
+    // the KV cache a decode step reads (f16 K and V, the cache's default type)
+    uint64_t kv_cell_bytes;  // K + V bytes of one position in one layer
+    int32_t n_layer_swa;     // sliding-window layers (they read at most n_swa positions)
+    int32_t n_swa;
     const char *kernels;     // kernel table name ("avx512_vnni")
     double load_ms;          // lm_model_load (mmap, validate, tokenizer): the caller's
     double ctx_init_ms;      // first lm_context_init (KV cache, scratch, thread pool)
@@ -43,5 +47,8 @@ struct lm_bench_model_info {
 // Fills *out from m's tensor table (load_ms and ctx_init_ms 0; the runs set them). path is
 // kept for the reports. Cannot fail.
 void lm_bench_model_info(const struct lm_model *m, const char *path, struct lm_bench_model_info *out);
+// KV bytes one decode step reads when it attends to n_pos positions (the new one included):
+// K and V of every position in every layer's window, sliding layers capped at theirs.
+uint64_t lm_bench_kv_bytes(const struct lm_bench_model_info *mi, int64_t n_pos);
 
 #endif

@@ -29,11 +29,13 @@ enum lm_status lm_bench_params_resolve(struct lm_bench_params *p) {
     const bool parallel = p->parallel.n > 0;
     if (p->prompt.n == 0) p->prompt = (struct lm_bench_list){.v = {parallel ? 64 : 512}, .n = 1};
     if (p->gen.n == 0) p->gen = (struct lm_bench_list){.v = {128}, .n = 1};
+    if (p->depth.n == 0) p->depth = (struct lm_bench_list){.v = {0}, .n = 1};
     if (parallel) { // one prompt and one generation length
         if (p->prompt.n != 1 || p->gen.n != 1 || p->prompt.v[0] < 1 || p->gen.v[0] < 2)
             return lm_error_set(LM_ERR_ARG, "--parallel takes one -p value >= 1 and one -n value >= 2");
         if (p->breakdown || p->ttft)
             return lm_error_set(LM_ERR_ARG, "--parallel does not combine with --breakdown or --ttft");
+        if (list_max(&p->depth) > 0) return lm_error_set(LM_ERR_ARG, "--parallel does not combine with -d");
     }
     return lm_bench_parallel_check(&p->popt, parallel, p->parallel.v, p->parallel.n);
 }
@@ -49,12 +51,13 @@ int lm_bench_positions(const struct lm_bench_params *p) {
         const int request = p->prompt.v[0] + p->gen.v[0] + 1, arrival = p->popt.arrival + 2;
         return request > arrival ? request : arrival;
     }
-    const int max_tg = list_max(&p->gen);
-    int need = list_max(&p->prompt);
+    const int max_tg = list_max(&p->gen), max_d = list_max(&p->depth);
+    int need = max_d + list_max(&p->prompt);
     if (max_tg > 0 && LM_BENCH_TG_PROMPT + max_tg > need) need = LM_BENCH_TG_PROMPT + max_tg;
+    if (max_tg > 0 && max_d + max_tg > need) need = max_d + max_tg;
     if (p->ttft > need) need = p->ttft;
-    if (p->breakdown && breakdown_prompt(p) + breakdown_gen(p) > need)
-        need = breakdown_prompt(p) + breakdown_gen(p);
+    if (p->breakdown && max_d + breakdown_prompt(p) + breakdown_gen(p) > need)
+        need = max_d + breakdown_prompt(p) + breakdown_gen(p);
     if (need < LM_BENCH_TG_PROMPT + 1) need = LM_BENCH_TG_PROMPT + 1; // the sampling test's prompt
     return need;
 }
@@ -94,8 +97,11 @@ static enum lm_status run_tests_at(struct lm_model *m, const struct lm_bench_par
                                    const int32_t *ids, struct lm_batch_entry *batch,
                                    struct lm_sampler *smp, struct lm_bench_result *r) {
     const int threads = p->threads.v[ti];
+    // room for one more block beside the positions: a run rolled back to a depth inside a
+    // full block (indexed by the prefix cache) writes into a copy of it
     struct lm_context_params cp = {.n_ctx = lm_bench_positions(p), .n_seq_max = 1,
-                                   .n_batch = LM_BENCH_N_BATCH, .n_threads = threads};
+                                   .n_batch = LM_BENCH_N_BATCH, .n_threads = threads,
+                                   .kv_tokens = lm_bench_positions(p) + 64};
     struct lm_context *c = NULL;
     const uint64_t t_ctx0 = lm_time_ns();
     enum lm_status st = lm_context_init(&c, m, &cp);
@@ -110,12 +116,19 @@ static enum lm_status run_tests_at(struct lm_model *m, const struct lm_bench_par
                                       .warmup = p->warmup, .reps = p->reps, .log = p->log,
                                       .progress = p->progress, .live = p->live,
                                       .live_user = p->live_user};
-    for (int i = 0; i < p->prompt.n && st == LM_OK; i++)
-        if (p->prompt.v[i] > 0)
-            st = lm_bench_run_test(&s, LM_BENCH_PP, p->prompt.v[i], threads, &r->tests[r->n_tests++]);
-    for (int i = 0; i < p->gen.n && st == LM_OK; i++)
-        if (p->gen.v[i] > 0)
-            st = lm_bench_run_test(&s, LM_BENCH_TG, p->gen.v[i], threads, &r->tests[r->n_tests++]);
+    // per depth, the cache filled once and kept under the tests (pp and tg roll back to it)
+    for (int di = 0; di < p->depth.n && st == LM_OK; di++) {
+        struct lm_bench_test_setup sd = s;
+        sd.depth = p->depth.v[di];
+        st = lm_bench_fill_depth(&sd, sd.depth);
+        for (int i = 0; i < p->prompt.n && st == LM_OK; i++)
+            if (p->prompt.v[i] > 0)
+                st = lm_bench_run_test(&sd, LM_BENCH_PP, p->prompt.v[i], threads, &r->tests[r->n_tests++]);
+        for (int i = 0; i < p->gen.n && st == LM_OK; i++)
+            if (p->gen.v[i] > 0)
+                st = lm_bench_run_test(&sd, LM_BENCH_TG, p->gen.v[i], threads, &r->tests[r->n_tests++]);
+    }
+    lm_kv_cache_seq_rm(c, 0, 0, -1);
     if (p->ttft > 0 && st == LM_OK)
         st = lm_bench_run_test(&s, LM_BENCH_TTFT, p->ttft, threads, &r->tests[r->n_tests++]);
     if (ti == 0 && st == LM_OK) { // single-threaded tests, once
@@ -148,7 +161,8 @@ static enum lm_status run_single(struct lm_model *m, const struct lm_bench_param
         st = lm_bench_bw_measure(p->bw_mib, p->threads.v, n_th, p->progress ? p->log : NULL, r->bw,
                                  &r->n_bw);
     reset_rss_peak();
-    r->tests = calloc((size_t)n_th * (size_t)(p->prompt.n + p->gen.n + 1) + 2, sizeof *r->tests);
+    r->tests = calloc((size_t)n_th * ((size_t)p->depth.n * (size_t)(p->prompt.n + p->gen.n) + 1) + 2,
+                      sizeof *r->tests);
     struct lm_batch_entry *batch = malloc(LM_BENCH_N_BATCH * sizeof *batch);
     const struct lm_sampler_params sp = lm_sampler_params_default();
     struct lm_sampler *smp = NULL;
@@ -162,16 +176,18 @@ static enum lm_status run_single(struct lm_model *m, const struct lm_bench_param
     for (int i = 0; i < r->n_tests && st == LM_OK; i++) {
         struct lm_bench_test *t = &r->tests[i];
         lm_bench_test_finish(t, &r->model, r->bw, r->n_bw);
-        if (t->kind == LM_BENCH_TG && t->threads == bd_threads && t->n_gen == breakdown_gen(p))
+        if (t->kind == LM_BENCH_TG && t->threads == bd_threads && t->n_gen == breakdown_gen(p) &&
+            t->depth == list_max(&p->depth))
             r->tg_ref_ts = t->med_ts;
     }
     if (p->breakdown && st == LM_OK) {
         if (p->progress && p->log)
-            fprintf(p->log, "lumen bench: breakdown run (%d + %d tokens, %d threads)\n",
-                    breakdown_prompt(p), breakdown_gen(p), bd_threads);
+            fprintf(p->log, "lumen bench: breakdown run (%d + %d tokens at depth %d, %d threads)\n",
+                    breakdown_prompt(p), breakdown_gen(p), list_max(&p->depth), bd_threads);
         const struct lm_bench_breakdown_params bp = {.n_threads = bd_threads,
                                                      .n_prompt = breakdown_prompt(p),
                                                      .n_gen = breakdown_gen(p), .warmup = p->warmup,
+                                                     .depth = list_max(&p->depth),
                                                      .tg_ref_ts = r->tg_ref_ts};
         st = lm_bench_breakdown_run(m, &r->model, r->bw, r->n_bw, &bp, &r->breakdown);
     }

@@ -15,21 +15,25 @@ const char *lm_bench_test_kind_name(enum lm_bench_test_kind k) {
 
 // ================================================================ one run of each test
 
+// At a depth, each run rolls the sequence back to the depth's positions (kept from the fill),
+// as llama-bench restores its saved state.
 static enum lm_status run_pp(const struct lm_bench_test_setup *s, int n, uint64_t *ns) {
-    lm_kv_cache_seq_rm(s->c, 0, 0, -1);
+    lm_kv_cache_seq_rm(s->c, 0, s->depth, -1);
     const uint64_t t0 = lm_time_ns();
-    enum lm_status st = lm_bench_prefill(s->c, s->ids, n, s->batch);
+    enum lm_status st = lm_bench_prefill_at(s->c, s->ids, s->depth, n, s->batch);
     *ns = lm_time_ns() - t0;
     return st;
 }
 
 static enum lm_status run_tg(const struct lm_bench_test_setup *s, int n, uint64_t *ns) {
-    lm_kv_cache_seq_rm(s->c, 0, 0, -1);
-    enum lm_status st = lm_bench_prefill(s->c, s->ids, LM_BENCH_TG_PROMPT, s->batch);
-    if (st != LM_OK) return st;
+    lm_kv_cache_seq_rm(s->c, 0, s->depth, -1);
+    enum lm_status st = LM_OK;
+    if (s->depth == 0 && (st = lm_bench_prefill(s->c, s->ids, LM_BENCH_TG_PROMPT, s->batch)) != LM_OK)
+        return st;
+    const int32_t start = s->depth > 0 ? s->depth : LM_BENCH_TG_PROMPT;
     const uint64_t t0 = lm_time_ns();
     for (int i = 0; i < n; i++) {
-        const int32_t pos = LM_BENCH_TG_PROMPT + i;
+        const int32_t pos = start + i;
         struct lm_batch_entry e = {.token = s->ids[pos], .pos = pos, .seq = 0, .want_logits = true};
         if ((st = lm_decode(s->c, &e, 1)) != LM_OK) return st;
     }
@@ -59,8 +63,11 @@ enum lm_status lm_bench_run_test(const struct lm_bench_test_setup *s,
                                  struct lm_bench_test *t) {
     enum lm_status (*run)(const struct lm_bench_test_setup *, int, uint64_t *) =
         kind == LM_BENCH_PP ? run_pp : kind == LM_BENCH_TG ? run_tg : run_ttft;
-    snprintf(t->name, sizeof t->name, "%s%d", lm_bench_test_kind_name(kind), n);
+    if (kind != LM_BENCH_TTFT && s->depth > 0)
+        snprintf(t->name, sizeof t->name, "%s%d @ d%d", lm_bench_test_kind_name(kind), n, s->depth);
+    else snprintf(t->name, sizeof t->name, "%s%d", lm_bench_test_kind_name(kind), n);
     t->kind = kind;
+    t->depth = kind != LM_BENCH_TTFT ? s->depth : 0;
     t->threads = threads;
     if (kind == LM_BENCH_TG) t->n_gen = n;
     else t->n_prompt = n;
@@ -87,6 +94,21 @@ enum lm_status lm_bench_run_test(const struct lm_bench_test_setup *s,
                     t->threads, i + 1, s->reps, (double)ns / 1e6, t->units / ((double)ns * 1e-9));
     }
     live(s, label, -1, total);
+    return st;
+}
+
+enum lm_status lm_bench_fill_depth(const struct lm_bench_test_setup *s, int depth) {
+    lm_kv_cache_seq_rm(s->c, 0, 0, -1);
+    if (depth == 0) return LM_OK;
+    char label[64];
+    snprintf(label, sizeof label, "lumen bench: fill depth %d", depth);
+    live(s, label, 0, 1);
+    const uint64_t t0 = lm_time_ns();
+    const enum lm_status st = lm_bench_prefill(s->c, s->ids, depth, s->batch);
+    live(s, label, -1, 1);
+    if (st == LM_OK && s->progress && s->log)
+        fprintf(s->log, "lumen bench: filled depth %d in %.1f s (untimed)\n", depth,
+                (double)(lm_time_ns() - t0) / 1e9);
     return st;
 }
 
@@ -158,7 +180,12 @@ void lm_bench_test_finish(struct lm_bench_test *t, const struct lm_bench_model_i
     lm_bench_min_max(ts, n, &t->min_ts, &t->max_ts);
     t->gbps = t->roof = NAN;
     if (t->kind == LM_BENCH_TG) {
-        t->gbps = (double)mi->bytes_per_token * t->med_ts / 1e9;
+        // steps attend to start+1 .. start+n_gen positions (the new one included)
+        const int start = t->depth > 0 ? t->depth : LM_BENCH_TG_PROMPT;
+        double kv = 0;
+        for (int i = 0; i < t->n_gen; i++) kv += (double)lm_bench_kv_bytes(mi, start + i + 1);
+        t->kv_bytes = t->n_gen > 0 ? kv / t->n_gen : 0;
+        t->gbps = ((double)mi->bytes_per_token + t->kv_bytes) * t->med_ts / 1e9;
         const double b = lm_bench_bw_for(bw, n_bw, t->threads);
         if (b > 0) t->roof = t->gbps / b;
     }

@@ -17,6 +17,8 @@ static const char *k_bench_help =
     "  -p, --n-prompt LIST prefill tests, comma-separated token counts (default 512; 0 = none)\n"
     "  -n, --n-gen LIST    decode tests: N single-token steps after a 16-token prompt\n"
     "                      (default 128; 0 = none)\n"
+    "  -d, --depth LIST    pp and tg tests after this many positions already in the cache\n"
+    "                      (llama-bench's -d; filled once per depth, untimed; default 0)\n"
     "      --ttft N        time to first token: prefill N tokens + sample one (default 0 = off)\n"
     "  -r, --reps N        timed repetitions per test (default 5)\n"
     "      --warmup N      untimed runs before each test (default 1)\n"
@@ -24,7 +26,8 @@ static const char *k_bench_help =
     "  -o, --output FMT    md (default), csv or json\n"
     "      --bw-mib N      buffer of the read-bandwidth probe in MiB (default 512; 0 = skip)\n"
     "      --breakdown     also run one profiled generation (first -p prompt, first -n\n"
-    "                      tokens; 128 each if 0) at the largest thread count and report\n"
+    "                      tokens; 128 each if 0; after the deepest -d) at the largest\n"
+    "                      thread count and report\n"
     "                      phases, prefill and decode by component, per-layer\n"
     "                      attention/FFN (decode), bottlenecks\n"
     "                      (md: after the table; json: \"breakdown\" object; csv: to stderr)\n"
@@ -50,9 +53,9 @@ static const char *k_bench_help =
     "\n"
     "Prompts are deterministic: BOS + a fixed English text's token ids, repeated to length;\n"
     "prefill runs in chunks of 512 with logits only for the last token. Each test reports\n"
-    "mean +- sd and median tok/s over the repetitions. tg rows also give the weight bytes\n"
-    "read per token x tok/s (GB/s) and its fraction of the probe's bandwidth at the same\n"
-    "thread count (the decode roofline).\n";
+    "mean +- sd and median tok/s over the repetitions. tg rows also give the bytes read per\n"
+    "token (weights, and the KV cache of every layer's window) x tok/s (GB/s) and its\n"
+    "fraction of the probe's bandwidth at the same thread count (the decode roofline).\n";
 
 // "128,512" -> l (each value in [lo, hi]); usage error otherwise.
 static void parse_list(const char *cmd, const char *flag, const char *v, int lo, int hi,
@@ -107,6 +110,8 @@ int cmd_bench(int argc, char **argv) {
             parse_list(cmd, a, cli_value(cmd, argc, argv, &i), 0, 1 << 20, &p.gen);
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads"))
             parse_list(cmd, a, cli_value(cmd, argc, argv, &i), 1, LM_PROF_MAX_THREADS, &p.threads);
+        else if (!strcmp(a, "-d") || !strcmp(a, "--depth") || !strcmp(a, "--n-depth"))
+            parse_list(cmd, a, cli_value(cmd, argc, argv, &i), 0, 1 << 20, &p.depth);
         else if (!strcmp(a, "-r") || !strcmp(a, "--reps"))
             p.reps = (int)cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 1, 1000);
         else if (!strcmp(a, "--warmup"))
@@ -143,7 +148,7 @@ int cmd_bench(int argc, char **argv) {
         const int n_ctx = lm_model_n_ctx_train(m);
         lm_model_free(m);
         cli_usage_error(cmd, "the tests need %d positions; the model's context is %d "
-                             "(lower -p/-n/--ttft/--arrival)", need, n_ctx);
+                             "(lower -d/-p/-n/--ttft/--arrival)", need, n_ctx);
     }
     struct cli_progress pg;
     p.log = stderr;

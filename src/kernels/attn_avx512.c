@@ -76,6 +76,15 @@ struct attn_ctx {
     float *xbuf;              // (nh, 512) vectors awaiting a horizontal sum
 };
 
+// Software prefetch over long windows (decode at depth, whose K/V come from memory): K
+// rows ATTN_PF_K cells ahead in the scores; in p.v, from ATTN_LONG cells on, each tile's
+// V rows ATTN_PF_V chunks of 64 ahead (a tile reads 1-2 rows per chunk, too few for the
+// hardware prefetchers). Into L2, sparing L1's fill buffers. Decode attention over 16384
+// cells of the Llama 3.2 1B layout (8 KV heads of 64 in a row) takes ~1.6x less time.
+#define ATTN_PF_K 32
+#define ATTN_PF_V 16
+#define ATTN_LONG 1024
+
 // K / V rows of cell c, through the block table
 // (sh: log2 of cells per block, a compile-time constant in the common case; see lm_attn_avx512)
 static inline __attribute__((always_inline)) const lm_f16 *attn_k(const struct attn_ctx *j, const int sh,
@@ -110,11 +119,20 @@ static inline __attribute__((always_inline)) void attn_scores16(const struct att
             continue;
         }
         const lm_f16 *kr = attn_k(j, sh, c0 + l);
+        // K rows are a head's slice of rows kstride apart (1 KB for 8 heads of 64), too
+        // sparse for the hardware prefetchers over a long window: fetch ATTN_PF_K cells ahead
+        if (c0 + l + ATTN_PF_K <= j->p) {
+            const lm_f16 *kn = attn_k(j, sh, c0 + l + ATTN_PF_K);
+            for (int64_t o = 0; o < j->hdk; o += 32) _mm_prefetch((const char *)(kn + o), _MM_HINT_T1);
+        }
         // p.v reads V rows by slot, 64 rows apart, which hardware prefetchers do not
         // follow; stream each row into L2 now, as K is read in order (decode, whose window
-        // comes from memory; cold-cache, 512 cells, 2 heads: 42.6 -> 18.5 us per layer)
-        const lm_f16 *vr = attn_v(j, sh, c0 + l);
-        for (int64_t o = 0; o < j->hdv; o += 32) _mm_prefetch((const char *)(vr + o), _MM_HINT_T1);
+        // comes from memory; cold-cache, 512 cells, 2 heads: 42.6 -> 18.5 us per layer). A
+        // long window's rows would leave L2 before p.v: p.v fetches those ahead itself.
+        if (j->p - j->p0 < ATTN_LONG) {
+            const lm_f16 *vr = attn_v(j, sh, c0 + l);
+            for (int64_t o = 0; o < j->hdv; o += 32) _mm_prefetch((const char *)(vr + o), _MM_HINT_T1);
+        }
         __m512 acc[LM_ATTN_MAX_HEADS][4];
 #pragma GCC unroll 4
         for (int h = 0; h < nh; h++)
@@ -174,6 +192,7 @@ attn_pv_tile(const struct attn_ctx *j, const int sh, const int nh, const int td,
     __m512 acc[LM_ATTN_MAX_HEADS][2][4][2]; // [head][lane t][quarter][dims]; <= 16 used
     const uint32_t nwin = (uint32_t)(j->p - j->p0 + 1);
     const int mstep = nq == 4 ? 1 : 2;
+    const bool pf = nwin > ATTN_LONG;
 #pragma GCC unroll 4
     for (int t = 0; t < tl; t++)
 #pragma GCC unroll 4
@@ -197,6 +216,14 @@ attn_pv_tile(const struct attn_ctx *j, const int sh, const int nh, const int td,
             if (bq < 0) continue; // a hole released the whole block
             const lm_f16 *vq = (const lm_f16 *)(j->vb + (size_t)bq * j->block_bytes) +
                                (size_t)(cq & ((1 << sh) - 1)) * j->vstride + d;
+            if (pf && cq + 64 * ATTN_PF_V <= j->p) { // this quarter's rows ATTN_PF_V chunks on
+                const int32_t cn = cq + 64 * ATTN_PF_V, bn = j->blocks[cn >> sh];
+                const lm_f16 *vn0 = (const lm_f16 *)(j->vb + (size_t)(bn < 0 ? 0 : bn) * j->block_bytes) +
+                                    (size_t)(cn & ((1 << sh) - 1)) * j->vstride + d;
+#pragma GCC unroll 4
+                for (int t = 0; t < tl; t++)
+                    _mm_prefetch((const char *)(vn0 + (size_t)(l0 + t) * j->vstride), _MM_HINT_T1);
+            }
 #pragma GCC unroll 4
             for (int t = 0; t < tl; t++) {
                 const int32_t c = cq + l0 + t;

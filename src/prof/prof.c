@@ -120,6 +120,8 @@ static void free_state(void) {
     free(lm_prof_g.mm_sum);
     free(lm_prof_g.var);
     free(lm_prof_g.mem);
+    free(lm_prof_g.moe);
+    free(lm_prof_g.moe_layer);
     memset(&lm_prof_g, 0, sizeof lm_prof_g);
 }
 
@@ -180,7 +182,12 @@ enum lm_status lm_prof_init(enum lm_prof_level level, int n_threads, size_t max_
     s->mm_sum = calloc(LM_PROF_MM_SUM_CAP, sizeof *s->mm_sum);
     s->var = calloc(LM_PROF_VARIANT_CAP, sizeof *s->var);
     s->mem = calloc(LM_PROF_MEM_CAP, sizeof *s->mem);
-    if (!s->mm_desc || !s->mm_desc_slot || !s->mm_sum || !s->var || !s->mem) goto nomem;
+    // ~3 MB of address space, touched only by the layers and experts a MoE model has
+    s->moe = calloc((size_t)LM_PROF_MOE_SLOTS * LM_PROF_MAX_LAYERS * LM_PROF_MAX_EXPERTS, sizeof *s->moe);
+    s->moe_layer = calloc((size_t)LM_PROF_MOE_SLOTS * LM_PROF_MAX_LAYERS, sizeof *s->moe_layer);
+    if (!s->mm_desc || !s->mm_desc_slot || !s->mm_sum || !s->var || !s->mem || !s->moe ||
+        !s->moe_layer)
+        goto nomem;
     s->epoch = lm_prof_ticks();
     lm_prof_level_g = level;
     return LM_OK;
@@ -522,6 +529,50 @@ void lm_prof_stat_merge(struct lm_prof_stat *dst, const struct lm_prof_stat *src
     dst->sum += src->sum;
 }
 
+// ---- experts of MoE layers (pool thread 0)
+
+static int moe_slot(void) { return lm_prof_cur_phase_g == LM_PHASE_DECODE; }
+
+void lm_prof_moe_route_rec(int layer, int n_expert, const int32_t *off, int64_t n_tokens) {
+    struct lm_prof_state *s = &lm_prof_g;
+    if (!s->moe || layer < 0 || layer >= LM_PROF_MAX_LAYERS || n_expert < 1) return;
+    const int nx = n_expert < LM_PROF_MAX_EXPERTS ? n_expert : LM_PROF_MAX_EXPERTS;
+    if (nx < n_expert) s->dropped_main++;
+    if (nx > s->moe_n_expert) s->moe_n_expert = nx;
+    if (layer + 1 > s->moe_n_layer) s->moe_n_layer = layer + 1;
+    const int slot = moe_slot();
+    int32_t distinct = 0;
+    for (int e = 0; e < nx; e++) {
+        const int32_t cnt = off[e + 1] - off[e];
+        if (cnt == 0) continue;
+        struct lm_prof_moe_cell *c = &s->moe[lm_prof_moe_slot(slot, layer, e)];
+        c->tokens += (uint64_t)cnt;
+        c->calls++;
+        distinct++;
+    }
+    struct lm_prof_moe_layer_agg *l = &s->moe_layer[(size_t)slot * LM_PROF_MAX_LAYERS + (size_t)layer];
+    if (l->calls == 0 || distinct < l->distinct_min) l->distinct_min = distinct;
+    if (distinct > l->distinct_max) l->distinct_max = distinct;
+    l->calls++;
+    l->tokens += (uint64_t)n_tokens;
+    l->distinct += (uint64_t)distinct;
+}
+
+void lm_prof_expert_rec(enum lm_prof_op op, int layer, int expert, int32_t n_tokens, uint64_t t0,
+                        uint64_t t1) {
+    struct lm_prof_state *s = &lm_prof_g;
+    if (!s->moe || layer < 0 || layer >= LM_PROF_MAX_LAYERS || expert < 0 ||
+        expert >= LM_PROF_MAX_EXPERTS || (unsigned)op >= LM_OP_COUNT)
+        return;
+    s->moe[lm_prof_moe_slot(moe_slot(), layer, expert)].ticks += t1 > t0 ? t1 - t0 : 0;
+    if (s->level == LM_PROF_TRACE) {
+        struct lm_prof_ev *e = ev_push(&s->th[0]);
+        if (e) *e = (struct lm_prof_ev){.t0 = t0, .t1 = t1, .a = expert, .b = n_tokens,
+                                        .layer = (int16_t)layer, .type = LM_EV_EXPERT,
+                                        .code = (uint8_t)op, .phase = (uint8_t)lm_prof_cur_phase_g};
+    }
+}
+
 // ============================================================================
 // queries on the SUMMARY aggregates
 // ============================================================================
@@ -552,5 +603,28 @@ bool lm_prof_matmul_get(int i, struct lm_prof_matmul_agg *out) {
         .op = (enum lm_prof_op)e->op, .wtype = e->wtype, .m = e->m, .n = e->n,
         .k = e->k, .variant = e->variant, .count = e->st.n,
         .total_ms = (double)e->st.sum * s->ns_per_tick / 1e6, .bytes = e->bytes};
+    return true;
+}
+
+int lm_prof_moe_n_expert(void) { return lm_prof_g.moe ? lm_prof_g.moe_n_expert : 0; }
+
+bool lm_prof_moe_expert_get(bool decode, int layer, int expert, struct lm_prof_moe_expert *out) {
+    const struct lm_prof_state *s = &lm_prof_g;
+    memset(out, 0, sizeof *out);
+    if (!s->moe || layer < 0 || layer >= s->moe_n_layer || expert < 0 || expert >= s->moe_n_expert)
+        return false;
+    const struct lm_prof_moe_cell *c = &s->moe[lm_prof_moe_slot(decode, layer, expert)];
+    *out = (struct lm_prof_moe_expert){.tokens = c->tokens, .calls = c->calls,
+                                       .ms = (double)c->ticks * s->ns_per_tick / 1e6};
+    return true;
+}
+
+bool lm_prof_moe_layer_get(bool decode, int layer, struct lm_prof_moe_layer *out) {
+    const struct lm_prof_state *s = &lm_prof_g;
+    memset(out, 0, sizeof *out);
+    if (!s->moe_layer || layer < 0 || layer >= s->moe_n_layer) return false;
+    const struct lm_prof_moe_layer_agg *l = &s->moe_layer[(size_t)decode * LM_PROF_MAX_LAYERS + (size_t)layer];
+    *out = (struct lm_prof_moe_layer){.calls = l->calls, .tokens = l->tokens, .distinct = l->distinct,
+                                      .distinct_min = l->distinct_min, .distinct_max = l->distinct_max};
     return true;
 }

@@ -117,6 +117,17 @@ static inline void lm_prof_step(const struct lm_prof_step *st, uint64_t t0, uint
     if (lm_prof_on()) lm_prof_step_rec(st, t0, t1);
 }
 
+// Experts of a MoE layer (runtime/ops_moe.c, pool thread 0 only). route: once per layer
+// and forward pass, with the grouped routing (off[e + 1] - off[e] slots of expert e, of
+// n_expert) of n_tokens tokens; expert: one expert's share of op (LM_OP_FFN_MOE_GATE_UP or
+// _DOWN) on thread 0, t0..t1, over its n_tokens tokens.
+void lm_prof_moe_route_rec(int layer, int n_expert, const int32_t *off, int64_t n_tokens);
+void lm_prof_expert_rec(enum lm_prof_op op, int layer, int expert, int32_t n_tokens, uint64_t t0,
+                        uint64_t t1);
+static inline void lm_prof_moe_route(int layer, int n_expert, const int32_t *off, int64_t n_tokens) {
+    if (lm_prof_on()) lm_prof_moe_route_rec(layer, n_expert, off, n_tokens);
+}
+
 // Memory gauges (main thread, when they change): lm_prof_memory_rec of lumen_prof.h.
 static inline void lm_prof_memory(const struct lm_prof_memory *mem) {
     if (lm_prof_on()) lm_prof_memory_rec(mem);

@@ -16,7 +16,7 @@ const char *const lm_r_mem_names[5] = {"weights_mapped", "kv_cache", "scratch", 
 
 static const char *const k_sec_names[LM_RS_COUNT] = {
     "type", "phase", "phase_op", "layer", "op", "barrier_phase", "barrier_op", "matmul",
-    "variant", "mm_variant", "step", "step_tokens",
+    "variant", "mm_variant", "step", "step_tokens", "expert", "expert_tokens",
 };
 
 const char *lm_r_section_name(int sec) {
@@ -287,7 +287,7 @@ static enum lm_status on_event(struct loader *L, const char *type) {
     enum lm_status st;
     char key[256];
     static const char *const known[] = {"phase", "op", "barrier", "matmul", "variant", "memory",
-                                        "step"};
+                                        "step", "expert"};
     bool is_known = false;
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) is_known |= !strcmp(type, known[i]);
     if (!is_known) return lerr(L, LM_ERR_FORMAT, "unknown event type '%s'", type);
@@ -298,7 +298,7 @@ static enum lm_status on_event(struct loader *L, const char *type) {
     int tid = (int)ftid->i;
     if (!strcmp(type, "step")) return on_step(L);
     bool timed = !strcmp(type, "phase") || !strcmp(type, "op") || !strcmp(type, "barrier") ||
-                 !strcmp(type, "matmul");
+                 !strcmp(type, "matmul") || !strcmp(type, "expert");
     uint64_t dur = 0;
     int ph = LM_PHASE_COUNT, step = -1;
     if (timed) {
@@ -320,6 +320,27 @@ static enum lm_status on_event(struct loader *L, const char *type) {
         if (fnt->i > 0) r->tokens[ph] += (uint64_t)fnt->i;
         if ((st = add(L, LM_RS_PHASE, phn, dur))) return st;
         if ((st = add(L, LM_RS_STEP, phn, dur))) return st;
+        return LM_OK;
+    }
+    if (!strcmp(type, "expert")) { // one expert's span in a MoE op: by expert over the layers
+        if (r->version < 3)
+            return lerr(L, LM_ERR_FORMAT, "expert event in a version %d trace (expert events are "
+                                          "version 3)", r->version);
+        NEED(type, "op", 's', fop);
+        NEED(type, "layer", 'i', flayer);
+        NEED(type, "expert", 'u', fex);
+        NEED(type, "tokens", 'u', ftok);
+        const int op = op_index(fop->s);
+        if (op != LM_OP_FFN_MOE_GATE_UP && op != LM_OP_FFN_MOE_DOWN)
+            return lerr(L, LM_ERR_FORMAT, "expert event: op '%s' is not a MoE op", fop->s);
+        if (flayer->i < 0 || flayer->i >= LM_PROF_MAX_LAYERS || fex->i >= LM_PROF_MAX_EXPERTS)
+            return lerr(L, LM_ERR_FORMAT, "expert event: layer %lld or expert %lld out of range",
+                        flayer->i, fex->i);
+        snprintf(key, sizeof key, "expert %lld", fex->i);
+        if ((st = add(L, LM_RS_EXPERT, key, dur))) return st;
+        // tokens once per (layer, pass): at its gate/up span
+        if (op == LM_OP_FFN_MOE_GATE_UP && (st = add(L, LM_RS_EXPERT_TOKENS, key, (uint64_t)ftok->i)))
+            return st;
         return LM_OK;
     }
     if (!strcmp(type, "op") || !strcmp(type, "barrier") || !strcmp(type, "matmul")) {

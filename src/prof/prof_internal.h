@@ -47,6 +47,8 @@ enum lm_prof_ev_type {
     LM_EV_VARIANT, // a = index into the variant table
     LM_EV_MEMORY,  // a = index into the memory log
     LM_EV_STEP,    // engine step: a = step, b = n_tokens, layer = n_decode, c = n_seqs
+    LM_EV_EXPERT,  // one expert's share of a MoE op on thread 0: code = op, a = expert,
+                   // b = its tokens
 };
 struct lm_prof_ev {
     uint64_t t0, t1;
@@ -110,6 +112,20 @@ struct lm_prof_mem_ent {
     struct lm_prof_memory m;
 };
 
+// Experts of MoE layers: aggregates in two slots, decode steps and everything else
+// (prefill), per layer and expert (experts beyond LM_PROF_MAX_EXPERTS are not recorded).
+#define LM_PROF_MOE_SLOTS 2
+struct lm_prof_moe_cell {
+    uint64_t tokens, calls, ticks; // tokens routed, forward passes it ran in, thread 0's ticks
+};
+struct lm_prof_moe_layer_agg {
+    uint64_t calls, tokens, distinct; // forward passes, tokens, sum of experts touched
+    int32_t distinct_min, distinct_max;
+};
+static inline size_t lm_prof_moe_slot(int slot, int layer, int expert) {
+    return ((size_t)slot * LM_PROF_MAX_LAYERS + (size_t)layer) * LM_PROF_MAX_EXPERTS + (size_t)expert;
+}
+
 #define LM_PROF_MM_DESC_CAP 8192 // power of two (open addressing)
 #define LM_PROF_MM_SUM_CAP 512
 #define LM_PROF_VARIANT_CAP 256
@@ -142,6 +158,10 @@ struct lm_prof_state {
     struct lm_prof_memory mem_last, mem_peak;
     bool have_mem;
     uint64_t dropped_main;           // table overflow
+    // MoE layers (pool thread 0 records): [SLOTS][MAX_LAYERS][MAX_EXPERTS], [SLOTS][MAX_LAYERS]
+    struct lm_prof_moe_cell *moe;
+    struct lm_prof_moe_layer_agg *moe_layer;
+    int moe_n_expert, moe_n_layer;   // the most recorded (0: no MoE layer ran)
 };
 extern struct lm_prof_state lm_prof_g;
 

@@ -40,6 +40,8 @@ enum {
     LM_RS_MM_VARIANT, // counts only: "op dtype -> variant (reason)"
     LM_RS_STEP,     // per phase and engine step kind: latencies in step order (not sorted)
     LM_RS_STEP_TOKENS, // per engine step: token / sequence counts (not ns)
+    LM_RS_EXPERT,   // MoE experts: "expert E" (all layers), time of its gate/up and down spans
+    LM_RS_EXPERT_TOKENS, // MoE experts: "expert E", tokens per forward pass it ran in (counts)
     LM_RS_COUNT
 };
 

@@ -255,6 +255,7 @@ static int type_rank(int type) {
     case LM_EV_PHASE: return 0;
     case LM_EV_OP: return 2;
     case LM_EV_MATMUL: return 3;
+    case LM_EV_EXPERT: return 3;
     case LM_EV_BARRIER: return 2;
     default: return 4;
     }
@@ -433,6 +434,13 @@ enum lm_status lm_prof_write_jsonl(const char *path) {
                     (unsigned long long)d->flops);
             break;
         }
+        case LM_EV_EXPERT:
+            fprintf(f,
+                    "{\"type\":\"expert\",\"tid\":%d,\"ts_ns\":%llu,\"dur_ns\":%llu,"
+                    "\"phase\":\"%s\",\"step\":%d,\"op\":\"%s\",\"layer\":%d,\"expert\":%d,"
+                    "\"tokens\":%d}\n",
+                    r->tid, ts, dur, phase_str(r->phase), r->step, opn, e->layer, e->a, e->b);
+            break;
         case LM_EV_VARIANT: {
             const struct lm_prof_variant_ent *v = &s->var[e->a];
             fprintf(f, "{\"type\":\"variant\",\"tid\":%d,\"ts_ns\":%llu,\"kernel\":", r->tid, ts);
@@ -467,7 +475,7 @@ enum lm_status lm_prof_write_jsonl(const char *path) {
 // Perfetto (Chrome Trace Event Format)
 // ============================================================================
 
-enum { SL_STEP, SL_PHASE, SL_BLOCK, SL_OP, SL_BARRIER, SL_MATMUL };
+enum { SL_STEP, SL_PHASE, SL_BLOCK, SL_OP, SL_BARRIER, SL_MATMUL, SL_EXPERT };
 
 struct slice {
     uint64_t ts, end; // ns since epoch
@@ -516,6 +524,10 @@ static void emit_slice(FILE *f, int tid, const struct slice *sl, bool clamped) {
                                             : lm_prof_op_name((enum lm_prof_op)e->code));
         cat = "matmul";
         break;
+    case SL_EXPERT:
+        snprintf(name, sizeof name, "expert %d", e->a);
+        cat = "expert";
+        break;
     }
     fputs(",\n{\"ph\":\"X\",\"pid\":1,\"tid\":", f);
     fprintf(f, "%d,\"ts\":", tid);
@@ -555,6 +567,10 @@ static void emit_slice(FILE *f, int tid, const struct slice *sl, bool clamped) {
                 ns > 0 ? (double)d->flops / ns : 0.0);
         break;
     }
+    case SL_EXPERT:
+        fprintf(f, "\"op\":\"%s\",\"layer\":%d,\"expert\":%d,\"tokens\":%d",
+                lm_prof_op_name((enum lm_prof_op)e->code), e->layer, e->a, e->b);
+        break;
     }
     if (clamped) fputs(",\"clamped\":true", f);
     fputs("}}", f);
@@ -575,7 +591,8 @@ static size_t thread_slices(const struct collected *c, int tid, struct slice *ou
         if (end < ts) end = ts;
         int kind = e->type == LM_EV_STEP ? SL_STEP : e->type == LM_EV_PHASE ? SL_PHASE
                  : e->type == LM_EV_OP ? SL_OP
-                 : e->type == LM_EV_BARRIER ? SL_BARRIER : SL_MATMUL;
+                 : e->type == LM_EV_BARRIER ? SL_BARRIER
+                 : e->type == LM_EV_EXPERT ? SL_EXPERT : SL_MATMUL;
         out[n++] = (struct slice){ts, end, kind, type_rank(e->type), e->layer, r->phase,
                                   r->step, e};
         if (kind != SL_OP && kind != SL_BARRIER) continue;

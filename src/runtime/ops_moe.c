@@ -139,6 +139,9 @@ void lm_op_moe_ffn(struct lm_context *c, float *out, const float *X, const struc
     if (ith == 0 && c->moe_tokens)
         for (int e = 0; e < NX; e++)
             c->moe_tokens[(size_t)il * NX + e] += (uint64_t)(r.off[e + 1] - r.off[e]);
+    // the per-expert profile: thread 0's routing, and below its time in each expert
+    const bool prof = ith == 0 && lm_prof_on();
+    if (prof) lm_prof_moe_route(il, NX, r.off, n);
     // one token (decode): every expert reads X itself; otherwise gather rows by slot
     const bool gather = n > 1;
     if (gather) {
@@ -156,6 +159,7 @@ void lm_op_moe_ffn(struct lm_context *c, float *out, const float *X, const struc
     for (int e = 0; e < NX; e++) {
         const int64_t o0 = r.off[e], cnt = r.off[e + 1] - o0;
         if (cnt == 0) continue;
+        const uint64_t te = prof ? lm_prof_ticks() : 0;
         const struct lm_weight *const ws[2] = {&L->gate_exps[e], &L->up_exps[e]};
         struct lm_matmul_plan p;
         expert_begin(c, &p, ws, 2, gather ? c->moe_xg + o0 * E : X, cnt, ith, nth);
@@ -165,6 +169,7 @@ void lm_op_moe_ffn(struct lm_context *c, float *out, const float *X, const struc
             lm_matmul_rows(&p, 1, u, a, b);
             for (int64_t i = 0; i < cnt; i++) c->kern->swiglu(g + i * F, u + i * F, a, b, F);
         }
+        if (prof) lm_prof_expert_rec(LM_OP_FFN_MOE_GATE_UP, il, e, (int32_t)cnt, te, lm_prof_ticks());
         if (p.shared) lm_pool_barrier(c->pool); // the shared activations are reused next
     }
     *t = lm_fwd_sync(c, ith, LM_OP_FFN_MOE_GATE_UP, il, *t);
@@ -176,6 +181,7 @@ void lm_op_moe_ffn(struct lm_context *c, float *out, const float *X, const struc
     for (int e = 0; e < NX; e++) {
         const int64_t o0 = r.off[e], cnt = r.off[e + 1] - o0;
         if (cnt == 0) continue;
+        const uint64_t te = prof ? lm_prof_ticks() : 0;
         const struct lm_weight *const ws[1] = {&L->down_exps[e]};
         struct lm_matmul_plan p;
         expert_begin(c, &p, ws, 1, c->moe_g + o0 * F, cnt, ith, nth);
@@ -187,6 +193,7 @@ void lm_op_moe_ffn(struct lm_context *c, float *out, const float *X, const struc
                 for (int64_t d = a; d < b; d++) dst[d] += w * y[d];
             }
         }
+        if (prof) lm_prof_expert_rec(LM_OP_FFN_MOE_DOWN, il, e, (int32_t)cnt, te, lm_prof_ticks());
         if (p.shared) lm_pool_barrier(c->pool);
     }
     *t = lm_fwd_sync(c, ith, LM_OP_FFN_MOE_DOWN, il, *t);
