@@ -78,6 +78,7 @@ static enum lm_status run_parallel(struct lm_model *m, const struct lm_bench_par
             .roof = true, .trace = ti == prof_ti ? p->popt.trace : NULL,
             .perfetto = ti == prof_ti ? p->popt.perfetto : NULL,
             .profile = ti == prof_ti && p->popt.profile, .lookup = p->popt.lookup, .log = p->log,
+            .kv_type_k = p->kv_type_k, .kv_type_v = p->kv_type_v,
             .progress = p->progress};
         const enum lm_status st = lm_bench_parallel_run(m, &r->model, pp, &r->par_results[ti * n_list]);
         if (st != LM_OK) return st;
@@ -95,7 +96,8 @@ static enum lm_status run_tests_at(struct lm_model *m, const struct lm_bench_par
                                    struct lm_sampler *smp, struct lm_bench_result *r) {
     const int threads = p->threads.v[ti];
     struct lm_context_params cp = {.n_ctx = lm_bench_positions(p), .n_seq_max = 1,
-                                   .n_batch = LM_BENCH_N_BATCH, .n_threads = threads};
+                                   .n_batch = LM_BENCH_N_BATCH, .n_threads = threads,
+                                   .kv_type_k = p->kv_type_k, .kv_type_v = p->kv_type_v};
     struct lm_context *c = NULL;
     const uint64_t t_ctx0 = lm_time_ns();
     enum lm_status st = lm_context_init(&c, m, &cp);
