@@ -31,6 +31,7 @@ struct q8_ctx {
     const int32_t *blocks;
     const uint64_t *present;
     size_t krow, vrow;        // bytes from one cell's K / V row to the next
+    size_t vhead;             // bytes of this head's V in a row (prefetched with the K row)
     int32_t p0, p, base, end;
     int64_t hdk, hdv;
     const float *qf;          // (nh, hdk) queries (rounded to f16 if K is f16)
@@ -79,7 +80,7 @@ static inline __attribute__((always_inline)) void q8_scores16(const struct q8_ct
         }
         const uint8_t *kr = q8_k(j, sh, c0 + l);
         const uint8_t *vr = q8_v(j, sh, c0 + l);
-        for (size_t o = 0; o < j->vrow; o += 64) _mm_prefetch((const char *)(vr + o), _MM_HINT_T1);
+        for (size_t o = 0; o < j->vhead; o += 64) _mm_prefetch((const char *)(vr + o), _MM_HINT_T1);
         __m512 acc[LM_ATTN_MAX_HEADS][4];
 #pragma GCC unroll 4
         for (int h = 0; h < nh; h++)
@@ -280,6 +281,7 @@ void lm_attn_q8_avx512(const struct lm_attn_job *job) {
         .present = job->present,
         .krow = job->k_q8 ? job->kstride / LM_QK8_0 * sizeof(struct lm_block_q8_0) : job->kstride * sizeof(lm_f16),
         .vrow = job->v_q8 ? job->vstride / LM_QK8_0 * sizeof(struct lm_block_q8_0) : job->vstride * sizeof(lm_f16),
+        .vhead = job->v_q8 ? (size_t)job->hdv / LM_QK8_0 * sizeof(struct lm_block_q8_0) : (size_t)job->hdv * sizeof(lm_f16),
         .p0 = job->p0, .p = job->p, .hdk = hdk, .hdv = job->hdv,
     };
     j.base = j.p0 & ~15;
