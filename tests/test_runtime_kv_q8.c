@@ -2,7 +2,7 @@
 // batch invariance bit for bit (one batch, chunks, token by token, beside other sequences),
 // prefix-cache attach and copy-on-write continuing exactly as a full prefill, rollback,
 // half the block bytes of f16, logits close to the f16 cache's, each of K and V alone, and
-// the refusal of a type that is none.
+// the refusal of a type that is none (context and engine).
 // LM_TEST_LABELS: model
 #include "lm_test.h"
 #include "lumen.h"
@@ -174,6 +174,10 @@ int main(void) {
     struct lm_context_params bad = {.n_ctx = 64, .kv_type_k = (enum lm_kv_type)7};
     CHECK(lm_context_init(&c, m, &bad) == LM_ERR_ARG);
     CHECKF(strstr(lm_error_msg(), "KV cache type 7"), "message: %s", lm_error_msg());
+    struct lm_engine *e = NULL;
+    struct lm_engine_params ep = {.n_ctx = 64, .kv_type_v = (enum lm_kv_type)2};
+    CHECK(lm_engine_init(&e, m, &ep) == LM_ERR_ARG && e == NULL);
+    CHECKF(strstr(lm_error_msg(), "KV cache type 2"), "engine message: %s", lm_error_msg());
     enum lm_kv_type t;
     CHECK(lm_kv_type_from_name("q8_0", &t) == LM_OK && t == LM_KV_Q8_0);
     CHECK(lm_kv_type_from_name("f16", &t) == LM_OK && t == LM_KV_F16);
