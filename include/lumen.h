@@ -246,6 +246,19 @@ const char *lm_model_chat_template(const struct lm_model *m);
 // time calls the functions taking a context (lm_engine wraps one for many threads).
 struct lm_context;
 
+// Element type of the KV cache's K or V rows (lm_context_params.kv_type_k / kv_type_v; the
+// -ctk / -ctv options, docs/kv_cache.md). Q8_0 halves the pool's memory (blocks of 32 values
+// in 34 bytes) and needs head sizes that are multiples of 32.
+enum lm_kv_type {
+    LM_KV_F16 = 0,  // the default
+    LM_KV_Q8_0 = 1,
+};
+// "f16", "q8_0"; NULL for another value.
+const char *lm_kv_type_name(enum lm_kv_type t);
+// The type named s ("f16", "q8_0", as llama.cpp's --cache-type-k). LM_ERR_ARG with a message
+// naming s and the accepted names for anything else (NULL too).
+enum lm_status lm_kv_type_from_name(const char *s, enum lm_kv_type *out);
+
 struct lm_context_params {
     int32_t n_ctx;      // max positions of one sequence (0 = model's training context)
     int32_t n_seq_max;  // sequence ids are 0 .. n_seq_max-1 (0 = 1; at most 4096)
@@ -256,6 +269,10 @@ struct lm_context_params {
     bool no_prefix_cache; // do not index full blocks for reuse by later sequences
     int32_t n_logits_max; // entries of one batch that may want logits (0 = n_batch); the
                           // logits buffer holds this many rows of n_vocab floats
+    // K / V row types of the pool (0 = f16). lm_context_init: LM_ERR_ARG for a value that is
+    // no lm_kv_type, LM_ERR_UNSUPPORTED for q8_0 with a head size (or a draft model's) that is
+    // not a multiple of 32. A draft context (lm_context_init_pair) shares the target's types.
+    enum lm_kv_type kv_type_k, kv_type_v;
 };
 
 // One entry of a batch: token at position pos of sequence seq; logits computed iff want_logits.
@@ -491,6 +508,7 @@ struct lm_engine_params {
     // pool gets as many blocks again for the draft's positions (kv_tokens counts the
     // target's). NULL: none. The engine does not own it (free it after lm_engine_free).
     struct lm_model *draft_model;
+    enum lm_kv_type kv_type_k, kv_type_v; // KV cache row types (lm_context_params)
 };
 
 enum lm_finish {

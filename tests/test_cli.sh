@@ -52,6 +52,14 @@ expect 2 "--draft-max: 40 is out of range" -- "$BIN" run -p hi --lookup --draft-
 expect 2 "apply to --parallel runs" -- "$BIN" bench --lookup
 expect 2 "--draft-max: 0 is out of range" -- "$BIN" serve --draft-max 0
 expect 2 "nope.gguf" -- "$BIN" chat -m "$TMP/nope.gguf" </dev/null
+# KV cache types (-ctk / -ctv, long forms too): a bad value is one line, exit 2, in every command
+expect 2 "-ctk: unknown KV cache type 'q4_0' \(f16 or q8_0\)" -- "$BIN" run -p hi -ctk q4_0
+expect 2 "--cache-type-v: unknown KV cache type 'F16'" -- "$BIN" run -p hi --cache-type-v F16
+expect 2 "-ctv: unknown KV cache type ''" -- "$BIN" chat -ctv "" </dev/null
+expect 2 "--cache-type-k: unknown KV cache type 'q8'" -- "$BIN" perplexity -f x --cache-type-k q8
+expect 2 "-ctk: unknown KV cache type 'bf16'" -- "$BIN" bench -ctk bf16
+expect 2 "-ctv: unknown KV cache type 'x'" -- "$BIN" serve -ctv x
+expect 2 "needs a value" -- "$BIN" serve -ctk
 printf 'not a gguf file at all' >"$TMP/junk.gguf"
 expect 1 "junk.gguf.*magic" -- "$BIN" info "$TMP/junk.gguf"
 : >"$TMP/empty.gguf"

@@ -39,6 +39,7 @@ struct lm_bench_params {
     bool breakdown;               // one profiled generation and its report
     struct lm_bench_list parallel; // --parallel: batched runs instead of the pp/tg tests
     struct lm_bench_parallel_opts popt;
+    enum lm_kv_type kv_type_k, kv_type_v; // -ctk / -ctv: the KV cache types of every context
     // while measuring
     FILE *log;                    // progress and notes ("lumen bench: ..." lines; NULL: none)
     bool progress;                // a line per test run and per probe in log

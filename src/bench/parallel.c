@@ -52,7 +52,8 @@ static enum lm_status run_once(struct lm_model *m, const int32_t *ids, int n_ids
     struct lm_engine_params ep = {.max_running = N, .max_waiting = N,
                                   .step_tokens = pp->step_tokens ? pp->step_tokens : N * P,
                                   .n_ctx = P + G + 1, .kv_tokens = N * (P + G + 16),
-                                  .n_threads = pp->n_threads, .no_prefix_cache = true};
+                                  .n_threads = pp->n_threads, .no_prefix_cache = true,
+                                  .kv_type_k = pp->kv_type_k, .kv_type_v = pp->kv_type_v};
     if (ep.step_tokens < N) ep.step_tokens = N;
     if (ep.step_tokens > 8192) ep.step_tokens = 8192;
     struct lm_engine *e = NULL;

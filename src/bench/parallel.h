@@ -41,6 +41,7 @@ struct lm_bench_parallel_params {
     const char *trace, *perfetto;
     bool profile;
     bool lookup;     // requests with prompt-lookup drafting
+    enum lm_kv_type kv_type_k, kv_type_v; // KV cache types of the throughput runs' engine
     FILE *log;       // notes (lookup counts, the profiled run's summary and dropped events)
     bool progress;   // and a line per repetition in log
 };

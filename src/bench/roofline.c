@@ -59,6 +59,12 @@ static enum lm_bench_grp layer_group(const struct lm_tensor_info *t) {
 // Bytes a decode step reads: every tensor except the token embedding (one row of it is
 // read), and the whole embedding when it doubles as the output head (tied); of the 3-D
 // expert tensors, the share of the experts one token uses (its active bytes).
+static uint64_t kv_row_bytes(enum lm_kv_type t, uint64_t n) { return t == LM_KV_Q8_0 ? n / 32 * 34 : n * 2; }
+
+void lm_bench_model_info_kv_types(struct lm_bench_model_info *mi, enum lm_kv_type tk, enum lm_kv_type tv) {
+    mi->kv_cell_bytes = kv_row_bytes(tk, mi->kv_k_elems) + kv_row_bytes(tv, mi->kv_v_elems);
+}
+
 void lm_bench_model_info(const struct lm_model *m, const char *path, struct lm_bench_model_info *out) {
     struct lm_bench_model_info *mi = out;
     memset(mi, 0, sizeof *mi);
@@ -109,7 +115,9 @@ void lm_bench_model_info(const struct lm_model *m, const char *path, struct lm_b
     mi->n_vocab = hp.n_vocab;
     mi->n_ctx_train = hp.n_ctx_train;
     mi->kernels = info.kernels;
-    mi->kv_cell_bytes = (uint64_t)hp.n_head_kv * (uint64_t)(hp.head_dim_k + hp.head_dim_v) * 2;
+    mi->kv_k_elems = (uint64_t)hp.n_head_kv * (uint64_t)hp.head_dim_k;
+    mi->kv_v_elems = (uint64_t)hp.n_head_kv * (uint64_t)hp.head_dim_v;
+    lm_bench_model_info_kv_types(mi, LM_KV_F16, LM_KV_F16);
     mi->n_swa = hp.n_swa;
     for (int32_t l = 0; l < hp.n_layer && hp.n_swa > 0; l++) {
         struct lm_model_layer_info li;

@@ -33,7 +33,9 @@ struct lm_bench_model_info {
     uint64_t head_params;    // elements of the output head
     int32_t n_layer, n_vocab, n_ctx_train;
     // the KV cache a decode step reads (f16 K and V, the cache's default type)
-    uint64_t kv_cell_bytes;  // K + V bytes of one position in one layer
+    uint64_t kv_cell_bytes;  // K + V bytes of one position in one layer (f16 cache unless
+                             // lm_bench_model_info_kv_types says otherwise)
+    uint64_t kv_k_elems, kv_v_elems; // K and V values of one position in one layer
     int32_t n_layer_swa;     // sliding-window layers (they read at most n_swa positions)
     int32_t n_swa;
     const char *kernels;     // kernel table name ("avx512_vnni")
@@ -47,6 +49,9 @@ struct lm_bench_model_info {
 // Fills *out from m's tensor table (load_ms and ctx_init_ms 0; the runs set them). path is
 // kept for the reports. Cannot fail.
 void lm_bench_model_info(const struct lm_model *m, const char *path, struct lm_bench_model_info *out);
+// Sets kv_cell_bytes for a cache of K rows of type tk and V rows of type tv (q8_0: 34 bytes
+// per 32 values, the pool's row padding ignored).
+void lm_bench_model_info_kv_types(struct lm_bench_model_info *mi, enum lm_kv_type tk, enum lm_kv_type tv);
 // KV bytes one decode step reads when it attends to n_pos positions (the new one included):
 // K and V of every position in every layer's window, sliding layers capped at theirs.
 uint64_t lm_bench_kv_bytes(const struct lm_bench_model_info *mi, int64_t n_pos);

@@ -81,6 +81,7 @@ static enum lm_status run_parallel(struct lm_model *m, const struct lm_bench_par
             .roof = true, .trace = ti == prof_ti ? p->popt.trace : NULL,
             .perfetto = ti == prof_ti ? p->popt.perfetto : NULL,
             .profile = ti == prof_ti && p->popt.profile, .lookup = p->popt.lookup, .log = p->log,
+            .kv_type_k = p->kv_type_k, .kv_type_v = p->kv_type_v,
             .progress = p->progress};
         const enum lm_status st = lm_bench_parallel_run(m, &r->model, pp, &r->par_results[ti * n_list]);
         if (st != LM_OK) return st;
@@ -101,7 +102,8 @@ static enum lm_status run_tests_at(struct lm_model *m, const struct lm_bench_par
     // full block (indexed by the prefix cache) writes into a copy of it
     struct lm_context_params cp = {.n_ctx = lm_bench_positions(p), .n_seq_max = 1,
                                    .n_batch = LM_BENCH_N_BATCH, .n_threads = threads,
-                                   .kv_tokens = lm_bench_positions(p) + 64};
+                                   .kv_tokens = lm_bench_positions(p) + 64,
+                                   .kv_type_k = p->kv_type_k, .kv_type_v = p->kv_type_v};
     struct lm_context *c = NULL;
     const uint64_t t_ctx0 = lm_time_ns();
     enum lm_status st = lm_context_init(&c, m, &cp);
@@ -203,6 +205,7 @@ enum lm_status lm_bench_run(struct lm_model *m, const struct lm_bench_params *p,
                             struct lm_bench_result *out) {
     memset(out, 0, sizeof *out);
     lm_bench_model_info(m, p->model_path, &out->model);
+    lm_bench_model_info_kv_types(&out->model, p->kv_type_k, p->kv_type_v);
     out->model.load_ms = p->load_ms;
     struct lm_model_info info;
     lm_model_info(m, &info);

@@ -21,6 +21,13 @@ int64_t cli_int(const char *cmd, const char *flag, const char *v, int64_t lo, in
 double cli_float(const char *cmd, const char *flag, const char *v, double lo, double hi);
 // Default model: $LUMEN_MODEL, ./models/..., or <exe dir>/../models/...
 const char *cli_default_model(void);
+// -ctk / --cache-type-k and -ctv / --cache-type-v TYPE (f16, q8_0): if argv[*i] is one of
+// them, takes its value (advances *i) into *type_k or *type_v (enum lm_kv_type values) and
+// returns true; a bad value is a usage error. CLI_KV_TYPE_HELP: their help lines.
+bool cli_kv_type(const char *cmd, int argc, char **argv, int *i, int *type_k, int *type_v);
+#define CLI_KV_TYPE_HELP                                                                      \
+    "  -ctk, --cache-type-k T  KV cache type of K: f16 (default) or q8_0 (half the memory)\n" \
+    "  -ctv, --cache-type-v T  KV cache type of V: f16 (default) or q8_0\n"
 
 // The whole file, NUL-terminated (*len bytes before the NUL), or NULL if it cannot be read.
 char *cli_read_file(const char *path, size_t *len);

@@ -32,6 +32,8 @@ static const char *k_bench_help =
     "                      attention/FFN (decode), bottlenecks\n"
     "                      (md: after the table; json: \"breakdown\" object; csv: to stderr)\n"
     "      --progress      print each test as it runs to stderr\n"
+    "  -ctk, -ctv TYPE     KV cache types of K / V: f16 (default) or q8_0 (pp/tg tests and\n"
+    "                      --parallel's throughput runs)\n"
     "      --parallel LIST batched decode instead of the pp/tg tests (llama-batched-bench's\n"
     "                      job): for each N, N requests with distinct prompts of -p tokens\n"
     "                      (default 64) generate -n tokens each (default 128) on the engine;\n"
@@ -99,10 +101,15 @@ int cmd_bench(int argc, char **argv) {
     const char *cmd = "bench";
     struct lm_bench_params p = lm_bench_params_default();
     enum lm_bench_format fmt = LM_BENCH_MD;
+    int kv_k = 0, kv_v = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(k_bench_help, stdout); return 0; }
         else if (parallel_flag(cmd, argc, argv, &i, &p.popt)) continue;
+        else if (cli_kv_type(cmd, argc, argv, &i, &kv_k, &kv_v)) {
+            p.kv_type_k = (enum lm_kv_type)kv_k;
+            p.kv_type_v = (enum lm_kv_type)kv_v;
+        }
         else if (!strcmp(a, "-m") || !strcmp(a, "--model")) p.model_path = cli_value(cmd, argc, argv, &i);
         else if (!strcmp(a, "-p") || !strcmp(a, "--n-prompt"))
             parse_list(cmd, a, cli_value(cmd, argc, argv, &i), 0, 1 << 20, &p.prompt);

@@ -35,6 +35,7 @@ static const char *k_chat_help =
     "      --seed S          RNG seed (default 0; turn i samples with seed S + i)\n"
     "  -t, --threads N       threads (default: physical cores)\n"
     "      --ctx N           context size (default: min(model's, 4096))\n"
+    CLI_KV_TYPE_HELP
     "      --no-kv-reuse     re-prefill the whole conversation every turn (for comparison;\n"
     "                        by default only the tokens after what the KV cache holds)\n"
     "      --history FILE    load and save the line history in FILE (default: memory only)\n"
@@ -564,6 +565,7 @@ int cmd_chat(int argc, char **argv) {
     const char *model_path = NULL, *system = NULL, *tmpl_name = NULL, *history_path = NULL;
     const char *grammar_path = NULL, *schema_path = NULL;
     int64_t n_predict = 512, n_threads = 0, n_ctx = 0;
+    int kv_type_k = 0, kv_type_v = 0;
     bool kv_reuse = true;
     struct lm_sampler_params sp = lm_sampler_params_default();
     for (int i = 1; i < argc; i++) {
@@ -594,6 +596,7 @@ int cmd_chat(int argc, char **argv) {
             n_threads = cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 1, 256);
         else if (!strcmp(a, "--ctx"))
             n_ctx = cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 16, 1 << 24);
+        else if (cli_kv_type(cmd, argc, argv, &i, &kv_type_k, &kv_type_v)) continue;
         else cli_usage_error(cmd, "unknown option '%s' (try `lumen chat --help`)", a);
     }
     if (tmpl_name && lm_chat_template_from_name(tmpl_name) == LM_CHAT_TEMPLATE_NONE)
@@ -622,7 +625,8 @@ int cmd_chat(int argc, char **argv) {
     ch.n_ctx = (int32_t)n_ctx;
     ch.n_batch = 512;
     struct lm_context_params cp = {.n_ctx = ch.n_ctx, .n_seq_max = 1, .n_batch = ch.n_batch,
-                                   .n_threads = (int32_t)n_threads, .no_prefix_cache = true};
+                                   .n_threads = (int32_t)n_threads, .no_prefix_cache = true,
+                                   .kv_type_k = kv_type_k, .kv_type_v = kv_type_v};
     if ((st = lm_context_init(&ch.c, ch.m, &cp)) != LM_OK) {
         fprintf(stderr, "lumen chat: %s\n", lm_error_msg());
         lm_model_free(ch.m);

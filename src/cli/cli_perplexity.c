@@ -25,6 +25,7 @@ static const char *k_ppl_help =
     "                        multiple of it: then b/c chunks run side by side as sequences\n"
     "  -t, --threads N       threads (default: physical cores)\n"
     "      --chunks N        score at most N chunks (default: all)\n"
+    CLI_KV_TYPE_HELP
     "      --kl-divergence-base FILE\n"
     "                        without --kl-divergence: also write the tokens and every scored\n"
     "                        position's log-probabilities to FILE in llama-perplexity's format\n"
@@ -473,6 +474,7 @@ int cmd_perplexity(int argc, char **argv) {
     const char *model_path = NULL, *text_path = NULL, *base_path = NULL;
     int64_t n_ctx = 0, n_batch = 0, n_threads = 0, max_chunks = -1;
     bool kld = false;
+    int kv_type_k = 0, kv_type_v = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(k_ppl_help, stdout); return 0; }
@@ -488,6 +490,7 @@ int cmd_perplexity(int argc, char **argv) {
             max_chunks = cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 1, 1 << 24);
         else if (!strcmp(a, "--kl-divergence-base")) base_path = cli_value(cmd, argc, argv, &i);
         else if (!strcmp(a, "--kl-divergence")) kld = true;
+        else if (cli_kv_type(cmd, argc, argv, &i, &kv_type_k, &kv_type_v)) continue;
         else cli_usage_error(cmd, "unknown option '%s' (try `lumen perplexity --help`)", a);
     }
     if (kld && !base_path) cli_usage_error(cmd, "--kl-divergence needs --kl-divergence-base FILE");
@@ -594,7 +597,8 @@ int cmd_perplexity(int argc, char **argv) {
     struct lm_context_params cp = {
         .n_ctx = r.n_ctx, .n_seq_max = r.n_seq, .n_batch = r.n_seq * per_call,
         .n_threads = (int32_t)n_threads, .kv_tokens = r.n_seq * r.n_ctx, .no_prefix_cache = true,
-        .n_logits_max = r.n_seq * (per_call < r.n_score ? per_call : r.n_score)};
+        .n_logits_max = r.n_seq * (per_call < r.n_score ? per_call : r.n_score),
+        .kv_type_k = kv_type_k, .kv_type_v = kv_type_v};
     if ((st = lm_context_init(&c, m, &cp)) != LM_OK) {
         fprintf(stderr, "lumen perplexity: %s\n", lm_error_msg());
         goto done;

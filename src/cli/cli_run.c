@@ -29,6 +29,7 @@ static const char *k_run_help =
     "      --seed S          RNG seed (default 0); same seed and flags give the same text\n"
     "  -t, --threads N       threads (default: physical cores)\n"
     "      --ctx N           context size (default: min(model's, 4096))\n"
+    CLI_KV_TYPE_HELP
     "      --ignore-eos      keep generating past end-of-generation tokens\n"
     "      --no-fused-top-k  sample from the full logits row even when the sampler needs only\n"
     "                        its k best (greedy, top-k without penalties), which the LM head\n"
@@ -58,6 +59,8 @@ static const char *k_run_help =
     "(with --lookup or -md also tokens drafted, accepted and the acceptance rate).\n";
 
 // ================================================================ --lookup, -md: the engine
+
+static int g_kv_type_k, g_kv_type_v; // -ctk / -ctv (enum lm_kv_type)
 
 struct run_sink {
     const struct lm_tokenizer *tok;
@@ -99,7 +102,8 @@ static int run_engine(struct lm_model *m, const int32_t *ids, size_t n_ids, int6
     struct lm_engine_params ep = {.max_running = 1, .max_waiting = 1, .step_tokens = 512,
                                   .n_ctx = (int32_t)n_ctx, .kv_tokens = (int32_t)n_ctx,
                                   .n_threads = (int32_t)n_threads, .no_prefix_cache = true,
-                                  .draft_model = draft};
+                                  .draft_model = draft, .kv_type_k = g_kv_type_k,
+                                  .kv_type_v = g_kv_type_v};
     struct lm_engine *e = NULL;
     if (lm_engine_init(&e, m, &ep) != LM_OK) {
         fprintf(stderr, "lumen run: %s\n", lm_error_msg());
@@ -220,6 +224,7 @@ int cmd_run(int argc, char **argv) {
             n_threads = cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 1, 256);
         else if (!strcmp(a, "--ctx"))
             n_ctx = cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 1, 1 << 24);
+        else if (cli_kv_type(cmd, argc, argv, &i, &g_kv_type_k, &g_kv_type_v)) continue;
         else cli_usage_error(cmd, "unknown option '%s' (try `lumen run --help`)", a);
     }
     if (!prompt && !prompt_file) cli_usage_error(cmd, "no prompt: give -p TEXT or -f FILE");
@@ -349,7 +354,8 @@ int cmd_run(int argc, char **argv) {
     lm_model_free(dm); // -n 0: nothing to draft
     lm_grammar_free(grammar);
     struct lm_context_params cp = {.n_ctx = (int32_t)n_ctx, .n_seq_max = 1, .n_batch = 512,
-                                   .n_threads = (int32_t)n_threads};
+                                   .n_threads = (int32_t)n_threads, .kv_type_k = g_kv_type_k,
+                                   .kv_type_v = g_kv_type_v};
     struct lm_context *c = NULL;
     if ((st = lm_context_init(&c, m, &cp)) != LM_OK) {
         fprintf(stderr, "lumen run: %s\n", lm_error_msg());

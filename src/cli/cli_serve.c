@@ -57,6 +57,7 @@ static const char *k_serve_help =
     "      --shutdown-grace S  on SIGINT / SIGTERM, running requests have S seconds to finish\n"
     "                          before they are cancelled (default 10; 0 = cancel at once)\n"
     "      --no-prefix-cache   do not reuse the KV blocks of earlier prompts\n"
+    CLI_KV_TYPE_HELP
     "      --lookup            speculative decoding with prompt-lookup drafts for every request\n"
     "                          (a request's \"lookup\": true/false overrides; docs/speculative.md)\n"
     "  -md, --model-draft PATH  speculative decoding with a draft model of the same vocabulary\n"
@@ -94,6 +95,7 @@ int cmd_serve(int argc, char **argv) {
     const char *cmd = "serve";
     char *key_file = NULL; // --api-key-file's key
     static const char *hosts[MAX_LIST], *origins[MAX_LIST];
+    int kv_type_k = 0, kv_type_v = 0;
     struct lm_server_opts o = {
         .host = "127.0.0.1",
         .port = 8080,
@@ -155,6 +157,10 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--shutdown-grace"))
             o.shutdown_grace_s = (int)cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 0, 24 * 3600);
         else if (!strcmp(a, "--no-prefix-cache")) o.ep.no_prefix_cache = true;
+        else if (cli_kv_type(cmd, argc, argv, &i, &kv_type_k, &kv_type_v)) {
+            o.ep.kv_type_k = (enum lm_kv_type)kv_type_k;
+            o.ep.kv_type_v = (enum lm_kv_type)kv_type_v;
+        }
         else if (!strcmp(a, "--lookup")) o.lookup = true;
         else if (!strcmp(a, "--parse-special-in-messages")) o.parse_special_in_messages = true;
         else if (!strcmp(a, "-md") || !strcmp(a, "--model-draft")) o.draft_path = cli_value(cmd, argc, argv, &i);

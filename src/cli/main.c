@@ -10,6 +10,7 @@
 #include <math.h>
 
 #include "cli.h"
+#include "lumen.h"
 
 static const char *k_usage =
     "lumen: LLM inference for GGUF models on CPUs, with a built-in profiler\n"
@@ -66,6 +67,18 @@ char *cli_read_file(const char *path, size_t *len) {
 const char *cli_value(const char *cmd, int argc, char **argv, int *i) {
     if (*i + 1 >= argc) cli_usage_error(cmd, "option %s needs a value", argv[*i]);
     return argv[++*i];
+}
+
+bool cli_kv_type(const char *cmd, int argc, char **argv, int *i, int *type_k, int *type_v) {
+    const char *a = argv[*i];
+    const bool k = !strcmp(a, "-ctk") || !strcmp(a, "--cache-type-k");
+    if (!k && strcmp(a, "-ctv") && strcmp(a, "--cache-type-v")) return false;
+    const char *v = cli_value(cmd, argc, argv, i);
+    enum lm_kv_type t;
+    if (lm_kv_type_from_name(v, &t) != LM_OK)
+        cli_usage_error(cmd, "%s: unknown KV cache type '%s' (f16 or q8_0)", a, v);
+    *(k ? type_k : type_v) = (int)t;
+    return true;
 }
 
 int64_t cli_int(const char *cmd, const char *flag, const char *v, int64_t lo, int64_t hi) {

@@ -1,6 +1,7 @@
 // Scalar attention (kernels.h, lm_attn_fn): the statement of the float operations and their
 // order that every table's attention reproduces (llama.cpp's single-token f16-KV path, the
-// order attn_avx512.c explains), one float at a time. Also the scratch size of any table.
+// order attn_avx512.c explains), one float at a time, on f16 or q8_0 K/V rows (the generic
+// table's attn and attn_q8). Also the scratch size of any table.
 #pragma GCC optimize("fp-contract=off") // kernels_internal.h: only the fmaf written here fuse
 
 #include <math.h>
@@ -23,12 +24,17 @@ static inline bool cell_valid(const struct lm_attn_job *j, int32_t c) {
     return c >= j->p0 && c <= j->p && (!j->present || ((j->present[c >> 6] >> (c & 63)) & 1));
 }
 
-// cell c's K (or V) row, converted to float
+// cell c's K (or V) row, converted to float (q8: q8_0 blocks, each value d * q, exact)
 static void cell_row(const struct lm_attn_job *j, const uint8_t *b0, size_t stride, int32_t c,
-                     int64_t n, float *out) {
+                     int64_t n, float *out, bool q8) {
     const int32_t mask = (int32_t)((1u << j->block_shift) - 1);
-    const lm_f16 *r = (const lm_f16 *)(b0 + (size_t)j->blocks[c >> j->block_shift] * j->block_bytes) +
-                      (size_t)(c & mask) * stride;
+    const uint8_t *blk = b0 + (size_t)j->blocks[c >> j->block_shift] * j->block_bytes;
+    if (q8) {
+        const struct lm_block_q8_0 *r = (const struct lm_block_q8_0 *)(blk + (size_t)(c & mask) * (stride / LM_QK8_0) * sizeof *r);
+        for (int64_t i = 0; i < n; i++) out[i] = lm_f16_to_f32(r[i / LM_QK8_0].d) * (float)r[i / LM_QK8_0].qs[i % LM_QK8_0];
+        return;
+    }
+    const lm_f16 *r = (const lm_f16 *)blk + (size_t)(c & mask) * stride;
     for (int64_t i = 0; i < n; i++) out[i] = lm_f16_to_f32(r[i]);
 }
 
@@ -63,8 +69,8 @@ void lm_attn_generic(const struct lm_attn_job *j) {
     float *row = e + LM_ATTN_MAX_HEADS * round16(ew);
     float *acc = row + (round16(hdk) > round16(hdv) ? round16(hdk) : round16(hdv));
 
-    // q rounded to f16, as llama.cpp's f16 K dot product does
-    for (int64_t i = 0; i < nh * hdk; i++) qf[i] = lm_f16_to_f32(lm_f32_to_f16(j->q[i]));
+    // q rounded to f16, as llama.cpp's f16 K dot product does (a q8_0 K: q as it is)
+    for (int64_t i = 0; i < nh * hdk; i++) qf[i] = j->k_q8 ? j->q[i] : lm_f16_to_f32(lm_f32_to_f16(j->q[i]));
 
     // scores; cells outside the window or removed are -inf. The max skips NaN scores (as
     // "if (s > mx)"); the sign of a zero max does not matter (x - (+-0) is the same).
@@ -72,7 +78,7 @@ void lm_attn_generic(const struct lm_attn_job *j) {
     for (int h = 0; h < nh; h++) mx[h] = -INFINITY;
     for (int32_t c = base; c < end; c++) {
         const bool valid = cell_valid(j, c);
-        if (valid) cell_row(j, j->kb, j->kstride, c, hdk, row);
+        if (valid) cell_row(j, j->kb, j->kstride, c, hdk, row, j->k_q8);
         for (int h = 0; h < nh; h++) {
             const float s = valid ? dot_ggml(row, qf + h * hdk, hdk) : -INFINITY;
             e[h * ew + (c - base)] = s;
@@ -105,7 +111,7 @@ void lm_attn_generic(const struct lm_attn_job *j) {
         }
     for (int32_t c = j->p0; c <= j->p; c++) {
         if (!cell_valid(j, c)) continue;
-        cell_row(j, j->vb, j->vstride, c, hdv, row);
+        cell_row(j, j->vb, j->vstride, c, hdv, row, j->v_q8);
         for (int h = 0; h < nh; h++) {
             const float pc = e[h * ew + (c - base)];
             float *a = acc + ((size_t)h * 64 + (c & 63)) * hdv;

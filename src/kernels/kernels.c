@@ -46,6 +46,7 @@ static const struct lm_kernels k_generic = {
     },
     .rmsnorm = lm_rmsnorm_generic, .rope = lm_rope_generic, .geglu = lm_geglu_generic,
     .swiglu = lm_swiglu_generic, .f32_to_f16 = lm_f32_to_f16_generic, .attn = lm_attn_generic,
+    .attn_q8 = lm_attn_generic,
     .topk_span = lm_topk_span_generic,
 };
 
@@ -134,6 +135,7 @@ static void avx512_init(void) {
     k_avx512.swiglu = lm_swiglu_avx512;
     k_avx512.f32_to_f16 = lm_f32_to_f16_avx512;
     k_avx512.attn = lm_attn_avx512;
+    k_avx512.attn_q8 = lm_attn_q8_avx512;
     k_avx512.topk_span = lm_topk_span_avx512;
 }
 

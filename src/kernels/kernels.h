@@ -129,7 +129,15 @@ struct lm_attn_job {
     const float *q;           // (nh, hdk) queries
     float *out;               // (nh, hdv)
     float *scratch;           // lm_attn_scratch_floats(hdk, hdv, p + 1) floats, 64-byte aligned
+    bool k_q8, v_q8;          // K / V rows are q8_0 (blocks of 32 values, 34 bytes), else f16
 };
+// A q8_0 K or V (a Q8_0 KV cache, docs/kv_cache.md) goes to the table's attn_q8, which also
+// takes f16 rows. Strides stay in elements (a multiple of 32: cell row r starts
+// r * stride / 32 * 34 bytes on), kb / vb point at the head's first q8_0 block, and head
+// sizes are multiples of 32. The order above holds with the rows' values dequantized (d * q,
+// exact in float), except that q stays float when K is q8_0: the f16 rounding of q is
+// llama.cpp's f16-K dot product, whose q8_0-K path instead quantizes q to q8_0; lumen keeps
+// the more accurate float. p is still rounded to f16.
 typedef void (*lm_attn_fn)(const struct lm_attn_job *j);
 // Floats of scratch one attention job needs (any table) for windows ending below n_cells.
 size_t lm_attn_scratch_floats(int64_t hdk, int64_t hdv, int64_t n_cells);
@@ -175,6 +183,7 @@ struct lm_kernels {
     lm_swiglu_fn swiglu;
     lm_f32_to_f16_fn f32_to_f16;
     lm_attn_fn attn;
+    lm_attn_fn attn_q8;     // jobs with k_q8 or v_q8 (and f16 ones)
     lm_topk_span_fn topk_span;
 };
 

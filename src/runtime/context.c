@@ -159,6 +159,17 @@ static enum lm_status context_init(struct lm_context **out, struct lm_model *m,
     if (hp->head_dim_k % 16 != 0 || hp->head_dim_v % 16 != 0)
         return lm_error_set(LM_ERR_UNSUPPORTED, "context: head size %d/%d is not a multiple of 16",
                             hp->head_dim_k, hp->head_dim_v);
+    if (!t) { // a draft context takes the pool's types
+        if (!lm_kv_type_name(p.kv_type_k) || !lm_kv_type_name(p.kv_type_v))
+            return lm_error_set(LM_ERR_ARG, "context: KV cache type %d is not a type (f16 = 0, q8_0 = 1)",
+                                (int)(lm_kv_type_name(p.kv_type_k) ? p.kv_type_v : p.kv_type_k));
+        for (const struct lm_model *mm = m; mm; mm = mm == m ? draft : NULL)
+            if ((p.kv_type_k == LM_KV_Q8_0 && mm->hp.head_dim_k % 32 != 0) ||
+                (p.kv_type_v == LM_KV_Q8_0 && mm->hp.head_dim_v % 32 != 0))
+                return lm_error_set(LM_ERR_UNSUPPORTED, "context: %s: a q8_0 KV cache needs head sizes "
+                                    "that are multiples of 32 (K %d, V %d)", mm->path,
+                                    mm->hp.head_dim_k, mm->hp.head_dim_v);
+    }
     if (draft && (draft->hp.head_dim_k % 16 != 0 || draft->hp.head_dim_v % 16 != 0))
         return lm_error_set(LM_ERR_UNSUPPORTED, "context: draft model %s: head size %d/%d is not a "
                             "multiple of 16", draft->path, draft->hp.head_dim_k, draft->hp.head_dim_v);
@@ -183,12 +194,13 @@ static enum lm_status context_init(struct lm_context **out, struct lm_model *m,
         c->kv = &c->kv_own;
         struct lm_kv_layout lays[2] = {
             {.n_layer = hp->n_layer, .kv_dim_k = hp->n_head_kv * hp->head_dim_k,
-             .kv_dim_v = hp->n_head_kv * hp->head_dim_v},
+             .kv_dim_v = hp->n_head_kv * hp->head_dim_v, .type_k = p.kv_type_k, .type_v = p.kv_type_v},
         };
         if (draft) // the draft's positions get as many blocks again as the target's
             lays[1] = (struct lm_kv_layout){.n_layer = draft->hp.n_layer,
                                             .kv_dim_k = draft->hp.n_head_kv * draft->hp.head_dim_k,
-                                            .kv_dim_v = draft->hp.n_head_kv * draft->hp.head_dim_v};
+                                            .kv_dim_v = draft->hp.n_head_kv * draft->hp.head_dim_v,
+                                            .type_k = p.kv_type_k, .type_v = p.kv_type_v};
         const int64_t pool_tokens = (int64_t)p.kv_tokens * (draft ? 2 : 1);
         if (pool_tokens > INT32_MAX) {
             free(c);

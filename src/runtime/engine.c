@@ -98,7 +98,8 @@ enum lm_status lm_engine_init(struct lm_engine **out, struct lm_model *m,
     struct lm_context_params cp = {.n_ctx = p.n_ctx, .n_seq_max = p.max_running,
                                    .n_batch = p.step_tokens, .n_threads = p.n_threads,
                                    .kv_tokens = p.kv_tokens, .no_prefix_cache = p.no_prefix_cache,
-                                   .n_logits_max = p.max_running + LM_ENGINE_DRAFT_ROWS};
+                                   .n_logits_max = p.max_running + LM_ENGINE_DRAFT_ROWS,
+                                   .kv_type_k = p.kv_type_k, .kv_type_v = p.kv_type_v};
     enum lm_status st = p.draft_model ? lm_spec_vocab_check(m, p.draft_model) : LM_OK;
     if (st == LM_OK) st = p.draft_model ? lm_context_init_pair(&e->c, m, &cp, p.draft_model)
                                         : lm_context_init(&e->c, m, &cp);

@@ -129,6 +129,21 @@ static void blk_release(struct lm_kv_cache *kv, int32_t b) {
 
 // ================================================================ init / free
 
+const char *lm_kv_type_name(enum lm_kv_type t) {
+    switch (t) {
+    case LM_KV_F16: return "f16";
+    case LM_KV_Q8_0: return "q8_0";
+    }
+    return NULL;
+}
+
+enum lm_status lm_kv_type_from_name(const char *s, enum lm_kv_type *out) {
+    if (s && !strcmp(s, "f16")) *out = LM_KV_F16;
+    else if (s && !strcmp(s, "q8_0")) *out = LM_KV_Q8_0;
+    else return lm_error_set(LM_ERR_ARG, "kv cache type '%s': expected f16 or q8_0", s ? s : "(null)");
+    return LM_OK;
+}
+
 static void seq_free(struct lm_kv_seq *s) {
     free(s->blocks);
     free(s->present);
@@ -181,6 +196,18 @@ enum lm_status lm_kv_init_layouts(struct lm_kv_cache *kv, const struct lm_kv_lay
             return lm_error_set(LM_ERR_ARG, "kv cache: invalid sizes (layout %d: layers %d, kv dims "
                                 "%d/%d, n_ctx %d, sequences %d, pool tokens %d)", l, lays[l].n_layer,
                                 lays[l].kv_dim_k, lays[l].kv_dim_v, n_ctx, n_seq, kv_tokens);
+    for (int32_t l = 0; l < n_lay; l++) {
+        const enum lm_kv_type t[2] = {lays[l].type_k, lays[l].type_v};
+        const int32_t dim[2] = {lays[l].kv_dim_k, lays[l].kv_dim_v};
+        for (int i = 0; i < 2; i++) {
+            if (!lm_kv_type_name(t[i]))
+                return lm_error_set(LM_ERR_ARG, "kv cache: layout %d: %s type %d is not a KV cache "
+                                    "type (f16, q8_0)", l, i ? "V" : "K", (int)t[i]);
+            if (t[i] == LM_KV_Q8_0 && dim[i] % 32 != 0)
+                return lm_error_set(LM_ERR_ARG, "kv cache: layout %d: q8_0 %s rows of %d values (not "
+                                    "a multiple of 32)", l, i ? "V" : "K", dim[i]);
+        }
+    }
     const int32_t n_layer = lays[0].n_layer, kv_dim_k = lays[0].kv_dim_k, kv_dim_v = lays[0].kv_dim_v;
     kv->n_layouts = n_lay;
     kv->n_seq_layout = n_seq;
@@ -194,15 +221,19 @@ enum lm_status lm_kv_init_layouts(struct lm_kv_cache *kv, const struct lm_kv_lay
         L->n_layer = lays[l].n_layer;
         L->kv_dim_k = lays[l].kv_dim_k;
         L->kv_dim_v = lays[l].kv_dim_v;
+        L->type_k = lays[l].type_k;
+        L->type_v = lays[l].type_v;
         L->k_off = calloc((size_t)L->n_layer, sizeof *L->k_off);
         L->v_off = calloc((size_t)L->n_layer, sizeof *L->v_off);
         if (!L->k_off || !L->v_off) goto nomem;
-        size_t off = 0; // every layer's rows start on a 64-byte line (kv_dim is a multiple of 16)
+        // every layer's rows start on a 64-byte line (f16: kv_dim is a multiple of 16, so
+        // whole lines already; q8_0 rows of 17 bytes per 16 values are rounded up)
+        size_t off = 0;
         for (int i = 0; i < L->n_layer; i++) {
             L->k_off[i] = off;
-            off += (size_t)LM_KV_BLOCK * (size_t)L->kv_dim_k * sizeof(lm_f16);
+            off += ((size_t)LM_KV_BLOCK * lm_kv_row_bytes(L->type_k, L->kv_dim_k) + 63) & ~(size_t)63;
             L->v_off[i] = off;
-            off += (size_t)LM_KV_BLOCK * (size_t)L->kv_dim_v * sizeof(lm_f16);
+            off += ((size_t)LM_KV_BLOCK * lm_kv_row_bytes(L->type_v, L->kv_dim_v) + 63) & ~(size_t)63;
         }
         L->bytes = off;
         if (off > kv->block_bytes) kv->block_bytes = off;
@@ -342,8 +373,8 @@ enum lm_status lm_kv_prepare(struct lm_kv_cache *kv, const struct lm_batch_entry
         const size_t blk = (size_t)s->blocks[bi] * kv->block_bytes;
         const size_t row = (size_t)(e[i].pos & (LM_KV_BLOCK - 1));
         const struct lm_kv_layout *L = &kv->lay[s->layout];
-        k_row_off[i] = blk + row * (size_t)L->kv_dim_k * sizeof(lm_f16);
-        v_row_off[i] = blk + row * (size_t)L->kv_dim_v * sizeof(lm_f16);
+        k_row_off[i] = blk + row * lm_kv_row_bytes(L->type_k, L->kv_dim_k);
+        v_row_off[i] = blk + row * lm_kv_row_bytes(L->type_v, L->kv_dim_v);
     }
     // the batch's cells count as held from now on: attention reads them in this forward
     for (int32_t i = 0; i < n; i++) {

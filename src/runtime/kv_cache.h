@@ -48,6 +48,7 @@ struct lm_kv_seq {
 #define LM_KV_LAYOUTS_MAX 2
 struct lm_kv_layout {
     int32_t n_layer, kv_dim_k, kv_dim_v; // kv_dim = n_head_kv * head size
+    enum lm_kv_type type_k, type_v;      // row types (0 = f16; q8_0: kv_dim a multiple of 32)
     size_t *k_off;      // [n_layer] offset of layer l's K rows (LM_KV_BLOCK, kv_dim_k) in a block
     size_t *v_off;      // [n_layer] V rows (LM_KV_BLOCK, kv_dim_v)
     size_t bytes;       // bytes of a block this layout uses (<= block_bytes)
@@ -97,13 +98,20 @@ enum lm_status lm_kv_init(struct lm_kv_cache *kv, int32_t n_layer, int32_t kv_di
 // n_lay layouts over one pool of blocks: n_seq sequences per layout, layout l's are
 // [l * n_seq, (l + 1) * n_seq). Block tables, refcounts, copy-on-write, rollback and
 // eviction do not depend on the layout; the prefix index keys on it (a block of one model's
-// K/V never serves another's sequence). lays[l]: n_layer, kv_dim_k, kv_dim_v (rest ignored).
+// K/V never serves another's sequence). lays[l]: n_layer, kv_dim_k, kv_dim_v, type_k, type_v
+// (rest ignored). LM_ERR_ARG for an unknown type or a q8_0 kv_dim not a multiple of 32.
 enum lm_status lm_kv_init_layouts(struct lm_kv_cache *kv, const struct lm_kv_layout *lays,
                                   int32_t n_lay, int32_t n_ctx, int32_t n_seq, int32_t kv_tokens,
                                   bool prefix_cache);
 void lm_kv_free(struct lm_kv_cache *kv);
 
-// K / V rows of block b, layer l of layout lay: (LM_KV_BLOCK, kv_dim) f16
+// Bytes of n values of type t in a K/V row (q8_0: n a multiple of 32).
+static inline size_t lm_kv_row_bytes(enum lm_kv_type t, int64_t n) {
+    return t == LM_KV_Q8_0 ? (size_t)n / 32 * 34 : (size_t)n * 2;
+}
+
+// K / V rows of block b, layer l of layout lay: (LM_KV_BLOCK, kv_dim) f16 (only for an f16
+// layout; a q8_0 one's rows are (LM_KV_BLOCK, lm_kv_row_bytes) bytes at the same place)
 static inline lm_f16 *lm_kv_k(const struct lm_kv_cache *kv, int lay, int32_t b, int l) {
     return (lm_f16 *)(kv->base + (size_t)b * kv->block_bytes + kv->lay[lay].k_off[l]);
 }

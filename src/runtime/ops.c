@@ -148,10 +148,13 @@ void lm_op_kv_write(struct lm_context *c, int il, int ith, int nth) {
     int64_t s, e;
     split(c->n_tokens, ith, nth, &s, &e);
     for (int64_t i = s; i < e; i++) { // cells placed by lm_kv_prepare
-        lm_f16 *kd = (lm_f16 *)(kv->base + c->kv_koff[i] + lay->k_off[il]);
-        lm_f16 *vd = (lm_f16 *)(kv->base + c->kv_voff[i] + lay->v_off[il]);
-        c->kern->f32_to_f16(kd, c->k + i * lay->kv_dim_k, lay->kv_dim_k);
-        c->kern->f32_to_f16(vd, c->v + i * lay->kv_dim_v, lay->kv_dim_v);
+        uint8_t *kd = kv->base + c->kv_koff[i] + lay->k_off[il];
+        uint8_t *vd = kv->base + c->kv_voff[i] + lay->v_off[il];
+        // q8_0 rows as llama.cpp's CPU backend stores them (its x86 quantize_row_q8_0)
+        if (lay->type_k == LM_KV_Q8_0) c->kern->quant[LM_DTYPE_Q8_0](c->k + i * lay->kv_dim_k, kd, lay->kv_dim_k);
+        else c->kern->f32_to_f16((lm_f16 *)kd, c->k + i * lay->kv_dim_k, lay->kv_dim_k);
+        if (lay->type_v == LM_KV_Q8_0) c->kern->quant[LM_DTYPE_Q8_0](c->v + i * lay->kv_dim_v, vd, lay->kv_dim_v);
+        else c->kern->f32_to_f16((lm_f16 *)vd, c->v + i * lay->kv_dim_v, lay->kv_dim_v);
     }
 }
 
@@ -169,7 +172,9 @@ void lm_op_attention(struct lm_context *c, int il, int ith, int nth) {
         .kstride = (size_t)lay->kv_dim_k, .vstride = (size_t)lay->kv_dim_v,
         .hdk = (int32_t)hdk, .hdv = (int32_t)hdv,
         .scratch = c->attn_scratch + (size_t)ith * c->attn_scratch_stride,
+        .k_q8 = lay->type_k == LM_KV_Q8_0, .v_q8 = lay->type_v == LM_KV_Q8_0,
     };
+    const lm_attn_fn attn = j.k_q8 || j.v_q8 ? c->kern->attn_q8 : c->kern->attn;
     // Work items: (token, KV head, subset of its query heads). The heads are split into
     // subsets only when there are too few (token, KV head) pairs to share evenly among
     // the threads (decode: one token, so 2 threads take 2 of Gemma 3's 4 heads each).
@@ -195,13 +200,13 @@ void lm_op_attention(struct lm_context *c, int il, int ith, int nth) {
         const struct lm_kv_seq *sq = &kv->seqs[b->seq];
         j.blocks = sq->blocks;
         j.present = sq->first_hole <= j.p ? sq->present : NULL;
-        j.kb = kv->base + lay->k_off[il] + (size_t)g * hdk * sizeof(lm_f16);
-        j.vb = kv->base + lay->v_off[il] + (size_t)g * hdv * sizeof(lm_f16);
+        j.kb = kv->base + lay->k_off[il] + (size_t)g * lm_kv_row_bytes(lay->type_k, hdk);
+        j.vb = kv->base + lay->v_off[il] + (size_t)g * lm_kv_row_bytes(lay->type_v, hdv);
         for (int64_t h0 = hb; h0 < he; h0 += LM_ATTN_MAX_HEADS) {
             j.nh = he - h0 < LM_ATTN_MAX_HEADS ? (int)(he - h0) : LM_ATTN_MAX_HEADS;
             j.q = c->q + (i * n_head + h0) * hdk;
             j.out = c->att + (i * n_head + h0) * hdv;
-            c->kern->attn(&j);
+            attn(&j);
         }
     }
 }
