@@ -141,7 +141,9 @@ SHAPE_CI_MODELS = [
     ("llama32_3b", "llama32_3b", 1, 8192, ("f16", "qmix"), {}),
     ("llama31_8b", "llama31_8b", 1, 8192, ("f16", "qmix"), {}),
     ("qwen3_4b", "qwen3_4b", 1, 8192, ("f16", "qmix"), {}),
-    ("qwen3_8b", "qwen3_8b", 1, 8192, ("f16", "qmix"), {}),
+    # qwen3_8b's F16 copy has a near-tied position (llama.cpp's argmax differs from the float64
+    # reference's at 1 of 80 positions at KL 3.6e-6), which tools/gen_golden_ref.py refuses
+    ("qwen3_8b", "qwen3_8b", 1, 8192, ("qmix",), {}),
     ("gemma3_4b", "gemma3_4b", 2, 8192, ("f16", "qmix"),
      {"sliding_window_pattern": 2, "sliding_window": 32}),
 ]
