@@ -30,13 +30,15 @@ load 4-8; F16 write, then each quantization, then llama.cpp's check of each file
 at the peak: the F16 plus the outputs:
   llama-3.2-1b    16 layers, n_embd 2048, tied. F16 2.5 GB; Q4_K_M 0.80 GB, Q5_K_M 0.91 GB in
                   150 s, Q6_K 1.02 GB in 126 s, Q8_0 1.32 GB in 27 s, Q4_0 0.77 GB in 40 s
-  llama-3.2-3b    28 layers, n_embd 3072, tied. F16 ~6.4 GB
+  llama-3.2-3b    28 layers, n_embd 3072, tied. F16 6.4 GB in 111 s; Q4_K_M 2.0 GB in 416 s
   llama-3.1-8b    32 layers, n_embd 4096. F16 16.1 GB in 230 s; Q4_K_M 4.9 GB in 21 min
-  qwen3-4b        36 layers, n_embd 2560, tied, qk-norm. F16 8.0 GB in 49 s
-  qwen3-8b        36 layers, n_embd 4096, qk-norm. F16 ~16.4 GB
+  qwen3-4b        36 layers, n_embd 2560, tied, qk-norm. F16 8.0 GB in 49 s; Q4_K_M 2.5 GB in
+                  605 s
+  qwen3-8b        36 layers, n_embd 4096, qk-norm. F16 ~16.4 GB; Q4_K_M ~5 GB (estimated ~25 min)
   gemma3-1b       26 layers, n_embd 1152 (rows fall back to Q5_0/Q8_0), vocabulary 262144.
                   F16 2.0 GB in 10 s; Q4_K_M 0.81 GB in 25 s
-  gemma3-4b       34 layers, n_embd 2560, vocabulary 262208. F16 ~8.6 GB
+  gemma3-4b       34 layers, n_embd 2560, vocabulary 262208. F16 ~8.6 GB; Q4_K_M ~2.6 GB
+                  (estimated ~12 min)
   qwen3-30b-a3b   Qwen3-30B-A3B (qwen3moe): n_embd 2048, 32 q / 4 kv heads of 128, 128
                   experts of 768, 8 used, vocabulary 151936; 48 layers in the real model,
                   8 by default. 8 layers: F16 ~11 GB (peak disk), Q4_K_M ~3.2 GB; ~6 min.
