@@ -127,6 +127,25 @@ def numpy_bandwidth(threads, mib):
     return best
 
 
+def run_rss(cmd):
+    """subprocess.run(cmd, capture_output=True, text=True) that also sets .rss_bytes: the
+    child's peak resident set (ru_maxrss from wait4, its VmHWM)."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    bufs = {}
+    def drain(name, fh):
+        bufs[name] = fh.read()
+    ts = [threading.Thread(target=drain, args=(k, getattr(p, k))) for k in ("stdout", "stderr")]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    _, status, ru = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    r = subprocess.CompletedProcess(cmd, p.returncode, bufs["stdout"], bufs["stderr"])
+    r.rss_bytes = ru.ru_maxrss * 1024  # KiB on Linux
+    return r
+
+
 # ============================================================== lumen
 
 class Lumen:
@@ -138,11 +157,13 @@ class Lumen:
             sys.exit(f"compare.py: {self.bin} not found: build it first "
                      "(cmake -S . -B build && cmake --build build -j2)")
 
-    def run(self, model, threads, a):
-        """One process: load, warm-up, one timed pp / tg / ttft each."""
+    def run(self, model, threads, a, bw_mib=0):
+        """One process: load, warm-up, one timed pp / tg / ttft each (with bw_mib, after
+        lumen's read-bandwidth probe: its tg roofline fraction is in "raw")."""
         cmd = [self.bin, "bench", "-m", str(model), "-p", f"{a.pp},{a.ttft}", "-n", str(a.tg),
-               "-r", "1", "--warmup", str(a.warmup), "-t", str(threads), "--bw-mib", "0", "-o", "json"]
-        p = subprocess.run(cmd, capture_output=True, text=True)
+               "-r", "1", "--warmup", str(a.warmup), "-t", str(threads), "--bw-mib", str(bw_mib),
+               "-o", "json"]
+        p = run_rss(cmd)
         if p.returncode != 0:
             sys.exit(f"compare.py: {' '.join(cmd)} failed ({p.returncode}): {p.stderr.strip()}")
         d = json.loads(p.stdout)
@@ -152,7 +173,7 @@ class Lumen:
                 "ttft_ms": ns(f"pp{a.ttft}") / 1e6, "load_ms": d["model"]["load_ms"],
                 "ctx_ms": d["model"].get("ctx_init_ms"),
                 "bytes_per_token": d["model"]["bytes_per_token"], "desc": d["model"]["desc"],
-                "kernels": d["system"]["kernels"]}
+                "kernels": d["system"]["kernels"], "rss_bytes": p.rss_bytes, "raw": d}
 
     def probe(self, model, threads, mib):
         cmd = [self.bin, "bench", "-m", str(model), "-p", "0", "-n", "0", "-r", "1", "--warmup", "0", "-t",
@@ -177,7 +198,8 @@ class LlamaBench:
     def _bench(self, model, threads, a, args):
         cmd = [self.exe, "-m", str(model), "-t", str(threads), "-r", str(a.warmup + 1),
                "-b", str(N_BATCH), "-ub", str(N_BATCH), "-fa", "off", "-o", "jsonl"] + args
-        p = subprocess.run(cmd, capture_output=True, text=True)
+        p = run_rss(cmd)
+        self.rss_bytes = p.rss_bytes
         if p.returncode != 0:
             tail = " | ".join(p.stderr.strip().splitlines()[-3:])
             sys.exit(f"compare.py: {' '.join(cmd)} failed ({p.returncode}): {tail}")
@@ -193,10 +215,12 @@ class LlamaBench:
 
     def run(self, model, threads, a):
         pp = self._bench(model, threads, a, ["-p", f"{a.pp},{a.ttft}", "-n", "0"])
+        rss = self.rss_bytes
         tg = self._bench(model, threads, a, ["-p", "0", "-n", str(a.tg), "-d", str(TG_PROMPT)])
         try:
             return {"pp_ts": a.pp / (pp[(a.pp, 0)] * 1e-9), "ttft_ms": pp[(a.ttft, 0)] / 1e6,
-                    "tg_ts": a.tg / (tg[(0, a.tg)] * 1e-9), "load_ms": None, "ctx_ms": None}
+                    "tg_ts": a.tg / (tg[(0, a.tg)] * 1e-9), "load_ms": None, "ctx_ms": None,
+                    "rss_bytes": max(rss, self.rss_bytes)}
         except KeyError as e:
             sys.exit(f"compare.py: llama-bench gave no result for test {e}")
 

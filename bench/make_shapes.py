@@ -17,17 +17,39 @@ could in principle blow up or collapse the residual stream).
 Files that already exist are kept unless --force. Writes go to <name>.tmp and are renamed,
 so an interrupted run leaves no truncated model behind.
 
---shape NAME --layers N: one model at a real per-layer shape with fewer layers, cached
-outside the tree (default ~/.cache/lumen/shapes), its F16 written tensor by tensor
-(make_arch_gguf.py's stream mode: the file can exceed memory) and quantized by
-.reference/bin/llama-quantize (Q4_K_M), the F16 intermediate then deleted. Shapes:
+--shape NAME [--layers N] [--formats q4_k_m,q5_k_m,q6_k,q8_0,q4_0] [--keep-f16]: one model at
+a real shape (tools/make_arch_gguf.py FAMILIES: the hyper-parameters and their config.json
+sources are there), cached outside the tree (default ~/.cache/lumen/shapes) as
+<shape>[-<N>L]-random-<fmt>.gguf (-<N>L only when N is not the real layer count). The F16 is
+written tensor by tensor (make_arch_gguf.py's stream mode: the file can exceed memory), then
+quantized by .reference/bin/llama-quantize (2 threads) to each format asked, so the tensor
+type mix is the one llama-quantize picks for a real checkpoint of that shape. The F16 is
+deleted afterwards unless --keep-f16 or f16 is one of --formats (an F16 that was already
+there is reused and kept). Shapes, with times measured here (2 cores shared with other jobs,
+load 4-8; F16 write, then each quantization, then llama.cpp's check of each file, ~10 s); disk
+at the peak: the F16 plus the outputs:
+  llama-3.2-1b    16 layers, n_embd 2048, tied. F16 2.5 GB; Q4_K_M 0.80 GB, Q5_K_M 0.91 GB in
+                  150 s, Q6_K 1.02 GB in 126 s, Q8_0 1.32 GB in 27 s, Q4_0 0.77 GB in 40 s
+  llama-3.2-3b    28 layers, n_embd 3072, tied. F16 6.4 GB in 111 s; Q4_K_M 2.0 GB in 416 s
+  llama-3.1-8b    32 layers, n_embd 4096. F16 16.1 GB in 230 s; Q4_K_M 4.9 GB in 21 min
+  qwen3-4b        36 layers, n_embd 2560, tied, qk-norm. F16 8.0 GB in 49 s; Q4_K_M 2.5 GB in
+                  605 s
+  qwen3-8b        36 layers, n_embd 4096, qk-norm. F16 ~16.4 GB; Q4_K_M ~5 GB (estimated ~25 min)
+  gemma3-1b       26 layers, n_embd 1152 (rows fall back to Q5_0/Q8_0), vocabulary 262144.
+                  F16 2.0 GB in 10 s; Q4_K_M 0.81 GB in 25 s
+  gemma3-4b       34 layers, n_embd 2560, vocabulary 262208. F16 ~8.6 GB; Q4_K_M ~2.6 GB
+                  (estimated ~12 min)
   qwen3-30b-a3b   Qwen3-30B-A3B (qwen3moe): n_embd 2048, 32 q / 4 kv heads of 128, 128
-                  experts of 768, 8 used, vocabulary 151936; 48 layers in the real model.
-                  8 layers: F16 ~11 GB (peak disk), Q4_K_M ~3.2 GB; ~6 min on 2 cores.
+                  experts of 768, 8 used, vocabulary 151936; 48 layers in the real model,
+                  8 by default. 8 layers: F16 ~11 GB (peak disk), Q4_K_M ~3.2 GB; ~6 min.
+The K-quant formats take ~1-1.5 min per GB of F16 here (Q8_0 / Q4_0 and the Q5_0 / Q8_0
+fallbacks of 1152-wide rows a few times less).
+Each new file is then checked by llama.cpp (below) unless --no-check.
 
 usage:
   .venv/bin/python bench/make_shapes.py [--out models/shapes] [--force] [--no-check]
-  .venv/bin/python bench/make_shapes.py --shape qwen3-30b-a3b --layers 8 [--out DIR]
+  .venv/bin/python bench/make_shapes.py --shape llama-3.1-8b [--layers N] [--formats LIST]
+                                        [--keep-f16] [--out DIR] [--force]
   .venv/bin/python bench/compare.py [--no-default] --models models/shapes/*.gguf
 (--no-default unless models/gemma-3-270m-q4_k_m.gguf is present). Needs
 requirements-reference.txt (bash scripts/setup.sh --reference). Takes ~2 min on 2 cores
@@ -58,8 +80,18 @@ MODELS = [
 ]
 
 
-# --shape NAME -> make_arch_gguf.py family
-SHAPES = {"qwen3-30b-a3b": "qwen3moe"}
+# --shape NAME -> (make_arch_gguf.py family, default layers: 0 = the real count)
+SHAPES = {
+    "llama-3.2-1b": ("llama32", 0),
+    "llama-3.2-3b": ("llama32_3b", 0),
+    "llama-3.1-8b": ("llama31_8b", 0),
+    "qwen3-4b": ("qwen3_4b", 0),
+    "qwen3-8b": ("qwen3_8b", 0),
+    "gemma3-1b": ("gemma3", 0),
+    "gemma3-4b": ("gemma3_4b", 0),
+    "qwen3-30b-a3b": ("qwen3moe", 8),  # 48 real layers: the F16 would be 61 GB
+}
+FORMATS = ("q4_k_m", "q5_k_m", "q6_k", "q8_0", "q4_0")  # llama-quantize's ftype, lower case
 SHAPE_OUT = os.path.join(os.path.expanduser("~"), ".cache", "lumen", "shapes")
 LLAMA_QUANTIZE = os.path.join(ROOT, ".reference", "bin", "llama-quantize")
 
@@ -128,29 +160,62 @@ def quantize_bin(src, dst, ftype="Q4_K_M"):
     os.replace(tmp, dst)
 
 
+def shape_path(out, shape, layers, fmt):
+    """<out>/<shape>[-<layers>L]-random-<fmt>.gguf; layers 0 or the real count: no suffix."""
+    fam, _ = SHAPES[shape]
+    full = layers in (0, mk.FAMILIES[fam]["n_layer"])
+    return os.path.join(out, "%s%s-random-%s.gguf" % (shape, "" if full else "-%dL" % layers, fmt))
+
+
 def make_shape(a):
-    """--shape: one reduced-layer model at a real per-layer shape, Q4_K_M. Returns its path."""
-    family = SHAPES[a.shape]
+    """--shape: one model at a real per-layer shape in each format of --formats (an F16
+    from make_arch_gguf.py's stream mode, then llama-quantize). Returns the paths."""
+    family, default_layers = SHAPES[a.shape]
+    layers = a.layers if a.layers is not None else default_layers
+    fmts = [x.strip().lower() for x in a.formats.split(",") if x.strip()]
+    bad = [x for x in fmts if x not in FORMATS + ("f16",)]
+    if bad:
+        sys.exit("make_shapes: unknown format(s) %s (known: %s, f16)" % (
+            ",".join(bad), ",".join(FORMATS)))
+    if not os.access(LLAMA_QUANTIZE, os.X_OK) and any(x != "f16" for x in fmts):
+        sys.exit("make_shapes: %s is missing: bash scripts/setup.sh --reference" % LLAMA_QUANTIZE)
     out = a.out or SHAPE_OUT
     os.makedirs(out, exist_ok=True)
-    path = os.path.join(out, "%s-%dL-random-q4_k_m.gguf" % (a.shape, a.layers))
-    if os.path.exists(path) and not a.force:
-        print("make_shapes: %s exists (%.1f MB), kept" % (path, mb(path)))
-        return path
-    t0 = time.time()
-    f16 = path.replace("-q4_k_m.gguf", "-f16.gguf")
+    f16 = shape_path(out, a.shape, layers, "f16")
+    keep_f16 = a.keep_f16 or "f16" in fmts or os.path.exists(f16)  # never delete one we did not write
+    todo = [x for x in fmts if x != "f16" and (a.force or not os.path.exists(
+        shape_path(out, a.shape, layers, x)))]
+    for x in fmts:
+        if x not in todo and x != "f16":
+            p = shape_path(out, a.shape, layers, x)
+            print("make_shapes: %s exists (%.1f MB), kept" % (p, mb(p)))
+    made = []
     try:
-        mk.write_model(f16, family, a.layers, None, "f16", a.seed, quiet=True, stream=True)
-        print("make_shapes: wrote %s (%.1f MB) in %.0f s" % (f16, mb(f16), time.time() - t0),
-              flush=True)
-        quantize_bin(f16, path)
+        if (todo or "f16" in fmts) and (not os.path.exists(f16) or
+                                        (a.force and "f16" in fmts)):
+            t0 = time.time()
+            mk.write_model(f16, family, layers or None, None, "f16", a.seed, quiet=True,
+                           stream=True)
+            print("make_shapes: wrote %s (%.1f MB) in %.0f s" % (f16, mb(f16), time.time() - t0),
+                  flush=True)
+            if "f16" in fmts:
+                made.append(f16)
+        elif "f16" in fmts or todo:
+            print("make_shapes: reusing %s (%.1f MB)" % (f16, mb(f16)), flush=True)
+        for x in todo:
+            t0 = time.time()
+            p = shape_path(out, a.shape, layers, x)
+            quantize_bin(f16, p, x.upper())
+            print("make_shapes: wrote %s (%.1f MB) in %.0f s" % (p, mb(p), time.time() - t0),
+                  flush=True)
+            made.append(p)
     finally:
-        if os.path.exists(f16):
+        if not keep_f16 and os.path.exists(f16):
             os.remove(f16)
-    print("make_shapes: wrote %s (%.1f MB) in %.0f s" % (path, mb(path), time.time() - t0))
     if not a.no_check:
-        print("make_shapes: check %s: %s" % (os.path.basename(path), check(path)))
-    return path
+        for p in made:
+            print("make_shapes: check %s: %s" % (os.path.basename(p), check(p)), flush=True)
+    return made
 
 
 def check(path):
@@ -180,7 +245,13 @@ def main():
     ap.add_argument("--out", default=None,
                     help="output directory (default models/shapes; with --shape %s)" % SHAPE_OUT)
     ap.add_argument("--shape", choices=sorted(SHAPES), help="one model at this real per-layer shape")
-    ap.add_argument("--layers", type=int, default=8, help="with --shape: layers (default 8)")
+    ap.add_argument("--layers", type=int, default=None,
+                    help="with --shape: layers (default the real count; qwen3-30b-a3b 8)")
+    ap.add_argument("--formats", default="q4_k_m",
+                    help="with --shape: comma-separated, of %s, f16 (default q4_k_m)"
+                    % ",".join(FORMATS))
+    ap.add_argument("--keep-f16", action="store_true",
+                    help="with --shape: keep the F16 intermediate (default: deleted)")
     ap.add_argument("--force", action="store_true", help="rewrite files that already exist")
     ap.add_argument("--seed", type=int, default=mk.CI_SEED, help="make_arch_gguf.py weight seed")
     ap.add_argument("--no-check", action="store_true",

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Random-weight GGUF models of real architecture shapes (TinyLlama 1.1B, Llama 3.2 1B,
-Qwen2.5 0.5B, Qwen3 0.6B, Gemma 3 1B, Qwen3-30B-A3B) for lumen's per-architecture golden tests.
+"""Random-weight GGUF models of real architecture shapes (TinyLlama 1.1B, Llama 3.2 1B/3B,
+Llama 3.1 8B, Qwen2.5 0.5B, Qwen3 0.6B/4B/8B, Gemma 3 1B/4B, Qwen3-30B-A3B) for lumen's
+per-architecture golden tests and bench/make_shapes.py.
 
 Weights are deterministic in (family, seed): N(0, 0.02) matrices (embeddings 0.05, so
 logits are not degenerate), norms ~ 1 + N(0, 0.05), biases N(0, 0.02). Gemma 3 scales its
@@ -30,6 +31,7 @@ llama.cpp's search), which is fine: the golden data comes from llama.cpp on the 
 usage:
   make_arch_gguf.py --family qwen3 [--layers N] [--vocab N] [--dtype f16|qmix] OUT.gguf
   make_arch_gguf.py --ci OUT_DIR     # the reduced copies the tests use (+ OUT_DIR/manifest.txt)
+  make_arch_gguf.py --ci-shapes OUT_DIR   # the larger shapes' reduced copies (slow test)
 
 Draft-model pairs (tests/test_runtime_spec_draft.c): the same family, vocabulary and seed
 with fewer layers share the target's embeddings and first layers (one random stream in
@@ -79,6 +81,40 @@ FAMILIES = {
                    n_ff=6912, n_vocab=262144, n_ctx=32768, rope_base=1000000.0,
                    rope_base_swa=10000.0, eps=1e-6, tied=True, bias=False, qk_norm=True,
                    sliding_window=512, emb_std=0.06, post_norm_mean=12.0),
+    # The larger real shapes (bench/make_shapes.py --shape), from each model's config.json
+    # (hidden_size, num_hidden_layers, num_attention_heads, num_key_value_heads, head_dim,
+    # intermediate_size, vocab_size, max_position_embeddings, rope_theta, rope_scaling,
+    # rms_norm_eps, tie_word_embeddings) as convert_hf_to_gguf maps them:
+    #   Llama-3.2-3B: 3072, 28, 24, 8, 128, 8192, 128256, 131072, 5e5, llama3 (32, 1, 4, 8192),
+    #     1e-5, tied
+    #   Llama-3.1-8B: 4096, 32, 32, 8, 128, 14336, 128256, 131072, 5e5, llama3 (8, 1, 4, 8192),
+    #     1e-5, untied
+    #   Qwen3-4B: 2560, 36, 32, 8, 128, 9728, 151936, 40960, 1e6, none, 1e-6, tied; qk-norm
+    #   Qwen3-8B: 4096, 36, 32, 8, 128, 12288, 151936, 40960, 1e6, none, 1e-6, untied; qk-norm
+    #   Gemma-3-4B (text_config): 2560, 34, 8, 4, 256, 10240, 262208, 131072, 1e6 (local layers
+    #     rope_local_base_freq 1e4), linear scaling 8 (global layers only), 1e-6, tied;
+    #     sliding_window 1024, every 6th layer global (llama.cpp's default pattern), qk-norm
+    #   (Gemma-3-1B is "gemma3" above: 1152, 26, 4, 1, 256, 6912, 262144, 32768, 1e6/1e4,
+    #    no scaling, sliding_window 512.)
+    "llama32_3b": dict(arch="llama", n_embd=3072, n_layer=28, n_head=24, n_head_kv=8,
+                       head_dim=128, n_ff=8192, n_vocab=128256, n_ctx=131072,
+                       rope_base=500000.0, eps=1e-5, tied=True, bias=False, qk_norm=False,
+                       rope_freqs=(32.0, 1.0, 4.0, 8192)),
+    "llama31_8b": dict(arch="llama", n_embd=4096, n_layer=32, n_head=32, n_head_kv=8,
+                       head_dim=128, n_ff=14336, n_vocab=128256, n_ctx=131072,
+                       rope_base=500000.0, eps=1e-5, tied=False, bias=False, qk_norm=False,
+                       rope_freqs=(8.0, 1.0, 4.0, 8192)),
+    "qwen3_4b": dict(arch="qwen3", n_embd=2560, n_layer=36, n_head=32, n_head_kv=8, head_dim=128,
+                     n_ff=9728, n_vocab=151936, n_ctx=40960, rope_base=1000000.0, eps=1e-6,
+                     tied=True, bias=False, qk_norm=True),
+    "qwen3_8b": dict(arch="qwen3", n_embd=4096, n_layer=36, n_head=32, n_head_kv=8, head_dim=128,
+                     n_ff=12288, n_vocab=151936, n_ctx=40960, rope_base=1000000.0, eps=1e-6,
+                     tied=False, bias=False, qk_norm=True),
+    "gemma3_4b": dict(arch="gemma3", n_embd=2560, n_layer=34, n_head=8, n_head_kv=4,
+                      head_dim=256, n_ff=10240, n_vocab=262208, n_ctx=131072,
+                      rope_base=1000000.0, rope_base_swa=10000.0, rope_scale_linear=8.0,
+                      eps=1e-6, tied=True, bias=False, qk_norm=True, sliding_window=1024,
+                      emb_std=0.06, post_norm_mean=12.0),
 }
 
 # The copies tests/test_model_arch_golden.c compares (and tools/gen_golden_arch.py feeds
@@ -95,6 +131,22 @@ CI_MODELS = [
     ("mixtral", "mixtral_tiny", 2, 8192, ("f16", "qmix"), {}),
 ]
 CI_SEED = 20240601
+
+# Reduced copies of the larger shapes (bench/make_shapes.py) for the slow fidelity test
+# tests/test_model_ref_forward_shapes.sh (tools/ref_cases.py 'shape_*'): real widths, one
+# layer, the 8192-token vocabulary; gemma3_4b two layers (one sliding with a 32-token window,
+# so the 64-token sequence crosses it, one global with the linear RoPE scaling). Written by
+# --ci-shapes, not --ci: at 4096-14336 wide they are 0.1-0.4 GB each, too slow for CI.
+SHAPE_CI_MODELS = [
+    ("llama32_3b", "llama32_3b", 1, 8192, ("f16", "qmix"), {}),
+    ("llama31_8b", "llama31_8b", 1, 8192, ("f16", "qmix"), {}),
+    ("qwen3_4b", "qwen3_4b", 1, 8192, ("f16", "qmix"), {}),
+    # qwen3_8b's F16 copy has a near-tied position (llama.cpp's argmax differs from the float64
+    # reference's at 1 of 80 positions at KL 3.6e-6), which tools/gen_golden_ref.py refuses
+    ("qwen3_8b", "qwen3_8b", 1, 8192, ("qmix",), {}),
+    ("gemma3_4b", "gemma3_4b", 2, 8192, ("f16", "qmix"),
+     {"sliding_window_pattern": 2, "sliding_window": 32}),
+]
 
 
 # ============================================================ vocabulary
@@ -281,6 +333,9 @@ def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_S
         w.add_sliding_window(f["sliding_window"])
         if "rope_base_swa" in f:
             w.add_float32("%s.rope.freq_base_swa" % arch, f["rope_base_swa"])
+    if "rope_scale_linear" in f:  # as convert_hf_to_gguf writes rope_scaling {linear, 8}
+        w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+        w.add_rope_scaling_factor(f["rope_scale_linear"])
     if "sliding_window_pattern" in extra:
         w.add_uint32("%s.attention.sliding_window_pattern" % arch, extra["sliding_window_pattern"])
     w.add_file_type(1 if dtype == "f16" else 15)  # MOSTLY_F16 / MOSTLY_Q4_K_M
@@ -386,25 +441,27 @@ def sha256_file(path):
     return h.hexdigest()
 
 
-def ci_files():
-    """[(file name, family, layers, vocab, dtype, extra)] of the CI copies."""
+def ci_files(models=None, prefix="arch"):
+    """[(file name, family, layers, vocab, dtype, extra)] of the CI copies (or of models,
+    named <prefix>_<name>_<dtype>.gguf)."""
     out = []
-    for name, fam, layers, vocab, dtypes, extra in CI_MODELS:
+    for name, fam, layers, vocab, dtypes, extra in (models or CI_MODELS):
         for dt in dtypes:
-            out.append(("arch_%s_%s.gguf" % (name, dt), fam, layers, vocab, dt, extra))
+            out.append(("%s_%s_%s.gguf" % (prefix, name, dt), fam, layers, vocab, dt, extra))
     return out
 
 
-def write_ci(out_dir):
-    """Writes the CI copies into out_dir unless a stamp says they are current (same
-    generator source, numpy and gguf versions); then writes out_dir/manifest.txt."""
+def write_ci(out_dir, models=None, prefix="arch"):
+    """Writes the CI copies (or models, see ci_files) into out_dir unless a stamp says they
+    are current (same generator source, numpy and gguf versions); then writes
+    out_dir/manifest.txt."""
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.abspath(__file__), "rb") as fh:
         src = hashlib.sha256(fh.read()).hexdigest()
     stamp_txt = "%s numpy %s gguf %s\n" % (src, np.__version__, getattr(gguf, "__version__", "?"))
     stamp = os.path.join(out_dir, "stamp.txt")
     manifest = os.path.join(out_dir, "manifest.txt")
-    files = ci_files()
+    files = ci_files(models, prefix)
     current = (os.path.exists(stamp) and open(stamp).read() == stamp_txt and
                os.path.exists(manifest) and
                all(os.path.exists(os.path.join(out_dir, f[0])) for f in files))
@@ -428,6 +485,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out", help="output .gguf (or directory with --ci)")
     ap.add_argument("--ci", action="store_true", help="write the CI copies into the directory")
+    ap.add_argument("--ci-shapes", action="store_true",
+                    help="write the larger shapes' reduced copies (shape_*) into the directory")
     ap.add_argument("--family", choices=sorted(FAMILIES))
     ap.add_argument("--layers", type=int, default=0, help="reduced layer count (0 = real)")
     ap.add_argument("--vocab", type=int, default=0, help="reduced vocabulary (0 = real)")
@@ -442,6 +501,9 @@ def main():
     a = ap.parse_args()
     if a.ci:
         write_ci(a.out)
+        return 0
+    if a.ci_shapes:
+        write_ci(a.out, SHAPE_CI_MODELS, "shape")
         return 0
     if not a.family:
         ap.error("--family is required without --ci")

@@ -11,6 +11,8 @@ Model sources:
                   run on the reference's exact weights, with no 8-bit activations
   arch:FILE       a random-weight model of tools/make_arch_gguf.py --ci (real widths, few
                   layers, 8192-token vocabulary), in $LUMEN_ARCH_DIR (/tmp/lumen-arch-<uid>)
+  shape:FILE      one of make_arch_gguf.py --ci-shapes (the larger real shapes, 1-2 layers),
+                  in $LUMEN_ARCH_DIR/shapes
 The default model's sequences are the golden prompts of tests/golden/gemma3_logits.txt (the
 longest, 864 tokens, runs past Gemma 3's 512-token sliding window); gemma3's random copy has
 a 600-token sequence for the same reason. The `-short` cases take the prompts of up to 100
@@ -35,6 +37,16 @@ for _a in ARCH:
     for _dt in ("f16", "qmix"):
         CASES.append(("arch_%s_%s" % (_a, _dt), "arch:arch_%s_%s.gguf" % (_a, _dt),
                       "tests/golden/arch_%s_%s.txt" % (_a, _dt), None))
+# the larger shapes' reduced copies (make_arch_gguf.SHAPE_CI_MODELS): the sequences of the CI
+# copy of the same family (gemma3's up to 64 tokens: its 600-token one would take minutes)
+SHAPE_SEQS = {"llama32_3b": ("llama32", None), "llama31_8b": ("llama32", None),
+              "qwen3_4b": ("qwen3", None), "qwen3_8b": ("qwen3", None),
+              "gemma3_4b": ("gemma3", 64)}
+for _a, _fam, _l, _v, _dts, _x in mk.SHAPE_CI_MODELS:
+    _src, _ml = SHAPE_SEQS[_a]
+    for _dt in _dts:
+        CASES.append(("shape_%s_%s" % (_a, _dt), "shape:shape_%s_%s.gguf" % (_a, _dt),
+                      "tests/golden/arch_%s_f16.txt" % _src, _ml))
 
 
 def kind(name, source):
@@ -95,6 +107,11 @@ def model_path(source):
         d = os.environ.get("LUMEN_ARCH_DIR") or "/tmp/lumen-arch-%d" % os.getuid()
         mk.write_ci(d)
         return os.path.join(d, source[5:])
+    if source.startswith("shape:"):
+        d = os.path.join(os.environ.get("LUMEN_ARCH_DIR") or "/tmp/lumen-arch-%d" % os.getuid(),
+                         "shapes")
+        mk.write_ci(d, mk.SHAPE_CI_MODELS, "shape")
+        return os.path.join(d, source[6:])
     raise ValueError(source)
 
 
