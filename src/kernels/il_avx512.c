@@ -28,15 +28,15 @@
 #endif
 
 // ============================================================================
-// q8_0 / q5_0 (records of one 32-element block): per token and block, exact int32 for the
+// q8_0 / q5_0 / q4_0 (records of one 32-element block): per token and block, exact int32 for the
 // 16 rows, then one convert, one multiply, one fma: fma(d_w * d_x, isum, acc) in block order
 // ============================================================================
 
-// one group (16 rows) x NT tokens; Q5: q5_0 records, else q8_0 records
+// one group (16 rows) x NT tokens; Q5: 1 q5_0 records, 2 q4_0 records, 0 q8_0 records
 AI void il_q8_n(const int NT, const int Q5, int64_t n_in, float *y, size_t ys, const void *wg,
                 const void *xa, size_t xas) {
     const int64_t nb = n_in / 32;
-    const size_t rec = Q5 ? LM_IL_Q5_0_REC : LM_IL_Q8_0_REC;
+    const size_t rec = Q5 == 2 ? LM_IL_Q4_0_REC : Q5 ? LM_IL_Q5_0_REC : LM_IL_Q8_0_REC;
     const __m512i m4 = _mm512_set1_epi8(0x0f), b16 = _mm512_set1_epi8(16);
     __m512 acc[LM_IL_MAX_NT];
     for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
@@ -46,7 +46,13 @@ AI void il_q8_n(const int NT, const int Q5, int64_t n_in, float *y, size_t ys, c
             for (size_t o = 0; o < rec; o += 64) _mm_prefetch((const char *)r + IL_PF_AHEAD + o, _MM_HINT_T0);
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)r));
         __m512i w[8];
-        if (Q5) {
+        if (Q5 == 2) {
+            for (int j = 0; j < 4; j++) {
+                const __m512i v = _mm512_loadu_si512((const void *)(r + 32 + 64 * j));
+                w[2 * j] = _mm512_and_si512(v, m4);
+                w[2 * j + 1] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+            }
+        } else if (Q5) {
             for (int j = 0; j < 4; j++) {
                 const __m512i v = _mm512_loadu_si512((const void *)(r + 32 + 64 * j));
                 uint64_t h0, h1;
@@ -64,7 +70,8 @@ AI void il_q8_n(const int NT, const int Q5, int64_t n_in, float *y, size_t ys, c
             const int8_t *xt = (const int8_t *)((const char *)xa + (size_t)t * xas);
             const int8_t *q = xt + b * 32;
             const float dx = ((const float *)(xt + nb * 32))[b];
-            const int32_t c = ((const int32_t *)(xt + nb * 36))[Q5 ? b : nb + b];
+            const int32_t c16 = ((const int32_t *)(xt + nb * 36))[Q5 ? b : nb + b];
+            const int32_t c = Q5 == 2 ? c16 / 2 : c16; // q4_0: -8 sum = half of -16 sum
             __m512i s0 = _mm512_set1_epi32(c);
             if (NT <= 2) { // few tokens: two dependency chains per block
                 __m512i s1 = _mm512_setzero_si512();
@@ -99,6 +106,11 @@ void lm_il_gemm_q8_0_avx512(int64_t n_in, int nt, float *y, size_t ys, const voi
 void lm_il_gemm_q5_0_avx512(int64_t n_in, int nt, float *y, size_t ys, const void *wg,
                             const void *xa, size_t xas) {
     IL_SWITCH(1)
+}
+
+void lm_il_gemm_q4_0_avx512(int64_t n_in, int nt, float *y, size_t ys, const void *wg,
+                            const void *xa, size_t xas) {
+    IL_SWITCH(2)
 }
 
 // ============================================================================

@@ -9,18 +9,21 @@
 
 #include "kernels/kernels.h"
 
-// ---- q8_0 / q5_0: one record per 32-element block b, records in block order:
+// ---- q8_0 / q5_0 / q4_0: one record per 32-element block b, records in block order:
 //   d   16 x f16          the 16 rows' block scales
 //   q   q8_0: 8 x 64 bytes: vector g holds elements 4g..4g+3 of every row, byte r*4 + kk =
 //                (q(r, 4g + kk) + 128) as an unsigned byte
 //       q5_0: 4 x 64 bytes of nibbles: vector j, byte r*4 + kk: low nibble = low 4 bits of
 //                element 8j + kk, high nibble = of element 8j + 4 + kk (raw 0..15)
 //             + 8 x 8 bytes of high bits: u64 g, bit r*4 + kk = bit 4 of element 4g + kk
+//       q4_0: q5_0's 4 x 64 bytes of nibbles (the raw 0..15), no high bits
 // so one vector of 16 rows x 4 elements, unsigned (q8_0: q + 128, q5_0: the raw 0..31 =
-// q + 16), meets 4 broadcast activation bytes in one vpdpbusd. The offsets come back
-// through the activation sums: sum (q + c) x = sum q x + c sum x.
+// q + 16, q4_0: the raw 0..15 = q + 8), meets 4 broadcast activation bytes in one vpdpbusd.
+// The offsets come back through the activation sums: sum (q + c) x = sum q x + c sum x
+// (q4_0's -8 sum x is half the stored -16 sum x).
 #define LM_IL_Q8_0_REC (32 + 512)
 #define LM_IL_Q5_0_REC (32 + 256 + 64)
+#define LM_IL_Q4_0_REC (32 + 256)
 // Their activation rows, "xq8" (n_in elements, nb = n_in / 32 blocks): nb x 32 int8 quants,
 // then nb floats (the q8_0 scale), nb int32 (-16 * sum of the block's quants), nb int32
 // (-128 * sum). The quants and scales are those of the q8_0 row it is made from, so results
