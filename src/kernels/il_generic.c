@@ -74,7 +74,7 @@ void lm_il_gemm_q4_0_generic(int64_t n_in, int nt, float *y, size_t ys, const vo
 }
 
 // ============================================================================
-// q4_K / q6_K: W group (16, n_in) @ X (nt, n_in) q8_K -> y[t * ys + r]
+// q4_K / q5_K / q6_K: W group (16, n_in) @ X (nt, n_in) q8_K -> y[t * ys + r]
 // ============================================================================
 
 static const struct lm_block_q8_K *q8K_row(const void *xa, size_t xas, int t) {
@@ -118,15 +118,22 @@ static void runs_dot(int32_t dot[LM_IL_ROWS], const void *q, int is_signed, int 
             }
 }
 
-void lm_il_gemm_q4_K_generic(int64_t n_in, int nt, float *y, size_t ys, const void *wg,
+// q4_K (q5: 0) or q5_K (q5: 1): the same integer and float steps (vec_dot_q4_K = _q5_K's),
+// q5_K's runs taking bit 4 from qh
+static void il_q45_K_generic(int q5, int64_t n_in, int nt, float *y, size_t ys, const void *wg,
                              const void *xa, size_t xas) {
     LM_ASSERT(n_in % LM_QK_K == 0 && nt >= 1 && nt <= LM_IL_MAX_NT);
-    const struct lm_il_q4_K_sb *w = wg;
+    const size_t sb_bytes = q5 ? sizeof(struct lm_il_q5_K_sb) : sizeof(struct lm_il_q4_K_sb);
     float sum[LM_IL_MAX_NT][LM_IL_ROWS] = {{0}};
     uint8_t q[64][4 * LM_IL_ROWS];
     for (int64_t i = 0; i < n_in / LM_QK_K; i++) {
-        const struct lm_il_q4_K_sb *b = &w[i];
+        const struct lm_il_q4_K_sb *b = (const struct lm_il_q4_K_sb *)((const char *)wg + (size_t)i * sb_bytes);
         il_q4_K_runs(b, q);
+        if (q5) { // run 8j + u is columns 32j + 4u..: fifth bit from qh[j][u]
+            const struct lm_il_q5_K_sb *b5 = (const struct lm_il_q5_K_sb *)b;
+            for (int u = 0; u < 64; u++)
+                for (int l = 0; l < 4 * LM_IL_ROWS; l++) q[u][l] |= (uint8_t)(((b5->qh[u / 8][u % 8] >> l) & 1) << 4);
+        }
         for (int t = 0; t < nt; t++) {
             const struct lm_block_q8_K *yb = q8K_row(xa, xas, t) + i;
             int32_t isum[LM_IL_ROWS] = {0}, summs[LM_IL_ROWS] = {0};
@@ -147,6 +154,16 @@ void lm_il_gemm_q4_K_generic(int64_t n_in, int nt, float *y, size_t ys, const vo
     }
     for (int t = 0; t < nt; t++)
         for (int r = 0; r < LM_IL_ROWS; r++) y[(size_t)t * ys + r] = sum[t][r];
+}
+
+void lm_il_gemm_q4_K_generic(int64_t n_in, int nt, float *y, size_t ys, const void *wg,
+                             const void *xa, size_t xas) {
+    il_q45_K_generic(0, n_in, nt, y, ys, wg, xa, xas);
+}
+
+void lm_il_gemm_q5_K_generic(int64_t n_in, int nt, float *y, size_t ys, const void *wg,
+                             const void *xa, size_t xas) {
+    il_q45_K_generic(1, n_in, nt, y, ys, wg, xa, xas);
 }
 
 void lm_il_gemm_q6_K_generic(int64_t n_in, int nt, float *y, size_t ys, const void *wg,

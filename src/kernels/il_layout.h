@@ -30,7 +30,7 @@
 // do not depend on which table's quant[Q8_0] made that row (they agree).
 #define LM_IL_XQ8_BLOCK (32 + 4 + 4 + 4)
 
-// ---- q4_K / q6_K: one struct per 256 columns (super-block) of the 16 rows, in column order.
+// ---- q4_K / q5_K / q6_K: one struct per 256 columns (super-block) of the 16 rows, in column order.
 // r = row in the group (0..15), kk = column within a run of 4 (0..3). Their activation rows
 // are the q8_K rows themselves.
 
@@ -44,6 +44,14 @@ struct lm_il_q4_K_sb {
     uint8_t mn[4][LM_IL_ROWS][2];     // mn[p][r][e]: 6-bit min of sub-block 2p + e, decoded
     uint8_t qs[8][4][4 * LM_IL_ROWS]; // qs[j][v][4r + kk]: lo = q[r][32j + 4v + kk],
                                       //                    hi = q[r][32j + 16 + 4v + kk]
+};
+
+// q5_K: q4_K's struct for the low 4 bits (q[r][e] in 0..31 = lo | hb << 4), and per run of
+// 16 rows x 4 columns one u64 of fifth bits, bit 4r + kk, so that a masked add of 16 after
+// the nibble unpack gives the vpdpbusd operand (as q5_0 does).
+struct lm_il_q5_K_sb {
+    struct lm_il_q4_K_sb lo;      // d, dmin, scales, mins, low nibbles as in q4_K
+    uint64_t qh[8][8];            // qh[j][u], bit 4r + kk: bit 4 of q[r][32j + 4u + kk]
 };
 
 // q6_K: q[r][e] in 0..63 (the stored value; the weight is q - 32); sub-block = 16 columns,
@@ -62,6 +70,8 @@ struct lm_il_q6_K_sb {
 // q4_K: 2368 bytes per 256 columns of 16 rows (ggml: 16 x 144 = 2304); q6_K: 3392 (16 x 210 = 3360)
 _Static_assert(sizeof(struct lm_il_q4_K_sb) == 2368, "il q4_K super-block size");
 _Static_assert(sizeof(struct lm_il_q6_K_sb) == 3392, "il q6_K super-block size");
+// q5_K: 2880 (16 x 176 = 2816)
+_Static_assert(sizeof(struct lm_il_q5_K_sb) == 2880, "il q5_K super-block size");
 
 // ---- f16: the file layout itself, 16 rows of n_in halves one after another (row_bytes =
 // 2 n_in), so the weights are used in place and nothing is copied at load (lm_il_in_place).
