@@ -17,14 +17,17 @@ static float rng_sym(void) { return (float)((rng_u64() >> 40) * (2.0 / 16777216.
 
 #define N_OUT 32 // two groups
 
+// bytes of one ggml block
+static size_t blk_bytes(enum lm_dtype t) { return t == LM_DTYPE_Q8_0 ? 34 : t == LM_DTYPE_Q5_0 ? 22 : 18; }
+
 // random but valid weight rows: any bit pattern of quants is a valid block
 static void random_rows(enum lm_dtype t, uint8_t *w, size_t row_bytes, int64_t n_in) {
     for (int r = 0; r < N_OUT; r++)
         for (int64_t b = 0; b < n_in / 32; b++) {
-            uint8_t *blk = w + (size_t)r * row_bytes + (size_t)b * (t == LM_DTYPE_Q8_0 ? 34 : 22);
+            uint8_t *blk = w + (size_t)r * row_bytes + (size_t)b * blk_bytes(t);
             const lm_f16 d = lm_f32_to_f16(0.02f * rng_sym());
             memcpy(blk, &d, 2);
-            for (int i = 2; i < (t == LM_DTYPE_Q8_0 ? 34 : 22); i++) blk[i] = (uint8_t)rng_u64();
+            for (int i = 2; i < (int)blk_bytes(t); i++) blk[i] = (uint8_t)rng_u64();
             if (t == LM_DTYPE_Q8_0 && rng_u64() % 8 == 0) memset(blk + 2, 0x80, 32); // all -128
         }
 }
@@ -34,6 +37,10 @@ static int quant_at(enum lm_dtype t, const uint8_t *row, int64_t b, int k) {
     if (t == LM_DTYPE_Q8_0) {
         const struct lm_block_q8_0 *x = (const struct lm_block_q8_0 *)row + b;
         return x->qs[k];
+    }
+    if (t == LM_DTYPE_Q4_0) {
+        const struct lm_block_q4_0 *x = (const struct lm_block_q4_0 *)row + b;
+        return (k < 16 ? x->qs[k] & 0x0f : x->qs[k - 16] >> 4) - 8;
     }
     const struct lm_block_q5_0 *x = (const struct lm_block_q5_0 *)row + b;
     uint32_t qh;
@@ -52,7 +59,7 @@ static float contract_dot(enum lm_dtype t, const uint8_t *row, const struct lm_b
             isum += quant_at(t, row, b, k) * y[b].qs[k];
             iabs += abs(quant_at(t, row, b, k) * y[b].qs[k]);
         }
-        const lm_f16 dw16 = ((const lm_f16 *)(row + (size_t)b * (t == LM_DTYPE_Q8_0 ? 34 : 22)))[0];
+        const lm_f16 dw16 = ((const lm_f16 *)(row + (size_t)b * blk_bytes(t)))[0];
         const float dw = lm_f16_to_f32(dw16), dx = lm_f16_to_f32(y[b].d);
         acc = fmaf(dw * dx, (float)isum, acc);
         *mag += fabs((double)dw * dx) * iabs; // sum of |terms|: the scale of rounding errors
@@ -248,7 +255,8 @@ int main(void) {
     CHECK(lm_il_supported(LM_DTYPE_Q5_0, 4096, 32));
     CHECK(!lm_il_supported(LM_DTYPE_Q5_0, 24, 640));  // rows not a multiple of 16
     CHECK(!lm_il_supported(LM_DTYPE_Q5_0, 32, 48));   // not whole blocks
-    CHECK(!lm_il_supported(LM_DTYPE_Q4_0, 32, 640));  // no layout
+    CHECK(!lm_il_supported(LM_DTYPE_Q4_1, 32, 640));  // no layout
+    CHECK(lm_il_group_bytes(LM_DTYPE_Q4_0, 640) == 20 * 288); // same bytes as the ggml rows
     CHECK(lm_il_supported(LM_DTYPE_F16, 32, 650));   // f16: any row length
     CHECK(!lm_il_supported(LM_DTYPE_F16, 40, 640));
     CHECK(lm_il_in_place(LM_DTYPE_F16, 1300, 650));   // the file layout is the il layout
@@ -262,6 +270,7 @@ int main(void) {
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         test_dtype(LM_DTYPE_Q8_0, sizes[i]);
         test_dtype(LM_DTYPE_Q5_0, sizes[i]);
+        test_dtype(LM_DTYPE_Q4_0, sizes[i]);
     }
     return lm_test_finish();
 }

@@ -1,4 +1,4 @@
-// Row-interleaved q4_K / q6_K kernels: pack 16 rows, run the generic and AVX-512 il GEMMs
+// Row-interleaved q4_K / q5_K / q6_K kernels: pack 16 rows, run the generic and AVX-512 il GEMMs
 // for every token count, and require each y bit-identical to vec_dot of the generic and the
 // AVX-512 tables on the original rows. Random valid blocks, saturated extremes, and (when
 // present) the default model's k-quant tensors.
@@ -31,6 +31,11 @@ static void fill_rows(enum lm_dtype t, uint8_t *w, size_t row_bytes, int64_t n, 
                 for (size_t i = 0; i < sizeof *k; i++) ((uint8_t *)k)[i] = extreme ? 0xff : (uint8_t)rng_u64();
                 k->d = lm_f32_to_f16(0.01f * rng_sym());
                 k->dmin = lm_f32_to_f16(0.01f * rng_sym());
+            } else if (t == LM_DTYPE_Q5_K) {
+                struct lm_block_q5_K *k = (struct lm_block_q5_K *)(w + r * row_bytes) + b;
+                for (size_t i = 0; i < sizeof *k; i++) ((uint8_t *)k)[i] = extreme ? 0xff : (uint8_t)rng_u64();
+                k->d = lm_f32_to_f16(0.01f * rng_sym());
+                k->dmin = lm_f32_to_f16(0.01f * rng_sym());
             } else {
                 struct lm_block_q6_K *k = (struct lm_block_q6_K *)(w + r * row_bytes) + b;
                 for (size_t i = 0; i < sizeof *k; i++) ((uint8_t *)k)[i] = extreme ? 0xff : (uint8_t)rng_u64();
@@ -60,7 +65,8 @@ static int n_tabs;
 
 // returns the number of mismatching floats (also counted as failures)
 static int check_group(enum lm_dtype t, const uint8_t *w, size_t row_bytes, int64_t n, const char *what) {
-    const int is4 = t == LM_DTYPE_Q4_K;
+    lm_il_gemm_fn gen = t == LM_DTYPE_Q4_K ? lm_il_gemm_q4_K_generic
+                        : t == LM_DTYPE_Q5_K ? lm_il_gemm_q5_K_generic : lm_il_gemm_q6_K_generic;
     const size_t xas = (size_t)(n / LM_QK_K) * sizeof(struct lm_block_q8_K) + 64; // padded rows
     const size_t ys = LM_IL_ROWS + 3;
     uint8_t *g = aligned_alloc(64, lm_il_group_bytes(t, n) + 64);
@@ -69,10 +75,12 @@ static int check_group(enum lm_dtype t, const uint8_t *w, size_t row_bytes, int6
     float ref[LM_IL_MAX_NT][LM_IL_ROWS][2];
     lm_il_pack_group(t, g, w, row_bytes, n);
 
-    lm_il_gemm_fn fns[2] = {is4 ? lm_il_gemm_q4_K_generic : lm_il_gemm_q6_K_generic, NULL};
+    lm_il_gemm_fn fns[2] = {gen, NULL};
     const char *fn_names[2] = {"generic", "avx512"};
 #if defined(__x86_64__)
-    if (lm_kernels_avx512()) fns[1] = is4 ? lm_il_gemm_q4_K_avx512 : lm_il_gemm_q6_K_avx512;
+    if (lm_kernels_avx512())
+        fns[1] = t == LM_DTYPE_Q4_K ? lm_il_gemm_q4_K_avx512
+               : t == LM_DTYPE_Q5_K ? lm_il_gemm_q5_K_avx512 : lm_il_gemm_q6_K_avx512;
 #endif
     int bad = 0;
     for (int extreme = 0; extreme < 2; extreme++) {
@@ -140,7 +148,7 @@ static void test_model(void) {
     int n_groups = 0;
     for (uint64_t i = 0; i < gg.n_tensors; i++) {
         const struct lm_gguf_tensor *ti = &gg.tensors[i];
-        if ((ti->type != LM_DTYPE_Q4_K && ti->type != LM_DTYPE_Q6_K) || ti->n_dims != 2 ||
+        if ((ti->type != LM_DTYPE_Q4_K && ti->type != LM_DTYPE_Q5_K && ti->type != LM_DTYPE_Q6_K) || ti->n_dims != 2 ||
             ti->ne[0] % LM_QK_K != 0 || ti->ne[1] < LM_IL_ROWS)
             continue;
         const size_t row_bytes = lm_dtype_row_size(ti->type, ti->ne[0]);
@@ -164,7 +172,9 @@ int main(void) {
 
     CHECK(lm_il_group_bytes(LM_DTYPE_Q4_K, 2048) == 8 * 2368);
     CHECK(lm_il_group_bytes(LM_DTYPE_Q6_K, 2048) == 8 * 3392);
+    CHECK(lm_il_group_bytes(LM_DTYPE_Q5_K, 2048) == 8 * 2880);
     test_random(LM_DTYPE_Q4_K);
+    test_random(LM_DTYPE_Q5_K);
     test_random(LM_DTYPE_Q6_K);
     test_model();
     return lm_test_finish();

@@ -28,15 +28,15 @@
 #endif
 
 // ============================================================================
-// q8_0 / q5_0 (records of one 32-element block): per token and block, exact int32 for the
+// q8_0 / q5_0 / q4_0 (records of one 32-element block): per token and block, exact int32 for the
 // 16 rows, then one convert, one multiply, one fma: fma(d_w * d_x, isum, acc) in block order
 // ============================================================================
 
-// one group (16 rows) x NT tokens; Q5: q5_0 records, else q8_0 records
+// one group (16 rows) x NT tokens; Q5: 1 q5_0 records, 2 q4_0 records, 0 q8_0 records
 AI void il_q8_n(const int NT, const int Q5, int64_t n_in, float *y, size_t ys, const void *wg,
                 const void *xa, size_t xas) {
     const int64_t nb = n_in / 32;
-    const size_t rec = Q5 ? LM_IL_Q5_0_REC : LM_IL_Q8_0_REC;
+    const size_t rec = Q5 == 2 ? LM_IL_Q4_0_REC : Q5 ? LM_IL_Q5_0_REC : LM_IL_Q8_0_REC;
     const __m512i m4 = _mm512_set1_epi8(0x0f), b16 = _mm512_set1_epi8(16);
     __m512 acc[LM_IL_MAX_NT];
     for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
@@ -46,7 +46,13 @@ AI void il_q8_n(const int NT, const int Q5, int64_t n_in, float *y, size_t ys, c
             for (size_t o = 0; o < rec; o += 64) _mm_prefetch((const char *)r + IL_PF_AHEAD + o, _MM_HINT_T0);
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)r));
         __m512i w[8];
-        if (Q5) {
+        if (Q5 == 2) {
+            for (int j = 0; j < 4; j++) {
+                const __m512i v = _mm512_loadu_si512((const void *)(r + 32 + 64 * j));
+                w[2 * j] = _mm512_and_si512(v, m4);
+                w[2 * j + 1] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+            }
+        } else if (Q5) {
             for (int j = 0; j < 4; j++) {
                 const __m512i v = _mm512_loadu_si512((const void *)(r + 32 + 64 * j));
                 uint64_t h0, h1;
@@ -64,7 +70,8 @@ AI void il_q8_n(const int NT, const int Q5, int64_t n_in, float *y, size_t ys, c
             const int8_t *xt = (const int8_t *)((const char *)xa + (size_t)t * xas);
             const int8_t *q = xt + b * 32;
             const float dx = ((const float *)(xt + nb * 32))[b];
-            const int32_t c = ((const int32_t *)(xt + nb * 36))[Q5 ? b : nb + b];
+            const int32_t c16 = ((const int32_t *)(xt + nb * 36))[Q5 ? b : nb + b];
+            const int32_t c = Q5 == 2 ? c16 / 2 : c16; // q4_0: -8 sum = half of -16 sum
             __m512i s0 = _mm512_set1_epi32(c);
             if (NT <= 2) { // few tokens: two dependency chains per block
                 __m512i s1 = _mm512_setzero_si512();
@@ -101,8 +108,13 @@ void lm_il_gemm_q5_0_avx512(int64_t n_in, int nt, float *y, size_t ys, const voi
     IL_SWITCH(1)
 }
 
+void lm_il_gemm_q4_0_avx512(int64_t n_in, int nt, float *y, size_t ys, const void *wg,
+                            const void *xa, size_t xas) {
+    IL_SWITCH(2)
+}
+
 // ============================================================================
-// q4_K / q6_K (structs of one 256-column super-block): scales, mins and the float steps are
+// q4_K / q5_K / q6_K (structs of one 256-column super-block): scales, mins and the float steps are
 // per-lane vector ops; per lane the float operations are vec_dot's
 // ============================================================================
 
@@ -120,15 +132,18 @@ AI const struct lm_block_q8_K *q8K_block(const void *xa, size_t xas, int t, int6
 // vpdpwssd 0.28 ns on Zen 4: a 16-row x 2048 group at nt = 16 takes 3827 ns, 4073 with
 // vpmulld). The mins use vpdpwssd on (mn[2p], mn[2p+1]) pairs against pair sums of bsums.
 
-AI void q4_K_il(const int NT, int64_t n_in, float *y, size_t ys, const void *wg, const void *xa,
-                size_t xas) {
-    const struct lm_il_q4_K_sb *w = wg;
-    const __m512i m4 = _mm512_set1_epi8(0x0f);
+// q5_K (Q5 = 1) is q4_K plus a masked add of 16 per weight vector (qh); its half dots reach
+// 16 * 31 * 128 > 2^15, so the scale is one vpmulld on their int32 sum instead.
+AI void q45_K_il(const int NT, const int Q5, int64_t n_in, float *y, size_t ys, const void *wg,
+                 const void *xa, size_t xas) {
+    const size_t sb_bytes = Q5 ? sizeof(struct lm_il_q5_K_sb) : sizeof(struct lm_il_q4_K_sb);
+    const __m512i m4 = _mm512_set1_epi8(0x0f), b16 = _mm512_set1_epi8(16);
     __m512 sum[LM_IL_MAX_NT];
 #pragma GCC unroll 16
     for (int t = 0; t < NT; t++) sum[t] = _mm512_setzero_ps();
     for (int64_t i = 0; i < n_in / LM_QK_K; i++) {
-        const struct lm_il_q4_K_sb *b = &w[i];
+        const struct lm_il_q4_K_sb *b = (const struct lm_il_q4_K_sb *)((const char *)wg + (size_t)i * sb_bytes);
+        const uint64_t *qh = Q5 ? &((const struct lm_il_q5_K_sb *)b)->qh[0][0] : NULL;
         const __m512 dx = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b->d));
         const __m512 dm = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b->dmin));
 
@@ -164,7 +179,12 @@ AI void q4_K_il(const int NT, int64_t n_in, float *y, size_t ys, const void *wg,
                 const __m512i raw = _mm512_loadu_si512((const void *)b->qs[j][v]);
                 lo[v] = _mm512_and_si512(raw, m4);
                 hi[v] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+                if (Q5) {
+                    lo[v] = _mm512_mask_add_epi8(lo[v], (__mmask64)qh[8 * j + v], lo[v], b16);
+                    hi[v] = _mm512_mask_add_epi8(hi[v], (__mmask64)qh[8 * j + 4 + v], hi[v], b16);
+                }
             }
+            if (Q5 && NT >= LM_IL_PF_NT) _mm_prefetch((const char *)(qh + 8 * j) + IL_PF_AHEAD, _MM_HINT_T0);
             const __m512i s32 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)b->sc[j]));
             const __m512i scv = _mm512_or_si512(s32, _mm512_slli_epi32(s32, 16)); // (sc, sc)
 #pragma GCC unroll 16
@@ -175,8 +195,12 @@ AI void q4_K_il(const int NT, int64_t n_in, float *y, size_t ys, const void *wg,
                     a0 = _mm512_dpbusd_epi32(a0, lo[v], bcast4(yq + 4 * v));
                     a1 = _mm512_dpbusd_epi32(a1, hi[v], bcast4(yq + 16 + 4 * v));
                 }
-                const __m512i m = _mm512_mask_blend_epi16(0xAAAAAAAAu, a0, _mm512_slli_epi32(a1, 16));
-                isum[t] = _mm512_dpwssd_epi32(isum[t], m, scv);
+                if (Q5) {
+                    isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(_mm512_add_epi32(a0, a1), s32));
+                } else {
+                    const __m512i m = _mm512_mask_blend_epi16(0xAAAAAAAAu, a0, _mm512_slli_epi32(a1, 16));
+                    isum[t] = _mm512_dpwssd_epi32(isum[t], m, scv);
+                }
             }
         }
 
@@ -272,7 +296,16 @@ AI void q6_K_il(const int NT, int64_t n_in, float *y, size_t ys, const void *wg,
         LM_IL_CASE(fn, 13) LM_IL_CASE(fn, 14) LM_IL_CASE(fn, 15) LM_IL_CASE(fn, 16)           \
         }                                                                                     \
     }
+AI void q4_K_il(const int NT, int64_t n_in, float *y, size_t ys, const void *wg, const void *xa,
+                size_t xas) {
+    q45_K_il(NT, 0, n_in, y, ys, wg, xa, xas);
+}
+AI void q5_K_il(const int NT, int64_t n_in, float *y, size_t ys, const void *wg, const void *xa,
+                size_t xas) {
+    q45_K_il(NT, 1, n_in, y, ys, wg, xa, xas);
+}
 LM_IL_DEF(lm_il_gemm_q4_K_avx512, q4_K_il)
+LM_IL_DEF(lm_il_gemm_q5_K_avx512, q5_K_il)
 LM_IL_DEF(lm_il_gemm_q6_K_avx512, q6_K_il)
 
 // ============================================================================

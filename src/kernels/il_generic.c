@@ -11,28 +11,31 @@
 #include "kernels/kernels_internal.h"
 
 // ============================================================================
-// q8_0 / q5_0: W group (16, n_in) @ X (nt, n_in) xq8 -> y[t * ys + r]
+// q8_0 / q5_0 / q4_0: W group (16, n_in) @ X (nt, n_in) xq8 -> y[t * ys + r]
 // ============================================================================
 
-// a block's 16 x 32 weights are decoded once (unsigned: q8_0 q + 128, q5_0 the raw 0..31)
-// and reused for every token; the offsets come back through the activation sums (corr)
-static void il_q8_generic(bool q5, int64_t n_in, int nt, float *y, size_t ys, const void *wg,
-                          const void *xa, size_t xas) {
+// a block's 16 x 32 weights are decoded once (unsigned: q8_0 q + 128, q5_0 the raw 0..31,
+// q4_0 the raw 0..15) and reused for every token; the offsets come back through the
+// activation sums (corr; q4_0's -8 sum is half of the -16 sum)
+enum il_q8_kind { IL_Q8_0, IL_Q5_0, IL_Q4_0 };
+
+static void il_q8_generic(enum il_q8_kind kind, int64_t n_in, int nt, float *y, size_t ys,
+                          const void *wg, const void *xa, size_t xas) {
     const int64_t nb = n_in / 32;
-    const size_t rec_bytes = q5 ? LM_IL_Q5_0_REC : LM_IL_Q8_0_REC;
+    const size_t rec_bytes = kind == IL_Q8_0 ? LM_IL_Q8_0_REC : kind == IL_Q5_0 ? LM_IL_Q5_0_REC : LM_IL_Q4_0_REC;
     float acc[LM_IL_MAX_NT][LM_IL_ROWS] = {{0}};
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *rec = (const uint8_t *)wg + (size_t)b * rec_bytes;
         const lm_f16 *d = (const lm_f16 *)rec;
         const uint8_t *q = rec + 32;
-        uint64_t hb[8];
-        if (q5) memcpy(hb, q + 256, sizeof hb);
+        uint64_t hb[8] = {0};
+        if (kind == IL_Q5_0) memcpy(hb, q + 256, sizeof hb);
         int32_t w[LM_IL_ROWS][32];
         for (int g = 0; g < 8; g++) // elements 4g..4g+3 of every row
             for (int r = 0; r < LM_IL_ROWS; r++)
                 for (int kk = 0; kk < 4; kk++) {
                     const int lane = r * 4 + kk;
-                    if (q5) {
+                    if (kind != IL_Q8_0) {
                         const uint8_t byte = q[(g / 2) * 64 + lane];
                         w[r][4 * g + kk] = (g % 2 ? byte >> 4 : byte & 0x0f) | (int)((hb[g] >> lane) & 1) << 4;
                     } else {
@@ -42,9 +45,10 @@ static void il_q8_generic(bool q5, int64_t n_in, int nt, float *y, size_t ys, co
         for (int t = 0; t < nt; t++) {
             const int8_t *xq = (const int8_t *)((const char *)xa + (size_t)t * xas);
             const float *xd = (const float *)(xq + nb * 32);
-            const int32_t *corr = (const int32_t *)(xd + nb) + (q5 ? 0 : nb);
+            const int32_t *c16 = (const int32_t *)(xd + nb), *c128 = c16 + nb;
+            const int32_t corr = kind == IL_Q8_0 ? c128[b] : kind == IL_Q5_0 ? c16[b] : c16[b] / 2;
             for (int r = 0; r < LM_IL_ROWS; r++) {
-                int32_t isum = corr[b];
+                int32_t isum = corr;
                 for (int k = 0; k < 32; k++) isum += w[r][k] * xq[b * 32 + k];
                 acc[t][r] = fmaf(lm_f16_to_f32(d[r]) * xd[b], (float)isum, acc[t][r]);
             }
@@ -56,16 +60,21 @@ static void il_q8_generic(bool q5, int64_t n_in, int nt, float *y, size_t ys, co
 
 void lm_il_gemm_q8_0_generic(int64_t n_in, int nt, float *y, size_t ys, const void *wg,
                              const void *xa, size_t xas) {
-    il_q8_generic(false, n_in, nt, y, ys, wg, xa, xas);
+    il_q8_generic(IL_Q8_0, n_in, nt, y, ys, wg, xa, xas);
 }
 
 void lm_il_gemm_q5_0_generic(int64_t n_in, int nt, float *y, size_t ys, const void *wg,
                              const void *xa, size_t xas) {
-    il_q8_generic(true, n_in, nt, y, ys, wg, xa, xas);
+    il_q8_generic(IL_Q5_0, n_in, nt, y, ys, wg, xa, xas);
+}
+
+void lm_il_gemm_q4_0_generic(int64_t n_in, int nt, float *y, size_t ys, const void *wg,
+                             const void *xa, size_t xas) {
+    il_q8_generic(IL_Q4_0, n_in, nt, y, ys, wg, xa, xas);
 }
 
 // ============================================================================
-// q4_K / q6_K: W group (16, n_in) @ X (nt, n_in) q8_K -> y[t * ys + r]
+// q4_K / q5_K / q6_K: W group (16, n_in) @ X (nt, n_in) q8_K -> y[t * ys + r]
 // ============================================================================
 
 static const struct lm_block_q8_K *q8K_row(const void *xa, size_t xas, int t) {
@@ -109,15 +118,22 @@ static void runs_dot(int32_t dot[LM_IL_ROWS], const void *q, int is_signed, int 
             }
 }
 
-void lm_il_gemm_q4_K_generic(int64_t n_in, int nt, float *y, size_t ys, const void *wg,
+// q4_K (q5: 0) or q5_K (q5: 1): the same integer and float steps (vec_dot_q4_K = _q5_K's),
+// q5_K's runs taking bit 4 from qh
+static void il_q45_K_generic(int q5, int64_t n_in, int nt, float *y, size_t ys, const void *wg,
                              const void *xa, size_t xas) {
     LM_ASSERT(n_in % LM_QK_K == 0 && nt >= 1 && nt <= LM_IL_MAX_NT);
-    const struct lm_il_q4_K_sb *w = wg;
+    const size_t sb_bytes = q5 ? sizeof(struct lm_il_q5_K_sb) : sizeof(struct lm_il_q4_K_sb);
     float sum[LM_IL_MAX_NT][LM_IL_ROWS] = {{0}};
     uint8_t q[64][4 * LM_IL_ROWS];
     for (int64_t i = 0; i < n_in / LM_QK_K; i++) {
-        const struct lm_il_q4_K_sb *b = &w[i];
+        const struct lm_il_q4_K_sb *b = (const struct lm_il_q4_K_sb *)((const char *)wg + (size_t)i * sb_bytes);
         il_q4_K_runs(b, q);
+        if (q5) { // run 8j + u is columns 32j + 4u..: fifth bit from qh[j][u]
+            const struct lm_il_q5_K_sb *b5 = (const struct lm_il_q5_K_sb *)b;
+            for (int u = 0; u < 64; u++)
+                for (int l = 0; l < 4 * LM_IL_ROWS; l++) q[u][l] |= (uint8_t)(((b5->qh[u / 8][u % 8] >> l) & 1) << 4);
+        }
         for (int t = 0; t < nt; t++) {
             const struct lm_block_q8_K *yb = q8K_row(xa, xas, t) + i;
             int32_t isum[LM_IL_ROWS] = {0}, summs[LM_IL_ROWS] = {0};
@@ -138,6 +154,16 @@ void lm_il_gemm_q4_K_generic(int64_t n_in, int nt, float *y, size_t ys, const vo
     }
     for (int t = 0; t < nt; t++)
         for (int r = 0; r < LM_IL_ROWS; r++) y[(size_t)t * ys + r] = sum[t][r];
+}
+
+void lm_il_gemm_q4_K_generic(int64_t n_in, int nt, float *y, size_t ys, const void *wg,
+                             const void *xa, size_t xas) {
+    il_q45_K_generic(0, n_in, nt, y, ys, wg, xa, xas);
+}
+
+void lm_il_gemm_q5_K_generic(int64_t n_in, int nt, float *y, size_t ys, const void *wg,
+                             const void *xa, size_t xas) {
+    il_q45_K_generic(1, n_in, nt, y, ys, wg, xa, xas);
 }
 
 void lm_il_gemm_q6_K_generic(int64_t n_in, int nt, float *y, size_t ys, const void *wg,

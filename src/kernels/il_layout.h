@@ -9,25 +9,28 @@
 
 #include "kernels/kernels.h"
 
-// ---- q8_0 / q5_0: one record per 32-element block b, records in block order:
+// ---- q8_0 / q5_0 / q4_0: one record per 32-element block b, records in block order:
 //   d   16 x f16          the 16 rows' block scales
 //   q   q8_0: 8 x 64 bytes: vector g holds elements 4g..4g+3 of every row, byte r*4 + kk =
 //                (q(r, 4g + kk) + 128) as an unsigned byte
 //       q5_0: 4 x 64 bytes of nibbles: vector j, byte r*4 + kk: low nibble = low 4 bits of
 //                element 8j + kk, high nibble = of element 8j + 4 + kk (raw 0..15)
 //             + 8 x 8 bytes of high bits: u64 g, bit r*4 + kk = bit 4 of element 4g + kk
+//       q4_0: q5_0's 4 x 64 bytes of nibbles (the raw 0..15), no high bits
 // so one vector of 16 rows x 4 elements, unsigned (q8_0: q + 128, q5_0: the raw 0..31 =
-// q + 16), meets 4 broadcast activation bytes in one vpdpbusd. The offsets come back
-// through the activation sums: sum (q + c) x = sum q x + c sum x.
+// q + 16, q4_0: the raw 0..15 = q + 8), meets 4 broadcast activation bytes in one vpdpbusd.
+// The offsets come back through the activation sums: sum (q + c) x = sum q x + c sum x
+// (q4_0's -8 sum x is half the stored -16 sum x).
 #define LM_IL_Q8_0_REC (32 + 512)
 #define LM_IL_Q5_0_REC (32 + 256 + 64)
+#define LM_IL_Q4_0_REC (32 + 256)
 // Their activation rows, "xq8" (n_in elements, nb = n_in / 32 blocks): nb x 32 int8 quants,
 // then nb floats (the q8_0 scale), nb int32 (-16 * sum of the block's quants), nb int32
 // (-128 * sum). The quants and scales are those of the q8_0 row it is made from, so results
 // do not depend on which table's quant[Q8_0] made that row (they agree).
 #define LM_IL_XQ8_BLOCK (32 + 4 + 4 + 4)
 
-// ---- q4_K / q6_K: one struct per 256 columns (super-block) of the 16 rows, in column order.
+// ---- q4_K / q5_K / q6_K: one struct per 256 columns (super-block) of the 16 rows, in column order.
 // r = row in the group (0..15), kk = column within a run of 4 (0..3). Their activation rows
 // are the q8_K rows themselves.
 
@@ -41,6 +44,14 @@ struct lm_il_q4_K_sb {
     uint8_t mn[4][LM_IL_ROWS][2];     // mn[p][r][e]: 6-bit min of sub-block 2p + e, decoded
     uint8_t qs[8][4][4 * LM_IL_ROWS]; // qs[j][v][4r + kk]: lo = q[r][32j + 4v + kk],
                                       //                    hi = q[r][32j + 16 + 4v + kk]
+};
+
+// q5_K: q4_K's struct for the low 4 bits (q[r][e] in 0..31 = lo | hb << 4), and per run of
+// 16 rows x 4 columns one u64 of fifth bits, bit 4r + kk, so that a masked add of 16 after
+// the nibble unpack gives the vpdpbusd operand (as q5_0 does).
+struct lm_il_q5_K_sb {
+    struct lm_il_q4_K_sb lo;      // d, dmin, scales, mins, low nibbles as in q4_K
+    uint64_t qh[8][8];            // qh[j][u], bit 4r + kk: bit 4 of q[r][32j + 4u + kk]
 };
 
 // q6_K: q[r][e] in 0..63 (the stored value; the weight is q - 32); sub-block = 16 columns,
@@ -59,6 +70,8 @@ struct lm_il_q6_K_sb {
 // q4_K: 2368 bytes per 256 columns of 16 rows (ggml: 16 x 144 = 2304); q6_K: 3392 (16 x 210 = 3360)
 _Static_assert(sizeof(struct lm_il_q4_K_sb) == 2368, "il q4_K super-block size");
 _Static_assert(sizeof(struct lm_il_q6_K_sb) == 3392, "il q6_K super-block size");
+// q5_K: 2880 (16 x 176 = 2816)
+_Static_assert(sizeof(struct lm_il_q5_K_sb) == 2880, "il q5_K super-block size");
 
 // ---- f16: the file layout itself, 16 rows of n_in halves one after another (row_bytes =
 // 2 n_in), so the weights are used in place and nothing is copied at load (lm_il_in_place).

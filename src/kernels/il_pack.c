@@ -13,8 +13,10 @@ bool lm_il_supported(enum lm_dtype t, int64_t n_out, int64_t n_in) {
     if (n_out <= 0 || n_out % LM_IL_ROWS != 0 || n_in <= 0) return false;
     switch (t) {
     case LM_DTYPE_Q8_0:
-    case LM_DTYPE_Q5_0: return n_in % 32 == 0;
+    case LM_DTYPE_Q5_0:
+    case LM_DTYPE_Q4_0: return n_in % 32 == 0;
     case LM_DTYPE_Q4_K:
+    case LM_DTYPE_Q5_K:
     case LM_DTYPE_Q6_K: return n_in % LM_QK_K == 0;
     case LM_DTYPE_F16: return true;
     default: return false;
@@ -29,7 +31,9 @@ size_t lm_il_group_bytes(enum lm_dtype t, int64_t n_in) {
     switch (t) {
     case LM_DTYPE_Q8_0: return (size_t)(n_in / 32) * LM_IL_Q8_0_REC;
     case LM_DTYPE_Q5_0: return (size_t)(n_in / 32) * LM_IL_Q5_0_REC;
+    case LM_DTYPE_Q4_0: return (size_t)(n_in / 32) * LM_IL_Q4_0_REC;
     case LM_DTYPE_Q4_K: return (size_t)(n_in / LM_QK_K) * sizeof(struct lm_il_q4_K_sb);
+    case LM_DTYPE_Q5_K: return (size_t)(n_in / LM_QK_K) * sizeof(struct lm_il_q5_K_sb);
     case LM_DTYPE_Q6_K: return (size_t)(n_in / LM_QK_K) * sizeof(struct lm_il_q6_K_sb);
     case LM_DTYPE_F16: return (size_t)LM_IL_ROWS * (size_t)n_in * sizeof(lm_f16);
     default: LM_ASSERT(!"no il layout"); return 0;
@@ -58,6 +62,33 @@ static void pack_q8_0(uint8_t *dst, const void *src, size_t row_bytes, int64_t n
     }
 }
 
+// the 16 quant bytes of a q5_0 / q4_0 block (same nibble order) -> row r's bytes of the
+// record's 4 nibble vectors q
+static void pack_nibbles(uint8_t *q, const uint8_t *qs, int r) {
+    // byte kk of vector j: low nibble = low 4 bits of element 8j + kk, high nibble =
+    // of element 8j + 4 + kk; ggml keeps element e < 16 in the low nibble of qs[e]
+    // and e >= 16 in the high nibble of qs[e - 16]: 4 bytes at a time
+    for (int j = 0; j < 4; j++) {
+        uint32_t a, c;
+        memcpy(&a, qs + 8 * (j % 2), 4);
+        memcpy(&c, qs + 8 * (j % 2) + 4, 4);
+        const int sh = j < 2 ? 0 : 4;
+        const uint32_t v = ((a >> sh) & 0x0f0f0f0fu) | ((c >> sh) & 0x0f0f0f0fu) << 4;
+        memcpy(q + j * 64 + r * 4, &v, 4);
+    }
+}
+
+static void pack_q4_0(uint8_t *dst, const void *src, size_t row_bytes, int64_t n_in) {
+    for (int r = 0; r < LM_IL_ROWS; r++) {
+        const struct lm_block_q4_0 *x = (const struct lm_block_q4_0 *)((const char *)src + (size_t)r * row_bytes);
+        for (int64_t b = 0; b < n_in / 32; b++) {
+            uint8_t *rec = dst + (size_t)b * LM_IL_Q4_0_REC;
+            memcpy(rec + 2 * r, &x[b].d, 2);
+            pack_nibbles(rec + 32, x[b].qs, r);
+        }
+    }
+}
+
 static void pack_q5_0(uint8_t *dst, const void *src, size_t row_bytes, int64_t n_in) {
     for (int64_t b = 0; b < n_in / 32; b++) memset(dst + (size_t)b * LM_IL_Q5_0_REC + 32 + 256, 0, 64);
     for (int r = 0; r < LM_IL_ROWS; r++) {
@@ -66,17 +97,7 @@ static void pack_q5_0(uint8_t *dst, const void *src, size_t row_bytes, int64_t n
             uint8_t *rec = dst + (size_t)b * LM_IL_Q5_0_REC;
             memcpy(rec + 2 * r, &x[b].d, 2);
             uint8_t *q = rec + 32;
-            // byte kk of vector j: low nibble = low 4 bits of element 8j + kk, high nibble =
-            // of element 8j + 4 + kk; ggml keeps element e < 16 in the low nibble of qs[e]
-            // and e >= 16 in the high nibble of qs[e - 16]: 4 bytes at a time
-            for (int j = 0; j < 4; j++) {
-                uint32_t a, c;
-                memcpy(&a, x[b].qs + 8 * (j % 2), 4);
-                memcpy(&c, x[b].qs + 8 * (j % 2) + 4, 4);
-                const int sh = j < 2 ? 0 : 4;
-                const uint32_t v = ((a >> sh) & 0x0f0f0f0fu) | ((c >> sh) & 0x0f0f0f0fu) << 4;
-                memcpy(q + j * 64 + r * 4, &v, 4);
-            }
+            pack_nibbles(q, x[b].qs, r);
             uint32_t qh;
             memcpy(&qh, x[b].qh, 4);
             for (int g = 0; g < 8; g++) { // high bits of elements 4g..4g+3 -> bits 4r.. of u64 g
@@ -90,28 +111,55 @@ static void pack_q5_0(uint8_t *dst, const void *src, size_t row_bytes, int64_t n
 }
 
 
+// row r of one q4_K-style super-block: d, dmin, the decoded scales and mins, and the low
+// 4 bits of the quants q (0..15 for q4_K, 0..31 for q5_K)
+static void pack_q4_K_row(struct lm_il_q4_K_sb *o, int r, lm_f16 d, lm_f16 dmin, const int8_t *q,
+                          const uint8_t *sc, const uint8_t *mn) {
+    o->d[r] = d;
+    o->dmin[r] = dmin;
+    for (int j = 0; j < 8; j++) {
+        o->sc[j][r] = sc[j];
+        o->mn[j / 2][r][j % 2] = mn[j];
+    }
+    for (int j = 0; j < 8; j++) // 4 columns at a time
+        for (int v = 0; v < 4; v++) {
+            uint32_t lo, hi;
+            memcpy(&lo, q + 32 * j + 4 * v, 4);
+            memcpy(&hi, q + 32 * j + 16 + 4 * v, 4);
+            lo = (lo & 0x0f0f0f0fu) | (hi & 0x0f0f0f0fu) << 4;
+            memcpy(&o->qs[j][v][4 * r], &lo, 4);
+        }
+}
+
 static void pack_q4_K(void *dst, const void *src, size_t row_bytes, int64_t n_in) {
     LM_ASSERT(n_in % LM_QK_K == 0);
     for (int r = 0; r < LM_IL_ROWS; r++) {
         for (int64_t i = 0; i < n_in / LM_QK_K; i++) {
-            struct lm_il_q4_K_sb *o = (struct lm_il_q4_K_sb *)dst + i;
             const struct lm_block_q4_K *b = (const struct lm_block_q4_K *)((const char *)src + r * row_bytes) + i;
-            o->d[r] = b->d;
-            o->dmin[r] = b->dmin;
             int8_t q[LM_QK_K];
             uint8_t sc[8], mn[8];
             lm_q4_K_unpack(b, q, sc, mn);
-            for (int j = 0; j < 8; j++) {
-                o->sc[j][r] = sc[j];
-                o->mn[j / 2][r][j % 2] = mn[j];
-            }
-            for (int j = 0; j < 8; j++) // 4 columns at a time (values < 16: no carries)
-                for (int v = 0; v < 4; v++) {
-                    uint32_t lo, hi;
-                    memcpy(&lo, q + 32 * j + 4 * v, 4);
-                    memcpy(&hi, q + 32 * j + 16 + 4 * v, 4);
-                    lo |= hi << 4;
-                    memcpy(&o->qs[j][v][4 * r], &lo, 4);
+            pack_q4_K_row((struct lm_il_q4_K_sb *)dst + i, r, b->d, b->dmin, q, sc, mn);
+        }
+    }
+}
+
+static void pack_q5_K(void *dst, const void *src, size_t row_bytes, int64_t n_in) {
+    LM_ASSERT(n_in % LM_QK_K == 0);
+    for (int64_t i = 0; i < n_in / LM_QK_K; i++) memset(((struct lm_il_q5_K_sb *)dst)[i].qh, 0, 512);
+    for (int r = 0; r < LM_IL_ROWS; r++) {
+        for (int64_t i = 0; i < n_in / LM_QK_K; i++) {
+            struct lm_il_q5_K_sb *o = (struct lm_il_q5_K_sb *)dst + i;
+            const struct lm_block_q5_K *b = (const struct lm_block_q5_K *)((const char *)src + r * row_bytes) + i;
+            int8_t q[LM_QK_K]; // 0..31
+            uint8_t sc[8], mn[8];
+            lm_q5_K_unpack(b, q, sc, mn);
+            pack_q4_K_row(&o->lo, r, b->d, b->dmin, q, sc, mn);
+            for (int j = 0; j < 8; j++)
+                for (int u = 0; u < 8; u++) { // run u: columns 32j + 4u + kk
+                    uint64_t h = 0;
+                    for (int kk = 0; kk < 4; kk++) h |= (uint64_t)((q[32 * j + 4 * u + kk] >> 4) & 1) << kk;
+                    o->qh[j][u] |= h << (4 * r);
                 }
         }
     }
@@ -158,7 +206,9 @@ void lm_il_pack_group(enum lm_dtype t, void *dst, const void *src, size_t row_by
     switch (t) {
     case LM_DTYPE_Q8_0: pack_q8_0(dst, src, row_bytes, n_in); break;
     case LM_DTYPE_Q5_0: pack_q5_0(dst, src, row_bytes, n_in); break;
+    case LM_DTYPE_Q4_0: pack_q4_0(dst, src, row_bytes, n_in); break;
     case LM_DTYPE_Q4_K: pack_q4_K(dst, src, row_bytes, n_in); break;
+    case LM_DTYPE_Q5_K: pack_q5_K(dst, src, row_bytes, n_in); break;
     case LM_DTYPE_Q6_K: pack_q6_K(dst, src, row_bytes, n_in); break;
     case LM_DTYPE_F16:
         for (int r = 0; r < LM_IL_ROWS; r++)
@@ -173,7 +223,7 @@ void lm_il_pack_group(enum lm_dtype t, void *dst, const void *src, size_t row_by
 // ---- activation rows
 
 size_t lm_il_act_row_bytes(enum lm_dtype t, int64_t n_in) {
-    if (t == LM_DTYPE_Q8_0 || t == LM_DTYPE_Q5_0) return (size_t)(n_in / 32) * LM_IL_XQ8_BLOCK;
+    if (lm_vec_dot_type(t) == LM_DTYPE_Q8_0) return (size_t)(n_in / 32) * LM_IL_XQ8_BLOCK;
     if (t == LM_DTYPE_F16) return (size_t)n_in * sizeof(float);
     return lm_dtype_row_size(lm_vec_dot_type(t), n_in);
 }
@@ -185,7 +235,7 @@ void lm_il_act_from(enum lm_dtype t, const void *xq, int64_t n_in, void *xa) {
         for (int64_t i = 0; i < n_in; i++) f[i] = lm_f16_to_f32(h[i]); // = dequant[F16]
         return;
     }
-    if (t != LM_DTYPE_Q8_0 && t != LM_DTYPE_Q5_0) {
+    if (lm_vec_dot_type(t) != LM_DTYPE_Q8_0) {
         memcpy(xa, xq, lm_dtype_row_size(lm_vec_dot_type(t), n_in));
         return;
     }

@@ -41,6 +41,7 @@ static const struct lm_kernels k_generic = {
     },
     .il_gemm = {
         [LM_DTYPE_Q8_0] = lm_il_gemm_q8_0_generic, [LM_DTYPE_Q5_0] = lm_il_gemm_q5_0_generic,
+        [LM_DTYPE_Q4_0] = lm_il_gemm_q4_0_generic, [LM_DTYPE_Q5_K] = lm_il_gemm_q5_K_generic,
         [LM_DTYPE_Q4_K] = lm_il_gemm_q4_K_generic, [LM_DTYPE_Q6_K] = lm_il_gemm_q6_K_generic,
         [LM_DTYPE_F16] = lm_il_gemm_f16_generic,
     },
@@ -125,7 +126,9 @@ static void avx512_init(void) {
     k_avx512.vec_dot_n_u8[LM_DTYPE_Q8_0] = lm_vec_dot_n_u8_q8_0_avx512;
     k_avx512.il_gemm[LM_DTYPE_Q8_0] = lm_il_gemm_q8_0_avx512;
     k_avx512.il_gemm[LM_DTYPE_Q5_0] = lm_il_gemm_q5_0_avx512;
+    k_avx512.il_gemm[LM_DTYPE_Q4_0] = lm_il_gemm_q4_0_avx512;
     k_avx512.il_gemm[LM_DTYPE_Q4_K] = lm_il_gemm_q4_K_avx512;
+    k_avx512.il_gemm[LM_DTYPE_Q5_K] = lm_il_gemm_q5_K_avx512;
     k_avx512.il_gemm[LM_DTYPE_Q6_K] = lm_il_gemm_q6_K_avx512;
     k_avx512.il_gemm[LM_DTYPE_F16] = lm_il_gemm_f16_avx512;
     k_avx512.il_gemv[LM_DTYPE_F16] = lm_il_gemv_f16_avx512;

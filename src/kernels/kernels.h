@@ -37,9 +37,9 @@ typedef void (*lm_vec_dot_n_u8_fn)(int64_t n, int nt, float *s, size_t ss, const
 // LM_IL_ROWS output rows whose bytes the kernels stream linearly, every weight decoded
 // once per group and reused for up to LM_IL_MAX_NT tokens. Layouts are ISA-independent
 // (il_layout.h); each table's il_gemm computes on them. Numerics per dtype:
-//   q8_0, q5_0: exact int32 per 32-block, then acc = fma(d_w * d_x, (float)isum, acc) over
+//   q8_0, q5_0, q4_0: exact int32 per 32-block, then acc = fma(d_w * d_x, (float)isum, acc) over
 //               the blocks in order, acc starting at 0 (ggml's reference order)
-//   q4_K, q6_K: bit-identical to vec_dot of the same dtype (exact int32 per super-block,
+//   q4_K, q5_K, q6_K: bit-identical to vec_dot of the same dtype (exact int32 per super-block,
 //               then the single-row float steps)
 //   f16:        one accumulator of 16 float lanes per output, lane l taking the elements
 //               k = l mod 16 as acc = fma(w[k], x[k], acc) in k order (x the f16-rounded
@@ -197,7 +197,7 @@ size_t lm_il_group_bytes(enum lm_dtype t, int64_t n_in);
 // LM_IL_ROWS consecutive rows at src (row_bytes apart, ggml layout) -> one group at dst.
 void lm_il_pack_group(enum lm_dtype t, void *dst, const void *src, size_t row_bytes, int64_t n_in);
 // Activation rows for t's il kernels, made from the lm_vec_dot_type(t) row xq (n_in elements):
-// q8_0/q5_0 -> "xq8" rows (layout in il_layout.h); f16 -> f32 rows; k-quants -> the q8_K
+// q8_0/q5_0/q4_0 -> "xq8" rows (layout in il_layout.h); f16 -> f32 rows; k-quants -> the q8_K
 // row itself.
 size_t lm_il_act_row_bytes(enum lm_dtype t, int64_t n_in);
 void lm_il_act_from(enum lm_dtype t, const void *xq, int64_t n_in, void *xa);

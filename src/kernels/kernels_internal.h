@@ -58,10 +58,12 @@ lm_vec_dot_n_kernel lm_vec_dot_n_f16_avx512, lm_vec_dot_n_q8_0_avx512, lm_vec_do
 lm_vec_dot_n_u8_kernel lm_vec_dot_n_u8_q5_0_avx512, lm_vec_dot_n_u8_q8_0_avx512;
 
 // ---- il_generic.c, il_avx2.c, il_avx512.c: one il group of 16 rows . up to 16 activation rows
-lm_il_gemm_kernel lm_il_gemm_q8_0_generic, lm_il_gemm_q5_0_generic, lm_il_gemm_q4_K_generic,
+lm_il_gemm_kernel lm_il_gemm_q8_0_generic, lm_il_gemm_q5_0_generic, lm_il_gemm_q4_0_generic,
+    lm_il_gemm_q4_K_generic, lm_il_gemm_q5_K_generic,
     lm_il_gemm_q6_K_generic, lm_il_gemm_f16_generic;
 lm_il_gemm_kernel lm_il_gemm_f16_avx2;
-lm_il_gemm_kernel lm_il_gemm_q8_0_avx512, lm_il_gemm_q5_0_avx512, lm_il_gemm_q4_K_avx512,
+lm_il_gemm_kernel lm_il_gemm_q8_0_avx512, lm_il_gemm_q5_0_avx512, lm_il_gemm_q4_0_avx512,
+    lm_il_gemm_q4_K_avx512, lm_il_gemm_q5_K_avx512,
     lm_il_gemm_q6_K_avx512, lm_il_gemm_f16_avx512;
 lm_il_gemv_kernel lm_il_gemv_f16_avx512;
 
