@@ -163,12 +163,15 @@ static enum lm_status context_init(struct lm_context **out, struct lm_model *m,
         if (!lm_kv_type_name(p.kv_type_k) || !lm_kv_type_name(p.kv_type_v))
             return lm_error_set(LM_ERR_ARG, "context: KV cache type %d is not a type (f16 = 0, q8_0 = 1)",
                                 (int)(lm_kv_type_name(p.kv_type_k) ? p.kv_type_v : p.kv_type_k));
-        for (const struct lm_model *mm = m; mm; mm = mm == m ? draft : NULL)
-            if ((p.kv_type_k == LM_KV_Q8_0 && mm->hp.head_dim_k % 32 != 0) ||
-                (p.kv_type_v == LM_KV_Q8_0 && mm->hp.head_dim_v % 32 != 0))
+        const struct lm_model *const models[2] = {m, draft}; // draft may be m itself (self-drafting)
+        for (int i = 0; i < 2; i++) {
+            const struct lm_model *mm = models[i];
+            if (mm && ((p.kv_type_k == LM_KV_Q8_0 && mm->hp.head_dim_k % 32 != 0) ||
+                (p.kv_type_v == LM_KV_Q8_0 && mm->hp.head_dim_v % 32 != 0)))
                 return lm_error_set(LM_ERR_UNSUPPORTED, "context: %s: a q8_0 KV cache needs head sizes "
                                     "that are multiples of 32 (K %d, V %d)", mm->path,
                                     mm->hp.head_dim_k, mm->hp.head_dim_v);
+        }
     }
     if (draft && (draft->hp.head_dim_k % 16 != 0 || draft->hp.head_dim_v % 16 != 0))
         return lm_error_set(LM_ERR_UNSUPPORTED, "context: draft model %s: head size %d/%d is not a "
