@@ -14,18 +14,24 @@
 #if defined(__x86_64__)
 #include "kernels/simd_avx512.h"
 
-// Tiles of LM_IL_PF_NT or more tokens (prefill, many streams) stream the weights slowly
-// (~4-6 GB/s per core) and the hardware prefetcher falls behind: the int8 kernels prefetch
-// IL_PF_AHEAD bytes ahead, one line per weight line, outside the token loop (cold q6_K
-// weights, 8 tokens: 58-67 -> 88-107 GMAC/s per core; a 7-token step of the default model,
-// 2 threads: 10.5-12.2 -> 7.8-9.0 ms). Fewer tokens are bandwidth-bound like decode, where
-// prefetching loses.
+// The int8 kernels prefetch one line per weight line, outside the token loop, IL_PF(NT)
+// bytes ahead. Tiles of LM_IL_PF_NT or more tokens (prefill, many streams) read the weights
+// slowly (~4-6 GB/s per core) and the hardware prefetcher falls behind: IL_PF_AHEAD (cold
+// q6_K weights, 8 tokens: 58-67 -> 88-107 GMAC/s per core; a 7-token step of the default
+// model, 2 threads: 10.5-12.2 -> 7.8-9.0 ms). Fewer tokens (decode) stream at the memory's
+// rate, and there the hardware prefetcher alone keeps too few lines in flight: IL_PF_AHEAD_FEW,
+// further ahead (one q4_K token over 760 MB of groups, 1 thread: 9.2 -> 12.0-12.8 GB/s, a
+// plain sum of the same bytes 14 GB/s; 1 KB ahead gained little).
 #ifndef LM_IL_PF_NT
 #define LM_IL_PF_NT 6
 #endif
 #ifndef IL_PF_AHEAD
 #define IL_PF_AHEAD 1024
 #endif
+#ifndef IL_PF_AHEAD_FEW
+#define IL_PF_AHEAD_FEW 8192
+#endif
+#define IL_PF(NT) ((NT) >= LM_IL_PF_NT ? IL_PF_AHEAD : IL_PF_AHEAD_FEW)
 
 // ============================================================================
 // q8_0 / q5_0 / q4_0 (records of one 32-element block): per token and block, exact int32 for the
@@ -42,8 +48,8 @@ AI void il_q8_n(const int NT, const int Q5, int64_t n_in, float *y, size_t ys, c
     for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *r = (const uint8_t *)wg + (size_t)b * rec;
-        if (NT >= LM_IL_PF_NT) // the record's lines, IL_PF_AHEAD on (see the top of the file)
-            for (size_t o = 0; o < rec; o += 64) _mm_prefetch((const char *)r + IL_PF_AHEAD + o, _MM_HINT_T0);
+        for (size_t o = 0; o < rec; o += 64) // the record's lines, IL_PF(NT) on (the top of the file)
+            _mm_prefetch((const char *)r + IL_PF(NT) + o, _MM_HINT_T0);
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)r));
         __m512i w[8];
         if (Q5 == 2) {
@@ -173,8 +179,8 @@ AI void q45_K_il(const int NT, const int Q5, int64_t n_in, float *y, size_t ys, 
         for (int j = 0; j < 8; j++) {
             // 8 weight vectors of sub-block j: lo[v] = columns 32j + 4v.., hi[v] = 32j + 16 + 4v..
             __m512i lo[4], hi[4];
-            if (NT >= LM_IL_PF_NT) // the sub-block's 4 lines, IL_PF_AHEAD on (see the top of the file)
-                for (int c = 0; c < 4; c++) _mm_prefetch((const char *)b->qs[j] + IL_PF_AHEAD + 64 * c, _MM_HINT_T0);
+            for (int c = 0; c < 4; c++) // the sub-block's 4 lines, IL_PF(NT) on (the top of the file)
+                _mm_prefetch((const char *)b->qs[j] + IL_PF(NT) + 64 * c, _MM_HINT_T0);
             for (int v = 0; v < 4; v++) {
                 const __m512i raw = _mm512_loadu_si512((const void *)b->qs[j][v]);
                 lo[v] = _mm512_and_si512(raw, m4);
@@ -184,7 +190,7 @@ AI void q45_K_il(const int NT, const int Q5, int64_t n_in, float *y, size_t ys, 
                     hi[v] = _mm512_mask_add_epi8(hi[v], (__mmask64)qh[8 * j + 4 + v], hi[v], b16);
                 }
             }
-            if (Q5 && NT >= LM_IL_PF_NT) _mm_prefetch((const char *)(qh + 8 * j) + IL_PF_AHEAD, _MM_HINT_T0);
+            if (Q5) _mm_prefetch((const char *)(qh + 8 * j) + IL_PF(NT), _MM_HINT_T0);
             const __m512i s32 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)b->sc[j]));
             const __m512i scv = _mm512_or_si512(s32, _mm512_slli_epi32(s32, 16)); // (sc, sc)
 #pragma GCC unroll 16
@@ -244,8 +250,8 @@ AI void q6_K_il(const int NT, int64_t n_in, float *y, size_t ys, const void *wg,
             // nibbles, high 2 bits moved from qh to bits 4-5 (epi16 shifts: neighbours' bits
             // only land outside 0x30), merged with one ternlog (a | (b & c) = 0xF8)
             const struct lm_il_q6_K_pair *qp = &b->q[p];
-            if (NT >= LM_IL_PF_NT) // the pair's 6 lines, IL_PF_AHEAD on (see the top of the file)
-                for (int c = 0; c < 6; c++) _mm_prefetch((const char *)qp + IL_PF_AHEAD + 64 * c, _MM_HINT_T0);
+            for (int c = 0; c < 6; c++) // the pair's 6 lines, IL_PF(NT) on (the top of the file)
+                _mm_prefetch((const char *)qp + IL_PF(NT) + 64 * c, _MM_HINT_T0);
             __m512i q[8];
             for (int h = 0; h < 2; h++) {
                 const __m512i qh = _mm512_loadu_si512((const void *)qp->qh[h]);
