@@ -1,6 +1,6 @@
-// AVX-512 attention (kernels.h, lm_attn_fn): one token's query heads sharing a KV head over
-// its window of f16 K/V cells read through a block table, in llama.cpp's float order, with
-// the loops arranged for speed (register tiles, 16 horizontal sums at once, prefetch).
+// AVX-512 attention (kernels.h, lm_attn_fn; the table's attn and attn_q8): one token's query
+// heads sharing a KV head over its window of f16 or q8_0 K/V cells read through a block table,
+// in llama.cpp's float order, with the loops arranged for speed (register tiles, prefetch).
 #pragma GCC optimize("fp-contract=off") // kernels_internal.h
 
 #include <math.h>
@@ -49,6 +49,12 @@
 //     (head, slot) pairs at a time, instead of a (64, hd_v) array in memory that was
 //     cleared, read and written per cell and then gathered lane by lane (one Gemma 3 270M
 //     layer over a full 512-cell window, 512 tokens: 15.5 ms against 50 that way).
+//
+// q8_0 rows (a Q8_0 KV cache; K and V typed independently) run the same loops, one copy per
+// (K, V) type pair through the compile-time flags kq / vq: only the row read changes. A q8_0
+// value d * q is exact in float (11 + 8 significant bits), so converting 16 quants and
+// multiplying by the block's d gives the generic kernel's dequantized floats, and the fmas
+// after it see the same inputs. q stays float for a q8_0 K (kernels.h).
 
 // The same tree over 16 rows (stride floats apart) with vertical adds: lane d of the
 // result is _mm512_reduce_add_ps of (x[0][d], ..., x[15][d]).
@@ -67,10 +73,11 @@ struct attn_ctx {
     size_t block_bytes;
     const int32_t *blocks;
     const uint64_t *present;
-    size_t kstride, vstride;
+    size_t krow, vrow;        // bytes from one cell's K / V row to the next
+    size_t khead, vhead;      // bytes of this head's K / V in a row (what prefetches fetch)
     int32_t p0, p, base, end; // window [p0, p]; cells [base, end) 16-aligned around it
     int64_t hdk, hdv;
-    const float *qf;          // (nh, hdk) queries rounded to f16
+    const float *qf;          // (nh, hdk) queries (rounded to f16 for an f16 K)
     float *e;                 // (nh, e_stride) scores, then exp, then p; by cell - base
     size_t e_stride;
     float *xbuf;              // (nh, 512) vectors awaiting a horizontal sum
@@ -87,15 +94,39 @@ struct attn_ctx {
 
 // K / V rows of cell c, through the block table
 // (sh: log2 of cells per block, a compile-time constant in the common case; see lm_attn_avx512)
-static inline __attribute__((always_inline)) const lm_f16 *attn_k(const struct attn_ctx *j, const int sh,
-                                                                  int32_t c) {
-    return (const lm_f16 *)(j->kb + (size_t)j->blocks[c >> sh] * j->block_bytes) +
-           (size_t)(c & ((1 << sh) - 1)) * j->kstride;
+static inline __attribute__((always_inline)) const uint8_t *attn_k(const struct attn_ctx *j, const int sh,
+                                                                   int32_t c) {
+    return j->kb + (size_t)j->blocks[c >> sh] * j->block_bytes + (size_t)(c & ((1 << sh) - 1)) * j->krow;
 }
-static inline __attribute__((always_inline)) const lm_f16 *attn_v(const struct attn_ctx *j, const int sh,
-                                                                  int32_t c) {
-    return (const lm_f16 *)(j->vb + (size_t)j->blocks[c >> sh] * j->block_bytes) +
-           (size_t)(c & ((1 << sh) - 1)) * j->vstride;
+static inline __attribute__((always_inline)) const uint8_t *attn_v(const struct attn_ctx *j, const int sh,
+                                                                   int32_t c) {
+    return j->vb + (size_t)j->blocks[c >> sh] * j->block_bytes + (size_t)(c & ((1 << sh) - 1)) * j->vrow;
+}
+
+// values [i, i + 16) of a row (i a multiple of 16) as floats: f16, or q8_0 blocks (q8)
+static inline __attribute__((always_inline)) __m512 attn_load16(const uint8_t *row, const bool q8,
+                                                                 int64_t i) {
+    if (!q8) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(row + 2 * i)));
+    const struct lm_block_q8_0 *b = (const struct lm_block_q8_0 *)row + i / LM_QK8_0;
+    const __m128i qs = _mm_loadu_si128((const __m128i *)(b->qs + i % LM_QK8_0));
+    const __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(qs));
+    return _mm512_mul_ps(q, _mm512_set1_ps(lm_f16_to_f32(b->d)));
+}
+// value i of a row
+static inline float attn_load1(const uint8_t *row, const bool q8, int64_t i) {
+    if (!q8) return lm_f16_to_f32(((const lm_f16 *)row)[i]);
+    const struct lm_block_q8_0 *b = (const struct lm_block_q8_0 *)row + i / LM_QK8_0;
+    return lm_f16_to_f32(b->d) * (float)b->qs[i % LM_QK8_0];
+}
+// byte offset of value d (a multiple of 32 for q8_0) in a row
+static inline size_t attn_off(const bool q8, int64_t d) {
+    return q8 ? (size_t)d / LM_QK8_0 * sizeof(struct lm_block_q8_0) : (size_t)d * sizeof(lm_f16);
+}
+// n bytes at r into L2, a line at a time; a q8_0 slice starts anywhere in a line (34-byte
+// blocks), so the line of its last byte is fetched too
+static inline __attribute__((always_inline)) void attn_prefetch(const uint8_t *r, size_t n, const bool q8) {
+    for (size_t o = 0; o < n; o += 64) _mm_prefetch((const char *)(r + o), _MM_HINT_T1);
+    if (q8) _mm_prefetch((const char *)(r + n - 1), _MM_HINT_T1);
 }
 // cells of [c0, c0 + 16) (c0 16-aligned) that are in the window and held, as a lane mask
 static inline __mmask16 attn_valid16(const struct attn_ctx *j, int32_t c0) {
@@ -108,8 +139,8 @@ static inline __mmask16 attn_valid16(const struct attn_ctx *j, int32_t c0) {
 // Scores of cells [c0, c0 + 16) of nh heads into e (-inf outside the window), each
 // dot_f16_ggml(K row, q); mx[h] takes the lane-wise max of head h's scores.
 static inline __attribute__((always_inline)) void attn_scores16(const struct attn_ctx *j, const int sh,
-                                                                 const int nh, int32_t c0,
-                                                                 __m512 *mx) {
+                                                                 const int nh, const bool kq, const bool vq,
+                                                                 int32_t c0, __m512 *mx) {
     const int64_t hdk = j->hdk, np = hdk & ~(int64_t)63;
     const __mmask16 valid = attn_valid16(j, c0);
     for (int l = 0; l < 16; l++) {
@@ -118,21 +149,15 @@ static inline __attribute__((always_inline)) void attn_scores16(const struct att
             for (int h = 0; h < nh; h++) _mm512_storeu_ps(xr + 256 * h, _mm512_setzero_ps());
             continue;
         }
-        const lm_f16 *kr = attn_k(j, sh, c0 + l);
+        const uint8_t *kr = attn_k(j, sh, c0 + l);
         // K rows are a head's slice of rows kstride apart (1 KB for 8 heads of 64), too
         // sparse for the hardware prefetchers over a long window: fetch ATTN_PF_K cells ahead
-        if (c0 + l + ATTN_PF_K <= j->p) {
-            const lm_f16 *kn = attn_k(j, sh, c0 + l + ATTN_PF_K);
-            for (int64_t o = 0; o < j->hdk; o += 32) _mm_prefetch((const char *)(kn + o), _MM_HINT_T1);
-        }
+        if (c0 + l + ATTN_PF_K <= j->p) attn_prefetch(attn_k(j, sh, c0 + l + ATTN_PF_K), j->khead, kq);
         // p.v reads V rows by slot, 64 rows apart, which hardware prefetchers do not
         // follow; stream each row into L2 now, as K is read in order (decode, whose window
         // comes from memory; cold-cache, 512 cells, 2 heads: 42.6 -> 18.5 us per layer). A
         // long window's rows would leave L2 before p.v: p.v fetches those ahead itself.
-        if (j->p - j->p0 < ATTN_LONG) {
-            const lm_f16 *vr = attn_v(j, sh, c0 + l);
-            for (int64_t o = 0; o < j->hdv; o += 32) _mm_prefetch((const char *)(vr + o), _MM_HINT_T1);
-        }
+        if (j->p - j->p0 < ATTN_LONG) attn_prefetch(attn_v(j, sh, c0 + l), j->vhead, vq);
         __m512 acc[LM_ATTN_MAX_HEADS][4];
 #pragma GCC unroll 4
         for (int h = 0; h < nh; h++)
@@ -141,7 +166,7 @@ static inline __attribute__((always_inline)) void attn_scores16(const struct att
         for (int64_t i = 0; i < np; i += 64)
 #pragma GCC unroll 4
             for (int a = 0; a < 4; a++) {
-                const __m512 kv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(kr + i + 16 * a)));
+                const __m512 kv = attn_load16(kr, kq, i + 16 * a);
 #pragma GCC unroll 4
                 for (int h = 0; h < nh; h++)
                     acc[h][a] = _mm512_fmadd_ps(kv, _mm512_loadu_ps(j->qf + h * hdk + i + 16 * a), acc[h][a]);
@@ -158,10 +183,10 @@ static inline __attribute__((always_inline)) void attn_scores16(const struct att
             _mm512_storeu_ps(sv, s);
             for (int l = 0; l < 16; l++) {
                 if (!((valid >> l) & 1)) continue;
-                const lm_f16 *kr = attn_k(j, sh, c0 + l);
+                const uint8_t *kr = attn_k(j, sh, c0 + l);
                 double sum = (double)sv[l];
                 for (int64_t i = np; i < hdk; i++)
-                    sum += (double)(lm_f16_to_f32(kr[i]) * j->qf[h * hdk + i]);
+                    sum += (double)(attn_load1(kr, kq, i) * j->qf[h * hdk + i]);
                 sv[l] = (float)sum;
             }
             s = _mm512_loadu_ps(sv);
@@ -172,8 +197,9 @@ static inline __attribute__((always_inline)) void attn_scores16(const struct att
     }
 }
 
-// the first n < 16 halves at x, then zeros (AVX512F alone has no masked 16-bit load)
-static inline __m256i attn_load_part(const lm_f16 *x, int n) {
+// the first n < 16 halves at x, then zeros (AVX512F alone has no masked 16-bit load; only an
+// f16 V has head sizes that are not multiples of 16)
+static inline __m256i attn_load_part(const uint8_t *x, int n) {
     lm_f16 t[16] = {0};
     memcpy(t, x, (size_t)n * sizeof(lm_f16));
     return _mm256_loadu_si256((const __m256i *)t);
@@ -187,8 +213,8 @@ static inline __m256i attn_load_part(const lm_f16 *x, int n) {
 // (acc1 + acc3) of each lane: in one tile if nq == 4, else acc0 + acc2 from the m0 = 0
 // tile, then + (acc1 + acc3) from the m0 = 1 tile.
 static inline __attribute__((always_inline)) void
-attn_pv_tile(const struct attn_ctx *j, const int sh, const int nh, const int td, const int nq, const int tl,
-             int l0, int m0, int64_t d, int vn) {
+attn_pv_tile(const struct attn_ctx *j, const int sh, const int nh, const bool vq, const int td, const int nq,
+             const int tl, int l0, int m0, int64_t d, int vn) {
     __m512 acc[LM_ATTN_MAX_HEADS][2][4][2]; // [head][lane t][quarter][dims]; <= 16 used
     const uint32_t nwin = (uint32_t)(j->p - j->p0 + 1);
     const int mstep = nq == 4 ? 1 : 2;
@@ -214,15 +240,19 @@ attn_pv_tile(const struct attn_ctx *j, const int sh, const int nh, const int td,
             const int32_t cq = c64 + 16 * (m0 + qi * mstep); // a 16-cell quarter: one block
             const int32_t bq = j->blocks[cq >> sh];
             if (bq < 0) continue; // a hole released the whole block
-            const lm_f16 *vq = (const lm_f16 *)(j->vb + (size_t)bq * j->block_bytes) +
-                               (size_t)(cq & ((1 << sh) - 1)) * j->vstride + d;
+            // at dim d (for q8_0 a multiple of 32: the tile's dims are one block)
+            const uint8_t *vq0 = j->vb + (size_t)bq * j->block_bytes +
+                                 (size_t)(cq & ((1 << sh) - 1)) * j->vrow + attn_off(vq, d);
             if (pf && cq + 64 * ATTN_PF_V <= j->p) { // this quarter's rows ATTN_PF_V chunks on
                 const int32_t cn = cq + 64 * ATTN_PF_V, bn = j->blocks[cn >> sh];
-                const lm_f16 *vn0 = (const lm_f16 *)(j->vb + (size_t)(bn < 0 ? 0 : bn) * j->block_bytes) +
-                                    (size_t)(cn & ((1 << sh) - 1)) * j->vstride + d;
+                // the tile's dims of each row: one line of f16 (as many bytes as the line
+                // prefetch fetches) or one 34-byte q8_0 block, which may straddle two
+                const uint8_t *vn0 = j->vb + (size_t)(bn < 0 ? 0 : bn) * j->block_bytes +
+                                     (size_t)(cn & ((1 << sh) - 1)) * j->vrow + attn_off(vq, d);
 #pragma GCC unroll 4
                 for (int t = 0; t < tl; t++)
-                    _mm_prefetch((const char *)(vn0 + (size_t)(l0 + t) * j->vstride), _MM_HINT_T1);
+                    attn_prefetch(vn0 + (size_t)(l0 + t) * j->vrow, vq ? sizeof(struct lm_block_q8_0) : 1,
+                                  vq);
             }
 #pragma GCC unroll 4
             for (int t = 0; t < tl; t++) {
@@ -230,13 +260,13 @@ attn_pv_tile(const struct attn_ctx *j, const int sh, const int nh, const int td,
                 if (!full && (c < j->p0 || c > j->p ||
                               (j->present && !((j->present[c >> 6] >> (c & 63)) & 1))))
                     continue;
-                const lm_f16 *vr = vq + (size_t)(l0 + t) * j->vstride;
+                const uint8_t *vr = vq0 + (size_t)(l0 + t) * j->vrow;
                 __m512 vv[2];
 #pragma GCC unroll 2
                 for (int v = 0; v < td; v++)
-                    vv[v] = _mm512_cvtph_ps(vn == 16 || v < td - 1
-                                                ? _mm256_loadu_si256((const __m256i *)(vr + 16 * v))
-                                                : attn_load_part(vr + 16 * v, vn));
+                    vv[v] = vq || vn == 16 || v < td - 1
+                                ? attn_load16(vr, vq, 16 * v)
+                                : _mm512_cvtph_ps(attn_load_part(vr + 32 * v, vn));
 #pragma GCC unroll 4
                 for (int h = 0; h < nh; h++) {
                     const __m512 pb = _mm512_set1_ps(j->e[h * j->e_stride + (c - j->base)]);
@@ -269,17 +299,17 @@ attn_pv_tile(const struct attn_ctx *j, const int sh, const int nh, const int td,
 // 64 slots (16 accumulators each: 2 quarters x 1 lane for 3-4 heads, 4 quarters x 1 lane
 // for 2 heads, 4 quarters x 2 lanes for 1), then the sums over the 16 lanes.
 static inline __attribute__((always_inline)) void attn_pv(const struct attn_ctx *j, const int sh, const int nh,
-                                                           const int td, int64_t d, int vn,
+                                                           const bool vq, const int td, int64_t d, int vn,
                                                            float *out) {
     if (nh >= 3) {
         for (int l0 = 0; l0 < 16; l0++) {
-            attn_pv_tile(j, sh, nh, td, 2, 1, l0, 0, d, vn);
-            attn_pv_tile(j, sh, nh, td, 2, 1, l0, 1, d, vn);
+            attn_pv_tile(j, sh, nh, vq, td, 2, 1, l0, 0, d, vn);
+            attn_pv_tile(j, sh, nh, vq, td, 2, 1, l0, 1, d, vn);
         }
     } else if (nh == 2) {
-        for (int l0 = 0; l0 < 16; l0++) attn_pv_tile(j, sh, 2, td, 4, 1, l0, 0, d, vn);
+        for (int l0 = 0; l0 < 16; l0++) attn_pv_tile(j, sh, 2, vq, td, 4, 1, l0, 0, d, vn);
     } else {
-        for (int l0 = 0; l0 < 16; l0 += 2) attn_pv_tile(j, sh, 1, td, 4, 2, l0, 0, d, vn);
+        for (int l0 = 0; l0 < 16; l0 += 2) attn_pv_tile(j, sh, 1, vq, td, 4, 2, l0, 0, d, vn);
     }
     for (int h = 0; h < nh; h++)
         for (int v = 0; v < td; v++)
@@ -290,11 +320,12 @@ static inline __attribute__((always_inline)) void attn_pv(const struct attn_ctx 
 
 // Attention of nh heads (a compile-time constant after inlining) -> out (nh, hdv).
 static inline __attribute__((always_inline)) void attn_heads(const struct attn_ctx *j, const int sh,
-                                                              const int nh, float *out) {
+                                                              const int nh, const bool kq, const bool vq,
+                                                              float *out) {
     // scores, with masked cells of the first/last chunk as -inf
     __m512 mx[LM_ATTN_MAX_HEADS];
     for (int h = 0; h < nh; h++) mx[h] = _mm512_set1_ps(-INFINITY);
-    for (int32_t c0 = j->base; c0 < j->end; c0 += 16) attn_scores16(j, sh, nh, c0, mx);
+    for (int32_t c0 = j->base; c0 < j->end; c0 += 16) attn_scores16(j, sh, nh, kq, vq, c0, mx);
     // softmax; p rounded to f16
     for (int h = 0; h < nh; h++) {
         float *e = j->e + h * j->e_stride;
@@ -315,21 +346,54 @@ static inline __attribute__((always_inline)) void attn_heads(const struct attn_c
     }
     // p.v, 32 output dims at a time, then 16 and the remainder
     int64_t d = 0;
-    for (; d + 32 <= j->hdv; d += 32) attn_pv(j, sh, nh, 2, d, 16, out);
+    for (; d + 32 <= j->hdv; d += 32) attn_pv(j, sh, nh, vq, 2, d, 16, out);
     if (d + 16 <= j->hdv) {
-        attn_pv(j, sh, nh, 1, d, 16, out);
+        attn_pv(j, sh, nh, vq, 1, d, 16, out);
         d += 16;
     }
-    if (d < j->hdv) attn_pv(j, sh, nh, 1, d, (int)(j->hdv - d), out);
+    if (d < j->hdv) attn_pv(j, sh, nh, vq, 1, d, (int)(j->hdv - d), out);
 }
 
+// One (K type, V type) pair. The block size is a constant for the default 16-cell blocks:
+// read from the job, its shift and mask make the attention op 13% slower (Gemma 3 270M,
+// 603-token prefill). The context is copied into a local whose address stays here: through
+// the caller's pointer, every store to the scratch might change it, and the loops would
+// reload its fields (f16 decode at 4096 cells: 6% slower).
+#define ATTN_RUN(KQ, VQ)                                                                       \
+    static void attn_run_##KQ##VQ(const struct attn_ctx *jc, int shift, int nh, float *out) {  \
+        const struct attn_ctx jl = *jc, *j = &jl;                                              \
+        if (shift == 4) {                                                                      \
+            switch (nh) {                                                                      \
+            case 1: attn_heads(j, 4, 1, KQ, VQ, out); break;                                   \
+            case 2: attn_heads(j, 4, 2, KQ, VQ, out); break;                                   \
+            case 3: attn_heads(j, 4, 3, KQ, VQ, out); break;                                   \
+            default: attn_heads(j, 4, 4, KQ, VQ, out); break;                                  \
+            }                                                                                  \
+        } else {                                                                               \
+            switch (nh) {                                                                      \
+            case 1: attn_heads(j, shift, 1, KQ, VQ, out); break;                               \
+            case 2: attn_heads(j, shift, 2, KQ, VQ, out); break;                               \
+            case 3: attn_heads(j, shift, 3, KQ, VQ, out); break;                               \
+            default: attn_heads(j, shift, 4, KQ, VQ, out); break;                              \
+            }                                                                                  \
+        }                                                                                      \
+    }
+ATTN_RUN(0, 0)
+ATTN_RUN(1, 0)
+ATTN_RUN(0, 1)
+ATTN_RUN(1, 1)
+#undef ATTN_RUN
+
+// The table's attn and attn_q8 both: the job's k_q8 / v_q8 pick the loops' copy.
 void lm_attn_avx512(const struct lm_attn_job *job) {
     const int nh = job->nh;
-    const int64_t hdk = job->hdk;
+    const int64_t hdk = job->hdk, hdv = job->hdv;
+    const bool kq = job->k_q8, vq = job->v_q8;
     struct attn_ctx j = {
         .kb = job->kb, .vb = job->vb, .block_bytes = job->block_bytes, .blocks = job->blocks,
-        .present = job->present, .kstride = job->kstride, .vstride = job->vstride,
-        .p0 = job->p0, .p = job->p, .hdk = hdk, .hdv = job->hdv,
+        .present = job->present, .krow = attn_off(kq, (int64_t)job->kstride),
+        .vrow = attn_off(vq, (int64_t)job->vstride), .khead = attn_off(kq, hdk), .vhead = attn_off(vq, hdv),
+        .p0 = job->p0, .p = job->p, .hdk = hdk, .hdv = hdv,
     };
     j.base = j.p0 & ~15; // 16-cell chunk alignment of the softmax sums
     j.end = (j.p + 16) & ~15;
@@ -342,29 +406,20 @@ void lm_attn_avx512(const struct lm_attn_job *job) {
     j.qf = qf;
     j.e = s;
     j.e_stride = (size_t)(j.end - j.base);
-    // q rounded to f16, as llama.cpp's f16 K dot product does
-    for (int64_t d = 0; d < nh * hdk; d += 16) {
-        const __mmask16 mk = nh * hdk - d >= 16 ? 0xffff : (__mmask16)((1u << (nh * hdk - d)) - 1);
-        _mm512_mask_storeu_ps(qf + d, mk, _mm512_cvtph_ps(_mm512_cvtps_ph(
-                                              _mm512_maskz_loadu_ps(mk, job->q + d),
-                                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
+    if (kq) {
+        memcpy(qf, job->q, (size_t)(nh * hdk) * sizeof(float));
+    } else { // q rounded to f16, as llama.cpp's f16 K dot product does
+        for (int64_t d = 0; d < nh * hdk; d += 16) {
+            const __mmask16 mk = nh * hdk - d >= 16 ? 0xffff : (__mmask16)((1u << (nh * hdk - d)) - 1);
+            _mm512_mask_storeu_ps(qf + d, mk, _mm512_cvtph_ps(_mm512_cvtps_ph(
+                                                  _mm512_maskz_loadu_ps(mk, job->q + d),
+                                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
+        }
     }
-    // The block size is a constant for the default 16-cell blocks: read from the job, its
-    // shift and mask make the attention op 13% slower (Gemma 3 270M, 603-token prefill)
-#define ATTN_HEADS(SH)                                     \
-    switch (nh) {                                          \
-    case 1: attn_heads(&j, SH, 1, job->out); break;        \
-    case 2: attn_heads(&j, SH, 2, job->out); break;        \
-    case 3: attn_heads(&j, SH, 3, job->out); break;        \
-    default: attn_heads(&j, SH, 4, job->out); break;       \
-    }
-    if (job->block_shift == 4) {
-        ATTN_HEADS(4)
-    } else {
-        const int sh = job->block_shift;
-        ATTN_HEADS(sh)
-    }
-#undef ATTN_HEADS
+    if (kq && vq) attn_run_11(&j, job->block_shift, nh, job->out);
+    else if (kq) attn_run_10(&j, job->block_shift, nh, job->out);
+    else if (vq) attn_run_01(&j, job->block_shift, nh, job->out);
+    else attn_run_00(&j, job->block_shift, nh, job->out);
 }
 
 #endif

@@ -138,7 +138,7 @@ static void avx512_init(void) {
     k_avx512.swiglu = lm_swiglu_avx512;
     k_avx512.f32_to_f16 = lm_f32_to_f16_avx512;
     k_avx512.attn = lm_attn_avx512;
-    k_avx512.attn_q8 = lm_attn_q8_avx512;
+    k_avx512.attn_q8 = lm_attn_avx512; // one kernel for f16 and q8_0 rows
     k_avx512.topk_span = lm_topk_span_avx512;
 }
 
