@@ -3,7 +3,8 @@
 // multitoken), the decision's label, the workspace's fit and size query, and matmuls through
 // plan / quantize / rows: against a float64 reference within test_kernels_dot.c's per-dtype
 // tolerances (plus test_kernels_il.c's 1e-5 on il layouts), and bit-identical whatever
-// the batch size, the row split and the number of threads.
+// the batch size, the row split and the number of threads; the AMX path the same bits as
+// the VNNI one.
 // LM_TEST_LABELS: unit
 #include <math.h>
 #include <stdint.h>
@@ -440,11 +441,83 @@ static void test_label_and_ws(void) {
     CHECK(lm_matmul_ws_init(&ws, &q) == LM_ERR_ARG && strstr(lm_error_msg(), "matmul: workspace"));
 }
 
+// AMX (il_gemm_amx, where the CPU and OS allow it): q6_K il weights take il_amx from
+// LM_IL_AMX_MIN_NT tokens, with the same bits as the same table's il16 path without AMX:
+// partial and whole 16-token tiles, super-block counts around il_amx.c's panel of 4, one
+// and two threads, and fused with q4_K weights (one q8_K quantization for both paths).
+static void test_amx(void) {
+    const struct lm_kernels *a5 = lm_kernels_avx512();
+    if (!a5 || !a5->il_gemm_amx[LM_DTYPE_Q6_K]) {
+        printf("no AMX-INT8 on this CPU (or LUMEN_NO_AMX): il_amx not checked\n");
+        return;
+    }
+    struct lm_kernels noamx = *a5;
+    memset(noamx.il_gemm_amx, 0, sizeof noamx.il_gemm_amx);
+    const struct lm_matmul_ws saved = g_ws;
+    enum { R = 100, IN = 2304 };
+    const struct lm_matmul_ws_params wp = {.n_threads = N_THREADS, .n_rows = R, .n_in = IN, .amx = true};
+    CHECK(lm_matmul_ws_init(&g_ws, &wp) == LM_OK);
+    CHECK(g_ws.xamx != NULL && lm_matmul_ws_bytes(&wp) == g_ws.bytes);
+    float *X = malloc(sizeof(float) * R * IN);
+    for (int64_t i = 0; i < (int64_t)R * IN; i++) X[i] = rng_sym();
+    const int64_t shapes[][2] = {{48, 256}, {64, 2304}, {32, 1024}};
+    const int64_t rows[] = {LM_IL_AMX_MIN_NT - 1, LM_IL_AMX_MIN_NT, 33, 47, 48, R};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        struct test_weight q6, q4;
+        weight_make(&q6, LM_DTYPE_Q6_K, shapes[si][0], shapes[si][1], true);
+        weight_make(&q4, LM_DTYPE_Q4_K, 32, shapes[si][1], true);
+        float *Y = malloc(sizeof(float) * R * 64), *Y0 = malloc(sizeof(float) * R * 64);
+        float *F4 = malloc(sizeof(float) * R * 32), *F6 = malloc(sizeof(float) * R * 64);
+        for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++) {
+            const int64_t n = rows[ri];
+            const size_t bytes = sizeof(float) * (size_t)(n * shapes[si][0]);
+            const struct lm_weight *W = &q6.w;
+            struct lm_matmul_decision d;
+            run(&noamx, &W, 1, X, n, 1, &Y0, &d);
+            CHECK(d.path[0] == LM_MATMUL_IL16);
+            for (int nth = 1; nth <= N_THREADS; nth++) {
+                memset(Y, 0xff, bytes);
+                run(a5, &W, 1, X, n, nth, &Y, &d);
+                CHECKF(d.path[0] == (n >= LM_IL_AMX_MIN_NT ? LM_MATMUL_IL_AMX : LM_MATMUL_IL16),
+                       "q6_K %lld x %lld, %lld rows: path %s", (long long)shapes[si][0], (long long)shapes[si][1],
+                       (long long)n, d.name[0]);
+                CHECKF(memcmp(Y, Y0, bytes) == 0, "q6_K %lld x %lld, %lld rows, %d threads: il_amx differs from il16",
+                       (long long)shapes[si][0], (long long)shapes[si][1], (long long)n, nth);
+            }
+            if (n == LM_IL_AMX_MIN_NT && si == 0) {
+                char label[64];
+                lm_matmul_decision_label(&d, label, sizeof label);
+                CHECKF(!strcmp(label, "q6_K_avx512_il_amx"), "label %s", label);
+            }
+            // fused with q4_K (il16): each weight as alone on the table without AMX
+            const struct lm_weight *Ws[2] = {&q4.w, &q6.w};
+            float *Ys[2] = {F4, F6};
+            run(a5, Ws, 2, X, n, N_THREADS, Ys, &d);
+            CHECK(d.path[0] == LM_MATMUL_IL16 && d.path[1] == (n >= LM_IL_AMX_MIN_NT ? LM_MATMUL_IL_AMX : LM_MATMUL_IL16));
+            CHECKF(memcmp(F6, Y0, bytes) == 0, "q6_K fused with q4_K, %lld rows: differs", (long long)n);
+            const struct lm_weight *W4 = &q4.w;
+            run(&noamx, &W4, 1, X, n, 1, &Y0, NULL);
+            CHECKF(memcmp(F4, Y0, sizeof(float) * (size_t)(n * 32)) == 0, "q4_K fused with q6_K, %lld rows: differs",
+                   (long long)n);
+        }
+        weight_free(&q6);
+        weight_free(&q4);
+        free(Y);
+        free(Y0);
+        free(F4);
+        free(F6);
+    }
+    free(X);
+    lm_matmul_ws_free(&g_ws);
+    g_ws = saved;
+}
+
 int main(void) {
     const struct lm_matmul_ws_params wp = {.n_threads = N_THREADS, .n_rows = MAX_ROWS, .n_in = MAX_IN, .f16_il = true};
     CHECK(lm_matmul_ws_init(&g_ws, &wp) == LM_OK);
     test_paths();
     test_label_and_ws();
+    test_amx();
     const struct lm_kernels *tabs[] = {lm_kernels_generic(), lm_kernels_avx2(), lm_kernels_avx512()};
     const bool quick = getenv("LUMEN_TEST_QUICK") != NULL;
     for (size_t ti = 0; ti < sizeof tabs / sizeof tabs[0]; ti++) {

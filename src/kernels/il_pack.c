@@ -253,3 +253,21 @@ void lm_il_act_from(enum lm_dtype t, const void *xq, int64_t n_in, void *xa) {
         c128[b] = -128 * s;
     }
 }
+
+size_t lm_il_act_amx_bytes(int64_t n_rows, int64_t n_in) {
+    return (size_t)((n_rows + 15) / 16) * (size_t)(n_in / LM_QK_K) * LM_IL_AMX_REC;
+}
+
+void lm_il_act_amx(const void *xq, int64_t n_in, int64_t t, void *xt) {
+    const struct lm_block_q8_K *x = xq;
+    const int64_t nsb = n_in / LM_QK_K;
+    for (int64_t i = 0; i < nsb; i++) {
+        char *rec = (char *)xt + (size_t)((t / 16) * nsb + i) * LM_IL_AMX_REC;
+        for (int s = 0; s < 4; s++) {
+            if (x) memcpy(rec + 1024 * s + 64 * (t % 16), x[i].qs + 64 * s, 64);
+            else memset(rec + 1024 * s + 64 * (t % 16), 0, 64);
+        }
+        const float d = x ? x[i].d : 0.0f;
+        memcpy(rec + 4096 + sizeof(float) * (size_t)(t % 16), &d, sizeof d);
+    }
+}

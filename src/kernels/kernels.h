@@ -54,6 +54,16 @@ typedef void (*lm_vec_dot_n_u8_fn)(int64_t n, int nt, float *s, size_t ss, const
 typedef void (*lm_il_gemm_fn)(int64_t n_in, int nt, float *y, size_t ys, const void *wg,
                               const void *xa, size_t xas);
 
+// AMX (prefill): il groups n_groups x any number of tokens on AMX-INT8 tiles, for CPUs and
+// kernels that grant them. Rows [0, 16 n_groups) of the weight's il layout (groups
+// group_bytes apart from wg) against nt tokens in AMX activation records (lm_il_act_amx)
+// -> y[t * ys + r]. Same results as il_gemm on the same rows.
+typedef void (*lm_il_gemm_amx_fn)(int64_t n_in, int64_t n_groups, size_t group_bytes, int64_t nt,
+                                  float *y, size_t ys, const void *wg, const void *xt);
+// Token counts from which matmul takes il_gemm_amx (lm_matmul_plan): below, the per-call
+// weight split (il_amx.c) is not paid back.
+#define LM_IL_AMX_MIN_NT 32
+
 // Decode helper for in-place il layouts (lm_il_in_place): rows [0, n_rows) of the weight
 // starting at w (file rows, n_in elements each) against nt <= LM_IL_GEMV_MAX_NT activation
 // rows -> y[t * ys + r]. Same results as il_gemm on the same rows; free to visit the rows
@@ -176,6 +186,8 @@ struct lm_kernels {
     lm_vec_dot_n_u8_fn vec_dot_n_u8[LM_DTYPE_COUNT]; // on repacked q8_0 activations (may be NULL)
     lm_il_gemm_fn il_gemm[LM_DTYPE_COUNT]; // on il weights (set for every lm_il_supported dtype)
     lm_il_gemv_fn il_gemv[LM_DTYPE_COUNT]; // decode on in-place il weights (may be NULL)
+    lm_il_gemm_amx_fn il_gemm_amx[LM_DTYPE_COUNT]; // on AMX tiles (NULL unless the CPU and
+                                                   // OS allow AMX; LUMEN_NO_AMX=1: NULL)
     // row kernels (set in every table)
     lm_rmsnorm_fn rmsnorm;
     lm_rope_fn rope;
@@ -201,6 +213,15 @@ void lm_il_pack_group(enum lm_dtype t, void *dst, const void *src, size_t row_by
 // row itself.
 size_t lm_il_act_row_bytes(enum lm_dtype t, int64_t n_in);
 void lm_il_act_from(enum lm_dtype t, const void *xq, int64_t n_in, void *xa);
+// q8_K activation rows as AMX tile records: record (T, i) for tokens 16T..16T+15 and
+// super-block i sits LM_IL_AMX_REC bytes apart at T * (n_in / 256) + i, holding qs as
+// [column step 0..3][token 0..15][64 bytes] (four 16 x 64 A tiles), then the 16 tokens' d
+// (float). lm_il_act_amx writes token t's row xq into the records at xt; xq NULL writes
+// zeros, for the rows that pad the last record past the batch (their results are dropped;
+// zeros keep the kernel's float steps off stale, possibly subnormal, bytes).
+#define LM_IL_AMX_REC (4096 + 64)
+size_t lm_il_act_amx_bytes(int64_t n_rows, int64_t n_in);
+void lm_il_act_amx(const void *xq, int64_t n_in, int64_t t, void *xt);
 
 // q8_0 row (n elements) -> xu (n bytes, q + 128) and dyv ((n/64 rounded up) x 16 floats;
 // a lone last block gets zero scales for its missing partner).

@@ -16,15 +16,18 @@ static const char *const k_path_names[LM_MATMUL_PATH_COUNT] = {
     [LM_MATMUL_IL16] = "il16",           [LM_MATMUL_IL_GEMV] = "il_gemv",
     [LM_MATMUL_GEMM_U8] = "gemm_u8",     [LM_MATMUL_MULTITOKEN] = "multitoken",
     [LM_MATMUL_PER_ROW_N] = "per_row_n", [LM_MATMUL_PER_ROW] = "per_row",
+    [LM_MATMUL_IL_AMX] = "il_amx",
 };
 
 const char *lm_matmul_path_name(enum lm_matmul_path p) {
     return (unsigned)p < LM_MATMUL_PATH_COUNT ? k_path_names[p] : "?";
 }
 
-// The path of weight W for n_rows tokens; il: W runs on its il layout (lm_matmul_plan).
+// The path of weight W for n_rows tokens; il: W runs on its il layout (lm_matmul_plan);
+// amx: the workspace has AMX activation records.
 static enum lm_matmul_path choose_path(const struct lm_kernels *k, const struct lm_weight *W, bool il,
-                                       int64_t n_rows) {
+                                       bool amx, int64_t n_rows) {
+    if (il && amx && k->il_gemm_amx[W->type] && n_rows >= LM_IL_AMX_MIN_NT) return LM_MATMUL_IL_AMX;
     if (il)
         return k->il_gemv[W->type] && n_rows <= LM_IL_GEMV_MAX_NT &&
                        lm_il_in_place(W->type, W->row_bytes, W->n_in)
@@ -105,6 +108,7 @@ static bool ws_layout(struct lm_matmul_ws *ws, const struct lm_matmul_ws_params 
         if (f > ws->xil_stride) ws->xil_stride = f;
     }
     ws->xil = ws_buf(ws, R * ws->xil_stride, dry, &ok);
+    if (p->amx) ws->xamx = ws_buf(ws, lm_il_act_amx_bytes(p->n_rows, p->n_in), dry, &ok);
     ws->xil_priv = ws_buf(ws, P * ws->xil_stride, dry, &ok);
     if (!dry) {
         ws->xq_priv = calloc((size_t)p->n_threads * LM_DTYPE_COUNT, sizeof(void *));
@@ -122,6 +126,7 @@ void lm_matmul_ws_fit(struct lm_matmul_ws_params *p, const struct lm_weight *w) 
     if (!w->data) return;
     if (w->n_in > p->n_in) p->n_in = w->n_in;
     if (w->il && w->type == LM_DTYPE_F16) p->f16_il = true;
+    if (w->il && w->type == LM_DTYPE_Q6_K) p->amx = true;
 }
 
 uint64_t lm_matmul_ws_bytes(const struct lm_matmul_ws_params *p) {
@@ -153,6 +158,7 @@ void lm_matmul_ws_free(struct lm_matmul_ws *ws) {
     free(ws->xdyv_priv);
     free(ws->xil);
     free(ws->xil_priv);
+    free(ws->xamx);
     memset(ws, 0, sizeof *ws);
 }
 
@@ -178,6 +184,7 @@ void lm_matmul_plan(struct lm_matmul_plan *p, const struct lm_kernels *k,
     p->xu = priv ? ws->xu8_priv + pr * ws->xu8_stride : ws->xu8;
     p->xdy = priv ? ws->xdyv_priv + pr * ws->xdyv_stride : ws->xdyv;
     p->xil = priv ? ws->xil_priv + pr * ws->xil_stride : ws->xil;
+    p->xamx = priv ? NULL : ws->xamx;
     p->n_q = 0;
     // which activation rows the q8_0 consumers need (il "xq8" rows, u8 rows for the file
     // layout), and whether f16 il weights get their f32 rows: not when q8_0 il rows take xil
@@ -197,7 +204,7 @@ void lm_matmul_plan(struct lm_matmul_plan *p, const struct lm_kernels *k,
         LM_ASSERT(W->n_in == n_in && vt != LM_DTYPE_COUNT);
         const bool il = W->il && (vt == LM_DTYPE_F16 ? f16_il : true);
         p->d.w[j] = W;
-        p->d.path[j] = choose_path(k, W, il, n_rows);
+        p->d.path[j] = choose_path(k, W, il, p->xamx != NULL, n_rows);
         p->d.name[j] = k_path_names[p->d.path[j]];
         if (vt == LM_DTYPE_F32) { // X itself
             p->xa[j] = (const char *)X;
@@ -214,12 +221,16 @@ void lm_matmul_plan(struct lm_matmul_plan *p, const struct lm_kernels *k,
         }
         int q = 0;
         while (q < p->n_q && p->q[q].vt != vt) q++;
-        if (q < p->n_q) continue; // quantized once per activation dtype
+        if (q < p->n_q) { // quantized once per activation dtype
+            p->q[q].amx = p->q[q].amx || p->d.path[j] == LM_MATMUL_IL_AMX;
+            continue;
+        }
         p->q[p->n_q++] = (struct lm_matmul_quant){
             .vt = vt, .buf = buf, .qrow = qrow,
             .widen = vt == LM_DTYPE_F16 && f16_il,
             .u8 = vt == LM_DTYPE_Q8_0 && q8_flat,
             .xq8 = vt == LM_DTYPE_Q8_0 && q8_il,
+            .amx = p->d.path[j] == LM_MATMUL_IL_AMX,
         };
     }
     p->shared = !priv && p->n_q > 0;
@@ -239,7 +250,10 @@ void lm_matmul_quantize(const struct lm_matmul_plan *p, int64_t r0, int64_t r1) 
                 lm_q8_0_repack_u8(row, n_in, p->xu + (size_t)i * p->xu_stride, p->xdy + (size_t)i * p->xdy_stride);
             if (Q->xq8) // one "xq8" layout for q8_0 and q5_0 weights
                 lm_il_act_from(LM_DTYPE_Q8_0, row, n_in, p->xil + (size_t)i * p->xil_stride);
+            if (Q->amx) lm_il_act_amx(row, n_in, i, p->xamx);
         }
+        if (Q->amx && r0 < r1 && r1 == p->d.n_rows) // zero rows pad the last record
+            for (int64_t i = r1; i % 16; i++) lm_il_act_amx(NULL, n_in, i, p->xamx);
     }
 }
 
@@ -313,6 +327,12 @@ void lm_matmul_rows(const struct lm_matmul_plan *p, int j, float *Y, int64_t a, 
     case LM_MATMUL_IL16:
         LM_ASSERT(k->il_gemm[W->type] && a % LM_IL_ROWS == 0 && b % LM_IL_ROWS == 0);
         rows_il16(k->il_gemm[W->type], Y, W, xq, xrow, n_rows, a, b);
+        return;
+    case LM_MATMUL_IL_AMX:
+        LM_ASSERT(k->il_gemm_amx[W->type] && a % LM_IL_ROWS == 0 && b % LM_IL_ROWS == 0);
+        if (b > a)
+            k->il_gemm_amx[W->type](n_in, (b - a) / LM_IL_ROWS, W->il_group_bytes, n_rows, &Y[a], (size_t)n_out,
+                                    (const char *)W->il + (size_t)(a / LM_IL_ROWS) * W->il_group_bytes, p->xamx);
         return;
     case LM_MATMUL_GEMM_U8:
         rows_u8(p, k->vec_dot_n_u8[W->type], Y, W, a, b);

@@ -36,6 +36,8 @@ enum lm_matmul_path {
     LM_MATMUL_PER_ROW_N,  // "per_row_n": file layout, 2..LM_PRIVATE_QUANT_ROWS tokens: one
                           //   vec_dot_n per row over all tokens
     LM_MATMUL_PER_ROW,    // "per_row": one vec_dot per (row, token)
+    LM_MATMUL_IL_AMX,     // "il_amx": il layout, >= LM_IL_AMX_MIN_NT tokens on AMX tiles
+                          //   (il_gemm_amx): the row range in one call, activations as records
     LM_MATMUL_PATH_COUNT
 };
 const char *lm_matmul_path_name(enum lm_matmul_path p);
@@ -63,6 +65,8 @@ struct lm_matmul_ws_params {
     int64_t n_rows; // the widest batch
     int64_t n_in;   // the widest matmul input
     bool f16_il;    // some f16 weight runs on its il layout (wider il activation rows)
+    bool amx;       // some q6_K weight has an il layout (AMX activation records, if the
+                    // kernel table has il_gemm_amx)
 };
 struct lm_matmul_ws {
     struct lm_matmul_ws_params p;
@@ -80,6 +84,8 @@ struct lm_matmul_ws {
     // of f16 ones: xil (n_rows, xil_stride bytes), xil_priv per thread
     uint8_t *xil, *xil_priv;
     size_t xil_stride;
+    // q8_K rows as AMX tile records (lm_il_act_amx), if p.amx: (n_rows, n_in)
+    uint8_t *xamx;
     uint64_t bytes; // allocated
 };
 // Widens p to fit matmuls on weight w: its input, and the il activation rows its layout
@@ -109,6 +115,7 @@ struct lm_matmul_quant { // one activation dtype to produce
     bool widen;    // f16 rows also widened to f32 il rows
     bool u8;       // q8_0 rows also repacked for vec_dot_n_u8
     bool xq8;      // q8_0 rows also made "xq8" il rows
+    bool amx;      // q8_K rows also made AMX tile records
 };
 struct lm_matmul_plan {
     struct lm_matmul_decision d;
@@ -125,6 +132,7 @@ struct lm_matmul_plan {
     size_t xu_stride, xdy_stride;
     uint8_t *xil; // il rows, xil_stride bytes apart
     size_t xil_stride;
+    uint8_t *xamx; // AMX activation records (lm_il_act_amx)
     int n_q;
     struct lm_matmul_quant q[LM_MATMUL_MAX_W];
 };
