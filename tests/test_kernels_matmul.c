@@ -441,10 +441,11 @@ static void test_label_and_ws(void) {
     CHECK(lm_matmul_ws_init(&ws, &q) == LM_ERR_ARG && strstr(lm_error_msg(), "matmul: workspace"));
 }
 
-// AMX (il_gemm_amx, where the CPU and OS allow it): q6_K il weights take il_amx from
-// LM_IL_AMX_MIN_NT tokens, with the same bits as the same table's il16 path without AMX:
-// partial and whole 16-token tiles, super-block counts around il_amx.c's panel of 4, one
-// and two threads, and fused with q4_K weights (one q8_K quantization for both paths).
+// AMX (il_gemm_amx, where the CPU and OS allow it): q4_K / q5_K / q6_K il weights take
+// il_amx from LM_IL_AMX_MIN_NT tokens, with the same bits as the same table's il16 path
+// without AMX: partial and whole 16-token tiles, super-block counts around il_amx.c's panel
+// of 4, one and two threads, and fused calls (q8_0 il16 + two il_amx weights on one q8_K
+// quantization).
 static void test_amx(void) {
     const struct lm_kernels *a5 = lm_kernels_avx512();
     if (!a5 || !a5->il_gemm_amx[LM_DTYPE_Q6_K]) {
@@ -460,53 +461,59 @@ static void test_amx(void) {
     CHECK(g_ws.xamx != NULL && lm_matmul_ws_bytes(&wp) == g_ws.bytes);
     float *X = malloc(sizeof(float) * R * IN);
     for (int64_t i = 0; i < (int64_t)R * IN; i++) X[i] = rng_sym();
+    const enum lm_dtype types[] = {LM_DTYPE_Q6_K, LM_DTYPE_Q5_K, LM_DTYPE_Q4_K};
     const int64_t shapes[][2] = {{48, 256}, {64, 2304}, {32, 1024}};
     const int64_t rows[] = {LM_IL_AMX_MIN_NT - 1, LM_IL_AMX_MIN_NT, 33, 47, 48, R};
-    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
-        struct test_weight q6, q4;
-        weight_make(&q6, LM_DTYPE_Q6_K, shapes[si][0], shapes[si][1], true);
-        weight_make(&q4, LM_DTYPE_Q4_K, 32, shapes[si][1], true);
-        float *Y = malloc(sizeof(float) * R * 64), *Y0 = malloc(sizeof(float) * R * 64);
-        float *F4 = malloc(sizeof(float) * R * 32), *F6 = malloc(sizeof(float) * R * 64);
-        for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++) {
-            const int64_t n = rows[ri];
-            const size_t bytes = sizeof(float) * (size_t)(n * shapes[si][0]);
-            const struct lm_weight *W = &q6.w;
-            struct lm_matmul_decision d;
-            run(&noamx, &W, 1, X, n, 1, &Y0, &d);
-            CHECK(d.path[0] == LM_MATMUL_IL16);
-            for (int nth = 1; nth <= N_THREADS; nth++) {
-                memset(Y, 0xff, bytes);
-                run(a5, &W, 1, X, n, nth, &Y, &d);
-                CHECKF(d.path[0] == (n >= LM_IL_AMX_MIN_NT ? LM_MATMUL_IL_AMX : LM_MATMUL_IL16),
-                       "q6_K %lld x %lld, %lld rows: path %s", (long long)shapes[si][0], (long long)shapes[si][1],
-                       (long long)n, d.name[0]);
-                CHECKF(memcmp(Y, Y0, bytes) == 0, "q6_K %lld x %lld, %lld rows, %d threads: il_amx differs from il16",
-                       (long long)shapes[si][0], (long long)shapes[si][1], (long long)n, nth);
+    float *Y = malloc(sizeof(float) * R * 64), *Y0 = malloc(sizeof(float) * R * 64);
+    float *F[3] = {malloc(sizeof(float) * R * 32), malloc(sizeof(float) * R * 64), malloc(sizeof(float) * R * 32)};
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+            const enum lm_dtype t = types[ti];
+            const char *tn = lm_dtype_name(t);
+            struct test_weight w, q8, q6;
+            weight_make(&w, t, shapes[si][0], shapes[si][1], true);
+            weight_make(&q8, LM_DTYPE_Q8_0, 32, shapes[si][1], true);
+            weight_make(&q6, LM_DTYPE_Q6_K, 32, shapes[si][1], true);
+            for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++) {
+                const int64_t n = rows[ri];
+                const size_t bytes = sizeof(float) * (size_t)(n * shapes[si][0]);
+                const enum lm_matmul_path want = n >= LM_IL_AMX_MIN_NT ? LM_MATMUL_IL_AMX : LM_MATMUL_IL16;
+                const struct lm_weight *W = &w.w;
+                struct lm_matmul_decision d;
+                run(&noamx, &W, 1, X, n, 1, &Y0, &d);
+                CHECK(d.path[0] == LM_MATMUL_IL16);
+                for (int nth = 1; nth <= N_THREADS; nth++) {
+                    memset(Y, 0xff, bytes);
+                    run(a5, &W, 1, X, n, nth, &Y, &d);
+                    CHECKF(d.path[0] == want, "%s %lld x %lld, %lld rows: path %s", tn, (long long)shapes[si][0],
+                           (long long)shapes[si][1], (long long)n, d.name[0]);
+                    CHECKF(memcmp(Y, Y0, bytes) == 0, "%s %lld x %lld, %lld rows, %d threads: il_amx differs from il16",
+                           tn, (long long)shapes[si][0], (long long)shapes[si][1], (long long)n, nth);
+                }
+                if (n == LM_IL_AMX_MIN_NT && si == 0) {
+                    char label[64], lwant[64];
+                    lm_matmul_decision_label(&d, label, sizeof label);
+                    snprintf(lwant, sizeof lwant, "%s_avx512_il_amx", tn);
+                    CHECKF(!strcmp(label, lwant), "label %s, want %s", label, lwant);
+                }
+                // fused: each weight as alone on the table without AMX
+                const struct lm_weight *Ws[3] = {&q8.w, &w.w, &q6.w};
+                run(a5, Ws, 3, X, n, N_THREADS, F, &d);
+                CHECK(d.path[0] == LM_MATMUL_IL16 && d.path[1] == want && d.path[2] == want);
+                CHECKF(memcmp(F[1], Y0, bytes) == 0, "%s fused, %lld rows: differs", tn, (long long)n);
+                for (int j = 0; j < 3; j += 2) {
+                    run(&noamx, &Ws[j], 1, X, n, 1, &Y0, NULL);
+                    CHECKF(memcmp(F[j], Y0, sizeof(float) * (size_t)(n * 32)) == 0, "%s fused with %s, %lld rows: differs",
+                           lm_dtype_name(Ws[j]->type), tn, (long long)n);
+                }
             }
-            if (n == LM_IL_AMX_MIN_NT && si == 0) {
-                char label[64];
-                lm_matmul_decision_label(&d, label, sizeof label);
-                CHECKF(!strcmp(label, "q6_K_avx512_il_amx"), "label %s", label);
-            }
-            // fused with q4_K (il16): each weight as alone on the table without AMX
-            const struct lm_weight *Ws[2] = {&q4.w, &q6.w};
-            float *Ys[2] = {F4, F6};
-            run(a5, Ws, 2, X, n, N_THREADS, Ys, &d);
-            CHECK(d.path[0] == LM_MATMUL_IL16 && d.path[1] == (n >= LM_IL_AMX_MIN_NT ? LM_MATMUL_IL_AMX : LM_MATMUL_IL16));
-            CHECKF(memcmp(F6, Y0, bytes) == 0, "q6_K fused with q4_K, %lld rows: differs", (long long)n);
-            const struct lm_weight *W4 = &q4.w;
-            run(&noamx, &W4, 1, X, n, 1, &Y0, NULL);
-            CHECKF(memcmp(F4, Y0, sizeof(float) * (size_t)(n * 32)) == 0, "q4_K fused with q6_K, %lld rows: differs",
-                   (long long)n);
+            weight_free(&w);
+            weight_free(&q8);
+            weight_free(&q6);
         }
-        weight_free(&q6);
-        weight_free(&q4);
-        free(Y);
-        free(Y0);
-        free(F4);
-        free(F6);
-    }
+    free(Y);
+    free(Y0);
+    for (int j = 0; j < 3; j++) free(F[j]);
     free(X);
     lm_matmul_ws_free(&g_ws);
     g_ws = saved;

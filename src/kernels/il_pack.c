@@ -269,5 +269,7 @@ void lm_il_act_amx(const void *xq, int64_t n_in, int64_t t, void *xt) {
         }
         const float d = x ? x[i].d : 0.0f;
         memcpy(rec + 4096 + sizeof(float) * (size_t)(t % 16), &d, sizeof d);
+        if (x) memcpy(rec + 4096 + 64 + 32 * (t % 16), x[i].bsums, 32);
+        else memset(rec + 4096 + 64 + 32 * (t % 16), 0, 32);
     }
 }

@@ -216,10 +216,10 @@ void lm_il_act_from(enum lm_dtype t, const void *xq, int64_t n_in, void *xa);
 // q8_K activation rows as AMX tile records: record (T, i) for tokens 16T..16T+15 and
 // super-block i sits LM_IL_AMX_REC bytes apart at T * (n_in / 256) + i, holding qs as
 // [column step 0..3][token 0..15][64 bytes] (four 16 x 64 A tiles), then the 16 tokens' d
-// (float). lm_il_act_amx writes token t's row xq into the records at xt; xq NULL writes
+// (float), then their bsums ([token][16] int16). lm_il_act_amx writes token t's row xq into the records at xt; xq NULL writes
 // zeros, for the rows that pad the last record past the batch (their results are dropped;
 // zeros keep the kernel's float steps off stale, possibly subnormal, bytes).
-#define LM_IL_AMX_REC (4096 + 64)
+#define LM_IL_AMX_REC (4096 + 64 + 512)
 size_t lm_il_act_amx_bytes(int64_t n_rows, int64_t n_in);
 void lm_il_act_amx(const void *xq, int64_t n_in, int64_t t, void *xt);
 

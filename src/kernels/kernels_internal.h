@@ -66,10 +66,11 @@ lm_il_gemm_kernel lm_il_gemm_q8_0_avx512, lm_il_gemm_q5_0_avx512, lm_il_gemm_q4_
     lm_il_gemm_q4_K_avx512, lm_il_gemm_q5_K_avx512,
     lm_il_gemm_q6_K_avx512, lm_il_gemm_f16_avx512;
 lm_il_gemv_kernel lm_il_gemv_f16_avx512;
-// ---- il_amx.c: AMX-INT8 q6_K GEMM (prefill); lm_amx_enable asks Linux for the tile state
+// ---- il_amx.c: AMX-INT8 k-quant GEMMs (prefill); lm_amx_enable asks Linux for the tile state
 // and says whether the CPU and kernel allow AMX (1) or not (0)
-void lm_il_gemm_amx_q6_K(int64_t n_in, int64_t n_groups, size_t group_bytes, int64_t nt, float *y,
-                         size_t ys, const void *wg, const void *xt);
+typedef void lm_il_gemm_amx_kernel(int64_t n_in, int64_t n_groups, size_t group_bytes, int64_t nt,
+                                   float *y, size_t ys, const void *wg, const void *xt);
+lm_il_gemm_amx_kernel lm_il_gemm_amx_q4_K, lm_il_gemm_amx_q5_K, lm_il_gemm_amx_q6_K;
 int lm_amx_enable(void);
 
 // ---- rows_generic.c, attn_generic.c, topk_generic.c and their AVX-512 versions (the AVX2

@@ -126,7 +126,7 @@ void lm_matmul_ws_fit(struct lm_matmul_ws_params *p, const struct lm_weight *w) 
     if (!w->data) return;
     if (w->n_in > p->n_in) p->n_in = w->n_in;
     if (w->il && w->type == LM_DTYPE_F16) p->f16_il = true;
-    if (w->il && w->type == LM_DTYPE_Q6_K) p->amx = true;
+    if (w->il && (w->type == LM_DTYPE_Q4_K || w->type == LM_DTYPE_Q5_K || w->type == LM_DTYPE_Q6_K)) p->amx = true;
 }
 
 uint64_t lm_matmul_ws_bytes(const struct lm_matmul_ws_params *p) {

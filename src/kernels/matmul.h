@@ -65,8 +65,8 @@ struct lm_matmul_ws_params {
     int64_t n_rows; // the widest batch
     int64_t n_in;   // the widest matmul input
     bool f16_il;    // some f16 weight runs on its il layout (wider il activation rows)
-    bool amx;       // some q6_K weight has an il layout (AMX activation records, if the
-                    // kernel table has il_gemm_amx)
+    bool amx;       // some k-quant weight has an il layout (AMX activation records, if
+                    // the kernel table has il_gemm_amx)
 };
 struct lm_matmul_ws {
     struct lm_matmul_ws_params p;
