@@ -56,7 +56,8 @@ struct lm_model_info {
     uint32_t file_type;       // general.file_type (llama.cpp's ftype: 15 = Q4_K - Medium), or
                               // UINT32_MAX when absent or not an unsigned integer
     uint64_t load_ns;         // inside lm_model_load: mmap, validate, tokenizer, repacking
-    // The kernel table the forward pass runs on ("avx512_vnni", "avx2", "generic") and why
+    // The kernel table the forward pass runs on ("avx512+amx" where k-quant prefill runs on
+    // AMX tiles, "avx512", "avx2", "generic") and why
     // ("cpu_feature avx512_vnni", "forced LUMEN_FORCE_GENERIC=1"): chosen once per process
     // from the CPU and the environment, so the same for every model.
     const char *kernels;

@@ -141,12 +141,15 @@ static void avx512_init(void) {
     k_avx512.attn_q8 = lm_attn_avx512; // one kernel for f16 and q8_0 rows
     k_avx512.topk_span = lm_topk_span_avx512;
     // AMX-INT8 for k-quant prefill where the CPU has it and Linux grants the tile state
+    // (il_amx.c is built for x86-64 Linux only)
+#if defined(__linux__)
     const char *na = getenv("LUMEN_NO_AMX");
     if (!(na && na[0] && strcmp(na, "0") != 0) && lm_amx_enable()) {
         k_avx512.il_gemm_amx[LM_DTYPE_Q4_K] = lm_il_gemm_amx_q4_K;
         k_avx512.il_gemm_amx[LM_DTYPE_Q5_K] = lm_il_gemm_amx_q5_K;
         k_avx512.il_gemm_amx[LM_DTYPE_Q6_K] = lm_il_gemm_amx_q6_K;
     }
+#endif
 }
 
 const struct lm_kernels *lm_kernels_avx512(void) {

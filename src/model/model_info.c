@@ -19,11 +19,14 @@ void lm_model_info(const struct lm_model *m, struct lm_model_info *out) {
     lm_gguf_get_str(g, "general.name", &name, false); // absent or not a string: ""
     uint32_t file_type = UINT32_MAX;
     lm_gguf_get_u32(g, "general.file_type", &file_type, false);
+    const struct lm_kernels *kk = lm_kernels_best();
+    // the table's name, and "+amx" where its k-quant prefill GEMMs run on AMX tiles
+    bool amx = kk->il_gemm_amx[LM_DTYPE_Q4_K] != NULL;
     *out = (struct lm_model_info){
         .name = name.data, .name_len = (size_t)name.len, .arch = m->arch->name,
         .gguf_version = g->version, .n_tensors = g->n_tensors, .n_metadata = g->n_kv,
         .alignment = g->alignment, .file_bytes = g->size, .file_type = file_type,
-        .load_ns = m->load_ns, .kernels = lm_kernels_best()->name,
+        .load_ns = m->load_ns, .kernels = amx ? "avx512+amx" : kk->name,
         .kernels_reason = lm_kernels_reason()};
 }
 
