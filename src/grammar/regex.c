@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/utf8.h"
+
 // ---------------------------------------------------------------- text builder
 
 void lm_gbnf_buf_put(struct lm_gbnf_buf *b, const char *s, size_t n) {
@@ -72,29 +74,6 @@ void lm_gbnf_buf_lit(struct lm_gbnf_buf *b, const char *s, size_t n) {
     lm_gbnf_buf_put(b, "\"", 1);
 }
 
-static size_t utf8_put(uint32_t c, char *o) {
-    if (c < 0x80) {
-        o[0] = (char)c;
-        return 1;
-    }
-    if (c < 0x800) {
-        o[0] = (char)(0xC0 | (c >> 6));
-        o[1] = (char)(0x80 | (c & 0x3F));
-        return 2;
-    }
-    if (c < 0x10000) {
-        o[0] = (char)(0xE0 | (c >> 12));
-        o[1] = (char)(0x80 | ((c >> 6) & 0x3F));
-        o[2] = (char)(0x80 | (c & 0x3F));
-        return 3;
-    }
-    o[0] = (char)(0xF0 | (c >> 18));
-    o[1] = (char)(0x80 | ((c >> 12) & 0x3F));
-    o[2] = (char)(0x80 | ((c >> 6) & 0x3F));
-    o[3] = (char)(0x80 | (c & 0x3F));
-    return 4;
-}
-
 size_t lm_json_encode_cp(uint32_t c, char out[8]) {
     static const char *const short_esc[0x20] = {
         [0x08] = "\\b", [0x09] = "\\t", [0x0A] = "\\n", [0x0C] = "\\f", [0x0D] = "\\r"};
@@ -111,7 +90,7 @@ size_t lm_json_encode_cp(uint32_t c, char out[8]) {
         snprintf(out, 8, "\\u%04x", (unsigned)c);
         return 6;
     }
-    return utf8_put(c, out);
+    return lm_utf8_put(c, out);
 }
 
 // ---------------------------------------------------------------- code point sets

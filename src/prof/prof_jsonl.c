@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/utf8.h"
+
 static bool jerr(struct jline *j, size_t col, const char *fmt, ...) {
     char msg[128];
     va_list ap;
@@ -75,15 +77,7 @@ static const char *parse_str(struct jline *j, const char *p, size_t *i) {
                 (*i)++;
             }
             if (cp >= 0xD800 && cp <= 0xDFFF) cp = 0xFFFD; // no surrogate pairs in our schema
-            if (cp < 0x80) out[o++] = (char)cp;
-            else if (cp < 0x800) {
-                out[o++] = (char)(0xC0 | (cp >> 6));
-                out[o++] = (char)(0x80 | (cp & 0x3F));
-            } else {
-                out[o++] = (char)(0xE0 | (cp >> 12));
-                out[o++] = (char)(0x80 | ((cp >> 6) & 0x3F));
-                out[o++] = (char)(0x80 | (cp & 0x3F));
-            }
+            o += lm_utf8_put(cp, out + o);
             break;
         }
         default: jerr(j, *i - 1, "bad escape '\\%c'", e ? e : '0'); return NULL;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/utf8.h"
 #include "tokenizer/bpe_unicode.h"
 #include "tokenizer/tokenizer.h"
 
@@ -132,29 +133,6 @@ static int cpt_to_byte(uint32_t c) {
     return (int)(0x7F + n - 33);
 }
 
-static size_t utf8_put(uint32_t c, char *o) {
-    if (c < 0x80) {
-        o[0] = (char)c;
-        return 1;
-    }
-    if (c < 0x800) {
-        o[0] = (char)(0xC0 | (c >> 6));
-        o[1] = (char)(0x80 | (c & 0x3F));
-        return 2;
-    }
-    if (c < 0x10000) {
-        o[0] = (char)(0xE0 | (c >> 12));
-        o[1] = (char)(0x80 | ((c >> 6) & 0x3F));
-        o[2] = (char)(0x80 | (c & 0x3F));
-        return 3;
-    }
-    o[0] = (char)(0xF0 | (c >> 18));
-    o[1] = (char)(0x80 | ((c >> 12) & 0x3F));
-    o[2] = (char)(0x80 | ((c >> 6) & 0x3F));
-    o[3] = (char)(0x80 | (c & 0x3F));
-    return 4;
-}
-
 // One codepoint as llama.cpp's unicode_cpt_from_utf8 + unicode_cpts_from_utf8 read it: no
 // overlong or surrogate checks, an invalid or truncated sequence is U+FFFD for one byte.
 // (llama.cpp throws on a decoded value above U+10FFFF; lumen takes it as invalid too.)
@@ -205,7 +183,7 @@ size_t lm_bpe_decode_piece(const char *s, size_t n, char *buf, size_t cap) {
         }
         // llama_decode_text: "[UNK_BYTE_0x" + hex of the codepoint's UTF-8 + whole text + "]"
         char u[4], tmp[16];
-        size_t un = utf8_put(c, u);
+        size_t un = lm_utf8_put(c, u);
         memcpy(tmp, "[UNK_BYTE_0x", 12);
         for (size_t j = 0; j < 12; j++, o++)
             if (o < cap) buf[o] = tmp[j];
@@ -334,7 +312,7 @@ enum lm_status lm_bpe_init(struct lm_tokenizer *t, const struct lm_tokenizer_des
     }
     for (int c = 0; c < 256; c++) {
         char u[4], raw = (char)c;
-        b->byte_id[c] = lm_tokenizer_find(t, u, utf8_put(byte_to_cpt((uint8_t)c), u));
+        b->byte_id[c] = lm_tokenizer_find(t, u, lm_utf8_put(byte_to_cpt((uint8_t)c), u));
         b->raw_byte_id[c] = lm_tokenizer_find(t, &raw, 1);
     }
     for (const char *const *re = k_pre_regexes[pe->kind]; *re; re++) {
@@ -506,7 +484,7 @@ static enum lm_status bpe_word(const struct lm_tokenizer *t, struct lm_bpe_scrat
         goto nomem;
     size_t e = 0;
     for (size_t i = 0; i < n; i++) {
-        uint32_t k = (uint32_t)utf8_put(byte_to_cpt(w[i]), s->enc + e);
+        uint32_t k = (uint32_t)lm_utf8_put(byte_to_cpt(w[i]), s->enc + e);
         s->sym[i] = (struct sym){(int32_t)i - 1, i + 1 == n ? -1 : (int32_t)i + 1, b->byte_id[w[i]], (uint32_t)e, k};
         e += k;
     }
@@ -577,13 +555,13 @@ enum lm_status lm_bpe_fragment(const struct lm_tokenizer *t, struct lm_bpe_scrat
     for (size_t i = 0; i < len;) {
         uint32_t c = u[i] < 0x80 ? u[i++] : utf8_get(u, len, &i);
         s->cp_off[n_cp] = (uint32_t)n_san;
-        n_san += utf8_put(c, s->san + n_san);
+        n_san += lm_utf8_put(c, s->san + n_san);
         s->col_cp[n_col] = (uint32_t)n_cp;
         if (c < 0x80) {
             s->col[n_col++] = (char)c;
         } else {
             s->col_cp[n_col + 1] = (uint32_t)n_cp;
-            n_col += utf8_put(k_cls_rep[cpt_class(c)], s->col + n_col);
+            n_col += lm_utf8_put(k_cls_rep[cpt_class(c)], s->col + n_col);
         }
         n_cp++;
     }

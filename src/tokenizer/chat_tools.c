@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/utf8.h"
 #include "tokenizer/chat_int.h"
 #include "tokenizer/tokenizer.h"
 
@@ -29,15 +30,7 @@ static void jr_ws(struct jr *r) {
 
 static void put_utf8(struct sbuf *b, unsigned cp) {
     char u[4];
-    size_t k;
-    if (cp < 0x80) u[0] = (char)cp, k = 1;
-    else if (cp < 0x800) u[0] = (char)(0xC0 | cp >> 6), u[1] = (char)(0x80 | (cp & 0x3F)), k = 2;
-    else if (cp < 0x10000)
-        u[0] = (char)(0xE0 | cp >> 12), u[1] = (char)(0x80 | (cp >> 6 & 0x3F)), u[2] = (char)(0x80 | (cp & 0x3F)), k = 3;
-    else
-        u[0] = (char)(0xF0 | cp >> 18), u[1] = (char)(0x80 | (cp >> 12 & 0x3F)), u[2] = (char)(0x80 | (cp >> 6 & 0x3F)),
-        u[3] = (char)(0x80 | (cp & 0x3F)), k = 4;
-    sb_put(b, u, k);
+    sb_put(b, u, lm_utf8_put(cp, u));
 }
 
 static int hex4(const char *p) {
