@@ -61,7 +61,9 @@ typedef void (*lm_il_gemm_fn)(int64_t n_in, int nt, float *y, size_t ys, const v
 typedef void (*lm_il_gemm_amx_fn)(int64_t n_in, int64_t n_groups, size_t group_bytes, int64_t nt,
                                   float *y, size_t ys, const void *wg, const void *xt);
 // Token counts from which matmul takes il_gemm_amx (lm_matmul_plan): below, the per-call
-// weight split (il_amx.c) is not paid back.
+// weight split (il_amx.c) is not paid back. Measured with `bench/ab.py --parts parallel`
+// (Llama 3.2 1B Q4_K_M, 2 threads, batched decode of N streams = N-token matmuls), AMX
+// from N tokens against VNNI: N = 8 0.44x, N = 16 0.72x, N = 32 1.10x.
 #define LM_IL_AMX_MIN_NT 32
 
 // Decode helper for in-place il layouts (lm_il_in_place): rows [0, n_rows) of the weight
