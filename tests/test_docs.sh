@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The docs name what exists (tools/check_docs.py): every file, folder and function that
 # README.md and docs/*.md name is in the tree. Also proves the checker fails: a small tree
-# whose docs name a missing file, a missing function and a missing field must be refused.
+# whose docs name a missing path, file name, function and field must be refused.
 # LM_TEST_LABELS: unit
 set -uo pipefail
 ROOT=${LUMEN_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -20,7 +20,7 @@ Prose such as prefill/decode and https://example.com/src/x.c is not a path.
 int32_t n = e->n_running + e->n_gone;
 ```
 DOC
-echo 'See src/runtime/engine.c and tests/test_gone.sh; `run_prompt(s)`.' >"$TMP/README.md"
+echo 'See src/runtime/engine.c and tests/test_gone.sh; `run_prompt(s)`; engine.c, gone.c.' >"$TMP/README.md"
 out=$(python3 "$ROOT/tools/check_docs.py" "$TMP")
 if [ $? -ne 1 ]; then
     echo "FAIL: the checker accepted docs naming missing things"; fail=1
@@ -29,7 +29,8 @@ for want in "docs/architecture.md:1: missing path 'runtime/queue.c'" \
             "docs/architecture.md:1: missing name 'lm_queue_push'" \
             "docs/architecture.md:4: missing name 'n_gone'" \
             "README.md:1: missing path 'tests/test_gone.sh'" \
-            "README.md:1: missing name 'run_prompt'"; do
+            "README.md:1: missing name 'run_prompt'" \
+            "README.md:1: missing file 'gone.c'"; do
     grep -qF "$want" <<<"$out" || { echo "FAIL: missing '$want' in: $out"; fail=1; }
 done
 if grep -qE "engine\.c|lm_engine_step|n_running|prefill|example" <<<"$out"; then

@@ -1,16 +1,18 @@
 #!/usr/bin/env python3
-"""The docs name what exists: every repository path and code name that README.md and
-docs/*.md mention is in the tree. Reported as DOC:LINE: missing path|name 'X', exit 1.
+"""The docs name what exists: every repository path, file and code name that README.md and
+docs/*.md mention is in the tree. Reported as DOC:LINE: missing path|file|name 'X', exit 1.
 
   check_docs.py [ROOT]     ROOT: the repository (default: this script's parent's parent)
 
 Paths: words under a top folder of the repository (src/, include/, tests/, bench/, tools/,
 docs/, deploy/, fuzz/, scripts/, cmake/) or under a folder of src/ (runtime/engine.c is
 src/runtime/engine.c), ending in an extension or a slash; globs (bench/results/x-*.md)
-must match something. Names, in backticks: an `lm_` / `LM_` / `LUMEN_` identifier or a
-call form `name(...)`, and in docs/architecture.md any snake_case identifier; in ```c
-blocks, calls and fields. Functions (`lm_x`, `x(...)`, code blocks) are looked up as words
-of src/ and include/, other names (settings, targets) in the tree's sources.
+must match something. Files: a bare C file name (util.c) is some file's name, or one the
+build writes (named in CMakeLists.txt or cmake/). Names, in backticks: an `lm_` / `LM_` /
+`LUMEN_` identifier or a call form `name(...)`, and in docs/architecture.md any snake_case
+identifier; in ```c blocks, calls and fields. Functions (`lm_x`, `x(...)`, code blocks)
+are looked up as words of src/ and include/, other names (settings, targets) in the tree's
+sources.
 """
 import glob
 import os
@@ -22,6 +24,8 @@ C_WORDS = {"if", "for", "while", "switch", "return", "sizeof", "defined"}
 
 # a path-like word: not inside a longer word, a URL or a ~/ or ./ path
 PATH_RE = re.compile(r"(?<![\w./~-])([A-Za-z_][\w.-]*/(?:[\w.*-]+/)*[\w.*-]*)")
+# a bare C file name (util.c, kernels.h): some file of the tree has it
+BARE_RE = re.compile(r"(?<![\w./-])([a-z][a-z0-9_]*\.[ch])\b(?![\w/-])")
 TICK_RE = re.compile(r"`([^`\n]+)`")
 IDENT_RE = re.compile(r"\b(?:lm|LM|LUMEN)_\w+")
 CALL_RE = re.compile(r"^([A-Za-z_]\w*)\(.*\)$")
@@ -38,21 +42,37 @@ def words_in(root, tops):
         files = [top] if os.path.isfile(top) else \
             [os.path.join(d, f) for d, _, fs in os.walk(top) for f in fs]
         for f in files:
-            if f.endswith((".c", ".h", ".py", ".sh", ".txt", ".cmake", ".html", ".js", ".css", "run")):
+            if f.endswith((".c", ".h", ".py", ".sh", ".txt", ".cmake", ".html", ".js", ".css",
+                           "run")):
                 with open(f, encoding="utf-8", errors="replace") as fh:
                     words.update(re.findall(r"\w+", fh.read()))
     return words
 
 
+def generated(root):
+    """File names the build writes (named in CMakeLists.txt or cmake/*.cmake)."""
+    text = ""
+    files = [os.path.join(root, "CMakeLists.txt")] + glob.glob(os.path.join(root, "cmake", "*.cmake"))
+    for f in files:
+        if os.path.isfile(f):
+            with open(f, encoding="utf-8", errors="replace") as fh:
+                text += fh.read()
+    return set(re.findall(r"[A-Za-z0-9_]+\.[ch]\b", text))
+
+
+def src_dirs(root):
+    src = os.path.join(root, "src")
+    return {d for d in os.listdir(src) if os.path.isdir(os.path.join(src, d))} if os.path.isdir(src) else set()
+
+
 def path_exists(root, p):
-    """p names a file or folder of the tree (relative to ROOT, or to src/ for src's folders)."""
-    src_dirs = {d for d in os.listdir(os.path.join(root, "src"))
-                if os.path.isdir(os.path.join(root, "src", d))} if os.path.isdir(os.path.join(root, "src")) else set()
+    """p names a file or folder of the tree (relative to ROOT, or to src/ for src's folders);
+    None: p is not a repository path."""
     first = p.split("/", 1)[0]
     bases = []
     if first in TOP: bases.append(root)
-    if first in src_dirs: bases.append(os.path.join(root, "src"))
-    if not bases: return None  # not a repository path: not checked
+    if first in src_dirs(root): bases.append(os.path.join(root, "src"))
+    if not bases: return None
     for b in bases:
         full = os.path.join(b, p)
         if "*" in p:
@@ -63,8 +83,12 @@ def path_exists(root, p):
 
 
 def check_line(root, words, doc, ln, line, strict, missing):
-    """words: (code, tree): the words of src/ + include/, and of the whole tree's sources."""
-    code, tree = words
+    """words: (code, tree, names): the words of src/ + include/, of the whole tree's sources,
+    and the tree's file names."""
+    code, tree, names = words
+    for m in BARE_RE.finditer(line):
+        if m.group(1) not in names:
+            missing.append(f"{doc}:{ln}: missing file '{m.group(1)}'")
     for m in PATH_RE.finditer(line):
         if line[m.end():m.end() + 1] == "<": continue  # a pattern: src/models/<arch>.cpp
         p = m.group(1).rstrip(".,:;")
@@ -96,11 +120,15 @@ def check_code(words, doc, ln, line, missing):
 
 
 def main():
-    root = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(here)
     words = (words_in(root, ("src", "include")),
              words_in(root, ("src", "include", "CMakeLists.txt", "cmake", "scripts", "tests", ".ci",
-                             "bench", "tools", "fuzz", "deploy")))
-    docs = ["README.md"] + sorted(os.path.relpath(p, root) for p in glob.glob(os.path.join(root, "docs", "*.md")))
+                             "bench", "tools", "fuzz", "deploy")),
+             {f for top in ("src", "include", "tests", "bench", "tools", "fuzz")
+              for _, _, fs in os.walk(os.path.join(root, top)) for f in fs} | generated(root))
+    docs = ["README.md"] + sorted(os.path.relpath(p, root)
+                                  for p in glob.glob(os.path.join(root, "docs", "*.md")))
     missing = []
     for doc in docs:
         path = os.path.join(root, doc)
