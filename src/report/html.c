@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "prof/prof_report.h"
+#include "report_internal.h"
 
 // ============================================================================
 // helpers
