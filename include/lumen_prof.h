@@ -1,6 +1,6 @@
 // lumen's profiler, as programs drive it (lumen run --profile/--trace, lumen bench
-// --breakdown, lumen analyze): levels, phases and ops, start and stop, the phase spans a
-// program marks, queries of the summary, the writers, and the JSONL trace analyzer.
+// --breakdown): levels, phases and ops, start and stop, the phase spans a program marks,
+// queries of the summary and the writers (their JSONL is read back by src/report).
 // docs/profiling.md describes what is recorded; the library's hooks are src/prof/prof.h.
 #ifndef LUMEN_PROF_H
 #define LUMEN_PROF_H
@@ -148,40 +148,10 @@ void lm_prof_print_summary(FILE *f);
 enum lm_status lm_prof_write_jsonl(const char *path);
 enum lm_status lm_prof_write_perfetto(const char *path);
 
-// ---- analysis of a JSONL trace (`lumen analyze`)
+// ---- the JSONL trace format (read back by `lumen analyze`: src/report/report.h)
 #define LM_PROF_JSONL_SCHEMA "lumen-trace"
 #define LM_PROF_JSONL_VERSION 3     // written; version 2 added the engine `step` event,
                                     // version 3 the MoE `expert` event
-#define LM_PROF_JSONL_VERSION_MIN 1 // oldest version the analyzer reads
-
-struct lm_prof_report;
-// Reads and validates path; on malformed input returns LM_ERR_FORMAT (or
-// LM_ERR_UNSUPPORTED for another version) with "path:LINE: what" in lm_error_msg().
-enum lm_status lm_prof_report_load(const char *path, struct lm_prof_report **out);
-void lm_prof_report_free(struct lm_prof_report *r);
-// The text report (seeds 000/001 style; every timing row count | total | avg | min |
-// max | p95 | p99, percentiles exact, nearest-rank).
-void lm_prof_report_print(const struct lm_prof_report *r, FILE *f);
-// One self-contained HTML page (inline CSS + SVG charts, no network).
-enum lm_status lm_prof_report_write_html(const struct lm_prof_report *r, const char *path);
-
-// One timing row, in ns.
-struct lm_prof_row {
-    uint64_t count;
-    double total, avg, min, max, p95, p99;
-};
-// Looks up a row of a report section for tests and tools. Sections and keys:
-//   "type" (event type), "phase" ("decode"), "phase_op" ("decode :: qkv"),
-//   "layer" ("decode :: block_3"), "op" ("qkv"), "barrier_phase" ("decode"),
-//   "barrier_op" ("decode :: qkv"), "matmul" ("qkv m=1024 n=1 k=640 q4_K avx2"),
-//   "step" (latency of each phase span, key "decode" / "prefill" / ...; of engine steps,
-//   keys "engine" (all), "engine decode only", "engine with prefill"),
-//   "step_tokens" (per engine step, values are counts, not ns: keys "tokens", "decode",
-//   "prefill", "seqs"; total = sum over the steps),
-//   "expert" (MoE expert spans, key "expert 5": all layers, gate/up and down),
-//   "expert_tokens" (key "expert 5": tokens per forward pass it ran in; total = its tokens).
-bool lm_prof_report_row(const struct lm_prof_report *r, const char *section,
-                        const char *key, struct lm_prof_row *out);
 
 #ifdef __cplusplus
 }

@@ -7,6 +7,7 @@
 
 #include "lm_test.h"
 #include "prof/prof.h"
+#include "report/report.h"
 
 static char g_dir[] = "/tmp/lm_prof_analyze_XXXXXX";
 

@@ -9,6 +9,7 @@
 #include "lm_test.h"
 #include "lumen.h"
 #include "lumen_prof.h"
+#include "report/report.h"
 
 #include <unistd.h>
 

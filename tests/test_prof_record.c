@@ -11,6 +11,7 @@
 #include "base/threadpool.h"
 #include "lm_test.h"
 #include "prof/prof.h"
+#include "report/report.h"
 
 #define N_LAYERS 3
 #define N_STEPS 5

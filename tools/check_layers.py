@@ -7,7 +7,8 @@ FILE:LINE: folder -> folder (header), exit 1.
   check_layers.py [ROOT]     ROOT: the repository (default: this script's parent's parent)
 
 The table is the architecture: lower layers never include upper ones, and the programs
-(cli/, server/) and the measuring library (bench/) see the public API only.
+(cli/, server/), the measuring library (bench/) and the trace report library (report/) see
+the public API only.
 """
 import os
 import re
@@ -26,14 +27,15 @@ ALLOWED = {
     "model": ["base", "tensor", "format", "kernels", "prof", "tokenizer"],
     "runtime": ["base", "tensor", "format", "kernels", "prof", "tokenizer", "sample", "grammar",
                 "model"],
-    # on the public API only (include/): programs and the measuring library
+    # on the public API only (include/): programs, the measuring and the report libraries
     "bench": [],
+    "report": [],
     "server": [],
-    "cli": ["bench", "server"],
+    "cli": ["bench", "report", "server"],
 }
 # The public header of a layer that is itself on the public API: what the layers above may
 # include of it (by its bare name: CMake gives them that folder, not src/).
-PUBLIC_OF = {"bench": "bench.h", "server": "server.h"}
+PUBLIC_OF = {"bench": "bench.h", "report": "report.h", "server": "server.h"}
 
 def below(folder):
     """Every folder `folder` may reach through the table."""

@@ -1,73 +1,16 @@
-// `lumen bench --breakdown`: the profiled run, its analysis and its text and JSON reports
-// (breakdown.h). One concept read top to bottom: run -> aggregates -> findings -> report.
-#include "breakdown.h"
-
-#include <math.h>
+// `lumen bench --breakdown`: the profiled run and its analysis (breakdown.h), read top to
+// bottom: run -> aggregates -> findings; the reports are breakdown_print.c.
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "breakdown_tables.h"
-#include "json.h"
+#include "breakdown_internal.h"
 #include "lumen_prof.h"
 #include "prompt.h"
 
-// ================================================================ result
-
-enum { BD_TOKENIZE = 0, BD_PREFILL, BD_SAMPLE, BD_DECODE, BD_DETOK, BD_NPH };
-static const char *const k_ph_label[BD_NPH] = {
+const char *const lm_bd_ph_label[BD_NPH] = {
     "1. Tokenization (encode)", "2. Prefill (full prompt)", "3. Sampling",
     "4. Decode forward", "5. Detokenization (decode)"};
-
-#define BD_MAX_COMP 16
-#define BD_MAX_MM 32
-#define BD_MAX_LINES 16
-#define BD_LINE 480
-
-struct bd_comp {
-    const char *name;
-    double ms;       // decode total, mean over threads
-    double pre_ms;   // prefill total, mean over threads
-    uint64_t bytes;  // weight bytes per step read by it (matmuls), else 0
-};
-
-struct bd_mm {
-    char op[24], dtype[16], variant[64];
-    int64_t m, n, k;
-    uint64_t count;
-    double ms, gbps;
-};
-
-struct lm_bench_breakdown {
-    const struct lm_bench_model_info *mi;
-    int n_threads, n_prompt, n_gen, n_tok_text;
-    int depth;        // cached positions before the prompt
-    double kv_tok;    // KV bytes a decode step read, mean over the steps
-    double ph_ms[BD_NPH];
-    int ph_count[BD_NPH];
-    double ttft_ms, total_ms;
-    char output[200];
-    // per-op data (profiler)
-    bool have_ops, have_prof_barriers;
-    int n_layer;
-    double *l_attn, *l_ffn; // [n_layer] decode ms (compute + barrier waits), thread means
-    struct bd_comp comp[BD_MAX_COMP];
-    int n_comp;
-    double ops_ms, bar_ms, other_ms;
-    bool have_pre_ops;              // prefill op spans recorded
-    double pre_bar_ms, pre_other_ms; // prefill barrier waits / time outside recorded ops
-    uint64_t n_barriers; // decode, thread 0
-    struct bd_mm mm[BD_MAX_MM];
-    int n_mm;
-    struct lm_bd_tables tables; // decode matmuls by dtype, MoE experts
-    // derived
-    double dec_ts, pre_ts, dec_ms_tok, bytes_tok, ach_gbps, bw_gbps, roof_frac, tg_ref_ts;
-    char find[BD_MAX_LINES][BD_LINE];
-    int n_find;
-    char sugg[BD_MAX_LINES][BD_LINE];
-    int n_sugg;
-    const char *primary;
-};
 
 void lm_bench_breakdown_free(struct lm_bench_breakdown *b) {
     if (!b) return;
@@ -187,6 +130,94 @@ static void add_line(char (*lines)[BD_LINE], int *n, const char *fmt, ...) {
 
 static void analyze(struct lm_bench_breakdown *b);
 
+// The unprofiled part: with warmup > 0 the prompt and 4 decode steps, then rolled back; then
+// depth positions the profiled prompt and decode steps run after.
+static enum lm_status warm_and_fill(struct lm_model *m, struct lm_context *c,
+                                    const struct lm_bench_breakdown *b, int warmup, int n_ctx,
+                                    struct lm_batch_entry *batch) {
+    enum lm_status st = LM_OK;
+    if (warmup > 0) {
+        int32_t *w = lm_bench_tokens(m, b->n_prompt + 4);
+        if (!w) return LM_ERR_NOMEM;
+        st = lm_bench_prefill(c, w, b->n_prompt, batch);
+        for (int i = 0; i < 4 && st == LM_OK && b->n_prompt + i < n_ctx; i++) {
+            struct lm_batch_entry e = {.token = w[b->n_prompt + i], .pos = b->n_prompt + i, .seq = 0,
+                                       .want_logits = true};
+            st = lm_decode(c, &e, 1);
+        }
+        free(w);
+        lm_kv_cache_seq_rm(c, 0, 0, -1);
+        if (st != LM_OK) return st;
+    }
+    if (b->depth > 0) {
+        int32_t *w = lm_bench_tokens(m, b->depth);
+        if (!w) return LM_ERR_NOMEM;
+        st = lm_bench_prefill(c, w, b->depth, batch);
+        free(w);
+    }
+    return st;
+}
+
+// Appends np bytes of a detokenized piece to the printable preview (control characters
+// escaped), while it fits.
+static void preview_append(struct lm_bench_breakdown *b, size_t *len, const char *piece, size_t np) {
+    size_t out_len = *len;
+    for (size_t k = 0; k < np && out_len + 2 < sizeof b->output; k++) {
+        const char ch = piece[k];
+        if (ch == '\n' || ch == '\r' || ch == '\t') {
+            b->output[out_len++] = '\\';
+            b->output[out_len++] = ch == '\n' ? 'n' : ch == '\r' ? 'r' : 't';
+        } else {
+            b->output[out_len++] = ch;
+        }
+    }
+    b->output[out_len] = 0;
+    *len = out_len;
+}
+
+// Phases 3-5, profiled: each step samples, detokenizes and (but the last) decodes the token.
+// t_start: when tokenization began (the time to first token counts from it).
+static enum lm_status generate(struct lm_bench_breakdown *b, struct lm_context *c,
+                               struct lm_sampler *smp, const struct lm_tokenizer *tok, char *piece,
+                               size_t piece_cap, uint64_t t_start) {
+    enum lm_status st = LM_OK;
+    lm_context_thread_stats_reset(c);
+    struct lm_detok dt;
+    lm_detok_init(&dt, false);
+    size_t out_len = 0;
+    for (int i = 0; i < b->n_gen; i++) {
+        uint64_t w0 = lm_time_ns(), pt = lm_prof_phase_begin(LM_PHASE_SAMPLE);
+        const int32_t id = lm_sampler_sample(smp, lm_get_logits(c, 0));
+        lm_sampler_accept(smp, id);
+        lm_prof_phase_end(LM_PHASE_SAMPLE, pt, i, 1);
+        const uint64_t w1 = lm_time_ns();
+        b->ph_ms[BD_SAMPLE] += (double)(w1 - w0) / 1e6;
+        b->ph_count[BD_SAMPLE]++;
+        if (i == 0) b->ttft_ms = (double)(w1 - t_start) / 1e6;
+
+        pt = lm_prof_phase_begin(LM_PHASE_DETOKENIZE);
+        size_t np = 0;
+        st = lm_detok_push(tok, &dt, id, piece, piece_cap, &np);
+        lm_prof_phase_end(LM_PHASE_DETOKENIZE, pt, i, 1);
+        b->ph_ms[BD_DETOK] += (double)(lm_time_ns() - w1) / 1e6;
+        b->ph_count[BD_DETOK]++;
+        if (st != LM_OK) return st;
+        preview_append(b, &out_len, piece, np);
+        if (i == b->n_gen - 1) break; // the last sampled token needs no forward pass
+
+        struct lm_batch_entry e = {.token = id, .pos = b->depth + b->n_prompt + i, .seq = 0,
+                                   .want_logits = true};
+        w0 = lm_time_ns();
+        pt = lm_prof_phase_begin(LM_PHASE_DECODE);
+        st = lm_decode(c, &e, 1);
+        lm_prof_phase_end(LM_PHASE_DECODE, pt, i, 1);
+        b->ph_ms[BD_DECODE] += (double)(lm_time_ns() - w0) / 1e6;
+        b->ph_count[BD_DECODE]++;
+        if (st != LM_OK) return st;
+    }
+    return LM_OK;
+}
+
 enum lm_status lm_bench_breakdown_run(struct lm_model *m, const struct lm_bench_model_info *mi,
                                       const struct lm_bench_bw *bw, int n_bw,
                                       const struct lm_bench_breakdown_params *p,
@@ -225,28 +256,8 @@ enum lm_status lm_bench_breakdown_run(struct lm_model *m, const struct lm_bench_
     struct lm_sampler_params sp = lm_sampler_params_default();
     if ((st = lm_sampler_init(&smp, &sp, mi->n_vocab)) != LM_OK) goto done;
 
-    // ---- warm-up (unprofiled): prompt + a few steps
-    if (p->warmup > 0) {
-        int32_t *w = lm_bench_tokens(m, b->n_prompt + 4);
-        if (!w) { st = LM_ERR_NOMEM; goto done; }
-        st = lm_bench_prefill(c, w, b->n_prompt, batch);
-        for (int i = 0; i < 4 && st == LM_OK && b->n_prompt + i < cp.n_ctx; i++) {
-            struct lm_batch_entry e = {.token = w[b->n_prompt + i], .pos = b->n_prompt + i, .seq = 0,
-                                       .want_logits = true};
-            st = lm_decode(c, &e, 1);
-        }
-        free(w);
-        lm_kv_cache_seq_rm(c, 0, 0, -1);
-        if (st != LM_OK) goto done;
-    }
-    // ---- the depth (unprofiled): the prompt and the decode steps then run after it
-    if (b->depth > 0) {
-        int32_t *w = lm_bench_tokens(m, b->depth);
-        if (!w) { st = LM_ERR_NOMEM; goto done; }
-        st = lm_bench_prefill(c, w, b->depth, batch);
-        free(w);
-        if (st != LM_OK) goto done;
-    }
+    // ---- warm-up and depth (unprofiled)
+    if ((st = warm_and_fill(m, c, b, p->warmup, cp.n_ctx, batch)) != LM_OK) goto done;
 
     if ((st = lm_prof_init(LM_PROF_SUMMARY, p->n_threads, 0)) != LM_OK) goto done;
     // ---- 1. tokenize
@@ -277,50 +288,7 @@ enum lm_status lm_bench_breakdown_run(struct lm_model *m, const struct lm_bench_
     for (int i = 0; i < b->n_prompt; i++) lm_sampler_accept(smp, ids[i]);
 
     // ---- 3-5. sample, detokenize, decode
-    lm_context_thread_stats_reset(c);
-    struct lm_detok dt;
-    lm_detok_init(&dt, false);
-    size_t out_len = 0;
-    for (int i = 0; i < b->n_gen; i++) {
-        w0 = lm_time_ns();
-        pt = lm_prof_phase_begin(LM_PHASE_SAMPLE);
-        const int32_t id = lm_sampler_sample(smp, lm_get_logits(c, 0));
-        lm_sampler_accept(smp, id);
-        lm_prof_phase_end(LM_PHASE_SAMPLE, pt, i, 1);
-        const uint64_t w1 = lm_time_ns();
-        b->ph_ms[BD_SAMPLE] += (double)(w1 - w0) / 1e6;
-        b->ph_count[BD_SAMPLE]++;
-        if (i == 0) b->ttft_ms = (double)(w1 - t_start) / 1e6;
-
-        pt = lm_prof_phase_begin(LM_PHASE_DETOKENIZE);
-        size_t np = 0;
-        st = lm_detok_push(tok, &dt, id, piece, piece_cap, &np);
-        lm_prof_phase_end(LM_PHASE_DETOKENIZE, pt, i, 1);
-        b->ph_ms[BD_DETOK] += (double)(lm_time_ns() - w1) / 1e6;
-        b->ph_count[BD_DETOK]++;
-        if (st != LM_OK) goto done;
-        for (size_t k = 0; k < np && out_len + 2 < sizeof b->output; k++) { // printable preview
-            const char ch = piece[k];
-            if (ch == '\n' || ch == '\r' || ch == '\t') {
-                b->output[out_len++] = '\\';
-                b->output[out_len++] = ch == '\n' ? 'n' : ch == '\r' ? 'r' : 't';
-            } else {
-                b->output[out_len++] = ch;
-            }
-        }
-        b->output[out_len] = 0;
-        if (i == b->n_gen - 1) break; // the last sampled token needs no forward pass
-
-        struct lm_batch_entry e = {.token = id, .pos = b->depth + b->n_prompt + i, .seq = 0,
-                                   .want_logits = true};
-        w0 = lm_time_ns();
-        pt = lm_prof_phase_begin(LM_PHASE_DECODE);
-        st = lm_decode(c, &e, 1);
-        lm_prof_phase_end(LM_PHASE_DECODE, pt, i, 1);
-        b->ph_ms[BD_DECODE] += (double)(lm_time_ns() - w0) / 1e6;
-        b->ph_count[BD_DECODE]++;
-        if (st != LM_OK) goto done;
-    }
+    if ((st = generate(b, c, smp, tok, piece, piece_cap, t_start)) != LM_OK) goto done;
     b->total_ms = 0;
     for (int i = 0; i < BD_NPH; i++) b->total_ms += b->ph_ms[i];
 
@@ -359,13 +327,43 @@ done:
 
 // ================================================================ analysis
 
-static double pct(double x, double tot) { return tot > 0 ? 100.0 * x / tot : 0.0; }
+// The components the findings and suggestions name: the largest in decode, lm_head, attention.
+struct bd_picks {
+    const struct bd_comp *big, *head, *attn;
+};
 
-static void analyze(struct lm_bench_breakdown *b) {
+static struct bd_picks pick_components(const struct lm_bench_breakdown *b) {
+    struct bd_picks k = {0};
+    for (int i = 0; i < b->n_comp; i++) {
+        if (!k.big || b->comp[i].ms > k.big->ms) k.big = &b->comp[i];
+        if (!strncmp(b->comp[i].name, "lm_head", 7)) k.head = &b->comp[i];
+        if (!strncmp(b->comp[i].name, "attention", 9)) k.attn = &b->comp[i];
+    }
+    return k;
+}
+
+// The phase with the most time (the primary bottleneck).
+static int top_phase(const struct lm_bench_breakdown *b) {
+    int top = 0;
+    for (int i = 1; i < BD_NPH; i++) if (b->ph_ms[i] > b->ph_ms[top]) top = i;
+    return top;
+}
+
+// The output head's share of the bytes a decode step reads.
+static double head_share(const struct lm_bench_breakdown *b) {
+    return (double)b->mi->grp_bytes[LM_BENCH_GRP_HEAD] / b->bytes_tok;
+}
+
+// Sampling time per sampled token (ms).
+static double sample_ms_tok(const struct lm_bench_breakdown *b) {
+    return b->ph_count[BD_SAMPLE] ? b->ph_ms[BD_SAMPLE] / b->ph_count[BD_SAMPLE] : 0;
+}
+
+// Rates, bytes per token and the roofline fraction from the measured phases.
+static void derive_metrics(struct lm_bench_breakdown *b) {
     const struct lm_bench_model_info *mi = b->mi;
     const double dec = b->ph_ms[BD_DECODE];
     const int steps = b->ph_count[BD_DECODE];
-    const double mb = 1e6;
     b->dec_ms_tok = steps ? dec / steps : 0;
     b->dec_ts = dec > 0 ? steps / (dec / 1e3) : 0;
     b->pre_ts = b->ph_ms[BD_PREFILL] > 0 ? b->n_prompt / (b->ph_ms[BD_PREFILL] / 1e3) : 0;
@@ -376,13 +374,19 @@ static void analyze(struct lm_bench_breakdown *b) {
     b->ach_gbps = b->bytes_tok * b->dec_ts / 1e9;
     b->roof_frac = b->bw_gbps > 0 ? b->ach_gbps / b->bw_gbps : 0;
     b->other_ms = b->have_ops ? dec - b->ops_ms - b->bar_ms : 0;
+}
 
+// Findings on the run as a whole: the primary phase, decode against the roofline, the
+// output head's bytes, the largest prefill component.
+static void find_run(struct lm_bench_breakdown *b) {
+    const struct lm_bench_model_info *mi = b->mi;
+    const int steps = b->ph_count[BD_DECODE];
+    const double mb = 1e6;
     // ---- primary phase
-    int top = 0;
-    for (int i = 1; i < BD_NPH; i++) if (b->ph_ms[i] > b->ph_ms[top]) top = i;
-    b->primary = k_ph_label[top] + 3;
+    const int top = top_phase(b);
+    b->primary = lm_bd_ph_label[top] + 3;
     add_line(b->find, &b->n_find, "primary bottleneck: %s, %.1f ms (%.1f%% of the run)",
-             b->primary, b->ph_ms[top], pct(b->ph_ms[top], b->total_ms));
+             b->primary, b->ph_ms[top], bd_pct(b->ph_ms[top], b->total_ms));
 
     // ---- decode vs the roofline
     if (steps > 0 && b->bw_gbps > 0)
@@ -403,9 +407,8 @@ static void analyze(struct lm_bench_breakdown *b) {
                  b->roof_frac > 1.05 ? "decode beats the measured bandwidth (probe disturbed by "
                                        "other load, or weights served from cache)"
                                      : "the weights per token (<= 32 MiB) may fit in the last-level cache");
-    const double head_share = (double)mi->grp_bytes[LM_BENCH_GRP_HEAD] / b->bytes_tok;
     add_line(b->find, &b->n_find, "output head: %.1f MB (%s) = %.0f%% of the bytes read per token",
-             (double)mi->grp_bytes[LM_BENCH_GRP_HEAD] / mb, mi->head_dtype, 100 * head_share);
+             (double)mi->grp_bytes[LM_BENCH_GRP_HEAD] / mb, mi->head_dtype, 100 * head_share(b));
 
     // ---- prefill
     if (b->have_pre_ops) {
@@ -415,17 +418,19 @@ static void analyze(struct lm_bench_breakdown *b) {
         if (pb)
             add_line(b->find, &b->n_find,
                      "prefill (%d tokens, %.2f ms): largest component %s, %.1f%%; barrier waits %.1f%%",
-                     b->n_prompt, b->ph_ms[BD_PREFILL], pb->name, pct(pb->pre_ms, b->ph_ms[BD_PREFILL]),
-                     pct(b->pre_bar_ms, b->ph_ms[BD_PREFILL]));
+                     b->n_prompt, b->ph_ms[BD_PREFILL], pb->name, bd_pct(pb->pre_ms, b->ph_ms[BD_PREFILL]),
+                     bd_pct(b->pre_bar_ms, b->ph_ms[BD_PREFILL]));
     }
+}
 
-    // ---- components
-    const struct bd_comp *big = NULL, *head = NULL, *attn = NULL;
-    for (int i = 0; i < b->n_comp; i++) {
-        if (!big || b->comp[i].ms > big->ms) big = &b->comp[i];
-        if (!strncmp(b->comp[i].name, "lm_head", 7)) head = &b->comp[i];
-        if (!strncmp(b->comp[i].name, "attention", 9)) attn = &b->comp[i];
-    }
+// Findings on decode's components: the largest, barrier waits, time outside ops, sampling,
+// the prefill rate, the unprofiled tg rate.
+static void find_components(struct lm_bench_breakdown *b, const struct bd_picks *k) {
+    const struct lm_bench_model_info *mi = b->mi;
+    const double dec = b->ph_ms[BD_DECODE];
+    const int steps = b->ph_count[BD_DECODE];
+    const double mb = 1e6;
+    const struct bd_comp *big = k->big;
     if (!b->have_ops) {
         add_line(b->find, &b->n_find,
                  steps ? "per-op times: none recorded (the forward pass of this build does not call "
@@ -437,14 +442,14 @@ static void analyze(struct lm_bench_breakdown *b) {
             add_line(b->find, &b->n_find,
                      "largest decode component: %s, %.1f%% of decode time, reading %.1f MB/token "
                      "at %.2f GB/s (%.0f%% of measured bandwidth)",
-                     big->name, pct(big->ms, dec), (double)big->bytes / mb,
+                     big->name, bd_pct(big->ms, dec), (double)big->bytes / mb,
                      (double)big->bytes * steps / (big->ms * 1e6),
                      b->bw_gbps > 0 ? 100 * ((double)big->bytes * steps / (big->ms * 1e6)) / b->bw_gbps : 0);
         else
             add_line(b->find, &b->n_find, "largest decode component: %s, %.1f%% of decode time",
-                     big->name, pct(big->ms, dec));
+                     big->name, bd_pct(big->ms, dec));
     }
-    const double bar_share = pct(b->bar_ms, dec);
+    const double bar_share = bd_pct(b->bar_ms, dec);
     if (b->n_threads > 1 && steps)
         add_line(b->find, &b->n_find,
                  "barrier waits: %.1f%% of decode time (%.0f barriers/token, %.1f us mean wait per "
@@ -454,11 +459,11 @@ static void analyze(struct lm_bench_breakdown *b) {
                  b->have_prof_barriers ? "" : " [thread-pool accounting]");
     if (b->have_ops && b->other_ms > 0.05 * dec)
         add_line(b->find, &b->n_find, "outside recorded ops (dispatch, batch checks): %.1f%% of decode time",
-                 pct(b->other_ms, dec));
-    const double smp_tok = b->ph_count[BD_SAMPLE] ? b->ph_ms[BD_SAMPLE] / b->ph_count[BD_SAMPLE] : 0;
+                 bd_pct(b->other_ms, dec));
+    const double smp_tok = sample_ms_tok(b);
     if (b->dec_ms_tok > 0)
         add_line(b->find, &b->n_find, "sampling: %.3f ms/token = %.1f%% of a decode step (n_vocab %d)",
-                 smp_tok, pct(smp_tok, b->dec_ms_tok), mi->n_vocab);
+                 smp_tok, bd_pct(smp_tok, b->dec_ms_tok), mi->n_vocab);
     else
         add_line(b->find, &b->n_find, "sampling: %.3f ms/token (n_vocab %d)", smp_tok, mi->n_vocab);
     const double gflops = 2.0 * (double)mi->layer_params * b->pre_ts / 1e9;
@@ -476,8 +481,17 @@ static void analyze(struct lm_bench_breakdown *b) {
                  "the gap includes the sampler's cache footprint, so it is not the profiler's cost "
                  "(bench/prof_overhead.py measures that like for like)",
                  b->dec_ts, b->tg_ref_ts);
+}
 
-    // ---- suggestions, each tied to a number above
+// Suggestions, each tied to a number of the findings.
+static void suggest(struct lm_bench_breakdown *b, const struct bd_picks *k) {
+    const struct lm_bench_model_info *mi = b->mi;
+    const double dec = b->ph_ms[BD_DECODE];
+    const int steps = b->ph_count[BD_DECODE];
+    const double mb = 1e6;
+    const struct bd_comp *big = k->big, *head = k->head, *attn = k->attn;
+    const double bar_share = bd_pct(b->bar_ms, dec), smp_tok = sample_ms_tok(b);
+    const int top = top_phase(b);
     if (b->roof_frac >= 0.6) {
         add_line(b->sugg, &b->n_sugg,
                  "decode is memory-bound (%.0f%% of measured bandwidth): only fewer bytes per token "
@@ -490,7 +504,7 @@ static void analyze(struct lm_bench_breakdown *b) {
                  "(up to %.1fx before memory limits)", 100 * b->roof_frac,
                  b->roof_frac > 0 ? 1 / b->roof_frac : 0);
     }
-    if (head_share >= 0.3) {
+    if (head_share(b) >= 0.3) {
         // q8_0 = 8.5 bits/weight, q6_K = 6.5625, q4_K = 4.5
         const double hp = (double)mi->head_params;
         if (head && steps && head->ms > 0) {
@@ -498,13 +512,13 @@ static void analyze(struct lm_bench_breakdown *b) {
             add_line(b->sugg, &b->n_sugg,
                      "lm_head is %.0f%% of decode time at %.2f GB/s = %.0f%% of measured bandwidth: "
                      "%s; a smaller output dtype would help (q6_K: %.1f MB, q4_K: %.1f MB vs %.1f MB now)",
-                     pct(head->ms, dec), g, b->bw_gbps > 0 ? 100 * g / b->bw_gbps : 0,
+                     bd_pct(head->ms, dec), g, b->bw_gbps > 0 ? 100 * g / b->bw_gbps : 0,
                      b->bw_gbps > 0 && g / b->bw_gbps >= 0.6 ? "memory-bound" : "below bandwidth, so its kernel matters too",
                      hp * 6.5625 / 8 / mb, hp * 4.5 / 8 / mb, (double)mi->grp_bytes[LM_BENCH_GRP_HEAD] / mb);
         } else {
             add_line(b->sugg, &b->n_sugg,
                      "the output head is %.0f%% of the bytes per token: a smaller output dtype would "
-                     "help most (q6_K: %.1f MB, q4_K: %.1f MB vs %.1f MB now)", 100 * head_share,
+                     "help most (q6_K: %.1f MB, q4_K: %.1f MB vs %.1f MB now)", 100 * head_share(b),
                      hp * 6.5625 / 8 / mb, hp * 4.5 / 8 / mb, (double)mi->grp_bytes[LM_BENCH_GRP_HEAD] / mb);
         }
     }
@@ -521,221 +535,27 @@ static void analyze(struct lm_bench_breakdown *b) {
                  "barrier waits are %.1f%% of decode time over %.0f barriers/token: fuse element-wise "
                  "ops (norm + residual, rope + kv write) to cut barriers, or balance the matmul split",
                  bar_share, steps ? (double)b->n_barriers / steps : 0);
-    if (attn && pct(attn->ms, dec) >= 20)
+    if (attn && bd_pct(attn->ms, dec) >= 20)
         add_line(b->sugg, &b->n_sugg,
                  "attention is %.0f%% of decode time at context %d: a fused/vectorized f16 KV path "
-                 "would help; it grows with context length", pct(attn->ms, dec),
+                 "would help; it grows with context length", bd_pct(attn->ms, dec),
                  b->depth + b->n_prompt + b->n_gen);
-    if (pct(smp_tok, b->dec_ms_tok) >= 10)
+    if (bd_pct(smp_tok, b->dec_ms_tok) >= 10)
         add_line(b->sugg, &b->n_sugg,
                  "sampling costs %.0f%% of a decode step (%.3f ms over %d logits): select the top-k "
-                 "before the softmax/sort", pct(smp_tok, b->dec_ms_tok), smp_tok, mi->n_vocab);
-    if (pct(b->ph_ms[BD_TOKENIZE] + b->ph_ms[BD_DETOK], b->total_ms) >= 5)
+                 "before the softmax/sort", bd_pct(smp_tok, b->dec_ms_tok), smp_tok, mi->n_vocab);
+    if (bd_pct(b->ph_ms[BD_TOKENIZE] + b->ph_ms[BD_DETOK], b->total_ms) >= 5)
         add_line(b->sugg, &b->n_sugg, "tokenizer work is %.1f%% of the run: worth optimizing",
-                 pct(b->ph_ms[BD_TOKENIZE] + b->ph_ms[BD_DETOK], b->total_ms));
+                 bd_pct(b->ph_ms[BD_TOKENIZE] + b->ph_ms[BD_DETOK], b->total_ms));
     if (b->n_sugg == 0)
         add_line(b->sugg, &b->n_sugg, "no single cost stands out (largest phase %s, %.0f%%)",
-                 b->primary, pct(b->ph_ms[top], b->total_ms));
+                 b->primary, bd_pct(b->ph_ms[top], b->total_ms));
 }
 
-// ================================================================ text report
-
-static const char *k_rule = "======================================================================";
-static const char *k_dash = "----------------------------------------------------------------------";
-
-// ord = component indices, largest prefill (pre) or decode time first
-static void comp_order(const struct lm_bench_breakdown *b, bool pre, int *ord) {
-    for (int i = 0; i < b->n_comp; i++) ord[i] = i;
-    for (int i = 0; i < b->n_comp; i++)
-        for (int j = i + 1; j < b->n_comp; j++) {
-            const struct bd_comp *x = &b->comp[ord[j]], *y = &b->comp[ord[i]];
-            if ((pre ? x->pre_ms : x->ms) > (pre ? y->pre_ms : y->ms)) { int t = ord[i]; ord[i] = ord[j]; ord[j] = t; }
-        }
-}
-
-void lm_bench_breakdown_print(const struct lm_bench_breakdown *b, FILE *f) {
-    const struct lm_bench_model_info *mi = b->mi;
-    fprintf(f, "\n%s\nlumen Inference Breakdown Benchmark\n%s\n", k_rule, k_rule);
-    fprintf(f, "Device: CPU, %d thread%s, kernels %s\n", b->n_threads, b->n_threads == 1 ? "" : "s",
-            mi->kernels);
-    fprintf(f, "Model: %s (%s), %d layers, %.1f MB weights read per decoded token\n", mi->desc,
-            mi->path, mi->n_layer, (double)mi->bytes_per_token / 1e6);
-    fprintf(f, "Prompt: %d tokens of a fixed English text (%d tokenized); generated %d tokens "
-               "(default sampler, seed 0, EOS ignored)\n",
-            b->n_prompt, b->n_tok_text, b->n_gen);
-    if (b->depth > 0)
-        fprintf(f, "Depth: %d positions in the cache before the prompt (filled unprofiled); decode "
-                   "read %.1f MB of KV cache per step\n", b->depth, b->kv_tok / 1e6);
-    fprintf(f, "Profiler: SUMMARY; op times are means over the %d pool threads\n", b->n_threads);
-    fprintf(f, "Output: %s%s\n", b->output, strlen(b->output) >= sizeof b->output - 3 ? "..." : "");
-
-    // ---- phases, largest first
-    fprintf(f, "\n%s\nTIMING BREAKDOWN\n%s\n", k_rule, k_rule);
-    fprintf(f, "%-30s %10s %8s %10s %8s\n%s\n", "Operation", "Total (ms)", "Count", "Avg (ms)", "%", k_dash);
-    int order[BD_NPH];
-    for (int i = 0; i < BD_NPH; i++) order[i] = i;
-    for (int i = 0; i < BD_NPH; i++)
-        for (int j = i + 1; j < BD_NPH; j++)
-            if (b->ph_ms[order[j]] > b->ph_ms[order[i]]) { int t = order[i]; order[i] = order[j]; order[j] = t; }
-    for (int k = 0; k < BD_NPH; k++) {
-        const int i = order[k];
-        fprintf(f, "%-30s %10.1f %8d %10.3f %7.1f%%\n", k_ph_label[i], b->ph_ms[i], b->ph_count[i],
-                b->ph_count[i] ? b->ph_ms[i] / b->ph_count[i] : 0.0, pct(b->ph_ms[i], b->total_ms));
-    }
-    fprintf(f, "%s\n%-30s %10.1f\n%s\n", k_dash, "TOTAL", b->total_ms, k_rule);
-    fprintf(f, "\nDerived Metrics:\n");
-    fprintf(f, "  Total time: %.1f ms\n", b->total_ms);
-    fprintf(f, "  Prefill: %d tokens, %.1f tok/s\n", b->n_prompt, b->pre_ts);
-    fprintf(f, "  Time to first token (tokenize + prefill + sample): %.1f ms\n", b->ttft_ms);
-    fprintf(f, "  Decode steps: %d\n  Avg decode latency: %.3f ms/token\n  Decode throughput: %.2f tok/s\n",
-            b->ph_count[BD_DECODE], b->dec_ms_tok, b->dec_ts);
-    fprintf(f, "  Achieved weight bandwidth: %.2f GB/s", b->ach_gbps);
-    if (b->bw_gbps > 0) fprintf(f, " = %.0f%% of %.2f GB/s measured\n", 100 * b->roof_frac, b->bw_gbps);
-    else fputc('\n', f);
-
-    // ---- prefill (the time to first token, less tokenize and sample) by component
-    if (b->have_pre_ops) {
-        const double pre = b->ph_ms[BD_PREFILL];
-        fprintf(f, "\n%s\nPREFILL BY COMPONENT (%d prompt tokens; the time to first token less "
-                   "tokenize and sample)\n%s\n",
-                k_rule, b->n_prompt, k_rule);
-        fprintf(f, "%-38s %10s %7s\n%s\n", "Component", "Time (ms)", "%", k_dash);
-        int ord[BD_MAX_COMP];
-        comp_order(b, true, ord);
-        for (int k = 0; k < b->n_comp; k++)
-            fprintf(f, "%-38s %10.2f %6.1f%%\n", b->comp[ord[k]].name, b->comp[ord[k]].pre_ms,
-                    pct(b->comp[ord[k]].pre_ms, pre));
-        fprintf(f, "%-38s %10.2f %6.1f%%\n", "barrier waits", b->pre_bar_ms, pct(b->pre_bar_ms, pre));
-        fprintf(f, "%-38s %10.2f %6.1f%%\n%s\n", "other (outside recorded ops)", b->pre_other_ms,
-                pct(b->pre_other_ms, pre), k_dash);
-        fprintf(f, "%-38s %10.2f %6.1f%%\n", "prefill (wall)", pre, 100.0);
-    }
-
-    const double dec = b->ph_ms[BD_DECODE];
-    const int steps = b->ph_count[BD_DECODE];
-    if (b->have_ops) {
-        // ---- per layer
-        fprintf(f, "\n%s\nPER-LAYER BREAKDOWN (decode; compute + barrier waits after each op)\n%s\n",
-                k_rule, k_rule);
-        fprintf(f, "%-8s %12s %10s %7s %12s %10s %7s\n%s\n", "Layer", "Attn (ms)", "Avg (ms)", "%",
-                "FFN (ms)", "Avg (ms)", "%", k_dash);
-        double ta = 0, tf = 0;
-        for (int l = 0; l < b->n_layer; l++) {
-            ta += b->l_attn[l];
-            tf += b->l_ffn[l];
-            fprintf(f, "%-8d %12.2f %10.4f %6.1f%% %12.2f %10.4f %6.1f%%\n", l, b->l_attn[l],
-                    steps ? b->l_attn[l] / steps : 0, pct(b->l_attn[l], dec), b->l_ffn[l],
-                    steps ? b->l_ffn[l] / steps : 0, pct(b->l_ffn[l], dec));
-        }
-        fprintf(f, "%s\n%-8s %12.2f %10.4f %6.1f%% %12.2f %10.4f %6.1f%%\n", k_dash, "all", ta,
-                steps ? ta / steps : 0, pct(ta, dec), tf, steps ? tf / steps : 0, pct(tf, dec));
-
-        // ---- components
-        fprintf(f, "\n%s\nAGGREGATED BY COMPONENT (decode, %d steps)\n%s\n", k_rule, steps, k_rule);
-        fprintf(f, "%-38s %10s %7s %9s %8s %7s\n%s\n", "Component", "Time (ms)", "%", "ms/token",
-                "GB/s", "% BW", k_dash);
-        int ord[BD_MAX_COMP];
-        comp_order(b, false, ord);
-        for (int k = 0; k < b->n_comp; k++) {
-            const struct bd_comp *c = &b->comp[ord[k]];
-            fprintf(f, "%-38s %10.2f %6.1f%% %9.4f", c->name, c->ms, pct(c->ms, dec),
-                    steps ? c->ms / steps : 0);
-            if (c->bytes && c->ms > 0) {
-                const double g = (double)c->bytes * steps / (c->ms * 1e6);
-                fprintf(f, " %8.2f", g);
-                if (b->bw_gbps > 0) fprintf(f, " %6.0f%%", 100 * g / b->bw_gbps);
-            }
-            fputc('\n', f);
-        }
-        fprintf(f, "%-38s %10.2f %6.1f%% %9.4f\n", "barrier waits", b->bar_ms, pct(b->bar_ms, dec),
-                steps ? b->bar_ms / steps : 0);
-        fprintf(f, "%-38s %10.2f %6.1f%% %9.4f\n%s\n", "other (outside recorded ops)", b->other_ms,
-                pct(b->other_ms, dec), steps ? b->other_ms / steps : 0, k_dash);
-        fprintf(f, "%-38s %10.2f %6.1f%% %9.4f\n", "decode forward (wall)", dec, 100.0,
-                steps ? dec / steps : 0);
-    } else if (!steps) {
-        fprintf(f, "\nper-op times: no decode step ran (the per-op breakdown covers decode; "
-                   "generate 2 or more tokens)\n");
-    } else {
-        fprintf(f, "\nper-op times: none recorded (the forward pass of this build does not call "
-                   "lm_prof_op)\nbarrier waits (thread pool): %.2f ms = %.1f%% of decode\n",
-                b->bar_ms, pct(b->bar_ms, dec));
-    }
-    lm_bd_tables_print(&b->tables, dec, b->ph_ms[BD_PREFILL], f);
-    if (b->n_mm) {
-        fprintf(f, "\n%s\nMATMUL SHAPES (W (m,k) @ X (k,n); time on thread 0)\n%s\n", k_rule, k_rule);
-        fprintf(f, "%-10s %7s %5s %7s %-6s %-28s %7s %10s %8s\n%s\n", "op", "m", "n", "k", "dtype",
-                "variant", "count", "total ms", "GB/s", k_dash);
-        for (int i = 0; i < b->n_mm; i++) {
-            const struct bd_mm *x = &b->mm[i];
-            fprintf(f, "%-10s %7lld %5lld %7lld %-6s %-28s %7llu %10.2f %8.2f\n", x->op,
-                    (long long)x->m, (long long)x->n, (long long)x->k, x->dtype, x->variant,
-                    (unsigned long long)x->count, x->ms, x->gbps);
-        }
-    }
-
-    fprintf(f, "\n%s\nBOTTLENECK ANALYSIS\n%s\n\n", k_rule, k_rule);
-    for (int i = 0; i < b->n_find; i++) fprintf(f, "  %s\n", b->find[i]);
-    fprintf(f, "\n  Suggestions:\n");
-    for (int i = 0; i < b->n_sugg; i++) fprintf(f, "    - %s\n", b->sugg[i]);
-}
-
-// ================================================================ JSON
-
-void lm_bench_breakdown_print_json(const struct lm_bench_breakdown *b, FILE *f) {
-    static const char *const keys[BD_NPH] = {"tokenize", "prefill", "sample", "decode", "detokenize"};
-    fprintf(f, "{\n    \"n_threads\": %d, \"n_prompt\": %d, \"n_gen\": %d, \"n_depth\": %d, "
-               "\"kv_bytes_per_token\": %.0f, \"total_ms\": %.4f, \"ttft_ms\": %.4f,\n    \"phases\": {",
-            b->n_threads, b->n_prompt, b->n_gen, b->depth, b->kv_tok, b->total_ms, b->ttft_ms);
-    for (int i = 0; i < BD_NPH; i++)
-        fprintf(f, "%s\"%s\": {\"ms\": %.4f, \"count\": %d, \"pct\": %.3f}", i ? ", " : "", keys[i],
-                b->ph_ms[i], b->ph_count[i], pct(b->ph_ms[i], b->total_ms));
-    fprintf(f, "},\n    \"decode_tok_per_s\": %.4f, \"prefill_tok_per_s\": %.4f, "
-               "\"achieved_gbps\": %.4f, \"bandwidth_gbps\": %.4f, \"roofline_frac\": %.4f,\n",
-            b->dec_ts, b->pre_ts, b->ach_gbps, b->bw_gbps, b->roof_frac);
-    fprintf(f, "    \"per_op_recorded\": %s, \"barrier_ms\": %.4f, \"barriers\": %llu, "
-               "\"other_ms\": %.4f,\n    \"layers\": [",
-            b->have_ops ? "true" : "false", b->bar_ms, (unsigned long long)b->n_barriers, b->other_ms);
-    for (int l = 0; b->have_ops && l < b->n_layer; l++)
-        fprintf(f, "%s{\"layer\": %d, \"attn_ms\": %.4f, \"ffn_ms\": %.4f}", l ? ", " : "", l,
-                b->l_attn[l], b->l_ffn[l]);
-    fprintf(f, "],\n    \"components\": [");
-    for (int i = 0; i < b->n_comp; i++) {
-        fprintf(f, "%s{\"name\": ", i ? ", " : "");
-        lm_bench_json_str(f, b->comp[i].name);
-        fprintf(f, ", \"ms\": %.4f, \"bytes_per_token\": %llu}", b->comp[i].ms,
-                (unsigned long long)b->comp[i].bytes);
-    }
-    fprintf(f, "],\n    \"prefill_per_op_recorded\": %s, \"prefill_barrier_ms\": %.4f, "
-               "\"prefill_other_ms\": %.4f,\n    \"prefill_components\": [",
-            b->have_pre_ops ? "true" : "false", b->pre_bar_ms, b->pre_other_ms);
-    for (int i = 0; i < b->n_comp; i++) {
-        fprintf(f, "%s{\"name\": ", i ? ", " : "");
-        lm_bench_json_str(f, b->comp[i].name);
-        fprintf(f, ", \"ms\": %.4f}", b->comp[i].pre_ms);
-    }
-    fprintf(f, "],\n    \"matmuls\": [");
-    for (int i = 0; i < b->n_mm; i++) {
-        const struct bd_mm *x = &b->mm[i];
-        fprintf(f, "%s{\"op\": \"%s\", \"m\": %lld, \"n\": %lld, \"k\": %lld, \"dtype\": \"%s\", "
-                   "\"variant\": ",
-                i ? ", " : "", x->op, (long long)x->m, (long long)x->n, (long long)x->k, x->dtype);
-        lm_bench_json_str(f, x->variant);
-        fprintf(f, ", \"count\": %llu, \"ms\": %.4f, \"gbps\": %.4f}", (unsigned long long)x->count,
-                x->ms, x->gbps);
-    }
-    fputc(']', f);
-    lm_bd_tables_print_json(&b->tables, f);
-    lm_bench_json_member_str(f, ",\n    \"primary\": ", b->primary);
-    fprintf(f, ",\n    \"findings\": [");
-    for (int i = 0; i < b->n_find; i++) {
-        fprintf(f, "%s\n      ", i ? "," : "");
-        lm_bench_json_str(f, b->find[i]);
-    }
-    fprintf(f, "],\n    \"suggestions\": [");
-    for (int i = 0; i < b->n_sugg; i++) {
-        fprintf(f, "%s\n      ", i ? "," : "");
-        lm_bench_json_str(f, b->sugg[i]);
-    }
-    fprintf(f, "]\n  }");
+static void analyze(struct lm_bench_breakdown *b) {
+    derive_metrics(b);
+    const struct bd_picks k = pick_components(b);
+    find_run(b);
+    find_components(b, &k);
+    suggest(b, &k);
 }

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "lumen_prof.h"
+#include "report.h"
 
 static const char *k_analyze_usage =
     "usage: lumen analyze FILE.jsonl [--html OUT.html]\n"

@@ -1,8 +1,8 @@
 // Built-in profiler, the library's side: the hot-path hooks the forward pass and the engine
 // call (phases, per-layer ops, barrier waits, matmul shapes/variants, engine steps, memory).
 // Recording is lock-free into per-thread buffers sized up front; the level is a process-wide
-// switch read once per op (off = one predictable branch). Levels, start/stop, queries,
-// writers and the analyzer are the public include/lumen_prof.h.
+// switch read once per op (off = one predictable branch). Levels, start/stop, queries and
+// writers are the public include/lumen_prof.h; the analyzer is src/report.
 #ifndef LM_PROF_PROF_H
 #define LM_PROF_PROF_H
 
@@ -11,7 +11,7 @@
 #include <stdio.h>
 
 #include "base/status.h"
-#include "lumen_prof.h" // levels, phases, ops, init/shutdown, queries, writers, analyzer
+#include "lumen_prof.h" // levels, phases, ops, init/shutdown, queries, writers
 #include "tensor/dtype.h"
 
 // Process-wide level; set before a run with lm_prof_init().

@@ -1,6 +1,6 @@
 // `lumen analyze`: loads a lumen JSONL trace (schema docs/profiling.md) with a small
 // strict JSON-object-line parser, validates every line, aggregates the events into
-// report sections with exact (nearest-rank) percentiles (the text report: prof_report_text.c).
+// report sections with exact (nearest-rank) percentiles (the text report: text.c).
 #define _GNU_SOURCE
 #include <errno.h>
 #include <math.h>
@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "prof/prof_jsonl.h"
-#include "prof/prof_report.h"
+#include "jsonl.h"
+#include "report_internal.h"
 
 const char *const lm_r_mem_names[5] = {"weights_mapped", "kv_cache", "scratch", "rss",
                                         "rss_peak"};

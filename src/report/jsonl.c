@@ -1,7 +1,7 @@
-// The JSON-object-line parser of `lumen analyze` (prof_jsonl.h): strict, one flat object per
-// line, strings decoded (escapes, \uXXXX with surrogate pairs) into the line's own buffer.
+// The JSON-object-line parser of `lumen analyze` (jsonl.h): strict, one flat object per
+// line, strings decoded (escapes, \uXXXX; a surrogate as U+FFFD) into the line's own buffer.
 #define _GNU_SOURCE
-#include "prof/prof_jsonl.h"
+#include "jsonl.h"
 
 #include <errno.h>
 #include <math.h>
@@ -10,7 +10,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/utf8.h"
+// UTF-8 of a \uXXXX codepoint (<= 0xFFFF): 1-3 bytes to o, returns how many. The library's
+// base/utf8.h is internal (this library sees include/ only) and covers 4-byte sequences too.
+static size_t utf8_put_bmp(unsigned c, char *o) {
+    if (c < 0x80) {
+        o[0] = (char)c;
+        return 1;
+    }
+    if (c < 0x800) {
+        o[0] = (char)(0xC0 | (c >> 6));
+        o[1] = (char)(0x80 | (c & 0x3F));
+        return 2;
+    }
+    o[0] = (char)(0xE0 | (c >> 12));
+    o[1] = (char)(0x80 | ((c >> 6) & 0x3F));
+    o[2] = (char)(0x80 | (c & 0x3F));
+    return 3;
+}
 
 static bool jerr(struct jline *j, size_t col, const char *fmt, ...) {
     char msg[128];
@@ -77,7 +93,7 @@ static const char *parse_str(struct jline *j, const char *p, size_t *i) {
                 (*i)++;
             }
             if (cp >= 0xD800 && cp <= 0xDFFF) cp = 0xFFFD; // no surrogate pairs in our schema
-            o += lm_utf8_put(cp, out + o);
+            o += utf8_put_bmp(cp, out + o);
             break;
         }
         default: jerr(j, *i - 1, "bad escape '\\%c'", e ? e : '0'); return NULL;

@@ -1,12 +1,12 @@
-// Internals of the JSONL trace analyzer shared by the loader/text report
-// (prof_analyze.c) and the HTML report (prof_html.c).
-#ifndef LM_PROF_PROF_REPORT_H
-#define LM_PROF_PROF_REPORT_H
+// Internals of the JSONL trace analyzer shared by the loader (analyze.c), the text report
+// (text.c) and the HTML report (html.c).
+#ifndef LM_REPORT_REPORT_INTERNAL_H
+#define LM_REPORT_REPORT_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "prof/prof.h"
+#include "report.h"
 
 // A named series of durations (ns) with exact statistics after finalize.
 struct lm_rgroup {

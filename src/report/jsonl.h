@@ -1,8 +1,8 @@
-// The strict JSON-object-line parser of `lumen analyze` (prof_analyze.c): one flat object
+// The strict JSON-object-line parser of `lumen analyze` (analyze.c): one flat object
 // per line (strings, numbers, booleans, null; no nesting), decoded strings in a buffer of
 // its own, errors with the column.
-#ifndef LM_PROF_JSONL_H
-#define LM_PROF_JSONL_H
+#ifndef LM_REPORT_JSONL_H
+#define LM_REPORT_JSONL_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "prof/prof_report.h"
+#include "report_internal.h"
 
 const char *lm_r_fmt_ms(char *buf, size_t n, double ns) {
     snprintf(buf, n, "%.4fms", ns / 1e6);

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "prof/prof_report.h"
+#include "report_internal.h"
 
 // ============================================================================
 // helpers
@@ -350,22 +350,9 @@ static void kpi(FILE *f, const char *label, const char *value) {
             label);
 }
 
-enum lm_status lm_prof_report_write_html(const struct lm_prof_report *r, const char *path) {
-    FILE *f = fopen(path, "w");
-    if (!f) return lm_error_set(LM_ERR_IO, "%s: %s", path, strerror(errno));
-    int ph = main_phase(r);
+// The KPI cards: throughput, decode step latency, barrier wait share, events.
+static void html_kpis(FILE *f, const struct lm_prof_report *r) {
     char b[64], b2[64];
-    fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-          "<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">"
-          "<title>lumen profile report</title><style>", f);
-    fputs(k_css, f);
-    fputs("</style></head><body>\n<header><h1>lumen profile report</h1><p>", f);
-    esc(f, r->path);
-    fprintf(f, " · %llu events · %d threads · clock %s · dropped %llu</p></header>\n<main>\n",
-            (unsigned long long)r->n_events, r->n_threads, r->clock[0] ? r->clock : "?",
-            (unsigned long long)r->dropped);
-
-    // ---- KPI cards
     fputs("<div class=\"kpis\">", f);
     const struct lm_rgroup *gd = lm_r_find(&r->sec[LM_RS_PHASE], "decode");
     const struct lm_rgroup *gp = lm_r_find(&r->sec[LM_RS_PHASE], "prefill");
@@ -385,20 +372,10 @@ enum lm_status lm_prof_report_write_html(const struct lm_prof_report *r, const c
     snprintf(b, sizeof b, "%llu", (unsigned long long)r->n_events);
     kpi(f, "events", b);
     fputs("</div>\n", f);
+}
 
-    // ---- charts
-    fprintf(f, "<section class=\"card\"><h2>Time by op · %s (summed over threads and layers)</h2>", pname(ph));
-    chart_ops(f, r, ph);
-    fputs("</section>\n", f);
-    fprintf(f, "<section class=\"card\"><h2>Per-layer time · %s</h2>", pname(ph));
-    chart_layers(f, r, ph);
-    fputs("</section>\n<div class=\"grid2\"><section class=\"card\"><h2>Decode step latency over time</h2>", f);
-    chart_steps(f, r);
-    fputs("</section><section class=\"card\"><h2>Decode step latency histogram</h2>", f);
-    chart_hist(f, r);
-    fputs("</section></div>\n", f);
-
-    // ---- tables
+// Phase spans with tokens and tok/s for prefill and decode.
+static void html_phases(FILE *f, const struct lm_prof_report *r) {
     fputs("<section class=\"card\"><h2>Phases</h2><table>", f);
     th_timing(f, "phase");
     fputs("<th>tokens</th><th>tok/s</th></tr>\n", f);
@@ -412,37 +389,38 @@ enum lm_status lm_prof_report_write_html(const struct lm_prof_report *r, const c
         else fputs("<td></td><td></td></tr>\n", f);
     }
     fputs("</table></section>\n", f);
+}
 
-    // engine steps (traces of the engine: lm_engine_step)
+// Engine steps (traces of the engine: lm_engine_step): latency by kind, tokens per step.
+static void html_engine_steps(FILE *f, const struct lm_prof_report *r) {
     const struct lm_rgroup *ge = lm_r_find(&r->sec[LM_RS_STEP], "engine");
-    if (ge && ge->n) {
-        fputs("<section class=\"card\"><h2>Engine steps (admission + forward pass + sampling)</h2><table>", f);
-        th_timing(f, "step");
+    if (!ge || !ge->n) return;
+    fputs("<section class=\"card\"><h2>Engine steps (admission + forward pass + sampling)</h2><table>", f);
+    th_timing(f, "step");
+    fputs("</tr>\n", f);
+    static const char *const kinds[3][2] = {{"engine", "all"}, {"engine decode only", "decode only"},
+                                            {"engine with prefill", "with prefill"}};
+    for (int i = 0; i < 3; i++) {
+        const struct lm_rgroup *g = lm_r_find(&r->sec[LM_RS_STEP], kinds[i][0]);
+        if (!g) continue;
+        td_timing(f, kinds[i][1], &g->row);
         fputs("</tr>\n", f);
-        static const char *const kinds[3][2] = {{"engine", "all"}, {"engine decode only", "decode only"},
-                                                {"engine with prefill", "with prefill"}};
-        for (int i = 0; i < 3; i++) {
-            const struct lm_rgroup *g = lm_r_find(&r->sec[LM_RS_STEP], kinds[i][0]);
-            if (!g) continue;
-            td_timing(f, kinds[i][1], &g->row);
-            fputs("</tr>\n", f);
-        }
-        fputs("</table><table><tr><th>per step</th><th>avg</th><th>min</th><th>max</th><th>p95</th>"
-              "<th>total</th></tr>\n", f);
-        static const char *const counts[4] = {"tokens", "decode", "prefill", "seqs"};
-        for (int i = 0; i < 4; i++) {
-            const struct lm_rgroup *g = lm_r_find(&r->sec[LM_RS_STEP_TOKENS], counts[i]);
-            if (!g) continue;
-            fprintf(f, "<tr><td class=\"k\">%s</td><td>%.2f</td><td>%.0f</td><td>%.0f</td><td>%.0f</td>"
-                       "<td>%.0f</td></tr>\n", counts[i], g->row.avg, g->row.min, g->row.max,
-                    g->row.p95, g->row.total);
-        }
-        fputs("</table></section>\n", f);
     }
+    fputs("</table><table><tr><th>per step</th><th>avg</th><th>min</th><th>max</th><th>p95</th>"
+          "<th>total</th></tr>\n", f);
+    static const char *const counts[4] = {"tokens", "decode", "prefill", "seqs"};
+    for (int i = 0; i < 4; i++) {
+        const struct lm_rgroup *g = lm_r_find(&r->sec[LM_RS_STEP_TOKENS], counts[i]);
+        if (!g) continue;
+        fprintf(f, "<tr><td class=\"k\">%s</td><td>%.2f</td><td>%.0f</td><td>%.0f</td><td>%.0f</td>"
+                   "<td>%.0f</td></tr>\n", counts[i], g->row.avg, g->row.min, g->row.max,
+                g->row.p95, g->row.total);
+    }
+    fputs("</table></section>\n", f);
+}
 
-    table_section(f, r, LM_RS_PHASE_OP, "By phase / op (per-thread spans)", "phase :: op", 60);
-
-    // matmul
+// Matmul shape x variant with GB/s and GFLOP/s, by total time.
+static void html_matmul(FILE *f, const struct lm_prof_report *r) {
     const struct lm_rsection *ms = &r->sec[LM_RS_MATMUL];
     fputs("<section class=\"card\"><h2>Matmul shape × variant</h2>", f);
     if (!ms->n) fputs("<p class=\"muted\">no samples</p>", f);
@@ -462,9 +440,11 @@ enum lm_status lm_prof_report_write_html(const struct lm_prof_report *r, const c
         }
     }
     fputs("</section>\n", f);
+}
 
-    table_section(f, r, LM_RS_BARRIER_OP, "Barrier wait by phase / op", "phase :: after op", 60);
-
+// Busy vs barrier wait per thread.
+static void html_threads(FILE *f, const struct lm_prof_report *r) {
+    char b[64], b2[64];
     fputs("<section class=\"card\"><h2>Threads: busy vs barrier wait</h2><table><tr><th>thread</th>"
           "<th>busy</th><th>wait</th><th>wait share</th><th>barriers</th></tr>\n", f);
     for (int t = 0; t < r->n_threads; t++) {
@@ -475,10 +455,10 @@ enum lm_status lm_prof_report_write_html(const struct lm_prof_report *r, const c
                 (unsigned long long)r->th[t].n_bar);
     }
     fputs("</table></section>\n", f);
+}
 
-    table_section(f, r, LM_RS_LAYER, "Per-layer spans (thread 0, barriers included)", "phase :: block", 600);
-    table_section(f, r, LM_RS_OP, "Op aggregate (all phases and layers)", "op", 60);
-
+// Variant selections and memory gauges side by side.
+static void html_variants_memory(FILE *f, const struct lm_prof_report *r) {
     fputs("<div class=\"grid2\"><section class=\"card\"><h2>Variant selection</h2><table>"
           "<tr><th>kernel → variant (reason)</th><th>count</th></tr>\n", f);
     const int vs[2] = {LM_RS_VARIANT, LM_RS_MM_VARIANT};
@@ -494,8 +474,50 @@ enum lm_status lm_prof_report_write_html(const struct lm_prof_report *r, const c
     for (int i = 0; i < 5 && r->have_mem; i++)
         fprintf(f, "<tr><td class=\"k\">%s</td><td>%.2f MiB</td><td>%.2f MiB</td></tr>\n",
                 lm_r_mem_names[i], r->mem_last[i] / 1048576.0, r->mem_peak[i] / 1048576.0);
-    fputs("</table></section></div>\n</main>\n<footer>Percentiles are exact nearest-rank over the "
-          "events. Op and barrier times are per-thread spans summed over threads. Generated by "
+    fputs("</table></section></div>\n", f);
+}
+
+enum lm_status lm_prof_report_write_html(const struct lm_prof_report *r, const char *path) {
+    FILE *f = fopen(path, "w");
+    if (!f) return lm_error_set(LM_ERR_IO, "%s: %s", path, strerror(errno));
+    int ph = main_phase(r);
+    fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+          "<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">"
+          "<title>lumen profile report</title><style>", f);
+    fputs(k_css, f);
+    fputs("</style></head><body>\n<header><h1>lumen profile report</h1><p>", f);
+    esc(f, r->path);
+    fprintf(f, " · %llu events · %d threads · clock %s · dropped %llu</p></header>\n<main>\n",
+            (unsigned long long)r->n_events, r->n_threads, r->clock[0] ? r->clock : "?",
+            (unsigned long long)r->dropped);
+
+    html_kpis(f, r);
+
+    // ---- charts
+    fprintf(f, "<section class=\"card\"><h2>Time by op · %s (summed over threads and layers)</h2>", pname(ph));
+    chart_ops(f, r, ph);
+    fputs("</section>\n", f);
+    fprintf(f, "<section class=\"card\"><h2>Per-layer time · %s</h2>", pname(ph));
+    chart_layers(f, r, ph);
+    fputs("</section>\n<div class=\"grid2\"><section class=\"card\"><h2>Decode step latency over time</h2>", f);
+    chart_steps(f, r);
+    fputs("</section><section class=\"card\"><h2>Decode step latency histogram</h2>", f);
+    chart_hist(f, r);
+    fputs("</section></div>\n", f);
+
+    // ---- tables
+    html_phases(f, r);
+    html_engine_steps(f, r);
+    table_section(f, r, LM_RS_PHASE_OP, "By phase / op (per-thread spans)", "phase :: op", 60);
+    html_matmul(f, r);
+    table_section(f, r, LM_RS_BARRIER_OP, "Barrier wait by phase / op", "phase :: after op", 60);
+    html_threads(f, r);
+    table_section(f, r, LM_RS_LAYER, "Per-layer spans (thread 0, barriers included)", "phase :: block", 600);
+    table_section(f, r, LM_RS_OP, "Op aggregate (all phases and layers)", "op", 60);
+
+    html_variants_memory(f, r);
+    fputs("</main>\n<footer>Percentiles are exact nearest-rank over the events. Op and barrier "
+          "times are per-thread spans summed over threads. Generated by "
           "<code>lumen analyze --html</code>.</footer>\n</body></html>\n", f);
     bool err = ferror(f) != 0;
     if (fclose(f) != 0) err = true;
