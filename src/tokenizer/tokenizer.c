@@ -1,7 +1,7 @@
 // Tokenizer vocabulary: load + validate tokenizer.ggml.* metadata into owned arrays, the
 // text -> id hash, special-token attributes exactly as llama.cpp derives them, pieces,
 // whole-sequence and streaming detokenization. Reading it from GGUF: tokenizer_gguf.c;
-// encoding: spm.c and bpe.c.
+// encoding: tokenize.c (spm.c, bpe.c).
 #include "tokenizer/tokenizer.h"
 
 #include <math.h>
@@ -10,31 +10,6 @@
 #include <string.h>
 
 #include "format/gguf.h"
-
-
-// ============================================================================
-// Hash table (text -> id)
-// ============================================================================
-
-static uint32_t lm_tok_hash(const char *s, size_t n) {
-    uint32_t h = 2166136261u; // FNV-1a
-    for (size_t i = 0; i < n; i++) {
-        h ^= (uint8_t)s[i];
-        h *= 16777619u;
-    }
-    return h ^ (h >> 15);
-}
-
-int32_t lm_tokenizer_find(const struct lm_tokenizer *t, const char *text, size_t len) {
-    uint32_t i = lm_tok_hash(text, len) & t->ht_mask;
-    for (;;) {
-        uint32_t id = t->ht[i];
-        if (id == UINT32_MAX) return -1;
-        uint32_t o = t->off[id], n = t->off[id + 1] - o;
-        if (n == len && memcmp(t->blob + o, text, len) == 0) return (int32_t)id;
-        i = (i + 1) & t->ht_mask;
-    }
-}
 
 // ============================================================================
 // Build from a description
