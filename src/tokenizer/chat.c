@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tokenizer/chat_int.h"
+#include "tokenizer/chat_internal.h"
 #include "tokenizer/tokenizer.h"
 
 // Llama 3: every message trimmed, no BOS (the tokenizer adds it).

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "base/utf8.h"
-#include "tokenizer/chat_int.h"
+#include "tokenizer/chat_internal.h"
 #include "tokenizer/tokenizer.h"
 
 // ================================================================ JSON as json.dumps writes it

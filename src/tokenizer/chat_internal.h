@@ -1,7 +1,7 @@
 // Internal to the chat templates (chat.c, chat_tools.c): a growing text buffer and the
 // templates without tools.
-#ifndef LM_TOKENIZER_CHAT_INT_H
-#define LM_TOKENIZER_CHAT_INT_H
+#ifndef LM_TOKENIZER_CHAT_INTERNAL_H
+#define LM_TOKENIZER_CHAT_INTERNAL_H
 
 #include <stdbool.h>
 #include <stddef.h>
