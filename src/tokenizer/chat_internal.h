@@ -1,49 +1,21 @@
-// Internal to the chat templates (chat.c, chat_tools.c): a growing text buffer and the
-// templates without tools.
+// Internal to the chat templates (chat.c, chat_tools.c): trimmed appends and the templates
+// without tools.
 #ifndef LM_TOKENIZER_CHAT_INTERNAL_H
 #define LM_TOKENIZER_CHAT_INTERNAL_H
 
 #include <stdbool.h>
 #include <stddef.h>
-#include <stdlib.h>
 #include <string.h>
 
+#include "base/strbuf.h"
 #include "lumen.h"
 
-struct sbuf {
-    char *s;
-    size_t n, cap;
-    bool oom;
-};
-
-static inline void sb_put(struct sbuf *b, const char *p, size_t n) {
-    if (b->oom) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t nc = b->cap ? b->cap : 256;
-        while (b->n + n + 1 > nc) nc *= 2;
-        char *ns = realloc(b->s, nc);
-        if (!ns) {
-            b->oom = true;
-            return;
-        }
-        b->s = ns;
-        b->cap = nc;
-    }
-    if (n) memcpy(b->s + b->n, p, n);
-    b->n += n;
-    b->s[b->n] = 0;
-}
-
-static inline void sb_str(struct sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
-
-// isspace() in the C locale, as llama-chat.cpp's trim() sees it
-static inline bool is_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
-
-static inline void sb_trimmed(struct sbuf *b, const char *s) {
+// s without its leading and trailing white space (llama-chat.cpp's trim()).
+static inline void sb_trimmed(struct lm_strbuf *b, const char *s) {
     size_t n = strlen(s), i = 0;
-    while (i < n && is_space(s[i])) i++;
-    while (n > i && is_space(s[n - 1])) n--;
-    sb_put(b, s + i, n - i);
+    while (i < n && lm_is_space(s[i])) i++;
+    while (n > i && lm_is_space(s[n - 1])) n--;
+    lm_strbuf_put(b, s + i, n - i);
 }
 
 // The templates of chat.c for messages without tool calls (lm_chat_apply's contract).
