@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/status.h"
 #include "base/timer.h"
 #include "lumen.h"
 
@@ -189,7 +190,7 @@ static void rule_set_body(struct conv *c, int i, const char *body) {
 
 // The rule for body: an existing one with the same body, or a new one named after hint;
 // a bare rule name stands for itself. NULL on failure.
-const char *sc_rule_for(struct conv *c, const char *hint, struct lm_gbnf_buf *body) {
+const char *sc_rule_for(struct conv *c, const char *hint, struct lm_strbuf *body) {
     if (c->failed) return NULL;
     if (body->nomem) return sc_nomem(c), NULL;
     if (body->over) return sc_fail(c, "grammar exceeds %u bytes (LM_SCHEMA_MAX_OUTPUT)", LM_SCHEMA_MAX_OUTPUT), NULL;
@@ -204,15 +205,15 @@ const char *sc_rule_for(struct conv *c, const char *hint, struct lm_gbnf_buf *bo
     return i < 0 ? NULL : c->rules[i].name;
 }
 
-void sc_buf_init(struct lm_gbnf_buf *b) {
+void sc_buf_init(struct lm_strbuf *b) {
     memset(b, 0, sizeof *b);
     b->limit = LM_SCHEMA_MAX_OUTPUT;
 }
 
 const char *sc_rule_text(struct conv *c, const char *hint, const char *text) {
-    struct lm_gbnf_buf b;
+    struct lm_strbuf b;
     sc_buf_init(&b);
-    lm_gbnf_buf_puts(&b, text);
+    lm_strbuf_puts(&b, text);
     const char *r = sc_rule_for(c, hint, &b);
     free(b.p);
     return r;
@@ -286,27 +287,27 @@ const char *sc_prim(struct conv *c, const char *name) {
 // ---------------------------------------------------------------- JSON literals
 
 // Appends v serialized as the grammar spaces JSON (", " and ": ", json.dumps style).
-void sc_dump_json(struct lm_gbnf_buf *b, json_t *v) {
+void sc_dump_json(struct lm_strbuf *b, json_t *v) {
     char tmp[40];
     switch (json_typeof(v)) {
-    case JSON_NULL: lm_gbnf_buf_puts(b, "null"); break;
-    case JSON_TRUE: lm_gbnf_buf_puts(b, "true"); break;
-    case JSON_FALSE: lm_gbnf_buf_puts(b, "false"); break;
-    case JSON_INTEGER: lm_gbnf_buf_printf(b, "%lld", (long long)json_integer_value(v)); break;
+    case JSON_NULL: lm_strbuf_puts(b, "null"); break;
+    case JSON_TRUE: lm_strbuf_puts(b, "true"); break;
+    case JSON_FALSE: lm_strbuf_puts(b, "false"); break;
+    case JSON_INTEGER: lm_strbuf_printf(b, "%lld", (long long)json_integer_value(v)); break;
     case JSON_REAL: {
         double d = json_real_value(v);
         for (int prec = 15; prec <= 17; prec++) { // the shortest text that reads back as d
             snprintf(tmp, sizeof tmp, "%.*g", prec, d);
             if (strtod(tmp, NULL) == d) break;
         }
-        lm_gbnf_buf_puts(b, tmp);
-        if (!strpbrk(tmp, ".eEn")) lm_gbnf_buf_puts(b, ".0");
+        lm_strbuf_puts(b, tmp);
+        if (!strpbrk(tmp, ".eEn")) lm_strbuf_puts(b, ".0");
         break;
     }
     case JSON_STRING: {
         const unsigned char *s = (const unsigned char *)json_string_value(v);
         size_t n = json_string_length(v), i = 0;
-        lm_gbnf_buf_put(b, "\"", 1);
+        lm_strbuf_put(b, "\"", 1);
         while (i < n) {
             uint32_t cp = s[i];
             int k = cp < 0x80 ? 0 : cp >= 0xF0 ? 3 : cp >= 0xE0 ? 2 : 1;
@@ -314,49 +315,49 @@ void sc_dump_json(struct lm_gbnf_buf *b, json_t *v) {
             i++;
             for (int j = 0; j < k && i < n; j++) cp = cp << 6 | (s[i++] & 0x3F);
             char enc[8];
-            lm_gbnf_buf_put(b, enc, lm_json_encode_cp(cp, enc));
+            lm_strbuf_put(b, enc, lm_json_encode_cp(cp, enc));
         }
-        lm_gbnf_buf_put(b, "\"", 1);
+        lm_strbuf_put(b, "\"", 1);
         break;
     }
     case JSON_ARRAY: {
-        lm_gbnf_buf_put(b, "[", 1);
+        lm_strbuf_put(b, "[", 1);
         for (size_t i = 0; i < json_array_size(v); i++) {
-            if (i) lm_gbnf_buf_puts(b, ", ");
+            if (i) lm_strbuf_puts(b, ", ");
             sc_dump_json(b, json_array_get(v, i));
         }
-        lm_gbnf_buf_put(b, "]", 1);
+        lm_strbuf_put(b, "]", 1);
         break;
     }
     case JSON_OBJECT: {
         const char *k;
         json_t *x;
         int first = 1;
-        lm_gbnf_buf_put(b, "{", 1);
+        lm_strbuf_put(b, "{", 1);
         json_object_foreach(v, k, x) {
-            if (!first) lm_gbnf_buf_puts(b, ", ");
+            if (!first) lm_strbuf_puts(b, ", ");
             first = 0;
             json_t *ks = json_string(k);
             if (ks) sc_dump_json(b, ks);
             else b->nomem = true;
             json_decref(ks);
-            lm_gbnf_buf_puts(b, ": ");
+            lm_strbuf_puts(b, ": ");
             sc_dump_json(b, x);
         }
-        lm_gbnf_buf_put(b, "}", 1);
+        lm_strbuf_put(b, "}", 1);
         break;
     }
     }
 }
 
 // v serialized, as one GBNF string literal
-void sc_put_literal(struct lm_gbnf_buf *b, json_t *v) {
-    struct lm_gbnf_buf t;
+void sc_put_literal(struct lm_strbuf *b, json_t *v) {
+    struct lm_strbuf t;
     sc_buf_init(&t);
     sc_dump_json(&t, v);
     if (t.nomem) b->nomem = true;
     if (t.over) b->over = true;
-    if (t.p) lm_gbnf_buf_lit(b, t.p, t.n);
+    if (t.p) lm_gbnf_lit(b, t.p, t.n);
     free(t.p);
 }
 
@@ -680,9 +681,9 @@ const char *sc_visit(struct conv *c, json_t *s, const char *hint) {
         } else if (!c->failed && n == 1) {
             r = alt[0];
         } else if (!c->failed) {
-            struct lm_gbnf_buf b;
+            struct lm_strbuf b;
             sc_buf_init(&b);
-            for (int i = 0; i < n; i++) lm_gbnf_buf_printf(&b, i ? " | %s" : "%s", alt[i]);
+            for (int i = 0; i < n; i++) lm_strbuf_printf(&b, i ? " | %s" : "%s", alt[i]);
             r = sc_rule_for(c, hint, &b);
             free(b.p);
         }
@@ -725,14 +726,14 @@ enum lm_status lm_json_schema_to_gbnf(const char *schema, size_t len, char **gbn
     if (c.failed) {
         st = !strncmp(lm_error_msg(), "json schema: out of memory", 26) ? LM_ERR_NOMEM : LM_ERR_ARG;
     } else {
-        struct lm_gbnf_buf out;
+        struct lm_strbuf out;
         memset(&out, 0, sizeof out);
         for (int i = 0; i < c.n_rules; i++) {
             if (c.rules[i].dead) continue;
-            lm_gbnf_buf_puts(&out, c.rules[i].name);
-            lm_gbnf_buf_puts(&out, " ::= ");
-            lm_gbnf_buf_puts(&out, c.rules[i].body);
-            lm_gbnf_buf_puts(&out, "\n");
+            lm_strbuf_puts(&out, c.rules[i].name);
+            lm_strbuf_puts(&out, " ::= ");
+            lm_strbuf_puts(&out, c.rules[i].body);
+            lm_strbuf_puts(&out, "\n");
         }
         if (out.nomem) {
             free(out.p);

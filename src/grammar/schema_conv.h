@@ -44,13 +44,13 @@ bool sc_nomem(struct conv *c);
 size_t sc_path_push(struct conv *c, const char *seg); // returns the old length for sc_path_pop
 size_t sc_path_push_i(struct conv *c, size_t i);
 void sc_path_pop(struct conv *c, size_t old);
-void sc_buf_init(struct lm_gbnf_buf *b);
+void sc_buf_init(struct lm_strbuf *b);
 // The rule for a body (an existing one with the same body, or a new one named after hint).
-const char *sc_rule_for(struct conv *c, const char *hint, struct lm_gbnf_buf *body);
+const char *sc_rule_for(struct conv *c, const char *hint, struct lm_strbuf *body);
 const char *sc_rule_text(struct conv *c, const char *hint, const char *text);
 const char *sc_prim(struct conv *c, const char *name); // a shared rule ("string", "value", ...)
-void sc_dump_json(struct lm_gbnf_buf *b, json_t *v);   // v as the grammar spaces JSON
-void sc_put_literal(struct lm_gbnf_buf *b, json_t *v); // the same, as one GBNF literal
+void sc_dump_json(struct lm_strbuf *b, json_t *v);   // v as the grammar spaces JSON
+void sc_put_literal(struct lm_strbuf *b, json_t *v); // the same, as one GBNF literal
 json_t *sc_resolve(struct conv *c, const char *ref);   // a local $ref's target (borrowed)
 const char *sc_visit(struct conv *c, json_t *s, const char *hint); // a subschema's rule
 const char *sc_visit_child(struct conv *c, json_t *s, const char *seg, long idx,

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/timer.h"
+#include "grammar/regex.h"
 #include "grammar/schema_conv.h"
 
 // ---------------------------------------------------------------- objects
@@ -19,8 +20,8 @@ static int cmp_str(const void *a, const void *b) {
 // Keys (JSON-encoded, without quotes) not equal to any of keys[0..n), sorted, sharing the
 // first d bytes: a trie walk that may leave the trie at any node by a raw character that
 // no key continues with (escapes only along the trie: a sound subset).
-static void not_keys(struct lm_gbnf_buf *b, char **keys, const size_t *lens, int n, size_t d) {
-    lm_gbnf_buf_puts(b, "(");
+static void not_keys(struct lm_strbuf *b, char **keys, const size_t *lens, int n, size_t d) {
+    lm_strbuf_puts(b, "(");
     bool ends_here = false, first = true;
     char *excl = malloc(4 * (size_t)n + 1); // the raw first characters of the children
     size_t ne = 0;
@@ -42,24 +43,24 @@ static void not_keys(struct lm_gbnf_buf *b, char **keys, const size_t *lens, int
         if (*p == '\\') cl = p[1] == 'u' ? 6 : 2;
         int j = i + 1;
         while (j < n && lens[j] >= d + cl && !memcmp(keys[j] + d, p, cl)) j++;
-        if (!first) lm_gbnf_buf_puts(b, " | ");
+        if (!first) lm_strbuf_puts(b, " | ");
         first = false;
-        lm_gbnf_buf_lit(b, (const char *)p, cl);
-        lm_gbnf_buf_puts(b, " ");
+        lm_gbnf_lit(b, (const char *)p, cl);
+        lm_strbuf_puts(b, " ");
         not_keys(b, keys + i, lens + i, j - i, d + cl);
         if (*p != '\\') memcpy(excl + ne, p, cl), ne += cl; // escapes never leave the trie
         i = j;
     }
-    if (!first) lm_gbnf_buf_puts(b, " | ");
-    lm_gbnf_buf_puts(b, "[^\"\\\\\\x00-\\x1F");
+    if (!first) lm_strbuf_puts(b, " | ");
+    lm_strbuf_puts(b, "[^\"\\\\\\x00-\\x1F");
     for (size_t i = 0; i < ne; i++) {
         unsigned char ch = (unsigned char)excl[i];
-        if (ch == ']' || ch == '-' || ch == '^' || ch == '[' || ch == '\\') lm_gbnf_buf_printf(b, "\\x%02X", ch);
-        else lm_gbnf_buf_put(b, &excl[i], 1);
+        if (ch == ']' || ch == '-' || ch == '^' || ch == '[' || ch == '\\') lm_strbuf_printf(b, "\\x%02X", ch);
+        else lm_strbuf_put(b, &excl[i], 1);
     }
-    lm_gbnf_buf_puts(b, "] char* \"\\\"\"");
-    if (!ends_here) lm_gbnf_buf_puts(b, " | \"\\\"\"");
-    lm_gbnf_buf_puts(b, ")");
+    lm_strbuf_puts(b, "] char* \"\\\"\"");
+    if (!ends_here) lm_strbuf_puts(b, " | \"\\\"\"");
+    lm_strbuf_puts(b, ")");
     free(excl);
 }
 
@@ -132,21 +133,21 @@ const char *sc_visit_object(struct conv *c, json_t *s, const char *hint) {
         const char *vr = sc_visit_child(c, vals[i], keys[i], -1, h, true);
         sc_path_pop(c, old);
         if (!vr) goto done;
-        struct lm_gbnf_buf b;
+        struct lm_strbuf b;
         sc_buf_init(&b);
         json_t *ks = json_string(keys[i]);
         if (!ks) {
             sc_nomem(c);
             goto done;
         }
-        struct lm_gbnf_buf t;
+        struct lm_strbuf t;
         sc_buf_init(&t);
         sc_dump_json(&t, ks);
         json_decref(ks);
-        lm_gbnf_buf_puts(&t, ": ");
-        if (t.p) lm_gbnf_buf_lit(&b, t.p, t.n);
+        lm_strbuf_puts(&t, ": ");
+        if (t.p) lm_gbnf_lit(&b, t.p, t.n);
         free(t.p);
-        lm_gbnf_buf_printf(&b, " %s", vr);
+        lm_strbuf_printf(&b, " %s", vr);
         char hk[112];
         sc_hint_join(hk, sizeof hk, h, "kv");
         kv[i] = sc_rule_for(c, hk, &b);
@@ -164,13 +165,13 @@ const char *sc_visit_object(struct conv *c, json_t *s, const char *hint) {
             sc_nomem(c);
             goto done;
         }
-        struct lm_gbnf_buf b;
+        struct lm_strbuf b;
         sc_buf_init(&b);
-        lm_gbnf_buf_puts(&b, "\"\\\"\" ");
+        lm_strbuf_puts(&b, "\"\\\"\" ");
         bool ok = true;
         for (size_t i = 0; i < n && ok; i++) {
             json_t *ks = json_string(keys[i]);
-            struct lm_gbnf_buf t;
+            struct lm_strbuf t;
             sc_buf_init(&t);
             if (ks) sc_dump_json(&t, ks);
             json_decref(ks);
@@ -196,10 +197,10 @@ const char *sc_visit_object(struct conv *c, json_t *s, const char *hint) {
             if (!lens) b.nomem = true;
             for (size_t i = 0; lens && i < n; i++) lens[i] = strlen(enc[i]);
             if (n && lens) not_keys(&b, enc, lens, (int)n, 0);
-            else lm_gbnf_buf_puts(&b, "char* \"\\\"\"");
+            else lm_strbuf_puts(&b, "char* \"\\\"\"");
             free(lens);
             sc_prim(c, "char");
-            lm_gbnf_buf_printf(&b, " \": \" %s", vr);
+            lm_strbuf_printf(&b, " \": \" %s", vr);
         }
         for (size_t i = 0; i < n; i++) free(enc[i]);
         free(enc);
@@ -221,14 +222,14 @@ const char *sc_visit_object(struct conv *c, json_t *s, const char *hint) {
         sc_nomem(c);
         goto done;
     }
-    struct lm_gbnf_buf b;
+    struct lm_strbuf b;
     sc_buf_init(&b);
-    lm_gbnf_buf_puts(&b, "\"{\"");
+    lm_strbuf_puts(&b, "\"{\"");
     int n_req = 0;
     for (size_t i = 0; i < n; i++) {
         if (!kv[i]) continue;
         if (is_req[i]) {
-            lm_gbnf_buf_printf(&b, n_req++ ? " \", \" %s" : " %s", kv[i]);
+            lm_strbuf_printf(&b, n_req++ ? " \", \" %s" : " %s", kv[i]);
         } else {
             opt[no++] = kv[i];
         }
@@ -243,11 +244,11 @@ const char *sc_visit_object(struct conv *c, json_t *s, const char *hint) {
             goto done;
         }
         for (size_t i = no; i-- > 1;) {
-            struct lm_gbnf_buf r;
+            struct lm_strbuf r;
             sc_buf_init(&r);
             bool star = extra_kv && i == no - 1;
-            lm_gbnf_buf_printf(&r, "(\", \" %s)%s", opt[i], star ? "*" : "?");
-            if (rest[i + 1]) lm_gbnf_buf_printf(&r, " %s", rest[i + 1]);
+            lm_strbuf_printf(&r, "(\", \" %s)%s", opt[i], star ? "*" : "?");
+            if (rest[i + 1]) lm_strbuf_printf(&r, " %s", rest[i + 1]);
             char h[96];
             sc_hint_join(h, sizeof h, hint, "rest");
             rest[i] = sc_rule_for(c, h, &r);
@@ -255,19 +256,19 @@ const char *sc_visit_object(struct conv *c, json_t *s, const char *hint) {
             if (!rest[i]) break;
         }
         if (!c->failed) {
-            lm_gbnf_buf_puts(&b, n_req ? " (\", \" (" : " (");
+            lm_strbuf_puts(&b, n_req ? " (\", \" (" : " (");
             for (size_t i = 0; i < no; i++) {
                 bool star = extra_kv && i == no - 1;
-                if (i) lm_gbnf_buf_puts(&b, " | ");
-                lm_gbnf_buf_puts(&b, opt[i]);
-                if (star) lm_gbnf_buf_printf(&b, " (\", \" %s)*", opt[i]);
-                if (rest[i + 1]) lm_gbnf_buf_printf(&b, " %s", rest[i + 1]);
+                if (i) lm_strbuf_puts(&b, " | ");
+                lm_strbuf_puts(&b, opt[i]);
+                if (star) lm_strbuf_printf(&b, " (\", \" %s)*", opt[i]);
+                if (rest[i + 1]) lm_strbuf_printf(&b, " %s", rest[i + 1]);
             }
-            lm_gbnf_buf_puts(&b, n_req ? "))?" : ")?");
+            lm_strbuf_puts(&b, n_req ? "))?" : ")?");
         }
         free(rest);
     }
-    lm_gbnf_buf_puts(&b, " \"}\"");
+    lm_strbuf_puts(&b, " \"}\"");
     if (!c->failed) res = sc_rule_for(c, hint, &b);
     free(b.p);
     free(opt);
@@ -292,13 +293,13 @@ static bool get_count(struct conv *c, json_t *s, const char *key, long dflt, lon
     return true;
 }
 
-static void put_rep(struct lm_gbnf_buf *b, long mn, long mx) { // mx < 0: unbounded
-    if (mn == 0 && mx < 0) lm_gbnf_buf_puts(b, "*");
-    else if (mn == 1 && mx < 0) lm_gbnf_buf_puts(b, "+");
-    else if (mx < 0) lm_gbnf_buf_printf(b, "{%ld,}", mn);
-    else if (mn == 0 && mx == 1) lm_gbnf_buf_puts(b, "?");
-    else if (mn == mx) lm_gbnf_buf_printf(b, "{%ld}", mn);
-    else lm_gbnf_buf_printf(b, "{%ld,%ld}", mn, mx);
+static void put_rep(struct lm_strbuf *b, long mn, long mx) { // mx < 0: unbounded
+    if (mn == 0 && mx < 0) lm_strbuf_puts(b, "*");
+    else if (mn == 1 && mx < 0) lm_strbuf_puts(b, "+");
+    else if (mx < 0) lm_strbuf_printf(b, "{%ld,}", mn);
+    else if (mn == 0 && mx == 1) lm_strbuf_puts(b, "?");
+    else if (mn == mx) lm_strbuf_printf(b, "{%ld}", mn);
+    else lm_strbuf_printf(b, "{%ld,%ld}", mn, mx);
 }
 
 const char *sc_visit_array(struct conv *c, json_t *s, const char *hint) {
@@ -352,33 +353,33 @@ const char *sc_visit_array(struct conv *c, json_t *s, const char *hint) {
         free(pre);
         return NULL;
     }
-    struct lm_gbnf_buf b;
+    struct lm_strbuf b;
     sc_buf_init(&b);
-    lm_gbnf_buf_puts(&b, "\"[\"");
+    lm_strbuf_puts(&b, "\"[\"");
     // prefix items nested: item i is optional once minItems are written
     size_t depth = 0;
     for (size_t i = 0; i < np && (mx < 0 || (long)i < mx); i++) {
         bool opt = (long)i >= mn;
-        if (opt) lm_gbnf_buf_puts(&b, " ("), depth++;
-        lm_gbnf_buf_printf(&b, i ? " \", \" %s" : " %s", pre[i]);
+        if (opt) lm_strbuf_puts(&b, " ("), depth++;
+        lm_strbuf_printf(&b, i ? " \", \" %s" : " %s", pre[i]);
     }
     long done = (long)np < mx || mx < 0 ? (long)np : mx; // items written by the prefix
     if (rest && (mx < 0 || done < mx)) {
         long need = mn > done ? mn - done : 0, cap = mx < 0 ? -1 : mx - done;
         if (done > 0) {
-            lm_gbnf_buf_printf(&b, " (\", \" %s)", rest);
+            lm_strbuf_printf(&b, " (\", \" %s)", rest);
             put_rep(&b, need, cap);
         } else if (need == 0) {
-            lm_gbnf_buf_printf(&b, " (%s (\", \" %s)", rest, rest);
+            lm_strbuf_printf(&b, " (%s (\", \" %s)", rest, rest);
             put_rep(&b, 0, cap < 0 ? -1 : cap - 1);
-            lm_gbnf_buf_puts(&b, ")?");
+            lm_strbuf_puts(&b, ")?");
         } else {
-            lm_gbnf_buf_printf(&b, " %s (\", \" %s)", rest, rest);
+            lm_strbuf_printf(&b, " %s (\", \" %s)", rest, rest);
             put_rep(&b, need - 1, cap < 0 ? -1 : cap - 1);
         }
     }
-    for (size_t i = 0; i < depth; i++) lm_gbnf_buf_puts(&b, ")?");
-    lm_gbnf_buf_puts(&b, " \"]\"");
+    for (size_t i = 0; i < depth; i++) lm_strbuf_puts(&b, ")?");
+    lm_strbuf_puts(&b, " \"]\"");
     const char *r = sc_rule_for(c, hint, &b);
     free(b.p);
     free(pre);
@@ -405,9 +406,9 @@ const char *sc_visit_string(struct conv *c, json_t *s, const char *hint) {
     if (pat) {
         if (!json_is_string(pat)) return sc_fail(c, "'pattern' must be a string"), NULL;
         if (lens) return sc_fail(c, "'pattern' with 'minLength' or 'maxLength' is not supported"), NULL;
-        struct lm_gbnf_buf b;
+        struct lm_strbuf b;
         sc_buf_init(&b);
-        lm_gbnf_buf_puts(&b, "\"\\\"\" ");
+        lm_strbuf_puts(&b, "\"\\\"\" ");
         unsigned uses = 0;
         size_t old = sc_path_push(c, "pattern");
         char where[sizeof c->path];
@@ -421,18 +422,18 @@ const char *sc_visit_string(struct conv *c, json_t *s, const char *hint) {
         }
         if (uses & LM_RX_USES_CHAR) sc_prim(c, "char");
         if (uses & LM_RX_USES_DOT) sc_prim(c, "regex-dot");
-        lm_gbnf_buf_puts(&b, " \"\\\"\"");
+        lm_strbuf_puts(&b, " \"\\\"\"");
         const char *r = sc_rule_for(c, hint, &b);
         free(b.p);
         return r;
     }
     if (!lens) return sc_prim(c, "string");
     sc_prim(c, "char");
-    struct lm_gbnf_buf b;
+    struct lm_strbuf b;
     sc_buf_init(&b);
-    lm_gbnf_buf_puts(&b, "\"\\\"\" char");
+    lm_strbuf_puts(&b, "\"\\\"\" char");
     put_rep(&b, mn, mx);
-    lm_gbnf_buf_puts(&b, " \"\\\"\"");
+    lm_strbuf_puts(&b, " \"\\\"\"");
     const char *r = sc_rule_for(c, hint, &b);
     free(b.p);
     return r;
@@ -535,7 +536,7 @@ const char *sc_visit_number(struct conv *c, json_t *s, const char *hint, bool in
         if (hi.has && !num_bound(c, hi, true, hi_key, &nb.hi, &nb.hi_excl)) return NULL;
         nb.has_lo = lo.has, nb.has_hi = hi.has;
     }
-    struct lm_gbnf_buf b;
+    struct lm_strbuf b;
     sc_buf_init(&b);
     if (!lm_schema_emit_number(&b, &nb, integer)) {
         free(b.p);
