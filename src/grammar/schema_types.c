@@ -64,40 +64,17 @@ static void not_keys(struct lm_strbuf *b, char **keys, const size_t *lens, int n
     free(excl);
 }
 
-const char *sc_visit_object(struct conv *c, json_t *s, const char *hint) {
-    json_t *props = json_object_get(s, "properties"), *req = json_object_get(s, "required");
-    json_t *addl = json_object_get(s, "additionalProperties");
-    if (props && !json_is_object(props)) return sc_fail(c, "'properties' must be an object"), NULL;
-    if (req && !json_is_array(req)) return sc_fail(c, "'required' must be an array of strings"), NULL;
-    if (addl && !json_is_object(addl) && !json_is_boolean(addl))
-        return sc_fail(c, "'additionalProperties' must be a schema"), NULL;
-    for (size_t i = 0; req && i < json_array_size(req); i++)
-        if (!json_is_string(json_array_get(req, i)))
-            return sc_fail(c, "'required' must be an array of strings"), NULL;
-    if (!props && !req && (!addl || json_is_true(addl))) return sc_prim(c, "object");
-    bool extra = addl && !json_is_false(addl); // absent beside properties: none (as llama.cpp)
-    if (!props && !req && !extra) return sc_rule_text(c, hint, "\"{}\"");
-
-    // keys in order: required first, then optional, each in the schema's order; required
-    // keys without a property take the additionalProperties schema
+// The object's keys in order: required first, then optional, each in the schema's order;
+// required keys without a property take the additionalProperties schema. Fills keys, vals
+// and is_req (room for every property and required name); false on failure.
+static bool object_keys(struct conv *c, json_t *props, json_t *req, json_t *addl, const char **keys, json_t **vals,
+                        bool *is_req, size_t *n_out) {
     size_t np = props ? json_object_size(props) : 0, nr = req ? json_array_size(req) : 0;
-    const char **keys = calloc(np + nr + 1, sizeof(char *));
-    json_t **vals = calloc(np + nr + 1, sizeof(json_t *));
-    bool *is_req = calloc(np + nr + 1, sizeof(bool));
-    const char **kv = calloc(np + nr + 2, sizeof(char *));
-    const char *res = NULL;
-    if (!keys || !vals || !is_req || !kv) {
-        sc_nomem(c);
-        goto done;
-    }
     size_t n = 0;
     const char *k;
     json_t *v;
     json_t *req_set = json_object(); // required names, for lookups in constant time
-    if (!req_set) {
-        sc_nomem(c);
-        goto done;
-    }
+    if (!req_set) return sc_nomem(c);
     for (size_t i = 0; i < nr; i++) json_object_set(req_set, json_string_value(json_array_get(req, i)), json_true());
     if (props) json_object_foreach(props, k, v) {
             keys[n] = k, vals[n] = v, is_req[n] = json_object_get(req_set, k) != NULL;
@@ -110,118 +87,113 @@ const char *sc_visit_object(struct conv *c, json_t *s, const char *hint) {
         bool dup = false; // listed twice in required
         for (size_t j = np; j < n && !dup; j++) dup = !strcmp(keys[j], rk);
         if (dup) continue;
-        if (json_is_false(addl)) {
-            sc_fail(c, "required property '%.100s' is neither in 'properties' nor allowed by "
-                    "'additionalProperties'", rk);
-            goto done;
-        }
+        if (json_is_false(addl))
+            return sc_fail(c, "required property '%.100s' is neither in 'properties' nor allowed by "
+                           "'additionalProperties'", rk);
         keys[n] = rk, vals[n] = json_is_object(addl) ? addl : json_true(), is_req[n] = true, n++;
     }
-    // one rule per key: "\"key\": " value
-    for (size_t i = 0; i < n; i++) {
-        if (json_is_false(vals[i])) { // may not appear
-            if (is_req[i]) {
-                sc_fail(c, "required property '%.100s' has schema false", keys[i]);
-                goto done;
-            }
-            kv[i] = NULL;
-            continue;
-        }
-        char h[96];
-        sc_hint_join(h, sizeof h, hint, keys[i]);
-        size_t old = sc_path_push(c, "properties");
-        const char *vr = sc_visit_child(c, vals[i], keys[i], -1, h, true);
-        sc_path_pop(c, old);
-        if (!vr) goto done;
-        struct lm_strbuf b;
-        sc_buf_init(&b);
+    *n_out = n;
+    return true;
+}
+
+// The rule of one property: "\"key\": " value. *out stays NULL for a key that may not
+// appear (schema false); false on failure.
+static bool key_value_rule(struct conv *c, const char *hint, const char *key, json_t *val, bool req,
+                           const char **out) {
+    *out = NULL;
+    if (json_is_false(val)) {
+        if (req) return sc_fail(c, "required property '%.100s' has schema false", key);
+        return true;
+    }
+    char h[96];
+    sc_hint_join(h, sizeof h, hint, key);
+    size_t old = sc_path_push(c, "properties");
+    const char *vr = sc_visit_child(c, val, key, -1, h, true);
+    sc_path_pop(c, old);
+    if (!vr) return false;
+    struct lm_strbuf b;
+    sc_buf_init(&b);
+    json_t *ks = json_string(key);
+    if (!ks) return sc_nomem(c);
+    struct lm_strbuf t;
+    sc_buf_init(&t);
+    sc_dump_json(&t, ks);
+    json_decref(ks);
+    lm_strbuf_puts(&t, ": ");
+    if (t.p) lm_gbnf_lit(&b, t.p, t.n);
+    free(t.p);
+    lm_strbuf_printf(&b, " %s", vr);
+    char hk[112];
+    sc_hint_join(hk, sizeof hk, h, "kv");
+    *out = sc_rule_for(c, hk, &b);
+    free(b.p);
+    return *out != NULL;
+}
+
+// The rule of one additional property: a key outside the trie of the n defined ones, then
+// the additionalProperties value. NULL on failure.
+static const char *extra_kv_rule(struct conv *c, const char *hint, json_t *addl, const char *const *keys, size_t n) {
+    const char *vr = json_is_object(addl) ? sc_visit_child(c, addl, "additionalProperties", -1, hint, true)
+                                          : sc_prim(c, "value");
+    if (!vr) return NULL;
+    char **enc = calloc(n + 1, sizeof(char *));
+    if (!enc) return sc_nomem(c), NULL;
+    struct lm_strbuf b;
+    sc_buf_init(&b);
+    lm_strbuf_puts(&b, "\"\\\"\" ");
+    bool ok = true;
+    for (size_t i = 0; i < n && ok; i++) {
         json_t *ks = json_string(keys[i]);
-        if (!ks) {
-            sc_nomem(c);
-            goto done;
-        }
         struct lm_strbuf t;
         sc_buf_init(&t);
-        sc_dump_json(&t, ks);
+        if (ks) sc_dump_json(&t, ks);
         json_decref(ks);
-        lm_strbuf_puts(&t, ": ");
-        if (t.p) lm_gbnf_lit(&b, t.p, t.n);
-        free(t.p);
-        lm_strbuf_printf(&b, " %s", vr);
-        char hk[112];
-        sc_hint_join(hk, sizeof hk, h, "kv");
-        kv[i] = sc_rule_for(c, hk, &b);
-        free(b.p);
-        if (!kv[i]) goto done;
-    }
-    // additional properties: a key outside the trie of defined ones, then the value
-    const char *extra_kv = NULL;
-    if (extra) {
-        const char *vr = json_is_object(addl) ? sc_visit_child(c, addl, "additionalProperties", -1, hint, true)
-                                              : sc_prim(c, "value");
-        if (!vr) goto done;
-        char **enc = calloc(n + 1, sizeof(char *));
-        if (!enc) {
-            sc_nomem(c);
-            goto done;
-        }
-        struct lm_strbuf b;
-        sc_buf_init(&b);
-        lm_strbuf_puts(&b, "\"\\\"\" ");
-        bool ok = true;
-        for (size_t i = 0; i < n && ok; i++) {
-            json_t *ks = json_string(keys[i]);
-            struct lm_strbuf t;
-            sc_buf_init(&t);
-            if (ks) sc_dump_json(&t, ks);
-            json_decref(ks);
-            ok = ks && t.p && !t.nomem;
-            if (ok && t.n > 258) { // the key trie recurses per character
-                free(t.p);
-                for (size_t j = 0; j < i; j++) free(enc[j]);
-                free(enc);
-                free(b.p);
-                sc_fail(c, "property name longer than 256 bytes beside 'additionalProperties'");
-                goto done;
-            }
-            if (ok) {
-                t.p[t.n - 1] = 0; // drop the closing quote
-                enc[i] = strdup(t.p + 1);
-                ok = enc[i] != NULL;
-            }
+        ok = ks && t.p && !t.nomem;
+        if (ok && t.n > 258) { // the key trie recurses per character
             free(t.p);
+            for (size_t j = 0; j < i; j++) free(enc[j]);
+            free(enc);
+            free(b.p);
+            return sc_fail(c, "property name longer than 256 bytes beside 'additionalProperties'"), NULL;
         }
         if (ok) {
-            qsort(enc, n, sizeof(char *), cmp_str);
-            size_t *lens = malloc(sizeof(size_t) * (n + 1));
-            if (!lens) b.nomem = true;
-            for (size_t i = 0; lens && i < n; i++) lens[i] = strlen(enc[i]);
-            if (n && lens) not_keys(&b, enc, lens, (int)n, 0);
-            else lm_strbuf_puts(&b, "char* \"\\\"\"");
-            free(lens);
-            sc_prim(c, "char");
-            lm_strbuf_printf(&b, " \": \" %s", vr);
+            t.p[t.n - 1] = 0; // drop the closing quote
+            enc[i] = strdup(t.p + 1);
+            ok = enc[i] != NULL;
         }
-        for (size_t i = 0; i < n; i++) free(enc[i]);
-        free(enc);
-        if (!ok) {
-            free(b.p);
-            sc_nomem(c);
-            goto done;
-        }
-        char h[96];
-        sc_hint_join(h, sizeof h, hint, "additional-kv");
-        extra_kv = sc_rule_for(c, h, &b);
-        free(b.p);
-        if (!extra_kv) goto done;
+        free(t.p);
     }
-    // "{" required ", " ... then any in-order subset of the optional ones (and extras last)
+    if (ok) {
+        qsort(enc, n, sizeof(char *), cmp_str);
+        size_t *lens = malloc(sizeof(size_t) * (n + 1));
+        if (!lens) b.nomem = true;
+        for (size_t i = 0; lens && i < n; i++) lens[i] = strlen(enc[i]);
+        if (n && lens) not_keys(&b, enc, lens, (int)n, 0);
+        else lm_strbuf_puts(&b, "char* \"\\\"\"");
+        free(lens);
+        sc_prim(c, "char");
+        lm_strbuf_printf(&b, " \": \" %s", vr);
+    }
+    for (size_t i = 0; i < n; i++) free(enc[i]);
+    free(enc);
+    if (!ok) {
+        free(b.p);
+        return sc_nomem(c), NULL;
+    }
+    char h[96];
+    sc_hint_join(h, sizeof h, hint, "additional-kv");
+    const char *r = sc_rule_for(c, h, &b);
+    free(b.p);
+    return r;
+}
+
+// "{" required ", " ... then any in-order subset of the optional ones (and extras last),
+// from the n key rules kv (NULL: may not appear). NULL on failure.
+static const char *object_rule(struct conv *c, const char *hint, const char *const *kv, const bool *is_req, size_t n,
+                               const char *extra_kv) {
     const char **opt = malloc(sizeof(char *) * (n + 2));
     size_t no = 0;
-    if (!opt) {
-        sc_nomem(c);
-        goto done;
-    }
+    if (!opt) return sc_nomem(c), NULL;
     struct lm_strbuf b;
     sc_buf_init(&b);
     lm_strbuf_puts(&b, "\"{\"");
@@ -240,8 +212,8 @@ const char *sc_visit_object(struct conv *c, json_t *s, const char *hint) {
         const char **rest = calloc(no + 1, sizeof(char *));
         if (!rest) {
             free(b.p);
-            sc_nomem(c);
-            goto done;
+            free(opt);
+            return sc_nomem(c), NULL;
         }
         for (size_t i = no; i-- > 1;) {
             struct lm_strbuf r;
@@ -269,9 +241,41 @@ const char *sc_visit_object(struct conv *c, json_t *s, const char *hint) {
         free(rest);
     }
     lm_strbuf_puts(&b, " \"}\"");
-    if (!c->failed) res = sc_rule_for(c, hint, &b);
+    const char *res = c->failed ? NULL : sc_rule_for(c, hint, &b);
     free(b.p);
     free(opt);
+    return res;
+}
+
+const char *sc_visit_object(struct conv *c, json_t *s, const char *hint) {
+    json_t *props = json_object_get(s, "properties"), *req = json_object_get(s, "required");
+    json_t *addl = json_object_get(s, "additionalProperties");
+    if (props && !json_is_object(props)) return sc_fail(c, "'properties' must be an object"), NULL;
+    if (req && !json_is_array(req)) return sc_fail(c, "'required' must be an array of strings"), NULL;
+    if (addl && !json_is_object(addl) && !json_is_boolean(addl))
+        return sc_fail(c, "'additionalProperties' must be a schema"), NULL;
+    for (size_t i = 0; req && i < json_array_size(req); i++)
+        if (!json_is_string(json_array_get(req, i)))
+            return sc_fail(c, "'required' must be an array of strings"), NULL;
+    if (!props && !req && (!addl || json_is_true(addl))) return sc_prim(c, "object");
+    bool extra = addl && !json_is_false(addl); // absent beside properties: none (as llama.cpp)
+    if (!props && !req && !extra) return sc_rule_text(c, hint, "\"{}\"");
+
+    size_t np = props ? json_object_size(props) : 0, nr = req ? json_array_size(req) : 0, n = 0;
+    const char **keys = calloc(np + nr + 1, sizeof(char *));
+    json_t **vals = calloc(np + nr + 1, sizeof(json_t *));
+    bool *is_req = calloc(np + nr + 1, sizeof(bool));
+    const char **kv = calloc(np + nr + 2, sizeof(char *));
+    const char *res = NULL, *extra_kv = NULL;
+    if (!keys || !vals || !is_req || !kv) {
+        sc_nomem(c);
+        goto done;
+    }
+    if (!object_keys(c, props, req, addl, keys, vals, is_req, &n)) goto done;
+    for (size_t i = 0; i < n; i++)
+        if (!key_value_rule(c, hint, keys[i], vals[i], is_req[i], &kv[i])) goto done;
+    if (extra && !(extra_kv = extra_kv_rule(c, hint, addl, keys, n))) goto done;
+    res = object_rule(c, hint, kv, is_req, n, extra_kv);
 done:
     free(keys), free(vals), free(is_req), free(kv);
     return c->failed ? NULL : res;
