@@ -128,21 +128,39 @@ static bool index_init(struct gguf_index *ix, uint64_t n) {
     return ix->slots != NULL;
 }
 
-// Slot for (p, n): either the matching entry or the empty slot where it would go.
-// name_at(i) gives the string of entry i.
-#define INDEX_PROBE(ix, p, n, name_at, out_slot)                                          \
-    do {                                                                                  \
-        uint64_t h_ = hash_bytes((p), (n)) & (ix)->mask;                                  \
-        for (;;) {                                                                        \
-            uint32_t v_ = (ix)->slots[h_];                                                \
-            if (v_ == 0) break;                                                           \
-            struct lm_gguf_str s_ = name_at(v_ - 1);                                      \
-            if (s_.len == (n) && ((n) == 0 || memcmp(s_.data, (p), (size_t)(n)) == 0))    \
-                break;                                                                    \
-            h_ = (h_ + 1) & (ix)->mask;                                                   \
-        }                                                                                 \
-        (out_slot) = h_;                                                                  \
-    } while (0)
+// Slot for the name (p, n): either the entry with that name or the empty slot where it
+// would go. Entry i's name is the lm_gguf_str at names + i * stride (the key of g->kv[i] or
+// the name of g->tensors[i]).
+static uint64_t index_probe(const struct gguf_index *ix, const char *p, uint64_t n, const void *names, size_t stride) {
+    uint64_t h = hash_bytes(p, n) & ix->mask;
+    for (;;) {
+        uint32_t v = ix->slots[h];
+        if (v == 0) break;
+        const struct lm_gguf_str *s = (const void *)((const char *)names + (size_t)(v - 1) * stride);
+        if (s->len == n && (n == 0 || memcmp(s->data, p, (size_t)n) == 0)) break;
+        h = (h + 1) & ix->mask;
+    }
+    return h;
+}
+
+// Entry i of the section, named `name`, into the index; a name already there is an error
+// ("duplicate <what> 'NAME' (<whats> #j and #i)"), shown: the name as messages print it.
+static enum lm_status index_add(const struct lm_gguf *g, struct gguf_index *ix, struct lm_gguf_str name, uint64_t i,
+                                const void *names, size_t stride, const char *what, const char *whats,
+                                const char *shown) {
+    uint64_t slot = index_probe(ix, name.data, name.len, names, stride);
+    if (ix->slots[slot] != 0)
+        return gerr(g, LM_ERR_FORMAT, "duplicate %s '%s' (%s #%u and #%llu)", what, shown, whats,
+                    ix->slots[slot] - 1, (unsigned long long)i);
+    ix->slots[slot] = (uint32_t)(i + 1);
+    return LM_OK;
+}
+
+// Index of the entry named `name` (NUL-terminated), or -1.
+static int64_t index_find(const struct gguf_index *ix, const char *name, const void *names, size_t stride) {
+    uint32_t v = ix->slots[index_probe(ix, name, strlen(name), names, stride)];
+    return v ? (int64_t)v - 1 : -1;
+}
 
 // ============================================================================
 // Bounded reader
@@ -357,13 +375,6 @@ static enum lm_status parse_value(struct lm_gguf *g, struct gguf_owned *o, struc
     return LM_OK;
 }
 
-static struct lm_gguf_str kv_name_at_g(const struct lm_gguf *g, uint64_t i) {
-    return g->kv[i].key;
-}
-static struct lm_gguf_str tensor_name_at_g(const struct lm_gguf *g, uint64_t i) {
-    return g->tensors[i].name;
-}
-
 static enum lm_status parse_kvs(struct lm_gguf *g, struct gguf_owned *o, struct rd *r) {
     char kbuf[200], what[300];
     for (uint64_t i = 0; i < g->n_kv; i++) {
@@ -372,15 +383,8 @@ static enum lm_status parse_kvs(struct lm_gguf *g, struct gguf_owned *o, struct 
         int rc = rd_str(r, &kv->key, GGUF_MAX_KEY_LEN);
         if (rc) return err_str(g, r, rc, what, GGUF_MAX_KEY_LEN);
         const char *key = show(kbuf, sizeof kbuf, kv->key);
-
-        uint64_t slot;
-#define KV_NAME_AT(j) kv_name_at_g(g, (j))
-        INDEX_PROBE(&o->kv_index, kv->key.data, kv->key.len, KV_NAME_AT, slot);
-#undef KV_NAME_AT
-        if (o->kv_index.slots[slot] != 0)
-            return gerr(g, LM_ERR_FORMAT, "duplicate key '%s' (kv #%u and #%llu)", key,
-                        o->kv_index.slots[slot] - 1, (unsigned long long)i);
-        o->kv_index.slots[slot] = (uint32_t)(i + 1);
+        enum lm_status st = index_add(g, &o->kv_index, kv->key, i, &g->kv[0].key, sizeof *g->kv, "key", "kv", key);
+        if (st) return st;
 
         uint32_t t;
         snprintf(what, sizeof what, "type of key '%s'", key);
@@ -390,7 +394,7 @@ static enum lm_status parse_kvs(struct lm_gguf *g, struct gguf_owned *o, struct 
                         t, LM_GGUF_TYPE_COUNT - 1);
         kv->type = (enum lm_gguf_type)t;
         kv->arr_type = LM_GGUF_TYPE_COUNT;
-        enum lm_status st = parse_value(g, o, r, i, key);
+        st = parse_value(g, o, r, i, key);
         if (st) return st;
     }
     return LM_OK;
@@ -408,15 +412,9 @@ static enum lm_status parse_tensors(struct lm_gguf *g, struct gguf_owned *o, str
         int rc = rd_str(r, &t->name, GGUF_MAX_KEY_LEN);
         if (rc) return err_str(g, r, rc, what, GGUF_MAX_KEY_LEN);
         const char *name = show(nbuf, sizeof nbuf, t->name);
-
-        uint64_t slot;
-#define T_NAME_AT(j) tensor_name_at_g(g, (j))
-        INDEX_PROBE(&o->tensor_index, t->name.data, t->name.len, T_NAME_AT, slot);
-#undef T_NAME_AT
-        if (o->tensor_index.slots[slot] != 0)
-            return gerr(g, LM_ERR_FORMAT, "duplicate tensor name '%s' (tensors #%u and #%llu)",
-                        name, o->tensor_index.slots[slot] - 1, (unsigned long long)i);
-        o->tensor_index.slots[slot] = (uint32_t)(i + 1);
+        enum lm_status st = index_add(g, &o->tensor_index, t->name, i, &g->tensors[0].name, sizeof *g->tensors,
+                                      "tensor name", "tensors", name);
+        if (st) return st;
 
         snprintf(what, sizeof what, "info of tensor '%s'", name);
         if (!rd_u32(r, &t->n_dims)) return err_trunc(g, r, what);
@@ -638,23 +636,15 @@ void lm_gguf_close(struct lm_gguf *g) {
 const struct lm_gguf_kv *lm_gguf_find_kv(const struct lm_gguf *g, const char *key) {
     if (!g || !g->owned || !key) return NULL;
     const struct gguf_owned *o = g->owned;
-    uint64_t n = strlen(key), slot;
-#define KV_NAME_AT(j) kv_name_at_g(g, (j))
-    INDEX_PROBE(&o->kv_index, key, n, KV_NAME_AT, slot);
-#undef KV_NAME_AT
-    uint32_t v = o->kv_index.slots[slot];
-    return v ? &g->kv[v - 1] : NULL;
+    int64_t i = index_find(&o->kv_index, key, &g->kv[0].key, sizeof *g->kv);
+    return i >= 0 ? &g->kv[i] : NULL;
 }
 
 const struct lm_gguf_tensor *lm_gguf_find_tensor(const struct lm_gguf *g, const char *name) {
     if (!g || !g->owned || !name) return NULL;
     const struct gguf_owned *o = g->owned;
-    uint64_t n = strlen(name), slot;
-#define T_NAME_AT(j) tensor_name_at_g(g, (j))
-    INDEX_PROBE(&o->tensor_index, name, n, T_NAME_AT, slot);
-#undef T_NAME_AT
-    uint32_t v = o->tensor_index.slots[slot];
-    return v ? &g->tensors[v - 1] : NULL;
+    int64_t i = index_find(&o->tensor_index, name, &g->tensors[0].name, sizeof *g->tensors);
+    return i >= 0 ? &g->tensors[i] : NULL;
 }
 
 // ============================================================================
