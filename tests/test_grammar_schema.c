@@ -246,7 +246,7 @@ static void test_number_emit(void) {
     struct lm_num_bounds nb = {.has_lo = true, .has_hi = true};
     lm_dec_from_int(&nb.lo, 5);
     lm_dec_from_int(&nb.hi, 5);
-    struct lm_gbnf_buf b = {0};
+    struct lm_strbuf b = {0};
     CHECK(lm_schema_emit_number(&b, &nb, true));
     CHECK(b.p && strstr(b.p, "\"5\""));
     free(b.p);

@@ -1,12 +1,11 @@
 // GGUF v2/v3 reader: mmap (or a caller buffer), parse, and validate every count,
 // length, type, dim, offset and size against the file and against overflow.
-// Lookups by key / tensor name go through open-addressing hash indices (O(1)).
+// Lookups by key / tensor name go through open-addressing hash indices (O(1)); the typed
+// getters and shape checks on top of them are gguf_get.c.
 #include "format/gguf.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <float.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,9 +41,7 @@ struct gguf_owned {
 // Messages
 // ============================================================================
 
-__attribute__((format(printf, 3, 4))) static enum lm_status gerr(const struct lm_gguf *g,
-                                                                 enum lm_status st,
-                                                                 const char *fmt, ...) {
+enum lm_status lm_gguf_error(const struct lm_gguf *g, enum lm_status st, const char *fmt, ...) {
     char buf[900];
     va_list ap;
     va_start(ap, fmt);
@@ -128,21 +125,39 @@ static bool index_init(struct gguf_index *ix, uint64_t n) {
     return ix->slots != NULL;
 }
 
-// Slot for (p, n): either the matching entry or the empty slot where it would go.
-// name_at(i) gives the string of entry i.
-#define INDEX_PROBE(ix, p, n, name_at, out_slot)                                          \
-    do {                                                                                  \
-        uint64_t h_ = hash_bytes((p), (n)) & (ix)->mask;                                  \
-        for (;;) {                                                                        \
-            uint32_t v_ = (ix)->slots[h_];                                                \
-            if (v_ == 0) break;                                                           \
-            struct lm_gguf_str s_ = name_at(v_ - 1);                                      \
-            if (s_.len == (n) && ((n) == 0 || memcmp(s_.data, (p), (size_t)(n)) == 0))    \
-                break;                                                                    \
-            h_ = (h_ + 1) & (ix)->mask;                                                   \
-        }                                                                                 \
-        (out_slot) = h_;                                                                  \
-    } while (0)
+// Slot for the name (p, n): either the entry with that name or the empty slot where it
+// would go. Entry i's name is the lm_gguf_str at names + i * stride (the key of g->kv[i] or
+// the name of g->tensors[i]).
+static uint64_t index_probe(const struct gguf_index *ix, const char *p, uint64_t n, const void *names, size_t stride) {
+    uint64_t h = hash_bytes(p, n) & ix->mask;
+    for (;;) {
+        uint32_t v = ix->slots[h];
+        if (v == 0) break;
+        const struct lm_gguf_str *s = (const void *)((const char *)names + (size_t)(v - 1) * stride);
+        if (s->len == n && (n == 0 || memcmp(s->data, p, (size_t)n) == 0)) break;
+        h = (h + 1) & ix->mask;
+    }
+    return h;
+}
+
+// Entry i of the section, named `name`, into the index; a name already there is an error
+// ("duplicate <what> 'NAME' (<whats> #j and #i)"), shown: the name as messages print it.
+static enum lm_status index_add(const struct lm_gguf *g, struct gguf_index *ix, struct lm_gguf_str name, uint64_t i,
+                                const void *names, size_t stride, const char *what, const char *whats,
+                                const char *shown) {
+    uint64_t slot = index_probe(ix, name.data, name.len, names, stride);
+    if (ix->slots[slot] != 0)
+        return lm_gguf_error(g, LM_ERR_FORMAT, "duplicate %s '%s' (%s #%u and #%llu)", what, shown, whats,
+                    ix->slots[slot] - 1, (unsigned long long)i);
+    ix->slots[slot] = (uint32_t)(i + 1);
+    return LM_OK;
+}
+
+// Index of the entry named `name` (NUL-terminated), or -1.
+static int64_t index_find(const struct gguf_index *ix, const char *name, const void *names, size_t stride) {
+    uint32_t v = ix->slots[index_probe(ix, name, strlen(name), names, stride)];
+    return v ? (int64_t)v - 1 : -1;
+}
 
 // ============================================================================
 // Bounded reader
@@ -184,7 +199,7 @@ static int rd_str(struct rd *r, struct lm_gguf_str *s, uint64_t cap) {
 }
 
 static enum lm_status err_trunc(const struct lm_gguf *g, const struct rd *r, const char *what) {
-    return gerr(g, LM_ERR_FORMAT, "truncated: %s at offset %zu needs more bytes (file is %zu bytes)",
+    return lm_gguf_error(g, LM_ERR_FORMAT, "truncated: %s at offset %zu needs more bytes (file is %zu bytes)",
                 what, r->pos, r->size);
 }
 
@@ -194,11 +209,11 @@ static enum lm_status err_str(const struct lm_gguf *g, const struct rd *r, int r
     uint64_t len;
     memcpy(&len, r->p + r->pos - 8, 8);
     if (rc == 2)
-        return gerr(g, LM_ERR_FORMAT,
+        return lm_gguf_error(g, LM_ERR_FORMAT,
                     "%s: string length %llu at offset %zu extends past end of file "
                     "(%zu bytes left)",
                     what, (unsigned long long)len, r->pos - 8, rd_left(r));
-    return gerr(g, LM_ERR_FORMAT, "%s: string length %llu exceeds the limit of %llu", what,
+    return lm_gguf_error(g, LM_ERR_FORMAT, "%s: string length %llu exceeds the limit of %llu", what,
                 (unsigned long long)len, (unsigned long long)cap);
 }
 
@@ -237,18 +252,18 @@ static void owned_free(struct gguf_owned *o) {
 static enum lm_status skip_array(const struct lm_gguf *g, struct rd *r, const char *key,
                                  int depth) {
     if (depth > GGUF_MAX_NEST)
-        return gerr(g, LM_ERR_FORMAT, "key '%s': arrays nested deeper than %d", key,
+        return lm_gguf_error(g, LM_ERR_FORMAT, "key '%s': arrays nested deeper than %d", key,
                     GGUF_MAX_NEST);
     uint32_t et;
     uint64_t n;
     if (!rd_u32(r, &et)) return err_trunc(g, r, "nested array element type");
     if (!rd_u64(r, &n)) return err_trunc(g, r, "nested array count");
     if (et >= LM_GGUF_TYPE_COUNT)
-        return gerr(g, LM_ERR_FORMAT, "key '%s': nested array has unknown element type %u", key,
+        return lm_gguf_error(g, LM_ERR_FORMAT, "key '%s': nested array has unknown element type %u", key,
                     et);
     if (et == LM_GGUF_TYPE_STRING) {
         if (n > rd_left(r) / 8)
-            return gerr(g, LM_ERR_FORMAT,
+            return lm_gguf_error(g, LM_ERR_FORMAT,
                         "key '%s': nested array of %llu strings cannot fit in the %zu bytes left",
                         key, (unsigned long long)n, rd_left(r));
         for (uint64_t i = 0; i < n; i++) {
@@ -258,7 +273,7 @@ static enum lm_status skip_array(const struct lm_gguf *g, struct rd *r, const ch
         }
     } else if (et == LM_GGUF_TYPE_ARRAY) {
         if (n > rd_left(r) / 12)
-            return gerr(g, LM_ERR_FORMAT,
+            return lm_gguf_error(g, LM_ERR_FORMAT,
                         "key '%s': nested array of %llu arrays cannot fit in the %zu bytes left",
                         key, (unsigned long long)n, rd_left(r));
         for (uint64_t i = 0; i < n; i++) {
@@ -269,7 +284,7 @@ static enum lm_status skip_array(const struct lm_gguf *g, struct rd *r, const ch
         uint64_t bytes;
         if (__builtin_mul_overflow(n, (uint64_t)scalar_size(et), &bytes) ||
             bytes > rd_left(r))
-            return gerr(g, LM_ERR_FORMAT,
+            return lm_gguf_error(g, LM_ERR_FORMAT,
                         "key '%s': nested array of %llu %s extends past end of file "
                         "(%zu bytes left)",
                         key, (unsigned long long)n, lm_gguf_type_name((enum lm_gguf_type)et),
@@ -306,19 +321,19 @@ static enum lm_status parse_value(struct lm_gguf *g, struct gguf_owned *o, struc
     snprintf(what, sizeof what, "array header of key '%s'", key);
     if (!rd_u32(r, &et) || !rd_u64(r, &n)) return err_trunc(g, r, what);
     if (et >= LM_GGUF_TYPE_COUNT)
-        return gerr(g, LM_ERR_FORMAT, "key '%s': unknown array element type %u (expected 0..%d)",
+        return lm_gguf_error(g, LM_ERR_FORMAT, "key '%s': unknown array element type %u (expected 0..%d)",
                     key, et, LM_GGUF_TYPE_COUNT - 1);
     kv->arr_type = (enum lm_gguf_type)et;
     kv->arr_n = n;
     if (et == LM_GGUF_TYPE_STRING) {
         if (n > rd_left(r) / 8)
-            return gerr(g, LM_ERR_FORMAT,
+            return lm_gguf_error(g, LM_ERR_FORMAT,
                         "key '%s': array of %llu strings cannot fit in the %zu bytes left", key,
                         (unsigned long long)n, rd_left(r));
         // n <= size / 8, so n * 16 cannot overflow size_t.
         struct lm_gguf_str *arr = owned_alloc(o, (size_t)n * sizeof *arr);
         if (!arr)
-            return gerr(g, LM_ERR_NOMEM, "key '%s': cannot allocate %llu strings", key,
+            return lm_gguf_error(g, LM_ERR_NOMEM, "key '%s': cannot allocate %llu strings", key,
                         (unsigned long long)n);
         for (uint64_t j = 0; j < n; j++) {
             int rc = rd_str(r, &arr[j], UINT64_MAX);
@@ -331,7 +346,7 @@ static enum lm_status parse_value(struct lm_gguf *g, struct gguf_owned *o, struc
         kv->data = arr;
     } else if (et == LM_GGUF_TYPE_ARRAY) {
         if (n > rd_left(r) / 12)
-            return gerr(g, LM_ERR_FORMAT,
+            return lm_gguf_error(g, LM_ERR_FORMAT,
                         "key '%s': array of %llu arrays cannot fit in the %zu bytes left", key,
                         (unsigned long long)n, rd_left(r));
         for (uint64_t j = 0; j < n; j++) {
@@ -342,11 +357,11 @@ static enum lm_status parse_value(struct lm_gguf *g, struct gguf_owned *o, struc
     } else {
         uint64_t bytes;
         if (__builtin_mul_overflow(n, (uint64_t)scalar_size(et), &bytes))
-            return gerr(g, LM_ERR_FORMAT, "key '%s': array of %llu %s overflows (n * %zu bytes)",
+            return lm_gguf_error(g, LM_ERR_FORMAT, "key '%s': array of %llu %s overflows (n * %zu bytes)",
                         key, (unsigned long long)n, lm_gguf_type_name(kv->arr_type),
                         scalar_size(et));
         if (bytes > rd_left(r))
-            return gerr(g, LM_ERR_FORMAT,
+            return lm_gguf_error(g, LM_ERR_FORMAT,
                         "key '%s': array of %llu %s (%llu bytes) extends past end of file "
                         "(%zu bytes left)",
                         key, (unsigned long long)n, lm_gguf_type_name(kv->arr_type),
@@ -357,13 +372,6 @@ static enum lm_status parse_value(struct lm_gguf *g, struct gguf_owned *o, struc
     return LM_OK;
 }
 
-static struct lm_gguf_str kv_name_at_g(const struct lm_gguf *g, uint64_t i) {
-    return g->kv[i].key;
-}
-static struct lm_gguf_str tensor_name_at_g(const struct lm_gguf *g, uint64_t i) {
-    return g->tensors[i].name;
-}
-
 static enum lm_status parse_kvs(struct lm_gguf *g, struct gguf_owned *o, struct rd *r) {
     char kbuf[200], what[300];
     for (uint64_t i = 0; i < g->n_kv; i++) {
@@ -372,25 +380,18 @@ static enum lm_status parse_kvs(struct lm_gguf *g, struct gguf_owned *o, struct 
         int rc = rd_str(r, &kv->key, GGUF_MAX_KEY_LEN);
         if (rc) return err_str(g, r, rc, what, GGUF_MAX_KEY_LEN);
         const char *key = show(kbuf, sizeof kbuf, kv->key);
-
-        uint64_t slot;
-#define KV_NAME_AT(j) kv_name_at_g(g, (j))
-        INDEX_PROBE(&o->kv_index, kv->key.data, kv->key.len, KV_NAME_AT, slot);
-#undef KV_NAME_AT
-        if (o->kv_index.slots[slot] != 0)
-            return gerr(g, LM_ERR_FORMAT, "duplicate key '%s' (kv #%u and #%llu)", key,
-                        o->kv_index.slots[slot] - 1, (unsigned long long)i);
-        o->kv_index.slots[slot] = (uint32_t)(i + 1);
+        enum lm_status st = index_add(g, &o->kv_index, kv->key, i, &g->kv[0].key, sizeof *g->kv, "key", "kv", key);
+        if (st) return st;
 
         uint32_t t;
         snprintf(what, sizeof what, "type of key '%s'", key);
         if (!rd_u32(r, &t)) return err_trunc(g, r, what);
         if (t >= LM_GGUF_TYPE_COUNT)
-            return gerr(g, LM_ERR_FORMAT, "key '%s': unknown value type %u (expected 0..%d)", key,
+            return lm_gguf_error(g, LM_ERR_FORMAT, "key '%s': unknown value type %u (expected 0..%d)", key,
                         t, LM_GGUF_TYPE_COUNT - 1);
         kv->type = (enum lm_gguf_type)t;
         kv->arr_type = LM_GGUF_TYPE_COUNT;
-        enum lm_status st = parse_value(g, o, r, i, key);
+        st = parse_value(g, o, r, i, key);
         if (st) return st;
     }
     return LM_OK;
@@ -408,27 +409,21 @@ static enum lm_status parse_tensors(struct lm_gguf *g, struct gguf_owned *o, str
         int rc = rd_str(r, &t->name, GGUF_MAX_KEY_LEN);
         if (rc) return err_str(g, r, rc, what, GGUF_MAX_KEY_LEN);
         const char *name = show(nbuf, sizeof nbuf, t->name);
-
-        uint64_t slot;
-#define T_NAME_AT(j) tensor_name_at_g(g, (j))
-        INDEX_PROBE(&o->tensor_index, t->name.data, t->name.len, T_NAME_AT, slot);
-#undef T_NAME_AT
-        if (o->tensor_index.slots[slot] != 0)
-            return gerr(g, LM_ERR_FORMAT, "duplicate tensor name '%s' (tensors #%u and #%llu)",
-                        name, o->tensor_index.slots[slot] - 1, (unsigned long long)i);
-        o->tensor_index.slots[slot] = (uint32_t)(i + 1);
+        enum lm_status st = index_add(g, &o->tensor_index, t->name, i, &g->tensors[0].name, sizeof *g->tensors,
+                                      "tensor name", "tensors", name);
+        if (st) return st;
 
         snprintf(what, sizeof what, "info of tensor '%s'", name);
         if (!rd_u32(r, &t->n_dims)) return err_trunc(g, r, what);
         if (t->n_dims < 1 || t->n_dims > LM_GGUF_MAX_DIMS)
-            return gerr(g, LM_ERR_FORMAT, "tensor '%s': n_dims %u out of range (expected 1..%d)",
+            return lm_gguf_error(g, LM_ERR_FORMAT, "tensor '%s': n_dims %u out of range (expected 1..%d)",
                         name, t->n_dims, LM_GGUF_MAX_DIMS);
         for (int d = 0; d < LM_GGUF_MAX_DIMS; d++) t->ne[d] = 1;
         for (uint32_t d = 0; d < t->n_dims; d++) {
             uint64_t ne;
             if (!rd_u64(r, &ne)) return err_trunc(g, r, what);
             if (ne == 0 || ne > (uint64_t)INT64_MAX)
-                return gerr(g, LM_ERR_FORMAT,
+                return lm_gguf_error(g, LM_ERR_FORMAT,
                             "tensor '%s': ne[%u] = %lld is invalid (expected >= 1)", name, d,
                             (long long)ne);
             t->ne[d] = (int64_t)ne;
@@ -438,25 +433,25 @@ static enum lm_status parse_tensors(struct lm_gguf *g, struct gguf_owned *o, str
         if (!rd_u64(r, &t->offset)) return err_trunc(g, r, what);
         const struct lm_dtype_traits *tr = type < LM_DTYPE_COUNT ? lm_dtype_traits((int)type) : NULL;
         if (!tr)
-            return gerr(g, LM_ERR_UNSUPPORTED, "tensor '%s': unknown dtype id %u", name, type);
+            return lm_gguf_error(g, LM_ERR_UNSUPPORTED, "tensor '%s': unknown dtype id %u", name, type);
         t->type = (enum lm_dtype)type;
 
         int64_t nel = t->ne[0];
         for (int d = 1; d < LM_GGUF_MAX_DIMS; d++)
             if (__builtin_mul_overflow(nel, t->ne[d], &nel))
-                return gerr(g, LM_ERR_FORMAT,
+                return lm_gguf_error(g, LM_ERR_FORMAT,
                             "tensor '%s': element count overflows (ne = {%lld, %lld, %lld, %lld})",
                             name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
                             (long long)t->ne[3]);
         if (t->ne[0] % tr->block_size != 0)
-            return gerr(g, LM_ERR_FORMAT,
+            return lm_gguf_error(g, LM_ERR_FORMAT,
                         "tensor '%s': ne[0] = %lld is not a multiple of the %s block size %lld",
                         name, (long long)t->ne[0], tr->name, (long long)tr->block_size);
         uint64_t row = (uint64_t)(t->ne[0] / tr->block_size), bytes;
         uint64_t rows = (uint64_t)(nel / t->ne[0]);
         if (__builtin_mul_overflow(row, (uint64_t)tr->type_size, &row) ||
             __builtin_mul_overflow(row, rows, &bytes) || bytes > (uint64_t)SIZE_MAX)
-            return gerr(g, LM_ERR_FORMAT, "tensor '%s': byte size overflows", name);
+            return lm_gguf_error(g, LM_ERR_FORMAT, "tensor '%s': byte size overflows", name);
         t->nbytes = bytes;
     }
     return LM_OK;
@@ -469,18 +464,18 @@ static enum lm_status check_tensor_data(struct lm_gguf *g) {
         struct lm_gguf_tensor *t = &g->tensors[i];
         const char *name = show(nbuf, sizeof nbuf, t->name);
         if (t->offset % g->alignment != 0)
-            return gerr(g, LM_ERR_FORMAT,
+            return lm_gguf_error(g, LM_ERR_FORMAT,
                         "tensor '%s': offset %llu is not a multiple of the alignment %llu", name,
                         (unsigned long long)t->offset, (unsigned long long)g->alignment);
         uint64_t start, end;
         if (__builtin_add_overflow(g->data_offset, t->offset, &start) || start > g->size)
-            return gerr(g, LM_ERR_FORMAT,
+            return lm_gguf_error(g, LM_ERR_FORMAT,
                         "tensor '%s' starts past end of file (data offset %llu + offset %llu > "
                         "%zu)",
                         name, (unsigned long long)g->data_offset, (unsigned long long)t->offset,
                         g->size);
         if (__builtin_add_overflow(start, t->nbytes, &end) || end > g->size)
-            return gerr(g, LM_ERR_FORMAT,
+            return lm_gguf_error(g, LM_ERR_FORMAT,
                         "tensor '%s' extends past end of file (offset %llu + %llu > %zu)", name,
                         (unsigned long long)start, (unsigned long long)t->nbytes, g->size);
         t->data = g->base + start;
@@ -497,42 +492,42 @@ static enum lm_status parse(struct lm_gguf *g) {
     char magic[4];
     if (!rd_bytes(&r, magic, 4)) return err_trunc(g, &r, "magic");
     if (memcmp(magic, "GGUF", 4) != 0)
-        return gerr(g, LM_ERR_FORMAT, "bad magic %02x %02x %02x %02x (expected \"GGUF\")",
+        return lm_gguf_error(g, LM_ERR_FORMAT, "bad magic %02x %02x %02x %02x (expected \"GGUF\")",
                     (unsigned char)magic[0], (unsigned char)magic[1], (unsigned char)magic[2],
                     (unsigned char)magic[3]);
     if (!rd_u32(&r, &g->version)) return err_trunc(g, &r, "version");
     if (g->version != 2 && g->version != 3) {
         if (g->version == 0x02000000u || g->version == 0x03000000u)
-            return gerr(g, LM_ERR_UNSUPPORTED,
+            return lm_gguf_error(g, LM_ERR_UNSUPPORTED,
                         "version field 0x%08x looks big-endian; only little-endian GGUF is "
                         "supported",
                         g->version);
-        return gerr(g, LM_ERR_UNSUPPORTED, "GGUF version %u is not supported (expected 2 or 3)",
+        return lm_gguf_error(g, LM_ERR_UNSUPPORTED, "GGUF version %u is not supported (expected 2 or 3)",
                     g->version);
     }
     if (!rd_u64(&r, &g->n_tensors)) return err_trunc(g, &r, "n_tensors");
     if (!rd_u64(&r, &g->n_kv)) return err_trunc(g, &r, "n_kv");
     size_t left = rd_left(&r);
     if (g->n_kv > GGUF_MAX_COUNT || g->n_kv > left / GGUF_MIN_KV_BYTES)
-        return gerr(g, LM_ERR_FORMAT,
+        return lm_gguf_error(g, LM_ERR_FORMAT,
                     "n_kv %llu is more than the %zu bytes left can hold (at least %d bytes each)",
                     (unsigned long long)g->n_kv, left, GGUF_MIN_KV_BYTES);
     left -= (size_t)g->n_kv * GGUF_MIN_KV_BYTES;
     if (g->n_tensors > GGUF_MAX_COUNT || g->n_tensors > left / GGUF_MIN_TENSOR_BYTES)
-        return gerr(g, LM_ERR_FORMAT,
+        return lm_gguf_error(g, LM_ERR_FORMAT,
                     "n_tensors %llu is more than the bytes left after the kv section can hold "
                     "(at least %d bytes each)",
                     (unsigned long long)g->n_tensors, GGUF_MIN_TENSOR_BYTES);
 
     struct gguf_owned *o = calloc(1, sizeof *o);
-    if (!o) return gerr(g, LM_ERR_NOMEM, "cannot allocate reader state");
+    if (!o) return lm_gguf_error(g, LM_ERR_NOMEM, "cannot allocate reader state");
     g->owned = o;
     g->kv = calloc((size_t)g->n_kv + 1, sizeof *g->kv);
     g->tensors = calloc((size_t)g->n_tensors + 1, sizeof *g->tensors);
     o->kv_strs = calloc((size_t)g->n_kv + 1, sizeof *o->kv_strs);
     if (!g->kv || !g->tensors || !o->kv_strs || !index_init(&o->kv_index, g->n_kv) ||
         !index_init(&o->tensor_index, g->n_tensors))
-        return gerr(g, LM_ERR_NOMEM, "cannot allocate %llu kvs / %llu tensors",
+        return lm_gguf_error(g, LM_ERR_NOMEM, "cannot allocate %llu kvs / %llu tensors",
                     (unsigned long long)g->n_kv, (unsigned long long)g->n_tensors);
 
     enum lm_status st = parse_kvs(g, o, &r);
@@ -542,12 +537,12 @@ static enum lm_status parse(struct lm_gguf *g) {
     const struct lm_gguf_kv *akv = lm_gguf_find_kv(g, "general.alignment");
     if (akv) {
         if (akv->type != LM_GGUF_TYPE_UINT32)
-            return gerr(g, LM_ERR_FORMAT, "key 'general.alignment' has type %s, expected uint32",
+            return lm_gguf_error(g, LM_ERR_FORMAT, "key 'general.alignment' has type %s, expected uint32",
                         lm_gguf_type_name(akv->type));
         uint32_t a;
         memcpy(&a, akv->data, 4);
         if (a == 0 || (a & (a - 1)) != 0)
-            return gerr(g, LM_ERR_FORMAT,
+            return lm_gguf_error(g, LM_ERR_FORMAT,
                         "key 'general.alignment' = %u is not a nonzero power of two", a);
         g->alignment = a;
     }
@@ -570,7 +565,7 @@ enum lm_status lm_gguf_open_memory(struct lm_gguf *g, const void *buf, size_t si
     if (!g) return lm_error_set(LM_ERR_ARG, "gguf: lm_gguf_open_memory: g is NULL");
     memset(g, 0, sizeof *g);
     set_path(g, name);
-    if (!buf && size) return gerr(g, LM_ERR_ARG, "buffer is NULL");
+    if (!buf && size) return lm_gguf_error(g, LM_ERR_ARG, "buffer is NULL");
     g->base = buf;
     g->size = buf ? size : 0;
     enum lm_status st = parse(g);
@@ -583,31 +578,31 @@ enum lm_status lm_gguf_open(struct lm_gguf *g, const char *path) {
     memset(g, 0, sizeof *g);
     set_path(g, path);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return gerr(g, LM_ERR_IO, "cannot open: %s", strerror(errno));
+    if (fd < 0) return lm_gguf_error(g, LM_ERR_IO, "cannot open: %s", strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) != 0) {
         int e = errno;
         close(fd);
-        return gerr(g, LM_ERR_IO, "cannot stat: %s", strerror(e));
+        return lm_gguf_error(g, LM_ERR_IO, "cannot stat: %s", strerror(e));
     }
     if (!S_ISREG(sb.st_mode)) {
         close(fd);
-        return gerr(g, LM_ERR_IO, "not a regular file");
+        return lm_gguf_error(g, LM_ERR_IO, "not a regular file");
     }
     if (sb.st_size == 0) {
         close(fd);
-        return gerr(g, LM_ERR_FORMAT, "file is empty");
+        return lm_gguf_error(g, LM_ERR_FORMAT, "file is empty");
     }
     if ((uint64_t)sb.st_size > (uint64_t)SIZE_MAX) {
         close(fd);
-        return gerr(g, LM_ERR_NOMEM, "file of %lld bytes does not fit in memory",
+        return lm_gguf_error(g, LM_ERR_NOMEM, "file of %lld bytes does not fit in memory",
                     (long long)sb.st_size);
     }
     size_t size = (size_t)sb.st_size;
     void *m = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
     int e = errno;
     close(fd);
-    if (m == MAP_FAILED) return gerr(g, LM_ERR_IO, "mmap of %zu bytes failed: %s", size, strerror(e));
+    if (m == MAP_FAILED) return lm_gguf_error(g, LM_ERR_IO, "mmap of %zu bytes failed: %s", size, strerror(e));
     // Start reading the weights in the background now: the first forward pass would
     // otherwise page-fault its way through the whole file (hundreds of ms of TTFT).
     madvise(m, size, MADV_WILLNEED);
@@ -638,211 +633,13 @@ void lm_gguf_close(struct lm_gguf *g) {
 const struct lm_gguf_kv *lm_gguf_find_kv(const struct lm_gguf *g, const char *key) {
     if (!g || !g->owned || !key) return NULL;
     const struct gguf_owned *o = g->owned;
-    uint64_t n = strlen(key), slot;
-#define KV_NAME_AT(j) kv_name_at_g(g, (j))
-    INDEX_PROBE(&o->kv_index, key, n, KV_NAME_AT, slot);
-#undef KV_NAME_AT
-    uint32_t v = o->kv_index.slots[slot];
-    return v ? &g->kv[v - 1] : NULL;
+    int64_t i = index_find(&o->kv_index, key, &g->kv[0].key, sizeof *g->kv);
+    return i >= 0 ? &g->kv[i] : NULL;
 }
 
 const struct lm_gguf_tensor *lm_gguf_find_tensor(const struct lm_gguf *g, const char *name) {
     if (!g || !g->owned || !name) return NULL;
     const struct gguf_owned *o = g->owned;
-    uint64_t n = strlen(name), slot;
-#define T_NAME_AT(j) tensor_name_at_g(g, (j))
-    INDEX_PROBE(&o->tensor_index, name, n, T_NAME_AT, slot);
-#undef T_NAME_AT
-    uint32_t v = o->tensor_index.slots[slot];
-    return v ? &g->tensors[v - 1] : NULL;
-}
-
-// ============================================================================
-// Typed getters
-// ============================================================================
-
-// Looks up key; returns NULL with *st set (LM_OK if absent and optional).
-static const struct lm_gguf_kv *get_kv(const struct lm_gguf *g, const char *key, bool required,
-                                       enum lm_status *st) {
-    const struct lm_gguf_kv *kv = lm_gguf_find_kv(g, key);
-    *st = LM_OK;
-    if (!kv && required) *st = gerr(g, LM_ERR_FORMAT, "missing required key '%s'", key);
-    return kv;
-}
-
-static enum lm_status wrong_type(const struct lm_gguf *g, const char *key,
-                                 const struct lm_gguf_kv *kv, const char *expected) {
-    if (kv->type == LM_GGUF_TYPE_ARRAY)
-        return gerr(g, LM_ERR_FORMAT, "key '%s' has type array of %s, expected %s", key,
-                    lm_gguf_type_name(kv->arr_type), expected);
-    return gerr(g, LM_ERR_FORMAT, "key '%s' has type %s, expected %s", key,
-                lm_gguf_type_name(kv->type), expected);
-}
-
-// Integer value of kv: *neg set if negative (then *mag holds the magnitude as -v).
-static bool kv_int(const struct lm_gguf_kv *kv, bool *neg, uint64_t *mag) {
-    int64_t s = 0;
-    uint64_t u = 0;
-    bool is_signed = false;
-    switch (kv->type) {
-    case LM_GGUF_TYPE_UINT8: { uint8_t v; memcpy(&v, kv->data, 1); u = v; break; }
-    case LM_GGUF_TYPE_UINT16: { uint16_t v; memcpy(&v, kv->data, 2); u = v; break; }
-    case LM_GGUF_TYPE_UINT32: { uint32_t v; memcpy(&v, kv->data, 4); u = v; break; }
-    case LM_GGUF_TYPE_UINT64: { memcpy(&u, kv->data, 8); break; }
-    case LM_GGUF_TYPE_INT8: { int8_t v; memcpy(&v, kv->data, 1); s = v; is_signed = true; break; }
-    case LM_GGUF_TYPE_INT16: { int16_t v; memcpy(&v, kv->data, 2); s = v; is_signed = true; break; }
-    case LM_GGUF_TYPE_INT32: { int32_t v; memcpy(&v, kv->data, 4); s = v; is_signed = true; break; }
-    case LM_GGUF_TYPE_INT64: { memcpy(&s, kv->data, 8); is_signed = true; break; }
-    default: return false;
-    }
-    if (is_signed && s < 0) {
-        *neg = true;
-        *mag = (uint64_t)0 - (uint64_t)s;
-    } else {
-        *neg = false;
-        *mag = is_signed ? (uint64_t)s : u;
-    }
-    return true;
-}
-
-static enum lm_status out_of_range(const struct lm_gguf *g, const char *key, bool neg,
-                                   uint64_t mag, const struct lm_gguf_kv *kv, const char *to) {
-    return gerr(g, LM_ERR_FORMAT, "key '%s' = %s%llu (%s) is out of range for %s", key,
-                neg ? "-" : "", (unsigned long long)mag, lm_gguf_type_name(kv->type), to);
-}
-
-enum lm_status lm_gguf_get_u64(const struct lm_gguf *g, const char *key, uint64_t *out,
-                               bool required) {
-    enum lm_status st;
-    const struct lm_gguf_kv *kv = get_kv(g, key, required, &st);
-    if (!kv) return st;
-    bool neg;
-    uint64_t mag;
-    if (!kv_int(kv, &neg, &mag)) return wrong_type(g, key, kv, "an integer (uint64)");
-    if (neg) return out_of_range(g, key, neg, mag, kv, "uint64");
-    *out = mag;
-    return LM_OK;
-}
-
-enum lm_status lm_gguf_get_u32(const struct lm_gguf *g, const char *key, uint32_t *out,
-                               bool required) {
-    enum lm_status st;
-    const struct lm_gguf_kv *kv = get_kv(g, key, required, &st);
-    if (!kv) return st;
-    bool neg;
-    uint64_t mag;
-    if (!kv_int(kv, &neg, &mag)) return wrong_type(g, key, kv, "an integer (uint32)");
-    if (neg || mag > UINT32_MAX) return out_of_range(g, key, neg, mag, kv, "uint32");
-    *out = (uint32_t)mag;
-    return LM_OK;
-}
-
-enum lm_status lm_gguf_get_i32(const struct lm_gguf *g, const char *key, int32_t *out,
-                               bool required) {
-    enum lm_status st;
-    const struct lm_gguf_kv *kv = get_kv(g, key, required, &st);
-    if (!kv) return st;
-    bool neg;
-    uint64_t mag;
-    if (!kv_int(kv, &neg, &mag)) return wrong_type(g, key, kv, "an integer (int32)");
-    if (neg ? mag > (uint64_t)INT32_MAX + 1 : mag > INT32_MAX)
-        return out_of_range(g, key, neg, mag, kv, "int32");
-    *out = neg ? (int32_t)(-(int64_t)mag) : (int32_t)mag;
-    return LM_OK;
-}
-
-enum lm_status lm_gguf_get_f32(const struct lm_gguf *g, const char *key, float *out,
-                               bool required) {
-    enum lm_status st;
-    const struct lm_gguf_kv *kv = get_kv(g, key, required, &st);
-    if (!kv) return st;
-    if (kv->type == LM_GGUF_TYPE_FLOAT32) {
-        memcpy(out, kv->data, 4);
-        return LM_OK;
-    }
-    if (kv->type != LM_GGUF_TYPE_FLOAT64) return wrong_type(g, key, kv, "float32 or float64");
-    double d;
-    memcpy(&d, kv->data, 8);
-    if (isfinite(d) && fabs(d) > FLT_MAX)
-        return gerr(g, LM_ERR_FORMAT, "key '%s' = %g (float64) is out of range for float32", key,
-                    d);
-    *out = (float)d;
-    return LM_OK;
-}
-
-enum lm_status lm_gguf_get_bool(const struct lm_gguf *g, const char *key, bool *out,
-                                bool required) {
-    enum lm_status st;
-    const struct lm_gguf_kv *kv = get_kv(g, key, required, &st);
-    if (!kv) return st;
-    if (kv->type != LM_GGUF_TYPE_BOOL) return wrong_type(g, key, kv, "bool");
-    uint8_t v;
-    memcpy(&v, kv->data, 1);
-    *out = v != 0;
-    return LM_OK;
-}
-
-enum lm_status lm_gguf_get_str(const struct lm_gguf *g, const char *key,
-                               struct lm_gguf_str *out, bool required) {
-    enum lm_status st;
-    const struct lm_gguf_kv *kv = get_kv(g, key, required, &st);
-    if (!kv) return st;
-    if (kv->type != LM_GGUF_TYPE_STRING) return wrong_type(g, key, kv, "string");
-    *out = *(const struct lm_gguf_str *)kv->data;
-    return LM_OK;
-}
-
-enum lm_status lm_gguf_get_arr(const struct lm_gguf *g, const char *key,
-                               enum lm_gguf_type elem_type, uint64_t *n, const void **data,
-                               bool required) {
-    enum lm_status st;
-    const struct lm_gguf_kv *kv = get_kv(g, key, required, &st);
-    if (!kv) return st;
-    if (kv->type != LM_GGUF_TYPE_ARRAY || kv->arr_type != elem_type) {
-        char exp[64];
-        snprintf(exp, sizeof exp, "array of %s", lm_gguf_type_name(elem_type));
-        return wrong_type(g, key, kv, exp);
-    }
-    *n = kv->arr_n;
-    *data = kv->data;
-    return LM_OK;
-}
-
-// ============================================================================
-// Tensor shape checks
-// ============================================================================
-
-static void fmt_shape(char *buf, size_t cap, uint32_t n_dims, const int64_t *ne) {
-    size_t n = 0;
-    n += (size_t)snprintf(buf + n, cap - n, "{");
-    for (uint32_t d = 0; d < n_dims && n < cap; d++)
-        n += (size_t)snprintf(buf + n, cap - n, "%s%lld", d ? ", " : "", (long long)ne[d]);
-    if (n < cap) snprintf(buf + n, cap - n, "}");
-}
-
-enum lm_status lm_gguf_expect_tensor(const struct lm_gguf *g, const char *name, uint32_t n_dims,
-                                     const int64_t *ne, const struct lm_gguf_tensor **out) {
-    if (n_dims < 1 || n_dims > LM_GGUF_MAX_DIMS || !ne || !name)
-        return gerr(g, LM_ERR_ARG, "lm_gguf_expect_tensor: bad arguments for '%s'",
-                    name ? name : "(null)");
-    const struct lm_gguf_tensor *t = lm_gguf_find_tensor(g, name);
-    if (!t) return gerr(g, LM_ERR_FORMAT, "missing tensor '%s'", name);
-    // Trailing dims of 1 are equivalent ({640} == {640, 1}).
-    bool same = true;
-    for (int d = 0; d < LM_GGUF_MAX_DIMS; d++) {
-        int64_t want = (uint32_t)d < n_dims ? ne[d] : 1;
-        if (t->ne[d] != want) same = false;
-    }
-    if (!same) {
-        char a[128], e[128];
-        fmt_shape(a, sizeof a, t->n_dims, t->ne);
-        fmt_shape(e, sizeof e, n_dims, ne);
-        return gerr(g, LM_ERR_FORMAT, "tensor '%s' has shape %s, expected %s", name, a, e);
-    }
-    const struct lm_dtype_traits *tr = lm_dtype_traits((int)t->type);
-    if (!tr || !tr->supported)
-        return gerr(g, LM_ERR_UNSUPPORTED, "tensor '%s' has dtype %s, which lumen does not support",
-                    name, lm_dtype_name((int)t->type));
-    if (out) *out = t;
-    return LM_OK;
+    int64_t i = index_find(&o->tensor_index, name, &g->tensors[0].name, sizeof *g->tensors);
+    return i >= 0 ? &g->tensors[i] : NULL;
 }

@@ -113,6 +113,10 @@ enum lm_status lm_gguf_get_arr(const struct lm_gguf *g, const char *key,
 enum lm_status lm_gguf_expect_tensor(const struct lm_gguf *g, const char *name, uint32_t n_dims,
                                      const int64_t *ne, const struct lm_gguf_tensor **out);
 
+// Sets the error message "gguf: PATH: <fmt...>" and returns st (for gguf.c, gguf_get.c).
+enum lm_status lm_gguf_error(const struct lm_gguf *g, enum lm_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 // helper: compare an lm_gguf_str with a C string
 bool lm_gguf_str_eq(struct lm_gguf_str s, const char *c);
 

@@ -1,6 +1,6 @@
 // JSON Schema `pattern` (a documented ECMA-262 subset) -> GBNF over the JSON-encoded string
-// body, and the GBNF text builder the schema converter shares. Recursive descent that writes
-// GBNF as it parses; character classes become code point range sets.
+// body. Recursive descent that writes GBNF as it parses; character classes become code point
+// range sets.
 #include "grammar/regex.h"
 
 #include <stdarg.h>
@@ -9,89 +9,7 @@
 #include <string.h>
 
 #include "base/utf8.h"
-
-// ---------------------------------------------------------------- text builder
-
-void lm_gbnf_buf_put(struct lm_gbnf_buf *b, const char *s, size_t n) {
-    if (b->over || b->nomem) return;
-    if (b->limit && b->n + n > b->limit) {
-        b->over = true;
-        return;
-    }
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n + 1) cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->nomem = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-}
-
-void lm_gbnf_buf_puts(struct lm_gbnf_buf *b, const char *s) { lm_gbnf_buf_put(b, s, strlen(s)); }
-
-void lm_gbnf_buf_printf(struct lm_gbnf_buf *b, const char *fmt, ...) {
-    char tmp[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (k < 0) return;
-    lm_gbnf_buf_put(b, tmp, (size_t)k < sizeof tmp ? (size_t)k : sizeof tmp - 1);
-}
-
-void lm_gbnf_buf_lit(struct lm_gbnf_buf *b, const char *s, size_t n) {
-    lm_gbnf_buf_put(b, "\"", 1);
-    size_t run = 0; // bytes copied as they are, flushed in one put
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        const char *esc = NULL;
-        char hex[8];
-        if (c == '"') esc = "\\\"";
-        else if (c == '\\') esc = "\\\\";
-        else if (c == '\n') esc = "\\n";
-        else if (c == '\r') esc = "\\r";
-        else if (c == '\t') esc = "\\t";
-        else if (c < 0x20 || c == 0x7f) {
-            snprintf(hex, sizeof hex, "\\x%02X", c);
-            esc = hex;
-        }
-        if (!esc) {
-            run++;
-            continue;
-        }
-        lm_gbnf_buf_put(b, s + i - run, run);
-        run = 0;
-        lm_gbnf_buf_puts(b, esc);
-    }
-    lm_gbnf_buf_put(b, s + n - run, run);
-    lm_gbnf_buf_put(b, "\"", 1);
-}
-
-size_t lm_json_encode_cp(uint32_t c, char out[8]) {
-    static const char *const short_esc[0x20] = {
-        [0x08] = "\\b", [0x09] = "\\t", [0x0A] = "\\n", [0x0C] = "\\f", [0x0D] = "\\r"};
-    if (c == '"' || c == '\\') {
-        out[0] = '\\';
-        out[1] = (char)c;
-        return 2;
-    }
-    if (c < 0x20) {
-        if (short_esc[c]) {
-            memcpy(out, short_esc[c], 2);
-            return 2;
-        }
-        snprintf(out, 8, "\\u%04x", (unsigned)c);
-        return 6;
-    }
-    return lm_utf8_put(c, out);
-}
+#include "grammar/gbnf_text.h"
 
 // ---------------------------------------------------------------- code point sets
 
@@ -201,24 +119,24 @@ static void set_raw(const struct cset *s, struct cset *o) {
     }
 }
 
-static void class_cp(struct lm_gbnf_buf *b, uint32_t c) {
+static void class_cp(struct lm_strbuf *b, uint32_t c) {
     if (c > 0x20 && c < 0x7F && !strchr("]\\^-[\"", (int)c)) {
         char ch = (char)c;
-        lm_gbnf_buf_put(b, &ch, 1);
+        lm_strbuf_put(b, &ch, 1);
     } else if (c < 0x100) {
-        lm_gbnf_buf_printf(b, "\\x%02X", (unsigned)c);
+        lm_strbuf_printf(b, "\\x%02X", (unsigned)c);
     } else if (c < 0x10000) {
-        lm_gbnf_buf_printf(b, "\\u%04X", (unsigned)c);
+        lm_strbuf_printf(b, "\\u%04X", (unsigned)c);
     } else {
-        lm_gbnf_buf_printf(b, "\\U%08X", (unsigned)c);
+        lm_strbuf_printf(b, "\\U%08X", (unsigned)c);
     }
 }
 
-static void class_ranges(struct lm_gbnf_buf *b, const struct cset *s) {
+static void class_ranges(struct lm_strbuf *b, const struct cset *s) {
     for (int i = 0; i < s->n; i++) {
         class_cp(b, s->lo[i]);
         if (s->hi[i] != s->lo[i]) {
-            if (s->hi[i] > s->lo[i] + 1) lm_gbnf_buf_put(b, "-", 1);
+            if (s->hi[i] > s->lo[i] + 1) lm_strbuf_put(b, "-", 1);
             class_cp(b, s->hi[i]);
         }
     }
@@ -226,7 +144,7 @@ static void class_ranges(struct lm_gbnf_buf *b, const struct cset *s) {
 
 // Emits the set as one GBNF primary: its raw characters as a class ([...] or [^...], the
 // shorter) and the characters JSON escapes as literals, in one group.
-static void set_emit(struct rx *r, struct lm_gbnf_buf *b, struct cset *s) {
+static void set_emit(struct rx *r, struct lm_strbuf *b, struct cset *s) {
     set_norm(s);
     if (s->n == 0) {
         rx_fail(r, "empty character class");
@@ -245,10 +163,10 @@ static void set_emit(struct rx *r, struct lm_gbnf_buf *b, struct cset *s) {
     if (raw.n == 1 && raw.lo[0] == raw.hi[0] && n_special == 0) { // one character: a literal
         char enc[8];
         size_t k = lm_json_encode_cp(raw.lo[0], enc);
-        lm_gbnf_buf_lit(b, enc, k);
+        lm_gbnf_lit(b, enc, k);
         return;
     }
-    if (n_alt > 1) lm_gbnf_buf_puts(b, "(");
+    if (n_alt > 1) lm_strbuf_puts(b, "(");
     if (raw.n) {
         // [^X] with X = what the raw set leaves out (controls, ", \ and the rest; surrogates
         // never occur in UTF-8 so they may be left out of X)
@@ -262,21 +180,21 @@ static void set_emit(struct rx *r, struct lm_gbnf_buf *b, struct cset *s) {
             x.hi[x.n++] = comp.hi[i];
         }
         if (x.n < raw.n) {
-            lm_gbnf_buf_puts(b, "[^");
+            lm_strbuf_puts(b, "[^");
             class_ranges(b, &x);
         } else {
-            lm_gbnf_buf_puts(b, "[");
+            lm_strbuf_puts(b, "[");
             class_ranges(b, &raw);
         }
-        lm_gbnf_buf_puts(b, "]");
+        lm_strbuf_puts(b, "]");
     }
     for (int i = 0; i < n_special; i++) {
         char enc[8];
         size_t k = lm_json_encode_cp(special[i], enc);
-        if (raw.n || i) lm_gbnf_buf_puts(b, " | ");
-        lm_gbnf_buf_lit(b, enc, k);
+        if (raw.n || i) lm_strbuf_puts(b, " | ");
+        lm_gbnf_lit(b, enc, k);
     }
-    if (n_alt > 1) lm_gbnf_buf_puts(b, ")");
+    if (n_alt > 1) lm_strbuf_puts(b, ")");
 }
 
 // ---------------------------------------------------------------- parser
@@ -393,7 +311,7 @@ static int64_t parse_escape(struct rx *r, struct cset *s, bool in_class) {
     return next_cp(r); // escaped punctuation or any other character: itself
 }
 
-static void parse_class(struct rx *r, struct lm_gbnf_buf *b) {
+static void parse_class(struct rx *r, struct lm_strbuf *b) {
     struct cset s;
     s.n = 0;
     bool neg = false;
@@ -444,7 +362,7 @@ static void parse_class(struct rx *r, struct lm_gbnf_buf *b) {
     set_emit(r, b, &s);
 }
 
-static void parse_alt(struct rx *r, struct lm_gbnf_buf *b, bool top);
+static void parse_alt(struct rx *r, struct lm_strbuf *b, bool top);
 
 // Reads a quantifier if one follows: min, max (-1 unbounded). False when none.
 static bool parse_quant(struct rx *r, long *mn, long *mx) {
@@ -495,26 +413,26 @@ static bool parse_quant(struct rx *r, long *mn, long *mx) {
     return true;
 }
 
-static void put_quant(struct lm_gbnf_buf *b, long mn, long mx) {
-    if (mn == 0 && mx == 1) lm_gbnf_buf_puts(b, "?");
-    else if (mn == 0 && mx < 0) lm_gbnf_buf_puts(b, "*");
-    else if (mn == 1 && mx < 0) lm_gbnf_buf_puts(b, "+");
-    else if (mx < 0) lm_gbnf_buf_printf(b, "{%ld,}", mn);
-    else if (mn == mx) lm_gbnf_buf_printf(b, "{%ld}", mn);
-    else lm_gbnf_buf_printf(b, "{%ld,%ld}", mn, mx);
+static void put_quant(struct lm_strbuf *b, long mn, long mx) {
+    if (mn == 0 && mx == 1) lm_strbuf_puts(b, "?");
+    else if (mn == 0 && mx < 0) lm_strbuf_puts(b, "*");
+    else if (mn == 1 && mx < 0) lm_strbuf_puts(b, "+");
+    else if (mx < 0) lm_strbuf_printf(b, "{%ld,}", mn);
+    else if (mn == mx) lm_strbuf_printf(b, "{%ld}", mn);
+    else lm_strbuf_printf(b, "{%ld,%ld}", mn, mx);
 }
 
-static void flush_lit(struct lm_gbnf_buf *b, struct lm_gbnf_buf *lit, int *n_items) {
+static void flush_lit(struct lm_strbuf *b, struct lm_strbuf *lit, int *n_items) {
     if (!lit->n) return;
-    if ((*n_items)++) lm_gbnf_buf_puts(b, " ");
-    lm_gbnf_buf_lit(b, lit->p, lit->n);
+    if ((*n_items)++) lm_strbuf_puts(b, " ");
+    lm_gbnf_lit(b, lit->p, lit->n);
     lit->n = 0;
 }
 
 // A sequence up to '|', ')' or the end. top: a top-level alternative, where ^ may open it
 // and $ close it; without them it may be preceded / followed by any characters.
-static void parse_seq(struct rx *r, struct lm_gbnf_buf *b, bool top) {
-    struct lm_gbnf_buf lit = {0}, atom = {0};
+static void parse_seq(struct rx *r, struct lm_strbuf *b, bool top) {
+    struct lm_strbuf lit = {0}, atom = {0};
     int n_items = 0;
     bool anchored_start = false, anchored_end = false;
     if (top && peek(r) == '^') {
@@ -522,7 +440,7 @@ static void parse_seq(struct rx *r, struct lm_gbnf_buf *b, bool top) {
         r->i++;
     }
     if (top && !anchored_start) {
-        lm_gbnf_buf_puts(b, "char*");
+        lm_strbuf_puts(b, "char*");
         r->uses |= LM_RX_USES_CHAR;
         n_items++;
     }
@@ -573,9 +491,9 @@ static void parse_seq(struct rx *r, struct lm_gbnf_buf *b, bool top) {
                 rx_fail(r, "groups nested deeper than 64");
                 break;
             }
-            lm_gbnf_buf_puts(&atom, "(");
+            lm_strbuf_puts(&atom, "(");
             parse_alt(r, &atom, false);
-            lm_gbnf_buf_puts(&atom, ")");
+            lm_strbuf_puts(&atom, ")");
             r->depth--;
             if (r->err) break;
             if (peek(r) != ')') {
@@ -588,7 +506,7 @@ static void parse_seq(struct rx *r, struct lm_gbnf_buf *b, bool top) {
             parse_class(r, &atom);
         } else if (c == '.') {
             r->i++;
-            lm_gbnf_buf_puts(&atom, "regex-dot");
+            lm_strbuf_puts(&atom, "regex-dot");
             r->uses |= LM_RX_USES_DOT;
         } else if (c == '*' || c == '+' || c == '?') {
             rx_fail(r, "nothing to repeat");
@@ -614,46 +532,46 @@ static void parse_seq(struct rx *r, struct lm_gbnf_buf *b, bool top) {
         bool q = parse_quant(r, &mn, &mx);
         if (r->err) break;
         if (is_lit && !q) {
-            lm_gbnf_buf_put(&lit, enc, n_enc);
+            lm_strbuf_put(&lit, enc, n_enc);
             continue;
         }
         flush_lit(b, &lit, &n_items);
-        if (n_items++) lm_gbnf_buf_puts(b, " ");
-        if (is_lit) lm_gbnf_buf_lit(b, enc, n_enc);
-        else if (atom.p) lm_gbnf_buf_put(b, atom.p, atom.n);
+        if (n_items++) lm_strbuf_puts(b, " ");
+        if (is_lit) lm_gbnf_lit(b, enc, n_enc);
+        else if (atom.p) lm_strbuf_put(b, atom.p, atom.n);
         if (q) put_quant(b, mn, mx);
         if (atom.nomem || lit.nomem) b->nomem = true;
     }
     flush_lit(b, &lit, &n_items);
     if (top && !anchored_end) {
-        if (n_items++) lm_gbnf_buf_puts(b, " ");
-        lm_gbnf_buf_puts(b, "char*");
+        if (n_items++) lm_strbuf_puts(b, " ");
+        lm_strbuf_puts(b, "char*");
         r->uses |= LM_RX_USES_CHAR;
     }
-    if (!n_items) lm_gbnf_buf_puts(b, "\"\"");
+    if (!n_items) lm_strbuf_puts(b, "\"\"");
     if (atom.nomem || lit.nomem) b->nomem = true;
     free(lit.p);
     free(atom.p);
 }
 
-static void parse_alt(struct rx *r, struct lm_gbnf_buf *b, bool top) {
+static void parse_alt(struct rx *r, struct lm_strbuf *b, bool top) {
     parse_seq(r, b, top);
     while (!r->err && peek(r) == '|') {
         r->i++;
-        lm_gbnf_buf_puts(b, " | ");
+        lm_strbuf_puts(b, " | ");
         parse_seq(r, b, top);
     }
 }
 
-enum lm_status lm_regex_to_gbnf(struct lm_gbnf_buf *out, const char *pattern, size_t len,
+enum lm_status lm_regex_to_gbnf(struct lm_strbuf *out, const char *pattern, size_t len,
                                 const char *where, unsigned *uses) {
     if (len > LM_RX_MAX_LEN)
         return lm_error_set(LM_ERR_ARG, "json schema: %s: pattern longer than %d bytes", where,
                             LM_RX_MAX_LEN);
     struct rx r = {.s = pattern, .n = len, .where = where};
-    lm_gbnf_buf_puts(out, "(");
+    lm_strbuf_puts(out, "(");
     parse_alt(&r, out, true);
-    lm_gbnf_buf_puts(out, ")");
+    lm_strbuf_puts(out, ")");
     if (!r.err && !at_end(&r)) rx_fail(&r, "unbalanced parenthesis");
     if (r.err) return LM_ERR_ARG;
     if (out->nomem) return lm_error_set(LM_ERR_NOMEM, "json schema: %s: pattern: out of memory", where);

@@ -1,5 +1,5 @@
-// A string builder for GBNF text, and the regex subset of JSON Schema's `pattern` -> a GBNF
-// expression over the *JSON-encoded* characters of a string (between its quotes).
+// The regex subset of JSON Schema's `pattern` -> a GBNF expression over the *JSON-encoded*
+// characters of a string (between its quotes).
 #ifndef LM_GRAMMAR_REGEX_H
 #define LM_GRAMMAR_REGEX_H
 
@@ -8,22 +8,7 @@
 #include <stdint.h>
 
 #include "base/status.h"
-
-// Growable text; `over` is set (and appends stop) once n would pass `limit` or malloc fails.
-struct lm_gbnf_buf {
-    char *p;
-    size_t n, cap, limit;
-    bool over, nomem;
-};
-void lm_gbnf_buf_put(struct lm_gbnf_buf *b, const char *s, size_t n);
-void lm_gbnf_buf_puts(struct lm_gbnf_buf *b, const char *s);
-void lm_gbnf_buf_printf(struct lm_gbnf_buf *b, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-// A GBNF string literal ("...") whose text is the bytes s[0..n), escaped for GBNF.
-void lm_gbnf_buf_lit(struct lm_gbnf_buf *b, const char *s, size_t n);
-// The JSON encoding of code point c inside a string (json.dumps style, ensure_ascii off):
-// \" \\ \b \f \n \r \t, \u00XX for other controls, UTF-8 otherwise. Returns the byte count.
-size_t lm_json_encode_cp(uint32_t c, char out[8]);
+#include "base/strbuf.h"
 
 // Helper rules an emitted expression may refer to; the caller defines them.
 enum {
@@ -40,7 +25,7 @@ enum {
 // (?<name>...), alternation, ? * + {m} {m,} {m,n} (lazy forms too), ^ at the start and $ at
 // the end of a top-level alternative. LM_ERR_ARG ("json schema: <where>: pattern ...: what
 // at offset N") for backreferences, lookaround, word boundaries, flags, and anything else.
-enum lm_status lm_regex_to_gbnf(struct lm_gbnf_buf *out, const char *pattern, size_t len,
+enum lm_status lm_regex_to_gbnf(struct lm_strbuf *out, const char *pattern, size_t len,
                                 const char *where, unsigned *uses);
 
 #endif

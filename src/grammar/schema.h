@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "grammar/regex.h"
+#include "grammar/gbnf_text.h"
 
 // Limits against hostile schemas (each exceeded one is LM_ERR_ARG naming it):
 #define LM_SCHEMA_MAX_INPUT (1u << 20)  // bytes of schema text
@@ -43,6 +43,6 @@ struct lm_num_bounds {
 // Appends a GBNF expression for the JSON numbers (integer: integers only, no fraction, no
 // exponent) within the bounds; unbounded sides stop at 16 integer digits (as the plain
 // `integer`/`number` rules). False when no number satisfies the bounds.
-bool lm_schema_emit_number(struct lm_gbnf_buf *b, const struct lm_num_bounds *nb, bool integer);
+bool lm_schema_emit_number(struct lm_strbuf *b, const struct lm_num_bounds *nb, bool integer);
 
 #endif

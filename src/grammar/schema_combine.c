@@ -57,7 +57,7 @@ const char *sc_visit_enum(struct conv *c, json_t *s, const char *hint, unsigned 
     static const char *const ok[] = {"type", "enum", "const", NULL};
     if (!sc_only_keywords(c, s, ok, "'enum'/'const'")) return NULL;
     if (en && !json_is_array(en)) return sc_fail(c, "'enum' must be an array"), NULL;
-    struct lm_gbnf_buf b;
+    struct lm_strbuf b;
     sc_buf_init(&b);
     int n = 0;
     size_t ne = en ? json_array_size(en) : 0;
@@ -69,7 +69,7 @@ const char *sc_visit_enum(struct conv *c, json_t *s, const char *hint, unsigned 
             for (size_t j = 0; j < ne && !found; j++) found = json_equal(json_array_get(en, j), cst);
             if (!found) continue;
         }
-        if (n++) lm_gbnf_buf_puts(&b, " | ");
+        if (n++) lm_strbuf_puts(&b, " | ");
         sc_put_literal(&b, v);
     }
     if (!n) {
@@ -186,7 +186,7 @@ const char *sc_visit_any_of(struct conv *c, json_t *s, const char *hint, const c
     json_object_foreach(s, k, v) {
         if (strcmp(k, kw) && !sc_in_list(sc_annotations, k)) json_object_set(sib, k, v);
     }
-    struct lm_gbnf_buf b;
+    struct lm_strbuf b;
     sc_buf_init(&b);
     for (size_t i = 0; i < json_array_size(alts); i++) {
         char h[96];
@@ -212,8 +212,8 @@ const char *sc_visit_any_of(struct conv *c, json_t *s, const char *hint, const c
             json_decref(sib);
             return NULL;
         }
-        if (b.n) lm_gbnf_buf_puts(&b, " | ");
-        lm_gbnf_buf_puts(&b, r);
+        if (b.n) lm_strbuf_puts(&b, " | ");
+        lm_strbuf_puts(&b, r);
     }
     json_decref(sib);
     if (!b.n) {

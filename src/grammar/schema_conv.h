@@ -1,5 +1,6 @@
-// The JSON Schema converter's internal state and the functions its files share (schema.c:
-// rules, primitives, $ref, dispatch; schema_types.c: objects, arrays, strings, numbers;
+// The JSON Schema converter's internal state and the functions its files share
+// (schema_conv.c: failure, paths, rules, primitives, literals, $ref resolution; schema.c: $ref
+// expansion, dispatch, entry; schema_types.c: objects, arrays, strings, numbers;
 // schema_combine.c: type, enum, the combinators and merges). Not part of the API.
 #ifndef LM_GRAMMAR_SCHEMA_CONV_H
 #define LM_GRAMMAR_SCHEMA_CONV_H
@@ -36,6 +37,8 @@ struct conv {
     bool failed;
     char path[1024];
     size_t path_n;
+    // the dispatch of one subschema (schema.c), which sc_visit calls
+    const char *(*visit)(struct conv *c, json_t *s, const char *hint);
 };
 
 // Failure: one message "json schema: POINTER: ..." (the first wins); always false.
@@ -44,13 +47,18 @@ bool sc_nomem(struct conv *c);
 size_t sc_path_push(struct conv *c, const char *seg); // returns the old length for sc_path_pop
 size_t sc_path_push_i(struct conv *c, size_t i);
 void sc_path_pop(struct conv *c, size_t old);
-void sc_buf_init(struct lm_gbnf_buf *b);
+void sc_buf_init(struct lm_strbuf *b);
+// A new rule named after hint (made unique), body NULL to set later; its index or -1.
+int sc_rule_new(struct conv *c, const char *hint, const char *body);
+void sc_rule_set_body(struct conv *c, int i, const char *body);
+// Rule `to` takes rule `from`'s body; `from` is no longer written out.
+void sc_rule_take_body(struct conv *c, int to, int from);
 // The rule for a body (an existing one with the same body, or a new one named after hint).
-const char *sc_rule_for(struct conv *c, const char *hint, struct lm_gbnf_buf *body);
+const char *sc_rule_for(struct conv *c, const char *hint, struct lm_strbuf *body);
 const char *sc_rule_text(struct conv *c, const char *hint, const char *text);
 const char *sc_prim(struct conv *c, const char *name); // a shared rule ("string", "value", ...)
-void sc_dump_json(struct lm_gbnf_buf *b, json_t *v);   // v as the grammar spaces JSON
-void sc_put_literal(struct lm_gbnf_buf *b, json_t *v); // the same, as one GBNF literal
+void sc_dump_json(struct lm_strbuf *b, json_t *v);   // v as the grammar spaces JSON
+void sc_put_literal(struct lm_strbuf *b, json_t *v); // the same, as one GBNF literal
 json_t *sc_resolve(struct conv *c, const char *ref);   // a local $ref's target (borrowed)
 const char *sc_visit(struct conv *c, json_t *s, const char *hint); // a subschema's rule
 const char *sc_visit_child(struct conv *c, json_t *s, const char *seg, long idx,
@@ -61,7 +69,7 @@ bool sc_has_any(json_t *s, const char *const *l);
 bool sc_only_keywords(struct conv *c, json_t *s, const char *const *allowed, const char *why);
 extern const char *const sc_annotations[];
 
-// schema_types.c, schema_combine.c
+// schema_types.c, schema_combine.c (the keywords)
 enum { T_NULL = 1, T_BOOL = 2, T_OBJECT = 4, T_ARRAY = 8, T_NUMBER = 16, T_STRING = 32, T_INTEGER = 64 };
 extern const char *const sc_type_names[];
 bool sc_get_types(struct conv *c, json_t *s, unsigned *out);

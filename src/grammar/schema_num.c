@@ -10,10 +10,10 @@
 
 #define CAP_16 9999999999999999ull // the widest integer part of an unbounded side
 
-static void put_digits(struct lm_gbnf_buf *b, char lo, char hi) {
-    if (lo == hi) lm_gbnf_buf_printf(b, "\"%c\"", lo);
-    else if (lo == '0' && hi == '9') lm_gbnf_buf_puts(b, "[0-9]");
-    else lm_gbnf_buf_printf(b, "[%c-%c]", lo, hi);
+static void put_digits(struct lm_strbuf *b, char lo, char hi) {
+    if (lo == hi) lm_strbuf_printf(b, "\"%c\"", lo);
+    else if (lo == '0' && hi == '9') lm_strbuf_puts(b, "[0-9]");
+    else lm_strbuf_printf(b, "[%c-%c]", lo, hi);
 }
 
 static bool all_of(const char *s, int n, char c) {
@@ -22,18 +22,18 @@ static bool all_of(const char *s, int n, char c) {
     return true;
 }
 
-static void put_any(struct lm_gbnf_buf *b, int n) {
-    if (n == 1) lm_gbnf_buf_puts(b, " [0-9]");
-    else if (n > 1) lm_gbnf_buf_printf(b, " [0-9]{%d}", n);
+static void put_any(struct lm_strbuf *b, int n) {
+    if (n == 1) lm_strbuf_puts(b, " [0-9]");
+    else if (n > 1) lm_strbuf_printf(b, " [0-9]{%d}", n);
 }
 
 // Digit strings of length n from a to b (same length, a <= b).
-static void same_len(struct lm_gbnf_buf *b, const char *lo, const char *hi, int n) {
+static void same_len(struct lm_strbuf *b, const char *lo, const char *hi, int n) {
     int i = 0;
     while (i < n && lo[i] == hi[i]) i++;
-    if (i) lm_gbnf_buf_put(b, "\"", 1), lm_gbnf_buf_put(b, lo, (size_t)i), lm_gbnf_buf_put(b, "\"", 1);
+    if (i) lm_strbuf_put(b, "\"", 1), lm_strbuf_put(b, lo, (size_t)i), lm_strbuf_put(b, "\"", 1);
     if (i == n) return;
-    if (i) lm_gbnf_buf_puts(b, " ");
+    if (i) lm_strbuf_puts(b, " ");
     const char *a = lo + i, *z = hi + i;
     int k = n - i; // a[0] < z[0]
     if (all_of(a + 1, k - 1, '0') && all_of(z + 1, k - 1, '9')) {
@@ -44,29 +44,29 @@ static void same_len(struct lm_gbnf_buf *b, const char *lo, const char *hi, int 
     char nines[20], zeros[20];
     memset(nines, '9', sizeof nines);
     memset(zeros, '0', sizeof zeros);
-    lm_gbnf_buf_puts(b, "(");
+    lm_strbuf_puts(b, "(");
     char first = a[0];
     if (all_of(a + 1, k - 1, '0')) { // a[0]... covers the whole block: merge into the middle
         first = (char)(a[0] - 1);
     } else {
         put_digits(b, a[0], a[0]);
-        lm_gbnf_buf_puts(b, " ");
+        lm_strbuf_puts(b, " ");
         same_len(b, a + 1, nines, k - 1);
     }
     char last = z[0];
     if (all_of(z + 1, k - 1, '9')) last = (char)(z[0] + 1);
     if (first + 1 <= last - 1) {
-        if (first != (char)(a[0] - 1)) lm_gbnf_buf_puts(b, " | ");
+        if (first != (char)(a[0] - 1)) lm_strbuf_puts(b, " | ");
         put_digits(b, (char)(first + 1), (char)(last - 1));
         put_any(b, k - 1);
     }
     if (last == z[0]) {
-        if (first != (char)(a[0] - 1) || first + 1 <= last - 1) lm_gbnf_buf_puts(b, " | ");
+        if (first != (char)(a[0] - 1) || first + 1 <= last - 1) lm_strbuf_puts(b, " | ");
         put_digits(b, z[0], z[0]);
-        lm_gbnf_buf_puts(b, " ");
+        lm_strbuf_puts(b, " ");
         same_len(b, zeros, z + 1, k - 1);
     }
-    lm_gbnf_buf_puts(b, ")");
+    lm_strbuf_puts(b, ")");
 }
 
 static int n_digits(uint64_t v) {
@@ -76,8 +76,8 @@ static int n_digits(uint64_t v) {
 }
 
 // Canonical decimals in [lo, hi] as one parenthesized group.
-static void uint_range(struct lm_gbnf_buf *b, uint64_t lo, uint64_t hi) {
-    lm_gbnf_buf_puts(b, "(");
+static void uint_range(struct lm_strbuf *b, uint64_t lo, uint64_t hi) {
+    lm_strbuf_puts(b, "(");
     int first = 1;
     uint64_t p = 1; // 10^(n-1)
     for (int n = 1; n <= 20; n++) {
@@ -88,14 +88,14 @@ static void uint_range(struct lm_gbnf_buf *b, uint64_t lo, uint64_t hi) {
             char sa[24], sz[24];
             snprintf(sa, sizeof sa, "%llu", (unsigned long long)a);
             snprintf(sz, sizeof sz, "%llu", (unsigned long long)z);
-            if (!first) lm_gbnf_buf_puts(b, " | ");
+            if (!first) lm_strbuf_puts(b, " | ");
             first = 0;
             same_len(b, sa, sz, n_digits(a));
         }
         if (bhi >= hi || n == 20) break;
         p *= 10;
     }
-    lm_gbnf_buf_puts(b, ")");
+    lm_strbuf_puts(b, ")");
 }
 
 // ---------------------------------------------------------------- fractions
@@ -109,65 +109,65 @@ static bool frac_empty_ok(const char *lo, bool ls, const char *hi, bool hs) {
     return true;
 }
 
-static bool frac_nonempty(struct lm_gbnf_buf *b, const char *lo, bool ls, const char *hi, bool hs);
+static bool frac_nonempty(struct lm_strbuf *b, const char *lo, bool ls, const char *hi, bool hs);
 
 // The rest after one digit: empty allowed or not, then the nonempty strings. False: none.
-static bool frac_rest(struct lm_gbnf_buf *b, const char *lo, bool ls, const char *hi, bool hs) {
-    struct lm_gbnf_buf t = {0};
+static bool frac_rest(struct lm_strbuf *b, const char *lo, bool ls, const char *hi, bool hs) {
+    struct lm_strbuf t = {0};
     bool e = frac_empty_ok(lo, ls, hi, hs), n = frac_nonempty(&t, lo, ls, hi, hs);
     if (n) {
-        lm_gbnf_buf_puts(b, e ? " (" : " ");
-        if (t.p) lm_gbnf_buf_put(b, t.p, t.n);
-        if (e) lm_gbnf_buf_puts(b, ")?");
+        lm_strbuf_puts(b, e ? " (" : " ");
+        if (t.p) lm_strbuf_put(b, t.p, t.n);
+        if (e) lm_strbuf_puts(b, ")?");
     }
     if (t.nomem) b->nomem = true;
     free(t.p);
     return e || n;
 }
 
-static bool frac_nonempty(struct lm_gbnf_buf *b, const char *lo, bool ls, const char *hi, bool hs) {
+static bool frac_nonempty(struct lm_strbuf *b, const char *lo, bool ls, const char *hi, bool hs) {
     if (lo && lo[strspn(lo, "0")] == 0 && !ls) lo = NULL; // >= 0: no bound
     bool lo_end = lo && !*lo, hi_end = hi && !*hi;
-    if (!lo && !hi) return lm_gbnf_buf_puts(b, "[0-9]{1,16}"), true;
-    if (lo_end && !hi) return lm_gbnf_buf_puts(b, "\"0\"{0,15} [1-9] [0-9]{0,15}"), true; // > 0
-    if (hi_end && !hs && !lo) return lm_gbnf_buf_puts(b, "\"0\"{1,16}"), true;            // <= 0
+    if (!lo && !hi) return lm_strbuf_puts(b, "[0-9]{1,16}"), true;
+    if (lo_end && !hi) return lm_strbuf_puts(b, "\"0\"{0,15} [1-9] [0-9]{0,15}"), true; // > 0
+    if (hi_end && !hs && !lo) return lm_strbuf_puts(b, "\"0\"{1,16}"), true;            // <= 0
     if (hi_end && (hs || lo_end)) return false; // < 0, or > 0 and <= 0
     char l1 = lo ? (lo_end ? '0' : lo[0]) : 0, h1 = hi ? (hi_end ? '0' : hi[0]) : 0;
     const char *lr = lo ? (lo_end ? lo : lo + 1) : NULL, *hr = hi ? (hi_end ? hi : hi + 1) : NULL;
     char a = lo ? (char)(l1 + 1) : '0', z = hi ? (char)(h1 - 1) : '9';
     bool any = false;
-    lm_gbnf_buf_puts(b, "(");
+    lm_strbuf_puts(b, "(");
     if (a <= z) {
         put_digits(b, a, z);
-        lm_gbnf_buf_puts(b, " [0-9]{0,15}");
+        lm_strbuf_puts(b, " [0-9]{0,15}");
         any = true;
     }
-    struct lm_gbnf_buf t = {0};
+    struct lm_strbuf t = {0};
     if (lo && hi && l1 == h1) {
         if (frac_rest(&t, lr, ls, hr, hs)) {
-            if (any) lm_gbnf_buf_puts(b, " | ");
-            lm_gbnf_buf_printf(b, "\"%c\"", l1);
-            if (t.p) lm_gbnf_buf_put(b, t.p, t.n);
+            if (any) lm_strbuf_puts(b, " | ");
+            lm_strbuf_printf(b, "\"%c\"", l1);
+            if (t.p) lm_strbuf_put(b, t.p, t.n);
             any = true;
         }
     } else if (!(lo && hi && l1 > h1)) {
         if (lo && frac_rest(&t, lr, ls, NULL, false)) {
-            if (any) lm_gbnf_buf_puts(b, " | ");
-            lm_gbnf_buf_printf(b, "\"%c\"", l1);
-            if (t.p) lm_gbnf_buf_put(b, t.p, t.n);
+            if (any) lm_strbuf_puts(b, " | ");
+            lm_strbuf_printf(b, "\"%c\"", l1);
+            if (t.p) lm_strbuf_put(b, t.p, t.n);
             any = true;
         }
         t.n = 0;
         if (hi && frac_rest(&t, NULL, false, hr, hs)) {
-            if (any) lm_gbnf_buf_puts(b, " | ");
-            lm_gbnf_buf_printf(b, "\"%c\"", h1);
-            if (t.p) lm_gbnf_buf_put(b, t.p, t.n);
+            if (any) lm_strbuf_puts(b, " | ");
+            lm_strbuf_printf(b, "\"%c\"", h1);
+            if (t.p) lm_strbuf_put(b, t.p, t.n);
             any = true;
         }
     }
     if (t.nomem) b->nomem = true;
     free(t.p);
-    lm_gbnf_buf_puts(b, ")");
+    lm_strbuf_puts(b, ")");
     return any;
 }
 
@@ -183,7 +183,7 @@ struct piece {
 
 static uint64_t mag_of_neg(int64_t v) { return (uint64_t)(-(v + 1)) + 1; } // -v for v < 0
 
-static bool magnitude(struct lm_gbnf_buf *b, const struct lm_dec *lo, bool lo_excl,
+static bool magnitude(struct lm_strbuf *b, const struct lm_dec *lo, bool lo_excl,
                       const struct lm_dec *hi, bool hi_excl, bool integer, int *n_alt) {
     uint64_t cap = CAP_16;
     if (lo && lo->ip >= cap) cap = lo->ip + 1;
@@ -223,19 +223,19 @@ static bool magnitude(struct lm_gbnf_buf *b, const struct lm_dec *lo, bool lo_ex
             }
     bool any = false;
     for (int i = 0; i < n; i++) {
-        struct lm_gbnf_buf f = {0};
+        struct lm_strbuf f = {0};
         bool e = true, ne = false;
         if (!integer) {
             e = frac_empty_ok(out[i].flo, out[i].fls, out[i].fhi, out[i].fhs);
             ne = frac_nonempty(&f, out[i].flo, out[i].fls, out[i].fhi, out[i].fhs);
         }
         if (e || ne) {
-            if ((*n_alt)++) lm_gbnf_buf_puts(b, " | ");
+            if ((*n_alt)++) lm_strbuf_puts(b, " | ");
             uint_range(b, out[i].lo, out[i].hi);
             if (ne) {
-                lm_gbnf_buf_puts(b, e ? " (\".\" " : " \".\" ");
-                if (f.p) lm_gbnf_buf_put(b, f.p, f.n);
-                if (e) lm_gbnf_buf_puts(b, ")?");
+                lm_strbuf_puts(b, e ? " (\".\" " : " \".\" ");
+                if (f.p) lm_strbuf_put(b, f.p, f.n);
+                if (e) lm_strbuf_puts(b, ")?");
             }
             any = true;
         }
@@ -247,8 +247,8 @@ static bool magnitude(struct lm_gbnf_buf *b, const struct lm_dec *lo, bool lo_ex
 
 static bool dec_is_zero(const struct lm_dec *d) { return d->ip == 0 && !d->frac[0]; }
 
-bool lm_schema_emit_number(struct lm_gbnf_buf *b, const struct lm_num_bounds *nb, bool integer) {
-    lm_gbnf_buf_puts(b, "(");
+bool lm_schema_emit_number(struct lm_strbuf *b, const struct lm_num_bounds *nb, bool integer) {
+    lm_strbuf_puts(b, "(");
     int n = 0;
     const struct lm_dec *lo = nb->has_lo ? &nb->lo : NULL, *hi = nb->has_hi ? &nb->hi : NULL;
     // x >= 0, written without a sign: exists unless hi < 0 or x < 0
@@ -260,7 +260,7 @@ bool lm_schema_emit_number(struct lm_gbnf_buf *b, const struct lm_num_bounds *nb
     // x < 0: "-" M with M > 0 (never "-0"); M <= -lo, M >= -hi when hi < 0
     bool neg = !lo || (lo->neg && !dec_is_zero(lo));
     if (neg) {
-        struct lm_gbnf_buf m = {0};
+        struct lm_strbuf m = {0};
         struct lm_dec mlo = {0}, mhi;
         bool hi_on = hi && hi->neg && !dec_is_zero(hi);
         if (hi_on) mlo = *hi, mlo.neg = false;
@@ -268,16 +268,16 @@ bool lm_schema_emit_number(struct lm_gbnf_buf *b, const struct lm_num_bounds *nb
         int k = 0;
         magnitude(&m, &mlo, hi_on ? nb->hi_excl : true, lo ? &mhi : NULL, nb->lo_excl, integer, &k);
         if (k) {
-            if (n) lm_gbnf_buf_puts(b, " | ");
-            lm_gbnf_buf_puts(b, "\"-\" (");
-            if (m.p) lm_gbnf_buf_put(b, m.p, m.n);
-            lm_gbnf_buf_puts(b, ")");
+            if (n) lm_strbuf_puts(b, " | ");
+            lm_strbuf_puts(b, "\"-\" (");
+            if (m.p) lm_strbuf_put(b, m.p, m.n);
+            lm_strbuf_puts(b, ")");
             n += k;
         }
         if (m.nomem) b->nomem = true;
         free(m.p);
     }
-    lm_gbnf_buf_puts(b, ")");
+    lm_strbuf_puts(b, ")");
     (void)mag_of_neg;
     return n > 0;
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/timer.h"
+#include "grammar/regex.h"
 #include "grammar/schema_conv.h"
 
 // ---------------------------------------------------------------- objects
@@ -19,8 +20,8 @@ static int cmp_str(const void *a, const void *b) {
 // Keys (JSON-encoded, without quotes) not equal to any of keys[0..n), sorted, sharing the
 // first d bytes: a trie walk that may leave the trie at any node by a raw character that
 // no key continues with (escapes only along the trie: a sound subset).
-static void not_keys(struct lm_gbnf_buf *b, char **keys, const size_t *lens, int n, size_t d) {
-    lm_gbnf_buf_puts(b, "(");
+static void not_keys(struct lm_strbuf *b, char **keys, const size_t *lens, int n, size_t d) {
+    lm_strbuf_puts(b, "(");
     bool ends_here = false, first = true;
     char *excl = malloc(4 * (size_t)n + 1); // the raw first characters of the children
     size_t ne = 0;
@@ -42,25 +43,208 @@ static void not_keys(struct lm_gbnf_buf *b, char **keys, const size_t *lens, int
         if (*p == '\\') cl = p[1] == 'u' ? 6 : 2;
         int j = i + 1;
         while (j < n && lens[j] >= d + cl && !memcmp(keys[j] + d, p, cl)) j++;
-        if (!first) lm_gbnf_buf_puts(b, " | ");
+        if (!first) lm_strbuf_puts(b, " | ");
         first = false;
-        lm_gbnf_buf_lit(b, (const char *)p, cl);
-        lm_gbnf_buf_puts(b, " ");
+        lm_gbnf_lit(b, (const char *)p, cl);
+        lm_strbuf_puts(b, " ");
         not_keys(b, keys + i, lens + i, j - i, d + cl);
         if (*p != '\\') memcpy(excl + ne, p, cl), ne += cl; // escapes never leave the trie
         i = j;
     }
-    if (!first) lm_gbnf_buf_puts(b, " | ");
-    lm_gbnf_buf_puts(b, "[^\"\\\\\\x00-\\x1F");
+    if (!first) lm_strbuf_puts(b, " | ");
+    lm_strbuf_puts(b, "[^\"\\\\\\x00-\\x1F");
     for (size_t i = 0; i < ne; i++) {
         unsigned char ch = (unsigned char)excl[i];
-        if (ch == ']' || ch == '-' || ch == '^' || ch == '[' || ch == '\\') lm_gbnf_buf_printf(b, "\\x%02X", ch);
-        else lm_gbnf_buf_put(b, &excl[i], 1);
+        if (ch == ']' || ch == '-' || ch == '^' || ch == '[' || ch == '\\') lm_strbuf_printf(b, "\\x%02X", ch);
+        else lm_strbuf_put(b, &excl[i], 1);
     }
-    lm_gbnf_buf_puts(b, "] char* \"\\\"\"");
-    if (!ends_here) lm_gbnf_buf_puts(b, " | \"\\\"\"");
-    lm_gbnf_buf_puts(b, ")");
+    lm_strbuf_puts(b, "] char* \"\\\"\"");
+    if (!ends_here) lm_strbuf_puts(b, " | \"\\\"\"");
+    lm_strbuf_puts(b, ")");
     free(excl);
+}
+
+// The object's keys in order: required first, then optional, each in the schema's order;
+// required keys without a property take the additionalProperties schema. Fills keys, vals
+// and is_req (room for every property and required name); false on failure.
+static bool object_keys(struct conv *c, json_t *props, json_t *req, json_t *addl, const char **keys, json_t **vals,
+                        bool *is_req, size_t *n_out) {
+    size_t np = props ? json_object_size(props) : 0, nr = req ? json_array_size(req) : 0;
+    size_t n = 0;
+    const char *k;
+    json_t *v;
+    json_t *req_set = json_object(); // required names, for lookups in constant time
+    if (!req_set) return sc_nomem(c);
+    for (size_t i = 0; i < nr; i++) json_object_set(req_set, json_string_value(json_array_get(req, i)), json_true());
+    if (props) json_object_foreach(props, k, v) {
+            keys[n] = k, vals[n] = v, is_req[n] = json_object_get(req_set, k) != NULL;
+            n++;
+        }
+    json_decref(req_set);
+    for (size_t i = 0; i < nr; i++) {
+        const char *rk = json_string_value(json_array_get(req, i));
+        if (props && json_object_get(props, rk)) continue;
+        bool dup = false; // listed twice in required
+        for (size_t j = np; j < n && !dup; j++) dup = !strcmp(keys[j], rk);
+        if (dup) continue;
+        if (json_is_false(addl))
+            return sc_fail(c, "required property '%.100s' is neither in 'properties' nor allowed by "
+                           "'additionalProperties'", rk);
+        keys[n] = rk, vals[n] = json_is_object(addl) ? addl : json_true(), is_req[n] = true, n++;
+    }
+    *n_out = n;
+    return true;
+}
+
+// The rule of one property: "\"key\": " value. *out stays NULL for a key that may not
+// appear (schema false); false on failure.
+static bool key_value_rule(struct conv *c, const char *hint, const char *key, json_t *val, bool req,
+                           const char **out) {
+    *out = NULL;
+    if (json_is_false(val)) {
+        if (req) return sc_fail(c, "required property '%.100s' has schema false", key);
+        return true;
+    }
+    char h[96];
+    sc_hint_join(h, sizeof h, hint, key);
+    size_t old = sc_path_push(c, "properties");
+    const char *vr = sc_visit_child(c, val, key, -1, h, true);
+    sc_path_pop(c, old);
+    if (!vr) return false;
+    struct lm_strbuf b;
+    sc_buf_init(&b);
+    json_t *ks = json_string(key);
+    if (!ks) return sc_nomem(c);
+    struct lm_strbuf t;
+    sc_buf_init(&t);
+    sc_dump_json(&t, ks);
+    json_decref(ks);
+    lm_strbuf_puts(&t, ": ");
+    if (t.p) lm_gbnf_lit(&b, t.p, t.n);
+    free(t.p);
+    lm_strbuf_printf(&b, " %s", vr);
+    char hk[112];
+    sc_hint_join(hk, sizeof hk, h, "kv");
+    *out = sc_rule_for(c, hk, &b);
+    free(b.p);
+    return *out != NULL;
+}
+
+// The rule of one additional property: a key outside the trie of the n defined ones, then
+// the additionalProperties value. NULL on failure.
+static const char *extra_kv_rule(struct conv *c, const char *hint, json_t *addl, const char *const *keys, size_t n) {
+    const char *vr = json_is_object(addl) ? sc_visit_child(c, addl, "additionalProperties", -1, hint, true)
+                                          : sc_prim(c, "value");
+    if (!vr) return NULL;
+    char **enc = calloc(n + 1, sizeof(char *));
+    if (!enc) return sc_nomem(c), NULL;
+    struct lm_strbuf b;
+    sc_buf_init(&b);
+    lm_strbuf_puts(&b, "\"\\\"\" ");
+    bool ok = true;
+    for (size_t i = 0; i < n && ok; i++) {
+        json_t *ks = json_string(keys[i]);
+        struct lm_strbuf t;
+        sc_buf_init(&t);
+        if (ks) sc_dump_json(&t, ks);
+        json_decref(ks);
+        ok = ks && t.p && !t.nomem;
+        if (ok && t.n > 258) { // the key trie recurses per character
+            free(t.p);
+            for (size_t j = 0; j < i; j++) free(enc[j]);
+            free(enc);
+            free(b.p);
+            return sc_fail(c, "property name longer than 256 bytes beside 'additionalProperties'"), NULL;
+        }
+        if (ok) {
+            t.p[t.n - 1] = 0; // drop the closing quote
+            enc[i] = strdup(t.p + 1);
+            ok = enc[i] != NULL;
+        }
+        free(t.p);
+    }
+    if (ok) {
+        qsort(enc, n, sizeof(char *), cmp_str);
+        size_t *lens = malloc(sizeof(size_t) * (n + 1));
+        if (!lens) b.nomem = true;
+        for (size_t i = 0; lens && i < n; i++) lens[i] = strlen(enc[i]);
+        if (n && lens) not_keys(&b, enc, lens, (int)n, 0);
+        else lm_strbuf_puts(&b, "char* \"\\\"\"");
+        free(lens);
+        sc_prim(c, "char");
+        lm_strbuf_printf(&b, " \": \" %s", vr);
+    }
+    for (size_t i = 0; i < n; i++) free(enc[i]);
+    free(enc);
+    if (!ok) {
+        free(b.p);
+        return sc_nomem(c), NULL;
+    }
+    char h[96];
+    sc_hint_join(h, sizeof h, hint, "additional-kv");
+    const char *r = sc_rule_for(c, h, &b);
+    free(b.p);
+    return r;
+}
+
+// "{" required ", " ... then any in-order subset of the optional ones (and extras last),
+// from the n key rules kv (NULL: may not appear). NULL on failure.
+static const char *object_rule(struct conv *c, const char *hint, const char *const *kv, const bool *is_req, size_t n,
+                               const char *extra_kv) {
+    const char **opt = malloc(sizeof(char *) * (n + 2));
+    size_t no = 0;
+    if (!opt) return sc_nomem(c), NULL;
+    struct lm_strbuf b;
+    sc_buf_init(&b);
+    lm_strbuf_puts(&b, "\"{\"");
+    int n_req = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!kv[i]) continue;
+        if (is_req[i]) {
+            lm_strbuf_printf(&b, n_req++ ? " \", \" %s" : " %s", kv[i]);
+        } else {
+            opt[no++] = kv[i];
+        }
+    }
+    if (extra_kv) opt[no++] = extra_kv;
+    if (no) {
+        // rest[i]: any in-order subset of opt[i..], each preceded by ", "
+        const char **rest = calloc(no + 1, sizeof(char *));
+        if (!rest) {
+            free(b.p);
+            free(opt);
+            return sc_nomem(c), NULL;
+        }
+        for (size_t i = no; i-- > 1;) {
+            struct lm_strbuf r;
+            sc_buf_init(&r);
+            bool star = extra_kv && i == no - 1;
+            lm_strbuf_printf(&r, "(\", \" %s)%s", opt[i], star ? "*" : "?");
+            if (rest[i + 1]) lm_strbuf_printf(&r, " %s", rest[i + 1]);
+            char h[96];
+            sc_hint_join(h, sizeof h, hint, "rest");
+            rest[i] = sc_rule_for(c, h, &r);
+            free(r.p);
+            if (!rest[i]) break;
+        }
+        if (!c->failed) {
+            lm_strbuf_puts(&b, n_req ? " (\", \" (" : " (");
+            for (size_t i = 0; i < no; i++) {
+                bool star = extra_kv && i == no - 1;
+                if (i) lm_strbuf_puts(&b, " | ");
+                lm_strbuf_puts(&b, opt[i]);
+                if (star) lm_strbuf_printf(&b, " (\", \" %s)*", opt[i]);
+                if (rest[i + 1]) lm_strbuf_printf(&b, " %s", rest[i + 1]);
+            }
+            lm_strbuf_puts(&b, n_req ? "))?" : ")?");
+        }
+        free(rest);
+    }
+    lm_strbuf_puts(&b, " \"}\"");
+    const char *res = c->failed ? NULL : sc_rule_for(c, hint, &b);
+    free(b.p);
+    free(opt);
+    return res;
 }
 
 const char *sc_visit_object(struct conv *c, json_t *s, const char *hint) {
@@ -77,200 +261,21 @@ const char *sc_visit_object(struct conv *c, json_t *s, const char *hint) {
     bool extra = addl && !json_is_false(addl); // absent beside properties: none (as llama.cpp)
     if (!props && !req && !extra) return sc_rule_text(c, hint, "\"{}\"");
 
-    // keys in order: required first, then optional, each in the schema's order; required
-    // keys without a property take the additionalProperties schema
-    size_t np = props ? json_object_size(props) : 0, nr = req ? json_array_size(req) : 0;
+    size_t np = props ? json_object_size(props) : 0, nr = req ? json_array_size(req) : 0, n = 0;
     const char **keys = calloc(np + nr + 1, sizeof(char *));
     json_t **vals = calloc(np + nr + 1, sizeof(json_t *));
     bool *is_req = calloc(np + nr + 1, sizeof(bool));
     const char **kv = calloc(np + nr + 2, sizeof(char *));
-    const char *res = NULL;
+    const char *res = NULL, *extra_kv = NULL;
     if (!keys || !vals || !is_req || !kv) {
         sc_nomem(c);
         goto done;
     }
-    size_t n = 0;
-    const char *k;
-    json_t *v;
-    json_t *req_set = json_object(); // required names, for lookups in constant time
-    if (!req_set) {
-        sc_nomem(c);
-        goto done;
-    }
-    for (size_t i = 0; i < nr; i++) json_object_set(req_set, json_string_value(json_array_get(req, i)), json_true());
-    if (props) json_object_foreach(props, k, v) {
-            keys[n] = k, vals[n] = v, is_req[n] = json_object_get(req_set, k) != NULL;
-            n++;
-        }
-    json_decref(req_set);
-    for (size_t i = 0; i < nr; i++) {
-        const char *rk = json_string_value(json_array_get(req, i));
-        if (props && json_object_get(props, rk)) continue;
-        bool dup = false; // listed twice in required
-        for (size_t j = np; j < n && !dup; j++) dup = !strcmp(keys[j], rk);
-        if (dup) continue;
-        if (json_is_false(addl)) {
-            sc_fail(c, "required property '%.100s' is neither in 'properties' nor allowed by "
-                    "'additionalProperties'", rk);
-            goto done;
-        }
-        keys[n] = rk, vals[n] = json_is_object(addl) ? addl : json_true(), is_req[n] = true, n++;
-    }
-    // one rule per key: "\"key\": " value
-    for (size_t i = 0; i < n; i++) {
-        if (json_is_false(vals[i])) { // may not appear
-            if (is_req[i]) {
-                sc_fail(c, "required property '%.100s' has schema false", keys[i]);
-                goto done;
-            }
-            kv[i] = NULL;
-            continue;
-        }
-        char h[96];
-        sc_hint_join(h, sizeof h, hint, keys[i]);
-        size_t old = sc_path_push(c, "properties");
-        const char *vr = sc_visit_child(c, vals[i], keys[i], -1, h, true);
-        sc_path_pop(c, old);
-        if (!vr) goto done;
-        struct lm_gbnf_buf b;
-        sc_buf_init(&b);
-        json_t *ks = json_string(keys[i]);
-        if (!ks) {
-            sc_nomem(c);
-            goto done;
-        }
-        struct lm_gbnf_buf t;
-        sc_buf_init(&t);
-        sc_dump_json(&t, ks);
-        json_decref(ks);
-        lm_gbnf_buf_puts(&t, ": ");
-        if (t.p) lm_gbnf_buf_lit(&b, t.p, t.n);
-        free(t.p);
-        lm_gbnf_buf_printf(&b, " %s", vr);
-        char hk[112];
-        sc_hint_join(hk, sizeof hk, h, "kv");
-        kv[i] = sc_rule_for(c, hk, &b);
-        free(b.p);
-        if (!kv[i]) goto done;
-    }
-    // additional properties: a key outside the trie of defined ones, then the value
-    const char *extra_kv = NULL;
-    if (extra) {
-        const char *vr = json_is_object(addl) ? sc_visit_child(c, addl, "additionalProperties", -1, hint, true)
-                                              : sc_prim(c, "value");
-        if (!vr) goto done;
-        char **enc = calloc(n + 1, sizeof(char *));
-        if (!enc) {
-            sc_nomem(c);
-            goto done;
-        }
-        struct lm_gbnf_buf b;
-        sc_buf_init(&b);
-        lm_gbnf_buf_puts(&b, "\"\\\"\" ");
-        bool ok = true;
-        for (size_t i = 0; i < n && ok; i++) {
-            json_t *ks = json_string(keys[i]);
-            struct lm_gbnf_buf t;
-            sc_buf_init(&t);
-            if (ks) sc_dump_json(&t, ks);
-            json_decref(ks);
-            ok = ks && t.p && !t.nomem;
-            if (ok && t.n > 258) { // the key trie recurses per character
-                free(t.p);
-                for (size_t j = 0; j < i; j++) free(enc[j]);
-                free(enc);
-                free(b.p);
-                sc_fail(c, "property name longer than 256 bytes beside 'additionalProperties'");
-                goto done;
-            }
-            if (ok) {
-                t.p[t.n - 1] = 0; // drop the closing quote
-                enc[i] = strdup(t.p + 1);
-                ok = enc[i] != NULL;
-            }
-            free(t.p);
-        }
-        if (ok) {
-            qsort(enc, n, sizeof(char *), cmp_str);
-            size_t *lens = malloc(sizeof(size_t) * (n + 1));
-            if (!lens) b.nomem = true;
-            for (size_t i = 0; lens && i < n; i++) lens[i] = strlen(enc[i]);
-            if (n && lens) not_keys(&b, enc, lens, (int)n, 0);
-            else lm_gbnf_buf_puts(&b, "char* \"\\\"\"");
-            free(lens);
-            sc_prim(c, "char");
-            lm_gbnf_buf_printf(&b, " \": \" %s", vr);
-        }
-        for (size_t i = 0; i < n; i++) free(enc[i]);
-        free(enc);
-        if (!ok) {
-            free(b.p);
-            sc_nomem(c);
-            goto done;
-        }
-        char h[96];
-        sc_hint_join(h, sizeof h, hint, "additional-kv");
-        extra_kv = sc_rule_for(c, h, &b);
-        free(b.p);
-        if (!extra_kv) goto done;
-    }
-    // "{" required ", " ... then any in-order subset of the optional ones (and extras last)
-    const char **opt = malloc(sizeof(char *) * (n + 2));
-    size_t no = 0;
-    if (!opt) {
-        sc_nomem(c);
-        goto done;
-    }
-    struct lm_gbnf_buf b;
-    sc_buf_init(&b);
-    lm_gbnf_buf_puts(&b, "\"{\"");
-    int n_req = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (!kv[i]) continue;
-        if (is_req[i]) {
-            lm_gbnf_buf_printf(&b, n_req++ ? " \", \" %s" : " %s", kv[i]);
-        } else {
-            opt[no++] = kv[i];
-        }
-    }
-    if (extra_kv) opt[no++] = extra_kv;
-    if (no) {
-        // rest[i]: any in-order subset of opt[i..], each preceded by ", "
-        const char **rest = calloc(no + 1, sizeof(char *));
-        if (!rest) {
-            free(b.p);
-            sc_nomem(c);
-            goto done;
-        }
-        for (size_t i = no; i-- > 1;) {
-            struct lm_gbnf_buf r;
-            sc_buf_init(&r);
-            bool star = extra_kv && i == no - 1;
-            lm_gbnf_buf_printf(&r, "(\", \" %s)%s", opt[i], star ? "*" : "?");
-            if (rest[i + 1]) lm_gbnf_buf_printf(&r, " %s", rest[i + 1]);
-            char h[96];
-            sc_hint_join(h, sizeof h, hint, "rest");
-            rest[i] = sc_rule_for(c, h, &r);
-            free(r.p);
-            if (!rest[i]) break;
-        }
-        if (!c->failed) {
-            lm_gbnf_buf_puts(&b, n_req ? " (\", \" (" : " (");
-            for (size_t i = 0; i < no; i++) {
-                bool star = extra_kv && i == no - 1;
-                if (i) lm_gbnf_buf_puts(&b, " | ");
-                lm_gbnf_buf_puts(&b, opt[i]);
-                if (star) lm_gbnf_buf_printf(&b, " (\", \" %s)*", opt[i]);
-                if (rest[i + 1]) lm_gbnf_buf_printf(&b, " %s", rest[i + 1]);
-            }
-            lm_gbnf_buf_puts(&b, n_req ? "))?" : ")?");
-        }
-        free(rest);
-    }
-    lm_gbnf_buf_puts(&b, " \"}\"");
-    if (!c->failed) res = sc_rule_for(c, hint, &b);
-    free(b.p);
-    free(opt);
+    if (!object_keys(c, props, req, addl, keys, vals, is_req, &n)) goto done;
+    for (size_t i = 0; i < n; i++)
+        if (!key_value_rule(c, hint, keys[i], vals[i], is_req[i], &kv[i])) goto done;
+    if (extra && !(extra_kv = extra_kv_rule(c, hint, addl, keys, n))) goto done;
+    res = object_rule(c, hint, kv, is_req, n, extra_kv);
 done:
     free(keys), free(vals), free(is_req), free(kv);
     return c->failed ? NULL : res;
@@ -292,13 +297,13 @@ static bool get_count(struct conv *c, json_t *s, const char *key, long dflt, lon
     return true;
 }
 
-static void put_rep(struct lm_gbnf_buf *b, long mn, long mx) { // mx < 0: unbounded
-    if (mn == 0 && mx < 0) lm_gbnf_buf_puts(b, "*");
-    else if (mn == 1 && mx < 0) lm_gbnf_buf_puts(b, "+");
-    else if (mx < 0) lm_gbnf_buf_printf(b, "{%ld,}", mn);
-    else if (mn == 0 && mx == 1) lm_gbnf_buf_puts(b, "?");
-    else if (mn == mx) lm_gbnf_buf_printf(b, "{%ld}", mn);
-    else lm_gbnf_buf_printf(b, "{%ld,%ld}", mn, mx);
+static void put_rep(struct lm_strbuf *b, long mn, long mx) { // mx < 0: unbounded
+    if (mn == 0 && mx < 0) lm_strbuf_puts(b, "*");
+    else if (mn == 1 && mx < 0) lm_strbuf_puts(b, "+");
+    else if (mx < 0) lm_strbuf_printf(b, "{%ld,}", mn);
+    else if (mn == 0 && mx == 1) lm_strbuf_puts(b, "?");
+    else if (mn == mx) lm_strbuf_printf(b, "{%ld}", mn);
+    else lm_strbuf_printf(b, "{%ld,%ld}", mn, mx);
 }
 
 const char *sc_visit_array(struct conv *c, json_t *s, const char *hint) {
@@ -352,33 +357,33 @@ const char *sc_visit_array(struct conv *c, json_t *s, const char *hint) {
         free(pre);
         return NULL;
     }
-    struct lm_gbnf_buf b;
+    struct lm_strbuf b;
     sc_buf_init(&b);
-    lm_gbnf_buf_puts(&b, "\"[\"");
+    lm_strbuf_puts(&b, "\"[\"");
     // prefix items nested: item i is optional once minItems are written
     size_t depth = 0;
     for (size_t i = 0; i < np && (mx < 0 || (long)i < mx); i++) {
         bool opt = (long)i >= mn;
-        if (opt) lm_gbnf_buf_puts(&b, " ("), depth++;
-        lm_gbnf_buf_printf(&b, i ? " \", \" %s" : " %s", pre[i]);
+        if (opt) lm_strbuf_puts(&b, " ("), depth++;
+        lm_strbuf_printf(&b, i ? " \", \" %s" : " %s", pre[i]);
     }
     long done = (long)np < mx || mx < 0 ? (long)np : mx; // items written by the prefix
     if (rest && (mx < 0 || done < mx)) {
         long need = mn > done ? mn - done : 0, cap = mx < 0 ? -1 : mx - done;
         if (done > 0) {
-            lm_gbnf_buf_printf(&b, " (\", \" %s)", rest);
+            lm_strbuf_printf(&b, " (\", \" %s)", rest);
             put_rep(&b, need, cap);
         } else if (need == 0) {
-            lm_gbnf_buf_printf(&b, " (%s (\", \" %s)", rest, rest);
+            lm_strbuf_printf(&b, " (%s (\", \" %s)", rest, rest);
             put_rep(&b, 0, cap < 0 ? -1 : cap - 1);
-            lm_gbnf_buf_puts(&b, ")?");
+            lm_strbuf_puts(&b, ")?");
         } else {
-            lm_gbnf_buf_printf(&b, " %s (\", \" %s)", rest, rest);
+            lm_strbuf_printf(&b, " %s (\", \" %s)", rest, rest);
             put_rep(&b, need - 1, cap < 0 ? -1 : cap - 1);
         }
     }
-    for (size_t i = 0; i < depth; i++) lm_gbnf_buf_puts(&b, ")?");
-    lm_gbnf_buf_puts(&b, " \"]\"");
+    for (size_t i = 0; i < depth; i++) lm_strbuf_puts(&b, ")?");
+    lm_strbuf_puts(&b, " \"]\"");
     const char *r = sc_rule_for(c, hint, &b);
     free(b.p);
     free(pre);
@@ -405,9 +410,9 @@ const char *sc_visit_string(struct conv *c, json_t *s, const char *hint) {
     if (pat) {
         if (!json_is_string(pat)) return sc_fail(c, "'pattern' must be a string"), NULL;
         if (lens) return sc_fail(c, "'pattern' with 'minLength' or 'maxLength' is not supported"), NULL;
-        struct lm_gbnf_buf b;
+        struct lm_strbuf b;
         sc_buf_init(&b);
-        lm_gbnf_buf_puts(&b, "\"\\\"\" ");
+        lm_strbuf_puts(&b, "\"\\\"\" ");
         unsigned uses = 0;
         size_t old = sc_path_push(c, "pattern");
         char where[sizeof c->path];
@@ -421,18 +426,18 @@ const char *sc_visit_string(struct conv *c, json_t *s, const char *hint) {
         }
         if (uses & LM_RX_USES_CHAR) sc_prim(c, "char");
         if (uses & LM_RX_USES_DOT) sc_prim(c, "regex-dot");
-        lm_gbnf_buf_puts(&b, " \"\\\"\"");
+        lm_strbuf_puts(&b, " \"\\\"\"");
         const char *r = sc_rule_for(c, hint, &b);
         free(b.p);
         return r;
     }
     if (!lens) return sc_prim(c, "string");
     sc_prim(c, "char");
-    struct lm_gbnf_buf b;
+    struct lm_strbuf b;
     sc_buf_init(&b);
-    lm_gbnf_buf_puts(&b, "\"\\\"\" char");
+    lm_strbuf_puts(&b, "\"\\\"\" char");
     put_rep(&b, mn, mx);
-    lm_gbnf_buf_puts(&b, " \"\\\"\"");
+    lm_strbuf_puts(&b, " \"\\\"\"");
     const char *r = sc_rule_for(c, hint, &b);
     free(b.p);
     return r;
@@ -535,7 +540,7 @@ const char *sc_visit_number(struct conv *c, json_t *s, const char *hint, bool in
         if (hi.has && !num_bound(c, hi, true, hi_key, &nb.hi, &nb.hi_excl)) return NULL;
         nb.has_lo = lo.has, nb.has_hi = hi.has;
     }
-    struct lm_gbnf_buf b;
+    struct lm_strbuf b;
     sc_buf_init(&b);
     if (!lm_schema_emit_number(&b, &nb, integer)) {
         free(b.p);

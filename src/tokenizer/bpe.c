@@ -1,12 +1,13 @@
 // Byte-level BPE (tokenizer.ggml.model "gpt2") as llama.cpp's llm_tokenizer_bpe: a regex
 // pre-tokenizer chosen by tokenizer.ggml.pre (PCRE2, UTF + UCP + JIT), the GPT-2
 // byte-to-unicode mapping, and merges applied lowest rank first. Special tokens are split
-// out before this runs (partition() in spm.c), exactly as for SentencePiece.
+// out before this runs (partition() in tokenize.c), exactly as for SentencePiece.
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/utf8.h"
 #include "tokenizer/bpe_unicode.h"
+#include "tokenizer/merge_heap.h"
 #include "tokenizer/tokenizer.h"
 
 #ifdef LM_HAVE_PCRE2
@@ -389,12 +390,7 @@ struct lm_bpe_scratch {
         uint32_t off, n; // bytes of enc; n == 0 once merged into the left neighbour
     } *sym;
     size_t sym_cap;
-    struct bigram {
-        uint32_t rank;
-        int32_t left, right, res;
-        uint32_t ln, rn;
-    } *heap;
-    size_t heap_n, heap_cap;
+    struct lm_merge_heap heap;
 };
 
 void lm_bpe_scratch_free(struct lm_bpe_scratch *s) {
@@ -408,7 +404,7 @@ void lm_bpe_scratch_free(struct lm_bpe_scratch *s) {
     pcre2_match_data_free(s->md);
     free(s->enc);
     free(s->sym);
-    free(s->heap);
+    lm_merge_heap_free(&s->heap);
     free(s);
 }
 
@@ -433,39 +429,8 @@ static bool span_push(struct lm_bpe_scratch *s, int k, size_t *n, uint32_t a, ui
 // BPE merges on one pre-token
 // ============================================================================
 
-// Min-heap order of llama.cpp's llm_bigram_bpe::comparator: lower rank, then lower left.
-static inline bool bg_before(const struct bigram *a, const struct bigram *b) {
-    return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
-}
-
-static bool heap_push(struct lm_bpe_scratch *s, struct bigram g) {
-    if (!grow((void **)&s->heap, &s->heap_cap, s->heap_n + 1, sizeof g)) return false;
-    size_t i = s->heap_n++;
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (!bg_before(&g, &s->heap[p])) break;
-        s->heap[i] = s->heap[p];
-        i = p;
-    }
-    s->heap[i] = g;
-    return true;
-}
-
-static struct bigram heap_pop(struct lm_bpe_scratch *s) {
-    struct bigram top = s->heap[0], last = s->heap[--s->heap_n];
-    size_t n = s->heap_n, i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= n) break;
-        if (c + 1 < n && bg_before(&s->heap[c + 1], &s->heap[c])) c++;
-        if (!bg_before(&s->heap[c], &last)) break;
-        s->heap[i] = s->heap[c];
-        i = c;
-    }
-    if (n) s->heap[i] = last;
-    return top;
-}
-
+// Queues the merge of symbols l and r when the merge table has it, keyed by its rank (the
+// heap takes the lowest key first).
 static bool add_bigram(const struct lm_bpe *b, struct lm_bpe_scratch *s, int32_t l, int32_t r) {
     if (l < 0 || r < 0) return true;
     const struct sym *L = &s->sym[l], *R = &s->sym[r];
@@ -474,7 +439,7 @@ static bool add_bigram(const struct lm_bpe *b, struct lm_bpe_scratch *s, int32_t
     // merge parts are validated to be tokens at load, so a symbol that is no token can
     // never be part of a merge (llama.cpp looks the pair up by text; same outcome)
     if (L->id < 0 || R->id < 0 || !merge_find(b, L->id, R->id, &rank, &res)) return true;
-    return heap_push(s, (struct bigram){rank, l, r, res, L->n, R->n});
+    return lm_merge_heap_push(&s->heap, (struct lm_merge){(double)rank, l, r, res, L->n, R->n});
 }
 
 static enum lm_status bpe_word(const struct lm_tokenizer *t, struct lm_bpe_scratch *s, const uint8_t *w, size_t n,
@@ -492,11 +457,11 @@ static enum lm_status bpe_word(const struct lm_tokenizer *t, struct lm_bpe_scrat
         int32_t id = n == 1 ? s->sym[0].id : lm_tokenizer_find(t, s->enc, e);
         if (id >= 0) return lm_tok_ids_push(out, id) ? LM_OK : LM_ERR_NOMEM;
     }
-    s->heap_n = 0;
+    s->heap.n = 0;
     for (size_t i = 1; i < n; i++)
         if (!add_bigram(b, s, (int32_t)i - 1, (int32_t)i)) goto nomem;
-    while (s->heap_n > 0) {
-        struct bigram g = heap_pop(s);
+    while (s->heap.n > 0) {
+        struct lm_merge g = lm_merge_heap_pop(&s->heap);
         struct sym *L = &s->sym[g.left], *R = &s->sym[g.right];
         if (L->n == 0 || R->n == 0 || L->n != g.ln || R->n != g.rn) continue; // stale
         L->n += R->n;

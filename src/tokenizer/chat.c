@@ -6,31 +6,31 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tokenizer/chat_int.h"
+#include "tokenizer/chat_internal.h"
 #include "tokenizer/tokenizer.h"
 
 // Llama 3: every message trimmed, no BOS (the tokenizer adds it).
-static void apply_llama3(struct sbuf *b, const struct lm_chat_msg *msgs, size_t n, bool add_generation_prompt) {
+static void apply_llama3(struct lm_strbuf *b, const struct lm_chat_msg *msgs, size_t n, bool add_generation_prompt) {
     for (size_t i = 0; i < n; i++) {
-        sb_str(b, "<|start_header_id|>");
-        sb_str(b, msgs[i].role);
-        sb_str(b, "<|end_header_id|>\n\n");
+        lm_strbuf_puts(b, "<|start_header_id|>");
+        lm_strbuf_puts(b, msgs[i].role);
+        lm_strbuf_puts(b, "<|end_header_id|>\n\n");
         sb_trimmed(b, msgs[i].content);
-        sb_str(b, "<|eot_id|>");
+        lm_strbuf_puts(b, "<|eot_id|>");
     }
-    if (add_generation_prompt) sb_str(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    if (add_generation_prompt) lm_strbuf_puts(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
 // ChatML: contents verbatim.
-static void apply_chatml(struct sbuf *b, const struct lm_chat_msg *msgs, size_t n, bool add_generation_prompt) {
+static void apply_chatml(struct lm_strbuf *b, const struct lm_chat_msg *msgs, size_t n, bool add_generation_prompt) {
     for (size_t i = 0; i < n; i++) {
-        sb_str(b, "<|im_start|>");
-        sb_str(b, msgs[i].role);
-        sb_str(b, "\n");
-        sb_str(b, msgs[i].content);
-        sb_str(b, "<|im_end|>\n");
+        lm_strbuf_puts(b, "<|im_start|>");
+        lm_strbuf_puts(b, msgs[i].role);
+        lm_strbuf_puts(b, "\n");
+        lm_strbuf_puts(b, msgs[i].content);
+        lm_strbuf_puts(b, "<|im_end|>\n");
     }
-    if (add_generation_prompt) sb_str(b, "<|im_start|>assistant\n");
+    if (add_generation_prompt) lm_strbuf_puts(b, "<|im_start|>assistant\n");
 }
 
 enum lm_status chat_apply_plain(enum lm_chat_template tmpl, const struct lm_chat_msg *msgs, size_t n,
@@ -42,9 +42,9 @@ enum lm_status chat_apply_plain(enum lm_chat_template tmpl, const struct lm_chat
     for (size_t i = 0; i < n; i++)
         if (!msgs[i].role || !msgs[i].content)
             return lm_error_set(LM_ERR_ARG, "lm_chat_apply: message %zu has a NULL role or content", i);
-    struct sbuf b = {0};
-    struct sbuf sys = {0}; // pending system prompt (concatenated, each trimmed)
-    sb_put(&b, "", 0);
+    struct lm_strbuf b = {0};
+    struct lm_strbuf sys = {0}; // pending system prompt (concatenated, each trimmed)
+    lm_strbuf_put(&b, "", 0);
     if (tmpl == LM_CHAT_TEMPLATE_LLAMA3) apply_llama3(&b, msgs, n, add_generation_prompt);
     if (tmpl == LM_CHAT_TEMPLATE_CHATML) apply_chatml(&b, msgs, n, add_generation_prompt);
     for (size_t i = 0; tmpl == LM_CHAT_TEMPLATE_GEMMA && i < n; i++) {
@@ -54,25 +54,25 @@ enum lm_status chat_apply_plain(enum lm_chat_template tmpl, const struct lm_chat
             continue;
         }
         if (strcmp(role, "assistant") == 0) role = "model";
-        sb_str(&b, "<start_of_turn>");
-        sb_str(&b, role);
-        sb_str(&b, "\n");
+        lm_strbuf_puts(&b, "<start_of_turn>");
+        lm_strbuf_puts(&b, role);
+        lm_strbuf_puts(&b, "\n");
         if (sys.n > 0 && strcmp(role, "model") != 0) {
-            sb_put(&b, sys.s, sys.n);
-            sb_str(&b, "\n\n");
+            lm_strbuf_put(&b, sys.p, sys.n);
+            lm_strbuf_puts(&b, "\n\n");
             sys.n = 0;
         }
         sb_trimmed(&b, msgs[i].content);
-        sb_str(&b, "<end_of_turn>\n");
+        lm_strbuf_puts(&b, "<end_of_turn>\n");
     }
-    if (tmpl == LM_CHAT_TEMPLATE_GEMMA && add_generation_prompt) sb_str(&b, "<start_of_turn>model\n");
-    bool oom = b.oom || sys.oom;
-    free(sys.s);
+    if (tmpl == LM_CHAT_TEMPLATE_GEMMA && add_generation_prompt) lm_strbuf_puts(&b, "<start_of_turn>model\n");
+    bool oom = b.nomem || sys.nomem;
+    free(sys.p);
     if (oom) {
-        free(b.s);
+        free(b.p);
         return lm_error_set(LM_ERR_NOMEM, "lm_chat_apply: out of memory");
     }
-    *out = b.s;
+    *out = b.p;
     *n_out = b.n;
     return LM_OK;
 }

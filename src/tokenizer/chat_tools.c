@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "base/utf8.h"
-#include "tokenizer/chat_int.h"
+#include "tokenizer/chat_internal.h"
 #include "tokenizer/tokenizer.h"
 
 // ================================================================ JSON as json.dumps writes it
@@ -28,9 +28,9 @@ static void jr_ws(struct jr *r) {
         r->i++;
 }
 
-static void put_utf8(struct sbuf *b, unsigned cp) {
+static void put_utf8(struct lm_strbuf *b, unsigned cp) {
     char u[4];
-    sb_put(b, u, lm_utf8_put(cp, u));
+    lm_strbuf_put(b, u, lm_utf8_put(cp, u));
 }
 
 static int hex4(const char *p) {
@@ -43,36 +43,36 @@ static int hex4(const char *p) {
 }
 
 // One decoded character c of a string, escaped as json.dumps does.
-static void put_escaped(struct sbuf *b, unsigned cp) {
+static void put_escaped(struct lm_strbuf *b, unsigned cp) {
     char e[8];
     switch (cp) {
-    case '"': sb_str(b, "\\\""); return;
-    case '\\': sb_str(b, "\\\\"); return;
-    case '\b': sb_str(b, "\\b"); return;
-    case '\f': sb_str(b, "\\f"); return;
-    case '\n': sb_str(b, "\\n"); return;
-    case '\r': sb_str(b, "\\r"); return;
-    case '\t': sb_str(b, "\\t"); return;
+    case '"': lm_strbuf_puts(b, "\\\""); return;
+    case '\\': lm_strbuf_puts(b, "\\\\"); return;
+    case '\b': lm_strbuf_puts(b, "\\b"); return;
+    case '\f': lm_strbuf_puts(b, "\\f"); return;
+    case '\n': lm_strbuf_puts(b, "\\n"); return;
+    case '\r': lm_strbuf_puts(b, "\\r"); return;
+    case '\t': lm_strbuf_puts(b, "\\t"); return;
     }
     if (cp < 0x20) {
         snprintf(e, sizeof e, "\\u%04x", cp);
-        sb_str(b, e);
+        lm_strbuf_puts(b, e);
         return;
     }
     put_utf8(b, cp);
 }
 
 // A string at r->i (its opening quote): re-escaped to b (NULL: skipped), or decoded (raw).
-static bool jr_string(struct jr *r, struct sbuf *b, bool raw) {
+static bool jr_string(struct jr *r, struct lm_strbuf *b, bool raw) {
     if (r->i >= r->n || r->s[r->i] != '"') return false;
     r->i++;
-    if (b && !raw) sb_str(b, "\"");
+    if (b && !raw) lm_strbuf_puts(b, "\"");
     while (r->i < r->n && r->s[r->i] != '"') {
         const unsigned char c = (unsigned char)r->s[r->i];
         if (c < 0x20) return false;
         if (c != '\\') { // UTF-8 bytes as they are (the caller's text is UTF-8)
             if (b) {
-                if (raw) sb_put(b, (const char *)&r->s[r->i], 1);
+                if (raw) lm_strbuf_put(b, (const char *)&r->s[r->i], 1);
                 else put_escaped(b, c);
             }
             r->i++;
@@ -108,7 +108,7 @@ static bool jr_string(struct jr *r, struct sbuf *b, bool raw) {
                 if (b) {
                     char e[16]; // cp < 0xE000 here: 6 bytes and the NUL
                     snprintf(e, sizeof e, "\\u%04x", cp);
-                    sb_str(b, e);
+                    lm_strbuf_puts(b, e);
                 }
                 continue;
             }
@@ -123,19 +123,19 @@ static bool jr_string(struct jr *r, struct sbuf *b, bool raw) {
     }
     if (r->i >= r->n) return false;
     r->i++;
-    if (b && !raw) sb_str(b, "\"");
+    if (b && !raw) lm_strbuf_puts(b, "\"");
     return true;
 }
 
-static void jr_newline(struct jr *r, struct sbuf *b) {
-    sb_str(b, "\n");
-    for (int k = 0; k < r->depth * r->indent; k++) sb_str(b, " ");
+static void jr_newline(struct jr *r, struct lm_strbuf *b) {
+    lm_strbuf_puts(b, "\n");
+    for (int k = 0; k < r->depth * r->indent; k++) lm_strbuf_puts(b, " ");
 }
 
-static bool jr_value(struct jr *r, struct sbuf *b);
+static bool jr_value(struct jr *r, struct lm_strbuf *b);
 
 // An object or array at r->i.
-static bool jr_container(struct jr *r, struct sbuf *b) {
+static bool jr_container(struct jr *r, struct lm_strbuf *b) {
     const char open = r->s[r->i], close = open == '{' ? '}' : ']';
     if (++r->depth > 128) return false; // the server bounds nesting far below this
     r->i++;
@@ -143,13 +143,13 @@ static bool jr_container(struct jr *r, struct sbuf *b) {
     if (r->i < r->n && r->s[r->i] == close) {
         r->i++;
         r->depth--;
-        if (b) sb_put(b, open == '{' ? "{}" : "[]", 2);
+        if (b) lm_strbuf_put(b, open == '{' ? "{}" : "[]", 2);
         return true;
     }
-    if (b) sb_put(b, &open, 1);
+    if (b) lm_strbuf_put(b, &open, 1);
     for (bool first = true;; first = false) {
         if (!first) {
-            if (b) sb_str(b, r->indent >= 0 ? "," : ", ");
+            if (b) lm_strbuf_puts(b, r->indent >= 0 ? "," : ", ");
         }
         if (b && r->indent >= 0) jr_newline(r, b);
         jr_ws(r);
@@ -158,7 +158,7 @@ static bool jr_container(struct jr *r, struct sbuf *b) {
             jr_ws(r);
             if (r->i >= r->n || r->s[r->i] != ':') return false;
             r->i++;
-            if (b) sb_str(b, ": ");
+            if (b) lm_strbuf_puts(b, ": ");
         }
         if (!jr_value(r, b)) return false;
         jr_ws(r);
@@ -173,11 +173,11 @@ static bool jr_container(struct jr *r, struct sbuf *b) {
     }
     r->depth--;
     if (b && r->indent >= 0) jr_newline(r, b);
-    if (b) sb_put(b, &close, 1);
+    if (b) lm_strbuf_put(b, &close, 1);
     return true;
 }
 
-static bool jr_value(struct jr *r, struct sbuf *b) {
+static bool jr_value(struct jr *r, struct lm_strbuf *b) {
     jr_ws(r);
     if (r->i >= r->n) return false;
     const char c = r->s[r->i];
@@ -187,7 +187,7 @@ static bool jr_value(struct jr *r, struct sbuf *b) {
     for (int k = 0; k < 3; k++) {
         const size_t l = strlen(lits[k]);
         if (r->n - r->i >= l && memcmp(r->s + r->i, lits[k], l) == 0) {
-            if (b) sb_put(b, lits[k], l);
+            if (b) lm_strbuf_put(b, lits[k], l);
             r->i += l;
             return true;
         }
@@ -209,12 +209,12 @@ static bool jr_value(struct jr *r, struct sbuf *b) {
         while (r->i < r->n && r->s[r->i] >= '0' && r->s[r->i] <= '9') r->i++;
         if (r->i == d) return false;
     }
-    if (b) sb_put(b, r->s + at, r->i - at);
+    if (b) lm_strbuf_put(b, r->s + at, r->i - at);
     return true;
 }
 
 // The whole text s[0, n) is one JSON value: written to b as json.dumps(indent) would.
-static bool json_dumps_py(struct sbuf *b, const char *s, size_t n, int indent) {
+static bool json_dumps_py(struct lm_strbuf *b, const char *s, size_t n, int indent) {
     struct jr r = {s, n, 0, indent, 0};
     if (!jr_value(&r, b)) return false;
     jr_ws(&r);
@@ -258,33 +258,33 @@ enum lm_chat_tool_format lm_chat_tool_format(enum lm_chat_template tmpl) {
 }
 
 struct tool_ctx {
-    struct sbuf *b;
+    struct lm_strbuf *b;
     int indent;
     const char *before, *after;
 };
 
 static bool put_tool(void *ctx, const char *s, size_t n) {
     struct tool_ctx *c = ctx;
-    sb_str(c->b, c->before);
+    lm_strbuf_puts(c->b, c->before);
     if (!json_dumps_py(c->b, s, n, c->indent)) return false;
-    sb_str(c->b, c->after);
+    lm_strbuf_puts(c->b, c->after);
     return true;
 }
 
 // '{"name": "<name>", "<args_key>": <arguments as tojson>}'
-static void put_call(struct sbuf *b, const struct lm_chat_tool_call *tc, const char *args_key) {
-    sb_str(b, "{\"name\": \"");
-    sb_str(b, tc->name ? tc->name : "");
-    sb_str(b, "\", \"");
-    sb_str(b, args_key);
-    sb_str(b, "\": ");
+static void put_call(struct lm_strbuf *b, const struct lm_chat_tool_call *tc, const char *args_key) {
+    lm_strbuf_puts(b, "{\"name\": \"");
+    lm_strbuf_puts(b, tc->name ? tc->name : "");
+    lm_strbuf_puts(b, "\", \"");
+    lm_strbuf_puts(b, args_key);
+    lm_strbuf_puts(b, "\": ");
     const char *a = tc->arguments ? tc->arguments : "{}";
     const size_t at = b->n;
     if (!json_dumps_py(b, a, strlen(a), -1)) { // not JSON (a call cut by max_tokens): as written
         b->n = at;
-        sb_str(b, a);
+        lm_strbuf_puts(b, a);
     }
-    sb_str(b, "}");
+    lm_strbuf_puts(b, "}");
 }
 
 static bool is_role(const struct lm_chat_msg *m, const char *role) { return strcmp(m->role, role) == 0; }
@@ -304,66 +304,66 @@ static const char k_qwen_tools_tail[] =
 
 // Qwen 3's template (Qwen 2.5's but for its default system text): ChatML, the tools in the
 // first system message, calls in <tool_call>, consecutive results in one user turn.
-static enum lm_status apply_qwen(struct sbuf *b, const struct lm_chat_msg *msgs, const struct lm_chat_msg_tools *pt,
+static enum lm_status apply_qwen(struct lm_strbuf *b, const struct lm_chat_msg *msgs, const struct lm_chat_msg_tools *pt,
                                  size_t n, const char *tools, size_t len, bool agp) {
     size_t i0 = 0;
     if (tools) {
-        sb_str(b, "<|im_start|>system\n");
+        lm_strbuf_puts(b, "<|im_start|>system\n");
         if (n > 0 && is_role(&msgs[0], "system")) {
-            sb_str(b, msgs[0].content);
-            sb_str(b, "\n\n");
+            lm_strbuf_puts(b, msgs[0].content);
+            lm_strbuf_puts(b, "\n\n");
             i0 = 1;
         }
-        sb_str(b, k_qwen_tools_head);
+        lm_strbuf_puts(b, k_qwen_tools_head);
         struct tool_ctx c = {b, -1, "\n", ""};
         if (!each_tool(tools, len, put_tool, &c))
             return lm_error_set(LM_ERR_ARG, "lm_chat_apply_tools: 'tools' is not a valid JSON array");
-        sb_str(b, k_qwen_tools_tail);
+        lm_strbuf_puts(b, k_qwen_tools_tail);
     }
     for (size_t i = i0; i < n; i++) {
         const struct lm_chat_msg *m = &msgs[i];
         const struct lm_chat_msg_tools *p = part(pt, i);
         if (is_role(m, "tool")) {
-            if (i == 0 || !is_role(&msgs[i - 1], "tool")) sb_str(b, "<|im_start|>user");
-            sb_str(b, "\n<tool_response>\n");
-            sb_str(b, m->content);
-            sb_str(b, "\n</tool_response>");
-            if (i + 1 == n || !is_role(&msgs[i + 1], "tool")) sb_str(b, "<|im_end|>\n");
+            if (i == 0 || !is_role(&msgs[i - 1], "tool")) lm_strbuf_puts(b, "<|im_start|>user");
+            lm_strbuf_puts(b, "\n<tool_response>\n");
+            lm_strbuf_puts(b, m->content);
+            lm_strbuf_puts(b, "\n</tool_response>");
+            if (i + 1 == n || !is_role(&msgs[i + 1], "tool")) lm_strbuf_puts(b, "<|im_end|>\n");
             continue;
         }
         if (is_role(m, "assistant") && p->n_tool_calls > 0) {
-            sb_str(b, "<|im_start|>assistant");
+            lm_strbuf_puts(b, "<|im_start|>assistant");
             if (*m->content) {
-                sb_str(b, "\n");
-                sb_str(b, m->content);
+                lm_strbuf_puts(b, "\n");
+                lm_strbuf_puts(b, m->content);
             }
             for (size_t k = 0; k < p->n_tool_calls; k++) {
-                sb_str(b, "\n<tool_call>\n");
+                lm_strbuf_puts(b, "\n<tool_call>\n");
                 put_call(b, &p->tool_calls[k], "arguments");
-                sb_str(b, "\n</tool_call>");
+                lm_strbuf_puts(b, "\n</tool_call>");
             }
-            sb_str(b, "<|im_end|>\n");
+            lm_strbuf_puts(b, "<|im_end|>\n");
             continue;
         }
-        sb_str(b, "<|im_start|>");
-        sb_str(b, m->role);
-        sb_str(b, "\n");
-        sb_str(b, m->content);
-        sb_str(b, "<|im_end|>\n");
+        lm_strbuf_puts(b, "<|im_start|>");
+        lm_strbuf_puts(b, m->role);
+        lm_strbuf_puts(b, "\n");
+        lm_strbuf_puts(b, m->content);
+        lm_strbuf_puts(b, "<|im_end|>\n");
     }
-    if (agp) sb_str(b, "<|im_start|>assistant\n");
+    if (agp) lm_strbuf_puts(b, "<|im_start|>assistant\n");
     return LM_OK;
 }
 
 // Llama 3.1's template as llama.cpp runs it (tools in the system message, not the first user
 // message; its default date): calls as {"name", "parameters"} (several: one per line), results
 // in the ipython role, written as they are (the template would quote a string result as JSON).
-static enum lm_status apply_llama3_tools(struct sbuf *b, const struct lm_chat_msg *msgs,
+static enum lm_status apply_llama3_tools(struct lm_strbuf *b, const struct lm_chat_msg *msgs,
                                          const struct lm_chat_msg_tools *pt, size_t n, const char *tools,
                                          size_t len, bool agp) {
     size_t i0 = 0;
     if (tools) {
-        sb_str(b, "<|start_header_id|>system<|end_header_id|>\n\nEnvironment: ipython\n"
+        lm_strbuf_puts(b, "<|start_header_id|>system<|end_header_id|>\n\nEnvironment: ipython\n"
                   "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n"
                   "You have access to the following functions. To call a function, please respond with JSON "
                   "for a function call.Respond in the format {\"name\": function name, \"parameters\": "
@@ -375,26 +375,26 @@ static enum lm_status apply_llama3_tools(struct sbuf *b, const struct lm_chat_ms
             sb_trimmed(b, msgs[0].content);
             i0 = 1;
         }
-        sb_str(b, "<|eot_id|>");
+        lm_strbuf_puts(b, "<|eot_id|>");
     }
     for (size_t i = i0; i < n; i++) {
         const struct lm_chat_msg *m = &msgs[i];
         const struct lm_chat_msg_tools *p = part(pt, i);
         const bool result = is_role(m, "tool") || is_role(m, "ipython");
-        sb_str(b, "<|start_header_id|>");
-        sb_str(b, result ? "ipython" : m->role);
-        sb_str(b, "<|end_header_id|>\n\n");
+        lm_strbuf_puts(b, "<|start_header_id|>");
+        lm_strbuf_puts(b, result ? "ipython" : m->role);
+        lm_strbuf_puts(b, "<|end_header_id|>\n\n");
         if (p->n_tool_calls > 0) {
             for (size_t k = 0; k < p->n_tool_calls; k++) {
-                if (k) sb_str(b, "\n");
+                if (k) lm_strbuf_puts(b, "\n");
                 put_call(b, &p->tool_calls[k], "parameters");
             }
         } else {
             sb_trimmed(b, m->content);
         }
-        sb_str(b, "<|eot_id|>");
+        lm_strbuf_puts(b, "<|eot_id|>");
     }
-    if (agp) sb_str(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    if (agp) lm_strbuf_puts(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
     return LM_OK;
 }
 
@@ -413,7 +413,7 @@ static enum lm_status apply_generic(enum lm_chat_template tmpl, const struct lm_
                                     const struct lm_chat_msg_tools *pt, size_t n, const char *tools, size_t len,
                                     bool agp, char **out, size_t *n_out) {
     struct lm_chat_msg *m2 = calloc(n + 1, sizeof *m2);
-    struct sbuf *texts = calloc(n + 1, sizeof *texts); // synthesized contents
+    struct lm_strbuf *texts = calloc(n + 1, sizeof *texts); // synthesized contents
     enum lm_status st = LM_OK;
     if (!m2 || !texts) {
         st = lm_error_set(LM_ERR_NOMEM, "lm_chat_apply: out of memory");
@@ -421,67 +421,67 @@ static enum lm_status apply_generic(enum lm_chat_template tmpl, const struct lm_
     }
     size_t k = 0, i0 = 0;
     if (tools) {
-        struct sbuf *t = &texts[k];
+        struct lm_strbuf *t = &texts[k];
         if (n > 0 && is_role(&msgs[0], "system")) {
             sb_trimmed(t, msgs[0].content);
-            if (t->n) sb_str(t, "\n\n");
+            if (t->n) lm_strbuf_puts(t, "\n\n");
             i0 = 1;
         }
-        sb_str(t, k_generic_head);
+        lm_strbuf_puts(t, k_generic_head);
         struct tool_ctx c = {t, -1, "", "\n"};
         if (!each_tool(tools, len, put_tool, &c)) {
             st = lm_error_set(LM_ERR_ARG, "lm_chat_apply_tools: 'tools' is not a valid JSON array");
             goto done;
         }
-        sb_str(t, k_generic_tail);
-        sb_put(t, "", 0);
-        m2[k++] = (struct lm_chat_msg){.role = "system", .content = t->s};
+        lm_strbuf_puts(t, k_generic_tail);
+        lm_strbuf_put(t, "", 0);
+        m2[k++] = (struct lm_chat_msg){.role = "system", .content = t->p};
     }
     for (size_t i = i0; i < n; i++) {
         const struct lm_chat_msg *m = &msgs[i];
         const struct lm_chat_msg_tools *p = part(pt, i);
-        struct sbuf *t = &texts[k];
+        struct lm_strbuf *t = &texts[k];
         if (is_role(m, "tool")) {
-            struct sbuf name = {0}; // the call's function, found by its id in earlier messages
+            struct lm_strbuf name = {0}; // the call's function, found by its id in earlier messages
             for (size_t j = i; j-- > 0 && !name.n && p->tool_call_id;) {
                 const struct lm_chat_msg_tools *q = part(pt, j);
                 for (size_t c = 0; c < q->n_tool_calls && !name.n; c++)
                     if (q->tool_calls[c].id && strcmp(q->tool_calls[c].id, p->tool_call_id) == 0)
-                        sb_str(&name, q->tool_calls[c].name);
+                        lm_strbuf_puts(&name, q->tool_calls[c].name);
             }
-            sb_str(t, "Result of the tool call");
+            lm_strbuf_puts(t, "Result of the tool call");
             if (name.n) {
-                sb_str(t, " ");
-                sb_put(t, name.s, name.n);
+                lm_strbuf_puts(t, " ");
+                lm_strbuf_put(t, name.p, name.n);
             }
-            sb_str(t, ":\n");
-            free(name.s);
+            lm_strbuf_puts(t, ":\n");
+            free(name.p);
             sb_trimmed(t, m->content);
-            m2[k++] = (struct lm_chat_msg){.role = "user", .content = t->s};
+            m2[k++] = (struct lm_chat_msg){.role = "user", .content = t->p};
             continue;
         }
         if (p->n_tool_calls > 0) {
             sb_trimmed(t, m->content);
-            if (t->n) sb_str(t, "\n");
-            sb_str(t, "{\"tool_calls\": [");
+            if (t->n) lm_strbuf_puts(t, "\n");
+            lm_strbuf_puts(t, "{\"tool_calls\": [");
             for (size_t c = 0; c < p->n_tool_calls; c++) {
-                if (c) sb_str(t, ", ");
+                if (c) lm_strbuf_puts(t, ", ");
                 put_call(t, &p->tool_calls[c], "arguments");
             }
-            sb_str(t, "]}");
-            m2[k++] = (struct lm_chat_msg){.role = m->role, .content = t->s};
+            lm_strbuf_puts(t, "]}");
+            m2[k++] = (struct lm_chat_msg){.role = m->role, .content = t->p};
             continue;
         }
         m2[k++] = (struct lm_chat_msg){.role = m->role, .content = m->content};
     }
     for (size_t j = 0; j < k; j++)
-        if (texts[j].oom) {
+        if (texts[j].nomem) {
             st = lm_error_set(LM_ERR_NOMEM, "lm_chat_apply: out of memory");
             goto done;
         }
     st = chat_apply_plain(tmpl, m2, k, agp, out, n_out);
 done:
-    for (size_t j = 0; texts && j <= n; j++) free(texts[j].s);
+    for (size_t j = 0; texts && j <= n; j++) free(texts[j].p);
     free(texts);
     free(m2);
     return st;
@@ -511,19 +511,19 @@ enum lm_status lm_chat_apply_tools(enum lm_chat_template tmpl, const struct lm_c
     }
     const enum lm_chat_tool_format f = lm_chat_tool_format(tmpl);
     if (f == LM_CHAT_TOOLS_GENERIC) return apply_generic(tmpl, msgs, pt, n, tools, len, agp, out, n_out);
-    struct sbuf b = {0};
-    sb_put(&b, "", 0);
+    struct lm_strbuf b = {0};
+    lm_strbuf_put(&b, "", 0);
     const enum lm_status st = f == LM_CHAT_TOOLS_QWEN ? apply_qwen(&b, msgs, pt, n, tools, len, agp)
                                                       : apply_llama3_tools(&b, msgs, pt, n, tools, len, agp);
-    if (st == LM_OK && b.oom) {
-        free(b.s);
+    if (st == LM_OK && b.nomem) {
+        free(b.p);
         return lm_error_set(LM_ERR_NOMEM, "lm_chat_apply: out of memory");
     }
     if (st != LM_OK) {
-        free(b.s);
+        free(b.p);
         return st;
     }
-    *out = b.s;
+    *out = b.p;
     *n_out = b.n;
     return LM_OK;
 }

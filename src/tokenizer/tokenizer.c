@@ -1,7 +1,7 @@
 // Tokenizer vocabulary: load + validate tokenizer.ggml.* metadata into owned arrays, the
 // text -> id hash, special-token attributes exactly as llama.cpp derives them, pieces,
 // whole-sequence and streaming detokenization. Reading it from GGUF: tokenizer_gguf.c;
-// encoding: spm.c and bpe.c.
+// encoding: tokenize.c (spm.c, bpe.c).
 #include "tokenizer/tokenizer.h"
 
 #include <math.h>
@@ -10,31 +10,6 @@
 #include <string.h>
 
 #include "format/gguf.h"
-
-
-// ============================================================================
-// Hash table (text -> id)
-// ============================================================================
-
-static uint32_t lm_tok_hash(const char *s, size_t n) {
-    uint32_t h = 2166136261u; // FNV-1a
-    for (size_t i = 0; i < n; i++) {
-        h ^= (uint8_t)s[i];
-        h *= 16777619u;
-    }
-    return h ^ (h >> 15);
-}
-
-int32_t lm_tokenizer_find(const struct lm_tokenizer *t, const char *text, size_t len) {
-    uint32_t i = lm_tok_hash(text, len) & t->ht_mask;
-    for (;;) {
-        uint32_t id = t->ht[i];
-        if (id == UINT32_MAX) return -1;
-        uint32_t o = t->off[id], n = t->off[id + 1] - o;
-        if (n == len && memcmp(t->blob + o, text, len) == 0) return (int32_t)id;
-        i = (i + 1) & t->ht_mask;
-    }
-}
 
 // ============================================================================
 // Build from a description
@@ -265,6 +240,76 @@ static enum lm_status check_id(const char *name, const char *key, int64_t id, in
     return LM_OK;
 }
 
+// t's token texts (empty ones become "[EMPTY_<id>]" as in llama.cpp), scores, attributes
+// and the text -> id table, each token checked: score not NaN, type 0..6, byte tokens
+// spelled <0xXX>, no two tokens with the same text. t->n_vocab is set; on error the caller
+// frees t.
+static enum lm_status build_vocab(struct lm_tokenizer *t, const struct lm_tokenizer_desc *d, const char *name) {
+    int32_t nv = t->n_vocab;
+    uint64_t total = 0;
+    for (int32_t i = 0; i < nv; i++) total += d->lens[i] ? d->lens[i] : 24;
+    if (total >= UINT32_MAX) {
+        return lm_error_set(LM_ERR_FORMAT, "tokenizer: %s: token texts total %llu bytes (limit 4 GiB)", name,
+                            (unsigned long long)total);
+    }
+    t->blob = malloc(total + 1);
+    t->off = malloc(((size_t)nv + 1) * sizeof *t->off);
+    t->scores = malloc((size_t)nv * sizeof *t->scores);
+    t->attr = malloc((size_t)nv * sizeof *t->attr);
+    uint32_t slots = 1;
+    while (slots < 2u * (uint32_t)nv) slots <<= 1;
+    t->ht = malloc((size_t)slots * sizeof *t->ht);
+    if (!t->blob || !t->off || !t->scores || !t->attr || !t->ht) {
+        return lm_error_set(LM_ERR_NOMEM, "tokenizer: %s: out of memory for %d tokens", name, nv);
+    }
+    t->ht_mask = slots - 1;
+    memset(t->ht, 0xff, (size_t)slots * sizeof *t->ht);
+    uint32_t pos = 0;
+    for (int32_t i = 0; i < nv; i++) {
+        t->off[i] = pos;
+        if (d->lens[i]) {
+            memcpy(t->blob + pos, d->texts[i], d->lens[i]);
+            pos += d->lens[i];
+        } else {
+            pos += (uint32_t)snprintf(t->blob + pos, 24, "[EMPTY_%d]", i);
+        }
+        if (pos - t->off[i] > t->max_token_len) t->max_token_len = pos - t->off[i];
+    }
+    t->off[nv] = pos;
+    t->blob[pos] = 0;
+
+    for (int32_t i = 0; i < nv; i++) {
+        float s = d->scores ? d->scores[i] : 0.0f;
+        if (isnan(s)) {
+            return lm_error_set(LM_ERR_FORMAT, "tokenizer: %s: tokenizer.ggml.scores[%d] is NaN", name, i);
+        }
+        t->scores[i] = s;
+        int32_t ty = d->types ? d->types[i] : LM_TOK_TYPE_NORMAL;
+        if (ty < LM_TOK_TYPE_UNDEFINED || ty > LM_TOK_TYPE_BYTE) {
+            return lm_error_set(LM_ERR_FORMAT, "tokenizer: %s: tokenizer.ggml.token_type[%d] = %d (expected 0..6)",
+                                name, i, ty);
+        }
+        t->attr[i] = attr_of_type(ty);
+        const char *txt = t->blob + t->off[i];
+        uint32_t len = t->off[i + 1] - t->off[i];
+        if (ty == LM_TOK_TYPE_BYTE && byte_token_value(txt, len) < 0) {
+            return lm_error_set(LM_ERR_FORMAT, "tokenizer: %s: byte token %d is not spelled <0xXX> (%u bytes)", name,
+                                i, len);
+        }
+        uint32_t h = lm_tok_hash(txt, len) & t->ht_mask;
+        while (t->ht[h] != UINT32_MAX) {
+            uint32_t o = t->ht[h];
+            if (t->off[o + 1] - t->off[o] == len && memcmp(t->blob + t->off[o], txt, len) == 0) {
+                return lm_error_set(LM_ERR_FORMAT, "tokenizer: %s: tokens %u and %d have the same text (%u bytes)",
+                                    name, o, i, len);
+            }
+            h = (h + 1) & t->ht_mask;
+        }
+        t->ht[h] = (uint32_t)i;
+    }
+    return LM_OK;
+}
+
 enum lm_status lm_tokenizer_init_desc(struct lm_tokenizer **out, const struct lm_tokenizer_desc *d,
                                       const char *name) {
     *out = NULL;
@@ -292,74 +337,7 @@ enum lm_status lm_tokenizer_init_desc(struct lm_tokenizer **out, const struct lm
     t->n_vocab = nv;
     enum lm_status st = LM_OK;
 
-    // texts: empty ones become "[EMPTY_<id>]" as in llama.cpp
-    uint64_t total = 0;
-    for (int32_t i = 0; i < nv; i++) total += d->lens[i] ? d->lens[i] : 24;
-    if (total >= UINT32_MAX) {
-        st = lm_error_set(LM_ERR_FORMAT, "tokenizer: %s: token texts total %llu bytes (limit 4 GiB)", name,
-                          (unsigned long long)total);
-        goto fail;
-    }
-    t->blob = malloc(total + 1);
-    t->off = malloc(((size_t)nv + 1) * sizeof *t->off);
-    t->scores = malloc((size_t)nv * sizeof *t->scores);
-    t->attr = malloc((size_t)nv * sizeof *t->attr);
-    uint32_t slots = 1;
-    while (slots < 2u * (uint32_t)nv) slots <<= 1;
-    t->ht = malloc((size_t)slots * sizeof *t->ht);
-    if (!t->blob || !t->off || !t->scores || !t->attr || !t->ht) {
-        st = lm_error_set(LM_ERR_NOMEM, "tokenizer: %s: out of memory for %d tokens", name, nv);
-        goto fail;
-    }
-    t->ht_mask = slots - 1;
-    memset(t->ht, 0xff, (size_t)slots * sizeof *t->ht);
-    uint32_t pos = 0;
-    for (int32_t i = 0; i < nv; i++) {
-        t->off[i] = pos;
-        if (d->lens[i]) {
-            memcpy(t->blob + pos, d->texts[i], d->lens[i]);
-            pos += d->lens[i];
-        } else {
-            pos += (uint32_t)snprintf(t->blob + pos, 24, "[EMPTY_%d]", i);
-        }
-        if (pos - t->off[i] > t->max_token_len) t->max_token_len = pos - t->off[i];
-    }
-    t->off[nv] = pos;
-    t->blob[pos] = 0;
-
-    for (int32_t i = 0; i < nv; i++) {
-        float s = d->scores ? d->scores[i] : 0.0f;
-        if (isnan(s)) {
-            st = lm_error_set(LM_ERR_FORMAT, "tokenizer: %s: tokenizer.ggml.scores[%d] is NaN", name, i);
-            goto fail;
-        }
-        t->scores[i] = s;
-        int32_t ty = d->types ? d->types[i] : LM_TOK_TYPE_NORMAL;
-        if (ty < LM_TOK_TYPE_UNDEFINED || ty > LM_TOK_TYPE_BYTE) {
-            st = lm_error_set(LM_ERR_FORMAT, "tokenizer: %s: tokenizer.ggml.token_type[%d] = %d (expected 0..6)",
-                              name, i, ty);
-            goto fail;
-        }
-        t->attr[i] = attr_of_type(ty);
-        const char *txt = t->blob + t->off[i];
-        uint32_t len = t->off[i + 1] - t->off[i];
-        if (ty == LM_TOK_TYPE_BYTE && byte_token_value(txt, len) < 0) {
-            st = lm_error_set(LM_ERR_FORMAT, "tokenizer: %s: byte token %d is not spelled <0xXX> (%u bytes)", name,
-                              i, len);
-            goto fail;
-        }
-        uint32_t h = lm_tok_hash(txt, len) & t->ht_mask;
-        while (t->ht[h] != UINT32_MAX) {
-            uint32_t o = t->ht[h];
-            if (t->off[o + 1] - t->off[o] == len && memcmp(t->blob + t->off[o], txt, len) == 0) {
-                st = lm_error_set(LM_ERR_FORMAT, "tokenizer: %s: tokens %u and %d have the same text (%u bytes)",
-                                  name, o, i, len);
-                goto fail;
-            }
-            h = (h + 1) & t->ht_mask;
-        }
-        t->ht[h] = (uint32_t)i;
-    }
+    if ((st = build_vocab(t, d, name)) != LM_OK) goto fail;
 
     // special ids: defaults (SPM bos 1, eos 2, unk 0; BPE bos = eos = 11) are dropped when
     // out of range, as llama.cpp does; explicit metadata ids out of range are an error.

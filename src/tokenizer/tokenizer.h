@@ -7,6 +7,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "base/status.h"
 #include "lumen.h"
@@ -117,8 +119,28 @@ void lm_tokenizer_free(struct lm_tokenizer *t);
 
 // ---------------------------------------------------------------- lookups
 
-// Token id of an exact text, or -1.
-int32_t lm_tokenizer_find(const struct lm_tokenizer *t, const char *text, size_t len);
+// The hash of the text -> id table (FNV-1a, high bits folded in).
+static inline uint32_t lm_tok_hash(const char *s, size_t n) {
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++) {
+        h ^= (uint8_t)s[i];
+        h *= 16777619u;
+    }
+    return h ^ (h >> 15);
+}
+
+// Token id of an exact text, or -1. Inline: the encoders (spm.c, bpe.c) and the vocabulary
+// (tokenizer.c) use it without depending on one another.
+static inline int32_t lm_tokenizer_find(const struct lm_tokenizer *t, const char *text, size_t len) {
+    uint32_t i = lm_tok_hash(text, len) & t->ht_mask;
+    for (;;) {
+        uint32_t id = t->ht[i];
+        if (id == UINT32_MAX) return -1;
+        uint32_t o = t->off[id], n = t->off[id + 1] - o;
+        if (n == len && memcmp(t->blob + o, text, len) == 0) return (int32_t)id;
+        i = (i + 1) & t->ht_mask;
+    }
+}
 // Raw vocabulary text of id (no unescaping); *len its length. NULL if out of range.
 const char *lm_tokenizer_text(const struct lm_tokenizer *t, int32_t id, size_t *len);
 uint32_t lm_tokenizer_attr(const struct lm_tokenizer *t, int32_t id); // 0 if out of range
@@ -140,7 +162,25 @@ struct lm_tok_ids {
     int32_t *v;
     size_t n, cap;
 };
-bool lm_tok_ids_push(struct lm_tok_ids *a, int32_t x);
+static inline bool lm_tok_ids_push(struct lm_tok_ids *a, int32_t x) {
+    if (a->n == a->cap) {
+        size_t nc = a->cap ? a->cap * 2 : 64;
+        int32_t *nv = realloc(a->v, nc * sizeof *nv);
+        if (!nv) return false;
+        a->v = nv;
+        a->cap = nc;
+    }
+    a->v[a->n++] = x;
+    return true;
+}
+
+// SentencePiece: encodes one raw fragment (no special tokens in it), escaping spaces and
+// with a leading U+2581 when space_prefix, and appends its ids to out. *scratch is
+// allocated on first use and reused; free with lm_spm_scratch_free (spm.c).
+struct lm_spm_scratch;
+enum lm_status lm_spm_fragment(const struct lm_tokenizer *t, struct lm_spm_scratch **scratch, const char *raw,
+                               size_t raw_len, bool space_prefix, struct lm_tok_ids *out);
+void lm_spm_scratch_free(struct lm_spm_scratch *s);
 
 // Pre-tokenizer properties llama.cpp derives from tokenizer.ggml.pre.
 struct lm_bpe_info {

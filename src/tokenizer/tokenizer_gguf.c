@@ -25,6 +25,51 @@ static enum lm_status get_flag(const struct lm_gguf *g, const char *key, int *ou
     return st;
 }
 
+// tokenizer.ggml.scores (float32, or int32 as some converters write it) into *out, malloc'd;
+// *out stays NULL when the key is absent.
+static enum lm_status read_scores(const struct lm_gguf *g, const char *name, uint64_t n, float **out) {
+    const struct lm_gguf_kv *kv = lm_gguf_find_kv(g, "tokenizer.ggml.scores");
+    if (!kv) return LM_OK;
+    if (kv->type != LM_GGUF_TYPE_ARRAY || (kv->arr_type != LM_GGUF_TYPE_FLOAT32 && kv->arr_type != LM_GGUF_TYPE_INT32))
+        return lm_error_set(LM_ERR_FORMAT, "tokenizer: %s: tokenizer.ggml.scores: expected array of float32, got %s%s%s",
+                            name, lm_gguf_type_name(kv->type), kv->type == LM_GGUF_TYPE_ARRAY ? " of " : "",
+                            kv->type == LM_GGUF_TYPE_ARRAY ? lm_gguf_type_name(kv->arr_type) : "");
+    if (kv->arr_n != n)
+        return lm_error_set(LM_ERR_FORMAT, "tokenizer: %s: tokenizer.ggml.scores has %llu entries, tokens has %llu",
+                            name, (unsigned long long)kv->arr_n, (unsigned long long)n);
+    float *scores = malloc(n * sizeof *scores);
+    if (!scores) return lm_error_set(LM_ERR_NOMEM, "tokenizer: %s: out of memory", name);
+    const uint8_t *p = kv->data;
+    for (uint64_t i = 0; i < n; i++) {
+        if (kv->arr_type == LM_GGUF_TYPE_FLOAT32) {
+            memcpy(&scores[i], p + 4 * i, 4);
+        } else {
+            int32_t v;
+            memcpy(&v, p + 4 * i, 4);
+            scores[i] = (float)v;
+        }
+    }
+    *out = scores;
+    return LM_OK;
+}
+
+// tokenizer.ggml.token_type (int32) into *out, malloc'd; *out stays NULL when absent.
+static enum lm_status read_types(const struct lm_gguf *g, const char *name, uint64_t n, int32_t **out) {
+    if (!lm_gguf_find_kv(g, "tokenizer.ggml.token_type")) return LM_OK;
+    uint64_t nt;
+    const void *td;
+    enum lm_status st = lm_gguf_get_arr(g, "tokenizer.ggml.token_type", LM_GGUF_TYPE_INT32, &nt, &td, true);
+    if (st != LM_OK) return st;
+    if (nt != n)
+        return lm_error_set(LM_ERR_FORMAT, "tokenizer: %s: tokenizer.ggml.token_type has %llu entries, tokens has %llu",
+                            name, (unsigned long long)nt, (unsigned long long)n);
+    int32_t *types = malloc(n * sizeof *types);
+    if (!types) return lm_error_set(LM_ERR_NOMEM, "tokenizer: %s: out of memory", name);
+    memcpy(types, td, n * sizeof *types);
+    *out = types;
+    return LM_OK;
+}
+
 enum lm_status lm_tokenizer_load(struct lm_tokenizer **out, const struct lm_gguf *g) {
     *out = NULL;
     const char *name = g->path;
@@ -75,56 +120,10 @@ enum lm_status lm_tokenizer_load(struct lm_tokenizer **out, const struct lm_gguf
     d.texts = texts;
     d.lens = lens;
 
-    const struct lm_gguf_kv *kv = lm_gguf_find_kv(g, "tokenizer.ggml.scores");
-    if (kv) {
-        if (kv->type != LM_GGUF_TYPE_ARRAY ||
-            (kv->arr_type != LM_GGUF_TYPE_FLOAT32 && kv->arr_type != LM_GGUF_TYPE_INT32)) {
-            st = lm_error_set(LM_ERR_FORMAT, "tokenizer: %s: tokenizer.ggml.scores: expected array of float32, got %s%s%s",
-                              name, lm_gguf_type_name(kv->type), kv->type == LM_GGUF_TYPE_ARRAY ? " of " : "",
-                              kv->type == LM_GGUF_TYPE_ARRAY ? lm_gguf_type_name(kv->arr_type) : "");
-            goto done;
-        }
-        if (kv->arr_n != n) {
-            st = lm_error_set(LM_ERR_FORMAT, "tokenizer: %s: tokenizer.ggml.scores has %llu entries, tokens has %llu",
-                              name, (unsigned long long)kv->arr_n, (unsigned long long)n);
-            goto done;
-        }
-        scores = malloc(n * sizeof *scores);
-        if (!scores) {
-            st = lm_error_set(LM_ERR_NOMEM, "tokenizer: %s: out of memory", name);
-            goto done;
-        }
-        const uint8_t *p = kv->data;
-        for (uint64_t i = 0; i < n; i++) {
-            if (kv->arr_type == LM_GGUF_TYPE_FLOAT32) {
-                memcpy(&scores[i], p + 4 * i, 4);
-            } else {
-                int32_t v;
-                memcpy(&v, p + 4 * i, 4);
-                scores[i] = (float)v;
-            }
-        }
-        d.scores = scores;
-    }
-    kv = lm_gguf_find_kv(g, "tokenizer.ggml.token_type");
-    if (kv) {
-        uint64_t nt;
-        const void *td;
-        if ((st = lm_gguf_get_arr(g, "tokenizer.ggml.token_type", LM_GGUF_TYPE_INT32, &nt, &td, true)) != LM_OK)
-            goto done;
-        if (nt != n) {
-            st = lm_error_set(LM_ERR_FORMAT, "tokenizer: %s: tokenizer.ggml.token_type has %llu entries, tokens has %llu",
-                              name, (unsigned long long)nt, (unsigned long long)n);
-            goto done;
-        }
-        types = malloc(n * sizeof *types);
-        if (!types) {
-            st = lm_error_set(LM_ERR_NOMEM, "tokenizer: %s: out of memory", name);
-            goto done;
-        }
-        memcpy(types, td, n * sizeof *types);
-        d.types = types;
-    }
+    if ((st = read_scores(g, name, n, &scores)) != LM_OK || (st = read_types(g, name, n, &types)) != LM_OK)
+        goto done;
+    d.scores = scores;
+    d.types = types;
     if ((st = get_id(g, "tokenizer.ggml.bos_token_id", &d.bos)) ||
         (st = get_id(g, "tokenizer.ggml.eos_token_id", &d.eos)) ||
         (st = get_id(g, "tokenizer.ggml.unknown_token_id", &d.unk)) ||
