@@ -2,7 +2,7 @@
 // (BSD editline) when stdin is a terminal; otherwise every input line is one message
 // (scripts, tests). One KV sequence holds the conversation: each turn renders the whole
 // conversation with the chat template, keeps the longest common prefix with what the KV
-// holds and prefills only the rest. Also the chat-template choice shared with `lumen run`.
+// holds and prefills only the rest.
 #include <errno.h>
 #include <locale.h>
 #include <signal.h>
@@ -47,40 +47,6 @@ static const char *k_chat_help =
     "When the context fills up, the oldest turns are dropped (a system prompt is kept) and\n"
     "one line says so. With stdin not a terminal, each input line is one message and the\n"
     "replies go to stdout, one after another (no prompt, no line editing).\n";
-
-// ============================================================================
-// Chat template choice (also `lumen run --chat`)
-// ============================================================================
-
-int cli_chat_template(const char *cmd, const struct lm_model *m, const char *path, const char *forced) {
-    if (forced) return lm_chat_template_from_name(forced); // validated by the caller
-    const struct lm_tokenizer *tok = lm_model_tokenizer(m);
-    const char *text = lm_model_chat_template(m);
-    enum lm_chat_template t = LM_CHAT_TEMPLATE_NONE;
-    if (text && *text && (t = lm_chat_template_detect(tok, lm_model_arch(m), text)) != LM_CHAT_TEMPLATE_NONE)
-        return t;
-    // no template, or one lumen does not know: the vocabulary's turn tokens, the
-    // architecture, else ChatML (llama.cpp's fallback); say which, once
-    const enum lm_chat_template by_vocab = lm_chat_template_detect(tok, NULL, NULL);
-    const enum lm_chat_template by_arch = lm_chat_template_detect(NULL, lm_model_arch(m), NULL);
-    const char *why = "llama.cpp's fallback";
-    if (by_vocab != LM_CHAT_TEMPLATE_NONE) {
-        t = by_vocab;
-        why = "from the vocabulary's turn tokens";
-    } else if (by_arch != LM_CHAT_TEMPLATE_NONE) {
-        t = by_arch;
-        why = "from the architecture";
-    } else {
-        t = LM_CHAT_TEMPLATE_CHATML;
-    }
-    if (text && *text)
-        fprintf(stderr, "lumen %s: %s has a chat template lumen does not know; using the %s turn format (%s)\n",
-                cmd, path, lm_chat_template_name(t), why);
-    else
-        fprintf(stderr, "lumen %s: %s has no chat template (a base model?); using the %s turn format (%s)\n",
-                cmd, path, lm_chat_template_name(t), why);
-    return t;
-}
 
 // ============================================================================
 // State
