@@ -28,14 +28,16 @@ static const char *k_chat_help_head =
     "  -s, --system TEXT     system prompt (kept when old turns are dropped)\n"
     "      --template NAME   chat format: gemma, llama3 or chatml (default: the model's)\n"
     "      --grammar FILE    every reply follows a GBNF grammar (docs/structured.md)\n"
-    "      --json-schema FILE  every reply is JSON matching a JSON Schema\n"
-    "                        (the sampling flags below; turn i samples with seed S + i)\n";
+    "      --json-schema FILE  every reply is JSON matching a JSON Schema\n";
+// (the sampling flags between them: cli_sampling_help, --seed last)
 static const char *k_chat_help_tail =
+    "                        (turn i of the chat samples with seed S + i)\n"
     "  -t, --threads N       threads (default: physical cores)\n"
     "      --ctx N           context size (default: min(model's, 4096))\n"
     CLI_KV_TYPE_HELP
     "      --no-kv-reuse     re-prefill the whole conversation every turn (for comparison;\n"
-    "                        by default only the tokens after what the KV cache holds)\n"
+    "                        by default only the tokens after the KV blocks that the\n"
+    "                        prefix cache holds from earlier turns)\n"
     "      --history FILE    load and save the line history in FILE (default: memory only)\n"
     "\n"
     "Type a message and press Enter; a line ending in \\ continues on the next line.\n"
