@@ -36,6 +36,11 @@ expect 2 "out of range" -- "$BIN" run -p hi -n -5
 expect 2 "not a number" -- "$BIN" run -p hi --temp warm
 expect 2 "out of range" -- "$BIN" run -p hi --top-p 1.5
 expect 2 "no prompt" -- "$BIN" run
+# the sampling flags are one table (run and chat): OpenAI's penalties in the server's [-2, 2]
+expect 2 "--presence-penalty: 2.5 is out of range \[-2, 2\]" -- "$BIN" run -p hi --presence-penalty 2.5
+expect 2 "--frequency-penalty: -3 is out of range \[-2, 2\]" -- "$BIN" run -p hi --frequency-penalty -3
+expect 2 "--frequency-penalty: 'lots' is not a number" -- "$BIN" chat --frequency-penalty lots
+expect 2 "--presence-penalty: 9 is out of range" -- "$BIN" chat --presence-penalty 9
 expect 2 "cannot read prompt file" -- "$BIN" run -f "$TMP/nope.txt"
 expect 2 "nope.gguf" -- "$BIN" run -m "$TMP/nope.gguf" -p hi
 expect 2 "nope.gguf" -- "$BIN" info "$TMP/nope.gguf"
@@ -92,6 +97,14 @@ if [[ -x "$PY" ]]; then
         else bad "$f run -t $th $smp: fused and unfused text differ"; fi
       done
     done
+  done
+  # --presence-penalty / --frequency-penalty change the text (the tokens repeat without them)
+  "$BIN" run -m "$TMP/tiny_ok.gguf" -p "the cat the dog" -n 40 --ignore-eos -t 2 --temp 0 >"$TMP/p0" 2>/dev/null
+  for pen in "--presence-penalty 2" "--frequency-penalty 2"; do
+    # shellcheck disable=SC2086
+    "$BIN" run -m "$TMP/tiny_ok.gguf" -p "the cat the dog" -n 40 --ignore-eos -t 2 --temp 0 $pen >"$TMP/p1" 2>/dev/null
+    if [[ -s "$TMP/p0" && -s "$TMP/p1" ]] && ! cmp -s "$TMP/p0" "$TMP/p1"; then ok
+    else bad "$pen did not change the text: $(head -c 200 "$TMP/p1")"; fi
   done
   "$BIN" info "$TMP/tiny_softcap.gguf" 2>/dev/null | grep -q "logit softcap  3" && ok || bad "tiny_softcap.gguf has no softcap"
   # --lookup: the same greedy and seeded text as plain decoding; the stats line keeps its

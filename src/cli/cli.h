@@ -1,11 +1,13 @@
-// Shared helpers of the lumen subcommands: argument parsing with one-line errors
-// (exit 2), default model lookup.
+// What the lumen subcommands share: argument parsing with one-line errors (exit 2), the
+// sampling option table, the default model (cli_args.c); the chat format (cli_template.c);
+// grammars (cli_grammar.c); one request generated through the engine (cli_gen.c).
 #ifndef LM_CLI_CLI_H
 #define LM_CLI_CLI_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define LM_DEFAULT_MODEL "models/gemma-3-270m-q4_k_m.gguf"
 
@@ -29,6 +31,14 @@ bool cli_kv_type(const char *cmd, int argc, char **argv, int *i, int *type_k, in
     "  -ctk, --cache-type-k T  KV cache type of K: f16 (default) or q8_0 (half the memory)\n" \
     "  -ctv, --cache-type-v T  KV cache type of V: f16 (default) or q8_0\n"
 
+// The sampling flags of run and chat (one table: --temp, --top-k, --top-p, --min-p,
+// --repeat-penalty, --presence-penalty, --frequency-penalty, --seed): if argv[*i] is one,
+// takes its value (advances *i) into *sp and returns true; a bad value is a usage error.
+struct lm_sampler_params;
+bool cli_sampling_flag(const char *cmd, int argc, char **argv, int *i, struct lm_sampler_params *sp);
+// Their help lines, in the table's order.
+void cli_sampling_help(FILE *f);
+
 // The whole file, NUL-terminated (*len bytes before the NUL), or NULL if it cannot be read.
 char *cli_read_file(const char *path, size_t *len);
 // --grammar / --json-schema (cli_grammar.c): the grammar compiled for tok, NULL when neither
@@ -48,7 +58,7 @@ int cmd_serve(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 
 struct lm_model;
-// The chat format for a model (cli_chat.c): the named one when forced ("gemma", "llama3",
+// The chat format for a model (cli_template.c): the named one when forced ("gemma", "llama3",
 // "chatml"), else the model's; a model without a template it knows gets one stderr line
 // naming the fallback used. Returns an enum lm_chat_template.
 int cli_chat_template(const char *cmd, const struct lm_model *m, const char *path, const char *forced);

@@ -1,8 +1,8 @@
 // `lumen chat`: an interactive multi-turn chat. Line editing and history through libedit
 // (BSD editline) when stdin is a terminal; otherwise every input line is one message
-// (scripts, tests). One KV sequence holds the conversation: each turn renders the whole
-// conversation with the chat template, keeps the longest common prefix with what the KV
-// holds and prefills only the rest. Also the chat-template choice shared with `lumen run`.
+// (scripts, tests). Each turn renders the whole conversation with the chat template and
+// submits it to the engine (step mode, on this thread), whose prefix cache holds the earlier
+// turns' KV blocks: only the tokens after them are prefilled.
 #include <errno.h>
 #include <locale.h>
 #include <signal.h>
@@ -16,10 +16,10 @@
 #endif
 
 #include "cli.h"
-#include "cli_progress.h"
+#include "cli_gen.h"
 #include "lumen.h"
 
-static const char *k_chat_help =
+static const char *k_chat_help_head =
     "usage: lumen chat [-m MODEL] [options]\n"
     "\n"
     "  -m, --model PATH      GGUF model (default: " LM_DEFAULT_MODEL ")\n"
@@ -28,16 +28,16 @@ static const char *k_chat_help =
     "  -s, --system TEXT     system prompt (kept when old turns are dropped)\n"
     "      --template NAME   chat format: gemma, llama3 or chatml (default: the model's)\n"
     "      --grammar FILE    every reply follows a GBNF grammar (docs/structured.md)\n"
-    "      --json-schema FILE  every reply is JSON matching a JSON Schema\n"
-    "      --temp T          temperature (default 0.8; 0 = greedy)\n"
-    "      --top-k K         (default 40)   --top-p P (default 0.95)   --min-p P (default 0.05)\n"
-    "      --repeat-penalty R  penalize the last 64 tokens (default 1.0 = off)\n"
-    "      --seed S          RNG seed (default 0; turn i samples with seed S + i)\n"
+    "      --json-schema FILE  every reply is JSON matching a JSON Schema\n";
+// (the sampling flags between them: cli_sampling_help, --seed last)
+static const char *k_chat_help_tail =
+    "                        (turn i of the chat samples with seed S + i)\n"
     "  -t, --threads N       threads (default: physical cores)\n"
     "      --ctx N           context size (default: min(model's, 4096))\n"
     CLI_KV_TYPE_HELP
     "      --no-kv-reuse     re-prefill the whole conversation every turn (for comparison;\n"
-    "                        by default only the tokens after what the KV cache holds)\n"
+    "                        by default only the tokens after the KV blocks that the\n"
+    "                        prefix cache holds from earlier turns)\n"
     "      --history FILE    load and save the line history in FILE (default: memory only)\n"
     "\n"
     "Type a message and press Enter; a line ending in \\ continues on the next line.\n"
@@ -47,40 +47,6 @@ static const char *k_chat_help =
     "When the context fills up, the oldest turns are dropped (a system prompt is kept) and\n"
     "one line says so. With stdin not a terminal, each input line is one message and the\n"
     "replies go to stdout, one after another (no prompt, no line editing).\n";
-
-// ============================================================================
-// Chat template choice (also `lumen run --chat`)
-// ============================================================================
-
-int cli_chat_template(const char *cmd, const struct lm_model *m, const char *path, const char *forced) {
-    if (forced) return lm_chat_template_from_name(forced); // validated by the caller
-    const struct lm_tokenizer *tok = lm_model_tokenizer(m);
-    const char *text = lm_model_chat_template(m);
-    enum lm_chat_template t = LM_CHAT_TEMPLATE_NONE;
-    if (text && *text && (t = lm_chat_template_detect(tok, lm_model_arch(m), text)) != LM_CHAT_TEMPLATE_NONE)
-        return t;
-    // no template, or one lumen does not know: the vocabulary's turn tokens, the
-    // architecture, else ChatML (llama.cpp's fallback); say which, once
-    const enum lm_chat_template by_vocab = lm_chat_template_detect(tok, NULL, NULL);
-    const enum lm_chat_template by_arch = lm_chat_template_detect(NULL, lm_model_arch(m), NULL);
-    const char *why = "llama.cpp's fallback";
-    if (by_vocab != LM_CHAT_TEMPLATE_NONE) {
-        t = by_vocab;
-        why = "from the vocabulary's turn tokens";
-    } else if (by_arch != LM_CHAT_TEMPLATE_NONE) {
-        t = by_arch;
-        why = "from the architecture";
-    } else {
-        t = LM_CHAT_TEMPLATE_CHATML;
-    }
-    if (text && *text)
-        fprintf(stderr, "lumen %s: %s has a chat template lumen does not know; using the %s turn format (%s)\n",
-                cmd, path, lm_chat_template_name(t), why);
-    else
-        fprintf(stderr, "lumen %s: %s has no chat template (a base model?); using the %s turn format (%s)\n",
-                cmd, path, lm_chat_template_name(t), why);
-    return t;
-}
 
 // ============================================================================
 // State
@@ -108,25 +74,18 @@ struct chat {
     const char *path;
     struct lm_model *m;
     const struct lm_tokenizer *tok;
-    struct lm_context *c;
+    struct lm_engine *e; // one request at a time, stepped from this thread
     enum lm_chat_template tmpl;
-    int32_t n_ctx, n_batch;
+    int32_t n_ctx;
     // options
     int64_t n_predict;
     struct lm_sampler_params sp;
     bool kv_reuse, interactive;
     struct lm_grammar *grammar; // --grammar / --json-schema: each reply follows it (or NULL)
-    uint32_t *mask;             // [(n_vocab + 31) / 32] the allowed tokens of the next draw
     // conversation
     struct msg *msgs;
     size_t n_msgs, cap_msgs;
     int turn_no;
-    // mirror of the sequence's KV: the tokens at positions [0, kv_n)
-    int32_t *kv_toks;
-    int32_t kv_n;
-    struct lm_batch_entry *batch;
-    char *piece;
-    size_t piece_cap;
     struct reply_stats last;
 };
 
@@ -173,9 +132,7 @@ static bool msgs_drop_oldest_turn(struct chat *ch) {
 static void chat_reset(struct chat *ch) {
     size_t i = 0; // keep the leading system messages
     while (i < ch->n_msgs && !strcmp(ch->msgs[i].role, "system")) i++;
-    while (ch->n_msgs > i) msgs_pop(ch);
-    lm_kv_cache_seq_rm(ch->c, 0, 0, -1);
-    ch->kv_n = 0;
+    while (ch->n_msgs > i) msgs_pop(ch); // (the prefix cache may keep the system prompt's blocks)
     ch->last.valid = false;
 }
 
@@ -220,179 +177,108 @@ static void sb_put(struct sbuf *b, const char *p, size_t n) {
     b->s[b->n] = 0;
 }
 
-// Answers the conversation's last (user) message: fits it into the context, prefills
-// what the KV lacks, streams the reply to stdout and appends it to the conversation.
-// Returns 0, or 1 on a failure of the library (message printed).
-static int chat_turn(struct chat *ch, uint64_t t_enter) {
-    enum lm_status st;
-    int32_t *ids = NULL;
-    size_t n_ids = 0;
+// The conversation, rendered and tokenized, fitted into the context: a message that does not
+// fit even alone (with the system prompt) is refused before any turn is dropped for it; else
+// the oldest turns are dropped until the conversation leaves room for a reply. Returns 0 with
+// *ids set, 1 on a failure of the library (message printed), 2 when the message was refused;
+// the message is withdrawn unless 0.
+static int chat_fit(struct chat *ch, int32_t **ids, size_t *n_ids) {
     // room kept for the reply when deciding whether the conversation fits
     int64_t reserve = ch->n_predict > 0 ? ch->n_predict : 256;
     if (reserve > ch->n_ctx / 2) reserve = ch->n_ctx / 2;
-    // a message that does not fit even alone (with the system prompt) is refused before
-    // any turn is dropped for it
-    if ((st = render(ch, true, &ids, &n_ids)) != LM_OK) {
+    *ids = NULL;
+    if (render(ch, true, ids, n_ids) != LM_OK) {
         fprintf(stderr, "lumen chat: %s\n", lm_error_msg());
         msgs_pop(ch);
         return 1;
     }
-    if ((int64_t)n_ids >= ch->n_ctx) {
+    if ((int64_t)*n_ids >= ch->n_ctx) {
         fprintf(stderr, "lumen chat: this message makes a prompt of %zu tokens; the context holds %d "
-                        "(raise --ctx); not sent\n", n_ids, ch->n_ctx);
-        free(ids);
+                        "(raise --ctx); not sent\n", *n_ids, ch->n_ctx);
+        free(*ids);
         msgs_pop(ch);
-        return 0;
+        return 2;
     }
     int dropped = 0;
     for (;;) {
-        free(ids);
-        ids = NULL;
-        if ((st = render(ch, false, &ids, &n_ids)) != LM_OK) {
+        free(*ids);
+        *ids = NULL;
+        if (render(ch, false, ids, n_ids) != LM_OK) {
             fprintf(stderr, "lumen chat: %s\n", lm_error_msg());
             msgs_pop(ch);
             return 1;
         }
-        if ((int64_t)n_ids + reserve <= ch->n_ctx) break;
+        if ((int64_t)*n_ids + reserve <= ch->n_ctx) break;
         if (!msgs_drop_oldest_turn(ch)) break;
         dropped++;
     }
     if (dropped)
         fprintf(stderr, "lumen chat: context full (%d tokens): dropped the oldest %d turn(s); the "
-                        "conversation is now %zu tokens\n", ch->n_ctx, dropped, n_ids);
+                        "conversation is now %zu tokens\n", ch->n_ctx, dropped, *n_ids);
+    return 0;
+}
 
-    // ---- reuse the KV's longest common prefix (at least one token is computed: logits)
-    int32_t keep = 0;
-    if (ch->kv_reuse)
-        while (keep < ch->kv_n && keep < (int32_t)n_ids && ch->kv_toks[keep] == ids[keep]) keep++;
-    if (keep == (int32_t)n_ids && keep > 0) keep--;
-    if (keep < ch->kv_n) {
-        if ((st = lm_kv_cache_seq_rm(ch->c, 0, keep, -1)) != LM_OK) {
-            fprintf(stderr, "lumen chat: %s\n", lm_error_msg());
-            free(ids);
-            msgs_pop(ch);
-            return 1;
-        }
-        ch->kv_n = keep;
-    }
-    memcpy(ch->kv_toks, ids, (size_t)keep * sizeof *ids); // (already equal; keeps the mirror exact)
+static void reply_put(void *user, const char *s, size_t n) { sb_put(user, s, n); }
 
-    struct reply_stats rs = {.n_prompt = (int32_t)n_ids, .n_prefilled = (int32_t)n_ids - keep};
-    struct lm_sampler_params sp = ch->sp;
-    sp.seed += (uint64_t)ch->turn_no++;
-    struct lm_sampler *smp = NULL;
-    if ((st = lm_sampler_init(&smp, &sp, lm_model_n_vocab(ch->m))) != LM_OK) {
-        fprintf(stderr, "lumen chat: %s\n", lm_error_msg());
-        free(ids);
-        msgs_pop(ch);
-        return 1;
-    }
-    for (size_t i = 0; i < n_ids; i++) lm_sampler_accept(smp, ids[i]);
-    // the LM head selects the candidates the sampler draws from, when that is all it needs
-    // (the same tokens as the sampler's own pass over the full row)
-    int32_t top_need = ch->grammar ? 0 : lm_sampler_top_k_need(smp); // masked: the full row
-    if (lm_context_set_top_k(ch->c, top_need) != LM_OK) top_need = 0;
-    struct lm_grammar_matcher *gm = NULL; // the reply's position in the grammar
-    if (ch->grammar && (st = lm_grammar_matcher_init(&gm, ch->grammar)) != LM_OK) {
-        fprintf(stderr, "lumen chat: %s\n", lm_error_msg());
-        lm_sampler_free(smp);
-        free(ids);
-        msgs_pop(ch);
-        return 1;
-    }
+// The reply's request: the options, the turn's seed (turn i samples with seed S + i), -n
+// clipped to the context (where it ends the reply, the reply ends as "context").
+static struct lm_request_params chat_request(struct chat *ch, size_t n_ids) {
+    struct lm_request_params rp = lm_request_params_default();
+    rp.sampling = ch->sp;
+    rp.sampling.seed += (uint64_t)ch->turn_no++;
+    const int64_t room = ch->n_ctx - (int64_t)n_ids;
+    rp.max_tokens = ch->n_predict > 0 && ch->n_predict < room ? (int32_t)ch->n_predict : (int32_t)room;
+    rp.grammar = ch->grammar;
+    return rp;
+}
 
-    // ---- prefill [keep, n_ids) in chunks; Ctrl-C is honoured between chunks
-    struct cli_progress prog;
-    cli_progress_begin(&prog, "prefill", (int64_t)n_ids - keep, "tok");
-    const uint64_t t_pf0 = lm_time_ns();
-    bool stopped = false;
-    for (int32_t off = keep; off < (int32_t)n_ids && !stopped; off += ch->n_batch) {
-        const int32_t nb = (int32_t)n_ids - off < ch->n_batch ? (int32_t)n_ids - off : ch->n_batch;
-        for (int32_t j = 0; j < nb; j++)
-            ch->batch[j] = (struct lm_batch_entry){.token = ids[off + j], .pos = off + j, .seq = 0,
-                                                   .want_logits = off + j == (int32_t)n_ids - 1};
-        if ((st = lm_decode(ch->c, ch->batch, nb)) != LM_OK) {
-            cli_progress_end(&prog);
-            fprintf(stderr, "lumen chat: %s\n", lm_error_msg());
-            lm_grammar_matcher_free(gm);
-            lm_sampler_free(smp);
-            free(ids);
-            msgs_pop(ch);
-            return 1;
-        }
-        memcpy(ch->kv_toks + off, ids + off, (size_t)nb * sizeof *ids);
-        ch->kv_n = off + nb;
-        cli_progress_update(&prog, off + nb - keep);
-        if (g_interrupted) stopped = true;
+static const char *finish_name(const struct chat *ch, const struct cli_gen *g) {
+    switch (g->finish) {
+    case LM_FINISH_EOG: return "stop";
+    case LM_FINISH_LENGTH: return ch->n_predict > 0 && g->n_gen >= ch->n_predict ? "length" : "context";
+    case LM_FINISH_CONTEXT: return "context";
+    case LM_FINISH_CANCELLED: return "interrupted";
+    default: return "error";
     }
-    cli_progress_end(&prog);
-    rs.prefill_ms = (double)(lm_time_ns() - t_pf0) / 1e6;
-    free(ids);
-    if (stopped && ch->kv_n < rs.n_prompt) { // the message is withdrawn; the KV keeps what it has
-        fputs("\n[stopped before the reply; message withdrawn]\n", stdout);
-        fflush(stdout);
-        lm_grammar_matcher_free(gm);
-        lm_sampler_free(smp);
-        msgs_pop(ch);
-        return 0;
-    }
+}
 
-    // ---- generate: sample, print, decode, until end of turn, -n, context, or Ctrl-C
-    struct lm_detok dt;
-    lm_detok_init(&dt, false);
+// Answers the conversation's last (user) message: fits it into the context, submits it to
+// the engine (which prefills what its prefix cache lacks), streams the reply to stdout and
+// appends it to the conversation. Ctrl-C cancels the request. Returns 0, or 1 on a failure
+// of the library (message printed).
+static int chat_turn(struct chat *ch, uint64_t t_enter) {
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    const int fit = chat_fit(ch, &ids, &n_ids);
+    if (fit != 0) return fit == 1 ? 1 : 0;
     struct sbuf reply = {0};
     sb_put(&reply, "", 0);
-    uint64_t t_first = 0;
-    rs.finish = "length";
-    while (ch->n_predict == 0 || rs.n_gen < ch->n_predict) {
-        if (g_interrupted) { rs.finish = "interrupted"; break; }
-        const struct lm_token_logit *top = NULL;
-        const int32_t n_top = top_need > 0 ? lm_get_top_k(ch->c, 0, &top) : 0;
-        int32_t id;
-        if (gm) {
-            lm_grammar_matcher_fill_mask(gm, ch->mask);
-            if ((id = lm_sampler_sample_masked(smp, lm_get_logits(ch->c, 0), ch->mask)) < 0 ||
-                !lm_grammar_matcher_accept(gm, id)) {
-                fprintf(stderr, "\nlumen chat: grammar: %s\n", lm_error_msg());
-                rs.finish = "error";
-                break;
-            }
-        } else {
-            id = n_top > 0 ? lm_sampler_sample_top_k(smp, top, n_top)
-                           : lm_sampler_sample(smp, lm_get_logits(ch->c, 0));
-        }
-        lm_sampler_accept(smp, id);
-        if (rs.n_gen == 0) t_first = lm_time_ns();
-        rs.n_gen++;
-        if (lm_tokenizer_is_eog(ch->tok, id)) { rs.finish = "stop"; break; }
-        size_t np = 0;
-        lm_detok_push(ch->tok, &dt, id, ch->piece, ch->piece_cap, &np);
-        fwrite(ch->piece, 1, np, stdout);
-        fflush(stdout);
-        sb_put(&reply, ch->piece, np);
-        if (gm && lm_grammar_matcher_is_done(gm)) { rs.finish = "stop"; break; } // nothing may follow
-        if (ch->n_predict > 0 && rs.n_gen == ch->n_predict) break;
-        if (ch->kv_n >= ch->n_ctx) { rs.finish = "context"; break; }
-        if (g_interrupted) { rs.finish = "interrupted"; break; }
-        struct lm_batch_entry e = {.token = id, .pos = ch->kv_n, .seq = 0, .want_logits = true};
-        if ((st = lm_decode(ch->c, &e, 1)) != LM_OK) {
-            fprintf(stderr, "\nlumen chat: %s\n", lm_error_msg());
-            lm_grammar_matcher_free(gm);
-            lm_sampler_free(smp);
-            free(reply.s);
-            msgs_pop(ch);
-            return 1;
-        }
-        ch->kv_toks[ch->kv_n++] = id;
+    struct cli_gen g;
+    if (!cli_gen_init(&g, ch->tok)) die_oom();
+    g.capture = reply_put;
+    g.capture_user = &reply;
+    const struct lm_request_params rp = chat_request(ch, n_ids);
+    uint64_t id = 0;
+    const uint64_t t_sub = lm_time_ns();
+    struct cli_progress prog;
+    if (lm_engine_submit(ch->e, ids, (int32_t)n_ids, &rp, cli_gen_on_event, &g, &id) != LM_OK ||
+        cli_gen_drive(ch->e, id, &g, &prog, (int64_t)n_ids, &g_interrupted) != 0) {
+        fprintf(stderr, "%slumen chat: %s\n", g.n_gen ? "\n" : "", lm_error_msg());
+        cli_gen_free(&g);
+        free(ids);
+        free(reply.s);
+        msgs_pop(ch);
+        return 1;
     }
+    free(ids);
     const uint64_t t_end = lm_time_ns();
-    size_t np = lm_detok_flush(&dt, ch->piece, ch->piece_cap);
-    fwrite(ch->piece, 1, np, stdout);
-    sb_put(&reply, ch->piece, np);
+    cli_gen_flush(&g);
     fputc('\n', stdout);
     fflush(stdout);
-    lm_grammar_matcher_free(gm);
-    lm_sampler_free(smp);
+    struct reply_stats rs = {.valid = true, .n_prompt = (int32_t)n_ids, .n_gen = (int32_t)g.n_gen,
+                             .finish = finish_name(ch, &g)};
+    if (g.finish == LM_FINISH_ERROR) fprintf(stderr, "lumen chat: %s\n", g.error);
+    cli_gen_free(&g);
     if (!strcmp(rs.finish, "interrupted") && reply.n == 0) { // nothing shown: withdraw the message
         fputs("[stopped before the reply; message withdrawn]\n", stdout);
         fflush(stdout);
@@ -407,10 +293,13 @@ static int chat_turn(struct chat *ch, uint64_t t_enter) {
         fprintf(stderr, "lumen chat: context full (%d tokens): reply cut; the oldest turns will be "
                         "dropped next turn\n", ch->n_ctx);
     }
-    rs.valid = true;
-    rs.ttft_ms = rs.n_gen ? (double)(t_first - t_enter) / 1e6 : 0.0;
-    rs.gen_tps = rs.n_gen > 1 && t_end > t_first ? (double)(rs.n_gen - 1) / ((double)(t_end - t_first) / 1e9) : 0.0;
-    rs.n_ctx_used = ch->kv_n;
+    rs.n_prefilled = (int32_t)n_ids - g.n_cached;
+    const uint64_t t_pre = g.n_gen ? g.t_first : t_end;
+    rs.prefill_ms = (double)(t_pre - t_sub) / 1e6;
+    rs.ttft_ms = g.n_gen ? (double)(g.t_first - t_enter) / 1e6 : 0.0;
+    rs.gen_tps = g.n_gen > 1 && t_end > g.t_first
+                     ? (double)(g.n_gen - 1) / ((double)(t_end - g.t_first) / 1e9) : 0.0;
+    rs.n_ctx_used = (int32_t)n_ids + (g.n_gen > 0 ? (int32_t)g.n_gen - 1 : 0); // the last is not in the KV
     ch->last = rs;
     msgs_push(ch, "assistant", reply.s); // what was shown, also when stopped early
     return 0;
@@ -560,113 +449,130 @@ static const char *k_commands =
     "/exit   leave (also /quit, or Ctrl-D)\n"
     "Ctrl-C stops a reply; a line ending in \\ continues on the next line.\n";
 
-int cmd_chat(int argc, char **argv) {
+// The options of lumen chat, parsed.
+struct chat_opts {
+    const char *model_path, *system, *tmpl_name, *history_path, *grammar_path, *schema_path;
+    int64_t n_predict, n_threads, n_ctx;
+    int kv_type_k, kv_type_v;
+    bool kv_reuse;
+    struct lm_sampler_params sp;
+};
+
+static void chat_parse(int argc, char **argv, struct chat_opts *o) {
     const char *cmd = "chat";
-    const char *model_path = NULL, *system = NULL, *tmpl_name = NULL, *history_path = NULL;
-    const char *grammar_path = NULL, *schema_path = NULL;
-    int64_t n_predict = 512, n_threads = 0, n_ctx = 0;
-    int kv_type_k = 0, kv_type_v = 0;
-    bool kv_reuse = true;
-    struct lm_sampler_params sp = lm_sampler_params_default();
+    *o = (struct chat_opts){.n_predict = 512, .kv_reuse = true, .sp = lm_sampler_params_default()};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(k_chat_help, stdout); return 0; }
-        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) model_path = cli_value(cmd, argc, argv, &i);
-        else if (!strcmp(a, "-s") || !strcmp(a, "--system")) system = cli_value(cmd, argc, argv, &i);
-        else if (!strcmp(a, "--template")) tmpl_name = cli_value(cmd, argc, argv, &i);
-        else if (!strcmp(a, "--history")) history_path = cli_value(cmd, argc, argv, &i);
-        else if (!strcmp(a, "--grammar")) grammar_path = cli_value(cmd, argc, argv, &i);
-        else if (!strcmp(a, "--json-schema")) schema_path = cli_value(cmd, argc, argv, &i);
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(k_chat_help_head, stdout);
+            cli_sampling_help(stdout);
+            fputs(k_chat_help_tail, stdout);
+            exit(0);
+        }
+        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) o->model_path = cli_value(cmd, argc, argv, &i);
+        else if (!strcmp(a, "-s") || !strcmp(a, "--system")) o->system = cli_value(cmd, argc, argv, &i);
+        else if (!strcmp(a, "--template")) o->tmpl_name = cli_value(cmd, argc, argv, &i);
+        else if (!strcmp(a, "--history")) o->history_path = cli_value(cmd, argc, argv, &i);
+        else if (!strcmp(a, "--grammar")) o->grammar_path = cli_value(cmd, argc, argv, &i);
+        else if (!strcmp(a, "--json-schema")) o->schema_path = cli_value(cmd, argc, argv, &i);
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict"))
-            n_predict = cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 0, 1 << 24);
-        else if (!strcmp(a, "--no-kv-reuse")) kv_reuse = false;
-        else if (!strcmp(a, "--temp"))
-            sp.temperature = (float)cli_float(cmd, a, cli_value(cmd, argc, argv, &i), 0, 100);
-        else if (!strcmp(a, "--top-k"))
-            sp.top_k = (int32_t)cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 0, 1 << 30);
-        else if (!strcmp(a, "--top-p"))
-            sp.top_p = (float)cli_float(cmd, a, cli_value(cmd, argc, argv, &i), 0, 1);
-        else if (!strcmp(a, "--min-p"))
-            sp.min_p = (float)cli_float(cmd, a, cli_value(cmd, argc, argv, &i), 0, 1);
-        else if (!strcmp(a, "--repeat-penalty"))
-            sp.repeat_penalty = (float)cli_float(cmd, a, cli_value(cmd, argc, argv, &i), 0.01, 100);
-        else if (!strcmp(a, "--seed"))
-            sp.seed = (uint64_t)cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 0, INT64_MAX / 2);
+            o->n_predict = cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 0, 1 << 24);
+        else if (!strcmp(a, "--no-kv-reuse")) o->kv_reuse = false;
+        else if (cli_sampling_flag(cmd, argc, argv, &i, &o->sp)) {
+            if (o->sp.seed > (uint64_t)(INT64_MAX / 2)) // room for the turn number
+                cli_usage_error(cmd, "%s: %llu is out of range [0, %lld]", a,
+                                (unsigned long long)o->sp.seed, (long long)(INT64_MAX / 2));
+        }
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads"))
-            n_threads = cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 1, 256);
+            o->n_threads = cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 1, 256);
         else if (!strcmp(a, "--ctx"))
-            n_ctx = cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 16, 1 << 24);
-        else if (cli_kv_type(cmd, argc, argv, &i, &kv_type_k, &kv_type_v)) continue;
+            o->n_ctx = cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 16, 1 << 24);
+        else if (cli_kv_type(cmd, argc, argv, &i, &o->kv_type_k, &o->kv_type_v)) continue;
         else cli_usage_error(cmd, "unknown option '%s' (try `lumen chat --help`)", a);
     }
-    if (tmpl_name && lm_chat_template_from_name(tmpl_name) == LM_CHAT_TEMPLATE_NONE)
-        cli_usage_error(cmd, "--template: unknown format '%s' (gemma, llama3 or chatml)", tmpl_name);
-    if (grammar_path && schema_path) cli_usage_error(cmd, "give either --grammar or --json-schema, not both");
-    if (!model_path) model_path = cli_default_model();
+    if (o->tmpl_name && lm_chat_template_from_name(o->tmpl_name) == LM_CHAT_TEMPLATE_NONE)
+        cli_usage_error(cmd, "--template: unknown format '%s' (gemma, llama3 or chatml)", o->tmpl_name);
+    if (o->grammar_path && o->schema_path)
+        cli_usage_error(cmd, "give either --grammar or --json-schema, not both");
+    if (!o->model_path) o->model_path = cli_default_model();
+}
 
-    struct chat ch = {.path = model_path, .n_predict = n_predict, .sp = sp, .kv_reuse = kv_reuse,
-                      .interactive = isatty(STDIN_FILENO)};
-    enum lm_status st = lm_model_load(&ch.m, model_path, NULL);
+// The model, the grammar, the chat format and the engine. Returns 0, or the exit status.
+static int chat_open(struct chat *ch, const struct chat_opts *o) {
+    const char *cmd = "chat";
+    *ch = (struct chat){.path = o->model_path, .n_predict = o->n_predict, .sp = o->sp,
+                        .kv_reuse = o->kv_reuse, .interactive = isatty(STDIN_FILENO)};
+    enum lm_status st = lm_model_load(&ch->m, o->model_path, NULL);
     if (st != LM_OK) {
         fprintf(stderr, "lumen chat: %s\n", lm_error_msg());
         return st == LM_ERR_IO ? LM_EXIT_USAGE : 1;
     }
-    ch.tok = lm_model_tokenizer(ch.m);
-    if ((ch.grammar = cli_grammar_load(cmd, ch.tok, grammar_path, schema_path)) &&
-        !(ch.mask = malloc(((size_t)lm_model_n_vocab(ch.m) + 31) / 32 * sizeof *ch.mask)))
-        die_oom();
-    const int32_t n_train = lm_model_n_ctx_train(ch.m);
-    if (n_ctx == 0) n_ctx = n_train < 4096 ? n_train : 4096;
+    ch->tok = lm_model_tokenizer(ch->m);
+    ch->grammar = cli_grammar_load(cmd, ch->tok, o->grammar_path, o->schema_path);
+    const int32_t n_train = lm_model_n_ctx_train(ch->m);
+    int64_t n_ctx = o->n_ctx ? o->n_ctx : n_train < 4096 ? n_train : 4096;
     if (n_ctx > n_train) {
-        lm_model_free(ch.m);
+        lm_model_free(ch->m);
         cli_usage_error(cmd, "--ctx %lld exceeds the model's context length %d", (long long)n_ctx, n_train);
     }
-    ch.tmpl = (enum lm_chat_template)cli_chat_template(cmd, ch.m, model_path, tmpl_name);
-    ch.n_ctx = (int32_t)n_ctx;
-    ch.n_batch = 512;
-    struct lm_context_params cp = {.n_ctx = ch.n_ctx, .n_seq_max = 1, .n_batch = ch.n_batch,
-                                   .n_threads = (int32_t)n_threads, .no_prefix_cache = true,
-                                   .kv_type_k = kv_type_k, .kv_type_v = kv_type_v};
-    if ((st = lm_context_init(&ch.c, ch.m, &cp)) != LM_OK) {
+    ch->tmpl = (enum lm_chat_template)cli_chat_template(cmd, ch->m, o->model_path, o->tmpl_name);
+    ch->n_ctx = (int32_t)n_ctx;
+    // the KV pool holds the conversation; the prefix cache keeps the earlier turns' blocks
+    // (--no-kv-reuse: none, every turn is prefilled whole)
+    struct lm_engine_params ep = {.max_running = 1, .max_waiting = 1, .step_tokens = 512,
+                                  .n_ctx = ch->n_ctx, .kv_tokens = ch->n_ctx,
+                                  .n_threads = (int32_t)o->n_threads, .no_prefix_cache = !o->kv_reuse,
+                                  .kv_type_k = o->kv_type_k, .kv_type_v = o->kv_type_v};
+    if (lm_engine_init(&ch->e, ch->m, &ep) != LM_OK) {
         fprintf(stderr, "lumen chat: %s\n", lm_error_msg());
-        lm_model_free(ch.m);
+        lm_grammar_free(ch->grammar);
+        lm_model_free(ch->m);
         return 1;
     }
-    ch.kv_toks = malloc((size_t)ch.n_ctx * sizeof *ch.kv_toks);
-    ch.batch = malloc((size_t)ch.n_batch * sizeof *ch.batch);
-    ch.piece_cap = lm_tokenizer_max_piece(ch.tok) + 8;
-    ch.piece = malloc(ch.piece_cap);
-    if (!ch.kv_toks || !ch.batch || !ch.piece) die_oom();
-    if (system) msgs_push(&ch, "system", xstrdup(system));
+    if (o->system) msgs_push(ch, "system", xstrdup(o->system));
+    return 0;
+}
 
-    // Ctrl-C: a flag the reply loop checks every token (no SA_RESTART, so a blocking read
-    // returns EINTR and the prompt clears its line). Non-interactive runs keep the default.
-    struct sigaction sa_old, sa = {0};
-    if (ch.interactive) {
-        sa.sa_handler = on_sigint;
-        sigemptyset(&sa.sa_mask);
-        sigaction(SIGINT, &sa, &sa_old);
-    }
-    struct input in = {.history_path = history_path};
-    input_open(&ch, &in, argv[0]);
-    if (ch.interactive)
-        fprintf(stderr, "lumen chat: %s, %s turns, context %d, replies up to %lld tokens; /help for "
-                        "commands, Ctrl-D or /exit to leave\n",
-                model_path, lm_chat_template_name(ch.tmpl), ch.n_ctx, (long long)n_predict);
+static void chat_close(struct chat *ch) {
+    while (ch->n_msgs) msgs_pop(ch);
+    free(ch->msgs);
+    lm_engine_free(ch->e);
+    lm_grammar_free(ch->grammar);
+    lm_model_free(ch->m);
+}
 
+// A line starting with '/': runs the command. Returns false for /exit.
+static bool chat_command(struct chat *ch, const char *text) {
+    char word[32];
+    size_t k = 0;
+    while (text[k] && text[k] != ' ' && text[k] != '\n' && k + 1 < sizeof word) { word[k] = text[k]; k++; }
+    word[k] = 0;
+    if (!strcmp(word, "/exit") || !strcmp(word, "/quit")) return false;
+    else if (!strcmp(word, "/stats")) print_stats(ch);
+    else if (!strcmp(word, "/reset")) {
+        chat_reset(ch);
+        puts("(conversation cleared)");
+    } else if (!strcmp(word, "/help")) fputs(k_commands, stdout);
+    else printf("unknown command '%s' (/help lists them)\n", word);
+    fflush(stdout);
+    return true;
+}
+
+// Reads messages and answers them until the end of input or /exit. Returns the exit status.
+static int chat_loop(struct chat *ch, struct input *in) {
     int rc = 0;
     struct sbuf msg = {0};
     for (;;) {
         const char *line = NULL;
-        const int r = input_line(&ch, &in, &line);
+        const int r = input_line(ch, in, &line);
         if (r == 0) { // Ctrl-D / end of input
-            if (ch.interactive) fputc('\n', stdout);
+            if (ch->interactive) fputc('\n', stdout);
             break;
         }
         if (r < 0) { // Ctrl-C at the prompt: drop the line (and a message being continued)
             fputs("^C\n", stdout);
             fflush(stdout);
-            in.cont = false;
+            in->cont = false;
             msg.n = 0;
             continue;
         }
@@ -677,46 +583,51 @@ int cmd_chat(int argc, char **argv) {
         sb_put(&msg, line, n);
         if (more) {
             sb_put(&msg, "\n", 1);
-            in.cont = true;
+            in->cont = true;
             continue;
         }
-        in.cont = false;
+        in->cont = false;
         const char *text = msg.s;
         while (*text == ' ' || *text == '\t') text++;
         if (!*text) { msg.n = 0; continue; }
-        input_history_add(&in, msg.s);
+        input_history_add(in, msg.s);
         if (text[0] == '/') {
-            char word[32];
-            size_t k = 0;
-            while (text[k] && text[k] != ' ' && text[k] != '\n' && k + 1 < sizeof word) { word[k] = text[k]; k++; }
-            word[k] = 0;
             msg.n = 0;
-            if (!strcmp(word, "/exit") || !strcmp(word, "/quit")) break;
-            else if (!strcmp(word, "/stats")) print_stats(&ch);
-            else if (!strcmp(word, "/reset")) {
-                chat_reset(&ch);
-                puts("(conversation cleared)");
-            } else if (!strcmp(word, "/help")) fputs(k_commands, stdout);
-            else printf("unknown command '%s' (/help lists them)\n", word);
-            fflush(stdout);
+            if (!chat_command(ch, text)) break;
             continue;
         }
-        msgs_push(&ch, "user", xstrdup(msg.s));
+        msgs_push(ch, "user", xstrdup(msg.s));
         msg.n = 0;
         g_interrupted = 0;
-        if (chat_turn(&ch, t_enter) != 0) { rc = 1; break; }
+        if (chat_turn(ch, t_enter) != 0) { rc = 1; break; }
     }
+    free(msg.s);
+    return rc;
+}
+
+int cmd_chat(int argc, char **argv) {
+    struct chat_opts o;
+    chat_parse(argc, argv, &o);
+    struct chat ch;
+    const int rc_open = chat_open(&ch, &o);
+    if (rc_open != 0) return rc_open;
+    // Ctrl-C: a flag the reply's step loop checks every step (no SA_RESTART, so a blocking
+    // read returns EINTR and the prompt clears its line). Non-interactive runs keep the default.
+    struct sigaction sa_old, sa = {0};
+    if (ch.interactive) {
+        sa.sa_handler = on_sigint;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, &sa_old);
+    }
+    struct input in = {.history_path = o.history_path};
+    input_open(&ch, &in, argv[0]);
+    if (ch.interactive)
+        fprintf(stderr, "lumen chat: %s, %s turns, context %d, replies up to %lld tokens; /help for "
+                        "commands, Ctrl-D or /exit to leave\n",
+                o.model_path, lm_chat_template_name(ch.tmpl), ch.n_ctx, (long long)o.n_predict);
+    const int rc = chat_loop(&ch, &in);
     if (ch.interactive) sigaction(SIGINT, &sa_old, NULL);
     input_close(&in);
-    free(msg.s);
-    while (ch.n_msgs) msgs_pop(&ch);
-    free(ch.msgs);
-    free(ch.kv_toks);
-    free(ch.batch);
-    free(ch.piece);
-    lm_context_free(ch.c);
-    lm_grammar_free(ch.grammar);
-    free(ch.mask);
-    lm_model_free(ch.m);
+    chat_close(&ch);
     return rc;
 }

@@ -469,41 +469,167 @@ static int run_chunks(struct ppl_run *r) {
     return ok;
 }
 
-int cmd_perplexity(int argc, char **argv) {
+struct ppl_opts {
+    const char *model_path, *text_path, *base_path;
+    int64_t n_ctx, n_batch, n_threads, max_chunks;
+    bool kld;
+    int kv_type_k, kv_type_v;
+};
+
+static void ppl_parse(int argc, char **argv, struct ppl_opts *o) {
     const char *cmd = "perplexity";
-    const char *model_path = NULL, *text_path = NULL, *base_path = NULL;
-    int64_t n_ctx = 0, n_batch = 0, n_threads = 0, max_chunks = -1;
-    bool kld = false;
-    int kv_type_k = 0, kv_type_v = 0;
+    *o = (struct ppl_opts){.max_chunks = -1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(k_ppl_help, stdout); return 0; }
-        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) model_path = cli_value(cmd, argc, argv, &i);
-        else if (!strcmp(a, "-f") || !strcmp(a, "--file")) text_path = cli_value(cmd, argc, argv, &i);
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(k_ppl_help, stdout); exit(0); }
+        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) o->model_path = cli_value(cmd, argc, argv, &i);
+        else if (!strcmp(a, "-f") || !strcmp(a, "--file")) o->text_path = cli_value(cmd, argc, argv, &i);
         else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size"))
-            n_ctx = cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 4, LM_KLD_MAX_CTX);
+            o->n_ctx = cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 4, LM_KLD_MAX_CTX);
         else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size"))
-            n_batch = cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 1, 1 << 16);
+            o->n_batch = cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 1, 1 << 16);
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads"))
-            n_threads = cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 1, 256);
+            o->n_threads = cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 1, 256);
         else if (!strcmp(a, "--chunks"))
-            max_chunks = cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 1, 1 << 24);
-        else if (!strcmp(a, "--kl-divergence-base")) base_path = cli_value(cmd, argc, argv, &i);
-        else if (!strcmp(a, "--kl-divergence")) kld = true;
-        else if (cli_kv_type(cmd, argc, argv, &i, &kv_type_k, &kv_type_v)) continue;
+            o->max_chunks = cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 1, 1 << 24);
+        else if (!strcmp(a, "--kl-divergence-base")) o->base_path = cli_value(cmd, argc, argv, &i);
+        else if (!strcmp(a, "--kl-divergence")) o->kld = true;
+        else if (cli_kv_type(cmd, argc, argv, &i, &o->kv_type_k, &o->kv_type_v)) continue;
         else cli_usage_error(cmd, "unknown option '%s' (try `lumen perplexity --help`)", a);
     }
-    if (kld && !base_path) cli_usage_error(cmd, "--kl-divergence needs --kl-divergence-base FILE");
-    if (kld && text_path)
+    if (o->kld && !o->base_path) cli_usage_error(cmd, "--kl-divergence needs --kl-divergence-base FILE");
+    if (o->kld && o->text_path)
         cli_usage_error(cmd, "-f is not used with --kl-divergence: the base file holds the tokens");
-    if (!kld && !text_path) cli_usage_error(cmd, "no text: give -f FILE (see --help)");
+    if (!o->kld && !o->text_path) cli_usage_error(cmd, "no text: give -f FILE (see --help)");
+}
 
-    struct ppl_run r = {.mode = kld ? PPL_KLD : base_path ? PPL_WRITE : PPL_PLAIN};
+// The chunks' tokens: the base file's (--kl-divergence) or the text's; writing a base file,
+// its header and tokens; comparing with one, the room for the per-token values. Returns 0,
+// or the exit status (message printed).
+static int ppl_tokens(struct ppl_run *r, const struct ppl_opts *o, struct lm_kld_base *base,
+                      const struct lm_tokenizer *tok, const char *text, size_t text_len,
+                      int32_t **ids, size_t *n_ids) {
+    const char *base_path = o->base_path;
+    if (r->mode == PPL_KLD) {
+        if (base->n_vocab != r->n_vocab) {
+            fprintf(stderr, "lumen perplexity: %s: n_vocab %d, but the model %s has %d (a base file "
+                    "of another model?)\n", base_path, base->n_vocab, o->model_path, r->n_vocab);
+            return 1;
+        }
+        r->tokens = base->tokens;
+        r->n_chunk = base->n_chunk;
+    } else {
+        if (lm_tokenize(tok, text, text_len, true, false, ids, n_ids) != LM_OK) {
+            fprintf(stderr, "lumen perplexity: %s\n", lm_error_msg());
+            return 1;
+        }
+        if (*n_ids < 2 * (size_t)r->n_ctx) {
+            fprintf(stderr, "lumen perplexity: %s tokenizes to %zu tokens; -c %d needs at least "
+                    "%lld (2 chunks)\n", o->text_path, *n_ids, r->n_ctx, 2 * (long long)r->n_ctx);
+            return LM_EXIT_USAGE;
+        }
+        r->tokens = *ids;
+        r->n_chunk = (int)(*n_ids / (size_t)r->n_ctx);
+    }
+    if (o->max_chunks > 0 && o->max_chunks < r->n_chunk) r->n_chunk = (int)o->max_chunks;
+    if (r->mode == PPL_WRITE) {
+        if (!(r->out = fopen(base_path, "wb"))) {
+            fprintf(stderr, "lumen perplexity: cannot write '%s'\n", base_path);
+            return LM_EXIT_USAGE;
+        }
+        r->out_path = base_path;
+        const int32_t h[3] = {r->n_ctx, r->n_vocab, r->n_chunk};
+        if (fwrite(LM_KLD_MAGIC, 8, 1, r->out) != 1 || fwrite(h, sizeof h, 1, r->out) != 1 ||
+            fwrite(r->tokens, sizeof *r->tokens * (size_t)r->n_ctx, (size_t)r->n_chunk, r->out) !=
+                (size_t)r->n_chunk) {
+            fprintf(stderr, "lumen perplexity: %s: write failed\n", base_path);
+            return 1;
+        }
+    }
+    if (r->mode == PPL_KLD) {
+        r->base = base;
+        const size_t n = (size_t)r->n_chunk * (size_t)r->n_score;
+        r->kld.kld_values = malloc(n * sizeof(float));
+        r->kld.p_diff_values = malloc(n * sizeof(float));
+        if (!r->kld.kld_values || !r->kld.p_diff_values) {
+            fputs("lumen perplexity: out of memory\n", stderr);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+// The context for the chunks, and the lines saying what will be scored. Returns false on a
+// failure (message printed).
+static bool ppl_context(struct ppl_run *r, const struct ppl_opts *o, struct lm_model *m,
+                        const struct lm_kld_base *base, size_t n_ids) {
+    const int per_call = r->n_batch < r->n_ctx ? r->n_batch : r->n_ctx;
+    struct lm_context_params cp = {
+        .n_ctx = r->n_ctx, .n_seq_max = r->n_seq, .n_batch = r->n_seq * per_call,
+        .n_threads = (int32_t)o->n_threads, .kv_tokens = r->n_seq * r->n_ctx, .no_prefix_cache = true,
+        .n_logits_max = r->n_seq * (per_call < r->n_score ? per_call : r->n_score),
+        .kv_type_k = o->kv_type_k, .kv_type_v = o->kv_type_v};
+    if (lm_context_init(&r->ctx, m, &cp) != LM_OK) {
+        fprintf(stderr, "lumen perplexity: %s\n", lm_error_msg());
+        return false;
+    }
+    r->n_threads = lm_context_n_threads(r->ctx);
+    if (r->n_ctx > lm_model_n_ctx_train(m) && lm_model_n_ctx_train(m) > 0)
+        fprintf(stderr, "lumen perplexity: warning: the model was trained on %d context tokens, "
+                "-c is %d\n", lm_model_n_ctx_train(m), r->n_ctx);
+    if (r->mode == PPL_KLD)
+        fprintf(stderr, "lumen perplexity: %s: %d chunks of %d tokens (of %d in the file), "
+                "n_vocab %d\n", o->base_path, r->n_chunk, r->n_ctx, base->n_chunk, r->n_vocab);
+    else
+        fprintf(stderr, "lumen perplexity: %s: %zu tokens -> %d chunks of %d\n", o->text_path, n_ids,
+                r->n_chunk, r->n_ctx);
+    fprintf(stderr, "lumen perplexity: positions %d..%d of each chunk scored (%d per chunk), "
+            "batch %d, %d sequence%s per call, %d threads\n", r->n_ctx / 2, r->n_ctx - 2, r->n_score,
+            r->n_batch, r->n_seq, r->n_seq > 1 ? "s" : "", r->n_threads);
+    return true;
+}
+
+// The final estimate (perplexity or KL-divergence), and the base file closed. Returns false
+// when writing it failed (message printed).
+static bool ppl_finish(struct ppl_run *r, const char *base_path) {
+    if (r->mode == PPL_KLD) {
+        kld_print_final(&r->kld);
+    } else {
+        printf("\n");
+        const double nll = r->nll / (double)r->count;
+        double nll2 = r->nll2 / (double)r->count - nll * nll;
+        const double ppl = exp(nll);
+        if (nll2 > 0 && r->count > 1) {
+            nll2 = sqrt(nll2 / (double)(r->count - 1));
+            printf("Final estimate: PPL = %.4f +/- %.5f\n", ppl, nll2 * ppl);
+        } else {
+            printf("Final estimate: PPL = %.4f +/- nan\n", ppl);
+        }
+    }
+    if (r->out) {
+        const int err = fclose(r->out);
+        r->out = NULL;
+        if (err) {
+            fprintf(stderr, "lumen perplexity: %s: write failed\n", base_path);
+            return false;
+        }
+        fprintf(stderr, "lumen perplexity: wrote %s\n", base_path);
+    }
+    return true;
+}
+
+int cmd_perplexity(int argc, char **argv) {
+    const char *cmd = "perplexity";
+    struct ppl_opts o;
+    ppl_parse(argc, argv, &o);
+    const char *base_path = o.base_path;
+    int64_t n_ctx = o.n_ctx, n_batch = o.n_batch;
+    struct ppl_run r = {.mode = o.kld ? PPL_KLD : base_path ? PPL_WRITE : PPL_PLAIN};
     struct lm_kld_base base = {0};
     char *text = NULL;
     size_t text_len = 0;
-    if (text_path && !(text = cli_read_file(text_path, &text_len)))
-        cli_usage_error(cmd, "cannot read file '%s'", text_path);
+    if (o.text_path && !(text = cli_read_file(o.text_path, &text_len)))
+        cli_usage_error(cmd, "cannot read file '%s'", o.text_path);
     if (r.mode == PPL_KLD) {
         enum lm_status st = lm_kld_base_open(&base, base_path);
         if (st != LM_OK) {
@@ -527,9 +653,9 @@ int cmd_perplexity(int argc, char **argv) {
     r.n_seq = n_batch > n_ctx ? (int)(n_batch / n_ctx) : 1;
     r.n_score = r.n_ctx - 1 - r.n_ctx / 2;
 
-    if (!model_path) model_path = cli_default_model();
+    if (!o.model_path) o.model_path = cli_default_model();
     struct lm_model *m = NULL;
-    enum lm_status st = lm_model_load(&m, model_path, NULL);
+    enum lm_status st = lm_model_load(&m, o.model_path, NULL);
     if (st != LM_OK) {
         fprintf(stderr, "lumen perplexity: %s\n", lm_error_msg());
         free(text);
@@ -540,113 +666,14 @@ int cmd_perplexity(int argc, char **argv) {
     r.n_vocab = lm_model_n_vocab(m);
     r.row_words = LM_KLD_ROW_WORDS(r.n_vocab);
     r.bos = lm_tokenizer_add_bos(tok) ? lm_tokenizer_bos(tok) : -1;
-    int rc = 1;
     int32_t *ids = NULL;
     size_t n_ids = 0;
-    struct lm_context *c = NULL;
-    if (r.mode == PPL_KLD) {
-        if (base.n_vocab != r.n_vocab) {
-            fprintf(stderr, "lumen perplexity: %s: n_vocab %d, but the model %s has %d (a base file "
-                    "of another model?)\n", base_path, base.n_vocab, model_path, r.n_vocab);
-            goto done;
-        }
-        r.tokens = base.tokens;
-        r.n_chunk = base.n_chunk;
-    } else {
-        if ((st = lm_tokenize(tok, text, text_len, true, false, &ids, &n_ids)) != LM_OK) {
-            fprintf(stderr, "lumen perplexity: %s\n", lm_error_msg());
-            goto done;
-        }
-        if (n_ids < 2 * (size_t)n_ctx) {
-            fprintf(stderr, "lumen perplexity: %s tokenizes to %zu tokens; -c %lld needs at least "
-                    "%lld (2 chunks)\n", text_path, n_ids, (long long)n_ctx, 2 * (long long)n_ctx);
-            rc = LM_EXIT_USAGE;
-            goto done;
-        }
-        r.tokens = ids;
-        r.n_chunk = (int)(n_ids / (size_t)n_ctx);
-    }
-    if (max_chunks > 0 && max_chunks < r.n_chunk) r.n_chunk = (int)max_chunks;
-    if (r.mode == PPL_WRITE) {
-        if (!(r.out = fopen(base_path, "wb"))) {
-            fprintf(stderr, "lumen perplexity: cannot write '%s'\n", base_path);
-            rc = LM_EXIT_USAGE;
-            goto done;
-        }
-        r.out_path = base_path;
-        const int32_t h[3] = {r.n_ctx, r.n_vocab, r.n_chunk};
-        if (fwrite(LM_KLD_MAGIC, 8, 1, r.out) != 1 || fwrite(h, sizeof h, 1, r.out) != 1 ||
-            fwrite(r.tokens, sizeof *r.tokens * (size_t)r.n_ctx, (size_t)r.n_chunk, r.out) !=
-                (size_t)r.n_chunk) {
-            fprintf(stderr, "lumen perplexity: %s: write failed\n", base_path);
-            goto done;
-        }
-    }
-    if (r.mode == PPL_KLD) {
-        r.base = &base;
-        const size_t n = (size_t)r.n_chunk * (size_t)r.n_score;
-        r.kld.kld_values = malloc(n * sizeof(float));
-        r.kld.p_diff_values = malloc(n * sizeof(float));
-        if (!r.kld.kld_values || !r.kld.p_diff_values) {
-            fputs("lumen perplexity: out of memory\n", stderr);
-            goto done;
-        }
-    }
-
-    const int per_call = r.n_batch < r.n_ctx ? r.n_batch : r.n_ctx;
-    struct lm_context_params cp = {
-        .n_ctx = r.n_ctx, .n_seq_max = r.n_seq, .n_batch = r.n_seq * per_call,
-        .n_threads = (int32_t)n_threads, .kv_tokens = r.n_seq * r.n_ctx, .no_prefix_cache = true,
-        .n_logits_max = r.n_seq * (per_call < r.n_score ? per_call : r.n_score),
-        .kv_type_k = kv_type_k, .kv_type_v = kv_type_v};
-    if ((st = lm_context_init(&c, m, &cp)) != LM_OK) {
-        fprintf(stderr, "lumen perplexity: %s\n", lm_error_msg());
-        goto done;
-    }
-    r.ctx = c;
-    r.n_threads = lm_context_n_threads(c);
-    if (r.n_ctx > lm_model_n_ctx_train(m) && lm_model_n_ctx_train(m) > 0)
-        fprintf(stderr, "lumen perplexity: warning: the model was trained on %d context tokens, "
-                "-c is %d\n", lm_model_n_ctx_train(m), r.n_ctx);
-    if (r.mode == PPL_KLD)
-        fprintf(stderr, "lumen perplexity: %s: %d chunks of %d tokens (of %d in the file), "
-                "n_vocab %d\n", base_path, r.n_chunk, r.n_ctx, base.n_chunk, r.n_vocab);
-    else
-        fprintf(stderr, "lumen perplexity: %s: %zu tokens -> %d chunks of %d\n", text_path, n_ids,
-                r.n_chunk, r.n_ctx);
-    fprintf(stderr, "lumen perplexity: positions %d..%d of each chunk scored (%d per chunk), "
-            "batch %d, %d sequence%s per call, %d threads\n", r.n_ctx / 2, r.n_ctx - 2, r.n_score,
-            r.n_batch, r.n_seq, r.n_seq > 1 ? "s" : "", r.n_threads);
-    if (!run_chunks(&r)) goto done;
-    if (r.mode == PPL_KLD) {
-        kld_print_final(&r.kld);
-    } else {
-        printf("\n");
-        const double nll = r.nll / (double)r.count;
-        double nll2 = r.nll2 / (double)r.count - nll * nll;
-        const double ppl = exp(nll);
-        if (nll2 > 0 && r.count > 1) {
-            nll2 = sqrt(nll2 / (double)(r.count - 1));
-            printf("Final estimate: PPL = %.4f +/- %.5f\n", ppl, nll2 * ppl);
-        } else {
-            printf("Final estimate: PPL = %.4f +/- nan\n", ppl);
-        }
-    }
-    if (r.out) {
-        const int err = fclose(r.out);
-        r.out = NULL;
-        if (err) {
-            fprintf(stderr, "lumen perplexity: %s: write failed\n", base_path);
-            goto done;
-        }
-        fprintf(stderr, "lumen perplexity: wrote %s\n", base_path);
-    }
-    rc = 0;
-done:
+    int rc = ppl_tokens(&r, &o, &base, tok, text, text_len, &ids, &n_ids);
+    if (rc == 0) rc = ppl_context(&r, &o, m, &base, n_ids) && run_chunks(&r) && ppl_finish(&r, base_path) ? 0 : 1;
     if (r.out) fclose(r.out);
     free(r.kld.kld_values);
     free(r.kld.p_diff_values);
-    lm_context_free(c);
+    lm_context_free(r.ctx);
     lm_kld_base_close(&base);
     free(ids);
     free(text);

@@ -1,0 +1,86 @@
+// One request generated through the engine from the CLI's thread (cli_gen.h): the event
+// sink that streams the text, and the step loop with its progress line and cancellation.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_gen.h"
+#include "lumen_prof.h"
+
+bool cli_gen_init(struct cli_gen *g, const struct lm_tokenizer *tok) {
+    *g = (struct cli_gen){.tok = tok, .show_max = INT64_MAX};
+    lm_detok_init(&g->dt, false);
+    g->piece_cap = lm_tokenizer_max_piece(tok) + 8;
+    g->piece = malloc(g->piece_cap);
+    return g->piece != NULL;
+}
+
+void cli_gen_free(struct cli_gen *g) {
+    free(g->piece);
+    g->piece = NULL;
+}
+
+static void put_text(struct cli_gen *g, size_t n) {
+    fwrite(g->piece, 1, n, stdout);
+    fflush(stdout);
+    if (g->capture) g->capture(g->capture_user, g->piece, n);
+}
+
+void cli_gen_on_event(void *user, const struct lm_event *ev) {
+    struct cli_gen *g = user;
+    if (ev->token >= 0 && g->n_gen < g->show_max) {
+        const uint64_t t = lm_time_ns();
+        if (g->n_gen++ == 0) {
+            g->t_first = t;
+            g->n_cached = ev->n_cached;
+        }
+        // an end-of-generation token ends the text without being shown
+        if (g->ignore_eos || !lm_tokenizer_is_eog(g->tok, ev->token)) {
+            size_t np = 0;
+            const uint64_t tp = lm_prof_phase_begin(LM_PHASE_DETOKENIZE);
+            lm_detok_push(g->tok, &g->dt, ev->token, g->piece, g->piece_cap, &np);
+            put_text(g, np);
+            lm_prof_phase_end(LM_PHASE_DETOKENIZE, tp, ev->index, 1);
+        }
+        if (g->n_gen > 1) g->ns_out += lm_time_ns() - t;
+    }
+    if (ev->finish != LM_FINISH_NONE) {
+        g->done = true;
+        g->finish = ev->finish;
+        if (ev->finish == LM_FINISH_ERROR)
+            snprintf(g->error, sizeof g->error, "%s", ev->error ? ev->error : "forward pass failed");
+    }
+}
+
+int cli_gen_drive(struct lm_engine *e, uint64_t id, struct cli_gen *g, struct cli_progress *prog,
+                  int64_t n_prefill, volatile sig_atomic_t *stop) {
+    struct lm_engine_stats st;
+    lm_engine_stats(e, &st);
+    const uint64_t prefilled0 = st.prefilled_tokens; // the engine's count before this request
+    bool cancelled = false, first = false;
+    if (prog) cli_progress_begin(prog, "prefill", n_prefill, "tok");
+    while (!g->done) {
+        if (stop && *stop && !cancelled) {
+            lm_engine_cancel(e, id); // its last event comes with the next step
+            cancelled = true;
+        }
+        if (lm_engine_step(e) < 0 && !g->done) {
+            if (prog) cli_progress_end(prog);
+            return -1;
+        }
+        if (!first && g->n_gen > 0) { // the first token: the prefill is over
+            first = true;
+            lm_engine_stats(e, &g->at_first);
+            if (prog) cli_progress_end(prog);
+        } else if (!first && prog) {
+            lm_engine_stats(e, &st);
+            cli_progress_update(prog, (int64_t)(st.prefilled_tokens - prefilled0));
+        }
+    }
+    if (!first && prog) cli_progress_end(prog);
+    return 0;
+}
+
+void cli_gen_flush(struct cli_gen *g) {
+    put_text(g, lm_detok_flush(&g->dt, g->piece, g->piece_cap));
+}
