@@ -36,11 +36,26 @@ DEFINED = set("TDBRCGSVWi")
 REFERENCED = set("Uwv")
 
 
+def source_dir(build):
+    """The tree the build was configured from (CMakeCache.txt), or None."""
+    try:
+        with open(os.path.join(build, "CMakeCache.txt"), encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("CMAKE_HOME_DIRECTORY:"):
+                    return line.split("=", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
 def objects(build):
-    """{(folder, file.c): [object paths]} of every target's src/ objects in the build tree."""
-    found = defaultdict(list)
+    """{(folder, file.c): [object paths]} of every target's src/ objects in the build tree,
+    but those whose source is gone (a renamed file's object stays in the tree)."""
+    found, src = defaultdict(list), source_dir(build)
     for o in glob.glob(os.path.join(build, "CMakeFiles", "*.dir", "src", "**", "*.c.o"), recursive=True):
         rel = o.split(os.sep + "src" + os.sep, 1)[1]  # folder/.../file.c.o
+        if src and not os.path.exists(os.path.join(src, "src", rel[:-2])):
+            continue
         parts = rel.split(os.sep)
         found[(parts[0], "/".join(parts[1:])[:-2])].append(o)
     return found
