@@ -151,8 +151,6 @@ struct lm_step {
 // prefill chunks in admission order up to the token budget. Preempts the newest requests
 // (or ends a lone one's context) while the pool cannot hold the decode tokens.
 struct lm_step lm_sched_plan(struct lm_engine *e);
-// The largest n <= want whose blocks for seq fit in avail.
-int32_t lm_sched_fit_chunk(const struct lm_kv_cache *kv, int32_t seq, int32_t want, int32_t avail);
 
 // ---------------------------------------------------------------- deliver.c
 

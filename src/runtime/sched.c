@@ -115,17 +115,6 @@ static void make_room(struct lm_engine *e) {
     else preempt(e, v);
 }
 
-int32_t lm_sched_fit_chunk(const struct lm_kv_cache *kv, int32_t seq, int32_t want, int32_t avail) {
-    if (lm_kv_blocks_needed(kv, seq, want) <= avail) return want;
-    int32_t lo = 0, hi = want; // needed(lo) fits, needed(hi) does not
-    while (hi - lo > 1) {
-        const int32_t mid = lo + (hi - lo) / 2;
-        if (lm_kv_blocks_needed(kv, seq, mid) <= avail) lo = mid;
-        else hi = mid;
-    }
-    return lo;
-}
-
 // ================================================================ the step's batch
 
 // The running requests in e->order by admission (their draft state reset for this step);
@@ -171,7 +160,7 @@ static bool try_plan(struct lm_engine *e, struct lm_step *s) {
         if (r->n_kv >= r->n_toks - 1) continue;
         int32_t want = r->n_toks - r->n_kv;
         if (want > e->p.step_tokens - n) want = e->p.step_tokens - n;
-        const int32_t chunk = lm_sched_fit_chunk(kv, r->seq, want, avail);
+        const int32_t chunk = lm_kv_chunk_fit(kv, r->seq, want, avail);
         if (chunk == 0) continue;
         avail -= lm_kv_blocks_needed(kv, r->seq, chunk);
         for (int32_t i = 0; i < chunk; i++) {
