@@ -96,7 +96,7 @@ void lm_engine_free(struct lm_engine *e) {
         pthread_mutex_unlock(&e->mu);
         pthread_join(e->thread, NULL);
     }
-    lm_masks_free(e);
+    lm_mask_worker_free(e);
     if (e->running) { // everything left ends as cancelled, on this thread
         struct lm_req *r = e->inbox_head;
         while (r) {
@@ -390,9 +390,9 @@ int32_t lm_engine_step(struct lm_engine *e) {
         s.n = lm_spec_model_draft(e, s.n, &s.free_blocks);
     if (s.n > 0) {
         struct step_info k = count_step(e, s.n);
-        lm_masks_begin(e, s.n);          //    grammar masks on the worker, beside:
+        lm_mask_worker_begin(e, s.n);    //    grammar masks on the worker, beside:
         const enum lm_status st = forward(e, &k); // 5. the model's forward pass
-        lm_masks_wait(e);
+        lm_mask_worker_wait(e);
         if (st != LM_OK) {
             const int32_t ret = fail_step(e, s.n, st);
             publish(e);

@@ -2,7 +2,7 @@
 //   engine.c       the engine thread, its inbox, submit / cancel / stats, and the step
 //   sched.c        the scheduling policy: admission, preemption, the batch
 //   deliver.c      a step's results: sampling, verification of drafts, events
-//   masks.c        grammar masks computed beside the forward pass
+//   mask_worker.c  grammar masks computed beside the forward pass
 //   spec*.c        speculative decoding: drafts (prompt lookup, a draft model)
 //   request.c      a request's lifecycle (runtime/request.h), below all of them
 // Only the thread running the steps touches what is not marked "under mu".
@@ -20,7 +20,7 @@
 
 // ---------------------------------------------------------------- the engine
 
-struct lm_mask_worker; // masks.c
+struct lm_mask_worker; // mask_worker.c
 
 // What speculative decoding keeps per engine (spec*.c).
 struct lm_spec_engine {
@@ -103,16 +103,16 @@ struct lm_step lm_sched_plan(struct lm_engine *e);
 // rolled back past it); finishes requests that are done. Returns the logits rows it read.
 int32_t lm_deliver_step(struct lm_engine *e, int32_t n, uint64_t t);
 
-// ---------------------------------------------------------------- masks.c
+// ---------------------------------------------------------------- mask_worker.c
 
 // Starts computing, on the mask worker, the grammar mask of the first logits row of each
 // constrained request among the batch's n entries (r->mask, r->mask_ready); the engine
-// thread runs the forward pass meanwhile and must call lm_masks_wait before sampling or
+// thread runs the forward pass meanwhile and must call lm_mask_worker_wait before sampling or
 // finishing any of them. Without a worker (it could not start) nothing is posted and
 // sampling computes the masks itself.
-void lm_masks_begin(struct lm_engine *e, int32_t n);
-void lm_masks_wait(struct lm_engine *e);
-void lm_masks_free(struct lm_engine *e); // stops the worker (lm_engine_free)
+void lm_mask_worker_begin(struct lm_engine *e, int32_t n);
+void lm_mask_worker_wait(struct lm_engine *e);
+void lm_mask_worker_free(struct lm_engine *e); // stops the worker (lm_engine_free)
 
 // ---------------------------------------------------------------- spec*.c
 
