@@ -2,6 +2,8 @@
 # The include rule (tools/check_layers.py, docs/architecture.md): every #include in src/ goes
 # down a layer. Also proves the checker fails: a copy of a small tree with an upward edge
 # (model/ including runtime/) and an unlisted one (cli/ including model/) must be refused.
+# And no circle between the files of a folder (tools/check_cycles.py, on the object files of
+# the build tree: LUMEN_BUILD_DIR, else LUMEN_BIN's folder, else build/), proven to refuse one.
 # LM_TEST_LABELS: unit
 set -uo pipefail
 ROOT=${LUMEN_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -24,5 +26,33 @@ for want in "src/model/model.c:2: model -> runtime (runtime/context.h): upward e
     grep -qF "$want" <<<"$out" || { echo "FAIL: missing '$want' in: $out"; fail=1; }
 done
 if grep -q "runtime/context.h:1" <<<"$out"; then echo "FAIL: a downward edge was refused: $out"; fail=1; fi
+
+# ---- circles between files (symbols of the build tree's object files)
+BUILD=${LUMEN_BUILD_DIR:-}
+if [ -z "$BUILD" ] && [ -n "${LUMEN_BIN:-}" ]; then BUILD=$(dirname "$LUMEN_BIN"); fi
+if [ -z "$BUILD" ] && [ -d "$ROOT/build/CMakeFiles" ]; then BUILD=$ROOT/build; fi
+if [ -n "$BUILD" ]; then
+    python3 "$ROOT/tools/check_cycles.py" "$BUILD" || fail=1
+else
+    echo "FAIL: no build tree to read circles from (set LUMEN_BUILD_DIR or LUMEN_BIN)"; fail=1
+fi
+# a tree with a.c <-> b.c (c.c only calls a.c) must be refused, and accepted once listed
+D="$TMP/b/CMakeFiles/t.dir/src/demo"
+mkdir -p "$D"
+printf 'int b_fn(int);\nint a_fn(int x) { return x ? b_fn(x - 1) : 0; }\n' >"$TMP/a.c"
+printf 'int a_fn(int);\nint b_fn(int x) { return x ? a_fn(x - 1) : 1; }\n' >"$TMP/b.c"
+printf 'int a_fn(int);\nint c_fn(int x) { return a_fn(x); }\n' >"$TMP/c.c"
+for f in a b c; do ${CC:-cc} -c "$TMP/$f.c" -o "$D/$f.c.o" || fail=1; done
+out=$(python3 "$ROOT/tools/check_cycles.py" "$TMP/b")
+if [ $? -ne 1 ]; then echo "FAIL: the cycle checker accepted a circle: $out"; fail=1; fi
+for want in "src/demo: a circle between 2 files: a.c, b.c" "demo/: a.c -(b_fn)-> b.c -(a_fn)-> a.c"; do
+    grep -qF "$want" <<<"$out" || { echo "FAIL: missing '$want' in: $out"; fail=1; }
+done
+if grep -qE "[ >]c\.c" <<<"$out"; then echo "FAIL: c.c is in no circle: $out"; fail=1; fi
+python3 "$ROOT/tools/check_cycles.py" "$TMP/b" --allow demo:a.c,b.c >/dev/null ||
+    { echo "FAIL: a listed circle was refused"; fail=1; }
+out=$(python3 "$ROOT/tools/check_cycles.py" "$TMP/b" --allow demo:a.c,b.c --allow demo:b.c,c.c)
+grep -qF "the exception {b.c, c.c} is no longer a circle" <<<"$out" ||
+    { echo "FAIL: a stale exception was not reported: $out"; fail=1; }
 [ $fail = 0 ] && echo "test_layers: ok"
 exit $fail

@@ -1,8 +1,8 @@
 // A step's results (engine.h): each request's logits row becomes its next token (sampled
 // with its chain, its logit bias, its grammar's mask and logprobs), an event to its callback,
 // and its finish when an end-of-generation token, the grammar's end, max_tokens or the
-// context ends it. Drafted positions are
-// verified through the same call (spec.c, lm_spec_verify).
+// context ends it. Drafted positions are verified through the same call, which rolls the
+// sequences back past the rejected ones.
 #include <math.h>
 #include <string.h>
 
@@ -39,8 +39,13 @@ static float logprobs(struct lm_engine *e, const float *lg, int32_t tok, int32_t
 // draft model's sampled draft came from q: accept with probability min(1, p/q), else draw
 // from max(0, p - q). A chain that needs only the best logits draws from the LM head's
 // selection of the row (the same token as from the full row, lm_sampler_sample_top_k).
-bool lm_deliver_token(struct lm_engine *e, struct lm_req *r, int32_t row, uint64_t t,
-                      int32_t draft, const struct lm_token_prob *q, int32_t n_q, bool *accepted) {
+// Samples r's token from logits row `row` and delivers its event; finishes r when done.
+// draft >= 0: the token drafted at this position, q (n_q entries) the draft model's
+// distribution there, or NULL for a point mass (prompt lookup, a greedy draft model);
+// *accepted (may be NULL): the token is the draft. Returns false when r finished: r is
+// freed then.
+static bool deliver_token(struct lm_engine *e, struct lm_req *r, int32_t row, uint64_t t,
+                          int32_t draft, const struct lm_token_prob *q, int32_t n_q, bool *accepted) {
     const float *lg = lm_get_logits(e->c, row);
     const struct lm_token_logit *top = NULL;
     int32_t n_top = r->top_need > 0 ? lm_get_top_k(e->c, row, &top) : 0;
@@ -110,6 +115,34 @@ bool lm_deliver_token(struct lm_engine *e, struct lm_req *r, int32_t row, uint64
     return true;
 }
 
+// r's decode token at logits row `row` and its n_draft drafts after it, delivered in order
+// until one is rejected (that position's token is the model's own); both sequences are
+// rolled back past the accepted ones. r may finish (and be freed) on the way.
+static void verify(struct lm_engine *e, struct lm_req *r, int32_t row, uint64_t t) {
+    struct lm_req_spec *sp = &r->spec;
+    const int32_t nd = sp->n_draft, seq = r->seq;
+    const bool forced = sp->forced; // r may be freed on the way
+    int32_t acc = 0;
+    bool alive = true, ok = true;
+    while (alive && ok) { // the draft at position n_kv + acc, or the bonus token after all nd
+        const int32_t d = acc < nd ? sp->draft[acc] : -1;
+        const bool sampled = d >= 0 && sp->from_model && sp->q; // drawn from the draft's q
+        const struct lm_token_prob *q = sampled ? sp->q + (size_t)acc * sp->q_cap : NULL;
+        alive = deliver_token(e, r, row + acc, t, d, q, sampled ? sp->q_n[acc] : 0, &ok);
+        if (ok) acc++;
+    }
+    e->st.drafted_tokens += (uint64_t)nd;
+    e->st.accepted_tokens += (uint64_t)acc;
+    if (forced) e->st.forced_tokens += (uint64_t)(acc < nd ? acc : nd);
+    if (!alive) return; // finished: its sequences are freed already
+    if (!forced) lm_spec_acc_update(&sp->acc, nd, acc); // forced ones say nothing of lookup's
+    sp->forced = false;
+    sp->n_draft = 0;
+    r->n_kv += acc; // the accepted drafts' K/V stay; the rest is rolled back
+    if (acc < nd) lm_kv_seq_rm(e->c->kv, seq, r->n_kv, -1);
+    if (sp->draft_kv > r->n_kv) lm_spec_model_seq_rm(e, r, r->n_kv); // the draft's drafts too
+}
+
 int32_t lm_deliver_step(struct lm_engine *e, int32_t n, uint64_t t) {
     int32_t row = 0; // logits rows come in batch order of the entries that want them
     for (int32_t i = 0, j; i < n; i = j) {
@@ -118,12 +151,12 @@ int32_t lm_deliver_step(struct lm_engine *e, int32_t n, uint64_t t) {
         const int32_t n_draft = r->spec.n_draft;
         if (n_draft > 0) { // a decode token and its drafts: one row each
             r->n_kv = e->batch[i].pos + 1; // the decode token's; verification adds the accepted
-            lm_spec_verify(e, r, row, t);
+            verify(e, r, row, t);
             row += n_draft + 1;
             continue;
         }
         r->n_kv = e->batch[j - 1].pos + 1; // a prefill chunk, or a decode token
-        if (e->batch[j - 1].want_logits) lm_deliver_token(e, r, row++, t, -1, NULL, 0, NULL);
+        if (e->batch[j - 1].want_logits) deliver_token(e, r, row++, t, -1, NULL, 0, NULL);
     }
     return row;
 }

@@ -11,7 +11,6 @@
 #include "base/timer.h"
 #include "prof/prof.h"
 #include "runtime/engine.h"
-#include "sample/sample_internal.h"
 
 static atomic_uint_fast64_t g_next_id = 1;
 
@@ -30,51 +29,6 @@ const char *lm_finish_name(enum lm_finish f) {
 struct lm_request_params lm_request_params_default(void) {
     struct lm_request_params rp = {.sampling = lm_sampler_params_default()};
     return rp;
-}
-
-// ================================================================ requests
-
-static void req_free(struct lm_req *r) {
-    if (!r) return;
-    lm_spec_req_free(r);
-    lm_grammar_matcher_free(r->gm);
-    lm_grammar_free(r->rp.grammar);
-    free(r->mask);
-    lm_sampler_free(r->smp);
-    free(r->toks);
-    free(r->bias_tok);
-    free(r->bias_val);
-    free(r);
-}
-
-void lm_req_finish(struct lm_engine *e, struct lm_req *r, enum lm_finish why, int32_t tok,
-                   const struct lm_event *tmpl, const char *error) {
-    if (r->seq >= 0) {
-        lm_kv_seq_rm(e->c->kv, r->seq, 0, -1); // full blocks stay cached for later prompts
-        if (e->spec.draft_ctx) lm_spec_model_seq_rm(e, r, 0);
-        e->running[r->seq] = NULL;
-        e->n_running--;
-        r->seq = -1;
-        pthread_mutex_lock(&e->mu);
-        e->n_run_pub--;
-        pthread_mutex_unlock(&e->mu);
-    }
-    struct lm_event ev = {0};
-    if (tmpl) ev = *tmpl;
-    ev.id = r->id;
-    ev.token = tok;
-    ev.index = tok >= 0 ? r->n_gen - 1 : r->n_gen;
-    ev.t_ns = lm_now_ns();
-    ev.finish = why;
-    ev.n_prompt = r->n_prompt;
-    ev.n_cached = r->n_cached;
-    ev.t_submit_ns = r->t_submit;
-    ev.t_admit_ns = r->t_admit;
-    ev.error = error;
-    e->st.finished++;
-    if (why == LM_FINISH_CANCELLED) e->st.cancelled++;
-    if (r->cb) r->cb(r->user, &ev);
-    req_free(r);
 }
 
 // ================================================================ init / free
@@ -142,7 +96,7 @@ void lm_engine_free(struct lm_engine *e) {
         pthread_mutex_unlock(&e->mu);
         pthread_join(e->thread, NULL);
     }
-    lm_masks_free(e);
+    lm_mask_worker_free(e);
     if (e->running) { // everything left ends as cancelled, on this thread
         struct lm_req *r = e->inbox_head;
         while (r) {
@@ -152,7 +106,7 @@ void lm_engine_free(struct lm_engine *e) {
         }
         while (e->wait_head) {
             r = e->wait_head;
-            lm_sched_wait_unlink(e, r);
+            lm_req_wait_unlink(e, r);
             lm_req_finish(e, r, LM_FINISH_CANCELLED, -1, NULL, NULL);
         }
         for (int32_t s = 0; s < e->p.max_running; s++)
@@ -234,59 +188,6 @@ static void release_place(struct lm_engine *e) {
     pthread_mutex_unlock(&e->mu);
 }
 
-// The request of a submit, allocated after its place was reserved.
-static enum lm_status req_new(struct lm_engine *e, const int32_t *prompt, int32_t n_prompt,
-                              const struct lm_request_params *rp, struct lm_req **out) {
-    *out = NULL;
-    struct lm_req *r = calloc(1, sizeof *r);
-    if (!r) return lm_error_set(LM_ERR_NOMEM, "engine: out of memory");
-    r->rp = *rp;
-    r->rp.grammar = NULL; // referenced below: req_free releases only what the request holds
-    enum lm_status st = lm_sampler_init(&r->smp, &rp->sampling, e->n_vocab);
-    if (st != LM_OK) {
-        free(r);
-        return st;
-    }
-    r->cap_toks = rp->max_tokens > 0 ? n_prompt + rp->max_tokens : e->p.n_ctx;
-    r->toks = malloc((size_t)r->cap_toks * sizeof *r->toks);
-    if (rp->n_bias) {
-        r->bias_tok = malloc((size_t)rp->n_bias * sizeof *r->bias_tok);
-        r->bias_val = malloc((size_t)rp->n_bias * sizeof *r->bias_val);
-    }
-    if (!r->toks || (rp->n_bias && (!r->bias_tok || !r->bias_val))) {
-        req_free(r);
-        return lm_error_set(LM_ERR_NOMEM, "engine: out of memory");
-    }
-    lm_spec_req_init(e, r);
-    memcpy(r->toks, prompt, (size_t)n_prompt * sizeof *prompt);
-    if (rp->n_bias) {
-        memcpy(r->bias_tok, rp->bias_tokens, (size_t)rp->n_bias * sizeof *r->bias_tok);
-        memcpy(r->bias_val, rp->bias_values, (size_t)rp->n_bias * sizeof *r->bias_val);
-    }
-    r->rp.bias_tokens = NULL; // the copies above are the request's
-    r->rp.bias_values = NULL;
-    if (rp->grammar) { // its own reference, released by req_free
-        r->rp.grammar = lm_grammar_ref(rp->grammar);
-        enum lm_status gs = lm_grammar_matcher_init(&r->gm, r->rp.grammar);
-        r->mask = malloc((size_t)(e->n_vocab + 31) / 32 * sizeof *r->mask);
-        if (gs != LM_OK || !r->mask) {
-            req_free(r);
-            return gs != LM_OK ? gs : lm_error_set(LM_ERR_NOMEM, "engine: out of memory");
-        }
-    }
-    r->n_toks = r->n_prompt = n_prompt;
-    r->max_gen = rp->max_tokens > 0 ? rp->max_tokens : INT32_MAX; // else the context ends it
-    r->seq = -1;
-    r->t_submit = lm_now_ns();
-    for (int32_t i = 0; i < n_prompt; i++) lm_sampler_accept(r->smp, prompt[i]);
-    r->top_need = rp->n_bias == 0 && rp->n_logprobs == 0 ? lm_sampler_top_k_need(r->smp) : 0;
-    // a grammar removes candidates: 64 of the best leave enough allowed ones at most steps
-    // (inside a string nearly all are; at a key or bracket the few allowed rank high)
-    r->top_ask = r->gm && r->top_need > 0 ? (r->top_need > 64 ? r->top_need : 64) : r->top_need;
-    *out = r;
-    return LM_OK;
-}
-
 enum lm_status lm_engine_submit(struct lm_engine *e, const int32_t *prompt, int32_t n_prompt,
                                 const struct lm_request_params *rp_in, lm_event_fn cb, void *user,
                                 uint64_t *id) {
@@ -299,7 +200,7 @@ enum lm_status lm_engine_submit(struct lm_engine *e, const int32_t *prompt, int3
     if (rp.grammar && rp.draft_max == 0) rp.draft_max = LM_DRAFT_MAX_LIMIT;
     if ((st = reserve_place(e)) != LM_OK) return st;
     struct lm_req *r = NULL;
-    if ((st = req_new(e, prompt, n_prompt, &rp, &r)) != LM_OK) {
+    if ((st = lm_req_new(e, prompt, n_prompt, &rp, &r)) != LM_OK) {
         release_place(e);
         return st;
     }
@@ -362,7 +263,7 @@ static void intake(struct lm_engine *e) {
     pthread_mutex_unlock(&e->mu);
     while (in) {
         struct lm_req *n = in->next;
-        lm_sched_wait_push(e, in, false);
+        lm_req_wait_push(e, in, false);
         in = n;
     }
     for (int32_t i = 0; i < nc; i++) {
@@ -372,12 +273,7 @@ static void intake(struct lm_engine *e) {
         for (struct lm_req *w = e->wait_head; w && !r; w = w->next)
             if (w->id == cancels[i]) r = w;
         if (!r) continue; // finished already
-        if (r->seq < 0) {
-            lm_sched_wait_unlink(e, r);
-            pthread_mutex_lock(&e->mu);
-            e->n_queued--;
-            pthread_mutex_unlock(&e->mu);
-        }
+        if (r->seq < 0) lm_req_unqueue(e, r);
         lm_req_finish(e, r, LM_FINISH_CANCELLED, -1, NULL, NULL);
     }
 }
@@ -494,9 +390,9 @@ int32_t lm_engine_step(struct lm_engine *e) {
         s.n = lm_spec_model_draft(e, s.n, &s.free_blocks);
     if (s.n > 0) {
         struct step_info k = count_step(e, s.n);
-        lm_masks_begin(e, s.n);          //    grammar masks on the worker, beside:
+        lm_mask_worker_begin(e, s.n);    //    grammar masks on the worker, beside:
         const enum lm_status st = forward(e, &k); // 5. the model's forward pass
-        lm_masks_wait(e);
+        lm_mask_worker_wait(e);
         if (st != LM_OK) {
             const int32_t ret = fail_step(e, s.n, st);
             publish(e);

@@ -1,8 +1,10 @@
 // The engine's state, shared by its modules (internal; the API is lumen.h lm_engine_*):
-//   engine.c   the engine thread, its inbox, submit / cancel / stats, and the step
-//   sched.c    the scheduling policy: the waiting queue, admission, preemption, the batch
-//   deliver.c  a step's results: sampling, events, finishing requests
-//   spec*.c    speculative decoding: drafts (prompt lookup, a draft model), verification
+//   engine.c       the engine thread, its inbox, submit / cancel / stats, and the step
+//   sched.c        the scheduling policy: admission, preemption, the batch
+//   deliver.c      a step's results: sampling, verification of drafts, events
+//   mask_worker.c  grammar masks computed beside the forward pass
+//   spec*.c        speculative decoding: drafts (prompt lookup, a draft model)
+//   request.c      a request's lifecycle (runtime/request.h), below all of them
 // Only the thread running the steps touches what is not marked "under mu".
 #ifndef LM_RUNTIME_ENGINE_H
 #define LM_RUNTIME_ENGINE_H
@@ -13,61 +15,12 @@
 
 #include "lumen.h"
 #include "runtime/context.h"
+#include "runtime/request.h"
 #include "runtime/spec.h"
-
-// ---------------------------------------------------------------- a request
-
-// What speculative decoding keeps per request (spec*.c). Drafts of a step sit in the batch
-// right after the request's decode entry, at positions n_kv + 1 .. n_kv + n_draft.
-struct lm_req_spec {
-    int32_t draft[LM_DRAFT_MAX_LIMIT]; // this step's drafted tokens
-    int32_t n_draft;
-    bool forced;                       // they are a grammar's forced tokens (jump-forward)
-    struct lm_spec_acc acc;            // how often its drafts are accepted
-    // draft model (rp.use_draft): its sequence (the request's seq + max_running in the pool)
-    // holds toks[0, draft_kv), never past the request's n_kv after a verification
-    bool from_model;      // this step's drafts are the draft model's, drawn after the batch
-                          // was planned (lm_spec_model_draft)
-    int32_t draft_kv;
-    int32_t decode_entry; // this step: the index of the request's decode entry in the batch
-    uint64_t rng[4];      // draws drafts from q (the request's sampler RNG stays untouched)
-    struct lm_token_prob *q; // sampled drafts: [draft_max][q_cap] the draft's distribution q
-    int32_t q_cap;           // at each drafted position (its q_n[j] most likely tokens)
-    int32_t q_n[LM_DRAFT_MAX_LIMIT];
-};
-
-struct lm_req {
-    uint64_t id;
-    struct lm_req *next, *prev; // inbox (next only) or the waiting queue
-    int32_t *toks;              // prompt + generated so far
-    int32_t n_toks, cap_toks;
-    int32_t n_prompt, n_gen, max_gen;
-    int32_t n_kv;               // positions of toks held in the KV (the sequence's next position)
-    int32_t seq;                // sequence while running, else -1
-    int32_t n_cached;           // prompt tokens the prefix cache supplied at first admission
-    bool admitted_once;
-    struct lm_request_params rp;
-    int32_t *bias_tok;
-    float *bias_val;
-    struct lm_sampler *smp;
-    int32_t top_need;           // best logits the chain draws from (lm_sampler_top_k_need; 0:
-                                // it needs the full row: also with logit bias or logprobs)
-    int32_t top_ask;            // best logits the LM head selects for it: top_need, more with a
-                                // grammar (its mask removes some; the full row if too many)
-    // grammar (rp.grammar): the matcher over the generated tokens, and the allowed tokens of
-    // the next draw; mask_ready: the mask was computed beside this step's forward pass
-    struct lm_grammar_matcher *gm;
-    uint32_t *mask;
-    bool mask_ready;
-    lm_event_fn cb;
-    void *user;
-    uint64_t t_submit, t_admit, admit_order;
-    struct lm_req_spec spec;
-};
 
 // ---------------------------------------------------------------- the engine
 
-struct lm_mask_worker; // masks.c
+struct lm_mask_worker; // mask_worker.c
 
 // What speculative decoding keeps per engine (spec*.c).
 struct lm_spec_engine {
@@ -118,25 +71,15 @@ struct lm_engine {
     struct lm_req **order;        // [max_running] scratch: running requests by admission
     float *biased;                // [n_vocab] logits with a request's logit bias
     struct lm_token_logit top_kept[LM_TOP_K_MAX]; // the LM head's candidates a mask allows
-    struct lm_mask_worker *masks; // computes grammar masks beside the forward pass (engine.c)
+    struct lm_mask_worker *masks; // computes grammar masks beside the forward pass
     int32_t top_tok[LM_MAX_TOP_LOGPROBS];
     float top_lp[LM_MAX_TOP_LOGPROBS];
     struct lm_engine_stats st;    // counters (published into snap after each step)
     struct lm_spec_engine spec;
 };
 
-// ---------------------------------------------------------------- engine.c
-
-// Ends r: frees its sequences, delivers its last event (token tok or -1; fields from tmpl
-// when given), frees r. r must not be in the waiting queue.
-void lm_req_finish(struct lm_engine *e, struct lm_req *r, enum lm_finish why, int32_t tok,
-                   const struct lm_event *tmpl, const char *error);
-
 // ---------------------------------------------------------------- sched.c
 
-// The waiting queue (requests admitted before are put back at the front when preempted).
-void lm_sched_wait_push(struct lm_engine *e, struct lm_req *r, bool front);
-void lm_sched_wait_unlink(struct lm_engine *e, struct lm_req *r);
 // Admits queued requests in order into free sequences while the KV pool holds their blocks.
 void lm_sched_admit(struct lm_engine *e);
 
@@ -151,34 +94,25 @@ struct lm_step {
 // prefill chunks in admission order up to the token budget. Preempts the newest requests
 // (or ends a lone one's context) while the pool cannot hold the decode tokens.
 struct lm_step lm_sched_plan(struct lm_engine *e);
-// The largest n <= want whose blocks for seq fit in avail.
-int32_t lm_sched_fit_chunk(const struct lm_kv_cache *kv, int32_t seq, int32_t want, int32_t avail);
 
 // ---------------------------------------------------------------- deliver.c
 
 // Samples and delivers the results of the step's batch e->batch[0, n), stamped t: per
 // request, its next token (a prefill chunk short of the prompt's end has none), or its
-// decode token's drafts verified (lm_spec_verify); finishes requests that are done.
-// Returns the logits rows it read.
+// decode token's drafts verified (delivered in order until one is rejected, the sequences
+// rolled back past it); finishes requests that are done. Returns the logits rows it read.
 int32_t lm_deliver_step(struct lm_engine *e, int32_t n, uint64_t t);
-// Samples r's token from logits row `row` and delivers its event; finishes r when done.
-// draft >= 0: the token drafted at this position, q (n_q entries) the draft model's
-// distribution there, or NULL for a point mass (prompt lookup, a greedy draft model);
-// *accepted (may be NULL): the token is the draft. Returns false when r finished: r is
-// freed then.
-bool lm_deliver_token(struct lm_engine *e, struct lm_req *r, int32_t row, uint64_t t,
-                      int32_t draft, const struct lm_token_prob *q, int32_t n_q, bool *accepted);
 
-// ---------------------------------------------------------------- masks.c
+// ---------------------------------------------------------------- mask_worker.c
 
 // Starts computing, on the mask worker, the grammar mask of the first logits row of each
 // constrained request among the batch's n entries (r->mask, r->mask_ready); the engine
-// thread runs the forward pass meanwhile and must call lm_masks_wait before sampling or
+// thread runs the forward pass meanwhile and must call lm_mask_worker_wait before sampling or
 // finishing any of them. Without a worker (it could not start) nothing is posted and
 // sampling computes the masks itself.
-void lm_masks_begin(struct lm_engine *e, int32_t n);
-void lm_masks_wait(struct lm_engine *e);
-void lm_masks_free(struct lm_engine *e); // stops the worker (lm_engine_free)
+void lm_mask_worker_begin(struct lm_engine *e, int32_t n);
+void lm_mask_worker_wait(struct lm_engine *e);
+void lm_mask_worker_free(struct lm_engine *e); // stops the worker (lm_engine_free)
 
 // ---------------------------------------------------------------- spec*.c
 
@@ -213,10 +147,6 @@ int32_t lm_spec_lookup_plan(struct lm_engine *e, int32_t n, int32_t *avail);
 // the slots; returns the entry count (slots dropped if a forward failed).
 int32_t lm_spec_model_plan(struct lm_engine *e, int32_t n, int32_t *avail);
 int32_t lm_spec_model_draft(struct lm_engine *e, int32_t n, int32_t *avail);
-// spec.c: delivers r's decode token at logits row `row` and its n_draft drafts after it, in
-// order until one is rejected (that position's token is the model's own), and rolls both
-// sequences back past the accepted ones. The request may finish (and be freed) on the way.
-void lm_spec_verify(struct lm_engine *e, struct lm_req *r, int32_t row, uint64_t t);
 // Frees r's draft-model sequence from position p on (p = 0: all of it).
 void lm_spec_model_seq_rm(struct lm_engine *e, struct lm_req *r, int32_t p);
 

@@ -335,6 +335,17 @@ int32_t lm_kv_blocks_needed(const struct lm_kv_cache *kv, int32_t seq, int32_t n
     return need;
 }
 
+int32_t lm_kv_chunk_fit(const struct lm_kv_cache *kv, int32_t seq, int32_t want, int32_t avail) {
+    if (lm_kv_blocks_needed(kv, seq, want) <= avail) return want;
+    int32_t lo = 0, hi = want; // needed(lo) fits, needed(hi) does not
+    while (hi - lo > 1) {
+        const int32_t mid = lo + (hi - lo) / 2;
+        if (lm_kv_blocks_needed(kv, seq, mid) <= avail) lo = mid;
+        else hi = mid;
+    }
+    return lo;
+}
+
 enum lm_status lm_kv_prepare(struct lm_kv_cache *kv, const struct lm_batch_entry *e, int32_t n,
                              size_t *k_row_off, size_t *v_row_off) {
     // capacities first (harmless if a later step refuses)

@@ -150,6 +150,8 @@ static inline int32_t lm_kv_blocks_available(const struct lm_kv_cache *kv) {
 // Blocks a sequence at n_pos needs to grow by n positions (0 if its last block has room
 // and is its own).
 int32_t lm_kv_blocks_needed(const struct lm_kv_cache *kv, int32_t seq, int32_t n);
+// The largest n <= want whose blocks for seq fit in avail (a prefill chunk, a catch-up).
+int32_t lm_kv_chunk_fit(const struct lm_kv_cache *kv, int32_t seq, int32_t want, int32_t avail);
 
 // Internal consistency check (refcounts against block tables, free/LRU lists, index);
 // for tests. Returns false and sets lm_error_msg on the first inconsistency.

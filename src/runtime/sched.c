@@ -1,38 +1,9 @@
-// The scheduling policy (engine.h): the waiting queue, admission under the KV pool's
-// capacity with prefix-cache reuse, preemption by recompute, and the plan of one step:
-// a decode token for every running request, the drafts that pay, then prefill chunks of
-// the others under the step's token budget, so a long prompt delays running streams by at
-// most one chunk.
+// The scheduling policy (engine.h): admission in queue order under the KV pool's capacity
+// with prefix-cache reuse, the choice of whom to preempt, and the plan of one step: a decode
+// token for every running request, the drafts that pay, then prefill chunks of the others
+// under the step's token budget, so a long prompt delays running streams by at most one
+// chunk. What admission and preemption do to a request is runtime/request.c.
 #include "runtime/engine.h"
-
-#include "base/timer.h"
-
-// ================================================================ the waiting queue
-
-void lm_sched_wait_unlink(struct lm_engine *e, struct lm_req *r) {
-    if (r->prev) r->prev->next = r->next;
-    else e->wait_head = r->next;
-    if (r->next) r->next->prev = r->prev;
-    else e->wait_tail = r->prev;
-    r->next = r->prev = NULL;
-    e->n_waiting--;
-}
-
-void lm_sched_wait_push(struct lm_engine *e, struct lm_req *r, bool front) {
-    r->prev = r->next = NULL;
-    if (!e->wait_head) {
-        e->wait_head = e->wait_tail = r;
-    } else if (front) {
-        r->next = e->wait_head;
-        e->wait_head->prev = r;
-        e->wait_head = r;
-    } else {
-        r->prev = e->wait_tail;
-        e->wait_tail->next = r;
-        e->wait_tail = r;
-    }
-    e->n_waiting++;
-}
 
 // ================================================================ admission, preemption
 
@@ -55,54 +26,8 @@ void lm_sched_admit(struct lm_engine *e) {
         int32_t need = blocks_to_admit(kv, 0, r->toks, r->n_toks);
         if (r->rp.use_draft) need += blocks_to_admit(kv, 1, r->toks, r->n_toks);
         if (need + e->n_running > lm_kv_blocks_available(kv) && e->n_running > 0) break;
-        if (lm_spec_req_admit(e, r) != LM_OK) { // its buffers: an error event, the queue goes on
-            lm_sched_wait_unlink(e, r);
-            pthread_mutex_lock(&e->mu);
-            e->n_queued--;
-            pthread_mutex_unlock(&e->mu);
-            lm_req_finish(e, r, LM_FINISH_ERROR, -1, NULL, lm_error_msg());
-            continue;
-        }
-        int32_t n_att = 0;
-        if (lm_kv_prefix_attach(kv, seq, r->toks, r->n_toks, &n_att) != LM_OK) n_att = 0;
-        lm_sched_wait_unlink(e, r);
-        pthread_mutex_lock(&e->mu);
-        e->n_queued--;
-        e->n_run_pub++;
-        pthread_mutex_unlock(&e->mu);
-        r->seq = seq;
-        r->n_kv = n_att;
-        r->spec.draft_kv = 0;
-        if (r->rp.use_draft && lm_kv_prefix_attach(kv, seq + e->p.max_running, r->toks, r->n_toks,
-                                                   &r->spec.draft_kv) != LM_OK)
-            r->spec.draft_kv = 0;
-        if (!r->admitted_once) {
-            r->admitted_once = true;
-            r->n_cached = n_att;
-            r->t_admit = lm_now_ns();
-        }
-        r->admit_order = ++e->admit_counter;
-        e->running[seq] = r;
-        e->n_running++;
+        lm_req_admit(e, r, seq); // if its buffers cannot be had: an error event, the queue goes on
     }
-}
-
-// Frees r's sequences and puts it back at the head of the queue; its tokens so far are
-// recomputed when it is admitted again (same results: batch invariance).
-static void preempt(struct lm_engine *e, struct lm_req *r) {
-    lm_kv_seq_rm(e->c->kv, r->seq, 0, -1);
-    if (e->spec.draft_ctx) lm_spec_model_seq_rm(e, r, 0);
-    r->spec.draft_kv = 0;
-    e->running[r->seq] = NULL;
-    e->n_running--;
-    r->seq = -1;
-    r->n_kv = 0;
-    lm_sched_wait_push(e, r, true);
-    pthread_mutex_lock(&e->mu);
-    e->n_queued++;
-    e->n_run_pub--;
-    pthread_mutex_unlock(&e->mu);
-    e->st.preempted++;
 }
 
 // The pool cannot hold this step's decode tokens: the newest request is preempted, or,
@@ -111,19 +36,12 @@ static void make_room(struct lm_engine *e) {
     struct lm_req *v = NULL;
     for (int32_t s = 0; s < e->p.max_running; s++)
         if (e->running[s] && (!v || e->running[s]->admit_order > v->admit_order)) v = e->running[s];
-    if (e->n_running == 1) lm_req_finish(e, v, LM_FINISH_CONTEXT, -1, NULL, NULL);
-    else preempt(e, v);
-}
-
-int32_t lm_sched_fit_chunk(const struct lm_kv_cache *kv, int32_t seq, int32_t want, int32_t avail) {
-    if (lm_kv_blocks_needed(kv, seq, want) <= avail) return want;
-    int32_t lo = 0, hi = want; // needed(lo) fits, needed(hi) does not
-    while (hi - lo > 1) {
-        const int32_t mid = lo + (hi - lo) / 2;
-        if (lm_kv_blocks_needed(kv, seq, mid) <= avail) lo = mid;
-        else hi = mid;
+    if (e->n_running == 1) {
+        lm_req_finish(e, v, LM_FINISH_CONTEXT, -1, NULL, NULL);
+    } else {
+        lm_req_requeue(e, v); // recomputed when admitted again
+        e->st.preempted++;
     }
-    return lo;
 }
 
 // ================================================================ the step's batch
@@ -171,7 +89,7 @@ static bool try_plan(struct lm_engine *e, struct lm_step *s) {
         if (r->n_kv >= r->n_toks - 1) continue;
         int32_t want = r->n_toks - r->n_kv;
         if (want > e->p.step_tokens - n) want = e->p.step_tokens - n;
-        const int32_t chunk = lm_sched_fit_chunk(kv, r->seq, want, avail);
+        const int32_t chunk = lm_kv_chunk_fit(kv, r->seq, want, avail);
         if (chunk == 0) continue;
         avail -= lm_kv_blocks_needed(kv, r->seq, chunk);
         for (int32_t i = 0; i < chunk; i++) {

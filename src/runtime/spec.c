@@ -1,8 +1,8 @@
 // Speculative decoding (docs/speculative.md), what both drafters share: the step cost
 // model, the acceptance estimate, the draft-length choice (runtime/spec.h), the engine's
-// and each request's draft state, and the verification of a step's drafts with its
-// rollback (runtime/engine.h). The drafters: spec_lookup.c (prompt lookup) and
-// spec_draft.c (a draft model).
+// and each request's draft state, and placing drafts in the batch (runtime/engine.h). The
+// drafters: spec_lookup.c (prompt lookup) and spec_draft.c (a draft model); verification
+// and rollback are delivery's (deliver.c).
 #include "runtime/spec.h"
 
 #include <math.h>
@@ -203,31 +203,4 @@ int32_t lm_spec_insert_drafts(struct lm_engine *e, int32_t n, int32_t n_tot, boo
         e->batch_req[w--] = r;
     }
     return n_tot;
-}
-
-// ================================================================ verification
-
-void lm_spec_verify(struct lm_engine *e, struct lm_req *r, int32_t row, uint64_t t) {
-    struct lm_req_spec *sp = &r->spec;
-    const int32_t nd = sp->n_draft, seq = r->seq;
-    const bool forced = sp->forced; // r may be freed on the way
-    int32_t acc = 0;
-    bool alive = true, ok = true;
-    while (alive && ok) { // the draft at position n_kv + acc, or the bonus token after all nd
-        const int32_t d = acc < nd ? sp->draft[acc] : -1;
-        const bool sampled = d >= 0 && sp->from_model && sp->q; // drawn from the draft's q
-        const struct lm_token_prob *q = sampled ? sp->q + (size_t)acc * sp->q_cap : NULL;
-        alive = lm_deliver_token(e, r, row + acc, t, d, q, sampled ? sp->q_n[acc] : 0, &ok);
-        if (ok) acc++;
-    }
-    e->st.drafted_tokens += (uint64_t)nd;
-    e->st.accepted_tokens += (uint64_t)acc;
-    if (forced) e->st.forced_tokens += (uint64_t)(acc < nd ? acc : nd);
-    if (!alive) return; // finished: its sequences are freed already
-    if (!forced) lm_spec_acc_update(&sp->acc, nd, acc); // forced ones say nothing of lookup's
-    sp->forced = false;
-    sp->n_draft = 0;
-    r->n_kv += acc; // the accepted drafts' K/V stay; the rest is rolled back
-    if (acc < nd) lm_kv_seq_rm(e->c->kv, seq, r->n_kv, -1);
-    if (sp->draft_kv > r->n_kv) lm_spec_model_seq_rm(e, r, r->n_kv); // the draft's drafts too
 }

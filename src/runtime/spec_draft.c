@@ -185,7 +185,7 @@ static int32_t catch_up(struct lm_engine *e, int32_t n, int32_t *avail, int32_t 
             const int32_t room = se->draft_ctx->n_batch - nd;
             if (end - sp->draft_kv > room) end = sp->draft_kv + room;
             if (end <= sp->draft_kv) continue;
-            end = sp->draft_kv + lm_sched_fit_chunk(kv, ds, end - sp->draft_kv, *avail);
+            end = sp->draft_kv + lm_kv_chunk_fit(kv, ds, end - sp->draft_kv, *avail);
             *avail -= lm_kv_blocks_needed(kv, ds, end - sp->draft_kv);
             for (int32_t p = sp->draft_kv; p < end; p++) {
                 se->draft_batch[nd] = (struct lm_batch_entry){r->toks[p], p, ds, false};

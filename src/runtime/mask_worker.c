@@ -1,6 +1,6 @@
-// Grammar masks beside the forward pass (docs/structured.md): the allowed tokens of each
-// constrained request's next draw depend only on the tokens it has accepted, so a worker thread
-// computes them while the step's forward pass runs, and sampling finds them ready.
+// The mask worker (docs/structured.md): a thread that computes each constrained request's grammar
+// mask (lm_grammar_matcher_fill_mask) while the step's forward pass runs: the mask depends only
+// on the tokens the request accepted, so sampling finds it ready.
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -24,7 +24,7 @@ static void *worker_main(void *arg) {
         if (w->stop) break;
         const int32_t n = w->n_jobs;
         pthread_mutex_unlock(&w->mu);
-        // the engine thread touches none of these requests until lm_masks_wait
+        // the engine thread touches none of these requests until lm_mask_worker_wait
         for (int32_t i = 0; i < n; i++) {
             struct lm_req *r = w->jobs[i];
             lm_grammar_matcher_fill_mask(r->gm, r->mask);
@@ -57,7 +57,7 @@ static struct lm_mask_worker *worker(struct lm_engine *e) {
     return e->masks = w;
 }
 
-void lm_masks_begin(struct lm_engine *e, int32_t n) {
+void lm_mask_worker_begin(struct lm_engine *e, int32_t n) {
     struct lm_req *last = NULL;
     int32_t k = 0;
     struct lm_mask_worker *w = NULL;
@@ -78,7 +78,7 @@ void lm_masks_begin(struct lm_engine *e, int32_t n) {
     pthread_mutex_unlock(&w->mu);
 }
 
-void lm_masks_wait(struct lm_engine *e) {
+void lm_mask_worker_wait(struct lm_engine *e) {
     struct lm_mask_worker *w = e->masks;
     if (!w) return;
     pthread_mutex_lock(&w->mu);
@@ -86,7 +86,7 @@ void lm_masks_wait(struct lm_engine *e) {
     pthread_mutex_unlock(&w->mu);
 }
 
-void lm_masks_free(struct lm_engine *e) {
+void lm_mask_worker_free(struct lm_engine *e) {
     struct lm_mask_worker *w = e->masks;
     if (!w) return;
     pthread_mutex_lock(&w->mu);

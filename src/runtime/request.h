@@ -1,0 +1,95 @@
+// A request of the engine (internal) and its lifecycle (runtime/request.c): create, the
+// waiting queue, admit into a sequence, requeue when preempted, finish, free. Below the
+// engine, the scheduler and delivery, so none of them calls back up to end or requeue one.
+#ifndef LM_RUNTIME_REQUEST_H
+#define LM_RUNTIME_REQUEST_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "lumen.h"
+#include "runtime/spec.h"
+
+// ---------------------------------------------------------------- a request
+
+// What speculative decoding keeps per request (spec*.c). Drafts of a step sit in the batch
+// right after the request's decode entry, at positions n_kv + 1 .. n_kv + n_draft.
+struct lm_req_spec {
+    int32_t draft[LM_DRAFT_MAX_LIMIT]; // this step's drafted tokens
+    int32_t n_draft;
+    bool forced;                       // they are a grammar's forced tokens (jump-forward)
+    struct lm_spec_acc acc;            // how often its drafts are accepted
+    // draft model (rp.use_draft): its sequence (the request's seq + max_running in the pool)
+    // holds toks[0, draft_kv), never past the request's n_kv after a verification
+    bool from_model;      // this step's drafts are the draft model's, drawn after the batch
+                          // was planned (lm_spec_model_draft)
+    int32_t draft_kv;
+    int32_t decode_entry; // this step: the index of the request's decode entry in the batch
+    uint64_t rng[4];      // draws drafts from q (the request's sampler RNG stays untouched)
+    struct lm_token_prob *q; // sampled drafts: [draft_max][q_cap] the draft's distribution q
+    int32_t q_cap;           // at each drafted position (its q_n[j] most likely tokens)
+    int32_t q_n[LM_DRAFT_MAX_LIMIT];
+};
+
+struct lm_req {
+    uint64_t id;
+    struct lm_req *next, *prev; // inbox (next only) or the waiting queue
+    int32_t *toks;              // prompt + generated so far
+    int32_t n_toks, cap_toks;
+    int32_t n_prompt, n_gen, max_gen;
+    int32_t n_kv;               // positions of toks held in the KV (the sequence's next position)
+    int32_t seq;                // sequence while running, else -1
+    int32_t n_cached;           // prompt tokens the prefix cache supplied at first admission
+    bool admitted_once;
+    struct lm_request_params rp;
+    int32_t *bias_tok;
+    float *bias_val;
+    struct lm_sampler *smp;
+    int32_t top_need;           // best logits the chain draws from (lm_sampler_top_k_need; 0:
+                                // it needs the full row: also with logit bias or logprobs)
+    int32_t top_ask;            // best logits the LM head selects for it: top_need, more with a
+                                // grammar (its mask removes some; the full row if too many)
+    // grammar (rp.grammar): the matcher over the generated tokens, and the allowed tokens of
+    // the next draw; mask_ready: the mask was computed beside this step's forward pass
+    struct lm_grammar_matcher *gm;
+    uint32_t *mask;
+    bool mask_ready;
+    lm_event_fn cb;
+    void *user;
+    uint64_t t_submit, t_admit, admit_order;
+    struct lm_req_spec spec;
+};
+
+// ---------------------------------------------------------------- its lifecycle
+
+struct lm_engine;
+
+// Create: the request of a submit (rp final, its place among the held requests reserved):
+// its own copies of the prompt and the logit bias, its sampler (which has seen the prompt),
+// its grammar's reference and matcher, its draft state. LM_ERR_NOMEM, or the sampler's or
+// the grammar's error, with its message.
+enum lm_status lm_req_new(struct lm_engine *e, const int32_t *prompt, int32_t n_prompt,
+                          const struct lm_request_params *rp, struct lm_req **out);
+
+// The waiting queue (requests admitted before are put back at the front when preempted).
+void lm_req_wait_push(struct lm_engine *e, struct lm_req *r, bool front);
+void lm_req_wait_unlink(struct lm_engine *e, struct lm_req *r);
+// Out of the waiting queue for good (cancelled, or its admission failed): its place among
+// the held requests is released.
+void lm_req_unqueue(struct lm_engine *e, struct lm_req *r);
+
+// Admit: r, at the head of the waiting queue, into free sequence seq: its draft buffers, the
+// longest cached prefix of its tokens attached (its draft sequence's too), running. When its
+// buffers cannot be had, r is finished with an error event (and freed) and the status
+// returned.
+enum lm_status lm_req_admit(struct lm_engine *e, struct lm_req *r, int32_t seq);
+// Requeue (preemption by recompute): frees r's sequences and puts it back at the head of the
+// queue; its tokens so far are recomputed when it is admitted again (same results: batch
+// invariance).
+void lm_req_requeue(struct lm_engine *e, struct lm_req *r);
+// Finish: frees r's sequences, delivers its last event (token tok or -1; fields from tmpl
+// when given), frees r. r must not be in the waiting queue.
+void lm_req_finish(struct lm_engine *e, struct lm_req *r, enum lm_finish why, int32_t tok,
+                   const struct lm_event *tmpl, const char *error);
+
+#endif
