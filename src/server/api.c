@@ -3,7 +3,7 @@
 // type- and range-checked with a message naming it. No socket, no model: the fuzz target
 // (fuzz/fuzz_server_api.c) drives these functions directly.
 #include "api.h"
-#include "util.h"
+#include "utf8.h"
 
 #include <jansson.h>
 #include <limits.h>

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util.h"
+#include "strbuf.h"
 
 static const int k_status[] = {200, 204, 400, 401, 403, 404, 405, 408, 413, 415, 429, 499, 500, 503};
 #define N_STATUS ((int)(sizeof k_status / sizeof k_status[0]))

@@ -13,6 +13,7 @@
 
 #include "api.h"
 #include "assets.h"
+#include "clock.h"
 #include "conns.h"
 #include "job.h"
 #include "metrics.h"
@@ -20,7 +21,7 @@
 #include "reply.h"
 #include "server.h"
 #include "tools.h"
-#include "util.h"
+#include "utf8.h"
 
 // LOADING -> READY -> DRAINING (no new work; running requests finish within the grace)
 // -> STOPPING (what is left is cancelled, then the HTTP server and the engine stop)
