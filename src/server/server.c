@@ -7,18 +7,15 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <jansson.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -231,16 +228,11 @@ static void drain(struct server *s) {
     pthread_mutex_unlock(&s->life_mu);
 }
 
-int lm_server_run(const struct lm_server_opts *o) {
-    // SIGINT/SIGTERM/SIGUSR1/SIGUSR2 are taken by signal_main's sigwait: block them before any
-    // thread starts
-    sigset_t sigs;
-    server_signals(&sigs);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-    signal(SIGPIPE, SIG_IGN);
-
+// The server's state before anything starts (NULL when out of memory); s->metrics may be
+// NULL (out of memory: lm_server_run stops).
+static struct server *server_new(const struct lm_server_opts *o) {
     struct server *s = calloc(1, sizeof *s);
-    if (!s) return 1;
+    if (!s) return NULL;
     s->o = o;
     s->started = (long long)time(NULL);
     s->salt = srv_splitmix((uint64_t)srv_now_ns() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)time(NULL));
@@ -252,11 +244,13 @@ int lm_server_run(const struct lm_server_opts *o) {
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&s->life_cv, &ca);
     pthread_condattr_destroy(&ca);
-    pthread_t sig_thread;
-    if (pthread_create(&sig_thread, NULL, signal_main, s) != 0) {
-        fprintf(stderr, "lumen serve: cannot start the signal thread\n");
-        return 1;
-    }
+    return s;
+}
+
+// What the HTTP threads share, set before the first connection: ids, metrics, the policy,
+// the gate and the default limits (raised once the model is loaded: load_model).
+static void server_http_state(struct server *s) {
+    const struct lm_server_opts *o = s->o;
     atomic_init(&s->next_id, 1);
     const char *routes[METRICS_MAX_ROUTES];
     s->metrics = metrics_new(routes, srv_route_metrics(routes, METRICS_MAX_ROUTES));
@@ -269,8 +263,11 @@ int lm_server_run(const struct lm_server_opts *o) {
     atomic_init(&s->body_bytes, 0);
     atomic_init(&s->body_budget, SRV_MIN_BODY_BUDGET);
     s->limits = (struct api_limits){.max_values = 65536, .max_depth = API_MAX_DEPTH};
-    int rc = 1;
-    // a descriptor per connection, a few for lingering refusals, the model's files
+}
+
+// A descriptor per connection, a few for lingering refusals, the model's files: the soft
+// limit raised to the hard one, a warning when that is still short.
+static void raise_fd_limit(const struct lm_server_opts *o) {
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
         rl.rlim_cur = rl.rlim_max;
@@ -281,12 +278,12 @@ int lm_server_run(const struct lm_server_opts *o) {
         fprintf(stderr, "lumen serve: warning: --max-connections %d needs about %d file descriptors; the "
                 "limit is %llu (ulimit -n)\n", o->max_connections, o->max_connections + 512,
                 (unsigned long long)rl.rlim_cur);
-    bool loopback = false;
-    const int lfd = s->metrics && s->stop_fd >= 0 ? listen_on(o->host, o->port, s->url, sizeof s->url, &loopback) : -1;
-    if (lfd < 0) goto out;
-    if (!loopback && !o->api_key)
-        fprintf(stderr, "lumen serve: warning: %s is reachable beyond this machine and no API key is set: "
-                "anyone who reaches it can use the model (--api-key-file FILE)\n", s->url);
+}
+
+// The front door on the listening socket lfd (taken over) and libmicrohttpd behind it.
+// False (with a line on stderr) when either cannot start.
+static bool start_http(struct server *s, int lfd) {
+    const struct lm_server_opts *o = s->o;
     // the front door accepts and admits (conns.c); MHD serves what it is given, a thread per
     // connection (slack above the cap: evicted connections close while new ones start)
     const struct conns_opts co = {.listen_fd = lfd, .max_total = o->max_connections,
@@ -295,7 +292,7 @@ int lm_server_run(const struct lm_server_opts *o) {
     if (!s->conns) {
         close(lfd);
         fprintf(stderr, "lumen serve: out of memory\n");
-        goto out;
+        return false;
     }
     s->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_NO_LISTEN_SOCKET |
                                 MHD_USE_ITC, 0, NULL, NULL, srv_on_request, s,
@@ -307,26 +304,28 @@ int lm_server_run(const struct lm_server_opts *o) {
                             MHD_OPTION_END);
     if (!s->d || !conns_start(s->conns, s->d)) {
         fprintf(stderr, "lumen serve: cannot start the HTTP server on %s\n", s->url);
-        goto stop;
+        return false;
     }
-    fprintf(stderr, "lumen serve: loading %s (%s/health answers 503 until ready)\n", o->model_path, s->url);
-    if (o->load_delay_ms > 0) {
-        struct timespec ts = {o->load_delay_ms / 1000, (long)(o->load_delay_ms % 1000) * 1000000L};
-        nanosleep(&ts, NULL);
-    }
+    return true;
+}
+
+// The model (and -md's draft), its template, the engine started, and the limits that follow
+// from the context. 0, else lm_server_run's exit code (a line on stderr).
+static int load_model(struct server *s) {
+    const struct lm_server_opts *o = s->o;
+    int rc;
     if (lm_model_load(&s->m, o->model_path, NULL) != LM_OK) {
         fprintf(stderr, "lumen serve: %s\n", lm_error_msg());
-        goto stop;
+        return 1;
     }
     s->tok = lm_model_tokenizer(s->m);
     s->n_vocab = lm_model_n_vocab(s->m);
     s->n_ctx_train = lm_model_n_ctx_train(s->m);
     model_name(s);
-    if ((rc = pick_template(s)) != 0) goto stop;
-    rc = 1;
+    if ((rc = pick_template(s)) != 0) return rc;
     if (!srv_prompt_init(s)) {
         fprintf(stderr, "lumen serve: out of memory\n");
-        goto stop;
+        return 1;
     }
     struct lm_engine_params ep = o->ep;
     if (ep.kv_tokens <= 0) ep.kv_tokens = 8192;
@@ -334,16 +333,14 @@ int lm_server_run(const struct lm_server_opts *o) {
     if (o->draft_path) {
         if (lm_model_load(&s->dm, o->draft_path, NULL) != LM_OK) {
             fprintf(stderr, "lumen serve: %s\n", lm_error_msg());
-            rc = 1;
-            goto stop;
+            return 1;
         }
         if (ep.n_ctx > lm_model_n_ctx_train(s->dm)) ep.n_ctx = lm_model_n_ctx_train(s->dm);
         ep.draft_model = s->dm;
     }
     if (lm_engine_init(&s->e, s->m, &ep) != LM_OK || lm_engine_start(s->e) != LM_OK) {
         fprintf(stderr, "lumen serve: %s\n", lm_error_msg());
-        rc = 1;
-        goto stop;
+        return 1;
     }
     struct lm_engine_stats st;
     lm_engine_stats(s->e, &st);
@@ -365,17 +362,12 @@ int lm_server_run(const struct lm_server_opts *o) {
             "parallel %d, queue %d; chat template %s (%s)\n", s->model_id, lm_model_arch(s->m), s->n_ctx,
             s->kv_tokens, ep.max_running > 0 ? ep.max_running : 8, ep.max_waiting > 0 ? ep.max_waiting : 64,
             lm_chat_template_name(s->tmpl), s->tmpl_source);
-    pthread_mutex_lock(&s->life_mu); // the signal thread reads LOADING under this lock
-    atomic_store(&s->state, s->drain_requested || s->operator_drain ? SRV_DRAINING : SRV_READY);
-    pthread_mutex_unlock(&s->life_mu);
-    fprintf(stderr, "lumen serve: listening on %s\n", s->url);
-    fflush(stderr);
+    return 0;
+}
 
-    drain(s); // until a signal (or srv_drain) asks, then the grace, then the rest cancelled
-    rc = 0;
-stop:
-    // new requests get 503, waiting HTTP threads end their requests, then the HTTP server
-    // stops (closing what is left) and the engine ends whatever remains
+// New requests get 503, waiting HTTP threads end their requests, then the HTTP server
+// stops (closing what is left) and the engine ends whatever remains.
+static void stop(struct server *s) {
     atomic_store(&s->state, SRV_STOPPING);
     const uint64_t one = 1;
     ssize_t w = write(s->stop_fd, &one, sizeof one);
@@ -388,10 +380,9 @@ stop:
     s->gcache = NULL;
     lm_model_free(s->dm);
     lm_model_free(s->m);
-    if (rc == 0) fprintf(stderr, "lumen serve: stopped\n");
-out:
-    pthread_cancel(sig_thread); // sigwait is a cancellation point
-    pthread_join(sig_thread, NULL);
+}
+
+static void server_free(struct server *s) {
     metrics_free(s->metrics);
     free(s->is_control);
     gcache_free(s->gcache);
@@ -401,5 +392,53 @@ out:
     pthread_mutex_destroy(&s->gate_mu);
     pthread_cond_destroy(&s->gate_cv);
     free(s);
+}
+
+int lm_server_run(const struct lm_server_opts *o) {
+    // SIGINT/SIGTERM/SIGUSR1/SIGUSR2 are taken by signal_main's sigwait: block them before any
+    // thread starts
+    sigset_t sigs;
+    server_signals(&sigs);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    struct server *s = server_new(o);
+    if (!s) return 1;
+    pthread_t sig_thread;
+    if (pthread_create(&sig_thread, NULL, signal_main, s) != 0) {
+        fprintf(stderr, "lumen serve: cannot start the signal thread\n");
+        return 1;
+    }
+    server_http_state(s);
+    int rc = 1;
+    raise_fd_limit(o);
+    bool loopback = false;
+    const int lfd = s->metrics && s->stop_fd >= 0 ? listen_on(o->host, o->port, s->url, sizeof s->url, &loopback) : -1;
+    if (lfd < 0) goto out;
+    if (!loopback && !o->api_key)
+        fprintf(stderr, "lumen serve: warning: %s is reachable beyond this machine and no API key is set: "
+                "anyone who reaches it can use the model (--api-key-file FILE)\n", s->url);
+    if (!start_http(s, lfd)) goto stop;
+    fprintf(stderr, "lumen serve: loading %s (%s/health answers 503 until ready)\n", o->model_path, s->url);
+    if (o->load_delay_ms > 0) {
+        struct timespec ts = {o->load_delay_ms / 1000, (long)(o->load_delay_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    if ((rc = load_model(s)) != 0) goto stop;
+    pthread_mutex_lock(&s->life_mu); // the signal thread reads LOADING under this lock
+    atomic_store(&s->state, s->drain_requested || s->operator_drain ? SRV_DRAINING : SRV_READY);
+    pthread_mutex_unlock(&s->life_mu);
+    fprintf(stderr, "lumen serve: listening on %s\n", s->url);
+    fflush(stderr);
+
+    drain(s); // until a signal (or srv_drain) asks, then the grace, then the rest cancelled
+    rc = 0;
+stop:
+    stop(s);
+    if (rc == 0) fprintf(stderr, "lumen serve: stopped\n");
+out:
+    pthread_cancel(sig_thread); // sigwait is a cancellation point
+    pthread_join(sig_thread, NULL);
+    server_free(s);
     return rc;
 }
