@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "api.h"
-#include "util.h"
+#include "utf8.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

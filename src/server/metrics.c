@@ -7,14 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util.h"
+#include "strbuf.h"
 
 static const int k_status[] = {200, 204, 400, 401, 403, 404, 405, 408, 413, 415, 429, 499, 500, 503};
 #define N_STATUS ((int)(sizeof k_status / sizeof k_status[0]))
 
-static const char *const k_route[MR_COUNT] = {
-    "/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/metrics", "/tokenize",
-    "/detokenize", "static", "other"};
 static const char *const k_finish[MF_COUNT] = {"stop", "length", "cancelled", "error"};
 
 // Bucket upper bounds (seconds); +Inf is implicit.
@@ -50,8 +47,10 @@ struct hist {
     double sum;
 };
 
+#define MAX_ROUTES (METRICS_MAX_ROUTES + 1) // the last: "other"
+
 struct mdata {
-    uint64_t requests[MR_COUNT][N_STATUS + 1]; // last: any other status
+    uint64_t requests[MAX_ROUTES][N_STATUS + 1]; // last: any other status
     uint64_t finished[MF_COUNT];
     uint64_t prompt_tokens, generated_tokens;
     struct hist h[MH_COUNT];
@@ -59,12 +58,19 @@ struct mdata {
 
 struct metrics {
     pthread_mutex_t mu;
+    const char *route[MAX_ROUTES]; // labels of requests' routes; the last used: "other"
+    int n_route;
     struct mdata d;
 };
 
-struct metrics *metrics_new(void) {
+struct metrics *metrics_new(const char *const *routes, int n) {
+    if (n < 0 || n > METRICS_MAX_ROUTES) return NULL;
     struct metrics *m = calloc(1, sizeof *m);
-    if (m) pthread_mutex_init(&m->mu, NULL);
+    if (!m) return NULL;
+    pthread_mutex_init(&m->mu, NULL);
+    for (int i = 0; i < n; i++) m->route[i] = routes[i];
+    m->route[n] = "other";
+    m->n_route = n + 1;
     return m;
 }
 
@@ -74,14 +80,15 @@ void metrics_free(struct metrics *m) {
     free(m);
 }
 
-const char *metrics_route_name(enum metrics_route r) { return r < MR_COUNT ? k_route[r] : "other"; }
-
-void metrics_request(struct metrics *m, enum metrics_route r, int status) {
+void metrics_request(struct metrics *m, const char *route, int status) {
     int k = N_STATUS;
     for (int i = 0; i < N_STATUS; i++)
         if (k_status[i] == status) k = i;
+    int r = m->n_route - 1; // "other"
+    for (int i = 0; route && i < m->n_route - 1; i++)
+        if (!strcmp(m->route[i], route)) r = i;
     pthread_mutex_lock(&m->mu);
-    m->d.requests[r < MR_COUNT ? r : MR_OTHER][k]++;
+    m->d.requests[r][k]++;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -129,13 +136,13 @@ char *metrics_render(struct metrics *m, const struct lm_engine_stats *st, const 
 
     head(&b, "lumen_requests_total", "counter", "HTTP requests answered, by route and status "
          "(499: the client went away before the answer was complete).");
-    for (int r = 0; r < MR_COUNT; r++)
+    for (int r = 0; r < m->n_route; r++)
         for (int k = 0; k <= N_STATUS; k++)
             if (s.requests[r][k]) {
                 char code[8];
                 if (k < N_STATUS) snprintf(code, sizeof code, "%d", k_status[k]);
                 else snprintf(code, sizeof code, "other");
-                sbuf_printf(&b, "lumen_requests_total{route=\"%s\",status=\"%s\"} %llu\n", k_route[r],
+                sbuf_printf(&b, "lumen_requests_total{route=\"%s\",status=\"%s\"} %llu\n", m->route[r],
                             code, (unsigned long long)s.requests[r][k]);
             }
     head(&b, "lumen_requests_finished_total", "counter", "Generation requests ended, by reason "

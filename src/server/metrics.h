@@ -8,19 +8,20 @@
 
 #include "lumen.h"
 
-enum metrics_route {
-    MR_COMPLETIONS, MR_CHAT, MR_MODELS, MR_HEALTH, MR_METRICS, MR_TOKENIZE, MR_DETOKENIZE,
-    MR_STATIC, MR_OTHER, MR_COUNT
-};
 enum metrics_hist { MH_TTFT, MH_ITL, MH_E2E, MH_QUEUE, MH_COUNT };
 enum metrics_finish { MF_STOP, MF_LENGTH, MF_CANCELLED, MF_ERROR, MF_COUNT };
 
 struct metrics;
 
-struct metrics *metrics_new(void);
+#define METRICS_MAX_ROUTES 15 // route labels given to metrics_new ("other" is added)
+
+// routes[n]: the route labels of lumen_requests_total, in their order (the server's route
+// table: srv_route_metrics); "other" follows them, for requests of no route. The strings
+// must outlive m. NULL when out of memory or n > METRICS_MAX_ROUTES.
+struct metrics *metrics_new(const char *const *routes, int n);
 void metrics_free(struct metrics *m);
-const char *metrics_route_name(enum metrics_route r); // "/v1/completions", ...
-void metrics_request(struct metrics *m, enum metrics_route r, int status);
+// A request answered: route is one of the labels given to metrics_new (else, or NULL: "other").
+void metrics_request(struct metrics *m, const char *route, int status);
 void metrics_tokens(struct metrics *m, int64_t prompt, int64_t generated);
 void metrics_finish(struct metrics *m, enum metrics_finish f);
 void metrics_observe(struct metrics *m, enum metrics_hist h, double seconds);

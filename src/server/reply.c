@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "utf8.h"
+
 // ================================================================ generation text
 
 bool gen_init(struct gen *g, const struct lm_tokenizer *tok, const struct api_request *req) {

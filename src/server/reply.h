@@ -6,7 +6,7 @@
 #include <jansson.h>
 
 #include "api.h"
-#include "util.h"
+#include "strbuf.h"
 
 // json_dumps flags of every answer: compact; 9 significant digits round-trip a float.
 #define SRV_JSON_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(9))

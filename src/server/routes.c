@@ -65,9 +65,7 @@ enum MHD_Result srv_send_error(struct conn *c, struct MHD_Connection *mc, const 
     if (e->status == 429 || (e->status == 503 && e->code && !strcmp(e->code, "busy")))
         MHD_add_response_header(r, "Retry-After", "1");
     if (e->status == 405)
-        MHD_add_response_header(r, "Allow", c->route == MR_COMPLETIONS || c->route == MR_CHAT ||
-                                                    c->route == MR_TOKENIZE || c->route == MR_DETOKENIZE
-                                                ? "POST" : "GET, HEAD");
+        MHD_add_response_header(r, "Allow", srv_route_post(c->route) ? "POST" : "GET, HEAD");
     return srv_queue(c, mc, e->status, r);
 }
 

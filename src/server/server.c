@@ -1,23 +1,21 @@
-// `lumen serve`: libmicrohttpd in thread-per-connection mode, routing and the API key (the
-// MHD callbacks), start-up and shutdown. The routes are in generate.c and routes.c; the
-// engine thread owns the model, every HTTP thread parses, queues, then waits on its job.
+// `lumen serve`: start-up (the listening socket, libmicrohttpd in thread-per-connection mode,
+// the model, the engine), signals, the drain and shutdown. The route table and the request
+// callbacks are in dispatch.c; the engine thread owns the model, every HTTP thread parses,
+// queues, then waits on its job.
 #define _GNU_SOURCE
 #include "server.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <jansson.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -26,295 +24,6 @@
 
 #include "policy.h"
 #include "srv.h"
-
-// ================================================================ routing
-
-static bool key_matches(const char *want, const char *got) {
-    const size_t n = strlen(want), m = got ? strlen(got) : 0;
-    unsigned diff = n != m;
-    for (size_t i = 0; i < n; i++) diff |= (unsigned char)want[i] ^ (unsigned char)(i < m ? got[i] : 0);
-    return diff == 0; // the same time whatever the first wrong byte
-}
-
-struct route {
-    const char *path;
-    enum metrics_route mr;
-    bool post;    // else GET (and HEAD)
-    bool open;    // answered without the API key
-};
-
-static const struct route k_routes[] = {
-    {"/v1/completions", MR_COMPLETIONS, true, false},
-    {"/completions", MR_COMPLETIONS, true, false},
-    {"/v1/chat/completions", MR_CHAT, true, false},
-    {"/chat/completions", MR_CHAT, true, false},
-    {"/v1/models", MR_MODELS, false, false},
-    {"/models", MR_MODELS, false, false},
-    {"/health", MR_HEALTH, false, true},
-    {"/v1/health", MR_HEALTH, false, true},
-    {"/metrics", MR_METRICS, false, false},
-    {"/tokenize", MR_TOKENIZE, true, false},
-    {"/detokenize", MR_DETOKENIZE, true, false},
-};
-
-static const struct lm_srv_asset *find_asset(const char *path) {
-    if (!strcmp(path, "/")) path = "/index.html";
-    for (size_t i = 0; i < lm_srv_n_assets; i++)
-        if (!strcmp(lm_srv_assets[i].path, path)) return &lm_srv_assets[i];
-    return NULL;
-}
-// ================================================================ the gate
-
-static bool gate_enter(struct conn *c) {
-    struct server *s = c->s;
-    pthread_mutex_lock(&s->gate_mu);
-    const bool ok = s->held < s->held_cap;
-    if (ok) s->held++;
-    pthread_mutex_unlock(&s->gate_mu);
-    c->held = ok;
-    return ok;
-}
-
-static void gate_leave(struct conn *c) {
-    if (!c->held) return;
-    pthread_mutex_lock(&c->s->gate_mu);
-    c->s->held--;
-    pthread_mutex_unlock(&c->s->gate_mu);
-    c->held = false;
-}
-
-static void gate_parse_begin(struct conn *c) {
-    struct server *s = c->s;
-    pthread_mutex_lock(&s->gate_mu);
-    while (s->parsing >= s->parse_cap) pthread_cond_wait(&s->gate_cv, &s->gate_mu);
-    s->parsing++;
-    pthread_mutex_unlock(&s->gate_mu);
-    c->parsing = true;
-}
-
-void srv_parse_end(struct conn *c) {
-    if (!c->parsing) return;
-    pthread_mutex_lock(&c->s->gate_mu);
-    c->s->parsing--;
-    pthread_cond_signal(&c->s->gate_cv);
-    pthread_mutex_unlock(&c->s->gate_mu);
-    c->parsing = false;
-}
-
-void srv_body_release(struct conn *c) {
-    if (c->body_counted) atomic_fetch_sub(&c->s->body_bytes, c->body_counted);
-    c->body_counted = 0;
-    sbuf_free(&c->body);
-}
-
-// ================================================================ MHD callbacks
-
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const char *url,
-                                  const char *method, const char *version, const char *upload_data,
-                                  size_t *upload_data_size, void **con_cls) {
-    (void)version;
-    struct server *s = cls;
-    struct conn *c = *con_cls;
-    if (!c) { // first call: headers only
-        c = calloc(1, sizeof *c);
-        if (!c) return MHD_NO;
-        *con_cls = c;
-        c->s = s;
-        c->t_arrive = srv_now_ns();
-        c->fd = -1;
-        c->mc = mc;
-        const union MHD_ConnectionInfo *sc = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-        c->link = sc ? sc->socket_context : NULL;
-        conns_phase(s->conns, c->link, CONNS_REQUEST); // a keep-alive connection's next request
-        c->route = MR_OTHER;
-        snprintf(c->method, sizeof c->method, "%s", method);
-        snprintf(c->path, sizeof c->path, "%s", url);
-        const uint64_t n = atomic_fetch_add(&s->next_id, 1);
-        snprintf(c->id, sizeof c->id, "%08x%06llx", (unsigned)(s->salt >> 32), (unsigned long long)(n & 0xffffff));
-        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
-        if (ci) {
-            c->fd = ci->connect_fd;
-            // A bounded kernel send buffer (no autotuning to megabytes): a client that stops
-            // reading fills it, then the request's token queue, then is cut off.
-            const int sndbuf = SRV_SNDBUF;
-            setsockopt(c->fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
-        }
-
-        const bool is_get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
-        const struct route *rt = NULL;
-        for (size_t i = 0; i < sizeof k_routes / sizeof k_routes[0]; i++)
-            if (!strcmp(k_routes[i].path, url)) rt = &k_routes[i];
-        const struct lm_srv_asset *asset = !rt && is_get ? find_asset(url) : NULL;
-        c->route = asset ? MR_STATIC : rt ? rt->mr : MR_OTHER;
-        // another site's page in the visitor's browser: refused before any route runs
-        const char *host = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
-        if (!policy_host_ok(&s->policy, host))
-            return srv_fail(c, mc, 403, "permission_error", "host_not_allowed", "Host '%.80s' is not served "
-                            "here (a name pointed at this server; allow it with --allowed-host NAME)", host);
-        const char *origin = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_ORIGIN);
-        const enum policy_origin po = policy_origin(&s->policy, origin, host);
-        if (po == ORIGIN_REFUSED)
-            return srv_fail(c, mc, 403, "permission_error", "origin_not_allowed", "Requests from pages of "
-                            "'%.80s' are not served (allow that origin with --cors-origin ORIGIN)", origin);
-        if (po == ORIGIN_CORS) c->cors = policy_cors_value(&s->policy, origin);
-        if (po == ORIGIN_CORS && !strcmp(method, "OPTIONS")) return srv_preflight(c, mc);
-        if (asset) return srv_handle_asset(c, mc, asset); // the page is public: it asks for the key itself
-        if (!rt) return srv_fail(c, mc, 404, "not_found_error", "not_found", "No route for %s %.80s", method, url);
-        if (rt->post ? strcmp(method, "POST") != 0 : !is_get)
-            return srv_fail(c, mc, 405, "invalid_request_error", "method_not_allowed", "%s %.80s: use %s",
-                        method, url, rt->post ? "POST" : "GET");
-        if (s->o->api_key && !rt->open) {
-            const char *auth = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Authorization");
-            const char *key = auth && !strncasecmp(auth, "Bearer ", 7) ? auth + 7 : NULL;
-            while (key && *key == ' ') key++;
-            if (!key || !key_matches(s->o->api_key, key))
-                return srv_fail(c, mc, 401, "authentication_error", "invalid_api_key",
-                            key ? "Incorrect API key provided" : "Missing API key: send 'Authorization: "
-                                                                 "Bearer KEY'");
-        }
-        // a POST is JSON: a form or text/plain POST is what a page may send without a preflight
-        if (rt->post &&
-            !policy_json_type(MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE)))
-            return srv_fail(c, mc, 415, "invalid_request_error", "unsupported_media_type",
-                            "%s %.80s takes a JSON body: send 'Content-Type: application/json'", method, url);
-        // An oversized body is read and dropped, then answered 413 (a client that sends its
-        // body before reading would otherwise see a reset, not the answer); answered at once
-        // when the client waits for "100 Continue" or the body is far too large to read.
-        const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        const char *expect = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
-        const unsigned long long len = cl ? strtoull(cl, NULL, 10) : 0;
-        const size_t max_body = atomic_load(&s->max_body);
-        if (len > max_body) {
-            if ((expect && !strcasecmp(expect, "100-continue")) || len / 16 > max_body)
-                return srv_fail(c, mc, 413, "invalid_request_error", "request_too_large",
-                            "The request body is %llu bytes; the limit is %zu", len, max_body);
-            c->too_large = true;
-        }
-        return MHD_YES;
-    }
-    if (*upload_data_size) { // body data: kept up to the limit, within the budget of all bodies
-        const size_t k = *upload_data_size;
-        if (!c->answered && !c->too_large && !c->busy) {
-            if (c->body.n + k > atomic_load(&s->max_body)) {
-                c->too_large = true;
-                srv_body_release(c);
-            } else if (atomic_fetch_add(&s->body_bytes, k) + k > atomic_load(&s->body_budget)) {
-                atomic_fetch_sub(&s->body_bytes, k);
-                c->busy = true;
-                srv_body_release(c);
-            } else {
-                c->body_counted += k;
-                if (!sbuf_append(&c->body, upload_data, k)) {
-                    c->too_large = true; // out of memory reads as too large
-                    srv_body_release(c);
-                }
-            }
-        }
-        *upload_data_size = 0;
-        return MHD_YES;
-    }
-    if (c->answered) return MHD_YES;
-    conns_phase(s->conns, c->link, CONNS_ACTIVE); // no request deadline while it is worked on
-    srv_idle_timer(c, 0);                         // nor MHD's idle timer: the server watches the client
-    pthread_mutex_lock(&s->life_mu); // counted before the state is read: a drain waits for it
-    s->active++;
-    c->counted = true;
-    pthread_mutex_unlock(&s->life_mu);
-    if (c->too_large)
-        return srv_fail(c, mc, 413, "invalid_request_error", "request_too_large",
-                    "The request body exceeds the limit of %zu bytes", atomic_load(&s->max_body));
-    if (c->busy)
-        return srv_fail(c, mc, 503, "unavailable_error", "busy", "Request bodies of %zu bytes are arriving "
-                        "already; retry later", atomic_load(&s->body_budget));
-    if (c->route == MR_HEALTH) return srv_handle_health(c, mc);
-    if (c->route == MR_METRICS) return srv_handle_metrics(c, mc);
-    if (atomic_load(&s->state) != SRV_READY) return srv_not_ready(c, mc);
-    if (c->route == MR_MODELS) return srv_handle_models(c, mc);
-    if (c->route != MR_COMPLETIONS && c->route != MR_CHAT && c->route != MR_TOKENIZE && c->route != MR_DETOKENIZE)
-        return srv_fail(c, mc, 404, "not_found_error", "not_found", "No route for %s %.80s", method, url);
-    // the gate: nothing that scales with the body runs beyond --parallel + --queue requests
-    if (!gate_enter(c))
-        return srv_fail(c, mc, 429, "rate_limit_error", "queue_full", "The server is busy: %d requests are "
-                        "held already (--parallel + --queue); retry later", s->held_cap);
-    gate_parse_begin(c);
-    enum MHD_Result res;
-    switch (c->route) {
-    case MR_COMPLETIONS: res = srv_handle_generate(c, mc, API_COMPLETION); break;
-    case MR_CHAT: res = srv_handle_generate(c, mc, API_CHAT); break;
-    case MR_TOKENIZE: res = srv_handle_tokenize(c, mc); break;
-    default: res = srv_handle_detokenize(c, mc); break;
-    }
-    srv_parse_end(c);
-    srv_body_release(c);
-    return res;
-}
-
-// One log line and the metrics of every request; a generation still running (the client
-// went away, or MHD gave up on the connection) is cancelled here.
-static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
-                         enum MHD_RequestTerminationCode toe) {
-    struct server *s = cls;
-    struct conn *c = *con_cls;
-    if (!c) return;
-    *con_cls = NULL;
-    // the connection waits for its next request: idle at most --keep-alive-timeout, and the
-    // request complete within --timeout
-    conns_phase(s->conns, c->link, CONNS_IDLE);
-    MHD_set_connection_option(mc, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)s->o->keepalive_s);
-    const uint64_t now = srv_now_ns();
-    struct run *r = c->run;
-    if (r && r->job) job_detach_client(r->job); // MHD closes the socket after this callback
-    if (r && r->submitted && !r->ended) { // MHD ended it: the client left, or timed out
-        job_cancel(r->job);
-        job_take(r->job, r->ev, NULL, NULL, 0, &r->st); // the engine's last word on it
-        if (!r->failed) {
-            r->failed = true;
-            r->mf = MF_CANCELLED;
-            snprintf(r->note, sizeof r->note, "%s",
-                     r->st.overflow ? "cancelled: the client read too slowly"
-                     : toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED ? "cancelled: the connection timed out"
-                                                                     : "cancelled: the client disconnected");
-        }
-    }
-    // 499: the client went away before the answer was complete (a client cut off for
-    // reading too slowly keeps its 200: the server ended it)
-    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && c->status < 400 &&
-        (!r || !r->ended || r->failed) && !(r && r->st.overflow))
-        c->status = 499;
-    if (c->status == 0) c->status = 499; // no answer was queued: the client left first
-    metrics_request(s->metrics, c->route, c->status);
-    char line[1024];
-    if (r && r->submitted) {
-        metrics_tokens(s->metrics, 0, r->gen.n_tokens);
-        metrics_finish(s->metrics, r->mf);
-        metrics_observe(s->metrics, MH_E2E, (double)(now - c->t_arrive) / 1e9);
-        const int32_t ng = r->gen.n_tokens;
-        const double ttft = r->t_first ? (double)(r->t_first - c->t_arrive) / 1e6 : 0.0;
-        const double tps = ng > 1 && r->t_prev > r->t_first ? (ng - 1) / ((double)(r->t_prev - r->t_first) / 1e9) : 0.0;
-        const double qms = r->st.t_admit ? (double)(r->st.t_admit - r->st.t_submit) / 1e6 : 0.0;
-        snprintf(line, sizeof line, "%s %s %s %d | prompt %d tok (%d cached) | gen %d tok | TTFT %.1f ms "
-                 "| %.1f tok/s | queue %.1f ms | %.1f ms | %s%s", r->rp.id, c->method, c->path, c->status,
-                 r->n_prompt, r->st.n_cached, ng, ttft, tps, qms, (double)(now - c->t_arrive) / 1e6,
-                 r->failed ? r->note : r->finish ? r->finish : "-", r->req.stream ? " (stream)" : "");
-    } else {
-        snprintf(line, sizeof line, "req-%s %s %s %d | %.1f ms%s%s", c->id, c->method, c->path, c->status,
-                 (double)(now - c->t_arrive) / 1e6, c->err[0] ? " | " : "", c->err);
-    }
-    char esc[2048];
-    log_escape(line, esc, sizeof esc); // the path and the error quote client text
-    fprintf(stderr, "lumen serve: %s\n", esc);
-    srv_run_free(r);
-    srv_parse_end(c);
-    srv_body_release(c);
-    gate_leave(c);
-    if (c->counted) {
-        pthread_mutex_lock(&s->life_mu);
-        s->active--;
-        pthread_cond_broadcast(&s->life_cv);
-        pthread_mutex_unlock(&s->life_mu);
-    }
-    free(c);
-}
 
 // ================================================================ start-up, shutdown
 
@@ -519,16 +228,11 @@ static void drain(struct server *s) {
     pthread_mutex_unlock(&s->life_mu);
 }
 
-int lm_server_run(const struct lm_server_opts *o) {
-    // SIGINT/SIGTERM/SIGUSR1/SIGUSR2 are taken by signal_main's sigwait: block them before any
-    // thread starts
-    sigset_t sigs;
-    server_signals(&sigs);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-    signal(SIGPIPE, SIG_IGN);
-
+// The server's state before anything starts (NULL when out of memory); s->metrics may be
+// NULL (out of memory: lm_server_run stops).
+static struct server *server_new(const struct lm_server_opts *o) {
     struct server *s = calloc(1, sizeof *s);
-    if (!s) return 1;
+    if (!s) return NULL;
     s->o = o;
     s->started = (long long)time(NULL);
     s->salt = srv_splitmix((uint64_t)srv_now_ns() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)time(NULL));
@@ -540,13 +244,16 @@ int lm_server_run(const struct lm_server_opts *o) {
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&s->life_cv, &ca);
     pthread_condattr_destroy(&ca);
-    pthread_t sig_thread;
-    if (pthread_create(&sig_thread, NULL, signal_main, s) != 0) {
-        fprintf(stderr, "lumen serve: cannot start the signal thread\n");
-        return 1;
-    }
+    return s;
+}
+
+// What the HTTP threads share, set before the first connection: ids, metrics, the policy,
+// the gate and the default limits (raised once the model is loaded: load_model).
+static void server_http_state(struct server *s) {
+    const struct lm_server_opts *o = s->o;
     atomic_init(&s->next_id, 1);
-    s->metrics = metrics_new();
+    const char *routes[METRICS_MAX_ROUTES];
+    s->metrics = metrics_new(routes, srv_route_metrics(routes, METRICS_MAX_ROUTES));
     policy_init(&s->policy, o);
     pthread_mutex_init(&s->gate_mu, NULL);
     pthread_cond_init(&s->gate_cv, NULL);
@@ -556,8 +263,11 @@ int lm_server_run(const struct lm_server_opts *o) {
     atomic_init(&s->body_bytes, 0);
     atomic_init(&s->body_budget, SRV_MIN_BODY_BUDGET);
     s->limits = (struct api_limits){.max_values = 65536, .max_depth = API_MAX_DEPTH};
-    int rc = 1;
-    // a descriptor per connection, a few for lingering refusals, the model's files
+}
+
+// A descriptor per connection, a few for lingering refusals, the model's files: the soft
+// limit raised to the hard one, a warning when that is still short.
+static void raise_fd_limit(const struct lm_server_opts *o) {
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
         rl.rlim_cur = rl.rlim_max;
@@ -568,12 +278,12 @@ int lm_server_run(const struct lm_server_opts *o) {
         fprintf(stderr, "lumen serve: warning: --max-connections %d needs about %d file descriptors; the "
                 "limit is %llu (ulimit -n)\n", o->max_connections, o->max_connections + 512,
                 (unsigned long long)rl.rlim_cur);
-    bool loopback = false;
-    const int lfd = s->metrics && s->stop_fd >= 0 ? listen_on(o->host, o->port, s->url, sizeof s->url, &loopback) : -1;
-    if (lfd < 0) goto out;
-    if (!loopback && !o->api_key)
-        fprintf(stderr, "lumen serve: warning: %s is reachable beyond this machine and no API key is set: "
-                "anyone who reaches it can use the model (--api-key-file FILE)\n", s->url);
+}
+
+// The front door on the listening socket lfd (taken over) and libmicrohttpd behind it.
+// False (with a line on stderr) when either cannot start.
+static bool start_http(struct server *s, int lfd) {
+    const struct lm_server_opts *o = s->o;
     // the front door accepts and admits (conns.c); MHD serves what it is given, a thread per
     // connection (slack above the cap: evicted connections close while new ones start)
     const struct conns_opts co = {.listen_fd = lfd, .max_total = o->max_connections,
@@ -582,11 +292,11 @@ int lm_server_run(const struct lm_server_opts *o) {
     if (!s->conns) {
         close(lfd);
         fprintf(stderr, "lumen serve: out of memory\n");
-        goto out;
+        return false;
     }
     s->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_NO_LISTEN_SOCKET |
-                                MHD_USE_ITC, 0, NULL, NULL, on_request, s,
-                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                                MHD_USE_ITC, 0, NULL, NULL, srv_on_request, s,
+                            MHD_OPTION_NOTIFY_COMPLETED, srv_on_completed, s,
                             MHD_OPTION_NOTIFY_CONNECTION, conns_notify, s->conns,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)o->max_connections + 256,
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
@@ -594,26 +304,28 @@ int lm_server_run(const struct lm_server_opts *o) {
                             MHD_OPTION_END);
     if (!s->d || !conns_start(s->conns, s->d)) {
         fprintf(stderr, "lumen serve: cannot start the HTTP server on %s\n", s->url);
-        goto stop;
+        return false;
     }
-    fprintf(stderr, "lumen serve: loading %s (%s/health answers 503 until ready)\n", o->model_path, s->url);
-    if (o->load_delay_ms > 0) {
-        struct timespec ts = {o->load_delay_ms / 1000, (long)(o->load_delay_ms % 1000) * 1000000L};
-        nanosleep(&ts, NULL);
-    }
+    return true;
+}
+
+// The model (and -md's draft), its template, the engine started, and the limits that follow
+// from the context. 0, else lm_server_run's exit code (a line on stderr).
+static int load_model(struct server *s) {
+    const struct lm_server_opts *o = s->o;
+    int rc;
     if (lm_model_load(&s->m, o->model_path, NULL) != LM_OK) {
         fprintf(stderr, "lumen serve: %s\n", lm_error_msg());
-        goto stop;
+        return 1;
     }
     s->tok = lm_model_tokenizer(s->m);
     s->n_vocab = lm_model_n_vocab(s->m);
     s->n_ctx_train = lm_model_n_ctx_train(s->m);
     model_name(s);
-    if ((rc = pick_template(s)) != 0) goto stop;
-    rc = 1;
+    if ((rc = pick_template(s)) != 0) return rc;
     if (!srv_prompt_init(s)) {
         fprintf(stderr, "lumen serve: out of memory\n");
-        goto stop;
+        return 1;
     }
     struct lm_engine_params ep = o->ep;
     if (ep.kv_tokens <= 0) ep.kv_tokens = 8192;
@@ -621,16 +333,14 @@ int lm_server_run(const struct lm_server_opts *o) {
     if (o->draft_path) {
         if (lm_model_load(&s->dm, o->draft_path, NULL) != LM_OK) {
             fprintf(stderr, "lumen serve: %s\n", lm_error_msg());
-            rc = 1;
-            goto stop;
+            return 1;
         }
         if (ep.n_ctx > lm_model_n_ctx_train(s->dm)) ep.n_ctx = lm_model_n_ctx_train(s->dm);
         ep.draft_model = s->dm;
     }
     if (lm_engine_init(&s->e, s->m, &ep) != LM_OK || lm_engine_start(s->e) != LM_OK) {
         fprintf(stderr, "lumen serve: %s\n", lm_error_msg());
-        rc = 1;
-        goto stop;
+        return 1;
     }
     struct lm_engine_stats st;
     lm_engine_stats(s->e, &st);
@@ -652,17 +362,12 @@ int lm_server_run(const struct lm_server_opts *o) {
             "parallel %d, queue %d; chat template %s (%s)\n", s->model_id, lm_model_arch(s->m), s->n_ctx,
             s->kv_tokens, ep.max_running > 0 ? ep.max_running : 8, ep.max_waiting > 0 ? ep.max_waiting : 64,
             lm_chat_template_name(s->tmpl), s->tmpl_source);
-    pthread_mutex_lock(&s->life_mu); // the signal thread reads LOADING under this lock
-    atomic_store(&s->state, s->drain_requested || s->operator_drain ? SRV_DRAINING : SRV_READY);
-    pthread_mutex_unlock(&s->life_mu);
-    fprintf(stderr, "lumen serve: listening on %s\n", s->url);
-    fflush(stderr);
+    return 0;
+}
 
-    drain(s); // until a signal (or srv_drain) asks, then the grace, then the rest cancelled
-    rc = 0;
-stop:
-    // new requests get 503, waiting HTTP threads end their requests, then the HTTP server
-    // stops (closing what is left) and the engine ends whatever remains
+// New requests get 503, waiting HTTP threads end their requests, then the HTTP server
+// stops (closing what is left) and the engine ends whatever remains.
+static void stop(struct server *s) {
     atomic_store(&s->state, SRV_STOPPING);
     const uint64_t one = 1;
     ssize_t w = write(s->stop_fd, &one, sizeof one);
@@ -675,10 +380,9 @@ stop:
     s->gcache = NULL;
     lm_model_free(s->dm);
     lm_model_free(s->m);
-    if (rc == 0) fprintf(stderr, "lumen serve: stopped\n");
-out:
-    pthread_cancel(sig_thread); // sigwait is a cancellation point
-    pthread_join(sig_thread, NULL);
+}
+
+static void server_free(struct server *s) {
     metrics_free(s->metrics);
     free(s->is_control);
     gcache_free(s->gcache);
@@ -688,5 +392,53 @@ out:
     pthread_mutex_destroy(&s->gate_mu);
     pthread_cond_destroy(&s->gate_cv);
     free(s);
+}
+
+int lm_server_run(const struct lm_server_opts *o) {
+    // SIGINT/SIGTERM/SIGUSR1/SIGUSR2 are taken by signal_main's sigwait: block them before any
+    // thread starts
+    sigset_t sigs;
+    server_signals(&sigs);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    struct server *s = server_new(o);
+    if (!s) return 1;
+    pthread_t sig_thread;
+    if (pthread_create(&sig_thread, NULL, signal_main, s) != 0) {
+        fprintf(stderr, "lumen serve: cannot start the signal thread\n");
+        return 1;
+    }
+    server_http_state(s);
+    int rc = 1;
+    raise_fd_limit(o);
+    bool loopback = false;
+    const int lfd = s->metrics && s->stop_fd >= 0 ? listen_on(o->host, o->port, s->url, sizeof s->url, &loopback) : -1;
+    if (lfd < 0) goto out;
+    if (!loopback && !o->api_key)
+        fprintf(stderr, "lumen serve: warning: %s is reachable beyond this machine and no API key is set: "
+                "anyone who reaches it can use the model (--api-key-file FILE)\n", s->url);
+    if (!start_http(s, lfd)) goto stop;
+    fprintf(stderr, "lumen serve: loading %s (%s/health answers 503 until ready)\n", o->model_path, s->url);
+    if (o->load_delay_ms > 0) {
+        struct timespec ts = {o->load_delay_ms / 1000, (long)(o->load_delay_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    if ((rc = load_model(s)) != 0) goto stop;
+    pthread_mutex_lock(&s->life_mu); // the signal thread reads LOADING under this lock
+    atomic_store(&s->state, s->drain_requested || s->operator_drain ? SRV_DRAINING : SRV_READY);
+    pthread_mutex_unlock(&s->life_mu);
+    fprintf(stderr, "lumen serve: listening on %s\n", s->url);
+    fflush(stderr);
+
+    drain(s); // until a signal (or srv_drain) asks, then the grace, then the rest cancelled
+    rc = 0;
+stop:
+    stop(s);
+    if (rc == 0) fprintf(stderr, "lumen serve: stopped\n");
+out:
+    pthread_cancel(sig_thread); // sigwait is a cancellation point
+    pthread_join(sig_thread, NULL);
+    server_free(s);
     return rc;
 }

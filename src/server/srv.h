@@ -1,6 +1,7 @@
 // The server's shared state and the per-request structs that its files (server.c: set-up,
-// shutdown, the MHD callbacks; routes.c: answers and the small routes; generate.c: the
-// generation routes) pass between them. Internal to src/server.
+// shutdown; dispatch.c: the route table and the MHD callbacks; gate.c: the gate; routes.c:
+// answers and the small routes; generate.c: the generation routes) pass between them.
+// Internal to src/server.
 #ifndef LM_SERVER_SRV_H
 #define LM_SERVER_SRV_H
 
@@ -10,9 +11,11 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "api.h"
 #include "assets.h"
+#include "clock.h"
 #include "conns.h"
 #include "job.h"
 #include "metrics.h"
@@ -20,7 +23,7 @@
 #include "reply.h"
 #include "server.h"
 #include "tools.h"
-#include "util.h"
+#include "utf8.h"
 
 // LOADING -> READY -> DRAINING (no new work; running requests finish within the grace)
 // -> STOPPING (what is left is cancelled, then the HTTP server and the engine stop)
@@ -101,10 +104,34 @@ struct run {
     bool queue_seen;
 };
 
+struct conn;
+
+// A route's handler, called once the request's body is complete.
+typedef enum MHD_Result (*srv_handler)(struct conn *c, struct MHD_Connection *mc);
+
+enum {
+    SRV_ROUTE_OPEN = 1,      // answered without the API key
+    SRV_ROUTE_ANY_STATE = 2, // answered while loading or draining too (else 503)
+    SRV_ROUTE_GATED = 4,     // parses its body: through the gate and a parse slot (gate.c)
+};
+
+// A row of the route table (dispatch.c): dispatch and the metrics' route labels are made from it.
+struct srv_route {
+    const char *path;
+    const char *method;  // "POST", or "GET" (which answers HEAD too)
+    srv_handler handler;
+    const char *metric;  // its label in lumen_requests_total (aliases share their route's)
+    unsigned flags;      // SRV_ROUTE_*
+};
+
+// The route's method is POST (NULL: no route, false).
+static inline bool srv_route_post(const struct srv_route *rt) { return rt && !strcmp(rt->method, "POST"); }
+
 // One HTTP request (MHD's con_cls), freed when MHD reports it complete.
 struct conn {
     struct server *s;
-    enum metrics_route route;
+    const struct srv_route *route; // NULL: no route (the page's files, a 404)
+    const char *metric;            // route label of its metrics (NULL: "other")
     char method[8];
     char path[96];
     uint64_t t_arrive;
@@ -143,8 +170,25 @@ void srv_idle_timer(struct conn *c, unsigned seconds);
 // A random 64-bit value (seeds of requests that give none).
 uint64_t srv_next_random(struct server *s);
 
-// ---- the gate (server.c)
+// ---- the route table and the MHD callbacks (dispatch.c)
 
+// The route labels of the metrics, made from the table (each once, in the table's order),
+// then the page's files' ("static"); returns how many (at most cap).
+int srv_route_metrics(const char **names, int cap);
+// MHD's access handler and completion callback (cls: the server).
+enum MHD_Result srv_on_request(void *cls, struct MHD_Connection *mc, const char *url, const char *method,
+                               const char *version, const char *upload_data, size_t *upload_data_size,
+                               void **con_cls);
+void srv_on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
+                      enum MHD_RequestTerminationCode toe);
+
+// ---- the gate (gate.c)
+
+// Takes a place past the gate (false: --parallel + --queue requests hold one already).
+bool srv_gate_enter(struct conn *c);
+void srv_gate_leave(struct conn *c); // idempotent
+// Waits for a parse slot (SRV_PARSE_SLOTS requests parse or tokenize at once).
+void srv_parse_begin(struct conn *c);
 // Ends c's parse slot (idempotent): the body's tree and the prompt's text are gone.
 void srv_parse_end(struct conn *c);
 // Frees c's buffered body and returns its bytes to the budget (idempotent).

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
+
 // ================================================================ JSON scanning on partial text
 
 enum scan { SCAN_DONE, SCAN_MORE, SCAN_BAD };

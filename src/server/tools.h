@@ -10,7 +10,7 @@
 
 #include "api.h"
 #include "lumen.h"
-#include "util.h"
+#include "strbuf.h"
 
 // One call found in the output. Its arguments are the model's JSON text without the
 // whitespace between tokens (the same bytes whole or streamed).

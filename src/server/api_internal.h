@@ -1,0 +1,41 @@
+// What the request parser's files share (internal to api*.c): the typed JSON field readers
+// with their 400s (api_fields.c) and the chat parts of a request (api_chat.c).
+#ifndef LM_SERVER_API_INTERNAL_H
+#define LM_SERVER_API_INTERNAL_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "api.h"
+
+// ---- errors and typed fields (api_fields.c)
+
+// A 400 invalid_request_error with code and param; returns false.
+bool api_bad_request(struct api_error *e, const char *code, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+const char *api_json_kind(const json_t *v); // "an object", "a string", ... for messages
+// A 400 "'field' must be WANT (got KIND)"; returns false.
+bool api_wrong_type(struct api_error *e, const char *field, const char *want, const json_t *v);
+bool api_oom(struct api_error *e); // a 500 out_of_memory; returns false
+// o's key, or NULL when absent or null (OpenAI's optional fields may be sent as null).
+json_t *api_field(json_t *o, const char *key);
+// Each getter leaves *out alone when the field is absent or null and sets *given (when
+// not NULL); false (e set) when the value has the wrong type or is out of [lo, hi].
+bool api_get_number(json_t *o, const char *key, double lo, double hi, double *out, bool *given,
+                    struct api_error *e);
+bool api_get_int(json_t *o, const char *key, long long lo, long long hi, long long *out, bool *given,
+                 struct api_error *e);
+bool api_get_bool(json_t *o, const char *key, bool *out, struct api_error *e);
+char *api_dup_n(const char *s, size_t n); // s[0, n) NUL-terminated (malloc'd), NULL when out of memory
+// A JSON value as compact text (malloc'd), or NULL when out of memory.
+char *api_dump(const json_t *v);
+
+// ---- the chat parts of a request (api_chat.c)
+
+bool api_parse_messages(json_t *o, struct api_request *r, struct api_error *e);
+// "tools": [{"type": "function", "function": {"name", "description"?, "parameters"?, "strict"?}}]
+bool api_parse_tools(json_t *o, struct api_request *r, struct api_error *e);
+bool api_parse_tool_choice(json_t *o, struct api_request *r, struct api_error *e);
+
+#endif
