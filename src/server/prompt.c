@@ -209,10 +209,15 @@ static bool chat_tokens(struct server *s, const struct api_request *q, int32_t *
     free(contents);
     if (ok) ok = tokenize(s, text, len, true, true, ids, n, e);
     free(text);
+    text = NULL; // the second apply may fail before it sets text
     if (!ok || s->o->parse_special_in_messages) return ok;
     // the template alone (empty contents): the control tokens it puts there itself
     char **empty = malloc(q->n_msgs * sizeof *empty);
-    if (!empty) return NOMEM(e);
+    if (!empty) {
+        free(*ids);
+        *ids = NULL;
+        return NOMEM(e);
+    }
     for (size_t i = 0; i < q->n_msgs; i++) empty[i] = "";
     int32_t *ref = NULL;
     size_t m = 0;
