@@ -1,0 +1,192 @@
+// Allocation failures (tests/alloc_fail.h: the Nth allocation of lumen's code returns NULL)
+// swept over the model load, a context's KV pool growing over a prompt, decoded tokens and a
+// copy-on-write, and one engine request (init, submit, steps to the end): every N ends in a
+// clean error (a status and a message; for a request, LM_FINISH_ERROR with its message) or a
+// success through a fallback (listed in the output), never a crash, and under ASan (the
+// sanitizer pass, where this test matters most) nothing leaks. Each sweep tries every N up to
+// the first that injects no failure (the operation's allocation count + 1): the model load
+// makes ~30 allocations (the vocabulary and the weights are a few large blocks), the others
+// under 100, so no stride is needed.
+// LM_TEST_LABELS: model;engine
+#include "alloc_fail.h"
+#include "lm_test.h"
+
+#include "lumen.h"
+
+struct sweep {
+    const char *what;
+    long tried, failed_clean, tolerated, total;
+};
+
+// arm the nth failure with this thread's message cleared (a stale one must not pass a check)
+static void arm(long n) {
+    lm_error_set(LM_OK, "%s", "");
+    alloc_fail_arm(n);
+}
+
+static void sweep_report(const struct sweep *s) {
+    printf("%-16s %ld allocations; %ld tried: %ld clean errors, %ld succeeded despite the failure\n",
+           s->what, s->total, s->tried, s->failed_clean, s->tolerated);
+}
+
+// one outcome of an operation run with allocation n failing
+static bool sweep_step(struct sweep *s, long n, enum lm_status st) {
+    const long count = alloc_fail_disarm();
+    s->tried++;
+    if (!alloc_fail_injected()) { // past the end: the operation needs fewer allocations
+        CHECKF(st == LM_OK, "%s: no failure injected (N %ld) yet %s: %s", s->what, n, lm_status_name(st),
+               lm_error_msg());
+        s->total = count;
+        return false;
+    }
+    if (st == LM_OK) { // a fallback (listed: LUMEN_ALLOC_FAIL_BACKTRACE=1 shows where)
+        s->tolerated++;
+        printf("%s: N %ld failed, the operation went on without it\n", s->what, n);
+    } else {
+        s->failed_clean++;
+        const char *msg = lm_error_msg();
+        CHECKF(msg && msg[0], "%s: N %ld: %s with an empty message", s->what, n, lm_status_name(st));
+    }
+    return true;
+}
+
+// ---- model load
+
+static void sweep_load(const char *path) {
+    struct sweep s = {.what = "model load"};
+    for (long n = 1;; n++) {
+        struct lm_model *m = NULL;
+        arm(n);
+        const enum lm_status st = lm_model_load(&m, path, NULL);
+        const bool more = sweep_step(&s, n, st);
+        if (st == LM_OK) lm_model_free(m);
+        else CHECKF(m == NULL, "model load: N %ld failed but left a model", n);
+        if (!more) break;
+    }
+    sweep_report(&s);
+}
+
+// ---- a context: init, a 24-token prompt, then 40 decoded tokens (the sequence's block
+// table grows past 4 blocks of LM_KV_BLOCK positions)
+
+static enum lm_status kv_run(struct lm_model *m) {
+    struct lm_context_params cp = {.n_ctx = 128, .n_seq_max = 2, .n_batch = 32, .n_threads = 1,
+                                   .kv_tokens = 128};
+    struct lm_context *c = NULL;
+    enum lm_status st = lm_context_init(&c, m, &cp);
+    if (st != LM_OK) {
+        CHECK(c == NULL);
+        return st;
+    }
+    struct lm_batch_entry e[24];
+    for (int32_t i = 0; i < 24; i++) e[i] = (struct lm_batch_entry){2 + 7 * i, i, 0, i == 23};
+    st = lm_decode(c, e, 24);
+    for (int32_t p = 24; st == LM_OK && p < 64; p++) {
+        const struct lm_batch_entry d = {100 + p, p, 0, true};
+        st = lm_decode(c, &d, 1);
+    }
+    if (st == LM_OK) st = lm_kv_cache_seq_cp(c, 0, 1, 64); // a second holder of the blocks
+    if (st == LM_OK) {
+        const struct lm_batch_entry d = {5, 64, 1, true}; // copy-on-write of the shared tail
+        st = lm_decode(c, &d, 1);
+    }
+    lm_context_free(c);
+    return st;
+}
+
+static void sweep_kv(struct lm_model *m) {
+    struct sweep s = {.what = "context + kv"};
+    for (long n = 1;; n++) {
+        arm(n);
+        const enum lm_status st = kv_run(m);
+        if (!sweep_step(&s, n, st)) break;
+    }
+    sweep_report(&s);
+}
+
+// ---- one engine request
+
+struct req_rec {
+    int n_tokens, finals;
+    enum lm_finish finish;
+};
+
+static void on_event(void *user, const struct lm_event *ev) {
+    struct req_rec *r = user;
+    if (ev->token >= 0) r->n_tokens++;
+    if (ev->finish != LM_FINISH_NONE) {
+        r->finish = ev->finish;
+        r->finals++;
+        if (ev->finish == LM_FINISH_ERROR) CHECKF(ev->error && ev->error[0], "engine: an error without a message");
+    }
+}
+
+// LM_OK: the request ran to max_tokens; LM_ERR_NOMEM stands for a request finished with
+// LM_FINISH_ERROR (its message is in the event); other statuses come from init / submit
+static enum lm_status engine_run(struct lm_model *m, const int32_t *prompt, int32_t n_prompt) {
+    struct lm_engine_params ep = {.max_running = 2, .n_ctx = 128, .kv_tokens = 256, .n_threads = 1};
+    struct lm_engine *e = NULL;
+    enum lm_status st = lm_engine_init(&e, m, &ep);
+    if (st != LM_OK) {
+        CHECK(e == NULL);
+        return st;
+    }
+    struct lm_request_params rp = lm_request_params_default();
+    rp.max_tokens = 12;
+    rp.ignore_eos = true;
+    struct req_rec r = {0};
+    st = lm_engine_submit(e, prompt, n_prompt, &rp, on_event, &r, NULL);
+    if (st == LM_OK) {
+        int steps = 0;
+        for (int32_t left = 1; left != 0 && steps < 200; steps++) left = lm_engine_step(e);
+        CHECKF(r.finals == 1, "engine: a request finished %d times", r.finals);
+        if (r.finish == LM_FINISH_ERROR) {
+            st = lm_error_set(LM_ERR_NOMEM, "engine: the request finished with an error (its event's)");
+        } else {
+            CHECKF(r.finish == LM_FINISH_LENGTH && r.n_tokens == 12, "engine: finish %s after %d tokens",
+                   lm_finish_name(r.finish), r.n_tokens);
+        }
+    }
+    lm_engine_free(e);
+    return st;
+}
+
+static void sweep_engine(struct lm_model *m) {
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    const char *text = "The quick brown fox jumps over the lazy dog. Once upon a time";
+    CHECK(lm_tokenize(lm_model_tokenizer(m), text, strlen(text), true, false, &ids, &n_ids) == LM_OK);
+    struct sweep s = {.what = "engine request"};
+    for (long n = 1; ids; n++) {
+        arm(n);
+        const enum lm_status st = engine_run(m, ids, (int32_t)n_ids);
+        if (!sweep_step(&s, n, st)) break;
+    }
+    free(ids);
+    sweep_report(&s);
+}
+
+int main(void) {
+    const char *path = lm_test_model_path();
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        if (getenv("LUMEN_ALLOW_SKIP")) {
+            printf("SKIP: no model at %s\n", path);
+            return 0;
+        }
+        fprintf(stderr, "FAIL: no model at %s\n", path);
+        return 1;
+    }
+    fclose(f);
+    sweep_load(path);
+
+    struct lm_model *m = NULL;
+    if (lm_model_load(&m, path, NULL) != LM_OK) {
+        fprintf(stderr, "FAIL: %s\n", lm_error_msg());
+        return 1;
+    }
+    sweep_kv(m);
+    sweep_engine(m);
+    lm_model_free(m);
+    return lm_test_finish();
+}
