@@ -1,12 +1,12 @@
 // Allocation failures (tests/alloc_fail.h: the Nth allocation of lumen's code returns NULL)
-// swept over the model load, a context's KV pool growing over a prompt, decoded tokens and a
-// copy-on-write, and one engine request (init, submit, steps to the end): every N ends in a
-// clean error (a status and a message; for a request, LM_FINISH_ERROR with its message) or a
-// success through a fallback (listed in the output), never a crash, and under ASan (the
-// sanitizer pass, where this test matters most) nothing leaks. Each sweep tries every N up to
-// the first that injects no failure (the operation's allocation count + 1): the model load
-// makes ~30 allocations (the vocabulary and the weights are a few large blocks), the others
-// under 100, so no stride is needed.
+// swept over the model load, a context whose KV pool grows (a prompt, batches past the first
+// reservation, a copy-on-write) and one engine request (init, submit, steps to the end):
+// every N ends in a clean error (a status and a message; for a request, LM_FINISH_ERROR with
+// its message) or a success through a fallback (listed in the output), never a crash, and
+// under ASan (the sanitizer pass, where this test matters most) nothing leaks. Each sweep
+// tries every N up to the first that injects no failure (the operation's allocation count +
+// 1): the model load makes ~30 allocations (the vocabulary and the weights are a few large
+// blocks), the others under 100, so no stride is needed.
 // LM_TEST_LABELS: model;engine
 #include "alloc_fail.h"
 #include "lm_test.h"
@@ -66,30 +66,29 @@ static void sweep_load(const char *path) {
     sweep_report(&s);
 }
 
-// ---- a context: init, a 24-token prompt, then 40 decoded tokens (the sequence's block
-// table grows past 4 blocks of LM_KV_BLOCK positions)
+// ---- a context: init, a 64-token prompt, batches up to 288 positions (the sequence's
+// per-position arrays, first sized for 256, grow: kv_cache.c's seq_reserve), one decoded
+// token, then a second holder of the blocks and a copy-on-write of the shared tail
 
 static enum lm_status kv_run(struct lm_model *m) {
-    struct lm_context_params cp = {.n_ctx = 128, .n_seq_max = 2, .n_batch = 32, .n_threads = 1,
-                                   .kv_tokens = 128};
+    struct lm_context_params cp = {.n_ctx = 512, .n_seq_max = 2, .n_batch = 64, .n_threads = 1,
+                                   .kv_tokens = 512};
     struct lm_context *c = NULL;
     enum lm_status st = lm_context_init(&c, m, &cp);
     if (st != LM_OK) {
         CHECK(c == NULL);
         return st;
     }
-    struct lm_batch_entry e[24];
-    for (int32_t i = 0; i < 24; i++) e[i] = (struct lm_batch_entry){2 + 7 * i, i, 0, i == 23};
-    st = lm_decode(c, e, 24);
-    for (int32_t p = 24; st == LM_OK && p < 64; p++) {
-        const struct lm_batch_entry d = {100 + p, p, 0, true};
-        st = lm_decode(c, &d, 1);
+    struct lm_batch_entry e[64];
+    for (int32_t p0 = 0; st == LM_OK && p0 < 288; p0 += 64) {
+        const int32_t n = p0 + 64 <= 288 ? 64 : 288 - p0;
+        for (int32_t i = 0; i < n; i++)
+            e[i] = (struct lm_batch_entry){2 + (7 * (p0 + i)) % 1000, p0 + i, 0, i == n - 1};
+        st = lm_decode(c, e, n);
     }
-    if (st == LM_OK) st = lm_kv_cache_seq_cp(c, 0, 1, 64); // a second holder of the blocks
-    if (st == LM_OK) {
-        const struct lm_batch_entry d = {5, 64, 1, true}; // copy-on-write of the shared tail
-        st = lm_decode(c, &d, 1);
-    }
+    if (st == LM_OK) st = lm_decode(c, &(struct lm_batch_entry){100, 288, 0, true}, 1);
+    if (st == LM_OK) st = lm_kv_cache_seq_cp(c, 0, 1, 289); // a second holder of the blocks
+    if (st == LM_OK) st = lm_decode(c, &(struct lm_batch_entry){5, 289, 1, true}, 1); // copy-on-write
     lm_context_free(c);
     return st;
 }
