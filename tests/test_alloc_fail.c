@@ -1,12 +1,13 @@
 // Allocation failures (tests/alloc_fail.h: the Nth allocation of lumen's code returns NULL)
-// swept over the model load, a context whose KV pool grows (a prompt, batches past the first
-// reservation, a copy-on-write) and one engine request (init, submit, steps to the end):
-// every N ends in a clean error (a status and a message; for a request, LM_FINISH_ERROR with
-// its message) or a success through a fallback (listed in the output), never a crash, and
-// under ASan (the sanitizer pass, where this test matters most) nothing leaks. Each sweep
-// tries every N up to the first that injects no failure (the operation's allocation count +
-// 1): the model load makes ~30 allocations (the vocabulary and the weights are a few large
-// blocks), the others under 100, so no stride is needed.
+// swept over the model load, a context's init and first batch, KV growth (a sequence sharing
+// another's blocks, then growing past its first reservation with a copy-on-write) on a
+// context that must stay usable after each failure, and one engine request (init, submit,
+// steps to the end): every N ends in a clean error (a status and a message; for a request,
+// LM_FINISH_ERROR with its message) or a success through a fallback (listed in the output),
+// never a crash, and under ASan (the sanitizer pass, where this test matters most) nothing
+// leaks. Each sweep tries every N up to the first that injects no failure (the operation's
+// allocation count + 1): the model load makes ~30 allocations (the vocabulary and the
+// weights are a few large blocks), the others under 100, so no stride is needed.
 // LM_TEST_LABELS: model;engine
 #include "alloc_fail.h"
 #include "lm_test.h"
@@ -16,6 +17,7 @@
 struct sweep {
     const char *what;
     long tried, failed_clean, tolerated, total;
+    uint64_t t0; // lm_time_ns at the start
 };
 
 // arm the nth failure with this thread's message cleared (a stale one must not pass a check)
@@ -25,8 +27,8 @@ static void arm(long n) {
 }
 
 static void sweep_report(const struct sweep *s) {
-    printf("%-16s %ld allocations; %ld tried: %ld clean errors, %ld succeeded despite the failure\n",
-           s->what, s->total, s->tried, s->failed_clean, s->tolerated);
+    printf("%-16s %ld allocations; %ld tried: %ld clean errors, %ld succeeded despite the failure (%.1f s)\n",
+           s->what, s->total, s->tried, s->failed_clean, s->tolerated, (double)(lm_time_ns() - s->t0) / 1e9);
 }
 
 // one outcome of an operation run with allocation n failing
@@ -53,7 +55,7 @@ static bool sweep_step(struct sweep *s, long n, enum lm_status st) {
 // ---- model load
 
 static void sweep_load(const char *path) {
-    struct sweep s = {.what = "model load"};
+    struct sweep s = {.what = "model load", .t0 = lm_time_ns()};
     for (long n = 1;; n++) {
         struct lm_model *m = NULL;
         arm(n);
@@ -66,41 +68,73 @@ static void sweep_load(const char *path) {
     sweep_report(&s);
 }
 
-// ---- a context: init, a 64-token prompt, batches up to 288 positions (the sequence's
-// per-position arrays, first sized for 256, grow: kv_cache.c's seq_reserve), one decoded
-// token, then a second holder of the blocks and a copy-on-write of the shared tail
+// ---- a context: init and a 16-token prompt; then KV growth on a context that lives
+// through the sweep: a fresh sequence takes 250 positions of a prefilled one (seq_cp: its
+// per-position arrays are reserved for 256 positions, the blocks shared), then decodes 8
+// tokens (a copy-on-write of the shared last block, the arrays grown past 256: kv_cache.c's
+// seq_reserve). Every N gets a sequence id never used before, so each run allocates the same.
 
-static enum lm_status kv_run(struct lm_model *m) {
-    struct lm_context_params cp = {.n_ctx = 512, .n_seq_max = 2, .n_batch = 64, .n_threads = 1,
-                                   .kv_tokens = 512};
+static const struct lm_context_params k_cp = {.n_ctx = 512, .n_seq_max = 64, .n_batch = 64, .n_threads = 1,
+                                              .kv_tokens = 1024};
+
+static enum lm_status init_run(struct lm_model *m) {
     struct lm_context *c = NULL;
-    enum lm_status st = lm_context_init(&c, m, &cp);
+    enum lm_status st = lm_context_init(&c, m, &k_cp);
     if (st != LM_OK) {
         CHECK(c == NULL);
         return st;
     }
-    struct lm_batch_entry e[64];
-    for (int32_t p0 = 0; st == LM_OK && p0 < 288; p0 += 64) {
-        const int32_t n = p0 + 64 <= 288 ? 64 : 288 - p0;
-        for (int32_t i = 0; i < n; i++)
-            e[i] = (struct lm_batch_entry){2 + (7 * (p0 + i)) % 1000, p0 + i, 0, i == n - 1};
-        st = lm_decode(c, e, n);
-    }
-    if (st == LM_OK) st = lm_decode(c, &(struct lm_batch_entry){100, 288, 0, true}, 1);
-    if (st == LM_OK) st = lm_kv_cache_seq_cp(c, 0, 1, 289); // a second holder of the blocks
-    if (st == LM_OK) st = lm_decode(c, &(struct lm_batch_entry){5, 289, 1, true}, 1); // copy-on-write
+    struct lm_batch_entry e[16];
+    for (int32_t i = 0; i < 16; i++) e[i] = (struct lm_batch_entry){2 + 7 * i, i, 0, i == 15};
+    st = lm_decode(c, e, 16);
     lm_context_free(c);
     return st;
 }
 
-static void sweep_kv(struct lm_model *m) {
-    struct sweep s = {.what = "context + kv"};
+static void sweep_init(struct lm_model *m) {
+    struct sweep s = {.what = "context init", .t0 = lm_time_ns()};
     for (long n = 1;; n++) {
         arm(n);
-        const enum lm_status st = kv_run(m);
+        const enum lm_status st = init_run(m);
         if (!sweep_step(&s, n, st)) break;
     }
     sweep_report(&s);
+}
+
+static enum lm_status grow_run(struct lm_context *c, int32_t seq) {
+    enum lm_status st = lm_kv_cache_seq_cp(c, 0, seq, 250);
+    struct lm_batch_entry e[8];
+    for (int32_t i = 0; i < 8; i++) e[i] = (struct lm_batch_entry){300 + i, 250 + i, seq, i == 7};
+    if (st == LM_OK) st = lm_decode(c, e, 8);
+    return st;
+}
+
+static void sweep_kv(struct lm_model *m) {
+    struct lm_context *c = NULL;
+    CHECK(lm_context_init(&c, m, &k_cp) == LM_OK);
+    struct lm_batch_entry e[64];
+    enum lm_status st = c ? LM_OK : LM_ERR_NOMEM;
+    for (int32_t p0 = 0; st == LM_OK && p0 < 250; p0 += 64) { // sequence 0: 250 positions
+        const int32_t n = p0 + 64 <= 250 ? 64 : 250 - p0;
+        for (int32_t i = 0; i < n; i++) e[i] = (struct lm_batch_entry){2 + 7 * (p0 + i), p0 + i, 0, i == n - 1};
+        st = lm_decode(c, e, n);
+    }
+    CHECKF(st == LM_OK, "kv growth: the prefill failed: %s", lm_error_msg());
+    struct sweep s = {.what = "kv growth", .t0 = lm_time_ns()};
+    for (long n = 1; st == LM_OK; n++) {
+        const int32_t seq = (int32_t)n;
+        if (seq >= k_cp.n_seq_max) {
+            CHECKF(false, "kv growth: more than %d runs", k_cp.n_seq_max - 1);
+            break;
+        }
+        arm(n);
+        const enum lm_status r = grow_run(c, seq);
+        const bool more = sweep_step(&s, n, r);
+        CHECK(lm_kv_cache_seq_rm(c, seq, 0, -1) == LM_OK);
+        if (!more) break;
+    }
+    sweep_report(&s);
+    lm_context_free(c);
 }
 
 // ---- one engine request
@@ -155,7 +189,7 @@ static void sweep_engine(struct lm_model *m) {
     size_t n_ids = 0;
     const char *text = "The quick brown fox jumps over the lazy dog. Once upon a time";
     CHECK(lm_tokenize(lm_model_tokenizer(m), text, strlen(text), true, false, &ids, &n_ids) == LM_OK);
-    struct sweep s = {.what = "engine request"};
+    struct sweep s = {.what = "engine request", .t0 = lm_time_ns()};
     for (long n = 1; ids; n++) {
         arm(n);
         const enum lm_status st = engine_run(m, ids, (int32_t)n_ids);
@@ -184,6 +218,7 @@ int main(void) {
         fprintf(stderr, "FAIL: %s\n", lm_error_msg());
         return 1;
     }
+    sweep_init(m);
     sweep_kv(m);
     sweep_engine(m);
     lm_model_free(m);
