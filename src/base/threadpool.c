@@ -95,10 +95,13 @@ struct lm_pool *lm_pool_create(int n_threads) {
         return NULL;
     }
     struct lm_pool *p = calloc(1, sizeof *p);
-    if (!p) return NULL;
+    if (p) p->threads = calloc((size_t)n_threads, sizeof *p->threads);
+    if (!p || !p->threads) {
+        free(p);
+        lm_error_set(LM_ERR_NOMEM, "threadpool: out of memory for a pool of %d threads", n_threads);
+        return NULL;
+    }
     p->n = n_threads;
-    p->threads = calloc((size_t)n_threads, sizeof *p->threads);
-    if (!p->threads) { free(p); return NULL; }
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
     for (int i = 0; i < n_threads; i++) {

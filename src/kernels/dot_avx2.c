@@ -10,6 +10,7 @@
 
 #include <string.h>
 
+#include "kernels/dot_blocks32_x86.h"
 #include "kernels/simd_avx2.h"
 
 // Each: *s = w (n) . xq (n), w one weight row, xq one activation row of lm_vec_dot_type(dtype)
@@ -57,18 +58,9 @@ void lm_vec_dot_bf16_avx2(int64_t n, float *s, const void *w, const void *xq) {
     *s = sum;
 }
 
-// w (n) q4_0 . x (n) q8_0
+// w (n) q4_0 . x (n) q8_0 (the body shared with dot_avx512.c)
 void lm_vec_dot_q4_0_avx2(int64_t n, float *s, const void *w, const void *xq) {
-    const struct lm_block_q4_0 *x = w;
-    const struct lm_block_q8_0 *y = xq;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / 32; i++) {
-        __m256i qx = _mm256_sub_epi8(unpack_nibbles32(x[i].qs), _mm256_set1_epi8(8));
-        __m256i qy = _mm256_loadu_si256((const __m256i *)y[i].qs);
-        __m256 d = _mm256_set1_ps(f16_to_f32(x[i].d) * f16_to_f32(y[i].d));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_i8i8(qx, qy)), acc);
-    }
-    *s = hsum_f32x8(acc);
+    lm_dot_q4_0_ymm(n, s, w, xq, dot_i8i8);
 }
 
 // w (n) q4_1 . x (n) q8_1
@@ -115,27 +107,9 @@ void lm_vec_dot_q5_1_avx2(int64_t n, float *s, const void *w, const void *xq) {
     *s = hsum_f32x8(acc) + summs;
 }
 
-// w (n) q8_0 . x (n) q8_0
+// w (n) q8_0 . x (n) q8_0 (the body shared with dot_avx512.c)
 void lm_vec_dot_q8_0_avx2(int64_t n, float *s, const void *w, const void *xq) {
-    const struct lm_block_q8_0 *x = w;
-    const struct lm_block_q8_0 *y = xq;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t i = 0, nb = n / 32;
-    for (; i + 2 <= nb; i += 2) {
-        __m256 d0 = _mm256_set1_ps(f16_to_f32(x[i].d) * f16_to_f32(y[i].d));
-        __m256 d1 = _mm256_set1_ps(f16_to_f32(x[i + 1].d) * f16_to_f32(y[i + 1].d));
-        __m256i p0 = dot_i8i8(_mm256_loadu_si256((const __m256i *)x[i].qs), _mm256_loadu_si256((const __m256i *)y[i].qs));
-        __m256i p1 = dot_i8i8(_mm256_loadu_si256((const __m256i *)x[i + 1].qs),
-                              _mm256_loadu_si256((const __m256i *)y[i + 1].qs));
-        acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(p0), acc0);
-        acc1 = _mm256_fmadd_ps(d1, _mm256_cvtepi32_ps(p1), acc1);
-    }
-    for (; i < nb; i++) {
-        __m256 d0 = _mm256_set1_ps(f16_to_f32(x[i].d) * f16_to_f32(y[i].d));
-        __m256i p0 = dot_i8i8(_mm256_loadu_si256((const __m256i *)x[i].qs), _mm256_loadu_si256((const __m256i *)y[i].qs));
-        acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(p0), acc0);
-    }
-    *s = hsum_f32x8(_mm256_add_ps(acc0, acc1));
+    lm_dot_q8_0_ymm(n, s, w, xq, dot_i8i8);
 }
 
 // K-quants: exact int32 per super-block, then the same float steps as the generic kernel,

@@ -1,8 +1,8 @@
 // AVX-512 (F/BW/VL/DQ + VNNI) dot products (vec_dot): f32 / f16 on 16 lanes with masked
 // tails; int8 blocks with vpdpbusd (unsigned x signed, 4 products per i32 lane) in place of
-// AVX2's maddubs + madd; q5_0 and the k-quants 64 quants per zmm. Same float steps as
-// dot_avx2.c (q8_0, q4_0) or dot_generic.c (k-quants, f16); the multi-token versions in
-// gemm_avx512.c repeat these steps per token.
+// AVX2's maddubs + madd; q5_0 and the k-quants 64 quants per zmm. q8_0 and q4_0 run
+// dot_avx2.c's bodies (dot_blocks32_x86.h); the k-quants and f16 keep dot_generic.c's float
+// steps; the multi-token versions in gemm_avx512.c repeat these steps per token.
 #pragma GCC optimize("fp-contract=off") // kernels_internal.h
 
 #include "kernels/kernels_internal.h"
@@ -11,6 +11,7 @@
 
 #include <string.h>
 
+#include "kernels/dot_blocks32_x86.h"
 #include "kernels/simd_avx512.h"
 
 // Each: *s = w (n) . xq (n), w one weight row, xq one activation row of lm_vec_dot_type(dtype)
@@ -48,41 +49,16 @@ void lm_vec_dot_f16_avx512(int64_t n, float *s, const void *w, const void *xq) {
     *s = _mm512_reduce_add_ps(acc);
 }
 
+// q8_0 and q4_0: dot_avx2.c's bodies (dot_blocks32_x86.h) with vpdpbusd for the int8 step
+
 // w (n) q8_0 . x (n) q8_0
 void lm_vec_dot_q8_0_avx512(int64_t n, float *s, const void *w, const void *xq) {
-    const struct lm_block_q8_0 *x = w;
-    const struct lm_block_q8_0 *y = xq;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t i = 0, nb = n / 32;
-    for (; i + 2 <= nb; i += 2) {
-        __m256 d0 = _mm256_set1_ps(f16_to_f32(x[i].d) * f16_to_f32(y[i].d));
-        __m256 d1 = _mm256_set1_ps(f16_to_f32(x[i + 1].d) * f16_to_f32(y[i + 1].d));
-        __m256i p0 = dot_i8i8_vnni(_mm256_loadu_si256((const __m256i *)x[i].qs), _mm256_loadu_si256((const __m256i *)y[i].qs));
-        __m256i p1 = dot_i8i8_vnni(_mm256_loadu_si256((const __m256i *)x[i + 1].qs),
-                              _mm256_loadu_si256((const __m256i *)y[i + 1].qs));
-        acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(p0), acc0);
-        acc1 = _mm256_fmadd_ps(d1, _mm256_cvtepi32_ps(p1), acc1);
-    }
-    for (; i < nb; i++) {
-        __m256 d0 = _mm256_set1_ps(f16_to_f32(x[i].d) * f16_to_f32(y[i].d));
-        __m256i p0 = dot_i8i8_vnni(_mm256_loadu_si256((const __m256i *)x[i].qs), _mm256_loadu_si256((const __m256i *)y[i].qs));
-        acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(p0), acc0);
-    }
-    *s = hsum_f32x8(_mm256_add_ps(acc0, acc1));
+    lm_dot_q8_0_ymm(n, s, w, xq, dot_i8i8_vnni);
 }
 
 // w (n) q4_0 . x (n) q8_0
 void lm_vec_dot_q4_0_avx512(int64_t n, float *s, const void *w, const void *xq) {
-    const struct lm_block_q4_0 *x = w;
-    const struct lm_block_q8_0 *y = xq;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / 32; i++) {
-        __m256i qx = _mm256_sub_epi8(unpack_nibbles32(x[i].qs), _mm256_set1_epi8(8));
-        __m256i qy = _mm256_loadu_si256((const __m256i *)y[i].qs);
-        __m256 d = _mm256_set1_ps(f16_to_f32(x[i].d) * f16_to_f32(y[i].d));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_i8i8_vnni(qx, qy)), acc);
-    }
-    *s = hsum_f32x8(acc);
+    lm_dot_q4_0_ymm(n, s, w, xq, dot_i8i8_vnni);
 }
 
 // w (n) q5_0 . x (n) q8_0, two blocks per zmm: nibbles of blocks i and i+1 unpacked into

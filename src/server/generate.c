@@ -70,6 +70,11 @@ static void run_pump(struct conn *c) {
         gen_finish(&r->gen, &r->text);
         r->finish = finish_name(r->st.finish);
         r->mf = r->st.finish == LM_FINISH_EOG ? MF_STOP : MF_LENGTH;
+        if (r->gen.oom || r->text.oom) { // the held-back text could not be released: not a 200
+            r->failed = true;
+            r->mf = MF_ERROR;
+            snprintf(r->note, sizeof r->note, "out of memory");
+        }
     }
 }
 

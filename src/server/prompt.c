@@ -37,7 +37,9 @@ static bool is_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
 
 static bool tokenize(struct server *s, const char *text, size_t len, bool add_special, bool parse_special,
                      int32_t **ids, size_t *n, struct api_error *e) {
-    if (lm_tokenize(s->tok, text, len, add_special, parse_special, ids, n) == LM_OK) return true;
+    const enum lm_status st = lm_tokenize(s->tok, text, len, add_special, parse_special, ids, n);
+    if (st == LM_OK) return true;
+    if (st == LM_ERR_NOMEM) return NOMEM(e); // the server's failure, not the request's
     return api_fail(e, 400, "invalid_request_error", "invalid_value", "messages", "%s", lm_error_msg());
 }
 
@@ -67,6 +69,7 @@ static bool apply(struct server *s, const struct api_request *q, char *const *co
     free(msgs);
     free(parts);
     free(calls);
+    if (st == LM_ERR_NOMEM) return NOMEM(e);
     if (st != LM_OK)
         return api_fail(e, 400, "invalid_request_error", "invalid_value", "messages", "%s", lm_error_msg());
     return true;
@@ -209,10 +212,15 @@ static bool chat_tokens(struct server *s, const struct api_request *q, int32_t *
     free(contents);
     if (ok) ok = tokenize(s, text, len, true, true, ids, n, e);
     free(text);
+    text = NULL; // the second apply may fail before it sets text
     if (!ok || s->o->parse_special_in_messages) return ok;
     // the template alone (empty contents): the control tokens it puts there itself
     char **empty = malloc(q->n_msgs * sizeof *empty);
-    if (!empty) return NOMEM(e);
+    if (!empty) {
+        free(*ids);
+        *ids = NULL;
+        return NOMEM(e);
+    }
     for (size_t i = 0; i < q->n_msgs; i++) empty[i] = "";
     int32_t *ref = NULL;
     size_t m = 0;
@@ -245,8 +253,11 @@ bool srv_prompt_tokens(struct server *s, struct run *r, struct api_error *e) {
     } else if (q->kind == API_CHAT) {
         if (!s->o->parse_special_in_messages && !tool_text_plain(s, q, e)) return false;
         if (!chat_tokens(s, q, &ids, &n, e)) return false;
-    } else if (lm_tokenize(s->tok, q->prompt ? q->prompt : "", q->prompt_len, true, true, &ids, &n) != LM_OK) {
-        return api_fail(e, 400, "invalid_request_error", "invalid_value", "prompt", "%s", lm_error_msg());
+    } else {
+        const enum lm_status st = lm_tokenize(s->tok, q->prompt ? q->prompt : "", q->prompt_len, true, true, &ids, &n);
+        if (st == LM_ERR_NOMEM) return NOMEM(e);
+        if (st != LM_OK)
+            return api_fail(e, 400, "invalid_request_error", "invalid_value", "prompt", "%s", lm_error_msg());
     }
     if (n > INT32_MAX / 2) {
         free(ids);
