@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "lm_test.h"
+#include "lm_test_model.h"
 #include "lumen.h"
 
 #define MAXG 224
@@ -133,8 +134,7 @@ int main(void) {
 
     // the requests: 4 prompts (2 in the sanitizer and generic-kernel passes) x (greedy, seeded
     // with logprobs, greedy + lookup, greedy + a bias against '"')
-    const char *qk = getenv("LUMEN_TEST_QUICK");
-    const int NR = (qk && *qk && strcmp(qk, "0") ? 2 : NPR) * 4;
+    const int NR = (lm_test_quick() ? 2 : NPR) * 4;
     struct lm_request_params rps[4 * NPR];
     int32_t *pr[NPR];
     int pn[NPR];

@@ -7,6 +7,7 @@
 // model's own next-token distribution.
 // LM_TEST_LABELS: model;engine
 #include "lm_test.h"
+#include "lm_test_model.h"
 #include "lumen.h"
 #include "runtime/kv_cache.h"
 #include "runtime/context.h"
@@ -95,12 +96,8 @@ static bool same(const struct rec *a, const struct rec *b) {
 }
 
 int main(void) {
-    if (lm_model_load(&g_m, lm_test_model_path(), NULL) != LM_OK) {
-        fprintf(stderr, "cannot load model: %s\n", lm_error_msg());
-        return 1;
-    }
-    const char *qk = getenv("LUMEN_TEST_QUICK");
-    const bool quick = qk && *qk && strcmp(qk, "0");
+    if (!(g_m = lm_test_load(lm_test_model_path()))) return 1;
+    const bool quick = lm_test_quick();
     const int np = quick ? 4 : NP, GEN = quick ? 24 : 64;
     int32_t *pr[NP];
     int pn[NP];

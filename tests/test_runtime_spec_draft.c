@@ -13,6 +13,7 @@
 // with $LUMEN_PYTHON (default .venv/bin/python); ~3 s. ~30 s on 2 idle cores.
 // LM_TEST_LABELS: model;arch;engine
 #include "lm_test.h"
+#include "lm_test_model.h"
 #include "lumen.h"
 #include "runtime/kv_cache.h"
 #include "runtime/context.h"
@@ -422,8 +423,7 @@ static void test_self_draft(void) {
 
 int main(void) {
     (void)spec_chi2_run; // spec_chi2.h: this test uses its target distribution and quantile
-    const char *qk = getenv("LUMEN_TEST_QUICK");
-    g_quick = qk && *qk && strcmp(qk, "0");
+    g_quick = lm_test_quick();
     if (!generate()) return lm_test_finish();
     // On the scalar kernels (scripts/test.sh's generic pass) the random-weight pairs' f16
     // layers of real widths take ~15 min of CPU here; their engine logic is the same as in
