@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Do two builds compute the same outputs? For changes meant to keep every bit (refactors):
-# tests/outputs_dump.c (public API only) is compiled against each tree's build/liblumen_core.a
+# bench/c/outputs_dump.c (public API only) is compiled against each tree's build/liblumen_core.a
 # and run on the default model (itself as its draft) and on the random-weight family models
 # of tools/make_arch_gguf.py --ci (F16 and a quant mix of llama, qwen2, qwen3 and gemma3
 # shapes): logits hashes of a prefill and greedy decode through lm_decode, and the token ids
@@ -25,7 +25,7 @@ for side in old new; do
     lib=$tree/build/liblumen_core.a
     [ -f "$lib" ] || { echo "same_outputs: $lib is missing (build $tree first)" >&2; exit 2; }
     # the library's link needs: pthreads, libm, PCRE2 when it was found, the start-up CPU check
-    cc -O2 -march=native -I"$tree/include" "$here/tests/outputs_dump.c" "$lib" \
+    cc -O2 -march=native -I"$tree/include" "$here/bench/c/outputs_dump.c" "$lib" \
         -Wl,--undefined=lm_cpu_check_at_start -lpthread -lm $(pkg-config --libs libpcre2-8 2>/dev/null) \
         -o "$out/outputs_dump.$side" || exit 2
 done

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Driver of tests/test_model_ref_forward.sh: lumen's all-position logits (tests/logits_dump.c)
+"""Driver of tests/test_model_ref_forward.sh: lumen's all-position logits (tests/tools/logits_dump.c)
 against the float64 reference (tools/ref_forward.py) on the cases of tools/ref_cases.py, next
 to llama.cpp's figures recorded by tools/gen_golden_ref.py (tests/golden/ref_kl.txt).
 

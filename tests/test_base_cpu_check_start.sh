@@ -9,9 +9,7 @@ BIN="${LUMEN_BIN:-$ROOT/build/lumen}"
 BUILD_DIR="$(dirname "$BIN")"
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
-pass=0; fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+source "$ROOT/tests/lib.sh" # ok, bad, expect
 
 # refused EXTRA PATTERN -- command...: exit 1, empty stdout, one stderr line matching PATTERN
 refused() {

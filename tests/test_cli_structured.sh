@@ -14,17 +14,7 @@ trap 'rm -rf "$TMP"' EXIT
 pass=0; fail=0
 ok() { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
-
-# expect CODE PATTERN -- command...: exit code, stderr has exactly one line matching PATTERN
-expect() {
-  local code="$1" pat="$2"; shift 3
-  "$@" >"$TMP/out" 2>"$TMP/err"
-  local got=$?
-  if [[ $got -ne $code ]]; then bad "$*: exit $got, expected $code; stderr: $(head -c 300 "$TMP/err")"; return; fi
-  if [[ $code -ne 0 && $(wc -l <"$TMP/err") -ne 1 ]]; then bad "$*: stderr not one line: $(head -c 300 "$TMP/err")"; return; fi
-  if [[ -n "$pat" ]] && ! grep -qE -- "$pat" "$TMP/err"; then bad "$*: stderr lacks /$pat/: $(cat "$TMP/err")"; return; fi
-  ok
-}
+source "$ROOT/tests/lib.sh" # expect (and ok, bad)
 
 cat >"$TMP/person.json" <<'EOF'
 {"type": "object", "additionalProperties": false, "required": ["name", "age", "tags"],

@@ -4,15 +4,7 @@
 
 #include "grammar/gbnf.h"
 #include "lm_test.h"
-
-static char *slurp(const char *rel, size_t *n) {
-    FILE *f = fopen(lm_test_path(rel), "rb");
-    if (!f) return NULL;
-    char *b = malloc(1 << 20);
-    *n = fread(b, 1, 1 << 20, f);
-    fclose(f);
-    return b;
-}
+#include "lm_test_file.h"
 
 static void accepts(const char *text) {
     struct gb_grammar g;
@@ -36,7 +28,7 @@ int main(void) {
         char rel[128];
         snprintf(rel, sizeof rel, "tests/data/gbnf/%s.gbnf", files[i]);
         size_t n;
-        char *t = slurp(rel, &n);
+        char *t = lm_test_read_file(lm_test_path(rel), &n);
         CHECKF(t != NULL, "%s", rel);
         if (!t) continue;
         struct gb_grammar g;

@@ -8,6 +8,7 @@
 #include "format/gguf.h"
 #include "grammar/grammar.h"
 #include "lm_test.h"
+#include "lm_test_file.h"
 #include "tokenizer/tokenizer.h"
 
 static bool bit(const uint32_t *b, int32_t id) { return (b[id >> 5] >> (id & 31)) & 1; }
@@ -23,15 +24,6 @@ static void brute(struct lm_grammar_matcher *m, int32_t nv, uint32_t *bits, cons
     CHECKF(bad == 0, "%s: %d of %d tokens differ (%d allowed)", where, bad, nv, allowed);
 }
 
-static char *slurp(const char *rel, size_t *n) {
-    FILE *f = fopen(lm_test_path(rel), "rb");
-    if (!f) return NULL;
-    char *b = calloc(1, 1 << 16);
-    *n = fread(b, 1, (1 << 16) - 1, f);
-    fclose(f);
-    return b;
-}
-
 int main(void) {
     struct lm_gguf gg;
     struct lm_tokenizer *t = NULL;
@@ -43,7 +35,7 @@ int main(void) {
     const int32_t nv = t->n_vocab;
     uint32_t *bits = malloc(((size_t)nv + 31) / 32 * 4);
     size_t jl;
-    char *json = slurp("tests/data/gbnf/json.gbnf", &jl);
+    char *json = lm_test_read_file(lm_test_path("tests/data/gbnf/json.gbnf"), &jl);
     struct lm_grammar *g = NULL;
     CHECKF(json && lm_grammar_compile(&g, t, json, jl, NULL) == LM_OK, "%s", lm_error_msg());
     if (g) {
@@ -88,7 +80,7 @@ int main(void) {
         lm_grammar_matcher_free(m);
     }
     size_t ll;
-    char *list = slurp("tests/data/gbnf/list.gbnf", &ll);
+    char *list = lm_test_read_file(lm_test_path("tests/data/gbnf/list.gbnf"), &ll);
     struct lm_grammar *gl = NULL;
     CHECKF(list && lm_grammar_compile(&gl, t, list, ll, NULL) == LM_OK, "%s", lm_error_msg());
     if (gl) {
@@ -108,7 +100,7 @@ int main(void) {
     }
     // a schema-style grammar: fixed keys, nested object, arrays of strings
     size_t pl;
-    char *person = slurp("tests/data/gbnf/person_schema.gbnf", &pl);
+    char *person = lm_test_read_file(lm_test_path("tests/data/gbnf/person_schema.gbnf"), &pl);
     struct lm_grammar *gp = NULL;
     CHECKF(person && lm_grammar_compile(&gp, t, person, pl, NULL) == LM_OK, "%s", lm_error_msg());
     if (gp) {

@@ -9,6 +9,7 @@
 // .venv/bin/python), then checks each file's sha256 against the golden file's.
 // LM_TEST_LABELS: model;arch
 #include "lm_test.h"
+#include "lm_test_model.h"
 #include "golden_cmp.h"
 
 #include <time.h>
@@ -220,8 +221,7 @@ int main(int argc, char **argv) {
     if (!generate_models()) return lm_test_finish();
     // LUMEN_TEST_QUICK (sanitizer pass): the F16 files only; the quant mixes run the same
     // kernels as the default-model tests
-    const char *qk = getenv("LUMEN_TEST_QUICK");
-    const int quick = qk && *qk && strcmp(qk, "0");
+    const int quick = lm_test_quick();
     for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++)
         if ((!only || strstr(k_cases[i].gguf, only)) && !(quick && strstr(k_cases[i].gguf, "qmix")))
             run_case(&k_cases[i]);

@@ -5,6 +5,7 @@
 //   gemma3_logits_batched.txt  llama.cpp with n_ubatch=512 (its repacked/llamafile GEMM path)
 // LM_TEST_LABELS: model
 #include "lm_test.h"
+#include "lm_test_model.h"
 #include "lumen.h"
 #include "golden_cmp.h" // golden file format, parser, top-k helpers
 
@@ -46,11 +47,7 @@
 
 // LUMEN_TEST_QUICK=1 (the sanitizer pass): leave out the 864-token prompt and compare 16
 // greedy steps; the same limits, computed over the same subset, still apply.
-static int quick_mode(void) {
-    const char *q = getenv("LUMEN_TEST_QUICK");
-    return q && *q && strcmp(q, "0") != 0;
-}
-static int skip_prompt(const char *name) { return quick_mode() && !strcmp(name, "long"); }
+static int skip_prompt(const char *name) { return lm_test_quick() && !strcmp(name, "long"); }
 
 struct agree {
     int n_pos, top1, bad_top1, top5_bad;
@@ -233,7 +230,7 @@ static void run_file(const char *file, const char *other, struct agree *tot) {
                lm_kv_cache_seq_len(c, 0));
         if (!golden_decode(c, gp->tokens, gp->n_tokens, LM_GOLDEN_BATCH, 0, NULL, NULL)) continue;
         int first_div = -1, n_match = 0, bad = 0;
-        const int n_greedy = quick_mode() && gp->n_greedy > 16 ? 16 : gp->n_greedy;
+        const int n_greedy = lm_test_quick() && gp->n_greedy > 16 ? 16 : gp->n_greedy;
         for (int k = 0; k < n_greedy; k++) {
             const float *l = lm_get_logits(c, 0);
             CHECKF(l != NULL, "[%s] greedy step %d: no logits", gp->name, k);
@@ -339,7 +336,7 @@ int main(void) {
     print_agree("lumen vs llama.cpp GEMV", &lum);
     print_agree("lumen vs llama.cpp batched", &lum_b);
     const double n = lum.n_pos ? lum.n_pos : 1, nr = ref.n_pos ? ref.n_pos : 1;
-    CHECKF(lum.n_pos == ref.n_pos && lum.n_pos > (quick_mode() ? 150 : 1000),
+    CHECKF(lum.n_pos == ref.n_pos && lum.n_pos > (lm_test_quick() ? 150 : 1000),
            "positions compared: %d vs %d", lum.n_pos, ref.n_pos);
     const double slack = LM_GOLDEN_MARGIN + LM_GOLDEN_MARGIN_POS / n;
     CHECKF(lum.top1 / n >= ref.top1 / nr - slack, "top-1 agreement %.4f < llama.cpp's own %.4f - %.3f",

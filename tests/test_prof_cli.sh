@@ -9,21 +9,7 @@ BIN="${LUMEN_BIN:-$ROOT/build/lumen}"
 DATA="$ROOT/tests/data"
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
-pass=0; fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
-
-# expect CODE PATTERN -- command...: exit code, stderr has exactly one line matching PATTERN
-expect() {
-  local code="$1" pat="$2"; shift 3
-  "$@" >"$TMP/out" 2>"$TMP/err"
-  local got=$?
-  local lines; lines=$(wc -l <"$TMP/err")
-  if [[ $got -ne $code ]]; then bad "$*: exit $got, expected $code; stderr: $(head -c 300 "$TMP/err")"; return; fi
-  if [[ $code -ne 0 && $lines -ne 1 ]]; then bad "$*: $lines stderr lines, expected 1: $(head -c 300 "$TMP/err")"; return; fi
-  if [[ -n "$pat" ]] && ! grep -qE -- "$pat" "$TMP/err"; then bad "$*: stderr lacks /$pat/: $(cat "$TMP/err")"; return; fi
-  ok
-}
+source "$ROOT/tests/lib.sh" # ok, bad, expect
 
 # help and usage errors
 if "$BIN" analyze --help >"$TMP/out" 2>&1 && grep -q "usage: lumen analyze" "$TMP/out"; then ok; else bad "analyze --help"; fi

@@ -13,9 +13,7 @@ PY="$ROOT/.venv/bin/python"
 MODEL="${LUMEN_MODEL:-$ROOT/models/gemma-3-270m-q4_k_m.gguf}"
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
-pass=0; fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+source "$ROOT/tests/lib.sh" # ok, bad, expect
 
 for mode in repack norepack; do
   env_set=""

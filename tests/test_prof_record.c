@@ -10,6 +10,7 @@
 
 #include "base/threadpool.h"
 #include "lm_test.h"
+#include "lm_test_file.h"
 #include "prof/prof.h"
 #include "report/report.h"
 
@@ -261,23 +262,6 @@ static void jvalue(struct jr *j, int depth, const char *key) {
     }
 }
 
-static char *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)len + 1);
-    if (b && fread(b, 1, (size_t)len, f) != (size_t)len) {
-        free(b);
-        b = NULL;
-    }
-    if (b) b[len] = 0;
-    fclose(f);
-    if (n) *n = (size_t)len;
-    return b;
-}
-
 static int cmp_xev(const void *a, const void *b) {
     const struct xev *x = a, *y = b;
     if (x->tid != y->tid) return x->tid - y->tid;
@@ -286,7 +270,7 @@ static int cmp_xev(const void *a, const void *b) {
 }
 
 static void check_perfetto(const char *path, int n_threads) {
-    char *text = slurp(path, NULL);
+    char *text = lm_test_read_file(path, NULL);
     CHECK(text != NULL);
     if (!text) return;
     struct jr j = {.p = text, .ok = true, .cap = 100000};
@@ -411,7 +395,7 @@ static int check_jsonl_schema(const char *path, int *n_types) {
 // ============================================================================
 
 static bool contains(const char *path, const char *needle) {
-    char *t = slurp(path, NULL);
+    char *t = lm_test_read_file(path, NULL);
     bool r = t && strstr(t, needle);
     free(t);
     return r;

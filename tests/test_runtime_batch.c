@@ -7,57 +7,19 @@
 // batches are rejected with a message.
 // LM_TEST_LABELS: model
 #include "lm_test.h"
+#include "lm_test_model.h"
 #include "lumen.h"
 
 static int nv;
 
-static bool same(const float *a, const float *b) { return !memcmp(a, b, sizeof(float) * (size_t)nv); }
-
-static int argmax(const float *a) {
-    int b = 0;
-    for (int i = 1; i < nv; i++) if (a[i] > a[b]) b = i;
-    return b;
-}
-
-// deterministic pseudo-text: token ids in a plausible range
-static void make_tokens(int32_t *t, int n, uint64_t seed) {
-    uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-    t[0] = 2; // BOS
-    for (int i = 1; i < n; i++) {
-        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
-        t[i] = 100 + (int32_t)(x % 20000);
-    }
-}
-
-// prefill tokens[0, n) of seq in chunks of `chunk`, logits for every position into out
-static bool prefill(struct lm_context *c, int32_t seq, const int32_t *t, int n, int chunk, float *out) {
-    struct lm_batch_entry b[512];
-    const int p0 = lm_kv_cache_seq_pos(c, seq);
-    for (int off = 0; off < n; off += chunk) {
-        const int nb = n - off < chunk ? n - off : chunk;
-        for (int i = 0; i < nb; i++) b[i] = (struct lm_batch_entry){t[off + i], p0 + off + i, seq, true};
-        if (lm_decode(c, b, nb) != LM_OK) {
-            fprintf(stderr, "decode: %s\n", lm_error_msg());
-            return false;
-        }
-        if (out)
-            for (int i = 0; i < nb; i++) memcpy(out + (size_t)(off + i) * nv, lm_get_logits(c, i), sizeof(float) * nv);
-    }
-    return true;
-}
-
 int main(void) {
-    struct lm_model *m = NULL;
-    if (lm_model_load(&m, lm_test_model_path(), NULL) != LM_OK) {
-        fprintf(stderr, "cannot load model: %s\n", lm_error_msg());
-        return 1;
-    }
+    struct lm_model *m = lm_test_load(lm_test_model_path());
+    if (!m) return 1;
     nv = lm_model_n_vocab(m);
-    const char *qk = getenv("LUMEN_TEST_QUICK");
-    const bool quick = qk && *qk && strcmp(qk, "0");
+    const bool quick = lm_test_quick();
     enum { NP = 40 };
     int32_t prompt[NP];
-    make_tokens(prompt, NP, 1);
+    lm_test_prompt(prompt, NP, 1);
     float *ref = malloc(sizeof(float) * (size_t)nv * 700);
     float *got = malloc(sizeof(float) * (size_t)nv * 700);
 
@@ -66,13 +28,12 @@ int main(void) {
     CHECK(lm_context_init(&c, m, &cp) == LM_OK);
 
     // ---- (a) one batch vs token by token vs chunks of odd sizes: identical bits
-    CHECK(prefill(c, 0, prompt, NP, NP, ref));
+    CHECK(lm_test_prefill(c, 0, prompt, NP, NP, ref, nv));
     const int chunks[] = {1, 2, 3, 5, 7, 16, 17, 33};
     for (size_t k = 0; k < sizeof chunks / sizeof chunks[0]; k++) {
         CHECK(lm_kv_cache_seq_rm(c, 0, 0, -1) == LM_OK);
-        CHECK(prefill(c, 0, prompt, NP, chunks[k], got));
-        int bad = -1;
-        for (int i = 0; i < NP && bad < 0; i++) if (!same(ref + (size_t)i * nv, got + (size_t)i * nv)) bad = i;
+        CHECK(lm_test_prefill(c, 0, prompt, NP, chunks[k], got, nv));
+        const int bad = lm_test_first_diff(ref, got, NP, nv);
         CHECKF(bad < 0, "chunks of %d: position %d differs from the one-batch prefill", chunks[k], bad);
     }
 
@@ -82,16 +43,16 @@ int main(void) {
         enum { NS = 16, GEN = 12 };
         int32_t other[NS][64];
         int olen[NS];
-        for (int s = 1; s < NS; s++) { olen[s] = 9 + 3 * s; make_tokens(other[s], olen[s], 100 + s); }
+        for (int s = 1; s < NS; s++) { olen[s] = 9 + 3 * s; lm_test_prompt(other[s], olen[s], 100 + s); }
         // alone: prefill, then GEN greedy steps
         CHECK(lm_kv_cache_seq_rm(c, 0, 0, -1) == LM_OK);
         int32_t alone_tok[GEN];
-        CHECK(prefill(c, 0, prompt, NP, NP, NULL));
+        CHECK(lm_test_prefill(c, 0, prompt, NP, NP, NULL, nv));
         memcpy(ref, lm_get_logits(c, NP - 1), sizeof(float) * nv);
         for (int g = 0; g < GEN; g++) {
             const float *l = g == 0 ? ref : lm_get_logits(c, 0);
             if (g > 0) memcpy(ref + (size_t)g * nv, l, sizeof(float) * nv);
-            alone_tok[g] = argmax(l);
+            alone_tok[g] = lm_test_argmax(l, nv);
             struct lm_batch_entry e = {alone_tok[g], NP + g, 0, true};
             CHECK(lm_decode(c, &e, 1) == LM_OK);
         }
@@ -125,9 +86,9 @@ int main(void) {
             for (int i = 0; i < nb; i++) {
                 if (!b[i].want_logits) continue;
                 const float *l = lm_get_logits(c, k++);
-                last[b[i].seq] = argmax(l);
+                last[b[i].seq] = lm_test_argmax(l, nv);
                 if (i == want0) { // sequence 0 at generation step g0
-                    if (!same(l, ref + (size_t)g0 * nv) || last[0] != alone_tok[g0]) diff++;
+                    if (!lm_test_same(l, ref + (size_t)g0 * nv, nv) || last[0] != alone_tok[g0]) diff++;
                     last[0] = alone_tok[g0]; // follow the alone path
                     if (++g0 == GEN) done = true;
                 }
@@ -145,10 +106,9 @@ int main(void) {
         c1p.n_threads = 1;
         struct lm_context *c1 = NULL;
         CHECK(lm_context_init(&c1, m, &c1p) == LM_OK);
-        CHECK(prefill(c1, 0, prompt, NP, 13, got));
-        CHECK(prefill(c, 0, prompt, NP, NP, ref));
-        int bad = -1;
-        for (int i = 0; i < NP && bad < 0; i++) if (!same(ref + (size_t)i * nv, got + (size_t)i * nv)) bad = i;
+        CHECK(lm_test_prefill(c1, 0, prompt, NP, 13, got, nv));
+        CHECK(lm_test_prefill(c, 0, prompt, NP, NP, ref, nv));
+        const int bad = lm_test_first_diff(ref, got, NP, nv);
         CHECKF(bad < 0, "1 thread vs 2: position %d differs", bad);
         lm_context_free(c1);
         CHECK(lm_kv_cache_seq_rm(c, 0, 0, -1) == LM_OK);
@@ -158,13 +118,11 @@ int main(void) {
     {
         const int L = quick ? 560 : 680, K = 150;
         int32_t *t = malloc(sizeof(int32_t) * (size_t)L);
-        make_tokens(t, L, 7);
-        CHECK(prefill(c, 3, t, L, 256, ref));
+        lm_test_prompt(t, L, 7);
+        CHECK(lm_test_prefill(c, 3, t, L, 256, ref, nv));
         CHECK(lm_kv_cache_seq_rm(c, 3, L - K, -1) == LM_OK && lm_kv_cache_seq_pos(c, 3) == L - K);
-        CHECK(prefill(c, 3, t + (L - K), K, 1, got));
-        int bad = -1;
-        for (int i = 0; i < K && bad < 0; i++)
-            if (!same(ref + (size_t)(L - K + i) * nv, got + (size_t)i * nv)) bad = i;
+        CHECK(lm_test_prefill(c, 3, t + (L - K), K, 1, got, nv));
+        const int bad = lm_test_first_diff(ref + (size_t)(L - K) * nv, got, K, nv);
         CHECKF(bad < 0, "rollback of %d positions at %d: position %d differs", K, L, L - K + bad);
         printf("rollback of %d positions from %d (sliding window 512, n_batch 256): exact\n", K, L);
         CHECK(lm_kv_cache_seq_rm(c, 3, 0, -1) == LM_OK);
@@ -174,28 +132,26 @@ int main(void) {
     // ---- (e) seq_cp and the prefix cache continue exactly as a full prefill
     {
         int32_t t[100];
-        make_tokens(t, 100, 9);
-        CHECK(prefill(c, 0, t, 100, 100, ref)); // reference: the whole 100 tokens
+        lm_test_prompt(t, 100, 9);
+        CHECK(lm_test_prefill(c, 0, t, 100, 100, ref, nv)); // reference: the whole 100 tokens
         CHECK(lm_kv_cache_seq_rm(c, 0, 37, -1) == LM_OK);
         // a copy of the first 37 positions (shared blocks), continued with the rest
         CHECK(lm_kv_cache_seq_cp(c, 0, 1, 37) == LM_OK);
-        CHECK(prefill(c, 1, t + 37, 63, 63, got));
-        int bad = -1;
-        for (int i = 0; i < 63 && bad < 0; i++) if (!same(ref + (size_t)(37 + i) * nv, got + (size_t)i * nv)) bad = i;
+        CHECK(lm_test_prefill(c, 1, t + 37, 63, 63, got, nv));
+        int bad = lm_test_first_diff(ref + (size_t)37 * nv, got, 63, nv);
         CHECKF(bad < 0, "after seq_cp: position %d differs", 37 + bad);
         // sequence 0 meanwhile continues differently; the shared block was copied on write
         int32_t u[10];
-        make_tokens(u, 10, 10);
-        CHECK(prefill(c, 0, u + 1, 9, 9, NULL));
-        CHECK(prefill(c, 2, t, 1, 1, NULL) && lm_kv_cache_seq_rm(c, 2, 0, -1) == LM_OK);
+        lm_test_prompt(u, 10, 10);
+        CHECK(lm_test_prefill(c, 0, u + 1, 9, 9, NULL, nv));
+        CHECK(lm_test_prefill(c, 2, t, 1, 1, NULL, nv) && lm_kv_cache_seq_rm(c, 2, 0, -1) == LM_OK);
         // prefix cache: a new sequence over the same 100 tokens attaches the blocks that
         // sequence 1 filled (6 blocks = 96 positions) and computes the rest
         int32_t na = 0;
         CHECK(lm_kv_cache_prefix_attach(c, 2, t, 100, &na) == LM_OK);
         CHECKF(na == 96, "attached %d", na);
-        CHECK(prefill(c, 2, t + na, 100 - na, 100 - na, got));
-        bad = -1;
-        for (int i = 0; i < 100 - na && bad < 0; i++) if (!same(ref + (size_t)(na + i) * nv, got + (size_t)i * nv)) bad = i;
+        CHECK(lm_test_prefill(c, 2, t + na, 100 - na, 100 - na, got, nv));
+        bad = lm_test_first_diff(ref + (size_t)na * nv, got, 100 - na, nv);
         CHECKF(bad < 0, "after a prefix attach: position %d differs", na + bad);
         struct lm_kv_cache_stats ks;
         lm_kv_cache_stats(c, &ks);
@@ -207,18 +163,18 @@ int main(void) {
     // removing the same range twice over gives the same bits
     {
         int32_t t[60];
-        make_tokens(t, 60, 11);
+        lm_test_prompt(t, 60, 11);
         float *a = malloc(sizeof(float) * (size_t)nv), *b = malloc(sizeof(float) * (size_t)nv);
         for (int rep = 0; rep < 2; rep++) {
-            CHECK(prefill(c, rep, t, 50, 50, NULL));
+            CHECK(lm_test_prefill(c, rep, t, 50, 50, NULL, nv));
             CHECK(lm_kv_cache_seq_rm(c, rep, 10, 30) == LM_OK); // a hole of 20
             CHECK(lm_kv_cache_seq_pos(c, rep) == 50);
-            CHECK(prefill(c, rep, t + 50, 10, 10, got));
+            CHECK(lm_test_prefill(c, rep, t + 50, 10, 10, got, nv));
             memcpy(rep ? b : a, got + (size_t)9 * nv, sizeof(float) * nv);
         }
-        CHECK(same(a, b));
-        CHECK(prefill(c, 2, t, 60, 60, ref)); // no hole
-        CHECK(!same(a, ref + (size_t)59 * nv));
+        CHECK(lm_test_same(a, b, nv));
+        CHECK(lm_test_prefill(c, 2, t, 60, 60, ref, nv)); // no hole
+        CHECK(!lm_test_same(a, ref + (size_t)59 * nv, nv));
         int nonfinite = 0;
         for (int i = 0; i < nv; i++) nonfinite += !isfinite(a[i]);
         CHECK(nonfinite == 0);
@@ -249,8 +205,8 @@ int main(void) {
                                        .kv_tokens = 48};
         CHECK(lm_context_init(&sm, m, &sp) == LM_OK);
         int32_t t[64];
-        make_tokens(t, 64, 3);
-        CHECK(prefill(sm, 0, t, 40, 40, NULL));
+        lm_test_prompt(t, 64, 3);
+        CHECK(lm_test_prefill(sm, 0, t, 40, 40, NULL, nv));
         struct lm_batch_entry b[16];
         for (int i = 0; i < 16; i++) b[i] = (struct lm_batch_entry){t[i], i, 1, false};
         CHECK(lm_decode(sm, b, 16) == LM_ERR_KV_FULL && strstr(lm_error_msg(), "full"));
@@ -263,7 +219,7 @@ int main(void) {
         lm_context_free(sm);
         sp.kv_tokens = 0;
         CHECK(lm_context_init(&sm, m, &sp) == LM_OK);
-        CHECK(prefill(sm, 0, t, 64, 64, NULL));
+        CHECK(lm_test_prefill(sm, 0, t, 64, 64, NULL, nv));
         struct lm_batch_entry one = {5, 64, 0, true};
         CHECK(lm_decode(sm, &one, 1) == LM_ERR_STATE && strstr(lm_error_msg(), "full"));
         lm_context_free(sm);

@@ -10,49 +10,13 @@
 // Set-up as tests/test_model_arch_golden.c: the generator into $LUMEN_ARCH_DIR.
 // LM_TEST_LABELS: model;arch
 #include "lm_test.h"
+#include "lm_test_file.h"
+#include "lm_test_model.h"
 #include "lumen.h"
 
 #include <unistd.h>
 
 static int nv;
-
-static bool same(const float *a, const float *b) { return !memcmp(a, b, sizeof(float) * (size_t)nv); }
-
-static int argmax(const float *a) {
-    int b = 0;
-    for (int i = 1; i < nv; i++) if (a[i] > a[b]) b = i;
-    return b;
-}
-
-static void make_tokens(int32_t *t, int n, uint64_t seed) {
-    uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-    for (int i = 0; i < n; i++) {
-        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
-        t[i] = 3 + (int32_t)(x % (uint64_t)(nv - 3));
-    }
-}
-
-// prefill tokens[0, n) of seq in chunks of `chunk`, logits of every position into out
-static bool prefill(struct lm_context *c, int32_t seq, const int32_t *t, int n, int chunk, float *out) {
-    struct lm_batch_entry b[256];
-    const int p0 = lm_kv_cache_seq_pos(c, seq);
-    for (int off = 0; off < n; off += chunk) {
-        const int nb = n - off < chunk ? n - off : chunk;
-        for (int i = 0; i < nb; i++) b[i] = (struct lm_batch_entry){t[off + i], p0 + off + i, seq, true};
-        if (lm_decode(c, b, nb) != LM_OK) {
-            fprintf(stderr, "decode: %s\n", lm_error_msg());
-            return false;
-        }
-        if (out)
-            for (int i = 0; i < nb; i++) memcpy(out + (size_t)(off + i) * nv, lm_get_logits(c, i), sizeof(float) * nv);
-    }
-    return true;
-}
-
-static int first_diff(const float *a, const float *b, int n) {
-    for (int i = 0; i < n; i++) if (!same(a + (size_t)i * nv, b + (size_t)i * nv)) return i;
-    return -1;
-}
 
 static void run(const char *path) {
     struct lm_model *m = NULL;
@@ -64,7 +28,7 @@ static void run(const char *path) {
     nv = lm_model_n_vocab(m);
     enum { NP = 40, NS = 8, GEN = 10 };
     int32_t prompt[NP];
-    make_tokens(prompt, NP, 1);
+    lm_test_ids(prompt, NP, 1, nv);
     float *ref = malloc(sizeof(float) * (size_t)nv * 128), *got = malloc(sizeof(float) * (size_t)nv * 128);
     struct lm_context_params cp = {.n_ctx = 256, .n_seq_max = NS, .n_batch = 128, .n_threads = 2,
                                    .kv_tokens = 1024};
@@ -73,12 +37,12 @@ static void run(const char *path) {
     if (!c) { lm_model_free(m); free(ref); free(got); return; }
 
     // (a) one batch vs chunks
-    CHECK(prefill(c, 0, prompt, NP, NP, ref));
+    CHECK(lm_test_prefill(c, 0, prompt, NP, NP, ref, nv));
     const int chunks[] = {1, 2, 3, 5, 16, 17};
     for (size_t k = 0; k < sizeof chunks / sizeof chunks[0]; k++) {
         CHECK(lm_kv_cache_seq_rm(c, 0, 0, -1) == LM_OK);
-        CHECK(prefill(c, 0, prompt, NP, chunks[k], got));
-        const int bad = first_diff(ref, got, NP);
+        CHECK(lm_test_prefill(c, 0, prompt, NP, chunks[k], got, nv));
+        const int bad = lm_test_first_diff(ref, got, NP, nv);
         CHECKF(bad < 0, "%s: chunks of %d: position %d differs from the one-batch prefill", path, chunks[k], bad);
     }
 
@@ -86,15 +50,15 @@ static void run(const char *path) {
     {
         int32_t other[NS][48];
         int olen[NS];
-        for (int s = 1; s < NS; s++) { olen[s] = 11 + 4 * s; make_tokens(other[s], olen[s], 100 + s); }
+        for (int s = 1; s < NS; s++) { olen[s] = 11 + 4 * s; lm_test_ids(other[s], olen[s], 100 + s, nv); }
         CHECK(lm_kv_cache_seq_rm(c, 0, 0, -1) == LM_OK);
         int32_t alone_tok[GEN];
-        CHECK(prefill(c, 0, prompt, NP, NP, NULL));
+        CHECK(lm_test_prefill(c, 0, prompt, NP, NP, NULL, nv));
         memcpy(ref, lm_get_logits(c, NP - 1), sizeof(float) * nv);
         for (int g = 0; g < GEN; g++) {
             const float *l = g == 0 ? ref : lm_get_logits(c, 0);
             if (g > 0) memcpy(ref + (size_t)g * nv, l, sizeof(float) * nv);
-            alone_tok[g] = argmax(l);
+            alone_tok[g] = lm_test_argmax(l, nv);
             struct lm_batch_entry e = {alone_tok[g], NP + g, 0, true};
             CHECK(lm_decode(c, &e, 1) == LM_OK);
         }
@@ -128,9 +92,9 @@ static void run(const char *path) {
             for (int i = 0; i < nb; i++) {
                 if (!b[i].want_logits) continue;
                 const float *l = lm_get_logits(c, k++);
-                last[b[i].seq] = argmax(l);
+                last[b[i].seq] = lm_test_argmax(l, nv);
                 if (i == want0) {
-                    if (!same(l, ref + (size_t)g0 * nv) || last[0] != alone_tok[g0]) diff++;
+                    if (!lm_test_same(l, ref + (size_t)g0 * nv, nv) || last[0] != alone_tok[g0]) diff++;
                     last[0] = alone_tok[g0];
                     if (++g0 == GEN) done = true;
                 }
@@ -148,9 +112,9 @@ static void run(const char *path) {
         c1p.n_threads = 1;
         struct lm_context *c1 = NULL;
         CHECK(lm_context_init(&c1, m, &c1p) == LM_OK);
-        CHECK(prefill(c1, 0, prompt, NP, 13, got));
-        CHECK(prefill(c, 0, prompt, NP, NP, ref));
-        const int bad = first_diff(ref, got, NP);
+        CHECK(lm_test_prefill(c1, 0, prompt, NP, 13, got, nv));
+        CHECK(lm_test_prefill(c, 0, prompt, NP, NP, ref, nv));
+        const int bad = lm_test_first_diff(ref, got, NP, nv);
         CHECKF(bad < 0, "%s: 1 thread vs 2: position %d differs", path, bad);
         lm_context_free(c1);
     }
@@ -160,8 +124,8 @@ static void run(const char *path) {
         int32_t na = 0;
         CHECK(lm_kv_cache_prefix_attach(c, 1, prompt, NP, &na) == LM_OK);
         CHECKF(na == 32, "attached %d", na);
-        CHECK(prefill(c, 1, prompt + na, NP - na, NP - na, got));
-        const int bad = first_diff(ref + (size_t)na * nv, got, NP - na);
+        CHECK(lm_test_prefill(c, 1, prompt + na, NP - na, NP - na, got, nv));
+        const int bad = lm_test_first_diff(ref + (size_t)na * nv, got, NP - na, nv);
         CHECKF(bad < 0, "%s: after a prefix attach: position %d differs", path, na + bad);
     }
     lm_context_free(c);
@@ -171,18 +135,6 @@ static void run(const char *path) {
 }
 
 // ---------------------------------------------------------------- refusals
-
-static unsigned char *read_file(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    *n = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc(*n);
-    if (b && fread(b, 1, *n, f) != *n) { free(b); b = NULL; }
-    fclose(f);
-    return b;
-}
 
 static unsigned char *find(unsigned char *b, size_t n, const char *s) {
     const size_t k = strlen(s);
@@ -196,7 +148,7 @@ static unsigned char *find(unsigned char *b, size_t n, const char *s) {
 static void refuse(const char *src, const char *what, void (*patch)(unsigned char *, size_t),
                    enum lm_status want, const char *msg) {
     size_t n = 0;
-    unsigned char *b = read_file(src, &n);
+    unsigned char *b = (unsigned char *)lm_test_read_file(src, &n);
     CHECKF(b != NULL, "cannot read %s", src);
     if (!b) return;
     patch(b, n);

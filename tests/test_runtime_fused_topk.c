@@ -4,6 +4,7 @@
 // the sorted full row (single and batched decode); the API's refusals.
 // LM_TEST_LABELS: model
 #include "lm_test.h"
+#include "lm_test_model.h"
 #include "lumen.h"
 #include "runtime/context.h"
 
@@ -106,15 +107,11 @@ static void engine_check(struct lm_model *m) {
 }
 
 int main(void) {
-    struct lm_model *m = NULL;
-    if (lm_model_load(&m, lm_test_model_path(), NULL) != LM_OK) {
-        fprintf(stderr, "cannot load model: %s\n", lm_error_msg());
-        return 1;
-    }
+    struct lm_model *m = lm_test_load(lm_test_model_path());
+    if (!m) return 1;
     nv = lm_model_n_vocab(m);
     sorted_row = malloc(sizeof *sorted_row * (size_t)nv);
-    const char *qk = getenv("LUMEN_TEST_QUICK");
-    const bool quick = qk && *qk && strcmp(qk, "0");
+    const bool quick = lm_test_quick();
 
     // sampling chains whose candidates the head can select: greedy, the default chain,
     // a hot top-5, the largest top-k the head selects

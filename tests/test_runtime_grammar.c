@@ -9,24 +9,9 @@
 #include <string.h>
 
 #include "lm_test.h"
+#include "lm_test_engine.h"
+#include "lm_test_model.h"
 #include "lumen.h"
-
-#define MAXG 224
-
-struct rec {
-    int32_t tok[MAXG];
-    int n, finals;
-    enum lm_finish finish;
-};
-
-static void on_event(void *user, const struct lm_event *ev) {
-    struct rec *r = user;
-    if (ev->token >= 0 && r->n < MAXG) r->tok[r->n++] = ev->token;
-    if (ev->finish != LM_FINISH_NONE) {
-        r->finish = ev->finish;
-        r->finals++;
-    }
-}
 
 static struct lm_model *g_m;
 
@@ -56,7 +41,7 @@ static int32_t *toks_of(const char *text, int *n) {
 }
 
 // The output replayed through a fresh matcher: every token allowed, the text a sentence.
-static void check_sentence(struct lm_grammar *g, const struct rec *r, const char *what) {
+static void check_sentence(struct lm_grammar *g, const struct lm_test_rec *r, const char *what) {
     struct lm_grammar_matcher *gm = NULL;
     CHECK(lm_grammar_matcher_init(&gm, g) == LM_OK);
     if (!gm) return;
@@ -73,7 +58,7 @@ static void check_sentence(struct lm_grammar *g, const struct rec *r, const char
 
 // The plain loop: one token per lm_decode, masked sampling on the full row, no drafts.
 static void plain(struct lm_grammar *g, const int32_t *pr, int pn, const struct lm_request_params *rp,
-                  struct rec *out) {
+                  struct lm_test_rec *out) {
     memset(out, 0, sizeof *out);
     struct lm_context_params cp = {.n_ctx = 512, .n_seq_max = 1, .n_batch = 128, .n_threads = 2};
     struct lm_context *c = NULL;
@@ -112,11 +97,6 @@ static void plain(struct lm_grammar *g, const int32_t *pr, int pn, const struct 
     lm_context_free(c);
 }
 
-static bool same(const struct rec *a, const struct rec *b) {
-    return a->n == b->n && a->finish == b->finish && a->finals == 1 && b->finals == 1 &&
-           !memcmp(a->tok, b->tok, (size_t)a->n * sizeof *a->tok);
-}
-
 static void run(struct lm_engine *e) {
     while (lm_engine_step(e) > 0) {}
 }
@@ -133,8 +113,7 @@ int main(void) {
 
     // the requests: 4 prompts (2 in the sanitizer and generic-kernel passes) x (greedy, seeded
     // with logprobs, greedy + lookup, greedy + a bias against '"')
-    const char *qk = getenv("LUMEN_TEST_QUICK");
-    const int NR = (qk && *qk && strcmp(qk, "0") ? 2 : NPR) * 4;
+    const int NR = (lm_test_quick() ? 2 : NPR) * 4;
     struct lm_request_params rps[4 * NPR];
     int32_t *pr[NPR];
     int pn[NPR];
@@ -166,7 +145,7 @@ int main(void) {
     }
 
     // alone on an engine each, then all at once, then in a pool that preempts
-    static struct rec ref[4 * NPR], alone[4 * NPR], together[4 * NPR], tight[4 * NPR];
+    static struct lm_test_rec ref[4 * NPR], alone[4 * NPR], together[4 * NPR], tight[4 * NPR];
     uint64_t forced = 0;
     for (int i = 0; i < NR; i++) {
         plain(g, pr[i / 4], pn[i / 4], &rps[i], &ref[i]);
@@ -174,13 +153,13 @@ int main(void) {
         struct lm_engine *e = NULL;
         CHECK(lm_engine_init(&e, g_m, &ep) == LM_OK);
         if (!e) break;
-        CHECK(lm_engine_submit(e, pr[i / 4], pn[i / 4], &rps[i], on_event, &alone[i], NULL) == LM_OK);
+        CHECK(lm_engine_submit(e, pr[i / 4], pn[i / 4], &rps[i], lm_test_rec_on_event, &alone[i], NULL) == LM_OK);
         run(e);
         struct lm_engine_stats st;
         lm_engine_stats(e, &st);
         forced += st.forced_tokens;
         lm_engine_free(e);
-        CHECKF(same(&alone[i], &ref[i]), "request %d alone: %d tokens, plain loop %d", i, alone[i].n, ref[i].n);
+        CHECKF(lm_test_rec_same(&alone[i], &ref[i]), "request %d alone: %d tokens, plain loop %d", i, alone[i].n, ref[i].n);
         check_sentence(g, &alone[i], "alone");
         CHECKF(alone[i].finish == LM_FINISH_EOG, "request %d: finish %d (the grammar ends within 200 tokens)",
                i, alone[i].finish);
@@ -188,7 +167,7 @@ int main(void) {
     CHECKF(forced > 0, "no forced tokens rode along (jump-forward)");
     printf("jump-forward: %llu forced tokens over %d requests\n", (unsigned long long)forced, NR);
     for (int round = 0; round < 2; round++) {
-        struct rec *out = round ? tight : together;
+        struct lm_test_rec *out = round ? tight : together;
         // round 1: a pool of 256 positions for 8 running requests of up to ~210: preemption
         struct lm_engine_params ep = {.max_running = 8, .n_ctx = 512, .kv_tokens = round ? 256 : 0,
                                       .n_threads = 2};
@@ -196,11 +175,11 @@ int main(void) {
         CHECK(lm_engine_init(&e, g_m, &ep) == LM_OK);
         if (!e) break;
         for (int i = 0; i < NR; i++)
-            CHECK(lm_engine_submit(e, pr[i / 4], pn[i / 4], &rps[i], on_event, &out[i], NULL) == LM_OK);
+            CHECK(lm_engine_submit(e, pr[i / 4], pn[i / 4], &rps[i], lm_test_rec_on_event, &out[i], NULL) == LM_OK);
         run(e);
         lm_engine_free(e);
         for (int i = 0; i < NR; i++)
-            CHECKF(same(&out[i], &ref[i]), "request %d, %s: differs from the plain loop", i,
+            CHECKF(lm_test_rec_same(&out[i], &ref[i]), "request %d, %s: differs from the plain loop", i,
                    round ? "preempting pool" : "16 at once");
     }
     // a grammar that is refused is an error with a message, and no grammar

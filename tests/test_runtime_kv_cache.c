@@ -4,6 +4,7 @@
 // sequence wrote (a stand-in for K/V: a hash of the sequence's tokens up to that cell),
 // with lm_kv_check's invariants after every step.
 #include "lm_test.h"
+#include "lm_test_model.h"
 #include "base/status.h"
 #include "runtime/kv_cache.h"
 
@@ -205,8 +206,7 @@ int main(void) {
     int32_t base[3][256];
     for (int k = 0; k < 3; k++)
         for (int i = 0; i < 256; i++) base[k][i] = (int32_t)(lm_test_rng_u64() % 50);
-    const char *qk = getenv("LUMEN_TEST_QUICK");
-    const int steps = (qk && *qk && strcmp(qk, "0")) ? 1500 : 6000;
+    const int steps = lm_test_quick() ? 1500 : 6000;
     for (int step = 0; step < steps && !bad; step++) {
         const int32_t s = (int32_t)(lm_test_rng_u64() % 4);
         const int op = (int)(lm_test_rng_u64() % 10);

@@ -5,61 +5,19 @@
 // the refusal of a type that is none (context and engine).
 // LM_TEST_LABELS: model
 #include "lm_test.h"
+#include "lm_test_model.h"
 #include "lumen.h"
 
 static int nv;
 
-static bool same(const float *a, const float *b) { return !memcmp(a, b, sizeof(float) * (size_t)nv); }
-
-static int argmax(const float *a) {
-    int b = 0;
-    for (int i = 1; i < nv; i++) if (a[i] > a[b]) b = i;
-    return b;
-}
-
-static void make_tokens(int32_t *t, int n, uint64_t seed) {
-    uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-    t[0] = 2; // BOS
-    for (int i = 1; i < n; i++) {
-        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
-        t[i] = 100 + (int32_t)(x % 20000);
-    }
-}
-
-// tokens t[0, n) of seq from its current position in chunks; logits of each into out
-static bool prefill(struct lm_context *c, int32_t seq, const int32_t *t, int n, int chunk, float *out) {
-    struct lm_batch_entry b[256];
-    const int p0 = lm_kv_cache_seq_pos(c, seq);
-    for (int off = 0; off < n; off += chunk) {
-        const int nb = n - off < chunk ? n - off : chunk;
-        for (int i = 0; i < nb; i++) b[i] = (struct lm_batch_entry){t[off + i], p0 + off + i, seq, true};
-        if (lm_decode(c, b, nb) != LM_OK) {
-            fprintf(stderr, "decode: %s\n", lm_error_msg());
-            return false;
-        }
-        if (out)
-            for (int i = 0; i < nb; i++) memcpy(out + (size_t)(off + i) * nv, lm_get_logits(c, i), sizeof(float) * nv);
-    }
-    return true;
-}
-
-// first position of [0, n) whose logits differ, -1 if none
-static int first_diff(const float *a, const float *b, int n) {
-    for (int i = 0; i < n; i++) if (!same(a + (size_t)i * nv, b + (size_t)i * nv)) return i;
-    return -1;
-}
-
 enum { NP = 53 }; // crosses three 16-cell blocks and ends inside the fourth
 
 int main(void) {
-    struct lm_model *m = NULL;
-    if (lm_model_load(&m, lm_test_model_path(), NULL) != LM_OK) {
-        fprintf(stderr, "cannot load model: %s\n", lm_error_msg());
-        return 1;
-    }
+    struct lm_model *m = lm_test_load(lm_test_model_path());
+    if (!m) return 1;
     nv = lm_model_n_vocab(m);
     int32_t prompt[NP];
-    make_tokens(prompt, NP, 7);
+    lm_test_prompt(prompt, NP, 7);
     float *ref = malloc(sizeof(float) * (size_t)nv * NP), *got = malloc(sizeof(float) * (size_t)nv * NP);
     float *f16 = malloc(sizeof(float) * (size_t)nv * NP);
 
@@ -67,7 +25,7 @@ int main(void) {
     struct lm_context_params cp = {.n_ctx = 256, .n_seq_max = 4, .n_batch = 128, .n_threads = 2};
     struct lm_context *c = NULL;
     CHECK(lm_context_init(&c, m, &cp) == LM_OK);
-    CHECK(prefill(c, 0, prompt, NP, NP, f16));
+    CHECK(lm_test_prefill(c, 0, prompt, NP, NP, f16, nv));
     struct lm_kv_cache_stats s16, s8;
     lm_kv_cache_stats(c, &s16);
     lm_context_free(c);
@@ -80,17 +38,17 @@ int main(void) {
            (unsigned long long)s8.block_bytes, (unsigned long long)s16.block_bytes);
 
     // ---- one batch vs chunks vs token by token
-    CHECK(prefill(c, 0, prompt, NP, NP, ref));
+    CHECK(lm_test_prefill(c, 0, prompt, NP, NP, ref, nv));
     const int chunks[] = {1, 7, 16};
     for (int k = 0; k < 3; k++) {
         CHECK(lm_kv_cache_seq_rm(c, 0, 0, -1) == LM_OK);
-        CHECK(prefill(c, 0, prompt, NP, chunks[k], got));
-        const int d = first_diff(ref, got, NP);
+        CHECK(lm_test_prefill(c, 0, prompt, NP, chunks[k], got, nv));
+        const int d = lm_test_first_diff(ref, got, NP, nv);
         CHECKF(d < 0, "chunks of %d: position %d differs from the one-batch prefill", chunks[k], d);
     }
     // ---- close to the f16 cache: same top token at most positions
     int agree = 0;
-    for (int i = 0; i < NP; i++) agree += argmax(ref + (size_t)i * nv) == argmax(f16 + (size_t)i * nv);
+    for (int i = 0; i < NP; i++) agree += lm_test_argmax(ref + (size_t)i * nv, nv) == lm_test_argmax(f16 + (size_t)i * nv, nv);
     printf("top token as with the f16 cache at %d of %d positions\n", agree, NP);
     CHECKF(agree >= NP * 8 / 10, "q8_0 cache: top token as f16's at only %d of %d positions", agree, NP);
 
@@ -99,7 +57,7 @@ int main(void) {
         CHECK(lm_kv_cache_seq_rm(c, 0, 0, -1) == LM_OK);
         int32_t other[4][40];
         int pos[4] = {0}, last[4] = {0};
-        for (int s = 1; s < 4; s++) make_tokens(other[s], 10 + 7 * s, 50 + s);
+        for (int s = 1; s < 4; s++) lm_test_prompt(other[s], 10 + 7 * s, 50 + s);
         int diff = 0, steps = 0;
         while (pos[0] < NP && steps < 100) {
             struct lm_batch_entry b[64];
@@ -115,8 +73,8 @@ int main(void) {
             steps++;
             for (int i = 0; i < nb; i++) {
                 const float *l = lm_get_logits(c, i);
-                if (b[i].seq == 0) diff += !same(l, ref + (size_t)b[i].pos * nv);
-                else last[b[i].seq] = argmax(l);
+                if (b[i].seq == 0) diff += !lm_test_same(l, ref + (size_t)b[i].pos * nv, nv);
+                else last[b[i].seq] = lm_test_argmax(l, nv);
             }
         }
         CHECKF(diff == 0, "sequence 0 beside 3 others: %d positions differ", diff);
@@ -128,8 +86,8 @@ int main(void) {
         int32_t n_att = 0;
         CHECK(lm_kv_cache_prefix_attach(c, 1, prompt, NP, &n_att) == LM_OK);
         CHECKF(n_att == 48, "prefix attach: %d positions (want 48)", n_att);
-        CHECK(prefill(c, 1, prompt + n_att, NP - n_att, NP, got));
-        const int d = first_diff(ref + (size_t)n_att * nv, got, NP - n_att);
+        CHECK(lm_test_prefill(c, 1, prompt + n_att, NP - n_att, NP, got, nv));
+        const int d = lm_test_first_diff(ref + (size_t)n_att * nv, got, NP - n_att, nv);
         CHECKF(d < 0, "after a prefix attach: position %d differs", n_att + d);
         CHECK(lm_kv_cache_seq_rm(c, 1, 0, -1) == LM_OK);
     }
@@ -140,16 +98,16 @@ int main(void) {
         int32_t alt[NP];
         memcpy(alt, prompt, sizeof alt);
         for (int i = 40; i < NP; i++) alt[i] = prompt[i] + 1;
-        CHECK(prefill(c, 2, alt + 40, NP - 40, 4, got));
+        CHECK(lm_test_prefill(c, 2, alt + 40, NP - 40, 4, got, nv));
         // sequence 2 alone from scratch in sequence 3
         float *alone = malloc(sizeof(float) * (size_t)nv * NP);
-        CHECK(prefill(c, 3, alt, NP, NP, alone));
-        CHECKF(first_diff(alone + (size_t)40 * nv, got, NP - 40) < 0, "copy-on-write: the copy's continuation differs");
+        CHECK(lm_test_prefill(c, 3, alt, NP, NP, alone, nv));
+        CHECKF(lm_test_first_diff(alone + (size_t)40 * nv, got, NP - 40, nv) < 0, "copy-on-write: the copy's continuation differs");
         CHECK(lm_kv_cache_seq_rm(c, 3, 0, -1) == LM_OK);
         // sequence 0 was not disturbed: its next token after a rollback to 45 matches
         CHECK(lm_kv_cache_seq_rm(c, 0, 45, -1) == LM_OK);
-        CHECK(prefill(c, 0, prompt + 45, NP - 45, 3, got));
-        CHECKF(first_diff(ref + (size_t)45 * nv, got, NP - 45) < 0, "rollback / the shared original differs");
+        CHECK(lm_test_prefill(c, 0, prompt + 45, NP - 45, 3, got, nv));
+        CHECKF(lm_test_first_diff(ref + (size_t)45 * nv, got, NP - 45, nv) < 0, "rollback / the shared original differs");
         free(alone);
     }
     struct lm_kv_cache_stats st;
@@ -163,9 +121,9 @@ int main(void) {
                                        .kv_type_k = kv == 0 ? LM_KV_Q8_0 : LM_KV_F16,
                                        .kv_type_v = kv == 1 ? LM_KV_Q8_0 : LM_KV_F16};
         CHECK(lm_context_init(&c, m, &p1) == LM_OK);
-        CHECK(prefill(c, 0, prompt, NP, 11, got));
+        CHECK(lm_test_prefill(c, 0, prompt, NP, 11, got, nv));
         int a = 0;
-        for (int i = 0; i < NP; i++) a += argmax(got + (size_t)i * nv) == argmax(f16 + (size_t)i * nv);
+        for (int i = 0; i < NP; i++) a += lm_test_argmax(got + (size_t)i * nv, nv) == lm_test_argmax(f16 + (size_t)i * nv, nv);
         CHECKF(a >= NP * 8 / 10, "q8_0 %s only: top token as f16's at %d of %d", kv ? "V" : "K", a, NP);
         lm_context_free(c);
     }

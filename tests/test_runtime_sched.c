@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "lm_test.h"
+#include "lm_test_model.h"
 #include "lumen.h"
 
 #define MAXR 64
@@ -62,12 +63,6 @@ static struct rec *find(struct sink *s, uint64_t id) {
     return NULL;
 }
 
-static void make_tokens(int32_t *t, int n, uint64_t seed) {
-    uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-    t[0] = 2;
-    for (int i = 1; i < n; i++) { x ^= x << 13; x ^= x >> 7; x ^= x << 17; t[i] = 100 + (int32_t)(x % 20000); }
-}
-
 static int run_all(struct lm_engine *e, struct sink *s) {
     int steps = 0, left;
     while ((left = lm_engine_step(e)) > 0 && steps < 100000) { steps++; s->step++; }
@@ -86,18 +81,14 @@ static struct lm_engine *engine(int max_running, int step_tokens, int kv_tokens,
 }
 
 int main(void) {
-    if (lm_model_load(&g_m, lm_test_model_path(), NULL) != LM_OK) {
-        fprintf(stderr, "cannot load model: %s\n", lm_error_msg());
-        return 1;
-    }
-    const char *qk = getenv("LUMEN_TEST_QUICK");
-    const bool quick = qk && *qk && strcmp(qk, "0");
+    if (!(g_m = lm_test_load(lm_test_model_path()))) return 1;
+    const bool quick = lm_test_quick();
     const int NR = quick ? 6 : 16, GEN = quick ? 8 : 16;
     static struct sink s1, s2;
     pthread_mutex_init(&s1.mu, NULL);
     pthread_mutex_init(&s2.mu, NULL);
     int32_t prompts[16][48];
-    for (int i = 0; i < 16; i++) make_tokens(prompts[i], 48, (uint64_t)(50 + i));
+    for (int i = 0; i < 16; i++) lm_test_prompt(prompts[i], 48, (uint64_t)(50 + i));
 
     // ---- (a) alone vs together: greedy and seeded sampling give the same tokens
     struct lm_request_params rp[16];
@@ -160,7 +151,7 @@ int main(void) {
     // request gets exactly what it gets alone
     {
         int32_t p1[110], p2[110];
-        make_tokens(p1, 110, 77);
+        lm_test_prompt(p1, 110, 77);
         memcpy(p2, p1, sizeof p1);
         for (int i = 100; i < 110; i++) p2[i] = 300 + i;
         struct lm_request_params g = lm_request_params_default();
@@ -200,7 +191,7 @@ int main(void) {
         for (int i = 0; i < 4; i++) CHECK(lm_engine_submit(e, prompts[i], 8, &g, on_event, s, &d[i]) == LM_OK);
         for (int k = 0; k < 3; k++) { lm_engine_step(e); s->step++; } // all 4 decoding now
         int32_t lp[300];
-        make_tokens(lp, 300, 5);
+        lm_test_prompt(lp, 300, 5);
         g.max_tokens = 2;
         CHECK(lm_engine_submit(e, lp, 300, &g, on_event, s, &big) == LM_OK);
         int gaps = 0, over = 0, steps = 0, prev[4];
@@ -232,7 +223,7 @@ int main(void) {
         g.max_tokens = 50;
         g.ignore_eos = true;
         int32_t lp[200];
-        make_tokens(lp, 200, 6);
+        lm_test_prompt(lp, 200, 6);
         uint64_t dec, pre, q;
         CHECK(lm_engine_submit(e, prompts[0], 10, &g, on_event, s, &dec) == LM_OK);
         lm_engine_step(e); // dec prefilled, decoding next
@@ -299,7 +290,7 @@ int main(void) {
         g.n_bias = 0;
         g.max_tokens = 0; // until the context ends: 1024 - 1020
         int32_t lp[1020];
-        make_tokens(lp, 1020, 8);
+        lm_test_prompt(lp, 1020, 8);
         CHECK(lm_engine_submit(e, lp, 1020, &g, on_event, s, &b) == LM_OK);
         CHECK(lm_engine_submit(e, prompts[3], 12, &g, on_event, s, NULL) == LM_ERR_BUSY &&
               strstr(lm_error_msg(), "queue"));

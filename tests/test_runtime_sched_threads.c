@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "lm_test.h"
+#include "lm_test_model.h"
 #include "lumen.h"
 
 #define MAXR 32
@@ -59,11 +60,8 @@ static void *submitter(void *p) {
 }
 
 int main(void) {
-    struct lm_model *m = NULL;
-    if (lm_model_load(&m, lm_test_model_path(), NULL) != LM_OK) {
-        fprintf(stderr, "cannot load model: %s\n", lm_error_msg());
-        return 1;
-    }
+    struct lm_model *m = lm_test_load(lm_test_model_path());
+    if (!m) return 1;
     static struct sink s;
     pthread_mutex_init(&s.mu, NULL);
     struct lm_engine_params ep = {.max_running = 4, .max_waiting = 4, .step_tokens = 64,

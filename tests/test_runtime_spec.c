@@ -7,28 +7,14 @@
 // model's own next-token distribution.
 // LM_TEST_LABELS: model;engine
 #include "lm_test.h"
+#include "lm_test_engine.h"
+#include "lm_test_model.h"
 #include "lumen.h"
 #include "runtime/kv_cache.h"
 #include "runtime/context.h"
 #include "spec_chi2.h"
 
-#define MAXG 96
 #define NP 12
-
-struct rec {
-    int32_t tok[MAXG];
-    int n, finals;
-    enum lm_finish finish;
-};
-
-static void on_event(void *user, const struct lm_event *ev) {
-    struct rec *r = user;
-    if (ev->token >= 0 && r->n < MAXG) r->tok[r->n++] = ev->token;
-    if (ev->finish != LM_FINISH_NONE) {
-        r->finish = ev->finish;
-        r->finals++;
-    }
-}
 
 static struct lm_model *g_m;
 
@@ -76,10 +62,10 @@ static void run(struct lm_engine *e) {
 }
 
 // One request alone on a fresh engine; returns its drafted tokens.
-static uint64_t gen(const int32_t *p, int n, const struct lm_request_params *rp, struct rec *out) {
+static uint64_t gen(const int32_t *p, int n, const struct lm_request_params *rp, struct lm_test_rec *out) {
     struct lm_engine *e = engine(1);
     memset(out, 0, sizeof *out);
-    CHECK(lm_engine_submit(e, p, n, rp, on_event, out, NULL) == LM_OK);
+    CHECK(lm_engine_submit(e, p, n, rp, lm_test_rec_on_event, out, NULL) == LM_OK);
     run(e);
     struct lm_engine_stats st;
     lm_engine_stats(e, &st);
@@ -89,25 +75,16 @@ static uint64_t gen(const int32_t *p, int n, const struct lm_request_params *rp,
     return st.drafted_tokens;
 }
 
-static bool same(const struct rec *a, const struct rec *b) {
-    return a->n == b->n && a->finish == b->finish && a->finals == 1 && b->finals == 1 &&
-           !memcmp(a->tok, b->tok, (size_t)a->n * sizeof *a->tok);
-}
-
 int main(void) {
-    if (lm_model_load(&g_m, lm_test_model_path(), NULL) != LM_OK) {
-        fprintf(stderr, "cannot load model: %s\n", lm_error_msg());
-        return 1;
-    }
-    const char *qk = getenv("LUMEN_TEST_QUICK");
-    const bool quick = qk && *qk && strcmp(qk, "0");
+    if (!(g_m = lm_test_load(lm_test_model_path()))) return 1;
+    const bool quick = lm_test_quick();
     const int np = quick ? 4 : NP, GEN = quick ? 24 : 64;
     int32_t *pr[NP];
     int pn[NP];
     for (int i = 0; i < NP; i++) pr[i] = toks_of(k_texts[i], &pn[i]);
 
     // ---- greedy and seeded sampling: alone, lookup vs plain
-    static struct rec plain[2][NP], look[2][NP], conc[2][NP];
+    static struct lm_test_rec plain[2][NP], look[2][NP], conc[2][NP];
     struct lm_request_params rp[2];
     uint64_t drafted = 0;
     for (int mode = 0; mode < 2; mode++) {
@@ -123,7 +100,7 @@ int main(void) {
             r.lookup = true;
             r.draft_max = i % 3 == 2 ? 3 : 0;
             drafted += gen(pr[i], pn[i], &r, &look[mode][i]);
-            CHECKF(same(&plain[mode][i], &look[mode][i]), "%s prompt %d: lookup differs",
+            CHECKF(lm_test_rec_same(&plain[mode][i], &look[mode][i]), "%s prompt %d: lookup differs",
                    mode ? "sampled" : "greedy", i);
         }
     }
@@ -138,7 +115,7 @@ int main(void) {
             r.sampling.seed = 100 + (uint64_t)i;
             r.lookup = i % 4 != 3; // one in four plain beside them
             memset(&conc[mode][i], 0, sizeof conc[mode][i]);
-            CHECK(lm_engine_submit(e, pr[i], pn[i], &r, on_event, &conc[mode][i], NULL) == LM_OK);
+            CHECK(lm_engine_submit(e, pr[i], pn[i], &r, lm_test_rec_on_event, &conc[mode][i], NULL) == LM_OK);
         }
         run(e);
         struct lm_engine_stats st;
@@ -149,7 +126,7 @@ int main(void) {
         CHECK(st.drafted_tokens > 0 && st.accepted_tokens > 0 && st.verify_steps > 0);
         CHECK(st.kv.n_used == 0 && lm_kv_check(lm_engine_context(e)->kv));
         for (int i = 0; i < np; i++)
-            CHECKF(same(&plain[mode][i], &conc[mode][i]), "%s prompt %d: together differs",
+            CHECKF(lm_test_rec_same(&plain[mode][i], &conc[mode][i]), "%s prompt %d: together differs",
                    mode ? "sampled" : "greedy", i);
         lm_engine_free(e);
     }
@@ -157,12 +134,12 @@ int main(void) {
     // ---- a pool too small for all of them: preemption (recompute) with drafts in flight
     {
         struct lm_engine *e = engine_kv(8, quick ? 128 : 384);
-        static struct rec pre[NP];
+        static struct lm_test_rec pre[NP];
         for (int i = 0; i < np; i++) {
             struct lm_request_params r = rp[0];
             r.lookup = true;
             memset(&pre[i], 0, sizeof pre[i]);
-            CHECK(lm_engine_submit(e, pr[i], pn[i], &r, on_event, &pre[i], NULL) == LM_OK);
+            CHECK(lm_engine_submit(e, pr[i], pn[i], &r, lm_test_rec_on_event, &pre[i], NULL) == LM_OK);
         }
         run(e);
         struct lm_engine_stats st;
@@ -173,7 +150,7 @@ int main(void) {
         CHECK(st.preempted > 0);
         CHECK(st.kv.n_used == 0 && lm_kv_check(lm_engine_context(e)->kv));
         for (int i = 0; i < np; i++)
-            CHECKF(same(&plain[0][i], &pre[i]), "small pool, prompt %d: differs", i);
+            CHECKF(lm_test_rec_same(&plain[0][i], &pre[i]), "small pool, prompt %d: differs", i);
         lm_engine_free(e);
     }
 
@@ -190,12 +167,12 @@ int main(void) {
         printf("long prompt: %d tokens\n", n);
         struct lm_request_params r = rp[0];
         r.max_tokens = quick ? 32 : 96;
-        struct rec a, b;
+        struct lm_test_rec a, b;
         gen(ids, n, &r, &a);
         r.lookup = true;
         const uint64_t d = gen(ids, n, &r, &b);
         CHECK(d > 0);
-        CHECKF(same(&a, &b), "long prompt: lookup differs");
+        CHECKF(lm_test_rec_same(&a, &b), "long prompt: lookup differs");
         free(ids);
     }
 

@@ -13,6 +13,8 @@
 // with $LUMEN_PYTHON (default .venv/bin/python); ~3 s. ~30 s on 2 idle cores.
 // LM_TEST_LABELS: model;arch;engine
 #include "lm_test.h"
+#include "lm_test_engine.h"
+#include "lm_test_model.h"
 #include "lumen.h"
 #include "runtime/kv_cache.h"
 #include "runtime/context.h"
@@ -20,28 +22,7 @@
 
 #include <unistd.h>
 
-#define MAXG 64
 #define NP 12
-
-struct rec {
-    int32_t tok[MAXG];
-    int n, finals;
-    enum lm_finish finish;
-};
-
-static void on_event(void *user, const struct lm_event *ev) {
-    struct rec *r = user;
-    if (ev->token >= 0 && r->n < MAXG) r->tok[r->n++] = ev->token;
-    if (ev->finish != LM_FINISH_NONE) {
-        r->finish = ev->finish;
-        r->finals++;
-    }
-}
-
-static bool same(const struct rec *a, const struct rec *b) {
-    return a->n == b->n && a->finish == b->finish && a->finals == 1 && b->finals == 1 &&
-           !memcmp(a->tok, b->tok, (size_t)a->n * sizeof *a->tok);
-}
 
 static char g_dir[512];
 static bool g_quick; // LUMEN_TEST_QUICK (the sanitizer build): fewer prompts and tokens
@@ -123,7 +104,7 @@ static struct lm_engine_stats run(struct lm_engine *e) {
 // (fixed or adaptive lengths) or without. Returns the stats.
 static struct lm_engine_stats gen_all(struct lm_model *t, struct lm_model *d, int32_t *const *pr,
                                       const int *pn, int np, struct lm_request_params rp,
-                                      int max_running, int kv_tokens, bool fixed, struct rec *out) {
+                                      int max_running, int kv_tokens, bool fixed, struct lm_test_rec *out) {
     struct lm_engine *e = engine(t, d, max_running, kv_tokens);
     struct lm_engine_stats st = {0};
     if (!e) return st;
@@ -134,7 +115,7 @@ static struct lm_engine_stats gen_all(struct lm_model *t, struct lm_model *d, in
         r.draft_fixed = fixed && i % 4 != 3; // one in four: the cost model picks
         r.draft_max = 1 + i % 6;
         memset(&out[i], 0, sizeof out[i]);
-        CHECKF(lm_engine_submit(e, pr[i], pn[i], &r, on_event, &out[i], NULL) == LM_OK, "submit: %s",
+        CHECKF(lm_engine_submit(e, pr[i], pn[i], &r, lm_test_rec_on_event, &out[i], NULL) == LM_OK, "submit: %s",
                lm_error_msg());
     }
     st = run(e);
@@ -162,7 +143,7 @@ static void test_pair_greedy(const char *name, int min_len, int max_len) {
     rp.max_tokens = g_quick ? 24 : 48;
     rp.ignore_eos = true;
     rp.sampling.temperature = 0.0f;
-    static struct rec plain[NP], both[NP], alone[NP], small[NP];
+    static struct lm_test_rec plain[NP], both[NP], alone[NP], small[NP];
     gen_all(t, NULL, pr, pn, np, rp, 8, 8192, false, plain);
     const struct lm_engine_stats st = gen_all(t, d, pr, pn, np, rp, 8, 8192, true, both);
     printf("%s greedy, 8 at once: drafted %llu, accepted %llu in %llu verify steps, %llu draft "
@@ -174,10 +155,10 @@ static void test_pair_greedy(const char *name, int min_len, int max_len) {
     CHECKF(st.accepted_tokens < st.drafted_tokens, "%s: no draft rejected (the pair is too alike "
            "to test rollback)", name);
     for (int i = 0; i < np; i++)
-        CHECKF(same(&plain[i], &both[i]), "%s prompt %d (%d tokens): draft model differs", name, i, pn[i]);
+        CHECKF(lm_test_rec_same(&plain[i], &both[i]), "%s prompt %d (%d tokens): draft model differs", name, i, pn[i]);
     for (int i = 0; i < (g_quick ? 1 : 3); i++) { // alone
         gen_all(t, d, &pr[i], &pn[i], 1, rp, 1, 2048, true, &alone[i]);
-        CHECKF(same(&plain[i], &alone[i]), "%s prompt %d: alone differs", name, i);
+        CHECKF(lm_test_rec_same(&plain[i], &alone[i]), "%s prompt %d: alone differs", name, i);
     }
     // a pool too small for all of them: preemption with drafts in flight
     const struct lm_engine_stats sp = gen_all(t, d, pr, pn, np, rp, 8, g_quick ? 128 : 256, true, small);
@@ -186,7 +167,7 @@ static void test_pair_greedy(const char *name, int min_len, int max_len) {
            (unsigned long long)sp.accepted_tokens);
     CHECK(sp.preempted > 0 && sp.drafted_tokens > 0);
     for (int i = 0; i < np; i++)
-        CHECKF(same(&plain[i], &small[i]), "%s small pool, prompt %d: differs", name, i);
+        CHECKF(lm_test_rec_same(&plain[i], &small[i]), "%s small pool, prompt %d: differs", name, i);
     for (int i = 0; i < NP; i++) free(pr[i]);
     lm_model_free(t);
     lm_model_free(d);
@@ -211,7 +192,7 @@ static void test_long_tight(void) {
     rp.max_tokens = g_quick ? 16 : 40;
     rp.ignore_eos = true;
     rp.sampling.temperature = 0.0f;
-    static struct rec plain[8], both[8];
+    static struct lm_test_rec plain[8], both[8];
     struct lm_engine_stats st = {0};
     for (int mode = 0; mode < 2; mode++) {
         struct lm_engine *e = engine(t, mode ? d : NULL, 8, 700);
@@ -220,9 +201,9 @@ static void test_long_tight(void) {
             r.use_draft = mode == 1;
             r.draft_fixed = true;
             r.draft_max = 4;
-            struct rec *out = mode ? &both[i] : &plain[i];
+            struct lm_test_rec *out = mode ? &both[i] : &plain[i];
             memset(out, 0, sizeof *out);
-            CHECK(lm_engine_submit(e, pr[i], pn[i], &r, on_event, out, NULL) == LM_OK);
+            CHECK(lm_engine_submit(e, pr[i], pn[i], &r, lm_test_rec_on_event, out, NULL) == LM_OK);
         }
         if (e) st = run(e);
         lm_engine_free(e);
@@ -232,7 +213,7 @@ static void test_long_tight(void) {
            (unsigned long long)st.accepted_tokens);
     CHECK(st.drafted_tokens > 0 && (g_quick || st.preempted > 0)); // quick: 4 prompts, no preemption
     for (int i = 0; i < np; i++)
-        CHECKF(same(&plain[i], &both[i]), "long prompt %d (%d tokens): draft model differs", i, pn[i]);
+        CHECKF(lm_test_rec_same(&plain[i], &both[i]), "long prompt %d (%d tokens): draft model differs", i, pn[i]);
     for (int i = 0; i < np; i++) free(pr[i]);
     lm_model_free(t);
     lm_model_free(d);
@@ -276,7 +257,7 @@ static void test_sampled_distribution(void) {
     // quick (the sanitizer pass: memory errors, not power; the release pass has the power)
     const int N = g_quick ? 200 : 3000;
     struct lm_engine *e = engine(t, d, 16, 4096);
-    struct rec *out = calloc((size_t)N, sizeof *out);
+    struct lm_test_rec *out = calloc((size_t)N, sizeof *out);
     int submitted = 0, bad = 0;
     struct lm_request_params rp = lm_request_params_default();
     rp.max_tokens = 3;
@@ -291,7 +272,7 @@ static void test_sampled_distribution(void) {
     while (e && submitted < N) { // keep the queue fed
         while (submitted < N) {
             rp.sampling.seed = 1 + (uint64_t)submitted;
-            if (lm_engine_submit(e, prompt, 12, &rp, on_event, &out[submitted], NULL) != LM_OK) break;
+            if (lm_engine_submit(e, prompt, 12, &rp, lm_test_rec_on_event, &out[submitted], NULL) != LM_OK) break;
             submitted++;
         }
         lm_engine_step(e);
@@ -398,7 +379,7 @@ static void test_self_draft(void) {
         rp.max_tokens = g_quick ? 16 : 32;
         rp.ignore_eos = true;
         if (mode == 0) rp.sampling.temperature = 0.0f;
-        static struct rec plain[6], self[6];
+        static struct lm_test_rec plain[6], self[6];
         gen_all(m, NULL, pr, pn, np, rp, 8, 4096, false, plain);
         const struct lm_engine_stats st = gen_all(m, m, pr, pn, np, rp, 8, 4096, true, self);
         printf("default model as its own draft (%s): drafted %llu, accepted %llu, %llu draft forwards\n",
@@ -409,7 +390,7 @@ static void test_self_draft(void) {
             CHECKF(st.accepted_tokens == st.drafted_tokens, "greedy self-draft: %llu of %llu accepted",
                    (unsigned long long)st.accepted_tokens, (unsigned long long)st.drafted_tokens);
             for (int i = 0; i < np; i++)
-                CHECKF(same(&plain[i], &self[i]), "self-draft prompt %d: differs", i);
+                CHECKF(lm_test_rec_same(&plain[i], &self[i]), "self-draft prompt %d: differs", i);
         } else { // p = q: accepted unless u * q(d) >= p(d) from q's float rounding (~1e-7)
             CHECKF(st.accepted_tokens >= st.drafted_tokens - st.drafted_tokens / 200,
                    "sampled self-draft: %llu of %llu accepted", (unsigned long long)st.accepted_tokens,
@@ -422,8 +403,7 @@ static void test_self_draft(void) {
 
 int main(void) {
     (void)spec_chi2_run; // spec_chi2.h: this test uses its target distribution and quantile
-    const char *qk = getenv("LUMEN_TEST_QUICK");
-    g_quick = qk && *qk && strcmp(qk, "0");
+    g_quick = lm_test_quick();
     if (!generate()) return lm_test_finish();
     // On the scalar kernels (scripts/test.sh's generic pass) the random-weight pairs' f16
     // layers of real widths take ~15 min of CPU here; their engine logic is the same as in

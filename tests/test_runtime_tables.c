@@ -5,6 +5,7 @@
 // does, and a bug report made with it reproduces the default build.
 // LM_TEST_LABELS: model
 #include "lm_test.h"
+#include "lm_test_model.h"
 #include "lumen.h"
 #include "runtime/context.h"
 
@@ -42,14 +43,10 @@ static int run(struct lm_context *c, const struct lm_kernels *k, int np, float *
 }
 
 int main(void) {
-    struct lm_model *m = NULL;
-    if (lm_model_load(&m, lm_test_model_path(), NULL) != LM_OK) {
-        fprintf(stderr, "cannot load model: %s\n", lm_error_msg());
-        return 1;
-    }
+    struct lm_model *m = lm_test_load(lm_test_model_path());
+    if (!m) return 1;
     nv = lm_model_n_vocab(m);
-    const char *qk = getenv("LUMEN_TEST_QUICK");
-    const bool quick = qk && *qk && strcmp(qk, "0");
+    const bool quick = lm_test_quick();
     const int np = quick ? 12 : 30;
     const struct lm_kernels *isa[2] = {lm_kernels_avx2(), lm_kernels_avx512()};
     float *ref = malloc(sizeof(float) * (size_t)nv * 64), *got = malloc(sizeof(float) * (size_t)nv * 64);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "lm_test.h"
+#include "lm_test_file.h"
 #include "lumen.h"
 
 // The goldens' tools, written with other spacing and escapes (the output is json.dumps').
@@ -46,22 +47,6 @@ static const struct tcase k_cases[] = {
      4, false},
 };
 
-static char *read_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    const long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
-        free(s);
-        s = NULL;
-    }
-    if (s) s[n] = 0;
-    fclose(f);
-    return s;
-}
-
 static void test_goldens(void) {
     static const struct {
         const char *prefix;
@@ -72,7 +57,7 @@ static void test_goldens(void) {
         for (size_t f = 0; f < sizeof fams / sizeof *fams; f++) {
             char rel[128];
             snprintf(rel, sizeof rel, "tests/golden/chat_tools/%s_%s.txt", fams[f].prefix, k_cases[c].name);
-            char *want = read_file(lm_test_path(rel));
+            char *want = lm_test_read_file(lm_test_path(rel), NULL);
             if (!want) continue; // a case the generator does not render for this family
             const struct tcase *tc = &k_cases[c];
             char *out = NULL;

@@ -7,6 +7,7 @@
 
 #include "format/gguf.h"
 #include "lm_test.h"
+#include "lm_test_file.h"
 #include "tokenizer/tokenizer.h"
 #include "tok_golden.h" // hex, file and printing helpers shared with the BPE tests
 
@@ -42,7 +43,7 @@ static bool find_u2581(const char *s, size_t n) {
 
 static void test_golden_tokens(const struct lm_tokenizer *t) {
     size_t flen;
-    char *file = tg_read_file(lm_test_path("tests/golden/tokens_gemma3.tsv"), &flen);
+    char *file = lm_test_read_file(lm_test_path("tests/golden/tokens_gemma3.tsv"), &flen);
     CHECKF(file != NULL, "missing tests/golden/tokens_gemma3.tsv (run tools/gen_golden_tokens.py)");
     if (!file) return;
     int total = 0, matched = 0, detok_ok = 0, shown = 0, rt_total = 0, rt_ok = 0;
@@ -125,7 +126,7 @@ static void test_golden_tokens(const struct lm_tokenizer *t) {
 
 static void test_golden_pieces(const struct lm_tokenizer *t) {
     size_t flen;
-    char *file = tg_read_file(lm_test_path("tests/golden/pieces_gemma3.tsv"), &flen);
+    char *file = lm_test_read_file(lm_test_path("tests/golden/pieces_gemma3.tsv"), &flen);
     CHECKF(file != NULL, "missing tests/golden/pieces_gemma3.tsv");
     if (!file) return;
     int total = 0, ok = 0;

@@ -286,7 +286,7 @@ def kl_rows(ref_logp, eng_logp):
 
 
 class StreamRows:
-    """An engine's logits read from a binary stream of float32 rows (tests/logits_dump.c)."""
+    """An engine's logits read from a binary stream of float32 rows (tests/tools/logits_dump.c)."""
 
     def __init__(self, f, n_vocab):
         self.f, self.n_vocab = f, n_vocab

@@ -153,7 +153,7 @@ class Server:
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "slow: long tests (tests/test_server_slow.sh; ctest -L slow)")
+    config.addinivalue_line("markers", "slow: long tests (tests/server/test_server_slow.sh; ctest -L slow)")
 
 
 def client(server):

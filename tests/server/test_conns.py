@@ -4,7 +4,7 @@ a new one at a cap), a client beyond the caps gets a 503 with a JSON body (never
 a request's headers and body must arrive within --timeout, an idle keep-alive connection is
 closed after --keep-alive-timeout, and a long answer is never cut by either.
 Tests marked slow (trickling through a whole deadline, a reconnecting flood) run with
-LUMEN_SLOW=1 / ctest -L slow (tests/test_server_slow.sh)."""
+LUMEN_SLOW=1 / ctest -L slow (tests/server/test_server_slow.sh)."""
 import http.client
 import json
 import socket

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# The chat page at GET / of `lumen serve` in a real browser: tests/test_server_web.py (pytest +
+# The chat page at GET / of `lumen serve` in a real browser: tests/server/web.py (pytest +
 # playwright driving Debian's chromium, headless, --no-sandbox since the tests run as root) on a
 # free loopback port; screenshots and the server log go to $LUMEN_TEST_ARTIFACTS (default
 # build/test-artifacts/server_web/). Exits 77 (skipped) when the binary has no `serve`.
 # LM_TEST_LABELS: model;server;browser
 set -u
-ROOT="${LUMEN_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}"
+ROOT="${LUMEN_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}"
 BIN="${LUMEN_BIN:-$ROOT/build/lumen}"
 PY="$ROOT/.venv/bin/python"
 MODEL="${LUMEN_MODEL:-$ROOT/models/gemma-3-270m-q4_k_m.gguf}"
@@ -28,7 +28,7 @@ fi
 cd "$ROOT" || exit 1
 rm -rf "$LUMEN_TEST_ARTIFACTS"
 mkdir -p "$LUMEN_TEST_ARTIFACTS"
-timeout -k 20 800 "$PY" -m pytest -q -p no:cacheprovider tests/test_server_web.py "$@"
+timeout -k 20 800 "$PY" -m pytest -q -p no:cacheprovider tests/server/web.py "$@"
 rc=$?
 echo "artifacts: $LUMEN_TEST_ARTIFACTS ($(ls "$LUMEN_TEST_ARTIFACTS" | tr '\n' ' '))"
 exit $rc

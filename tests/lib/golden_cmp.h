@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lm_test_file.h"
 #include "lumen.h"
 
 #define LM_GOLDEN_NEAR_TIE 0.1 // top-1/top-2 gap (llama.cpp) below which order may differ
@@ -38,21 +39,6 @@ struct golden {
     char model_sha[72];
     struct golden_prompt *p;
 };
-
-static inline char *golden_read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    if (fseek(f, 0, SEEK_END) != 0) { fclose(f); return NULL; }
-    long n = ftell(f);
-    if (n < 0) { fclose(f); return NULL; }
-    rewind(f);
-    char *buf = malloc((size_t)n + 1);
-    if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n) { free(buf); fclose(f); return NULL; }
-    fclose(f);
-    buf[n] = 0;
-    *len = (size_t)n;
-    return buf;
-}
 
 static inline int golden_hexval(int c) {
     if (c >= '0' && c <= '9') return c - '0';
@@ -86,7 +72,7 @@ static inline void golden_free(struct golden *g) {
 static inline int golden_load(struct golden *g, const char *path) {
     memset(g, 0, sizeof *g);
     size_t len;
-    char *buf = golden_read_file(path, &len);
+    char *buf = lm_test_read_file(path, &len);
     int lineno = 0;
     if (!buf) GOLDEN_PARSE_FAIL("cannot read");
     struct golden_prompt *cur = NULL;

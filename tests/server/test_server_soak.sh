@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Bounded soak of `lumen serve` (tests/test_server_soak.py): 32 clients for 2 minutes on loopback,
+# Bounded soak of `lumen serve` (tests/server/soak.py): 32 clients for 2 minutes on loopback,
 # every request answered or cleanly refused (4xx), RSS flat, idle and healthy afterwards, a clean
 # exit on SIGINT; with an AddressSanitizer build of lumen, no sanitizer report (leaks included).
 # Label slow: CI leaves it out. LUMEN_SOAK_SECONDS / LUMEN_SOAK_CLIENTS shorten or widen it.
 # Exits 77 (skipped) when the binary has no `serve`.
 # LM_TEST_LABELS: model;server;slow
 set -u
-ROOT="${LUMEN_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}"
+ROOT="${LUMEN_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}"
 BIN="${LUMEN_BIN:-$ROOT/build/lumen}"
 PY="$ROOT/.venv/bin/python"
 MODEL="${LUMEN_MODEL:-$ROOT/models/gemma-3-270m-q4_k_m.gguf}"
@@ -27,7 +27,7 @@ rm -rf "$LUMEN_TEST_ARTIFACTS"
 mkdir -p "$LUMEN_TEST_ARTIFACTS"
 # bounded: the soak itself (LUMEN_SOAK_SECONDS), at most 3 minutes of stragglers, start and stop
 timeout -k 20 $((${LUMEN_SOAK_SECONDS:-120} + 600)) "$PY" -m pytest -q -s -p no:cacheprovider \
-    tests/test_server_soak.py "$@"
+    tests/server/soak.py "$@"
 rc=$?
 echo "artifacts: $LUMEN_TEST_ARTIFACTS ($(ls "$LUMEN_TEST_ARTIFACTS" | tr '\n' ' '))"
 exit $rc

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "lm_test.h"
+#include "lm_test_file.h"
 #include "tokenizer/tokenizer.h"
 
 static inline double tg_now_ms(void) {
@@ -29,19 +30,6 @@ static inline char *tg_unhex(const char *s, size_t *len) {
     for (size_t i = 0; i + 1 < n; i += 2) b[i / 2] = (char)(tg_hexnib(s[i]) * 16 + tg_hexnib(s[i + 1]));
     *len = n / 2;
     b[*len] = 0;
-    return b;
-}
-
-static inline char *tg_read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    *len = fread(b, 1, (size_t)n, f);
-    b[*len] = 0;
-    fclose(f);
     return b;
 }
 
@@ -113,7 +101,7 @@ struct tg_result {
 static inline struct tg_result tg_check_golden(const struct lm_tokenizer *t, const char *rel, const char *name) {
     struct tg_result r = {0};
     size_t flen;
-    char *file = tg_read_file(lm_test_path(rel), &flen);
+    char *file = lm_test_read_file(lm_test_path(rel), &flen);
     CHECKF(file != NULL, "missing %s (run tools/gen_golden_bpe_tokens.py)", rel);
     if (!file) return r;
     int shown = 0;

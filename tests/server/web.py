@@ -2,7 +2,7 @@
 with nothing but the server's own routes, a reply streams in, Stop cancels it, the next turn
 sends the whole conversation with the settings, and a screenshot shows the transcript (pixels
 checked where the DOM says the bubbles are; the PNGs are kept as artifacts). Run by
-tests/test_server_web.sh; the model is a base model, so no assertion is about its words.
+tests/server/test_server_web.sh; the model is a base model, so no assertion is about its words.
 
 Env: LUMEN_BIN (the lumen binary), LUMEN_MODEL, LUMEN_WEB_TEST_SERVER=lumen|llama-server
 (llama-server serves src/server/web with --path: for developing the page without lumen serve),
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import sync_playwright
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 import servers  # noqa: E402
 

@@ -2,10 +2,10 @@
 # lumen serve end to end: the pytest suite in tests/server/ drives a live `lumen serve` (the
 # build's own binary, LUMEN_BIN) through the official openai client and raw HTTP: answers,
 # streams, errors, disconnects, backpressure, /health, /metrics, connections, limits, browser
-# safety, draining. Tests marked slow are tests/test_server_slow.sh's.
+# safety, draining. Tests marked slow are tests/server/test_server_slow.sh's.
 # LM_TEST_LABELS: model;server
 set -u
-ROOT="${LUMEN_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}"
+ROOT="${LUMEN_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}"
 export LUMEN_BIN="${LUMEN_BIN:-$ROOT/build/lumen}"
 PY="$ROOT/.venv/bin/python"
 if ! "$PY" -c 'import openai, pytest' 2>/dev/null; then
