@@ -1,4 +1,4 @@
-// Allocation failures (tests/alloc_fail.h: the Nth allocation of lumen's code returns NULL)
+// Allocation failures (tests/lib/alloc_fail.h: the Nth allocation of lumen's code returns NULL)
 // swept over the model load, a context's init and first batch, KV growth (a sequence sharing
 // another's blocks, then growing past its first reservation with a copy-on-write) on a
 // context that must stay usable after each failure, and one engine request (init, submit,

@@ -1,4 +1,4 @@
-// Allocation failures (tests/alloc_fail.h) swept over one server request: lm_server_run on
+// Allocation failures (tests/lib/alloc_fail.h) swept over one server request: lm_server_run on
 // the default model runs in this process (a thread; SIGTERM stops it), and for each N one
 // POST /v1/chat/completions is sent over loopback with the Nth allocation of lumen's code
 // (the front door, the HTTP handler, parsing, the prompt, the engine, the reply) failing.
