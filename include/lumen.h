@@ -557,6 +557,10 @@ struct lm_request_params {
     // closing brackets) join the next step as certain drafts (jump-forward). The engine holds
     // a reference from submit to the request's end. NULL: unconstrained.
     struct lm_grammar *grammar;
+    // Sample from the whole logits row even where the chain needs only its best k (the LM
+    // head's fused top-k selection, lm_context_set_top_k, is then not asked for): the same
+    // tokens, for comparisons and measurements (lumen run --no-fused-top-k).
+    bool full_logits;
 };
 #define LM_DRAFT_MAX_DEFAULT 8
 #define LM_DRAFT_MAX_LIMIT 32

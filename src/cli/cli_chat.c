@@ -18,6 +18,7 @@
 #include "cli.h"
 #include "cli_gen.h"
 #include "lumen.h"
+#include "strbuf.h"
 
 static const char *k_chat_help_head =
     "usage: lumen chat [-m MODEL] [options]\n"
@@ -159,22 +160,9 @@ static enum lm_status render(struct chat *ch, bool only_last, int32_t **ids, siz
 // One turn
 // ============================================================================
 
-struct sbuf {
-    char *s;
-    size_t n, cap;
-};
+// appends to the program side's string buffer (common/strbuf.h); out of memory ends lumen chat
 static void sb_put(struct sbuf *b, const char *p, size_t n) {
-    if (b->n + n + 1 > b->cap) {
-        size_t nc = b->cap ? b->cap : 256;
-        while (b->n + n + 1 > nc) nc *= 2;
-        char *ns = realloc(b->s, nc);
-        if (!ns) die_oom();
-        b->s = ns;
-        b->cap = nc;
-    }
-    memcpy(b->s + b->n, p, n);
-    b->n += n;
-    b->s[b->n] = 0;
+    if (!sbuf_append(b, p, n)) die_oom();
 }
 
 // The conversation, rendered and tokenized, fitted into the context: a message that does not
@@ -266,7 +254,7 @@ static int chat_turn(struct chat *ch, uint64_t t_enter) {
         fprintf(stderr, "%slumen chat: %s\n", g.n_gen ? "\n" : "", lm_error_msg());
         cli_gen_free(&g);
         free(ids);
-        free(reply.s);
+        free(reply.p);
         msgs_pop(ch);
         return 1;
     }
@@ -282,7 +270,7 @@ static int chat_turn(struct chat *ch, uint64_t t_enter) {
     if (!strcmp(rs.finish, "interrupted") && reply.n == 0) { // nothing shown: withdraw the message
         fputs("[stopped before the reply; message withdrawn]\n", stdout);
         fflush(stdout);
-        free(reply.s);
+        free(reply.p);
         msgs_pop(ch);
         return 0;
     }
@@ -301,7 +289,7 @@ static int chat_turn(struct chat *ch, uint64_t t_enter) {
                      ? (double)(g.n_gen - 1) / ((double)(t_end - g.t_first) / 1e9) : 0.0;
     rs.n_ctx_used = (int32_t)n_ids + (g.n_gen > 0 ? (int32_t)g.n_gen - 1 : 0); // the last is not in the KV
     ch->last = rs;
-    msgs_push(ch, "assistant", reply.s); // what was shown, also when stopped early
+    msgs_push(ch, "assistant", reply.p); // what was shown, also when stopped early
     return 0;
 }
 
@@ -587,21 +575,21 @@ static int chat_loop(struct chat *ch, struct input *in) {
             continue;
         }
         in->cont = false;
-        const char *text = msg.s;
+        const char *text = msg.p;
         while (*text == ' ' || *text == '\t') text++;
         if (!*text) { msg.n = 0; continue; }
-        input_history_add(in, msg.s);
+        input_history_add(in, msg.p);
         if (text[0] == '/') {
             msg.n = 0;
             if (!chat_command(ch, text)) break;
             continue;
         }
-        msgs_push(ch, "user", xstrdup(msg.s));
+        msgs_push(ch, "user", xstrdup(msg.p));
         msg.n = 0;
         g_interrupted = 0;
         if (chat_turn(ch, t_enter) != 0) { rc = 1; break; }
     }
-    free(msg.s);
+    free(msg.p);
     return rc;
 }
 

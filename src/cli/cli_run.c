@@ -214,16 +214,7 @@ static struct lm_request_params run_request(const struct run_opts *o, const stru
     rp.draft_fixed = o->draft_fixed;
     rp.draft_max = (int32_t)o->draft_max;
     rp.grammar = j->grammar;
-    // --no-fused-top-k: the engine samples from the full row for a request with a logit bias
-    // (lm_request_params has no field for the choice); a bias of +0 on token 0 leaves every
-    // value as it is (x + 0.0f == x) and costs one copy of the row per token
-    static const int32_t k_tok0 = 0;
-    static const float k_zero = 0.0f;
-    if (!o->fused) {
-        rp.bias_tokens = &k_tok0;
-        rp.bias_values = &k_zero;
-        rp.n_bias = 1;
-    }
+    rp.full_logits = !o->fused; // --no-fused-top-k
     return rp;
 }
 

@@ -70,7 +70,8 @@ enum lm_status lm_req_new(struct lm_engine *e, const int32_t *prompt, int32_t n_
     r->seq = -1;
     r->t_submit = lm_now_ns();
     for (int32_t i = 0; i < n_prompt; i++) lm_sampler_accept(r->smp, prompt[i]);
-    r->top_need = rp->n_bias == 0 && rp->n_logprobs == 0 ? lm_sampler_top_k_need(r->smp) : 0;
+    r->top_need = rp->n_bias == 0 && rp->n_logprobs == 0 && !rp->full_logits
+                      ? lm_sampler_top_k_need(r->smp) : 0;
     // a grammar removes candidates: 64 of the best leave enough allowed ones at most steps
     // (inside a string nearly all are; at a key or bracket the few allowed rank high)
     r->top_ask = r->gm && r->top_need > 0 ? (r->top_need > 64 ? r->top_need : 64) : r->top_need;
