@@ -28,12 +28,13 @@ if ! bash scripts/setup.sh --no-run; then
 fi
 
 # ---------------------------------------------------------------- builds
-build() { # dir, cmake args...
-    local dir=$1
+build() { # dir, cmake args...  (TARGETS="a b": only those targets, e.g. what one pass runs)
+    local dir=$1 t=()
     shift
-    say "configure + build $dir/ ($*)"
+    for x in ${TARGETS:-}; do t+=(--target "$x"); done
+    say "configure + build $dir/ ($*)${TARGETS:+ targets: $TARGETS}"
     cmake -S . -B "$dir" "$@" >/dev/null || return 1
-    cmake --build "$dir" -j "$JOBS"
+    cmake --build "$dir" -j "$JOBS" "${t[@]}"
 }
 
 # labels left out of every pass: slow unless LUMEN_SLOW=1, plus $EXCLUDE (a regex) if set
@@ -57,16 +58,18 @@ run_ctest() { # name, dir, extra args...
 
 if build build -DCMAKE_BUILD_TYPE=Release -DLUMEN_NATIVE=ON; then
     run_ctest release build "$@"
-    # the same binaries on the scalar kernels: every SIMD kernel's generic twin must pass
-    # the suite too (model tests on their shorter inputs). The server tests (HTTP, JSON, the
-    # browser), the command-line tests (options, output formats, the REPL) and the engine's
-    # scheduling tests (label engine: speculative decoding, scheduling, grammars: logic over
-    # logits that test_runtime_tables shows are the same bits on both kernel sets) run the
-    # engine the other tests cover and stay out of this pass.
+    # the same binaries on the scalar kernels (LUMEN_FORCE_GENERIC=1): every SIMD kernel's
+    # generic twin must carry the model end to end too. Only the tests whose results depend on
+    # the table the process picks run again: those labelled `model`. Left out: the unit tests
+    # (the kernel tests already run every table, generic included, in one process; the others
+    # use no kernel), the tests labelled `tables` (they compare every table in one process
+    # themselves), and the server, command-line and engine-scheduling tests (label server, cli,
+    # engine: logic over logits that test_runtime_tables shows are the same bits on both sets).
     if [ "${LUMEN_SKIP_GENERIC:-0}" = 1 ]; then
         say "LUMEN_SKIP_GENERIC=1: skipping the generic-kernel pass"
     else
-        EXCLUDE='server|cli|engine' LUMEN_FORCE_GENERIC=1 LUMEN_TEST_QUICK=1 run_ctest generic build "$@"
+        EXCLUDE='server|cli|engine|tables' LUMEN_FORCE_GENERIC=1 LUMEN_TEST_QUICK=1 \
+            run_ctest generic build -L model "$@"
     fi
 else
     failed+=("release build")
@@ -96,7 +99,10 @@ if [ "${LUMEN_SKIP_TSAN:-0}" = 1 ]; then
     say "LUMEN_SKIP_TSAN=1: skipping the thread-sanitizer pass"
 else
     # threaded code (thread pool, the engine's thread boundary) under ThreadSanitizer
-    if build build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g" \
+    # only what this pass runs: lumen (the server tests) and the tests labelled threads
+    tsan_targets="lumen $(grep -l 'LM_TEST_LABELS:.*threads' tests/test_*.c tests/*/test_*.c 2>/dev/null |
+        xargs -r -n1 basename | sed 's/\.c$//' | tr '\n' ' ')"
+    if TARGETS=$tsan_targets build build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g" \
         -DLUMEN_TSAN=ON -DLUMEN_NATIVE=ON; then
         TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 LUMEN_TEST_QUICK=1 \
             run_ctest tsan build-tsan -L threads "$@"

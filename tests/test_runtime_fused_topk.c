@@ -2,7 +2,7 @@
 // the full logits: the same tokens, bit for bit, for greedy and seeded sampling chains, at 1
 // and 2 threads, with the best kernel table and the generic one; the head's selections equal
 // the sorted full row (single and batched decode); the API's refusals.
-// LM_TEST_LABELS: model
+// LM_TEST_LABELS: model;tables
 #include "lm_test.h"
 #include "lm_test_model.h"
 #include "lumen.h"

@@ -3,7 +3,7 @@
 // as with every ISA table this CPU has (lm_context_set_kernels), at 1 and 2 threads (2 only
 // with LUMEN_TEST_QUICK). So a LUMEN_FORCE_GENERIC=1 run computes the bits a default run
 // does, and a bug report made with it reproduces the default build.
-// LM_TEST_LABELS: model
+// LM_TEST_LABELS: model;tables
 #include "lm_test.h"
 #include "lm_test_model.h"
 #include "lumen.h"
