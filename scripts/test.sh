@@ -26,6 +26,7 @@ if ! bash scripts/setup.sh --no-run; then
     say "FAILED: scripts/setup.sh --no-run ($(elapsed))"
     exit 1
 fi
+say "set-up done ($(elapsed))"
 
 # ---------------------------------------------------------------- builds
 build() { # dir, cmake args...  (TARGETS="a b": only those targets, e.g. what one pass runs)
@@ -33,8 +34,11 @@ build() { # dir, cmake args...  (TARGETS="a b": only those targets, e.g. what on
     shift
     for x in ${TARGETS:-}; do t+=(--target "$x"); done
     say "configure + build $dir/ ($*)${TARGETS:+ targets: $TARGETS}"
+    local t0
+    t0=$(date +%s)
     cmake -S . -B "$dir" "$@" >/dev/null || return 1
-    cmake --build "$dir" -j "$JOBS" "${t[@]}"
+    cmake --build "$dir" -j "$JOBS" "${t[@]}" || return 1
+    say "built $dir/ in $(($(date +%s) - t0))s"
 }
 
 # labels left out of every pass: slow unless LUMEN_SLOW=1, plus $EXCLUDE (a regex) if set
