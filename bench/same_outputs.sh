@@ -37,7 +37,9 @@ fi
 for f in "$cache"/arch/*.gguf; do models+=("$f"); done
 
 rc=0
-for generic in 0 ${LUMEN_SAME_GENERIC:-1}; do
+passes=(0)
+[ "${LUMEN_SAME_GENERIC:-1}" = 1 ] && passes+=(1)
+for generic in "${passes[@]}"; do
     for m in "${models[@]}"; do
         name="$(basename "$m" .gguf)$([ $generic = 1 ] && echo .generic)"
         draft=$m
