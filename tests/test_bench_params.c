@@ -1,12 +1,14 @@
 // What `lumen bench` checks and derives before it measures (src/bench/bench.h, parallel.h,
 // arrival.h, bandwidth.h, prompt.h), without a model: the defaults lm_bench_params_resolve
 // fills, each usage error and its message, the positions the runs need, the bandwidth lookup
-// by thread count, the prompts of a batched run's requests, and the medians of arrival runs.
+// by thread count, the prompts of a batched run's requests, the medians of arrival runs, and
+// the sampling chain of each mode and its description.
 // LM_TEST_LABELS: unit
 #include "lm_test.h"
 
 #include "bench/bench.h"
 #include "bench/prompt.h"
+#include "bench/sampling.h"
 #include "lumen_prof.h"
 
 static struct lm_bench_list list1(int v) { return (struct lm_bench_list){.v = {v}, .n = 1}; }
@@ -156,11 +158,50 @@ static void test_arrival_medians(void) {
     CHECK(runs[2].gap_during_max == 12);    // the runs are not reordered
 }
 
+// The sampling chain: each mode's temperature when none is given (the single-stream tests the
+// default chain, --parallel greedy), a given one kept, the other fields as given; the reports'
+// description of it (sampling.h).
+static void test_sampling(void) {
+    const struct lm_sampler_params d = lm_sampler_params_default();
+    struct lm_bench_params p = lm_bench_params_default();
+    CHECK(p.sampling.temperature < 0 && p.sampling.top_k == d.top_k && p.sampling.seed == d.seed);
+    CHECK(lm_bench_params_resolve(&p) == LM_OK && lm_bench_sampling_is_default(&p.sampling));
+    p = lm_bench_params_default();
+    p.parallel = list1(2);
+    CHECK(lm_bench_params_resolve(&p) == LM_OK && p.sampling.temperature == 0);
+    CHECK(p.sampling.top_k == d.top_k && p.sampling.top_p == d.top_p && p.sampling.min_p == d.min_p);
+    p = lm_bench_params_default();
+    p.parallel = list1(2);
+    p.sampling.temperature = 0.7f;
+    p.sampling.seed = 9;
+    CHECK(lm_bench_params_resolve(&p) == LM_OK && p.sampling.temperature == 0.7f && p.sampling.seed == 9);
+    p = lm_bench_params_default();
+    p.sampling.temperature = 0;
+    CHECK(lm_bench_params_resolve(&p) == LM_OK && p.sampling.temperature == 0);
+
+    char buf[160];
+    lm_bench_sampling_desc(&d, buf, sizeof buf);
+    CHECK(!strcmp(buf, "default chain: temp 0.8, top-k 40, top-p 0.95, min-p 0.05"));
+    struct lm_sampler_params q = d;
+    q.seed = 3;
+    q.frequency_penalty = 0.5f;
+    lm_bench_sampling_desc(&q, buf, sizeof buf);
+    CHECK(!strcmp(buf, "chain: temp 0.8, top-k 40, top-p 0.95, min-p 0.05, frequency penalty 0.5, seed 3"));
+    q = d;
+    q.temperature = 0;
+    q.repeat_penalty = 1.1f;
+    lm_bench_sampling_desc(&q, buf, sizeof buf);
+    CHECK(!strcmp(buf, "chain: greedy, repeat penalty 1.1, seed 0"));
+    lm_bench_sampling_desc(&q, buf, 8); // truncated, terminated
+    CHECK(!strcmp(buf, "chain: "));
+}
+
 int main(void) {
     test_resolve();
     test_positions();
     test_bandwidth_lookup();
     test_request_prompts();
     test_arrival_medians();
+    test_sampling();
     return lm_test_finish();
 }

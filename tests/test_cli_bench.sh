@@ -37,6 +37,18 @@ expect 2 "out of range" -- "$BIN" bench --parallel 2 --step-tokens 9000
 expect 2 "--step-tokens 4 < N = 8" -- "$BIN" bench --parallel 1,8 --step-tokens 4
 expect 2 "budget of 9 leaves no prefill chunk beside N = 8" -- "$BIN" bench --parallel 8 --arrival 100 --step-tokens 9
 expect 2 "--parallel takes one -p value" -- "$BIN" bench --parallel 2 -n 1
+# the sampling flags: run's table (cli_args.c), so the same refusals word for word
+"$BIN" bench --help | grep -qE -- '--temp T .*temperature' && ok || bad "bench --help lacks the sampling flags"
+for args in "--temp 200" "--top-p 1.5" "--top-k -1" "--min-p x" "--repeat-penalty 0" \
+            "--presence-penalty 3" "--frequency-penalty -2.5" "--seed -1" "--seed"; do
+  # shellcheck disable=SC2086
+  expect 2 "" -- "$BIN" bench $args
+  b=$(sed 's/^lumen bench: //' "$TMP/err")
+  # shellcheck disable=SC2086
+  "$BIN" run $args >/dev/null 2>"$TMP/err"
+  r=$(sed 's/^lumen run: //' "$TMP/err")
+  [[ -n "$b" && "$b" == "$r" ]] && ok || bad "bench $args: '$b', run says '$r'"
+done
 
 if [[ ! -x "$PY" ]]; then
   echo "test_cli_bench: $PY missing, skipping the tiny-model runs" >&2
@@ -56,6 +68,8 @@ if "$BIN" bench "${Q[@]}" -t 1,2 --ttft 8 --breakdown -o json >"$TMP/b.json" 2>"
 import json, sys
 d = json.load(open(sys.argv[1]))
 assert d["schema"] == "lumen-bench" and d["version"] == 1
+assert d["params"]["sampling"] == {"temperature": 0.8, "top_k": 40, "top_p": 0.95, "min_p": 0.05,
+    "repeat_penalty": 1, "presence_penalty": 0, "frequency_penalty": 0, "seed": 0}, d["params"]
 m = d["model"]
 assert m["bytes_per_token"] > 0 and m["n_params"] > 0 and m["size_bytes"] > 0 and m["load_ms"] >= 0
 assert sum(m["bytes_per_token_by_group"].values()) == m["bytes_per_token"]
@@ -130,11 +144,36 @@ expect 2 "context is 256" -- "$BIN" bench -m "$M" -p 16 -n 4 -d 250 --bw-mib 0
 if "$BIN" bench "${Q[@]}" -t 1 --breakdown >"$TMP/b.md" 2>"$TMP/err"; then
   for pat in '^\| model \| size \| params \| backend \| threads \| test \| t/s' '\| pp16 \|' '\| tg4 \|' \
              '^read bandwidth' '^weights read per decoded token' 'TIMING BREAKDOWN' \
-             '4\. Decode forward' 'PREFILL BY COMPONENT' 'BOTTLENECK ANALYSIS' 'Suggestions:'; do
+             '4\. Decode forward' 'PREFILL BY COMPONENT' 'BOTTLENECK ANALYSIS' 'Suggestions:' \
+             '^sampling: .*\(default chain: temp 0\.8, top-k 40, top-p 0\.95, min-p 0\.05 over' \
+             '\(default sampler, seed 0, EOS ignored\)'; do
     grep -qE -- "$pat" "$TMP/b.md" && ok || bad "md output lacks /$pat/"
   done
 else
   bad "bench (md): exit $?: $(head -c 300 "$TMP/err")"
+fi
+
+# ---- sampling flags: the sample, ttft and breakdown tests' chain, in the md notes and json params
+S=(-m "$M" -p 16 -n 4 -r 1 --warmup 0 --bw-mib 0 -t 1 --ttft 8 --breakdown --temp 0.5 --top-k 7
+   --presence-penalty 0.25 --seed 3)
+if "$BIN" bench "${S[@]}" >"$TMP/s.md" 2>"$TMP/err"; then
+  for pat in '^sampling: .*\(chain: temp 0\.5, top-k 7, top-p 0\.95, min-p 0\.05, presence penalty 0\.25, seed 3 over' \
+             'tokens \(chain: temp 0\.5, top-k 7, .*seed 3, EOS ignored\)'; do
+    grep -qE -- "$pat" "$TMP/s.md" && ok || bad "md with sampling flags lacks /$pat/"
+  done
+else
+  bad "bench with sampling flags (md): exit $?: $(head -c 300 "$TMP/err")"
+fi
+if "$BIN" bench "${S[@]}" -o json >"$TMP/s.json" 2>"$TMP/err"; then
+  "$PY" - "$TMP/s.json" <<'EOF' || bad "json with sampling flags: params.sampling"
+import json, sys
+s = json.load(open(sys.argv[1]))["params"]["sampling"]
+assert s == {"temperature": 0.5, "top_k": 7, "top_p": 0.95, "min_p": 0.05, "repeat_penalty": 1,
+             "presence_penalty": 0.25, "frequency_penalty": 0, "seed": 3}, s
+EOF
+  ok
+else
+  bad "bench with sampling flags -o json: exit $?: $(head -c 300 "$TMP/err")"
 fi
 
 # ---- breakdown of a run with no decode step (-n 1: the one token comes from the prefill)
@@ -152,6 +191,7 @@ if "$BIN" bench "${P[@]}" --arrival 40 --step-tokens 16 --trace "$TMP/a.jsonl" -
   "$PY" - "$TMP/p.json" <<'EOF' || bad "--parallel --arrival json: fields"
 import json, sys
 d = json.load(open(sys.argv[1]))
+assert d["params"]["sampling"]["temperature"] == 0, d["params"]  # --parallel: greedy by default
 t = d["tests"]
 assert [x["n_seq"] for x in t] == [1, 2] and all(x["kind"] == "batched" for x in t), t
 for x in t:
@@ -170,6 +210,19 @@ EOF
   ok
 else
   bad "bench --parallel --arrival -o json: exit $?: $(head -c 300 "$TMP/err")"
+fi
+# --parallel with a temperature: the requests sample (json params say so)
+if "$BIN" bench "${P[@]}" --parallel 2 -r 1 --arrival 40 --temp 0.7 --seed 5 -o json >"$TMP/pt.json" 2>"$TMP/err"; then
+  "$PY" - "$TMP/pt.json" <<'EOF' || bad "--parallel --temp json: params.sampling"
+import json, sys
+d = json.load(open(sys.argv[1]))
+s = d["params"]["sampling"]
+assert s["temperature"] == 0.7 and s["seed"] == 5 and s["top_k"] == 40, s
+assert d["tests"][0]["gen_tok_s"] > 0 and d["tests"][0]["arrival"]["long_ttft_ms"] > 0, d["tests"]
+EOF
+  ok
+else
+  bad "bench --parallel --temp -o json: exit $?: $(head -c 300 "$TMP/err")"
 fi
 if "$BIN" analyze "$TMP/a.jsonl" >"$TMP/a.txt" 2>"$TMP/err"; then
   # the profiled run is N = 2's arrival run: steps with prefill and decode-only steps

@@ -68,7 +68,7 @@ enum lm_status lm_bench_arrival_once(struct lm_model *m, const int32_t *ids, int
         sink.r[i] = (struct lm_bench_request){.t = t_all + (size_t)i * gen_cap, .cap = gen_cap};
     sink.r[N] = (struct lm_bench_request){.t = t_all + (size_t)N * gen_cap, .cap = 1};
     struct lm_request_params rp = lm_request_params_default();
-    rp.sampling.temperature = 0;
+    rp.sampling = a->sampling;
     rp.max_tokens = gen_cap;
     rp.ignore_eos = true;
     for (int i = 0; i < N && st == LM_OK; i++) {

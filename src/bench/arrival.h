@@ -19,6 +19,7 @@ struct lm_bench_arrival_params {
     int n_long;      // L: tokens of the arriving prompt
     int step_tokens; // the engine's step budget (0: LM_BENCH_ARRIVAL_STEP_TOKENS); > N + 1
     int n_threads;
+    struct lm_sampler_params sampling; // every request's chain
 };
 
 // The figures of one run, or (lm_bench_arrival_summarize) the medians of several (ms).

@@ -40,6 +40,12 @@ struct lm_bench_params {
     struct lm_bench_list parallel; // --parallel: batched runs instead of the pp/tg tests
     struct lm_bench_parallel_opts popt;
     enum lm_kv_type kv_type_k, kv_type_v; // -ctk / -ctv: the KV cache types of every context
+    // The sampling flags (the table of `lumen run`): the chain of the tests that sample (the
+    // ttft and sample tests, the breakdown's generation, the --parallel and --arrival
+    // requests; pp and tg sample nothing). temperature < 0: not given, and
+    // lm_bench_params_resolve sets each mode's default: 0.8 (lm_sampler_params_default) for
+    // the single-stream tests, 0 (greedy) for --parallel.
+    struct lm_sampler_params sampling;
     // while measuring
     FILE *log;                    // progress and notes ("lumen bench: ..." lines; NULL: none)
     bool progress;                // a line per test run and per probe in log
@@ -47,11 +53,12 @@ struct lm_bench_params {
     void *live_user;
 };
 
-// The defaults of `lumen bench` with no flags: reps 5, warmup 1, bw_mib 512, lists empty.
+// The defaults of `lumen bench` with no flags: reps 5, warmup 1, bw_mib 512, lists empty,
+// sampling lm_sampler_params_default() with the temperature not given (-1).
 struct lm_bench_params lm_bench_params_default(void);
 // Completes p's lists left empty (prompt {512}, or {64} with --parallel; gen {128}; depth
-// {0}; threads {physical cores, at most LM_PROF_MAX_THREADS}) and checks what does not fit
-// together.
+// {0}; threads {physical cores, at most LM_PROF_MAX_THREADS}) and a temperature not given
+// (0.8, or 0 with --parallel), and checks what does not fit together.
 // LM_ERR_ARG with the usage message ("--parallel takes one -p value >= 1 ...") otherwise.
 enum lm_status lm_bench_params_resolve(struct lm_bench_params *p);
 // Positions of one sequence the runs of a resolved p need: the longest test, a breakdown's

@@ -229,6 +229,7 @@ enum lm_status lm_bench_breakdown_run(struct lm_model *m, const struct lm_bench_
     b->n_threads = p->n_threads;
     b->n_prompt = p->n_prompt;
     b->depth = p->depth > 0 ? p->depth : 0;
+    b->sampling = p->sampling;
     b->n_gen = p->n_gen < 1 ? 1 : p->n_gen;
     b->n_layer = mi->n_layer;
     b->tg_ref_ts = p->tg_ref_ts;
@@ -253,8 +254,7 @@ enum lm_status lm_bench_breakdown_run(struct lm_model *m, const struct lm_bench_
     struct lm_context_params cp = {.n_ctx = b->depth + b->n_prompt + b->n_gen, .n_seq_max = 1,
                                    .n_batch = LM_BENCH_N_BATCH, .n_threads = p->n_threads};
     if ((st = lm_context_init(&c, m, &cp)) != LM_OK) goto done;
-    struct lm_sampler_params sp = lm_sampler_params_default();
-    if ((st = lm_sampler_init(&smp, &sp, mi->n_vocab)) != LM_OK) goto done;
+    if ((st = lm_sampler_init(&smp, &p->sampling, mi->n_vocab)) != LM_OK) goto done;
 
     // ---- warm-up and depth (unprofiled)
     if ((st = warm_and_fill(m, c, b, p->warmup, cp.n_ctx, batch)) != LM_OK) goto done;

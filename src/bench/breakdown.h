@@ -16,6 +16,8 @@ struct lm_bench_breakdown_params {
     int depth;               // positions filled (unprofiled) before the prompt (-d)
     int warmup;              // > 0: one unprofiled prompt + 4 steps first
     double tg_ref_ts;        // tg tok/s of the unprofiled tests at n_threads (0 = none)
+    struct lm_sampler_params sampling; // the generation's chain (bench: the default chain
+                                       // unless sampling flags are given)
 };
 struct lm_bench_breakdown; // the measured run and its analysis (opaque)
 

@@ -36,6 +36,7 @@ struct lm_bench_breakdown {
     const struct lm_bench_model_info *mi;
     int n_threads, n_prompt, n_gen, n_tok_text;
     int depth;        // cached positions before the prompt
+    struct lm_sampler_params sampling; // the generation's chain
     double kv_tok;    // KV bytes a decode step read, mean over the steps
     double ph_ms[BD_NPH];
     int ph_count[BD_NPH];

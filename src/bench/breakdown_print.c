@@ -4,6 +4,7 @@
 
 #include "breakdown_internal.h"
 #include "json.h"
+#include "sampling.h"
 
 // ================================================================ text report
 
@@ -27,9 +28,12 @@ void lm_bench_breakdown_print(const struct lm_bench_breakdown *b, FILE *f) {
             mi->kernels);
     fprintf(f, "Model: %s (%s), %d layers, %.1f MB weights read per decoded token\n", mi->desc,
             mi->path, mi->n_layer, (double)mi->bytes_per_token / 1e6);
+    char chain[160] = "default sampler, seed 0"; // the text before the sampling flags
+    if (!lm_bench_sampling_is_default(&b->sampling))
+        lm_bench_sampling_desc(&b->sampling, chain, sizeof chain);
     fprintf(f, "Prompt: %d tokens of a fixed English text (%d tokenized); generated %d tokens "
-               "(default sampler, seed 0, EOS ignored)\n",
-            b->n_prompt, b->n_tok_text, b->n_gen);
+               "(%s, EOS ignored)\n",
+            b->n_prompt, b->n_tok_text, b->n_gen, chain);
     if (b->depth > 0)
         fprintf(f, "Depth: %d positions in the cache before the prompt (filled unprofiled); decode "
                    "read %.1f MB of KV cache per step\n", b->depth, b->kv_tok / 1e6);

@@ -72,7 +72,7 @@ static enum lm_status run_once(struct lm_model *m, const int32_t *ids, int n_ids
     }
     for (int i = 0; i < N; i++) sink.r[i] = (struct lm_bench_request){.t = t_all + (size_t)i * G, .cap = G};
     struct lm_request_params rp = lm_request_params_default();
-    rp.sampling.temperature = 0;
+    rp.sampling = pp->sampling;
     rp.max_tokens = G;
     rp.ignore_eos = true;
     rp.lookup = pp->lookup;
@@ -192,7 +192,7 @@ static enum lm_status arrival_once(struct lm_model *m, const int32_t *ids, int n
                                    struct lm_bench_arrival_result *out) {
     const struct lm_bench_arrival_params a = {.n_streams = N, .n_prompt = pp->n_prompt,
                                               .n_long = pp->arrival, .step_tokens = pp->step_tokens,
-                                              .n_threads = pp->n_threads};
+                                              .n_threads = pp->n_threads, .sampling = pp->sampling};
     return lm_bench_arrival_once(m, ids, n_ids, &a, out);
 }
 

@@ -42,6 +42,8 @@ struct lm_bench_parallel_params {
     bool profile;
     bool lookup;     // requests with prompt-lookup drafting
     enum lm_kv_type kv_type_k, kv_type_v; // KV cache types of the throughput runs' engine
+    struct lm_sampler_params sampling; // every request's chain, the arrival runs' too (bench:
+                                       // greedy unless sampling flags are given)
     FILE *log;       // notes (lookup counts, the profiled run's summary and dropped events)
     bool progress;   // and a line per repetition in log
 };

@@ -8,6 +8,7 @@
 
 #include "json.h"
 #include "prompt.h"
+#include "sampling.h"
 
 // ================================================================ markdown
 
@@ -42,7 +43,10 @@ static void print_md_kv(FILE *f, const struct lm_bench_model_info *mi, const str
 }
 
 static void print_md(FILE *f, const struct lm_bench_model_info *mi, const struct lm_bench_test *t,
-                     int n_t, const struct lm_bench_bw *bw, int n_bw, int bw_mib) {
+                     int n_t, const struct lm_bench_bw *bw, int n_bw, int bw_mib,
+                     const struct lm_sampler_params *sp) {
+    char chain[160];
+    lm_bench_sampling_desc(sp, chain, sizeof chain);
     char size[32], params[32], backend[48];
     snprintf(size, sizeof size, "%.2f MiB", (double)mi->size_bytes / (1 << 20));
     snprintf(params, sizeof params, "%.2f M", (double)mi->n_params / 1e6);
@@ -68,9 +72,8 @@ static void print_md(FILE *f, const struct lm_bench_model_info *mi, const struct
                     t[i].bytes, t[i].units, t[i].med_ts,
                     t[i].bytes / (t[i].med_ns * 1e-9) / 1e6, t[i].reps);
         if (t[i].kind == LM_BENCH_SAMPLE)
-            fprintf(f, "sampling: %.1f us/token (default chain: temp 0.8, top-k 40, top-p 0.95, "
-                       "min-p 0.05 over %d logits; median of %d x %d)\n",
-                    1e6 / t[i].med_ts, mi->n_vocab, t[i].reps, LM_BENCH_SAMPLES_PER_REP);
+            fprintf(f, "sampling: %.1f us/token (%s over %d logits; median of %d x %d)\n",
+                    1e6 / t[i].med_ts, chain, mi->n_vocab, t[i].reps, LM_BENCH_SAMPLES_PER_REP);
     }
     if (n_bw) {
         fprintf(f, "read bandwidth (sum over %d MiB, best of 3):", bw_mib);
@@ -174,7 +177,9 @@ static void print_json(FILE *f, const struct lm_bench_params *p, const struct lm
                "\"tg_prompt\": %d, \"threads\": [",
             p->reps, p->warmup, LM_BENCH_N_BATCH, LM_BENCH_TG_PROMPT);
     for (int i = 0; i < n_th; i++) fprintf(f, "%s%d", i ? ", " : "", th[i]);
-    fprintf(f, "]},\n  \"bandwidth\": [");
+    fprintf(f, "], \"sampling\": "); // the chain of the tests that sample (bench.h)
+    lm_bench_sampling_json(f, &p->sampling);
+    fprintf(f, "},\n  \"bandwidth\": [");
     for (int i = 0; i < n_bw; i++)
         fprintf(f, "%s{\"threads\": %d, \"gbps\": %.4f, \"mib\": %d, \"best_of\": 3}",
                 i ? ", " : "", bw[i].threads, bw[i].gbps, p->bw_mib);
@@ -231,7 +236,7 @@ void lm_bench_report(const struct lm_bench_params *p, const struct lm_bench_resu
         return;
     }
     if (fmt == LM_BENCH_MD) {
-        print_md(out, &r->model, r->tests, r->n_tests, r->bw, r->n_bw, p->bw_mib);
+        print_md(out, &r->model, r->tests, r->n_tests, r->bw, r->n_bw, p->bw_mib, &p->sampling);
         if (r->breakdown) lm_bench_breakdown_print(r->breakdown, out);
     } else {
         print_csv(out, &r->model, r->tests, r->n_tests, r->bw, r->n_bw);

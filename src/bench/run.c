@@ -11,7 +11,10 @@
 // ================================================================ parameters
 
 struct lm_bench_params lm_bench_params_default(void) {
-    return (struct lm_bench_params){.reps = 5, .warmup = 1, .bw_mib = 512};
+    struct lm_bench_params p = {.reps = 5, .warmup = 1, .bw_mib = 512,
+                                .sampling = lm_sampler_params_default()};
+    p.sampling.temperature = -1; // not given: resolve sets the mode's default
+    return p;
 }
 
 static int list_max(const struct lm_bench_list *l) {
@@ -30,6 +33,10 @@ enum lm_status lm_bench_params_resolve(struct lm_bench_params *p) {
     if (p->prompt.n == 0) p->prompt = (struct lm_bench_list){.v = {parallel ? 64 : 512}, .n = 1};
     if (p->gen.n == 0) p->gen = (struct lm_bench_list){.v = {128}, .n = 1};
     if (p->depth.n == 0) p->depth = (struct lm_bench_list){.v = {0}, .n = 1};
+    // the batched runs measure greedy decoding unless a temperature is given (as before the
+    // sampling flags); the single-stream tests the default chain
+    if (p->sampling.temperature < 0)
+        p->sampling.temperature = parallel ? 0.0f : lm_sampler_params_default().temperature;
     if (parallel) { // one prompt and one generation length
         if (p->prompt.n != 1 || p->gen.n != 1 || p->prompt.v[0] < 1 || p->gen.v[0] < 2)
             return lm_error_set(LM_ERR_ARG, "--parallel takes one -p value >= 1 and one -n value >= 2");
@@ -82,7 +89,7 @@ static enum lm_status run_parallel(struct lm_model *m, const struct lm_bench_par
             .perfetto = ti == prof_ti ? p->popt.perfetto : NULL,
             .profile = ti == prof_ti && p->popt.profile, .lookup = p->popt.lookup, .log = p->log,
             .kv_type_k = p->kv_type_k, .kv_type_v = p->kv_type_v,
-            .progress = p->progress};
+            .sampling = p->sampling, .progress = p->progress};
         const enum lm_status st = lm_bench_parallel_run(m, &r->model, pp, &r->par_results[ti * n_list]);
         if (st != LM_OK) return st;
         r->n_par++;
@@ -166,10 +173,9 @@ static enum lm_status run_single(struct lm_model *m, const struct lm_bench_param
     r->tests = calloc((size_t)n_th * ((size_t)p->depth.n * (size_t)(p->prompt.n + p->gen.n) + 1) + 2,
                       sizeof *r->tests);
     struct lm_batch_entry *batch = malloc(LM_BENCH_N_BATCH * sizeof *batch);
-    const struct lm_sampler_params sp = lm_sampler_params_default();
     struct lm_sampler *smp = NULL;
     if (st == LM_OK && (!r->tests || !batch)) st = lm_error_set(LM_ERR_NOMEM, "bench: out of memory");
-    if (st == LM_OK) st = lm_sampler_init(&smp, &sp, r->model.n_vocab);
+    if (st == LM_OK) st = lm_sampler_init(&smp, &p->sampling, r->model.n_vocab);
     for (int ti = 0; ti < n_th && st == LM_OK; ti++) st = run_tests_at(m, p, ti, ids, batch, smp, r);
 
     // the breakdown: at the largest thread count, compared with the tg test of its length there
@@ -190,7 +196,8 @@ static enum lm_status run_single(struct lm_model *m, const struct lm_bench_param
                                                      .n_prompt = breakdown_prompt(p),
                                                      .n_gen = breakdown_gen(p), .warmup = p->warmup,
                                                      .depth = list_max(&p->depth),
-                                                     .tg_ref_ts = r->tg_ref_ts};
+                                                     .tg_ref_ts = r->tg_ref_ts,
+                                                     .sampling = p->sampling};
         st = lm_bench_breakdown_run(m, &r->model, r->bw, r->n_bw, &bp, &r->breakdown);
     }
     lm_sampler_free(smp);

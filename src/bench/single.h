@@ -48,7 +48,7 @@ struct lm_bench_test_setup {
     struct lm_context *c;        // one sequence, n_ctx >= every test's positions
     const int32_t *ids;          // prompt ids (lm_bench_tokens), as many as the longest test
     struct lm_batch_entry *batch; // LM_BENCH_N_BATCH entries
-    struct lm_sampler *smp;      // default parameters
+    struct lm_sampler *smp;      // the chain of lm_bench_params.sampling (ttft, sample)
     int warmup, reps;            // untimed runs, timed runs
     int depth;                   // positions [0, depth) of sequence 0 are in the cache and
                                  // stay there: pp and tg run after them (0: from empty)

@@ -31,8 +31,9 @@ bool cli_kv_type(const char *cmd, int argc, char **argv, int *i, int *type_k, in
     "  -ctk, --cache-type-k T  KV cache type of K: f16 (default) or q8_0 (half the memory)\n" \
     "  -ctv, --cache-type-v T  KV cache type of V: f16 (default) or q8_0\n"
 
-// The sampling flags of run and chat (one table: --temp, --top-k, --top-p, --min-p,
-// --repeat-penalty, --presence-penalty, --frequency-penalty, --seed): if argv[*i] is one,
+// The sampling flags of run, chat and bench (one table: --temp, --top-k, --top-p, --min-p,
+// --repeat-penalty, --presence-penalty, --frequency-penalty, --seed; docs/sampling.md lists
+// them beside the server's fields): if argv[*i] is one,
 // takes its value (advances *i) into *sp and returns true; a bad value is a usage error.
 struct lm_sampler_params;
 bool cli_sampling_flag(const char *cmd, int argc, char **argv, int *i, struct lm_sampler_params *sp);

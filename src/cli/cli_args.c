@@ -113,7 +113,7 @@ const char *cli_default_model(void) {
 enum opt_kind { OPT_FLOAT, OPT_INT32, OPT_U64 };
 
 // One sampling flag: where it goes in struct lm_sampler_params, its range, its help line.
-// The ranges are the server's (docs/server.md) where it has the field.
+// The ranges are the server's where it has the field (docs/sampling.md: both, one table).
 struct sampling_opt {
     const char *flag;
     enum opt_kind kind;

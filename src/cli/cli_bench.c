@@ -53,6 +53,13 @@ static const char *k_bench_help =
     "                      docs/speculative.md; the prompts repeat a text, so drafts are often\n"
     "                      right); drafted / accepted tokens on stderr\n"
     "\n"
+    "Sampling (the flags of `lumen run`, docs/sampling.md): the chain of the tests that sample,\n"
+    "the ttft test's one token, the sample test, the --breakdown generation and the --parallel\n"
+    "and --arrival requests (pp and tg sample nothing). --temp defaults to 0 (greedy) with\n"
+    "--parallel and to 0.8 otherwise; json reports the chain in \"params\".\n";
+
+static const char *k_bench_notes =
+    "\n"
     "Prompts are deterministic: BOS + a fixed English text's token ids, repeated to length;\n"
     "prefill runs in chunks of 512 with logits only for the last token. Each test reports\n"
     "mean +- sd and median tok/s over the repetitions. tg rows also give the bytes read per\n"
@@ -104,8 +111,14 @@ int cmd_bench(int argc, char **argv) {
     int kv_k = 0, kv_v = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(k_bench_help, stdout); return 0; }
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(k_bench_help, stdout);
+            cli_sampling_help(stdout);
+            fputs(k_bench_notes, stdout);
+            return 0;
+        }
         else if (parallel_flag(cmd, argc, argv, &i, &p.popt)) continue;
+        else if (cli_sampling_flag(cmd, argc, argv, &i, &p.sampling)) continue;
         else if (cli_kv_type(cmd, argc, argv, &i, &kv_k, &kv_v)) {
             p.kv_type_k = (enum lm_kv_type)kv_k;
             p.kv_type_v = (enum lm_kv_type)kv_v;
