@@ -77,20 +77,19 @@ static void brute(struct lm_grammar_matcher *m, int32_t nv, const char *where) {
     CHECKF(bad == 0, "%s: %d tokens differ", where, bad);
 }
 
-int main(void) {
-    int32_t id_call, b0;
-    struct lm_tokenizer *t = make_vocab(&id_call, &b0);
-    if (!t) return lm_test_finish();
-    const int32_t nv = t->n_vocab;
-    CHECK(nv <= 64 * 32);
+// the grammars the sub-tests compile (freed at the end of main, as before) and the JSON
+// grammar text (tests/data/gbnf/json.gbnf)
+static struct lm_grammar *gj, *ga, *gu, *gf, *gl, *gh;
+static char json[1 << 14];
+static size_t jl;
 
-    // ---- strings, byte by byte
+// strings, byte by byte
+static void test_strings(struct lm_tokenizer *t) {
     FILE *f = fopen(lm_test_path("tests/data/gbnf/json.gbnf"), "rb");
-    static char json[1 << 14];
-    size_t jl = f ? fread(json, 1, sizeof json - 1, f) : 0;
+    jl = f ? fread(json, 1, sizeof json - 1, f) : 0;
     if (f) fclose(f);
     json[jl] = 0;
-    struct lm_grammar *gj = compile(t, json);
+    gj = compile(t, json);
     if (gj) {
         CHECK(match(gj, "{}") == 2);
         CHECK(match(gj, "{\"a\": [1, 2.5, -3, true, null, {\"b\": \"\\u00e9\\n\"}]}") == 2);
@@ -107,14 +106,14 @@ int main(void) {
     }
     const char *arith = "root  ::= (expr \"=\" ws term \"\\n\")+\nexpr  ::= term ([-+*/] term)*\n"
                         "term  ::= ident | num | \"(\" ws expr \")\" ws\nident ::= [a-z] [a-z0-9_]* ws\nnum   ::= [0-9]+ ws\nws    ::= [ \\t\\n]*\n";
-    struct lm_grammar *ga = compile(t, arith);
+    ga = compile(t, arith);
     if (ga) {
         CHECK(match(ga, "x=1\n") == 2);
         CHECK(match(ga, "(a+b)*c = 42\ny=x\n") == 2);
         CHECK(match(ga, "x==1\n") == 0);
         CHECK(match(ga, "x=1") == 1);
     }
-    struct lm_grammar *gu = compile(t, "root ::= [^a-z\\u00e0-\\u00ff]+ \"\xc3\xa9\"");
+    gu = compile(t, "root ::= [^a-z\\u00e0-\\u00ff]+ \"\xc3\xa9\"");
     if (gu) {
         CHECK(match(gu, "\xf0\x9f\x98\x80\xc3\xa9") == 2);
         CHECK(match(gu, "A\xc3\xa9") == 2);
@@ -122,8 +121,10 @@ int main(void) {
         uint32_t x = gm_next(&gu->eng, gu->start, 0xc3);
         CHECK(x != GM_DEAD && gm_next(&gu->eng, x, 0xa0) == GM_DEAD);
     }
+}
 
-    // ---- masks, EOG, control tokens
+// masks, EOG, control tokens
+static void test_masks(struct lm_tokenizer *t, int32_t nv, int32_t id_call, int32_t b0) {
     if (gj) {
         struct lm_grammar_matcher *m;
         CHECK(lm_grammar_matcher_init(&m, gj) == LM_OK);
@@ -168,8 +169,10 @@ int main(void) {
         CHECK(!lm_grammar_matcher_rollback(m, 100) && !lm_grammar_matcher_rollback(m, LM_GRAMMAR_MAX_ROLLBACK + 1));
         lm_grammar_matcher_free(m);
     }
+}
 
-    // ---- without cores (their memory bound reached) masks are whole walks, the same
+// without cores (their memory bound reached) masks are whole walks, the same
+static void test_no_cores(struct lm_tokenizer *t, int32_t nv) {
     uint64_t warm_ns = lm_grammar_warm_ns;
     lm_grammar_warm_ns = 0;
     struct lm_grammar *gn = compile(t, json);
@@ -188,8 +191,10 @@ int main(void) {
         lm_grammar_matcher_free(m);
         lm_grammar_free(gn);
     }
+}
 
-    // ---- a grammar whose caches hit a limit restarts them once no matcher is alive
+// a grammar whose caches hit a limit restarts them once no matcher is alive
+static void test_cache_restart(struct lm_tokenizer *t, int32_t nv) {
     if (gj) {
         struct lm_grammar_matcher *m, *m2;
         CHECK(lm_grammar_matcher_init(&m, gj) == LM_OK);
@@ -207,8 +212,10 @@ int main(void) {
         CHECK(lm_grammar_matcher_can_end(m));
         lm_grammar_matcher_free(m);
     }
+}
 
-    // ---- many stacks (more than mask.c cuts): whole-state walks, the same masks
+// many stacks (more than mask.c cuts): whole-state walks, the same masks
+static void test_many_stacks(struct lm_tokenizer *t, int32_t nv) {
     char amb[2048];
     size_t an = (size_t)snprintf(amb, sizeof amb, "root ::= \"x\" (");
     for (int i = 0; i < 24; i++) an += (size_t)snprintf(amb + an, sizeof amb - an, "%s[a-%c]* \"%d\"", i ? " | " : "", 'c' + i, i % 4);
@@ -226,9 +233,11 @@ int main(void) {
         lm_grammar_matcher_free(m);
         lm_grammar_free(gm);
     }
+}
 
-    // ---- forced runs and is_done
-    struct lm_grammar *gf = compile(t, "root ::= \"{\\\"abc\\\": \" [0-9] \"}\"");
+// forced runs and is_done
+static void test_forced(struct lm_tokenizer *t, int32_t nv) {
+    gf = compile(t, "root ::= \"{\\\"abc\\\": \" [0-9] \"}\"");
     if (gf) {
         struct lm_grammar_matcher *m;
         CHECK(lm_grammar_matcher_init(&m, gf) == LM_OK);
@@ -251,13 +260,15 @@ int main(void) {
         CHECK(cnt == 1 && bit(bits, 2)); // only end of generation
         lm_grammar_matcher_free(m);
     }
+}
 
-    // ---- lazy triggers: a special token's text and a text split across tokens
+// lazy triggers: a special token's text and a text split across tokens
+static void test_lazy(struct lm_tokenizer *t, int32_t nv, int32_t id_call) {
     const char *trig[] = {"<tool_call>", "@@call"};
     struct lm_grammar_options o = lm_grammar_options_default();
     o.triggers = trig, o.n_triggers = 2;
     const char *lazy = "root ::= (\"<tool_call>\" | \"@@call\") \"{\" [a-z]* \"}\"";
-    struct lm_grammar *gl = NULL;
+    gl = NULL;
     CHECKF(lm_grammar_compile(&gl, t, lazy, strlen(lazy), &o) == LM_OK, "%s", lm_error_msg());
     if (gl) {
         struct lm_grammar_matcher *m;
@@ -282,9 +293,11 @@ int main(void) {
         CHECK(lm_grammar_matcher_is_done(m) && lm_grammar_matcher_accept(m, 2));
         lm_grammar_matcher_free(m);
     }
+}
 
-    // ---- hostile: an ambiguous grammar whose stacks double per byte stops at the limit
-    struct lm_grammar *gh = compile(t, "root ::= a\na ::= \"a\" a \"b\" | \"a\" a \"c\" | \"\"");
+// hostile: an ambiguous grammar whose stacks double per byte stops at the limit
+static void test_hostile(struct lm_tokenizer *t) {
+    gh = compile(t, "root ::= a\na ::= \"a\" a \"b\" | \"a\" a \"c\" | \"\"");
     if (gh) {
         struct lm_grammar_matcher *m;
         CHECK(lm_grammar_matcher_init(&m, gh) == LM_OK);
@@ -303,6 +316,23 @@ int main(void) {
     struct lm_grammar *gx = NULL;
     CHECK(lm_grammar_compile(&gx, t, json, jl, &lo) == LM_ERR_ARG && gx == NULL && strstr(lm_error_msg(), "more rules than the limit"));
     CHECK(lm_grammar_compile(&gx, t, "root ::= [", 10, NULL) == LM_ERR_ARG && strstr(lm_error_msg(), "gbnf:1:10"));
+}
+
+int main(void) {
+    int32_t id_call, b0;
+    struct lm_tokenizer *t = make_vocab(&id_call, &b0);
+    if (!t) return lm_test_finish();
+    const int32_t nv = t->n_vocab;
+    CHECK(nv <= 64 * 32);
+
+    test_strings(t);
+    test_masks(t, nv, id_call, b0);
+    test_no_cores(t, nv);
+    test_cache_restart(t, nv);
+    test_many_stacks(t, nv);
+    test_forced(t, nv);
+    test_lazy(t, nv, id_call);
+    test_hostile(t);
 
     // references: a matcher keeps its grammar alive
     if (ga) {

@@ -4,6 +4,8 @@
 # (model/ including runtime/) and an unlisted one (cli/ including model/) must be refused.
 # And no circle between the files of a folder (tools/check_cycles.py, on the object files of
 # the build tree: LUMEN_BUILD_DIR, else LUMEN_BIN's folder, else build/), proven to refuse one.
+# And the size limits (tools/check_sizes.py: files <= 700 lines, C functions <= 150), proven to
+# refuse a long function and a long file.
 # LM_TEST_LABELS: unit
 set -uo pipefail
 ROOT=${LUMEN_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -54,5 +56,37 @@ python3 "$ROOT/tools/check_cycles.py" "$TMP/b" --allow demo:a.c,b.c >/dev/null |
 out=$(python3 "$ROOT/tools/check_cycles.py" "$TMP/b" --allow demo:a.c,b.c --allow demo:b.c,c.c)
 grep -qF "the exception {b.c, c.c} is no longer a circle" <<<"$out" ||
     { echo "FAIL: a stale exception was not reported: $out"; fail=1; }
+
+# ---- sizes: files at most 700 lines, C functions at most 150
+python3 "$ROOT/tools/check_sizes.py" "$ROOT" || fail=1
+# a tree (not a git work tree: every file counts) with a 151-line function, a 150-line one, a
+# one-line one, a 200-line table and a 701-line header: the first and the last are refused
+S="$TMP/sz/src/demo"
+mkdir -p "$S"
+{
+    echo '// demo'
+    echo 'static int too_long(int x) {'
+    for i in $(seq 148); do echo "    x += $i;"; done
+    echo '    return x;'
+    echo '}'
+    echo 'static int just_fits(int x) {'
+    for i in $(seq 147); do echo "    x += $i;"; done
+    echo '    return x;'
+    echo '}'
+    echo 'static int one_line(int x) { return x + 1; }'
+    echo 'static const int table[] = {'
+    for i in $(seq 200); do echo "    $i,"; done
+    echo '};'
+} >"$S/long.c"
+for i in $(seq 701); do echo "// $i"; done >"$S/big.h"
+out=$(python3 "$ROOT/tools/check_sizes.py" "$TMP/sz")
+if [ $? -ne 1 ]; then echo "FAIL: the size checker accepted a long function and file: $out"; fail=1; fi
+for want in "src/demo/long.c:2: function too_long is 151 lines (limit 150)" \
+            "src/demo/big.h:1: file is 701 lines (limit 700)"; do
+    grep -qF "$want" <<<"$out" || { echo "FAIL: missing '$want' in: $out"; fail=1; }
+done
+if grep -qE "just_fits|one_line|table|long\.c:1:" <<<"$out"; then
+    echo "FAIL: the size checker refused what fits: $out"; fail=1
+fi
 [ $fail = 0 ] && echo "test_layers: ok"
 exit $fail

@@ -120,6 +120,44 @@ static void compare_position(void *ud, int pos, const float *logits) {
 
 // =====================================================================  main
 
+// Greedy steps after the prompt (already decoded into c), teacher-forced with llama.cpp's
+// token: the number that match; the first divergence (-1: none) and the divergences that are
+// no near-tie (bad) go to *first_div and *bad. op: the other golden file's prompt (its gaps).
+static int greedy_steps(struct lm_context *c, const struct golden_prompt *gp,
+                        const struct golden_prompt *op, int n_vocab, int n_greedy, int *first_div,
+                        int *bad) {
+    int n_match = 0;
+    for (int k = 0; k < n_greedy; k++) {
+        const float *l = lm_get_logits(c, 0);
+        CHECKF(l != NULL, "[%s] greedy step %d: no logits", gp->name, k);
+        if (!l) break;
+        int t = golden_argmax(l, n_vocab);
+        int want = gp->greedy_id[k];
+        if (t == want) {
+            n_match++;
+        } else {
+            float gap = gp->greedy_gap[k];
+            // the other llama.cpp path's gap counts while its greedy history is the same
+            int same = op->n_greedy > k;
+            for (int j = 0; same && j < k; j++) same = op->greedy_id[j] == gp->greedy_id[j];
+            if (same && op->greedy_id[k] == want && op->greedy_gap[k] < gap) gap = op->greedy_gap[k];
+            int allowed = gap < LM_GOLDEN_GREEDY_GAP;
+            fprintf(stderr, "  [%s] greedy step %d: lumen %d (%.4f) vs llama.cpp %d (%.4f here), "
+                    "llama.cpp gap %.4f%s\n", gp->name, k, t, l[t], want, l[want], gap,
+                    allowed ? " (near-tie, allowed)" : "");
+            if (*first_div < 0) *first_div = k;
+            if (!allowed) (*bad)++;
+        }
+        struct lm_batch_entry e = {.token = want, .pos = gp->n_tokens + k, .seq = 0,
+                                   .want_logits = true};
+        const enum lm_status st = lm_decode(c, &e, 1);
+        CHECKF(st == LM_OK, "[%s] greedy decode step %d: %s: %s", gp->name, k,
+               lm_status_name(st), lm_error_msg());
+        if (st != LM_OK) break;
+    }
+    return n_match;
+}
+
 // other: the other golden file (the other llama.cpp path), for its greedy gaps
 static void run_file(const char *file, const char *other, struct agree *tot) {
     const char *model_path = lm_test_model_path();
@@ -229,37 +267,9 @@ static void run_file(const char *file, const char *other, struct agree *tot) {
         CHECKF(lm_kv_cache_seq_len(c, 0) == 0, "[%s] seq_len after clear = %d", gp->name,
                lm_kv_cache_seq_len(c, 0));
         if (!golden_decode(c, gp->tokens, gp->n_tokens, LM_GOLDEN_BATCH, 0, NULL, NULL)) continue;
-        int first_div = -1, n_match = 0, bad = 0;
+        int first_div = -1, bad = 0;
         const int n_greedy = lm_test_quick() && gp->n_greedy > 16 ? 16 : gp->n_greedy;
-        for (int k = 0; k < n_greedy; k++) {
-            const float *l = lm_get_logits(c, 0);
-            CHECKF(l != NULL, "[%s] greedy step %d: no logits", gp->name, k);
-            if (!l) break;
-            int t = golden_argmax(l, n_vocab);
-            int want = gp->greedy_id[k];
-            if (t == want) {
-                n_match++;
-            } else {
-                float gap = gp->greedy_gap[k];
-                // the other llama.cpp path's gap counts while its greedy history is the same
-                const struct golden_prompt *op = &go.p[pi];
-                int same = op->n_greedy > k;
-                for (int j = 0; same && j < k; j++) same = op->greedy_id[j] == gp->greedy_id[j];
-                if (same && op->greedy_id[k] == want && op->greedy_gap[k] < gap) gap = op->greedy_gap[k];
-                int allowed = gap < LM_GOLDEN_GREEDY_GAP;
-                fprintf(stderr, "  [%s] greedy step %d: lumen %d (%.4f) vs llama.cpp %d (%.4f here), "
-                        "llama.cpp gap %.4f%s\n", gp->name, k, t, l[t], want, l[want], gap,
-                        allowed ? " (near-tie, allowed)" : "");
-                if (first_div < 0) first_div = k;
-                if (!allowed) bad++;
-            }
-            struct lm_batch_entry e = {.token = want, .pos = gp->n_tokens + k, .seq = 0,
-                                       .want_logits = true};
-            st = lm_decode(c, &e, 1);
-            CHECKF(st == LM_OK, "[%s] greedy decode step %d: %s: %s", gp->name, k,
-                   lm_status_name(st), lm_error_msg());
-            if (st != LM_OK) break;
-        }
+        const int n_match = greedy_steps(c, gp, &go.p[pi], n_vocab, n_greedy, &first_div, &bad);
         printf("[%-13s] greedy %d/%d match, first divergence %d\n", gp->name, n_match,
                n_greedy, first_div);
         tot->greedy += n_greedy;

@@ -423,19 +423,8 @@ static int demo(const char *prefix) {
     return 0;
 }
 
-int main(void) {
-    if (getenv("LM_PROF_DEMO")) return demo(getenv("LM_PROF_DEMO"));
-    char dir[] = "/tmp/lm_prof_test_XXXXXX";
-    CHECK(mkdtemp(dir) != NULL);
-    char jsonl[256], perf[256], summ[256];
-    snprintf(jsonl, sizeof jsonl, "%s/t.jsonl", dir);
-    snprintf(perf, sizeof perf, "%s/t.perfetto.json", dir);
-    snprintf(summ, sizeof summ, "%s/summary.txt", dir);
-    struct lm_pool *pool = lm_pool_create(2);
-    CHECK(pool != NULL);
-    if (!pool) return lm_test_finish();
-
-    // ---- names, bad arguments, off level
+// names, bad arguments, off level
+static void test_names_off(struct lm_pool *pool, const char *jsonl) {
     CHECK(!strcmp(lm_prof_op_name(LM_OP_QKV), "qkv"));
     CHECK(!strcmp(lm_prof_op_name(LM_OP_POST_FFW_NORM), "post_ffw_norm"));
     CHECK(!strcmp(lm_prof_phase_name(LM_PHASE_DECODE), "decode"));
@@ -446,8 +435,10 @@ int main(void) {
     CHECK(lm_prof_now() == 0);
     run_generation(pool); // records nothing, must not crash
     CHECK(lm_prof_write_jsonl(jsonl) == LM_ERR_STATE);
+}
 
-    // ---- timer: calibrated ticks agree with CLOCK_MONOTONIC_RAW within 2%
+// timer: calibrated ticks agree with CLOCK_MONOTONIC_RAW within 2%
+static void test_timer(void) {
     CHECK(lm_prof_init(LM_PROF_SUMMARY, 2, 0) == LM_OK);
     // each tick read is bracketed by two clock reads, retried until the bracket is under
     // 20 us: a preemption between the two clocks on a loaded machine would otherwise skew a
@@ -468,8 +459,10 @@ int main(void) {
     }
     double ratio = lm_prof_ticks_to_ns(c1 - c0) / (double)(n1 - n0);
     CHECKF(fabs(ratio - 1) < 0.02, "ticks_to_ns / monotonic_raw = %.4f", ratio);
+}
 
-    // ---- summary mode
+// summary mode (the level test_timer initialized)
+static void test_summary(struct lm_pool *pool, const char *jsonl, const char *summ) {
     run_generation(pool);
     CHECK(lm_prof_write_jsonl(jsonl) == LM_ERR_STATE); // no events in summary mode
     FILE *sf = fopen(summ, "w");
@@ -482,8 +475,10 @@ int main(void) {
         CHECKF(contains(summ, want[i]), "summary lacks '%s'", want[i]);
     CHECK(!contains(summ, "no phase")); // every op fell inside a begun phase
     if (getenv("LM_PROF_SHOW")) lm_prof_print_summary(stdout);
+}
 
-    // ---- trace mode
+// trace mode, and the analyzer reads it back
+static void test_trace_analyzer(struct lm_pool *pool, const char *jsonl, const char *perf) {
     CHECK(lm_prof_init(LM_PROF_TRACE, 2, 0) == LM_OK);
     run_generation(pool);
     CHECK(lm_prof_dropped() == 0);
@@ -523,8 +518,14 @@ int main(void) {
               row.min <= row.p95 && row.p95 <= row.p99 && row.p99 <= row.max && row.min > 0);
         lm_prof_report_free(r);
     }
+}
 
-    // ---- engine steps: summary, JSONL (step events, ops carry the step), Perfetto, analyzer
+// engine steps: summary, JSONL (step events, ops carry the step), Perfetto, analyzer
+static void test_engine_steps(struct lm_pool *pool, const char *jsonl, const char *perf, const char *summ) {
+    FILE *sf;
+    int n_types[9];
+    int bad;
+    struct lm_prof_report *r;
     CHECK(lm_prof_init(LM_PROF_SUMMARY, 2, 0) == LM_OK);
     run_engine_steps(pool);
     sf = fopen(summ, "w");
@@ -585,8 +586,11 @@ int main(void) {
         CHECK(lm_prof_report_row(r, "phase_op", "prefill :: qkv", &row) && row.count == 2 * 2 * N_LAYERS);
         lm_prof_report_free(r);
     }
+}
 
-    // ---- a full buffer drops (and counts) instead of overwriting
+// a full buffer drops (and counts) instead of overwriting
+static void test_full_buffer(struct lm_pool *pool, const char *jsonl) {
+    struct lm_prof_report *r;
     CHECK(lm_prof_init(LM_PROF_TRACE, 2, 100) == LM_OK);
     run_generation(pool);
     CHECK(lm_prof_dropped() > 0);
@@ -595,11 +599,34 @@ int main(void) {
     r = NULL;
     CHECKF(lm_prof_report_load(jsonl, &r) == LM_OK, "%s", lm_error_msg());
     lm_prof_report_free(r);
+}
 
-    // ---- unwritable output paths fail with a message, not a crash
+// unwritable output paths fail with a message, not a crash
+static void test_unwritable(void) {
     CHECK(lm_prof_write_jsonl("/nonexistent_dir/x.jsonl") == LM_ERR_IO);
     CHECK(strstr(lm_error_msg(), "/nonexistent_dir/x.jsonl") != NULL);
     CHECK(lm_prof_write_perfetto("/nonexistent_dir/x.json") == LM_ERR_IO);
+}
+
+int main(void) {
+    if (getenv("LM_PROF_DEMO")) return demo(getenv("LM_PROF_DEMO"));
+    char dir[] = "/tmp/lm_prof_test_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char jsonl[256], perf[256], summ[256];
+    snprintf(jsonl, sizeof jsonl, "%s/t.jsonl", dir);
+    snprintf(perf, sizeof perf, "%s/t.perfetto.json", dir);
+    snprintf(summ, sizeof summ, "%s/summary.txt", dir);
+    struct lm_pool *pool = lm_pool_create(2);
+    CHECK(pool != NULL);
+    if (!pool) return lm_test_finish();
+
+    test_names_off(pool, jsonl);
+    test_timer();
+    test_summary(pool, jsonl, summ);
+    test_trace_analyzer(pool, jsonl, perf);
+    test_engine_steps(pool, jsonl, perf, summ);
+    test_full_buffer(pool, jsonl);
+    test_unwritable();
 
     lm_prof_shutdown();
     CHECK(lm_prof_level_g == LM_PROF_OFF);

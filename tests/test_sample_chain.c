@@ -93,14 +93,16 @@ static void test_masked(void) {
     free(ref);
 }
 
-int main(void) {
-    test_masked();
-    const float logits[8] = {1.0f, 3.0f, 2.5f, -1.0f, 0.0f, 2.9f, -5.0f, 1.5f};
+static const float logits[8] = {1.0f, 3.0f, 2.5f, -1.0f, 0.0f, 2.9f, -5.0f, 1.5f};
+
+// greedy, then top-k (the parameters carry over from one check to the next)
+static void test_greedy_top_k(void) {
     struct lm_sampler_params p = lm_sampler_params_default();
+    struct lm_sampler *s;
 
     // greedy
     p.temperature = 0.0f;
-    struct lm_sampler *s = mk(p, 8);
+    s = mk(p, 8);
     CHECK(lm_sampler_sample(s, logits) == 1);
     lm_sampler_free(s);
 
@@ -119,47 +121,56 @@ int main(void) {
     CHECK(seen[1] > 0 && seen[5] > 0 && seen[2] > 0);
     CHECK(seen[0] + seen[3] + seen[4] + seen[6] + seen[7] == 0);
     lm_sampler_free(s);
+}
 
-    // top-k over a large vocabulary with many ties (the vectorized scan): the kept set is
-    // the k best by (logit desc, id asc), whatever the vocabulary size's remainder mod 16
-    {
-        enum { NV = 4103, K = 40 };
-        static float big[NV];
-        uint64_t st = 12345;
-        for (int i = 0; i < NV; i++) {
-            st = st * 6364136223846793005ull + 1442695040888963407ull;
-            big[i] = (float)((st >> 33) % 64) * 0.25f; // values repeat ~64 times
-        }
-        // reference: the K-th best value and how many of it are kept (lowest ids first)
-        float kth = 0.0f;
-        int above = 0;
-        for (int v = 63; v >= 0; v--) {
-            int cnt = 0;
-            for (int i = 0; i < NV; i++) cnt += big[i] == (float)v * 0.25f;
-            if (above + cnt >= K) { kth = (float)v * 0.25f; break; }
-            above += cnt;
-        }
-        static char want[NV];
-        int need_eq = K - above;
-        for (int i = 0; i < NV; i++) {
-            want[i] = big[i] > kth || (big[i] == kth && need_eq > 0);
-            if (big[i] == kth && need_eq > 0) need_eq--;
-        }
-        p = lm_sampler_params_default();
-        p.temperature = 1e4f; p.top_k = K; p.top_p = 1.0f; p.min_p = 0.0f; p.seed = 3;
-        s = mk(p, NV);
-        static int hits[NV];
-        int outside = 0, covered = 0;
-        for (int i = 0; i < 20000; i++) {
-            const int id = lm_sampler_sample(s, big);
-            outside += !want[id];
-            hits[id]++;
-        }
-        for (int i = 0; i < NV; i++) covered += want[i] && hits[i] > 0;
-        CHECKF(outside == 0, "top-k %d of %d: %d draws outside the expected set", K, NV, outside);
-        CHECKF(covered == K, "top-k %d of %d: only %d of the set drawn", K, NV, covered);
-        lm_sampler_free(s);
+// top-k over a large vocabulary with many ties (the vectorized scan): the kept set is
+// the k best by (logit desc, id asc), whatever the vocabulary size's remainder mod 16
+static void test_top_k_ties(void) {
+    struct lm_sampler_params p;
+    struct lm_sampler *s;
+    enum { NV = 4103, K = 40 };
+    static float big[NV];
+    uint64_t st = 12345;
+    for (int i = 0; i < NV; i++) {
+        st = st * 6364136223846793005ull + 1442695040888963407ull;
+        big[i] = (float)((st >> 33) % 64) * 0.25f; // values repeat ~64 times
     }
+    // reference: the K-th best value and how many of it are kept (lowest ids first)
+    float kth = 0.0f;
+    int above = 0;
+    for (int v = 63; v >= 0; v--) {
+        int cnt = 0;
+        for (int i = 0; i < NV; i++) cnt += big[i] == (float)v * 0.25f;
+        if (above + cnt >= K) { kth = (float)v * 0.25f; break; }
+        above += cnt;
+    }
+    static char want[NV];
+    int need_eq = K - above;
+    for (int i = 0; i < NV; i++) {
+        want[i] = big[i] > kth || (big[i] == kth && need_eq > 0);
+        if (big[i] == kth && need_eq > 0) need_eq--;
+    }
+    p = lm_sampler_params_default();
+    p.temperature = 1e4f; p.top_k = K; p.top_p = 1.0f; p.min_p = 0.0f; p.seed = 3;
+    s = mk(p, NV);
+    static int hits[NV];
+    int outside = 0, covered = 0;
+    for (int i = 0; i < 20000; i++) {
+        const int id = lm_sampler_sample(s, big);
+        outside += !want[id];
+        hits[id]++;
+    }
+    for (int i = 0; i < NV; i++) covered += want[i] && hits[i] > 0;
+    CHECKF(outside == 0, "top-k %d of %d: %d draws outside the expected set", K, NV, outside);
+    CHECKF(covered == K, "top-k %d of %d: only %d of the set drawn", K, NV, covered);
+    lm_sampler_free(s);
+}
+
+// softmax frequencies, then top-p and min-p on the same parameters
+static void test_softmax_top_p_min_p(void) {
+    struct lm_sampler_params p;
+    struct lm_sampler *s;
+    int seen[8];
 
     // temperature 1, no filters: frequencies follow softmax (4-sigma bound per id)
     p = lm_sampler_params_default();
@@ -195,8 +206,11 @@ int main(void) {
     CHECK(seen[1] > 0 && seen[5] > 0 && seen[2] > 0);
     CHECK(seen[1] + seen[5] + seen[2] == 5000);
     lm_sampler_free(s);
+}
 
-    // same seed -> same sequence; different seed -> (almost surely) different
+// same seed -> same sequence; different seed -> (almost surely) different
+static void test_seeds(void) {
+    struct lm_sampler_params p;
     p = lm_sampler_params_default();
     p.temperature = 1.0f; p.top_k = 0; p.top_p = 1.0f; p.min_p = 0.0f; p.seed = 7;
     struct lm_sampler *a = mk(p, 8), *b = mk(p, 8);
@@ -212,6 +226,12 @@ int main(void) {
     CHECK(same);
     CHECK(diff);
     lm_sampler_free(a); lm_sampler_free(b); lm_sampler_free(c);
+}
+
+// repetition, presence and frequency penalties (the parameters carry over)
+static void test_penalties(void) {
+    struct lm_sampler_params p;
+    struct lm_sampler *s;
 
     // repetition penalty: after accepting token 1, greedy picks 5 (3/1.2=2.5 < 2.9)
     p = lm_sampler_params_default();
@@ -257,8 +277,11 @@ int main(void) {
         struct lm_sampler *bad = NULL;
         CHECK(lm_sampler_init(&bad, &p, 8) == LM_ERR_ARG && bad == NULL);
     }
+}
 
-    // bad parameters are rejected with a message
+// bad parameters are rejected with a message
+static void test_bad_params(void) {
+    struct lm_sampler_params p;
     p = lm_sampler_params_default();
     p.repeat_penalty = 0.0f;
     struct lm_sampler *bad = NULL;
@@ -266,8 +289,12 @@ int main(void) {
     CHECK(strstr(lm_error_msg(), "sampler") != NULL);
     p = lm_sampler_params_default();
     CHECK(lm_sampler_init(&bad, &p, 0) == LM_ERR_ARG);
+}
 
-    // large vocabulary with top-k: the heap keeps exactly the k largest
+// large vocabulary with top-k: the heap keeps exactly the k largest
+static void test_large_top_k(void) {
+    struct lm_sampler_params p;
+    struct lm_sampler *s;
     enum { NV = 100003 };
     static float big[NV];
     for (int i = 0; i < NV; i++) big[i] = (float)((i * 7919) % NV) / NV; // a permutation
@@ -281,31 +308,45 @@ int main(void) {
         if (!(big[id] > big[best] - 5.5f / NV)) { CHECKF(0, "id %d (%g) not in the top 5", id, big[id]); break; }
     }
     lm_sampler_free(s);
+}
 
-    // greedy = the first index of the largest logit, NaN ranking as -inf (never above a
-    // number, wherever it stands), on odd lengths with many ties and NaNs (the vectorized
-    // selection against the plain loop)
-    {
-        static float v[4099];
-        const int lens[] = {1, 2, 15, 16, 17, 31, 32, 33, 47, 64, 65, 1000, 4099};
-        int bad = 0;
-        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
-            const int n = lens[li];
-            for (int rep = 0; rep < 40; rep++) {
-                for (int i = 0; i < n; i++) v[i] = (float)(lm_test_rng_u64() % 7);
-                if (rep % 5 == 1) v[lm_test_rng_u64() % n] = NAN;
-                if (rep % 5 == 2) v[0] = NAN; // the first element too
-                int want = 0;
-                for (int i = 1; i < n; i++)
-                    if (v[i] > (isnan(v[want]) ? -INFINITY : v[want])) want = i;
-                p = lm_sampler_params_default();
-                p.temperature = 0.0f;
-                s = mk(p, n);
-                if (lm_sampler_sample(s, v) != want) bad++;
-                lm_sampler_free(s);
-            }
+// greedy = the first index of the largest logit, NaN ranking as -inf (never above a
+// number, wherever it stands), on odd lengths with many ties and NaNs (the vectorized
+// selection against the plain loop)
+static void test_greedy_nan_ties(void) {
+    struct lm_sampler_params p;
+    struct lm_sampler *s;
+    static float v[4099];
+    const int lens[] = {1, 2, 15, 16, 17, 31, 32, 33, 47, 64, 65, 1000, 4099};
+    int bad = 0;
+    for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+        const int n = lens[li];
+        for (int rep = 0; rep < 40; rep++) {
+            for (int i = 0; i < n; i++) v[i] = (float)(lm_test_rng_u64() % 7);
+            if (rep % 5 == 1) v[lm_test_rng_u64() % n] = NAN;
+            if (rep % 5 == 2) v[0] = NAN; // the first element too
+            int want = 0;
+            for (int i = 1; i < n; i++)
+                if (v[i] > (isnan(v[want]) ? -INFINITY : v[want])) want = i;
+            p = lm_sampler_params_default();
+            p.temperature = 0.0f;
+            s = mk(p, n);
+            if (lm_sampler_sample(s, v) != want) bad++;
+            lm_sampler_free(s);
         }
-        CHECKF(bad == 0, "%d greedy picks differ from the first maximum", bad);
     }
+    CHECKF(bad == 0, "%d greedy picks differ from the first maximum", bad);
+}
+
+int main(void) {
+    test_masked();
+    test_greedy_top_k();
+    test_top_k_ties();
+    test_softmax_top_p_min_p();
+    test_seeds();
+    test_penalties();
+    test_bad_params();
+    test_large_top_k();
+    test_greedy_nan_ties();
     return lm_test_finish();
 }

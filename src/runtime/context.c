@@ -116,15 +116,11 @@ void lm_context_free(struct lm_context *c) {
     free(c);
 }
 
-// A context for m: its own KV pool and thread pool (t NULL; draft: a second model whose
-// layout the pool also holds), or t's (a draft context, t the target's).
-static enum lm_status context_init(struct lm_context **out, struct lm_model *m,
-                                   const struct lm_context_params *params,
-                                   const struct lm_model *draft, struct lm_context *t) {
-    *out = NULL;
-    lm_ops_init();
-    struct lm_context_params p = {0};
-    if (params) p = *params;
+// The parameters p with the defaults filled in (from m, or from the target context t whose
+// sequences, context and threads a draft context takes), checked against m and draft.
+static enum lm_status context_params_resolve(struct lm_context_params *pp, const struct lm_model *m,
+                                             const struct lm_model *draft, const struct lm_context *t) {
+    struct lm_context_params p = *pp;
     const struct lm_hparams *hp = &m->hp;
     if (t) { // the target's sequences, context and threads
         p.n_ctx = t->n_ctx;
@@ -176,6 +172,22 @@ static enum lm_status context_init(struct lm_context **out, struct lm_model *m,
     if (draft && (draft->hp.head_dim_k % 16 != 0 || draft->hp.head_dim_v % 16 != 0))
         return lm_error_set(LM_ERR_UNSUPPORTED, "context: draft model %s: head size %d/%d is not a "
                             "multiple of 16", draft->path, draft->hp.head_dim_k, draft->hp.head_dim_v);
+    *pp = p;
+    return LM_OK;
+}
+
+// A context for m: its own KV pool and thread pool (t NULL; draft: a second model whose
+// layout the pool also holds), or t's (a draft context, t the target's).
+static enum lm_status context_init(struct lm_context **out, struct lm_model *m,
+                                   const struct lm_context_params *params,
+                                   const struct lm_model *draft, struct lm_context *t) {
+    *out = NULL;
+    lm_ops_init();
+    struct lm_context_params p = {0};
+    if (params) p = *params;
+    const struct lm_hparams *hp = &m->hp;
+    const enum lm_status checked = context_params_resolve(&p, m, draft, t);
+    if (checked != LM_OK) return checked;
 
     struct lm_context *c = calloc(1, sizeof *c);
     if (!c) return lm_error_set(LM_ERR_NOMEM, "context: out of memory");
