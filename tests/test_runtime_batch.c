@@ -34,18 +34,8 @@ static void test_beside_others(struct lm_context *c, const int32_t *prompt, floa
     int olen[NS];
     for (int s = 1; s < NS; s++) { olen[s] = 9 + 3 * s; lm_test_prompt(other[s], olen[s], 100 + s); }
     // alone: prefill, then GEN greedy steps
-    CHECK(lm_kv_cache_seq_rm(c, 0, 0, -1) == LM_OK);
     int32_t alone_tok[GEN];
-    CHECK(lm_test_prefill(c, 0, prompt, NP, NP, NULL, nv));
-    memcpy(ref, lm_get_logits(c, NP - 1), sizeof(float) * nv);
-    for (int g = 0; g < GEN; g++) {
-        const float *l = g == 0 ? ref : lm_get_logits(c, 0);
-        if (g > 0) memcpy(ref + (size_t)g * nv, l, sizeof(float) * nv);
-        alone_tok[g] = lm_test_argmax(l, nv);
-        struct lm_batch_entry e = {alone_tok[g], NP + g, 0, true};
-        CHECK(lm_decode(c, &e, 1) == LM_OK);
-    }
-    CHECK(lm_kv_cache_seq_rm(c, 0, 0, -1) == LM_OK);
+    CHECK(lm_test_greedy_alone(c, prompt, NP, GEN, ref, alone_tok, nv));
     // together: sequence 0's prompt in chunks of 7 alongside the others' prompts in
     // chunks of 5, then decode steps of all 16 (greedy, each its own tokens)
     int pos[NS] = {0}, last[NS];

@@ -51,18 +51,8 @@ static void run(const char *path) {
         int32_t other[NS][48];
         int olen[NS];
         for (int s = 1; s < NS; s++) { olen[s] = 11 + 4 * s; lm_test_ids(other[s], olen[s], 100 + s, nv); }
-        CHECK(lm_kv_cache_seq_rm(c, 0, 0, -1) == LM_OK);
         int32_t alone_tok[GEN];
-        CHECK(lm_test_prefill(c, 0, prompt, NP, NP, NULL, nv));
-        memcpy(ref, lm_get_logits(c, NP - 1), sizeof(float) * nv);
-        for (int g = 0; g < GEN; g++) {
-            const float *l = g == 0 ? ref : lm_get_logits(c, 0);
-            if (g > 0) memcpy(ref + (size_t)g * nv, l, sizeof(float) * nv);
-            alone_tok[g] = lm_test_argmax(l, nv);
-            struct lm_batch_entry e = {alone_tok[g], NP + g, 0, true};
-            CHECK(lm_decode(c, &e, 1) == LM_OK);
-        }
-        CHECK(lm_kv_cache_seq_rm(c, 0, 0, -1) == LM_OK);
+        CHECK(lm_test_greedy_alone(c, prompt, NP, GEN, ref, alone_tok, nv));
         int pos[NS] = {0}, last[NS] = {0}, g0 = 0, diff = 0, steps = 0;
         bool done = false;
         while (!done && steps < 100) {

@@ -66,6 +66,24 @@ bool lm_test_prefill(struct lm_context *c, int32_t seq, const int32_t *t, int n,
     return ok;
 }
 
+bool lm_test_greedy_alone(struct lm_context *c, const int32_t *t, int n, int gen, float *ref,
+                          int32_t *toks, int n_vocab) {
+    if (lm_kv_cache_seq_rm(c, 0, 0, -1) != LM_OK || !lm_test_prefill(c, 0, t, n, n, NULL, n_vocab)) return false;
+    const size_t row = sizeof(float) * (size_t)n_vocab;
+    memcpy(ref, lm_get_logits(c, n - 1), row);
+    for (int g = 0; g < gen; g++) {
+        const float *l = g == 0 ? ref : lm_get_logits(c, 0);
+        if (g > 0) memcpy(ref + (size_t)g * (size_t)n_vocab, l, row);
+        toks[g] = lm_test_argmax(l, n_vocab);
+        struct lm_batch_entry e = {toks[g], n + g, 0, true};
+        if (lm_decode(c, &e, 1) != LM_OK) {
+            fprintf(stderr, "decode: %s\n", lm_error_msg());
+            return false;
+        }
+    }
+    return lm_kv_cache_seq_rm(c, 0, 0, -1) == LM_OK;
+}
+
 bool lm_test_same(const float *a, const float *b, int n_vocab) {
     return !memcmp(a, b, sizeof(float) * (size_t)n_vocab);
 }

@@ -26,6 +26,12 @@ void lm_test_ids(int32_t *t, int n, uint64_t seed, int n_vocab);
 bool lm_test_prefill(struct lm_context *c, int32_t seq, const int32_t *t, int n, int chunk,
                      float *out, int n_vocab);
 
+// Sequence 0 alone: prefill t[0, n) in one batch, then `gen` greedy steps; the logits rows
+// the tokens were drawn from into ref (gen rows of n_vocab floats) and the tokens into toks.
+// Sequence 0 is cleared before and after. False after a message on stderr.
+bool lm_test_greedy_alone(struct lm_context *c, const int32_t *t, int n, int gen, float *ref,
+                          int32_t *toks, int n_vocab);
+
 // Two logits rows of n_vocab floats: the same bits
 bool lm_test_same(const float *a, const float *b, int n_vocab);
 // Index of the largest of n_vocab logits (the first of equals)
