@@ -1,11 +1,11 @@
-// libFuzzer target for the KL-divergence base-file reader (src/format/kld_base.h): open
+// libFuzzer target for the KL-divergence base-file reader (include/lumen_kld_base.h): open
 // arbitrary bytes as a stream, then read rows until the reader stops, touching every
 // token and every word of each row (ASan/UBSan catch bad reads).
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "format/kld_base.h"
+#include "lumen_kld_base.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
