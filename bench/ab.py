@@ -2,12 +2,14 @@
 """Speed of one lumen build against another (before / after a change), in one run, rounds
 alternating the builds so that both see the same machine: per round and build
   single    `lumen bench -p 512 -n 128` at each -t (pp512, tg128 tok/s)
+  run       `lumen run -n 128 --ignore-eos` at each -t, greedy and seeded (the stats line's
+            generation tok/s: the command line's own loop through the engine)
   parallel  `lumen bench --parallel 8 -p 64 -n 128` at the largest -t (forward tok/s)
   serve     bench/serve_load.py --concurrency at --clients (aggregate tok/s of lumen serve)
 and reports per metric the median of the per-round ratios new / old, with their range.
 The builds alternate order from round to round (old first, then new first, ...).
 
-  .venv/bin/python bench/ab.py OLD NEW [-r 5] [-t 1,2] [--parts single,parallel,serve]
+  .venv/bin/python bench/ab.py OLD NEW [-r 5] [-t 1,2] [--parts single,run,parallel,serve]
 
 OLD and NEW are lumen binaries or trees holding build/lumen. Writes
 bench/results/ab-<date>.md and .json (--out DIR). The machine is shared and noisy: quote
@@ -17,6 +19,7 @@ import argparse
 import datetime
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -45,6 +48,22 @@ def run_single(lumen, model, threads):
     for t in d["tests"]:
         if t["kind"] in ("pp", "tg"):
             res[f"{t['test']} t{t['n_threads']}"] = t["median_ts"]
+    return res
+
+
+RUN_PROMPT = "Once upon a time, in a small village by the sea,"
+
+
+def run_run(lumen, model, threads):
+    res = {}
+    for t in threads:
+        for name, flags in (("greedy", ["--temp", "0"]), ("seeded", ["--seed", "7"])):
+            p = subprocess.run([lumen, "run", "-m", model, "-p", RUN_PROMPT, "-n", "128", "--ignore-eos",
+                                "-t", str(t)] + flags, check=True, capture_output=True, text=True)
+            m = re.search(r"gen (\d+) tok, ([0-9.]+) tok/s", p.stderr)
+            if not m:
+                sys.exit(f"ab: no stats line from {lumen} run: {p.stderr[-300:]}")
+            res[f"run {name} t{t}"] = float(m.group(2))
     return res
 
 
@@ -97,6 +116,8 @@ def main():
             res = {}
             if "single" in parts:
                 res.update(run_single(lumen, args.model, threads))
+            if "run" in parts:
+                res.update(run_run(lumen, args.model, threads))
             if "parallel" in parts:
                 res.update(run_parallel(lumen, args.model, max(threads), args.parallel_n))
             if "serve" in parts:
