@@ -1,5 +1,5 @@
-// AVX2 + FMA + F16C dot products (vec_dot) for every weight dtype but q2_K / q3_K (those stay
-// generic): int8 blocks by maddubs + madd, f16 in kernels.h's 16-lane order as two ymm. The
+// AVX2 + FMA + F16C dot products (vec_dot) for every weight dtype but q2_K / q3_K (those in
+// dot_q23_K_avx2.c): int8 blocks by maddubs + madd, f16 in kernels.h's 16-lane order as two ymm. The
 // k-quant and f16 results are bit-identical to dot_generic.c's; f32, bf16 and the 32-element
 // block dtypes accumulate in 8 float lanes instead.
 #pragma GCC optimize("fp-contract=off") // kernels_internal.h

@@ -73,6 +73,31 @@ _Static_assert(sizeof(struct lm_il_q6_K_sb) == 3392, "il q6_K super-block size")
 // q5_K: 2880 (16 x 176 = 2816)
 _Static_assert(sizeof(struct lm_il_q5_K_sb) == 2880, "il q5_K super-block size");
 
+// ---- q2_K / q3_K: one struct per 256 columns of the 16 rows, in column order. Sub-block j =
+// 16 columns = runs 4j..4j+3 (run u = columns 4u..4u+3). The low 2 bits of the quants:
+// qs[j][4r + kk] bits 2s..2s+1 = column 16j + 4s + kk of row r, so one 64-byte load yields
+// the four vpdpbusd operands of a sub-block (shift and mask).
+// q2_K: q in 0..3, the weight (d sc) q - (dmin mn); the scale bytes are the file's (low 4 bits
+// sc, high 4 bits mn), two sub-blocks per row side by side so that a widening load gives
+// the int16 pairs of vpdpwssd. 1344 bytes (16 x 84: the file's size).
+struct lm_il_q2_K_sb {
+    lm_f16 d[LM_IL_ROWS];             // super-block scale of row r (as in the ggml block)
+    lm_f16 dmin[LM_IL_ROWS];          // super-block min scale of row r
+    uint8_t sc[8][LM_IL_ROWS][2];     // sc[p][r][e]: scale byte of sub-block 2p + e of row r
+    uint8_t qs[16][4 * LM_IL_ROWS];   // qs[j][4r + kk], bits 2s..: q of column 16j + 4s + kk
+};
+// q3_K: u = low 2 bits + 4 * high bit in 0..7 (the weight d sc (u - 4)); the signed 6-bit
+// scales decoded (- 32 applied); per run one u64 of high bits, bit 4r + kk (a masked add of 4
+// after the 2-bit unpack, as q5_K's fifth bit). 1824 bytes (16 x 110 = 1760).
+struct lm_il_q3_K_sb {
+    lm_f16 d[LM_IL_ROWS];             // super-block scale of row r
+    int8_t sc[8][LM_IL_ROWS][2];      // sc[p][r][e]: scale of sub-block 2p + e of row r
+    uint8_t qs[16][4 * LM_IL_ROWS];   // low 2 bits of u, as q2_K's qs
+    uint64_t qh[16][4];               // qh[j][s], bit 4r + kk: bit 2 of u of column 16j + 4s + kk
+};
+_Static_assert(sizeof(struct lm_il_q2_K_sb) == 1344, "il q2_K super-block size");
+_Static_assert(sizeof(struct lm_il_q3_K_sb) == 1824, "il q3_K super-block size");
+
 // ---- f16: the file layout itself, 16 rows of n_in halves one after another (row_bytes =
 // 2 n_in), so the weights are used in place and nothing is copied at load (lm_il_in_place).
 // Its activation rows are f32: the f16-rounded activations (the f16 row vec_dot reads)

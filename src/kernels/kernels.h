@@ -39,7 +39,7 @@ typedef void (*lm_vec_dot_n_u8_fn)(int64_t n, int nt, float *s, size_t ss, const
 // (il_layout.h); each table's il_gemm computes on them. Numerics per dtype:
 //   q8_0, q5_0, q4_0: exact int32 per 32-block, then acc = fma(d_w * d_x, (float)isum, acc) over
 //               the blocks in order, acc starting at 0 (ggml's reference order)
-//   q4_K, q5_K, q6_K: bit-identical to vec_dot of the same dtype (exact int32 per super-block,
+//   q2_K..q6_K: bit-identical to vec_dot of the same dtype (exact int32 per super-block,
 //               then the single-row float steps)
 //   f16:        one accumulator of 16 float lanes per output, lane l taking the elements
 //               k = l mod 16 as acc = fma(w[k], x[k], acc) in k order (x the f16-rounded
@@ -201,7 +201,7 @@ struct lm_kernels {
     lm_topk_span_fn topk_span;
 };
 
-// True if weight (n_out, n_in) of dtype t has an il layout: q8_0, q5_0, q4_K, q6_K, f16 with
+// True if weight (n_out, n_in) of dtype t has an il layout: q8_0, q5_0, q4_0, q2_K..q6_K, f16 with
 // n_out % LM_IL_ROWS == 0 (and n_in a whole number of blocks).
 bool lm_il_supported(enum lm_dtype t, int64_t n_out, int64_t n_in);
 // True if t's il layout is the file layout (f16 with contiguous rows): no copy needed.

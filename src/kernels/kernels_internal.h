@@ -56,6 +56,10 @@ lm_vec_dot_kernel lm_vec_dot_f32_avx512, lm_vec_dot_f16_avx512, lm_vec_dot_q4_0_
 lm_vec_dot_n_kernel lm_vec_dot_n_f16_avx512, lm_vec_dot_n_q8_0_avx512, lm_vec_dot_n_q5_0_avx512,
     lm_vec_dot_n_q4_K_avx512, lm_vec_dot_n_q6_K_avx512;
 lm_vec_dot_n_u8_kernel lm_vec_dot_n_u8_q5_0_avx512, lm_vec_dot_n_u8_q8_0_avx512;
+// ---- dot_q23_K_avx2.c, dot_q23_K_avx512.c: q2_K / q3_K x q8_K (vec_dot, vec_dot_n)
+lm_vec_dot_kernel lm_vec_dot_q2_K_avx2, lm_vec_dot_q3_K_avx2, lm_vec_dot_q2_K_avx512,
+    lm_vec_dot_q3_K_avx512;
+lm_vec_dot_n_kernel lm_vec_dot_n_q2_K_avx512, lm_vec_dot_n_q3_K_avx512;
 
 // ---- il_generic.c, il_avx2.c, il_avx512.c: one il group of 16 rows . up to 16 activation rows
 lm_il_gemm_kernel lm_il_gemm_q8_0_generic, lm_il_gemm_q5_0_generic, lm_il_gemm_q4_0_generic,
@@ -66,6 +70,11 @@ lm_il_gemm_kernel lm_il_gemm_q8_0_avx512, lm_il_gemm_q5_0_avx512, lm_il_gemm_q4_
     lm_il_gemm_q4_K_avx512, lm_il_gemm_q5_K_avx512,
     lm_il_gemm_q6_K_avx512, lm_il_gemm_f16_avx512;
 lm_il_gemv_kernel lm_il_gemv_f16_avx512;
+// ---- il_q23_K_pack.c, il_q23_K_generic.c, il_q23_K_avx512.c: q2_K / q3_K il groups
+void lm_il_pack_q2_K(void *dst, const void *src, size_t row_bytes, int64_t n_in);
+void lm_il_pack_q3_K(void *dst, const void *src, size_t row_bytes, int64_t n_in);
+lm_il_gemm_kernel lm_il_gemm_q2_K_generic, lm_il_gemm_q3_K_generic, lm_il_gemm_q2_K_avx512,
+    lm_il_gemm_q3_K_avx512;
 // ---- il_amx.c: AMX-INT8 k-quant GEMMs (prefill); lm_amx_enable asks Linux for the tile state
 // and says whether the CPU and kernel allow AMX (1) or not (0)
 typedef void lm_il_gemm_amx_kernel(int64_t n_in, int64_t n_groups, size_t group_bytes, int64_t nt,

@@ -119,6 +119,20 @@ static inline void lm_q3_K_unpack(const struct lm_block_q3_K *b, int8_t q[LM_QK_
     }
 }
 
+// q3_K: the 16 signed 6-bit scales (already - 32) from the block's 12 scale bytes, four at a
+// time as ggml unpacks them (the same values as lm_q3_K_unpack's sc).
+static inline void lm_q3_K_scales(const uint8_t s12[12], int8_t sc[16]) {
+    uint32_t a[4], t;
+    memcpy(a, s12, 12);
+    t = a[2];
+    a[2] = ((a[0] >> 4) & 0x0f0f0f0fu) | (((t >> 4) & 0x03030303u) << 4);
+    a[3] = ((a[1] >> 4) & 0x0f0f0f0fu) | (((t >> 6) & 0x03030303u) << 4);
+    a[0] = (a[0] & 0x0f0f0f0fu) | (((t >> 0) & 0x03030303u) << 4);
+    a[1] = (a[1] & 0x0f0f0f0fu) | (((t >> 2) & 0x03030303u) << 4);
+    memcpy(sc, a, 16);
+    for (int j = 0; j < 16; j++) sc[j] = (int8_t)(sc[j] - 32);
+}
+
 // q4_K: q[256] in 0..15 (64-element chunks of 32 bytes, low nibbles first), sc / mn[8] of
 // each 32 elements.
 static inline void lm_q4_K_unpack(const struct lm_block_q4_K *b, int8_t q[LM_QK_K], uint8_t sc[8],
