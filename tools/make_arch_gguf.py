@@ -27,9 +27,12 @@ llama.cpp: Q4_K for q/k/o/gate/up, Q6_K for v/down/embeddings/output where the r
 is a multiple of 256; rows that are not (n_embd 896, 1152) fall back to Q5_0 / Q8_0 as
 llama.cpp's quantizer does. The K-quant packers below are simple min/max quantizers (not
 llama.cpp's search), which is fine: the golden data comes from llama.cpp on the same file.
+dtypes 'qmix_q2k' / 'qmix_q3k': llama-quantize's Q2_K / Q3_K_M mixes for a tied-head llama
+(KMIX_RULES), with Q2_K / Q3_K / Q5_K packers of the same kind; every packer agrees with
+gguf.quants.dequantize.
 
 usage:
-  make_arch_gguf.py --family qwen3 [--layers N] [--vocab N] [--dtype f16|qmix] OUT.gguf
+  make_arch_gguf.py --family qwen3 [--layers N] [--vocab N] [--dtype f16|qmix|qmix_q2k|qmix_q3k] OUT.gguf
   make_arch_gguf.py --ci OUT_DIR     # the reduced copies the tests use (+ OUT_DIR/manifest.txt)
   make_arch_gguf.py --ci-shapes OUT_DIR   # the larger shapes' reduced copies (slow test)
 
@@ -263,6 +266,117 @@ def quant_q6_k(x):
     return out.reshape(rows, -1)
 
 
+def quant_q5_k(x):
+    """x (rows, n) float32, n % 256 == 0 -> (rows, n/256*176) uint8 Q5_K blocks (quant_q4_k's
+    scales and mins, 32 levels; bit 4 of element 32m + l is bit m of qh[l])."""
+    rows, n = x.shape
+    b = x.reshape(-1, 8, 32)
+    mn = np.minimum(b.min(axis=2), 0.0)
+    scale = (b.max(axis=2) - mn) / 31.0
+    d = _f16(scale.max(axis=1) / 63.0)
+    dmin = _f16((-mn).max(axis=1) / 63.0)
+    df, dminf = d.astype(np.float32), dmin.astype(np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sc = np.where(df[:, None] > 0, np.rint(scale / df[:, None]), 0)
+        m = np.where(dminf[:, None] > 0, np.rint(-mn / dminf[:, None]), 0)
+    sc = np.clip(sc, 0, 63).astype(np.uint8)
+    m = np.clip(m, 0, 63).astype(np.uint8)
+    step = df[:, None] * sc.astype(np.float32)
+    off = dminf[:, None] * m.astype(np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = np.where(step[:, :, None] > 0, np.rint((b + off[:, :, None]) / step[:, :, None]), 0)
+    q = np.clip(q, 0, 31).astype(np.uint8)                    # (nb, 8, 32)
+    scales = np.empty((b.shape[0], 12), np.uint8)
+    scales[:, 0:4] = sc[:, 0:4] | ((sc[:, 4:8] >> 4) << 6)
+    scales[:, 4:8] = m[:, 0:4] | ((m[:, 4:8] >> 4) << 6)
+    scales[:, 8:12] = (sc[:, 4:8] & 0xF) | ((m[:, 4:8] & 0xF) << 4)
+    qs = ((q[:, 0::2, :] & 0xF) | ((q[:, 1::2, :] & 0xF) << 4)).reshape(-1, 128)
+    qh = np.zeros((b.shape[0], 32), np.uint8)
+    for sub in range(8):
+        qh |= ((q[:, sub, :] >> 4) << sub).astype(np.uint8)
+    out = np.concatenate([d.view(np.uint8).reshape(-1, 2), dmin.view(np.uint8).reshape(-1, 2),
+                          scales, qh, qs], axis=1)
+    return out.reshape(rows, -1)
+
+
+def _pack_2bit(q):
+    """(nb, 256) values 0..3 -> (nb, 64) bytes: element 128h + 32k + l in bits 2k of byte 32h + l."""
+    q = q.reshape(-1, 2, 4, 32)
+    return (q[:, :, 0] | (q[:, :, 1] << 2) | (q[:, :, 2] << 4) | (q[:, :, 3] << 6)).reshape(-1, 64)
+
+
+def quant_q2_k(x):
+    """x (rows, n) float32, n % 256 == 0 -> (rows, n/256*84) uint8 Q2_K blocks: per 16
+    elements a 4-bit scale and min, (d sc) q - (dmin mn) with q in 0..3."""
+    rows, n = x.shape
+    b = x.reshape(-1, 16, 16)                                  # (nb, sub, 16)
+    mn = np.minimum(b.min(axis=2), 0.0)
+    scale = (b.max(axis=2) - mn) / 3.0
+    d = _f16(scale.max(axis=1) / 15.0)
+    dmin = _f16((-mn).max(axis=1) / 15.0)
+    df, dminf = d.astype(np.float32), dmin.astype(np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sc = np.where(df[:, None] > 0, np.rint(scale / df[:, None]), 0)
+        m = np.where(dminf[:, None] > 0, np.rint(-mn / dminf[:, None]), 0)
+    sc = np.clip(sc, 0, 15).astype(np.uint8)
+    m = np.clip(m, 0, 15).astype(np.uint8)
+    step = df[:, None] * sc.astype(np.float32)
+    off = dminf[:, None] * m.astype(np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = np.where(step[:, :, None] > 0, np.rint((b + off[:, :, None]) / step[:, :, None]), 0)
+    q = np.clip(q, 0, 3).astype(np.uint8).reshape(-1, 256)
+    out = np.concatenate([sc | (m << 4), _pack_2bit(q), d.view(np.uint8).reshape(-1, 2),
+                          dmin.view(np.uint8).reshape(-1, 2)], axis=1)
+    return out.reshape(rows, -1)
+
+
+def quant_q3_k(x):
+    """x (rows, n) float32, n % 256 == 0 -> (rows, n/256*110) uint8 Q3_K blocks: per 16
+    elements a 6-bit scale (stored + 32), d sc q with q in -4..3 (low 2 bits in qs, the
+    high bit of q + 4 in hmask: element 32m + l is bit m of hmask[l])."""
+    rows, n = x.shape
+    b = x.reshape(-1, 16, 16)
+    # signed scales: the largest-magnitude element maps to q = -4 (the wider side)
+    idx = np.abs(b).argmax(axis=2)
+    scale = -np.take_along_axis(b, idx[:, :, None], axis=2)[:, :, 0] / 4.0
+    d = _f16(np.abs(scale).max(axis=1) / 31.0)
+    df = d.astype(np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sc = np.where(df[:, None] > 0, np.rint(scale / df[:, None]), 0)
+    sc = np.clip(sc, -32, 31).astype(np.int32)
+    step = df[:, None] * sc.astype(np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = np.where(step[:, :, None] != 0, np.rint(b / step[:, :, None]), 0)
+    u = (np.clip(q, -4, 3) + 4).astype(np.uint8).reshape(-1, 256)   # 0..7
+    hb = (u >> 2).reshape(-1, 8, 32)
+    hmask = np.zeros((u.shape[0], 32), np.uint8)
+    for m in range(8):
+        hmask |= (hb[:, m, :] << m).astype(np.uint8)
+    v = (sc + 32).astype(np.uint8)                             # (nb, 16) 6-bit
+    scales = np.zeros((u.shape[0], 12), np.uint8)
+    scales[:, 0:8] = (v[:, 0:8] & 0xF) | ((v[:, 8:16] & 0xF) << 4)
+    for j in range(16):
+        scales[:, 8 + j % 4] |= ((v[:, j] >> 4) << (2 * (j // 4))).astype(np.uint8)
+    out = np.concatenate([hmask, _pack_2bit(u & 3), scales, d.view(np.uint8).reshape(-1, 2)], axis=1)
+    return out.reshape(rows, -1)
+
+
+# dtypes 'qmix_q2k' / 'qmix_q3k': the tensor types llama-quantize's Q2_K / Q3_K_M give a llama
+# with grouped-query attention (n_gqa >= 4) and a tied head (src/llama-quant.cpp): the head
+# Q6_K; Q2_K: attn_v Q4_K, attn_output and ffn_down Q3_K, the rest Q2_K; Q3_K_M: attn_v Q5_K
+# (first two layers), attn_output and ffn_down Q4_K (past the first n_layer/16 layers), the
+# rest Q3_K. Rows not a multiple of 256 fall back to Q8_0 / Q5_0 as in qmix.
+KMIX_FILE_TYPE = {"qmix_q2k": 10, "qmix_q3k": 12}  # LLAMA_FTYPE_MOSTLY_Q2_K / _Q3_K_M
+KMIX_RULES = {  # (name suffixes, type), first match (attn_output before the head's output)
+    "qmix_q2k": ((("attn_v.weight",), QT.Q4_K), (("attn_output.weight", "ffn_down.weight"), QT.Q3_K),
+                 (("token_embd.weight", "output.weight"), QT.Q6_K), ((), QT.Q2_K)),
+    "qmix_q3k": ((("attn_v.weight",), QT.Q5_K), (("attn_output.weight", "ffn_down.weight"), QT.Q4_K),
+                 (("token_embd.weight", "output.weight"), QT.Q6_K), ((), QT.Q3_K)),
+}
+KQUANT_PACKERS = {QT.Q2_K: quant_q2_k, QT.Q3_K: quant_q3_k, QT.Q4_K: quant_q4_k,
+                  QT.Q5_K: quant_q5_k, QT.Q6_K: quant_q6_k}
+
+
 QMIX_HIGH = ("attn_v.weight", "ffn_down.weight", "ffn_down_exps.weight", "token_embd.weight",
              "output.weight")
 F32_MATRICES = ("ffn_gate_inp.weight",)  # the MoE router stays F32 (converter, llama-quantize)
@@ -274,6 +388,16 @@ def encode(name, arr, dtype):
         return arr.astype(np.float32), None
     if dtype == "f16":
         return arr.astype(np.float16), None
+    if dtype in KMIX_RULES:
+        lead, n = arr.shape[:-1], arr.shape[-1]
+        flat = arr.reshape(-1, n)
+        qt = next(t for sfx, t in KMIX_RULES[dtype] if not sfx or name.endswith(sfx))
+        if n % 256 == 0:
+            q = KQUANT_PACKERS[qt](flat)
+        else:
+            qt = QT.Q8_0 if qt == QT.Q6_K else QT.Q5_0
+            q = quants.quantize(flat, qt)
+        return q.reshape(lead + (q.shape[-1],)), qt
     high = name.endswith(QMIX_HIGH)
     lead, n = arr.shape[:-1], arr.shape[-1]  # 3-D experts: rows of every expert
     flat = arr.reshape(-1, n)
@@ -338,7 +462,7 @@ def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_S
         w.add_rope_scaling_factor(f["rope_scale_linear"])
     if "sliding_window_pattern" in extra:
         w.add_uint32("%s.attention.sliding_window_pattern" % arch, extra["sliding_window_pattern"])
-    w.add_file_type(1 if dtype == "f16" else 15)  # MOSTLY_F16 / MOSTLY_Q4_K_M
+    w.add_file_type(1 if dtype == "f16" else KMIX_FILE_TYPE.get(dtype, 15))  # MOSTLY_F16 / _Q4_K_M
 
     toks, scores, types = spm_vocab(V)
     for tid, text in extra.get("token_text", {}).items():
@@ -490,7 +614,7 @@ def main():
     ap.add_argument("--family", choices=sorted(FAMILIES))
     ap.add_argument("--layers", type=int, default=0, help="reduced layer count (0 = real)")
     ap.add_argument("--vocab", type=int, default=0, help="reduced vocabulary (0 = real)")
-    ap.add_argument("--dtype", choices=("f16", "qmix"), default="f16")
+    ap.add_argument("--dtype", choices=("f16", "qmix", "qmix_q2k", "qmix_q3k"), default="f16")
     ap.add_argument("--seed", type=int, default=CI_SEED)
     ap.add_argument("--swa-pattern", type=int, default=0,
                     help="write <arch>.attention.sliding_window_pattern (gemma3)")
