@@ -132,6 +132,8 @@ CI_MODELS = [
     ("gemma3", "gemma3", 2, 8192, ("f16", "qmix"), {"sliding_window_pattern": 2}),
     ("qwen3moe", "qwen3moe_tiny", 2, 8192, ("f16", "qmix"), {}),
     ("mixtral", "mixtral_tiny", 2, 8192, ("f16", "qmix"), {}),
+    # the Q2_K and Q3_K_M mixes (issue 37), on the llama32 copy's weights
+    ("llama32", "llama32", 1, 8192, ("qmix_q2k", "qmix_q3k"), {}),
 ]
 CI_SEED = 20240601
 
