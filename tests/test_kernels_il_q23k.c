@@ -81,7 +81,7 @@ static void test_dot_n(enum lm_dtype t, int64_t n) {
 static void check_group(enum lm_dtype t, const uint8_t *w, size_t row_bytes, int64_t n, int fill) {
     const size_t xas = lm_dtype_row_size(LM_DTYPE_Q8_K, n) + 64; // padded rows
     const size_t ys = LM_IL_ROWS + 3;
-    uint8_t *g = aligned_alloc(64, lm_il_group_bytes(t, n) + 64);
+    uint8_t *g = aligned_alloc(64, (lm_il_group_bytes(t, n) + 127) / 64 * 64); // a multiple of 64
     uint8_t *xa = malloc(xas * LM_IL_MAX_NT);
     float *y = malloc(ys * LM_IL_MAX_NT * sizeof(float));
     float ref[LM_IL_MAX_NT][LM_IL_ROWS];
