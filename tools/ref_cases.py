@@ -37,6 +37,10 @@ for _a in ARCH:
     for _dt in ("f16", "qmix"):
         CASES.append(("arch_%s_%s" % (_a, _dt), "arch:arch_%s_%s.gguf" % (_a, _dt),
                       "tests/golden/arch_%s_%s.txt" % (_a, _dt), None))
+# the Q2_K / Q3_K_M mixes of the llama32 copy (make_arch_gguf's qmix_q2k / qmix_q3k; kind qmix)
+for _dt in ("qmix_q2k", "qmix_q3k"):
+    CASES.append(("arch_llama32_%s" % _dt, "arch:arch_llama32_%s.gguf" % _dt,
+                  "tests/golden/arch_llama32_%s.txt" % _dt, None))
 # the larger shapes' reduced copies (make_arch_gguf.SHAPE_CI_MODELS): the sequences of the CI
 # copy of the same family (gemma3's up to 64 tokens: its 600-token one would take minutes)
 SHAPE_SEQS = {"llama32_3b": ("llama32", None), "llama31_8b": ("llama32", None),
@@ -55,6 +59,8 @@ def kind(name, source):
         return "q4_k_m"
     if source == "f32":
         return "f32"
+    if "_qmix_" in name:  # arch_<family>_qmix_<q2k|q3k>: the quant mixes' margins
+        return "qmix"
     return name.rsplit("_", 1)[-1]  # arch_<family>_<f16|qmix>
 
 
