@@ -153,6 +153,7 @@ void lm_op_kv_write(struct lm_context *c, int il, int ith, int nth) {
         // q8_0 rows as llama.cpp's CPU backend stores them (its x86 quantize_row_q8_0)
         if (lay->type_k == LM_KV_Q8_0) c->kern->quant[LM_DTYPE_Q8_0](c->k + i * lay->kv_dim_k, kd, lay->kv_dim_k);
         else c->kern->f32_to_f16((lm_f16 *)kd, c->k + i * lay->kv_dim_k, lay->kv_dim_k);
+        if (lay->kv_dim_v == 0) continue; // V is in the K row (MLA)
         if (lay->type_v == LM_KV_Q8_0) c->kern->quant[LM_DTYPE_Q8_0](c->v + i * lay->kv_dim_v, vd, lay->kv_dim_v);
         else c->kern->f32_to_f16((lm_f16 *)vd, c->v + i * lay->kv_dim_v, lay->kv_dim_v);
     }
@@ -167,12 +168,14 @@ void lm_op_attention(struct lm_context *c, int il, int ith, int nth) {
     const struct lm_kv_layout *lay = &kv->lay[c->kv_layout];
     const int64_t hdk = hp->head_dim_k, hdv = hp->head_dim_v;
     const int64_t n_head = hp->n_head, n_kv = hp->n_head_kv, group = n_head / n_kv;
+    const bool v_in_k = lay->kv_dim_v == 0; // MLA: V is the first hdv values of the K row
     struct lm_attn_job j = {
         .block_bytes = kv->block_bytes, .block_shift = LM_KV_BLOCK_SHIFT,
-        .kstride = (size_t)lay->kv_dim_k, .vstride = (size_t)lay->kv_dim_v,
+        .kstride = (size_t)lay->kv_dim_k, .vstride = (size_t)(v_in_k ? lay->kv_dim_k : lay->kv_dim_v),
         .hdk = (int32_t)hdk, .hdv = (int32_t)hdv,
         .scratch = c->attn_scratch + (size_t)ith * c->attn_scratch_stride,
-        .k_q8 = lay->type_k == LM_KV_Q8_0, .v_q8 = lay->type_v == LM_KV_Q8_0,
+        .k_q8 = lay->type_k == LM_KV_Q8_0,
+        .v_q8 = (v_in_k ? lay->type_k : lay->type_v) == LM_KV_Q8_0,
     };
     const lm_attn_fn attn = j.k_q8 || j.v_q8 ? c->kern->attn_q8 : c->kern->attn;
     // Work items: (token, KV head, subset of its query heads). The heads are split into
@@ -201,7 +204,7 @@ void lm_op_attention(struct lm_context *c, int il, int ith, int nth) {
         j.blocks = sq->blocks;
         j.present = sq->first_hole <= j.p ? sq->present : NULL;
         j.kb = kv->base + lay->k_off[il] + (size_t)g * lm_kv_row_bytes(lay->type_k, hdk);
-        j.vb = kv->base + lay->v_off[il] + (size_t)g * lm_kv_row_bytes(lay->type_v, hdv);
+        j.vb = v_in_k ? j.kb : kv->base + lay->v_off[il] + (size_t)g * lm_kv_row_bytes(lay->type_v, hdv);
         for (int64_t h0 = hb; h0 < he; h0 += LM_ATTN_MAX_HEADS) {
             j.nh = he - h0 < LM_ATTN_MAX_HEADS ? (int)(he - h0) : LM_ATTN_MAX_HEADS;
             j.q = c->q + (i * n_head + h0) * hdk;
