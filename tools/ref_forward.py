@@ -22,6 +22,13 @@ measured (KL-divergence, top-1 agreement). Architectures, as llama.cpp builds th
            sliding_window, pattern from sliding_window_pattern, default 6: five local, one
            global); q x 1/sqrt(head_dim); post-attention and post-FFN norms; GELU (tanh) FFN;
            optional final logit soft-capping
+  deepseek2 multi-head latent attention in its decompressed (MHA) form, which lumen and
+           llama.cpp compute absorbed: latent c = rmsnorm(kv_a_mqa's first kv_lora_rank
+           outputs), per head k_nope = k_b^T c and v = v_b c, the shared RoPE key (adjacent
+           pairs) from kv_a_mqa's tail, q straight (attn_q) or through q_a / q_a_norm / q_b,
+           scale 1/sqrt(key_length_mla); the first leading_dense_block_count layers dense,
+           then routed experts (softmax or sigmoid gating, exp_probs_b for the choice only,
+           group-limited top-k, optional renormalisation and scale) plus the shared experts
 
 Optional biases (attn_q/k/v/output.bias) are applied wherever present. Not supported (an
 error names them): YaRN / LongRoPE scaling, per-layer head counts, experts in other families
@@ -45,8 +52,9 @@ import numpy as np
 import gguf
 from gguf import GGMLQuantizationType as QT
 
-SUPPORTED = ("llama", "qwen2", "qwen3", "qwen3moe", "gemma3")
-ROPE_NEOX = {"llama": False, "qwen2": True, "qwen3": True, "qwen3moe": True, "gemma3": True}
+SUPPORTED = ("llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "deepseek2")
+ROPE_NEOX = {"llama": False, "qwen2": True, "qwen3": True, "qwen3moe": True, "gemma3": True,
+             "deepseek2": False}
 
 
 def field_value(f):
@@ -98,6 +106,8 @@ class RefModel:
         self.n_expert = self.get(a + ".expert_count", 0) if a in ("qwen3moe", "llama") else 0
         if self.n_expert:
             self.n_expert_used = self.get(a + ".expert_used_count")
+        if a == "deepseek2":
+            self.ds2_init()
         self.tensors = {t.name: t for t in self.r.tensors}
         self.n_vocab = int(self.tensors["token_embd.weight"].shape[1])
         self._cache = {}
@@ -205,6 +215,96 @@ class RefModel:
                 out[i] += we * (down[e] @ f)
         return out
 
+    # ------------------------------------------------------------ deepseek2
+
+    def ds2_init(self):
+        a = self.arch
+        if self.get(a + ".rope.scaling.type", "none") != "none":
+            raise SystemExit("ref_forward: deepseek2 rope scaling (YaRN) is not supported")
+        self.kv_lora = self.get(a + ".attention.kv_lora_rank")
+        self.head_k_mla = self.get(a + ".attention.key_length_mla")
+        self.head_v_mla = self.get(a + ".attention.value_length_mla")
+        self.dense_lead = self.get(a + ".leading_dense_block_count", 0)
+        self.n_expert = self.get(a + ".expert_count", 0)
+        self.n_expert_used = self.get(a + ".expert_used_count", 0)
+        self.ds2_gating = self.get(a + ".expert_gating_func", 1)
+        self.ds2_norm_w = bool(self.get(a + ".expert_weights_norm", False))
+        self.ds2_scale = self.get(a + ".expert_weights_scale", 0.0)
+        self.ds2_groups = (self.get(a + ".expert_group_count", 0),
+                           self.get(a + ".expert_group_used_count", 0))
+
+    def mla(self, h, p, pos):
+        """deepseek2's attention output (n, n_embd) of normed h (n, n_embd)."""
+        n, H, kvr, rot = h.shape[0], self.n_head, self.kv_lora, self.n_rot
+        hk, hv = self.head_k_mla, self.head_v_mla
+        nope = hk - rot
+        if self.has(p + "attn_q_a.weight"):
+            qa = self.rmsnorm(self.linear(h, p + "attn_q_a"), self.w(p + "attn_q_a_norm.weight"))
+            q = self.linear(qa, p + "attn_q_b")
+        else:
+            q = self.linear(h, p + "attn_q")
+        q = q.reshape(n, H, hk)
+        kv = self.linear(h, p + "attn_kv_a_mqa")                             # (n, kvr + rot)
+        c = self.rmsnorm(kv[:, :kvr], self.w(p + "attn_kv_a_norm.weight"))
+        k_pe = self.rope(kv[:, None, kvr:], pos, self.rope_base, 1.0, None)  # (n, 1, rot)
+        q_pe = self.rope(q[:, :, nope:], pos, self.rope_base, 1.0, None)     # (n, H, rot)
+        kb = self.w(p + "attn_k_b.weight")                                  # (H, kvr, nope)
+        vb = self.w(p + "attn_v_b.weight")                                  # (H, hv, kvr)
+        masked = np.arange(n)[None, :] > np.arange(n)[:, None]
+        out = np.empty((n, H, hv))
+        for hh in range(H):
+            k_nope = c @ kb[hh]                                             # (n, nope)
+            v = c @ vb[hh].T                                                # (n, hv)
+            s = (q[:, hh, :nope] @ k_nope.T + q_pe[:, hh, :] @ k_pe[:, 0, :].T) / math.sqrt(hk)
+            s[masked] = -np.inf
+            s -= s.max(axis=1, keepdims=True)
+            pr = np.exp(s)
+            pr /= pr.sum(axis=1, keepdims=True)
+            out[:, hh, :] = pr @ v
+        return self.linear(out.reshape(n, H * hv), p + "attn_output")
+
+    def ds2_ffn(self, h, p, il):
+        """deepseek2's FFN of normed h: dense, or routed + shared experts."""
+        def swiglu(x, pre):
+            g = self.linear(x, pre + "gate" + suf)
+            return self.linear(self.silu(g) * self.linear(x, pre + "up" + suf), pre + "down" + suf)
+        if il < self.dense_lead or not self.n_expert:
+            suf = ""
+            return swiglu(h, p + "ffn_")
+        logits = h @ self.w(p + "ffn_gate_inp.weight").T                   # (n, n_expert)
+        if self.ds2_gating == 2:
+            pr = 1.0 / (1.0 + np.exp(-logits))
+        else:
+            pr = np.exp(logits - logits.max(axis=1, keepdims=True))
+            pr /= pr.sum(axis=1, keepdims=True)
+        sc = pr + self.w(p + "exp_probs_b.bias") if self.has(p + "exp_probs_b.bias") else pr.copy()
+        ng, nu = self.ds2_groups
+        gate = self.w(p + "ffn_gate_exps.weight")
+        up = self.w(p + "ffn_up_exps.weight")
+        down = self.w(p + "ffn_down_exps.weight")
+        out = np.zeros_like(h)
+        for i in range(h.shape[0]):
+            s = sc[i].copy()
+            if ng > 1:
+                g = s.reshape(ng, -1)
+                gs = np.sort(g, axis=1)[:, ::-1][:, :2].sum(axis=1)
+                keep = np.argsort(-gs, kind="stable")[:nu]
+                mask = np.ones(ng, bool)
+                mask[keep] = False
+                g[mask] = -np.inf
+                s = g.reshape(-1)
+            sel = np.argsort(-s, kind="stable")[: self.n_expert_used]
+            w = pr[i, sel]
+            if self.ds2_norm_w:
+                w = w / max(w.sum(), 6.103515625e-5)
+            if self.ds2_scale not in (0.0, 1.0):
+                w = w * self.ds2_scale
+            for e, we in zip(sel, w):
+                f = self.silu(gate[e] @ h[i]) * (up[e] @ h[i])
+                out[i] += we * (down[e] @ f)
+        suf = "_shexp"
+        return out + swiglu(h, p + "ffn_") if self.has(p + "ffn_gate_shexp.weight") else out
+
     # ------------------------------------------------------------ forward
 
     def hidden(self, tokens):
@@ -219,6 +319,10 @@ class RefModel:
         for il in range(self.n_layer):
             p = "blk.%d." % il
             h = self.rmsnorm(x, self.w(p + "attn_norm.weight"))
+            if self.arch == "deepseek2":
+                x = x + self.mla(h, p, pos)
+                x = x + self.ds2_ffn(self.rmsnorm(x, self.w(p + "ffn_norm.weight")), p, il)
+                continue
             q = self.linear(h, p + "attn_q").reshape(n, self.n_head, self.head_k)
             k = self.linear(h, p + "attn_k").reshape(n, self.n_head_kv, self.head_k)
             v = self.linear(h, p + "attn_v").reshape(n, self.n_head_kv, self.head_v)
