@@ -116,7 +116,7 @@ void lm_bench_model_info(const struct lm_model *m, const char *path, struct lm_b
     mi->n_ctx_train = hp.n_ctx_train;
     mi->kernels = info.kernels;
     mi->kv_k_elems = (uint64_t)hp.n_head_kv * (uint64_t)hp.head_dim_k;
-    mi->kv_v_elems = (uint64_t)hp.n_head_kv * (uint64_t)hp.head_dim_v;
+    mi->kv_v_elems = hp.mla_kv_rank > 0 ? 0 : (uint64_t)hp.n_head_kv * (uint64_t)hp.head_dim_v;
     lm_bench_model_info_kv_types(mi, LM_KV_F16, LM_KV_F16);
     mi->n_swa = hp.n_swa;
     for (int32_t l = 0; l < hp.n_layer && hp.n_swa > 0; l++) {
