@@ -102,6 +102,7 @@ struct lm_model_hparams {
     // mla_kv_rank, and the KV cache holds head_dim_k values per position and layer, no V
     // (V is the latent, the first head_dim_v values of the K row)
     int32_t mla_kv_rank;
+    bool rope_yarn;           // YaRN scaling (deepseek2): rope_scale is its frequency scale
 };
 void lm_model_hparams(const struct lm_model *m, struct lm_model_hparams *out);
 

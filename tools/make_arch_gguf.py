@@ -120,13 +120,14 @@ FAMILIES = {
     # 512, q_lora_rank none, qk_nope 128, qk_rope 64, v_head 128, 64 routed experts of 1408,
     # 6 used, 2 shared, intermediate 10944, vocab 102400, rms 1e-6, routed_scaling_factor 1,
     # softmax gating, norm_topk_prob false); head_dim = kv_lora_rank + qk_rope (the MQA
-    # view llama.cpp runs). Its YaRN rope scaling (factor 40) is left out: lumen refuses it yet.
+    # view llama.cpp runs); YaRN rope scaling (factor 40, original context 4096, mscale_all_dim
+    # 0.707, written as the converter does: yarn_log_multiplier = 0.1 x mscale_all_dim).
     "deepseek2_lite": dict(arch="deepseek2", n_embd=2048, n_layer=27, n_head=16, n_head_kv=1,
                            head_dim=576, n_ff=10944, n_vocab=102400, n_ctx=163840,
                            rope_base=10000.0, eps=1e-6, tied=False, bias=False, qk_norm=False,
                            n_expert=64, n_expert_used=6, n_ff_exp=1408, kv_lora=512, q_lora=0,
                            qk_nope=128, qk_rope=64, v_head=128, n_shared=2, dense_lead=1,
-                           w_scale=1.0),
+                           w_scale=1.0, yarn=(40.0, 4096, 0.707)),
     # tiny copies for CI: Lite's form (q straight from attn_q, softmax), and V3 / Moonlight's
     # (the q low-rank pair, sigmoid gating with exp_probs_b, group-limited top-k,
     # renormalised and scaled weights)
@@ -135,7 +136,7 @@ FAMILIES = {
                            eps=1e-6, tied=False, bias=False, qk_norm=False, n_expert=8,
                            n_expert_used=2, n_ff_exp=128, kv_lora=64, q_lora=0, qk_nope=32,
                            qk_rope=32, v_head=32, n_shared=1, dense_lead=1, w_scale=1.0,
-                           out_std=0.15),
+                           out_std=0.15, yarn=(40.0, 4096, 0.707)),
     "deepseek2_v3_tiny": dict(arch="deepseek2", n_embd=256, n_layer=2, n_head=4, n_head_kv=1,
                               head_dim=96, n_ff=512, n_vocab=8192, n_ctx=4096,
                               rope_base=10000.0, eps=1e-6, tied=False, bias=False,
@@ -342,6 +343,12 @@ def deepseek2_meta(w, f):
     if f.get("groups"):
         w.add_expert_group_count(f["groups"][0])
         w.add_expert_group_used_count(f["groups"][1])
+    if f.get("yarn"):
+        factor, orig, mscale_all = f["yarn"]
+        w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        w.add_rope_scaling_factor(factor)
+        w.add_rope_scaling_orig_ctx_len(orig)
+        w.add_rope_scaling_yarn_log_mul(0.1 * mscale_all)
 
 
 def deepseek2_layer(t, f, p, i):

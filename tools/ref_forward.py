@@ -26,7 +26,8 @@ measured (KL-divergence, top-1 agreement). Architectures, as llama.cpp builds th
            llama.cpp compute absorbed: latent c = rmsnorm(kv_a_mqa's first kv_lora_rank
            outputs), per head k_nope = k_b^T c and v = v_b c, the shared RoPE key (adjacent
            pairs) from kv_a_mqa's tail, q straight (attn_q) or through q_a / q_a_norm / q_b,
-           scale 1/sqrt(key_length_mla); the first leading_dense_block_count layers dense,
+           scale 1/sqrt(key_length_mla), or YaRN (rope.scaling.type yarn) as llama.cpp sets
+           it up for deepseek2 (ramped frequencies, magnitude factor, kq_scale); the first leading_dense_block_count layers dense,
            then routed experts (softmax or sigmoid gating, exp_probs_b for the choice only,
            group-limited top-k, optional renormalisation and scale) plus the shared experts
 
@@ -84,7 +85,7 @@ class RefModel:
         self.eps = self.get(a + ".attention.layer_norm_rms_epsilon")
         self.rope_base = self.get(a + ".rope.freq_base", 10000.0)
         scaling = self.get(a + ".rope.scaling.type", "linear")
-        if scaling not in ("linear", "none"):
+        if scaling not in ("linear", "none") and not (a == "deepseek2" and scaling == "yarn"):
             raise SystemExit("ref_forward: rope scaling %r is not supported" % scaling)
         factor = self.get(a + ".rope.scaling.factor", 0.0) or self.get(a + ".rope.scale_linear", 0.0)
         self.rope_scale = 1.0 / factor if factor else 1.0
@@ -219,8 +220,6 @@ class RefModel:
 
     def ds2_init(self):
         a = self.arch
-        if self.get(a + ".rope.scaling.type", "none") != "none":
-            raise SystemExit("ref_forward: deepseek2 rope scaling (YaRN) is not supported")
         self.kv_lora = self.get(a + ".attention.kv_lora_rank")
         self.head_k_mla = self.get(a + ".attention.key_length_mla")
         self.head_v_mla = self.get(a + ".attention.value_length_mla")
@@ -232,6 +231,41 @@ class RefModel:
         self.ds2_scale = self.get(a + ".expert_weights_scale", 0.0)
         self.ds2_groups = (self.get(a + ".expert_group_count", 0),
                            self.get(a + ".expert_group_used_count", 0))
+        # YaRN as llama.cpp sets it up for deepseek2 (llama_context, the graph's kq_scale)
+        self.ds2_yarn = None
+        self.ds2_kq_scale = 1.0 / math.sqrt(self.head_k_mla)
+        if self.get(a + ".rope.scaling.type", "none") == "yarn":
+            factor = self.get(a + ".rope.scaling.factor")
+            orig = self.get(a + ".rope.scaling.original_context_length", self.get(a + ".context_length"))
+            log_mul = self.get(a + ".rope.scaling.yarn_log_multiplier", 0.0) / 0.1
+            ms = lambda s, m: 1.0 if s <= 1.0 else 0.1 * m * math.log(s) + 1.0
+            if log_mul:
+                af = ms(factor, log_mul if log_mul != 1.0 else 1.0) / ms(factor, log_mul)
+            else:
+                af = ms(factor, 1.0)
+            af /= 1.0 + 0.1 * math.log(factor)
+            corr = lambda beta: self.n_rot * math.log(orig / (beta * 2 * math.pi)) / (2 * math.log(self.rope_base))
+            lo, hi = max(0.0, math.floor(corr(32.0))), min(self.n_rot - 1.0, math.ceil(corr(1.0)))
+            self.ds2_yarn = (1.0 / factor, af * (1.0 + 0.1 * math.log(factor)), lo, hi)
+            m = af * (1.0 + 0.1 * math.log(factor)) * (1.0 + 0.1 * log_mul * math.log(factor))
+            self.ds2_kq_scale = m * m / math.sqrt(self.head_k_mla)
+
+    def ds2_rope(self, x, pos):
+        """RoPE of x (n, heads, n_rot) on adjacent pairs, YaRN-scaled when the file says."""
+        if self.ds2_yarn is None:
+            return self.rope(x, pos, self.rope_base, 1.0, None)
+        fs, mscale, lo, hi = self.ds2_yarn
+        d = self.n_rot
+        i = np.arange(d // 2, dtype=np.float64)
+        extrap = pos[:, None].astype(np.float64) * (self.rope_base ** (-2.0 * i / d))[None, :]
+        mix = 1.0 - np.clip((i - lo) / max(0.001, hi - lo), 0.0, 1.0)
+        theta = fs * extrap * (1.0 - mix) + extrap * mix
+        c, s = (np.cos(theta) * mscale)[:, None, :], (np.sin(theta) * mscale)[:, None, :]
+        out = x.copy()
+        a, b = x[..., 0:d:2], x[..., 1:d:2]
+        out[..., 0:d:2] = a * c - b * s
+        out[..., 1:d:2] = a * s + b * c
+        return out
 
     def mla(self, h, p, pos):
         """deepseek2's attention output (n, n_embd) of normed h (n, n_embd)."""
@@ -246,8 +280,8 @@ class RefModel:
         q = q.reshape(n, H, hk)
         kv = self.linear(h, p + "attn_kv_a_mqa")                             # (n, kvr + rot)
         c = self.rmsnorm(kv[:, :kvr], self.w(p + "attn_kv_a_norm.weight"))
-        k_pe = self.rope(kv[:, None, kvr:], pos, self.rope_base, 1.0, None)  # (n, 1, rot)
-        q_pe = self.rope(q[:, :, nope:], pos, self.rope_base, 1.0, None)     # (n, H, rot)
+        k_pe = self.ds2_rope(kv[:, None, kvr:], pos)                        # (n, 1, rot)
+        q_pe = self.ds2_rope(q[:, :, nope:], pos)                           # (n, H, rot)
         kb = self.w(p + "attn_k_b.weight")                                  # (H, kvr, nope)
         vb = self.w(p + "attn_v_b.weight")                                  # (H, hv, kvr)
         masked = np.arange(n)[None, :] > np.arange(n)[:, None]
@@ -255,7 +289,7 @@ class RefModel:
         for hh in range(H):
             k_nope = c @ kb[hh]                                             # (n, nope)
             v = c @ vb[hh].T                                                # (n, hv)
-            s = (q[:, hh, :nope] @ k_nope.T + q_pe[:, hh, :] @ k_pe[:, 0, :].T) / math.sqrt(hk)
+            s = (q[:, hh, :nope] @ k_nope.T + q_pe[:, hh, :] @ k_pe[:, 0, :].T) * self.ds2_kq_scale
             s[masked] = -np.inf
             s -= s.max(axis=1, keepdims=True)
             pr = np.exp(s)

@@ -72,7 +72,7 @@ int cmd_info(int argc, char **argv) {
     printf("  rope           %s, %d dims, base %g (global)", hp.rope_neox ? "neox" : "norm", hp.n_rot,
            hp.rope_base);
     if (hp.n_swa > 0) printf(", base %g (sliding)", hp.rope_base_swa);
-    if (hp.rope_scale != 1.0f) printf(", linear scaling x%g", 1.0f / hp.rope_scale);
+    if (hp.rope_scale != 1.0f) printf(", %s scaling x%g", hp.rope_yarn ? "yarn" : "linear", 1.0f / hp.rope_scale);
     if (hp.rope_llama3) // per-dimension frequency divisors (1 = high frequencies untouched)
         printf(", llama3 scaling (frequency factors %g..%g, %s)", hp.rope_factor_min,
                hp.rope_factor_max,

@@ -46,8 +46,57 @@ static enum lm_status load_mla_hparams(struct lm_model *m) {
     return LM_OK;
 }
 
-// RoPE: NORM rotation of the rope dims, no scaling (YaRN is refused for now); the
-// attention scale is llama.cpp's kq_scale, 1/sqrt(key_length_mla) without YaRN.
+// YaRN as llama.cpp sets it up for deepseek2 (llama_context's cparams, the graph's
+// kq_scale): freq_scale 1/factor, ext_factor 1, beta_fast 32 / beta_slow 1 over
+// original_context_length, the magnitude factor from yarn_log_multiplier (the converter's
+// 0.1 x mscale_all_dim, divided by 0.1 again), and the attention scale mscale^2 / sqrt(key
+// size) that pre-scales for it; float arithmetic as llama.cpp's.
+static float yarn_get_mscale(float scale, float mscale) {
+    return scale <= 1.0f ? 1.0f : 0.1f * mscale * logf(scale) + 1.0f;
+}
+static float yarn_corr_dim(int n_dims, float n_ctx_orig, float n_rot, float base) {
+    return (float)n_dims * logf(n_ctx_orig / (n_rot * 2 * (float)M_PI)) / (2 * logf(base));
+}
+static enum lm_status load_yarn(struct lm_model *m, float factor) {
+    struct lm_hparams *hp = &m->hp;
+    enum lm_status st;
+    uint32_t orig = (uint32_t)hp->n_ctx_train;
+    float log_mul = 0.0f, rope_attn = 1.0f;
+    if ((st = lm_model_key_u32(m, "rope.scaling.original_context_length", &orig, false))) return st;
+    if ((st = lm_model_key_f32(m, "rope.scaling.yarn_log_multiplier", &log_mul, false))) return st;
+    if ((st = lm_model_key_f32(m, "rope.scaling.attn_factor", &rope_attn, false))) return st;
+    if (!(factor > 1.0f && factor < 1e6f) || orig == 0 || orig > (1u << 24) || !(log_mul >= 0.0f))
+        return lm_error_set(LM_ERR_FORMAT,
+                            "deepseek2: %s: YaRN rope scaling needs factor > 1, "
+                            "original_context_length in [1, 2^24] and yarn_log_multiplier >= 0 "
+                            "(got %g, %u, %g)", m->path, factor, orig, log_mul);
+    log_mul /= 0.1f; // [TAG_DEEPSEEK2_YARN_LOG_MUL_FIX]
+    const float freq_scale = 1.0f / factor;
+    float af;
+    if (log_mul != 0.0f) {
+        const float mscale = log_mul != 1.0f ? log_mul : 1.0f;
+        af = yarn_get_mscale(factor, mscale) / yarn_get_mscale(factor, log_mul);
+    } else {
+        af = yarn_get_mscale(factor, 1.0f);
+    }
+    af *= 1.0f / (1.0f + 0.1f * logf(factor));
+    af *= rope_attn;
+    hp->rope_scaling = LM_ROPE_SCALING_YARN;
+    hp->rope_scale = freq_scale;
+    hp->yarn_ext_factor = 1.0f;
+    hp->yarn_attn_factor = af;
+    const float lo = floorf(yarn_corr_dim(hp->n_rot, (float)orig, 32.0f, hp->rope_base));
+    const float hi = ceilf(yarn_corr_dim(hp->n_rot, (float)orig, 1.0f, hp->rope_base));
+    hp->yarn_corr[0] = lo > 0.0f ? lo : 0.0f;
+    hp->yarn_corr[1] = hi < (float)(hp->n_rot - 1) ? hi : (float)(hp->n_rot - 1);
+    const float af_org = af * (1.0f + 0.1f * logf(1.0f / freq_scale));
+    const float ms = af_org * (1.0f + 0.1f * log_mul * logf(1.0f / freq_scale));
+    hp->attn_scale = 1.0f * ms * ms / sqrtf((float)hp->mla_hd_k);
+    return LM_OK;
+}
+
+// RoPE: NORM rotation of the rope dims, none or YaRN scaling; the attention scale is
+// llama.cpp's kq_scale, 1/sqrt(key_length_mla) without YaRN.
 static enum lm_status load_rope(struct lm_model *m) {
     struct lm_hparams *hp = &m->hp;
     enum lm_status st;
@@ -62,11 +111,14 @@ static enum lm_status load_rope(struct lm_model *m) {
     if ((st = lm_gguf_get_str(&m->gguf, key, &s, false))) return st;
     float factor = 0.0f, temp = 0.0f;
     if ((st = lm_model_key_f32(m, "rope.scaling.factor", &factor, false))) return st;
-    const bool none = s.len == 0 || lm_gguf_str_eq(s, "none");
-    if (!none || (factor != 0.0f && factor != 1.0f))
+    // llama.cpp: a missing type is linear, and the factor alone decides
+    const bool none = lm_gguf_str_eq(s, "none") ||
+                      ((s.len == 0 || lm_gguf_str_eq(s, "linear")) && (factor == 0.0f || factor == 1.0f));
+    const bool yarn = lm_gguf_str_eq(s, "yarn");
+    if (!none && !yarn)
         return lm_error_set(LM_ERR_UNSUPPORTED,
-                            "deepseek2: %s: rope scaling '%.*s' (factor %g) is not supported yet "
-                            "(YaRN: not implemented; supported: none)",
+                            "deepseek2: %s: rope scaling '%.*s' (factor %g) is not supported "
+                            "(supported: none, yarn)",
                             m->path, (int)(s.len > 32 ? 32 : s.len), s.data, factor);
     if ((st = lm_model_key_f32(m, "attention.temperature_scale", &temp, false))) return st;
     if (temp != 0.0f)
@@ -78,8 +130,10 @@ static enum lm_status load_rope(struct lm_model *m) {
     hp->rope_scaling = LM_ROPE_SCALING_NONE;
     hp->rope_type = LM_ROPE_NORM;
     hp->attn_scale = 1.0f / sqrtf((float)hp->mla_hd_k);
+    hp->yarn_ext_factor = 0.0f;
+    hp->yarn_attn_factor = 1.0f;
     m->rope_freqs = NULL;
-    return LM_OK;
+    return yarn ? load_yarn(m, factor) : LM_OK;
 }
 
 // Experts: routed (expert_count, expert_used_count, expert_feed_forward_length), shared

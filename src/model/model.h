@@ -21,6 +21,8 @@ enum lm_rope_scaling {
     LM_ROPE_SCALING_NONE = 0,
     LM_ROPE_SCALING_LINEAR,  // positions * rope_scale
     LM_ROPE_SCALING_LLAMA3,  // per-dimension frequency factors (lm_model.rope_freqs)
+    LM_ROPE_SCALING_YARN,    // YaRN (deepseek2): positions * rope_scale ramped to unscaled over
+                             // yarn_corr, cos/sin times the magnitude factor (ggml's rope_yarn)
 };
 
 // How the router's logits become the experts' probabilities (llama.cpp's
@@ -71,6 +73,10 @@ struct lm_hparams {
     int32_t mla_hd_v;      // a head's value size after wv_b
     enum lm_expert_gating expert_gating; // router probabilities (softmax unless the file says)
     int32_t n_expert_groups, n_group_used; // group-limited top-k (groups > 1)
+    // YaRN (rope_scaling LM_ROPE_SCALING_YARN; rope_scale is then ggml's freq_scale)
+    float yarn_ext_factor;  // 1: the ramp between interpolated and extrapolated dims
+    float yarn_attn_factor; // llama.cpp's cparams.yarn_attn_factor (cos/sin magnitude factor)
+    float yarn_corr[2];     // the ramp's first and last dims (ggml_rope_yarn_corr_dims)
 };
 
 struct lm_layer {

@@ -248,16 +248,42 @@ void lm_op_gate_up_act(struct lm_context *c, float *gate, float *up, const float
     }
 }
 
+// YaRN's cos/sin as ggml's rope_yarn computes them (ext_factor != 0): theta per pair by
+// repeated multiplication, interpolated (theta * scale) or extrapolated (theta) as the ramp
+// over hp->yarn_corr says, both times the magnitude factor.
+static void rope_angles_yarn(float *cs, int32_t pos, int64_t n_rot, float theta_scale, float scale,
+                             const struct lm_hparams *hp) {
+    const float lo = hp->yarn_corr[0], hi = hp->yarn_corr[1], ext = hp->yarn_ext_factor;
+    const float mscale = ext != 0.0f ? hp->yarn_attn_factor * (1.0f + 0.1f * logf(1.0f / scale))
+                                     : hp->yarn_attn_factor;
+    float theta = (float)pos;
+    for (int64_t d = 0; d < n_rot / 2; d++) {
+        const float interp = scale * theta;
+        float t = interp;
+        if (ext != 0.0f) {
+            const float y = ((float)d - lo) / fmaxf(0.001f, hi - lo);
+            const float mix = (1.0f - fminf(1.0f, fmaxf(0.0f, y))) * ext;
+            t = interp * (1.0f - mix) + theta * mix;
+        }
+        cs[2 * d] = cosf(t) * mscale;
+        cs[2 * d + 1] = sinf(t) * mscale;
+        theta *= theta_scale;
+    }
+}
+
 void lm_op_rope_cache(struct lm_context *c, int ith, int nth) {
     const int64_t n_rot = c->m->hp.n_rot;
+    const bool yarn = c->m->hp.rope_scaling == LM_ROPE_SCALING_YARN;
     int64_t s, e;
     split(c->n_tokens, ith, nth, &s, &e);
     for (int sl = 0; sl < c->n_rope_slots; sl++) {
         const float theta_scale = powf(c->rope_base[sl], -2.0f / (float)n_rot);
         const float scale = c->rope_scale[sl];
-        for (int64_t i = s; i < e; i++)
-            rope_angles(c->rope_cs[sl] + i * n_rot, c->batch[i].pos, n_rot, theta_scale, scale,
-                        c->m->rope_freqs);
+        for (int64_t i = s; i < e; i++) {
+            float *cs = c->rope_cs[sl] + i * n_rot;
+            if (yarn) rope_angles_yarn(cs, c->batch[i].pos, n_rot, theta_scale, scale, &c->m->hp);
+            else rope_angles(cs, c->batch[i].pos, n_rot, theta_scale, scale, c->m->rope_freqs);
+        }
     }
 }
 
