@@ -44,7 +44,8 @@ static bool name_has(const struct lm_tensor_info *t, const char *sub) {
 // The matmul group a tensor's bytes count in (the head and embedding are decided before).
 static enum lm_bench_grp layer_group(const struct lm_tensor_info *t) {
     if (name_has(t, ".attn_q.") || name_has(t, ".attn_k.") || name_has(t, ".attn_v.") ||
-        name_has(t, ".attn_qkv."))
+        name_has(t, ".attn_qkv.") || name_has(t, ".attn_q_a.") || name_has(t, ".attn_q_b.") ||
+        name_has(t, ".attn_kv_a_mqa."))
         return LM_BENCH_GRP_QKV;
     if (name_has(t, ".attn_output.")) return LM_BENCH_GRP_O;
     if (name_has(t, ".ffn_gate.") || name_has(t, ".ffn_up.") || name_has(t, ".ffn_gate_up.") ||
