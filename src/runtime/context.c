@@ -73,7 +73,7 @@ static void matmul_ws_fit_model(struct lm_matmul_ws_params *p, const struct lm_m
     lm_matmul_ws_fit(p, &m->output);
     for (int l = 0; l < m->hp.n_layer; l++) {
         const struct lm_layer *L = &m->layers[l];
-        const struct lm_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->gate, &L->up, &L->down};
+        const struct lm_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->gate, &L->up, &L->down, &L->wq_a};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) lm_matmul_ws_fit(p, ws[i]);
         if (L->gate_exps) { // every expert's view has the shape of the first
             lm_matmul_ws_fit(p, &L->router);
