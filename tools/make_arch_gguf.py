@@ -130,20 +130,21 @@ FAMILIES = {
                            w_scale=1.0, yarn=(40.0, 4096, 0.707)),
     # tiny copies for CI: Lite's form (q straight from attn_q, softmax), and V3 / Moonlight's
     # (the q low-rank pair, sigmoid gating with exp_probs_b, group-limited top-k,
-    # renormalised and scaled weights)
+    # renormalised and scaled weights) with GLM-4.7-Flash's trailing multi-token-prediction
+    # block (nextn_predict_layers 1: block_count 3, two layers run)
     "deepseek2_tiny": dict(arch="deepseek2", n_embd=256, n_layer=2, n_head=4, n_head_kv=1,
                            head_dim=96, n_ff=512, n_vocab=8192, n_ctx=4096, rope_base=10000.0,
                            eps=1e-6, tied=False, bias=False, qk_norm=False, n_expert=8,
                            n_expert_used=2, n_ff_exp=128, kv_lora=64, q_lora=0, qk_nope=32,
                            qk_rope=32, v_head=32, n_shared=1, dense_lead=1, w_scale=1.0,
                            out_std=0.15, yarn=(40.0, 4096, 0.707)),
-    "deepseek2_v3_tiny": dict(arch="deepseek2", n_embd=256, n_layer=2, n_head=4, n_head_kv=1,
+    "deepseek2_v3_tiny": dict(arch="deepseek2", n_embd=256, n_layer=3, n_head=4, n_head_kv=1,
                               head_dim=96, n_ff=512, n_vocab=8192, n_ctx=4096,
                               rope_base=10000.0, eps=1e-6, tied=False, bias=False,
                               qk_norm=False, n_expert=8, n_expert_used=2, n_ff_exp=128,
                               kv_lora=64, q_lora=96, qk_nope=32, qk_rope=32, v_head=32,
                               n_shared=1, dense_lead=1, w_scale=2.5, norm_w=True, gating=2,
-                              groups=(4, 2), out_std=0.15),
+                              groups=(4, 2), out_std=0.15, nextn=1),
 }
 
 # The copies tests/test_model_arch_golden.c compares (and tools/gen_golden_arch.py feeds
@@ -159,7 +160,7 @@ CI_MODELS = [
     ("qwen3moe", "qwen3moe_tiny", 2, 8192, ("f16", "qmix"), {}),
     ("mixtral", "mixtral_tiny", 2, 8192, ("f16", "qmix"), {}),
     ("deepseek2", "deepseek2_tiny", 2, 8192, ("f16", "qmix"), {}),
-    ("deepseek2v3", "deepseek2_v3_tiny", 2, 8192, ("f16",), {}),
+    ("deepseek2v3", "deepseek2_v3_tiny", 3, 8192, ("f16",), {}),
 ]
 CI_SEED = 20240601
 
@@ -343,6 +344,8 @@ def deepseek2_meta(w, f):
     if f.get("groups"):
         w.add_expert_group_count(f["groups"][0])
         w.add_expert_group_used_count(f["groups"][1])
+    if f.get("nextn"):
+        w.add_nextn_predict_layers(f["nextn"])
     if f.get("yarn"):
         factor, orig, mscale_all = f["yarn"]
         w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
@@ -385,6 +388,10 @@ def deepseek2_layer(t, f, p, i):
     t(p + "ffn_gate_shexp.weight", (FS, E))
     t(p + "ffn_up_shexp.weight", (FS, E))
     t(p + "ffn_down_shexp.weight", (E, FS))
+    if i >= f["n_layer"] - f.get("nextn", 0):  # a multi-token-prediction block (not run)
+        t(p + "nextn.eh_proj.weight", (E, 2 * E))
+        t(p + "nextn.enorm.weight", (E,), 0.05, 1.0)
+        t(p + "nextn.hnorm.weight", (E,), 0.05, 1.0)
 
 
 # ============================================================ writer

@@ -220,6 +220,7 @@ class RefModel:
 
     def ds2_init(self):
         a = self.arch
+        self.n_layer -= self.get(a + ".nextn_predict_layers", 0)  # MTP blocks: not run
         self.kv_lora = self.get(a + ".attention.kv_lora_rank")
         self.head_k_mla = self.get(a + ".attention.key_length_mla")
         self.head_v_mla = self.get(a + ".attention.value_length_mla")
