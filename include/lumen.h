@@ -97,6 +97,12 @@ struct lm_model_hparams {
     int32_t n_expert;         // experts per layer
     int32_t n_expert_used;    // chosen per token
     int32_t n_ff_exp;         // hidden size of one expert
+    // multi-head latent attention (deepseek2): the latent's size (0: not MLA). Attention is
+    // then MQA over it: n_head_kv 1, head_dim_k = mla_kv_rank + n_rot and head_dim_v =
+    // mla_kv_rank, and the KV cache holds head_dim_k values per position and layer, no V
+    // (V is the latent, the first head_dim_v values of the K row)
+    int32_t mla_kv_rank;
+    bool rope_yarn;           // YaRN scaling (deepseek2): rope_scale is its frequency scale
 };
 void lm_model_hparams(const struct lm_model *m, struct lm_model_hparams *out);
 

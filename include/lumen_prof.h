@@ -59,6 +59,8 @@ enum lm_prof_op {
     LM_OP_FFN_MOE_ROUTER,  // experts: router matmul, top-k, grouping (and gathering) of tokens
     LM_OP_FFN_MOE_GATE_UP, // experts: gate + up matmuls of the chosen experts, SwiGLU
     LM_OP_FFN_MOE_DOWN,    // experts: down matmuls, weighted sum into the FFN output
+    LM_OP_MLA_ABSORB,      // MLA: each head's q_nope through wk_b into the latent space
+    LM_OP_MLA_V_UP,        // MLA: each head's latent attention output through wv_b
     LM_OP_COUNT
 };
 

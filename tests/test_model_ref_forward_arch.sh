@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/test_model_ref_forward.sh on the random-weight llama / qwen2 / qwen3 / gemma3 / qwen3moe copies of
+# tests/test_model_ref_forward.sh on the random-weight llama / qwen2 / qwen3 / gemma3 / qwen3moe / deepseek2 copies of
 # tools/make_arch_gguf.py --ci (real widths, few layers; F16 and a quant mix; gemma3's 600-token
 # sequence runs past its sliding window): lumen's KL to the float64 reference per architecture
 # against llama.cpp's. ~45 s on 2 cores. LUMEN_TEST_QUICK=1: the F16 copies but gemma3's

@@ -1,6 +1,6 @@
 // Batch invariance of the experts' FFN (runtime/ops_moe.c) on the tiny random-weight
-// Qwen3-MoE of tools/make_arch_gguf.py --ci (8 experts, 2 used) and its Mixtral-style llama
-// (4 experts): a sequence's logits are the same bits whether its prompt is prefilled in one
+// Qwen3-MoE of tools/make_arch_gguf.py --ci (8 experts, 2 used), its Mixtral-style llama
+// (4 experts) and the deepseek2 copies (latent attention, shared experts): a sequence's logits are the same bits whether its prompt is prefilled in one
 // batch or in chunks, whether it decodes alone or beside 7 other sequences in mixed
 // prefill/decode batches (each expert then sees other tokens: its group's rows change, a
 // token's result must not), at 1 or 2 threads, and after a prefix-cache attach. F16 and the
@@ -24,7 +24,8 @@ static void run(const char *path) {
         CHECKF(0, "cannot load %s: %s", path, lm_error_msg());
         return;
     }
-    CHECK(!strcmp(lm_model_arch(m), "qwen3moe") || !strcmp(lm_model_arch(m), "llama"));
+    CHECK(!strcmp(lm_model_arch(m), "qwen3moe") || !strcmp(lm_model_arch(m), "llama") ||
+          !strcmp(lm_model_arch(m), "deepseek2"));
     nv = lm_model_n_vocab(m);
     enum { NP = 40, NS = 8, GEN = 10 };
     int32_t prompt[NP];
@@ -212,9 +213,12 @@ int main(void) {
         CHECKF(0, "generator failed: %s", cmd);
         return lm_test_finish();
     }
+    // deepseek2: latent attention, a dense first layer, shared experts; v3: the q low-rank
+    // pair, sigmoid gating with a selection bias, group-limited top-k
     const char *files[] = {"arch_qwen3moe_f16.gguf", "arch_qwen3moe_qmix.gguf",
-                           "arch_mixtral_qmix.gguf"};
-    for (int i = 0; i < 3; i++) {
+                           "arch_mixtral_qmix.gguf", "arch_deepseek2_qmix.gguf",
+                           "arch_deepseek2v3_f16.gguf"};
+    for (int i = 0; i < (int)(sizeof files / sizeof files[0]); i++) {
         snprintf(path, sizeof path, "%s/%s", dir, files[i]);
         run(path);
     }

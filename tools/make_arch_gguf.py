@@ -118,6 +118,36 @@ FAMILIES = {
                       rope_base=1000000.0, rope_base_swa=10000.0, rope_scale_linear=8.0,
                       eps=1e-6, tied=True, bias=False, qk_norm=True, sliding_window=1024,
                       emb_std=0.06, post_norm_mean=12.0),
+    # deepseek2 (multi-head latent attention, as the converter writes DeepSeek-V2-Lite's
+    # config.json: hidden 2048, 27 layers (first_k_dense_replace 1), 16 heads, kv_lora_rank
+    # 512, q_lora_rank none, qk_nope 128, qk_rope 64, v_head 128, 64 routed experts of 1408,
+    # 6 used, 2 shared, intermediate 10944, vocab 102400, rms 1e-6, routed_scaling_factor 1,
+    # softmax gating, norm_topk_prob false); head_dim = kv_lora_rank + qk_rope (the MQA
+    # view llama.cpp runs); YaRN rope scaling (factor 40, original context 4096, mscale_all_dim
+    # 0.707, written as the converter does: yarn_log_multiplier = 0.1 x mscale_all_dim).
+    "deepseek2_lite": dict(arch="deepseek2", n_embd=2048, n_layer=27, n_head=16, n_head_kv=1,
+                           head_dim=576, n_ff=10944, n_vocab=102400, n_ctx=163840,
+                           rope_base=10000.0, eps=1e-6, tied=False, bias=False, qk_norm=False,
+                           n_expert=64, n_expert_used=6, n_ff_exp=1408, kv_lora=512, q_lora=0,
+                           qk_nope=128, qk_rope=64, v_head=128, n_shared=2, dense_lead=1,
+                           w_scale=1.0, yarn=(40.0, 4096, 0.707)),
+    # tiny copies for CI: Lite's form (q straight from attn_q, softmax), and V3 / Moonlight's
+    # (the q low-rank pair, sigmoid gating with exp_probs_b, group-limited top-k,
+    # renormalised and scaled weights) with GLM-4.7-Flash's trailing multi-token-prediction
+    # block (nextn_predict_layers 1: block_count 3, two layers run)
+    "deepseek2_tiny": dict(arch="deepseek2", n_embd=256, n_layer=2, n_head=4, n_head_kv=1,
+                           head_dim=96, n_ff=512, n_vocab=8192, n_ctx=4096, rope_base=10000.0,
+                           eps=1e-6, tied=False, bias=False, qk_norm=False, n_expert=8,
+                           n_expert_used=2, n_ff_exp=128, kv_lora=64, q_lora=0, qk_nope=32,
+                           qk_rope=32, v_head=32, n_shared=1, dense_lead=1, w_scale=1.0,
+                           out_std=0.15, yarn=(40.0, 4096, 0.707)),
+    "deepseek2_v3_tiny": dict(arch="deepseek2", n_embd=256, n_layer=3, n_head=4, n_head_kv=1,
+                              head_dim=96, n_ff=512, n_vocab=8192, n_ctx=4096,
+                              rope_base=10000.0, eps=1e-6, tied=False, bias=False,
+                              qk_norm=False, n_expert=8, n_expert_used=2, n_ff_exp=128,
+                              kv_lora=64, q_lora=96, qk_nope=32, qk_rope=32, v_head=32,
+                              n_shared=1, dense_lead=1, w_scale=2.5, norm_w=True, gating=2,
+                              groups=(4, 2), out_std=0.15, nextn=1),
 }
 
 # The copies tests/test_model_arch_golden.c compares (and tools/gen_golden_arch.py feeds
@@ -134,6 +164,8 @@ CI_MODELS = [
     ("mixtral", "mixtral_tiny", 2, 8192, ("f16", "qmix"), {}),
     # the Q2_K and Q3_K_M mixes (issue 37), on the llama32 copy's weights
     ("llama32", "llama32", 1, 8192, ("qmix_q2k", "qmix_q3k"), {}),
+    ("deepseek2", "deepseek2_tiny", 2, 8192, ("f16", "qmix"), {}),
+    ("deepseek2v3", "deepseek2_v3_tiny", 3, 8192, ("f16",), {}),
 ]
 CI_SEED = 20240601
 
@@ -414,6 +446,80 @@ def encode(name, arr, dtype):
     return q.reshape(lead + (q.shape[-1],)), qt
 
 
+# ============================================================ deepseek2 (MLA)
+
+def deepseek2_meta(w, f):
+    """deepseek2's keys as convert_hf_to_gguf writes them (MLA as MQA: key_length =
+    kv_lora_rank + qk_rope, value_length = kv_lora_rank; the per-head sizes in *_mla).
+    q_lora_rank is written even when 0: llama.cpp requires it of files that are not
+    27/26-layer Lite models."""
+    kvr = f["kv_lora"]
+    w.add_q_lora_rank(f["q_lora"])
+    w.add_kv_lora_rank(kvr)
+    w.add_key_length(kvr + f["qk_rope"])
+    w.add_value_length(kvr)
+    w.add_key_length_mla(f["qk_nope"] + f["qk_rope"])
+    w.add_value_length_mla(f["v_head"])
+    w.add_leading_dense_block_count(f["dense_lead"])
+    w.add_expert_shared_count(f["n_shared"])
+    w.add_expert_weights_scale(f["w_scale"])
+    if f.get("norm_w"):
+        w.add_expert_weights_norm(True)
+    if f.get("gating"):
+        w.add_expert_gating_func(gguf.ExpertGatingFuncType(f["gating"]))
+    if f.get("groups"):
+        w.add_expert_group_count(f["groups"][0])
+        w.add_expert_group_used_count(f["groups"][1])
+    if f.get("nextn"):
+        w.add_nextn_predict_layers(f["nextn"])
+    if f.get("yarn"):
+        factor, orig, mscale_all = f["yarn"]
+        w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        w.add_rope_scaling_factor(factor)
+        w.add_rope_scaling_orig_ctx_len(orig)
+        w.add_rope_scaling_yarn_log_mul(0.1 * mscale_all)
+
+
+def deepseek2_layer(t, f, p, i):
+    """Layer i's tensors in numpy order: attn_k_b (n_head, kv_lora, qk_nope) and attn_v_b
+    (n_head, v_head, kv_lora) as the converter splits kv_b_proj; the first dense_lead
+    layers dense, the rest routed experts (+ exp_probs_b with sigmoid gating) and shared."""
+    E, H, kvr, rot = f["n_embd"], f["n_head"], f["kv_lora"], f["qk_rope"]
+    hk, nope, hv = f["qk_nope"] + rot, f["qk_nope"], f["v_head"]
+    t(p + "attn_norm.weight", (E,), 0.05, 1.0)
+    if f["q_lora"]:
+        t(p + "attn_q_a.weight", (f["q_lora"], E))
+        t(p + "attn_q_a_norm.weight", (f["q_lora"],), 0.05, 1.0)
+        t(p + "attn_q_b.weight", (H * hk, f["q_lora"]), 0.05)
+    else:
+        t(p + "attn_q.weight", (H * hk, E))
+    t(p + "attn_kv_a_mqa.weight", (kvr + rot, E))
+    t(p + "attn_kv_a_norm.weight", (kvr,), 0.05, 1.0)
+    t(p + "attn_k_b.weight", (H, kvr, nope), 0.1)
+    t(p + "attn_v_b.weight", (H, hv, kvr), 0.1)
+    t(p + "attn_output.weight", (E, H * hv))
+    t(p + "ffn_norm.weight", (E,), 0.05, 1.0)
+    if i < f["dense_lead"]:
+        t(p + "ffn_gate.weight", (f["n_ff"], E))
+        t(p + "ffn_up.weight", (f["n_ff"], E))
+        t(p + "ffn_down.weight", (E, f["n_ff"]))
+        return
+    NX, FX, FS = f["n_expert"], f["n_ff_exp"], f["n_ff_exp"] * f["n_shared"]
+    t(p + "ffn_gate_inp.weight", (NX, E), 0.15)
+    if f.get("gating") == 2:
+        t(p + "exp_probs_b.bias", (NX,), 0.05)
+    t(p + "ffn_gate_exps.weight", (NX, FX, E))
+    t(p + "ffn_up_exps.weight", (NX, FX, E))
+    t(p + "ffn_down_exps.weight", (NX, E, FX))
+    t(p + "ffn_gate_shexp.weight", (FS, E))
+    t(p + "ffn_up_shexp.weight", (FS, E))
+    t(p + "ffn_down_shexp.weight", (E, FS))
+    if i >= f["n_layer"] - f.get("nextn", 0):  # a multi-token-prediction block (not run)
+        t(p + "nextn.eh_proj.weight", (E, 2 * E))
+        t(p + "nextn.enorm.weight", (E,), 0.05, 1.0)
+        t(p + "nextn.hnorm.weight", (E,), 0.05, 1.0)
+
+
 # ============================================================ writer
 
 def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_SEED,
@@ -442,10 +548,12 @@ def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_S
     w.add_feed_forward_length(FF)
     w.add_head_count(H)
     w.add_head_count_kv(HKV)
-    if HD * H != E or arch in ("qwen3", "qwen3moe", "gemma3"):
+    if arch == "deepseek2":
+        deepseek2_meta(w, f)
+    elif HD * H != E or arch in ("qwen3", "qwen3moe", "gemma3"):
         w.add_key_length(HD)
         w.add_value_length(HD)
-    w.add_rope_dimension_count(HD)
+    w.add_rope_dimension_count(f.get("qk_rope", HD))
     w.add_rope_freq_base(f["rope_base"])
     w.add_layer_norm_rms_eps(f["eps"])
     if f.get("n_expert"):
@@ -507,6 +615,9 @@ def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_S
         t("output.weight", (V, E), f.get("out_std", 0.05))
     for i in range(L):
         p = "blk.%d." % i
+        if arch == "deepseek2":
+            deepseek2_layer(t, f, p, i)
+            continue
         t(p + "attn_norm.weight", (E,), 0.05, 1.0)
         t(p + "attn_q.weight", (H * HD, E))
         t(p + "attn_k.weight", (HKV * HD, E))

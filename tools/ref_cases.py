@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 import make_arch_gguf as mk  # noqa: E402
 import ref_forward  # noqa: E402
 
-ARCH = ["tinyllama", "llama32", "qwen25", "qwen3", "gemma3", "qwen3moe", "mixtral"]
+ARCH = ["tinyllama", "llama32", "qwen25", "qwen3", "gemma3", "qwen3moe", "mixtral", "deepseek2"]
 SHORT = 100
 CASES = [("gemma3-270m-q4_k_m", "default", "tests/golden/gemma3_logits.txt", None),
          ("gemma3-270m-q4_k_m-short", "default", "tests/golden/gemma3_logits.txt", SHORT),
@@ -41,6 +41,9 @@ for _a in ARCH:
 for _dt in ("qmix_q2k", "qmix_q3k"):
     CASES.append(("arch_llama32_%s" % _dt, "arch:arch_llama32_%s.gguf" % _dt,
                   "tests/golden/arch_llama32_%s.txt" % _dt, None))
+# deepseek2's V3 / Moonlight form (q low-rank, sigmoid + bias + groups) is written in F16 only
+CASES.append(("arch_deepseek2v3_f16", "arch:arch_deepseek2v3_f16.gguf",
+              "tests/golden/arch_deepseek2v3_f16.txt", None))
 # the larger shapes' reduced copies (make_arch_gguf.SHAPE_CI_MODELS): the sequences of the CI
 # copy of the same family (gemma3's up to 64 tokens: its 600-token one would take minutes)
 SHAPE_SEQS = {"llama32_3b": ("llama32", None), "llama31_8b": ("llama32", None),

@@ -22,6 +22,14 @@ measured (KL-divergence, top-1 agreement). Architectures, as llama.cpp builds th
            sliding_window, pattern from sliding_window_pattern, default 6: five local, one
            global); q x 1/sqrt(head_dim); post-attention and post-FFN norms; GELU (tanh) FFN;
            optional final logit soft-capping
+  deepseek2 multi-head latent attention in its decompressed (MHA) form, which lumen and
+           llama.cpp compute absorbed: latent c = rmsnorm(kv_a_mqa's first kv_lora_rank
+           outputs), per head k_nope = k_b^T c and v = v_b c, the shared RoPE key (adjacent
+           pairs) from kv_a_mqa's tail, q straight (attn_q) or through q_a / q_a_norm / q_b,
+           scale 1/sqrt(key_length_mla), or YaRN (rope.scaling.type yarn) as llama.cpp sets
+           it up for deepseek2 (ramped frequencies, magnitude factor, kq_scale); the first leading_dense_block_count layers dense,
+           then routed experts (softmax or sigmoid gating, exp_probs_b for the choice only,
+           group-limited top-k, optional renormalisation and scale) plus the shared experts
 
 Optional biases (attn_q/k/v/output.bias) are applied wherever present. Not supported (an
 error names them): YaRN / LongRoPE scaling, per-layer head counts, experts in other families
@@ -45,8 +53,9 @@ import numpy as np
 import gguf
 from gguf import GGMLQuantizationType as QT
 
-SUPPORTED = ("llama", "qwen2", "qwen3", "qwen3moe", "gemma3")
-ROPE_NEOX = {"llama": False, "qwen2": True, "qwen3": True, "qwen3moe": True, "gemma3": True}
+SUPPORTED = ("llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "deepseek2")
+ROPE_NEOX = {"llama": False, "qwen2": True, "qwen3": True, "qwen3moe": True, "gemma3": True,
+             "deepseek2": False}
 
 
 def field_value(f):
@@ -76,7 +85,7 @@ class RefModel:
         self.eps = self.get(a + ".attention.layer_norm_rms_epsilon")
         self.rope_base = self.get(a + ".rope.freq_base", 10000.0)
         scaling = self.get(a + ".rope.scaling.type", "linear")
-        if scaling not in ("linear", "none"):
+        if scaling not in ("linear", "none") and not (a == "deepseek2" and scaling == "yarn"):
             raise SystemExit("ref_forward: rope scaling %r is not supported" % scaling)
         factor = self.get(a + ".rope.scaling.factor", 0.0) or self.get(a + ".rope.scale_linear", 0.0)
         self.rope_scale = 1.0 / factor if factor else 1.0
@@ -98,6 +107,8 @@ class RefModel:
         self.n_expert = self.get(a + ".expert_count", 0) if a in ("qwen3moe", "llama") else 0
         if self.n_expert:
             self.n_expert_used = self.get(a + ".expert_used_count")
+        if a == "deepseek2":
+            self.ds2_init()
         self.tensors = {t.name: t for t in self.r.tensors}
         self.n_vocab = int(self.tensors["token_embd.weight"].shape[1])
         self._cache = {}
@@ -205,6 +216,130 @@ class RefModel:
                 out[i] += we * (down[e] @ f)
         return out
 
+    # ------------------------------------------------------------ deepseek2
+
+    def ds2_init(self):
+        a = self.arch
+        self.n_layer -= self.get(a + ".nextn_predict_layers", 0)  # MTP blocks: not run
+        self.kv_lora = self.get(a + ".attention.kv_lora_rank")
+        self.head_k_mla = self.get(a + ".attention.key_length_mla")
+        self.head_v_mla = self.get(a + ".attention.value_length_mla")
+        self.dense_lead = self.get(a + ".leading_dense_block_count", 0)
+        self.n_expert = self.get(a + ".expert_count", 0)
+        self.n_expert_used = self.get(a + ".expert_used_count", 0)
+        self.ds2_gating = self.get(a + ".expert_gating_func", 1)
+        self.ds2_norm_w = bool(self.get(a + ".expert_weights_norm", False))
+        self.ds2_scale = self.get(a + ".expert_weights_scale", 0.0)
+        self.ds2_groups = (self.get(a + ".expert_group_count", 0),
+                           self.get(a + ".expert_group_used_count", 0))
+        # YaRN as llama.cpp sets it up for deepseek2 (llama_context, the graph's kq_scale)
+        self.ds2_yarn = None
+        self.ds2_kq_scale = 1.0 / math.sqrt(self.head_k_mla)
+        if self.get(a + ".rope.scaling.type", "none") == "yarn":
+            factor = self.get(a + ".rope.scaling.factor")
+            orig = self.get(a + ".rope.scaling.original_context_length", self.get(a + ".context_length"))
+            log_mul = self.get(a + ".rope.scaling.yarn_log_multiplier", 0.0) / 0.1
+            ms = lambda s, m: 1.0 if s <= 1.0 else 0.1 * m * math.log(s) + 1.0
+            if log_mul:
+                af = ms(factor, log_mul if log_mul != 1.0 else 1.0) / ms(factor, log_mul)
+            else:
+                af = ms(factor, 1.0)
+            af /= 1.0 + 0.1 * math.log(factor)
+            corr = lambda beta: self.n_rot * math.log(orig / (beta * 2 * math.pi)) / (2 * math.log(self.rope_base))
+            lo, hi = max(0.0, math.floor(corr(32.0))), min(self.n_rot - 1.0, math.ceil(corr(1.0)))
+            self.ds2_yarn = (1.0 / factor, af * (1.0 + 0.1 * math.log(factor)), lo, hi)
+            m = af * (1.0 + 0.1 * math.log(factor)) * (1.0 + 0.1 * log_mul * math.log(factor))
+            self.ds2_kq_scale = m * m / math.sqrt(self.head_k_mla)
+
+    def ds2_rope(self, x, pos):
+        """RoPE of x (n, heads, n_rot) on adjacent pairs, YaRN-scaled when the file says."""
+        if self.ds2_yarn is None:
+            return self.rope(x, pos, self.rope_base, 1.0, None)
+        fs, mscale, lo, hi = self.ds2_yarn
+        d = self.n_rot
+        i = np.arange(d // 2, dtype=np.float64)
+        extrap = pos[:, None].astype(np.float64) * (self.rope_base ** (-2.0 * i / d))[None, :]
+        mix = 1.0 - np.clip((i - lo) / max(0.001, hi - lo), 0.0, 1.0)
+        theta = fs * extrap * (1.0 - mix) + extrap * mix
+        c, s = (np.cos(theta) * mscale)[:, None, :], (np.sin(theta) * mscale)[:, None, :]
+        out = x.copy()
+        a, b = x[..., 0:d:2], x[..., 1:d:2]
+        out[..., 0:d:2] = a * c - b * s
+        out[..., 1:d:2] = a * s + b * c
+        return out
+
+    def mla(self, h, p, pos):
+        """deepseek2's attention output (n, n_embd) of normed h (n, n_embd)."""
+        n, H, kvr, rot = h.shape[0], self.n_head, self.kv_lora, self.n_rot
+        hk, hv = self.head_k_mla, self.head_v_mla
+        nope = hk - rot
+        if self.has(p + "attn_q_a.weight"):
+            qa = self.rmsnorm(self.linear(h, p + "attn_q_a"), self.w(p + "attn_q_a_norm.weight"))
+            q = self.linear(qa, p + "attn_q_b")
+        else:
+            q = self.linear(h, p + "attn_q")
+        q = q.reshape(n, H, hk)
+        kv = self.linear(h, p + "attn_kv_a_mqa")                             # (n, kvr + rot)
+        c = self.rmsnorm(kv[:, :kvr], self.w(p + "attn_kv_a_norm.weight"))
+        k_pe = self.ds2_rope(kv[:, None, kvr:], pos)                        # (n, 1, rot)
+        q_pe = self.ds2_rope(q[:, :, nope:], pos)                           # (n, H, rot)
+        kb = self.w(p + "attn_k_b.weight")                                  # (H, kvr, nope)
+        vb = self.w(p + "attn_v_b.weight")                                  # (H, hv, kvr)
+        masked = np.arange(n)[None, :] > np.arange(n)[:, None]
+        out = np.empty((n, H, hv))
+        for hh in range(H):
+            k_nope = c @ kb[hh]                                             # (n, nope)
+            v = c @ vb[hh].T                                                # (n, hv)
+            s = (q[:, hh, :nope] @ k_nope.T + q_pe[:, hh, :] @ k_pe[:, 0, :].T) * self.ds2_kq_scale
+            s[masked] = -np.inf
+            s -= s.max(axis=1, keepdims=True)
+            pr = np.exp(s)
+            pr /= pr.sum(axis=1, keepdims=True)
+            out[:, hh, :] = pr @ v
+        return self.linear(out.reshape(n, H * hv), p + "attn_output")
+
+    def ds2_ffn(self, h, p, il):
+        """deepseek2's FFN of normed h: dense, or routed + shared experts."""
+        def swiglu(x, pre):
+            g = self.linear(x, pre + "gate" + suf)
+            return self.linear(self.silu(g) * self.linear(x, pre + "up" + suf), pre + "down" + suf)
+        if il < self.dense_lead or not self.n_expert:
+            suf = ""
+            return swiglu(h, p + "ffn_")
+        logits = h @ self.w(p + "ffn_gate_inp.weight").T                   # (n, n_expert)
+        if self.ds2_gating == 2:
+            pr = 1.0 / (1.0 + np.exp(-logits))
+        else:
+            pr = np.exp(logits - logits.max(axis=1, keepdims=True))
+            pr /= pr.sum(axis=1, keepdims=True)
+        sc = pr + self.w(p + "exp_probs_b.bias") if self.has(p + "exp_probs_b.bias") else pr.copy()
+        ng, nu = self.ds2_groups
+        gate = self.w(p + "ffn_gate_exps.weight")
+        up = self.w(p + "ffn_up_exps.weight")
+        down = self.w(p + "ffn_down_exps.weight")
+        out = np.zeros_like(h)
+        for i in range(h.shape[0]):
+            s = sc[i].copy()
+            if ng > 1:
+                g = s.reshape(ng, -1)
+                gs = np.sort(g, axis=1)[:, ::-1][:, :2].sum(axis=1)
+                keep = np.argsort(-gs, kind="stable")[:nu]
+                mask = np.ones(ng, bool)
+                mask[keep] = False
+                g[mask] = -np.inf
+                s = g.reshape(-1)
+            sel = np.argsort(-s, kind="stable")[: self.n_expert_used]
+            w = pr[i, sel]
+            if self.ds2_norm_w:
+                w = w / max(w.sum(), 6.103515625e-5)
+            if self.ds2_scale not in (0.0, 1.0):
+                w = w * self.ds2_scale
+            for e, we in zip(sel, w):
+                f = self.silu(gate[e] @ h[i]) * (up[e] @ h[i])
+                out[i] += we * (down[e] @ f)
+        suf = "_shexp"
+        return out + swiglu(h, p + "ffn_") if self.has(p + "ffn_gate_shexp.weight") else out
+
     # ------------------------------------------------------------ forward
 
     def hidden(self, tokens):
@@ -219,6 +354,10 @@ class RefModel:
         for il in range(self.n_layer):
             p = "blk.%d." % il
             h = self.rmsnorm(x, self.w(p + "attn_norm.weight"))
+            if self.arch == "deepseek2":
+                x = x + self.mla(h, p, pos)
+                x = x + self.ds2_ffn(self.rmsnorm(x, self.w(p + "ffn_norm.weight")), p, il)
+                continue
             q = self.linear(h, p + "attn_q").reshape(n, self.n_head, self.head_k)
             k = self.linear(h, p + "attn_k").reshape(n, self.n_head_kv, self.head_k)
             v = self.linear(h, p + "attn_v").reshape(n, self.n_head_kv, self.head_v)

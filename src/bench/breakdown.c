@@ -35,7 +35,8 @@ static double prof_op_all(int ph, int op, int n_layer, bool bar, uint64_t *count
 
 static const int k_attn_ops[] = {LM_OP_ATTN_NORM, LM_OP_QKV, LM_OP_QK_NORM, LM_OP_ROPE,
                                  LM_OP_KV_WRITE, LM_OP_ATTENTION, LM_OP_O_PROJ,
-                                 LM_OP_POST_ATTN_NORM, LM_OP_ATTN_RESIDUAL};
+                                 LM_OP_POST_ATTN_NORM, LM_OP_ATTN_RESIDUAL, LM_OP_MLA_ABSORB,
+                                 LM_OP_MLA_V_UP};
 static const int k_ffn_ops[] = {LM_OP_FFN_NORM, LM_OP_GATE_UP, LM_OP_ACTIVATION, LM_OP_DOWN,
                                 LM_OP_POST_FFW_NORM, LM_OP_FFN_RESIDUAL, LM_OP_FFN_MOE_ROUTER,
                                 LM_OP_FFN_MOE_GATE_UP, LM_OP_FFN_MOE_DOWN};
@@ -55,6 +56,7 @@ static const struct {
     {"experts' router (matmul, top-k, grouping)", {LM_OP_FFN_MOE_ROUTER}, 1, -1},
     {"lm_head (output matmul)", {LM_OP_LM_HEAD}, 1, LM_BENCH_GRP_HEAD},
     {"attention (rope, kv write, softmax.V)", {LM_OP_ROPE, LM_OP_KV_WRITE, LM_OP_ATTENTION}, 3, -1},
+    {"MLA per-head wk_b / wv_b (latent in and out)", {LM_OP_MLA_ABSORB, LM_OP_MLA_V_UP}, 2, -1},
     {"norms (rms, qk, post, output)", {LM_OP_ATTN_NORM, LM_OP_QK_NORM, LM_OP_POST_ATTN_NORM,
                                        LM_OP_FFN_NORM, LM_OP_POST_FFW_NORM, LM_OP_OUTPUT_NORM}, 6, -1},
     {"activations (gated GELU/SiLU)", {LM_OP_ACTIVATION}, 1, -1},

@@ -44,7 +44,8 @@ static bool name_has(const struct lm_tensor_info *t, const char *sub) {
 // The matmul group a tensor's bytes count in (the head and embedding are decided before).
 static enum lm_bench_grp layer_group(const struct lm_tensor_info *t) {
     if (name_has(t, ".attn_q.") || name_has(t, ".attn_k.") || name_has(t, ".attn_v.") ||
-        name_has(t, ".attn_qkv."))
+        name_has(t, ".attn_qkv.") || name_has(t, ".attn_q_a.") || name_has(t, ".attn_q_b.") ||
+        name_has(t, ".attn_kv_a_mqa."))
         return LM_BENCH_GRP_QKV;
     if (name_has(t, ".attn_output.")) return LM_BENCH_GRP_O;
     if (name_has(t, ".ffn_gate.") || name_has(t, ".ffn_up.") || name_has(t, ".ffn_gate_up.") ||
@@ -116,7 +117,7 @@ void lm_bench_model_info(const struct lm_model *m, const char *path, struct lm_b
     mi->n_ctx_train = hp.n_ctx_train;
     mi->kernels = info.kernels;
     mi->kv_k_elems = (uint64_t)hp.n_head_kv * (uint64_t)hp.head_dim_k;
-    mi->kv_v_elems = (uint64_t)hp.n_head_kv * (uint64_t)hp.head_dim_v;
+    mi->kv_v_elems = hp.mla_kv_rank > 0 ? 0 : (uint64_t)hp.n_head_kv * (uint64_t)hp.head_dim_v;
     lm_bench_model_info_kv_types(mi, LM_KV_F16, LM_KV_F16);
     mi->n_swa = hp.n_swa;
     for (int32_t l = 0; l < hp.n_layer && hp.n_swa > 0; l++) {

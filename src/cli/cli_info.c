@@ -57,7 +57,14 @@ int cmd_info(int argc, char **argv) {
            hp.n_head / hp.n_head_kv);
     printf("  head_dim       %d (k) / %d (v)\n", hp.head_dim_k, hp.head_dim_v);
     printf("  n_ff           %d\n", hp.n_ff);
-    if (hp.n_expert > 0)
+    if (hp.mla_kv_rank > 0) // deepseek2: the KV cache holds the latent and the RoPE key
+        printf("  mla            latent %d + rope key %d per position and layer (KV cache: "
+               "%d values, no V rows)\n", hp.mla_kv_rank, hp.head_dim_k - hp.mla_kv_rank,
+               hp.head_dim_k);
+    if (hp.n_expert > 0 && hp.mla_kv_rank > 0)
+        printf("  experts        %d of %d per token, each %d wide (routing as the file says)\n",
+               hp.n_expert_used, hp.n_expert, hp.n_ff_exp);
+    else if (hp.n_expert > 0)
         printf("  experts        %d of %d per token, each %d wide (router: softmax, top-k, "
                "renormalised)\n", hp.n_expert_used, hp.n_expert, hp.n_ff_exp);
     printf("  n_ctx_train    %d\n", hp.n_ctx_train);
@@ -65,7 +72,7 @@ int cmd_info(int argc, char **argv) {
     printf("  rope           %s, %d dims, base %g (global)", hp.rope_neox ? "neox" : "norm", hp.n_rot,
            hp.rope_base);
     if (hp.n_swa > 0) printf(", base %g (sliding)", hp.rope_base_swa);
-    if (hp.rope_scale != 1.0f) printf(", linear scaling x%g", 1.0f / hp.rope_scale);
+    if (hp.rope_scale != 1.0f) printf(", %s scaling x%g", hp.rope_yarn ? "yarn" : "linear", 1.0f / hp.rope_scale);
     if (hp.rope_llama3) // per-dimension frequency divisors (1 = high frequencies untouched)
         printf(", llama3 scaling (frequency factors %g..%g, %s)", hp.rope_factor_min,
                hp.rope_factor_max,

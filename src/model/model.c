@@ -16,6 +16,7 @@ static const struct lm_arch *const k_archs[] = {
     &lm_arch_qwen2,
     &lm_arch_qwen3,
     &lm_arch_qwen3moe,
+    &lm_arch_deepseek2,
 };
 #define N_ARCHS (sizeof k_archs / sizeof k_archs[0])
 
@@ -93,6 +94,7 @@ void lm_model_free(struct lm_model *m) {
     free(m->chat_template);
     free(m->layers);
     free(m->exps_buf);
+    free(m->mla_buf);
     free(m->il_buf);
     lm_gguf_close(&m->gguf);
     free(m);

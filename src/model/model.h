@@ -21,6 +21,15 @@ enum lm_rope_scaling {
     LM_ROPE_SCALING_NONE = 0,
     LM_ROPE_SCALING_LINEAR,  // positions * rope_scale
     LM_ROPE_SCALING_LLAMA3,  // per-dimension frequency factors (lm_model.rope_freqs)
+    LM_ROPE_SCALING_YARN,    // YaRN (deepseek2): positions * rope_scale ramped to unscaled over
+                             // yarn_corr, cos/sin times the magnitude factor (ggml's rope_yarn)
+};
+
+// How the router's logits become the experts' probabilities (llama.cpp's
+// expert_gating_func values).
+enum lm_expert_gating {
+    LM_EXPERT_GATING_SOFTMAX = 1,
+    LM_EXPERT_GATING_SIGMOID = 2,
 };
 
 // experts per layer lumen accepts (Qwen3-30B-A3B: 128; the routing scratch scales with it)
@@ -54,6 +63,20 @@ struct lm_hparams {
     int32_t n_ff_exp;      // an expert's hidden size
     bool expert_norm_w;    // the chosen weights are renormalised to sum 1
     float expert_w_scale;  // chosen weights scaled by this (0 or 1: not scaled)
+    // deepseek2 (model/deepseek2.c): multi-head latent attention and its experts. MLA runs
+    // as MQA over the compressed latent: n_head_kv 1, head_dim_k = mla_kv_rank + n_rot (the
+    // latent and the shared RoPE key: the KV pool's whole row, no V rows), head_dim_v =
+    // mla_kv_rank (V is the latent, the first mla_kv_rank values of the K row)
+    int32_t mla_kv_rank;   // kv_lora_rank (0: not MLA)
+    int32_t mla_q_rank;    // q_lora_rank (0: q straight from attn_q, as DeepSeek-V2-Lite)
+    int32_t mla_hd_k;      // a head's q/k size before absorption: qk_nope + n_rot
+    int32_t mla_hd_v;      // a head's value size after wv_b
+    enum lm_expert_gating expert_gating; // router probabilities (softmax unless the file says)
+    int32_t n_expert_groups, n_group_used; // group-limited top-k (groups > 1)
+    // YaRN (rope_scaling LM_ROPE_SCALING_YARN; rope_scale is then ggml's freq_scale)
+    float yarn_ext_factor;  // 1: the ramp between interpolated and extrapolated dims
+    float yarn_attn_factor; // llama.cpp's cparams.yarn_attn_factor (cos/sin magnitude factor)
+    float yarn_corr[2];     // the ramp's first and last dims (ggml_rope_yarn_corr_dims)
 };
 
 struct lm_layer {
@@ -61,8 +84,10 @@ struct lm_layer {
     float rope_base;
     float rope_scale;
     struct lm_weight attn_norm;      // (n_embd)
-    struct lm_weight wq;             // (n_head*hd_k, n_embd)
-    struct lm_weight wk;             // (n_head_kv*hd_k, n_embd)
+    struct lm_weight wq;             // (n_head*hd_k, n_embd); MLA: attn_q or attn_q_b
+                                     // (n_head*mla_hd_k, n_embd or mla_q_rank)
+    struct lm_weight wk;             // (n_head_kv*hd_k, n_embd); MLA: attn_kv_a_mqa
+                                     // (mla_kv_rank + n_rot, n_embd), latent and rope key
     struct lm_weight wv;             // (n_head_kv*hd_v, n_embd)
     struct lm_weight bq, bk, bv;     // optional biases (qwen2)
     struct lm_weight q_norm, k_norm; // (hd_k), optional per-head norms
@@ -73,7 +98,15 @@ struct lm_layer {
     struct lm_weight up;             // (n_ff, n_embd)
     struct lm_weight down;           // (n_embd, n_ff)
     struct lm_weight post_ffw_norm;  // (n_embd), optional
-    // experts (hp.n_expert > 0; gate/up/down above are then absent): the router and one
+    // MLA (hp.mla_kv_rank > 0; wv and the q/k/v biases are then absent)
+    struct lm_weight wq_a;           // attn_q_a (mla_q_rank, n_embd), when mla_q_rank > 0
+    struct lm_weight q_a_norm;       // (mla_q_rank), when mla_q_rank > 0
+    struct lm_weight kv_a_norm;      // (mla_kv_rank) the latent's norm
+    struct lm_weight *wk_b;          // [n_head] (mla_kv_rank, qk_nope): q_nope -> latent space
+    struct lm_weight *wv_b;          // [n_head] (mla_hd_v, mla_kv_rank): latent -> value
+    struct lm_weight exp_probs_b;    // (n_expert) router bias for the choice only, optional
+    // experts (hp.n_expert > 0; gate/up/down above are then absent, or, deepseek2, the
+    // shared experts' FFN, added to the routed ones' sum): the router and one
     // 2-D view per expert into the 3-D ffn_*_exps tensors (a slice is a plain matrix)
     struct lm_weight router;         // ffn_gate_inp (n_expert, n_embd)
     struct lm_weight *gate_exps;     // [n_expert] (n_ff_exp, n_embd); up_exps and down_exps
@@ -125,6 +158,7 @@ struct lm_model {
     uint64_t load_ns;
     uint64_t weight_bytes; // bytes of all tensors
     struct lm_weight *exps_buf; // the layers' expert views (3 * n_layer * n_expert)
+    struct lm_weight *mla_buf;  // MLA: the layers' per-head wk_b / wv_b views (2 * n_layer * n_head)
     void *il_buf;          // il copies of the layer matmul weights (lm_model_repack_il)
     uint64_t il_bytes;
     uint64_t il_released;  // bytes of the mapping dropped once repacked (page-aligned interiors)
@@ -188,5 +222,6 @@ extern const struct lm_arch lm_arch_llama; // llama.c: llama, qwen2, qwen3
 extern const struct lm_arch lm_arch_qwen2;
 extern const struct lm_arch lm_arch_qwen3;
 extern const struct lm_arch lm_arch_qwen3moe;
+extern const struct lm_arch lm_arch_deepseek2; // deepseek2.c: MLA + shared experts
 
 #endif

@@ -126,20 +126,20 @@ enum lm_status lm_model_repack_il(struct lm_model *m) {
     const struct lm_kernels *k = lm_kernels_best(); // the table contexts compute with
     struct repack_job j = {.n = 0};
     const size_t n_exp_w = (size_t)3 * (size_t)m->hp.n_expert; // per layer
-    const size_t max_w = (size_t)m->hp.n_layer * (7 + n_exp_w) + 1;
+    const size_t max_w = (size_t)m->hp.n_layer * (8 + n_exp_w) + 1;
     j.w = calloc(max_w, sizeof *j.w);
     if (!j.w) return lm_error_set(LM_ERR_NOMEM, "model: out of memory (repack)");
     // only a file mapping: MADV_DONTNEED on a caller's buffer (lm_gguf_open_memory) would zero it
     j.release = m->gguf.mapped;
     uint64_t total = 0;
     for (int l = 0; l <= m->hp.n_layer; l++) {
-        struct lm_weight *ws[7] = {&m->output};
+        struct lm_weight *ws[8] = {&m->output};
         size_t nw = 1;
-        if (l < m->hp.n_layer) {
+        if (l < m->hp.n_layer) { // wq_a: MLA's q low-rank input (deepseek2), usually absent
             struct lm_layer *L = &m->layers[l];
-            struct lm_weight *lw[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->gate, &L->up, &L->down};
+            struct lm_weight *lw[8] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->gate, &L->up, &L->down, &L->wq_a};
             memcpy(ws, lw, sizeof lw);
-            nw = 7;
+            nw = 8;
         }
         // the experts' views after the layer's named weights (none on the head's turn)
         const size_t nx = l < m->hp.n_layer && m->layers[l].gate_exps ? n_exp_w : 0;

@@ -21,7 +21,7 @@ static const char *const k_op_names[LM_OP_COUNT] = {
     "embed",   "attn_norm", "qkv",        "qk_norm", "rope",          "kv_write",
     "attention", "o_proj",  "post_attn_norm", "attn_residual", "ffn_norm", "gate_up",
     "activation", "down",   "post_ffw_norm", "ffn_residual", "output_norm", "lm_head",
-    "ffn_moe_router", "ffn_moe_gate_up", "ffn_moe_down",
+    "ffn_moe_router", "ffn_moe_gate_up", "ffn_moe_down", "mla_absorb", "mla_v_up",
 };
 static const char *const k_phase_names[LM_PHASE_COUNT] = {
     "load", "tokenize", "prefill", "decode", "sample", "detokenize", "draft",

@@ -73,14 +73,19 @@ static void matmul_ws_fit_model(struct lm_matmul_ws_params *p, const struct lm_m
     lm_matmul_ws_fit(p, &m->output);
     for (int l = 0; l < m->hp.n_layer; l++) {
         const struct lm_layer *L = &m->layers[l];
-        const struct lm_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->gate, &L->up, &L->down};
+        const struct lm_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->gate, &L->up, &L->down, &L->wq_a};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) lm_matmul_ws_fit(p, ws[i]);
-        if (m->hp.n_expert > 0) { // every expert's view has the shape of the first
+        if (L->gate_exps) { // every expert's view has the shape of the first
             lm_matmul_ws_fit(p, &L->router);
             lm_matmul_ws_fit(p, &L->gate_exps[0]);
             lm_matmul_ws_fit(p, &L->down_exps[0]);
         }
     }
+}
+
+// V values per KV row: none for MLA, whose V is the first mla_kv_rank values of the K row
+static int32_t kv_dim_v_of(const struct lm_hparams *hp) {
+    return hp->mla_kv_rank > 0 ? 0 : hp->n_head_kv * hp->head_dim_v;
 }
 
 static void *xalloc(struct lm_context *c, size_t bytes, bool *ok) {
@@ -109,6 +114,7 @@ void lm_context_free(struct lm_context *c) {
     free(c->gate); free(c->up); free(c->attn_scratch); free(c->logits);
     free(c->moe_logits); free(c->moe_xg); free(c->moe_g); free(c->moe_u); free(c->moe_y);
     free(c->moe_route); free(c->moe_tokens);
+    free(c->mla_q); free(c->mla_qa); free(c->mla_o); free(c->mla_tmp);
     free(c->topk_part); free(c->topk_out); free(c->topk_buf);
     lm_matmul_ws_free(&c->mm);
     for (int i = 0; i < c->n_rope_slots; i++) free(c->rope_cs[i]);
@@ -131,7 +137,7 @@ static enum lm_status context_params_resolve(struct lm_context_params *pp, const
                                 "layout (lm_context_init_pair)", m->path);
         const struct lm_kv_layout *L = &t->kv->lay[1];
         if (L->n_layer != hp->n_layer || L->kv_dim_k != hp->n_head_kv * hp->head_dim_k ||
-            L->kv_dim_v != hp->n_head_kv * hp->head_dim_v)
+            L->kv_dim_v != kv_dim_v_of(hp))
             return lm_error_set(LM_ERR_ARG, "context: %s: the pool's draft layout (%d layers, kv dims "
                                 "%d/%d) is another model's", m->path, L->n_layer, L->kv_dim_k,
                                 L->kv_dim_v);
@@ -209,12 +215,12 @@ static enum lm_status context_init(struct lm_context **out, struct lm_model *m,
         c->kv = &c->kv_own;
         struct lm_kv_layout lays[2] = {
             {.n_layer = hp->n_layer, .kv_dim_k = hp->n_head_kv * hp->head_dim_k,
-             .kv_dim_v = hp->n_head_kv * hp->head_dim_v, .type_k = p.kv_type_k, .type_v = p.kv_type_v},
+             .kv_dim_v = kv_dim_v_of(hp), .type_k = p.kv_type_k, .type_v = p.kv_type_v},
         };
         if (draft) // the draft's positions get as many blocks again as the target's
             lays[1] = (struct lm_kv_layout){.n_layer = draft->hp.n_layer,
                                             .kv_dim_k = draft->hp.n_head_kv * draft->hp.head_dim_k,
-                                            .kv_dim_v = draft->hp.n_head_kv * draft->hp.head_dim_v,
+                                            .kv_dim_v = kv_dim_v_of(&draft->hp),
                                             .type_k = p.kv_type_k, .type_v = p.kv_type_v};
         const int64_t pool_tokens = (int64_t)p.kv_tokens * (draft ? 2 : 1);
         if (pool_tokens > INT32_MAX) {
@@ -259,6 +265,14 @@ static enum lm_status context_init(struct lm_context **out, struct lm_model *m,
         c->moe_route = xalloc(c, (size_t)p.n_threads * c->moe_route_stride, &ok);
         c->moe_tokens = calloc((size_t)hp->n_layer * (size_t)hp->n_expert, sizeof(uint64_t));
         if (!c->moe_tokens) ok = false;
+    }
+    if (hp->mla_kv_rank > 0) {
+        const size_t H = (size_t)hp->n_head;
+        c->mla_q = xalloc(c, B * H * (size_t)hp->mla_hd_k * sizeof(float), &ok);
+        if (hp->mla_q_rank > 0) c->mla_qa = xalloc(c, B * (size_t)hp->mla_q_rank * sizeof(float), &ok);
+        c->mla_o = xalloc(c, B * H * (size_t)hp->mla_hd_v * sizeof(float), &ok);
+        c->mla_tmp_stride = lm_mla_tmp_floats(hp);
+        c->mla_tmp = xalloc(c, (size_t)p.n_threads * c->mla_tmp_stride * sizeof(float), &ok);
     }
     // whole 64-byte lines per thread: each thread's scratch starts aligned
     c->attn_scratch_stride = (lm_attn_scratch_floats(hp->head_dim_k, hp->head_dim_v, p.n_ctx) + 15) & ~(size_t)15;

@@ -70,6 +70,12 @@ struct lm_context {
     void *moe_route;   // per thread: routing arrays, moe_route_stride bytes each
     size_t moe_route_stride;
     uint64_t *moe_tokens; // (n_layer, n_expert) tokens routed to each expert since init
+    // MLA (hp.mla_kv_rank > 0; runtime/ops_mla.c); c->q then holds the absorbed queries
+    float *mla_q;      // (n_batch, n_head * mla_hd_k) q as projected (q_nope, q_pe per head)
+    float *mla_qa;     // (n_batch, mla_q_rank) the q low-rank input, when mla_q_rank > 0
+    float *mla_o;      // (n_batch, n_head * mla_hd_v) the heads' values after wv_b
+    float *mla_tmp;    // per thread: mla_tmp_stride floats (gathered head rows)
+    size_t mla_tmp_stride;
     // attention kernels' scratch (lm_attn_job.scratch), per thread: n_threads rows of
     // attn_scratch_stride floats (lm_attn_scratch_floats for windows up to n_ctx cells)
     float *attn_scratch;

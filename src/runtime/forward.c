@@ -1,8 +1,9 @@
 // The forward pass: the one decoder of every architecture (gemma3, llama, qwen2, qwen3,
-// qwen3moe), llama.cpp's pre-norm block stack, shaped by m->arch->decoder (lm_decoder_desc)
-// and by the model's data (hyper-parameters, optional weights; experts: lm_op_moe_ffn), so
-// no family has a copy of it. Prefill,
-// decode, batched decode and speculative verification are all this function (lm_decode).
+// qwen3moe, deepseek2: latent attention through runtime/ops_mla.c), llama.cpp's pre-norm
+// block stack, shaped by m->arch->decoder (lm_decoder_desc) and by the model's data
+// (hyper-parameters, optional weights; experts: lm_op_moe_ffn), so no family has a copy of
+// it. Prefill, decode, batched decode and speculative verification are all this function
+// (lm_decode).
 #include "runtime/forward.h"
 
 // Runs on every pool thread. Each op ends either at a barrier, lm_fwd_sync (which records
@@ -34,6 +35,7 @@ void lm_forward(struct lm_context *c, int ith, int nth) {
     t = lm_fwd_sync(c, ith, LM_OP_ATTN_NORM, 0, t);
 
     const bool pv = nth > 1 && N <= LM_PRIVATE_QUANT_ROWS; // barrier-free residual steps
+    const bool mla = hp->mla_kv_rank > 0; // latent attention (deepseek2)
     float *xcur = c->x, *xoth = c->x_alt;
     float *const xn_own = pv ? c->xn_priv + (size_t)ith * LM_PRIVATE_QUANT_ROWS * E : c->xn;
     const float *xin = c->xn; // the QKV input: attn_norm(x)
@@ -46,12 +48,16 @@ void lm_forward(struct lm_context *c, int ith, int nth) {
 
         // ---- attention block: q/k/v biases, QK-norm, RoPE, q *= attn_scale and the K/V
         // write happen per token in lm_op_qk_rope_kv (optional weights: when present)
-        const struct lm_weight *const qkv[3] = {&L->wq, &L->wk, &L->wv};
-        float *const ys[3] = {c->q, c->k, c->v};
-        lm_op_matmul_multi(c, 3, ys, xin, qkv, N, ith, nth);
-        t = lm_fwd_sync_mm(c, ith, LM_OP_QKV, il, t, qkv, 3);
-        lm_op_qk_rope_kv(c, il, ith, nth, &t); // records qk_norm and rope itself
-        t = lm_fwd_sync(c, ith, LM_OP_KV_WRITE, il, t);
+        if (mla) { // latent attention: ends at a barrier (runtime/ops_mla.c)
+            lm_op_mla_qkv(c, il, xin, ith, nth, &t);
+        } else {
+            const struct lm_weight *const qkv[3] = {&L->wq, &L->wk, &L->wv};
+            float *const ys[3] = {c->q, c->k, c->v};
+            lm_op_matmul_multi(c, 3, ys, xin, qkv, N, ith, nth);
+            t = lm_fwd_sync_mm(c, ith, LM_OP_QKV, il, t, qkv, 3);
+            lm_op_qk_rope_kv(c, il, ith, nth, &t); // records qk_norm and rope itself
+            t = lm_fwd_sync(c, ith, LM_OP_KV_WRITE, il, t);
+        }
         // the last layer goes on with the output tokens' rows only (none: done)
         int64_t r0 = 0, Nr = N;
         if (last) {
@@ -61,7 +67,9 @@ void lm_forward(struct lm_context *c, int ith, int nth) {
         lm_op_attention(c, il, ith, nth);
         t = lm_fwd_sync(c, ith, LM_OP_ATTENTION, il, t);
         const struct lm_weight *const wo[1] = {&L->wo};
-        lm_op_matmul(c, c->o, c->att + r0 * L->wo.n_in, &L->wo, Nr, ith, nth);
+        const float *const wo_in = mla ? lm_op_mla_v_up(c, il, r0, Nr, ith, nth, &t)
+                                       : c->att + r0 * L->wo.n_in;
+        lm_op_matmul(c, c->o, wo_in, &L->wo, Nr, ith, nth);
         t = lm_fwd_sync_mm(c, ith, LM_OP_O_PROJ, il, t, wo, 1);
         if (pv) { // post norm + residual + ffn norm in the ffn_norm span
             lm_fwd_residual_priv(c, &xcur, &xoth, r0, c->o, post_attn, &L->ffn_norm, eps, Nr, E,
@@ -81,6 +89,8 @@ void lm_forward(struct lm_context *c, int ith, int nth) {
         // ---- feed-forward block: down(act(gate) * up), or the experts' (ends at a barrier)
         if (L->router.data) {
             lm_op_moe_ffn(c, c->o, xn_own, L, Nr, il, ith, nth, &t);
+            if (L->gate.data) // shared experts (deepseek2): their FFN added to the routed sum
+                lm_op_shared_ffn(c, c->o, xn_own, L, Nr, il, ith, nth, &t);
         } else {
             lm_op_gate_up_act(c, c->gate, c->up, xn_own, &L->gate, &L->up, Nr,
                               (int)dd->ffn_act, il, ith, nth, &t);

@@ -191,7 +191,7 @@ enum lm_status lm_kv_init_layouts(struct lm_kv_cache *kv, const struct lm_kv_lay
     if (n_lay < 1 || n_lay > LM_KV_LAYOUTS_MAX)
         return lm_error_set(LM_ERR_ARG, "kv cache: %d layouts (1 to %d)", n_lay, LM_KV_LAYOUTS_MAX);
     for (int32_t l = 0; l < n_lay; l++)
-        if (lays[l].n_layer <= 0 || lays[l].kv_dim_k <= 0 || lays[l].kv_dim_v <= 0 || n_ctx <= 0 ||
+        if (lays[l].n_layer <= 0 || lays[l].kv_dim_k <= 0 || lays[l].kv_dim_v < 0 || n_ctx <= 0 ||
             n_seq <= 0 || kv_tokens <= 0)
             return lm_error_set(LM_ERR_ARG, "kv cache: invalid sizes (layout %d: layers %d, kv dims "
                                 "%d/%d, n_ctx %d, sequences %d, pool tokens %d)", l, lays[l].n_layer,

@@ -47,7 +47,8 @@ struct lm_kv_seq {
 // shares it: the target's, and a draft model's (speculative decoding, docs/speculative.md).
 #define LM_KV_LAYOUTS_MAX 2
 struct lm_kv_layout {
-    int32_t n_layer, kv_dim_k, kv_dim_v; // kv_dim = n_head_kv * head size
+    int32_t n_layer, kv_dim_k, kv_dim_v; // kv_dim = n_head_kv * head size; kv_dim_v 0: no V
+                                         // rows, V is read from the K row (MLA's latent)
     enum lm_kv_type type_k, type_v;      // row types (0 = f16; q8_0: kv_dim a multiple of 32)
     size_t *k_off;      // [n_layer] offset of layer l's K rows (LM_KV_BLOCK, kv_dim_k) in a block
     size_t *v_off;      // [n_layer] V rows (LM_KV_BLOCK, kv_dim_v)

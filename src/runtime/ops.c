@@ -153,6 +153,7 @@ void lm_op_kv_write(struct lm_context *c, int il, int ith, int nth) {
         // q8_0 rows as llama.cpp's CPU backend stores them (its x86 quantize_row_q8_0)
         if (lay->type_k == LM_KV_Q8_0) c->kern->quant[LM_DTYPE_Q8_0](c->k + i * lay->kv_dim_k, kd, lay->kv_dim_k);
         else c->kern->f32_to_f16((lm_f16 *)kd, c->k + i * lay->kv_dim_k, lay->kv_dim_k);
+        if (lay->kv_dim_v == 0) continue; // V is in the K row (MLA)
         if (lay->type_v == LM_KV_Q8_0) c->kern->quant[LM_DTYPE_Q8_0](c->v + i * lay->kv_dim_v, vd, lay->kv_dim_v);
         else c->kern->f32_to_f16((lm_f16 *)vd, c->v + i * lay->kv_dim_v, lay->kv_dim_v);
     }
@@ -167,12 +168,14 @@ void lm_op_attention(struct lm_context *c, int il, int ith, int nth) {
     const struct lm_kv_layout *lay = &kv->lay[c->kv_layout];
     const int64_t hdk = hp->head_dim_k, hdv = hp->head_dim_v;
     const int64_t n_head = hp->n_head, n_kv = hp->n_head_kv, group = n_head / n_kv;
+    const bool v_in_k = lay->kv_dim_v == 0; // MLA: V is the first hdv values of the K row
     struct lm_attn_job j = {
         .block_bytes = kv->block_bytes, .block_shift = LM_KV_BLOCK_SHIFT,
-        .kstride = (size_t)lay->kv_dim_k, .vstride = (size_t)lay->kv_dim_v,
+        .kstride = (size_t)lay->kv_dim_k, .vstride = (size_t)(v_in_k ? lay->kv_dim_k : lay->kv_dim_v),
         .hdk = (int32_t)hdk, .hdv = (int32_t)hdv,
         .scratch = c->attn_scratch + (size_t)ith * c->attn_scratch_stride,
-        .k_q8 = lay->type_k == LM_KV_Q8_0, .v_q8 = lay->type_v == LM_KV_Q8_0,
+        .k_q8 = lay->type_k == LM_KV_Q8_0,
+        .v_q8 = (v_in_k ? lay->type_k : lay->type_v) == LM_KV_Q8_0,
     };
     const lm_attn_fn attn = j.k_q8 || j.v_q8 ? c->kern->attn_q8 : c->kern->attn;
     // Work items: (token, KV head, subset of its query heads). The heads are split into
@@ -201,7 +204,7 @@ void lm_op_attention(struct lm_context *c, int il, int ith, int nth) {
         j.blocks = sq->blocks;
         j.present = sq->first_hole <= j.p ? sq->present : NULL;
         j.kb = kv->base + lay->k_off[il] + (size_t)g * lm_kv_row_bytes(lay->type_k, hdk);
-        j.vb = kv->base + lay->v_off[il] + (size_t)g * lm_kv_row_bytes(lay->type_v, hdv);
+        j.vb = v_in_k ? j.kb : kv->base + lay->v_off[il] + (size_t)g * lm_kv_row_bytes(lay->type_v, hdv);
         for (int64_t h0 = hb; h0 < he; h0 += LM_ATTN_MAX_HEADS) {
             j.nh = he - h0 < LM_ATTN_MAX_HEADS ? (int)(he - h0) : LM_ATTN_MAX_HEADS;
             j.q = c->q + (i * n_head + h0) * hdk;
@@ -245,16 +248,42 @@ void lm_op_gate_up_act(struct lm_context *c, float *gate, float *up, const float
     }
 }
 
+// YaRN's cos/sin as ggml's rope_yarn computes them (ext_factor != 0): theta per pair by
+// repeated multiplication, interpolated (theta * scale) or extrapolated (theta) as the ramp
+// over hp->yarn_corr says, both times the magnitude factor.
+static void rope_angles_yarn(float *cs, int32_t pos, int64_t n_rot, float theta_scale, float scale,
+                             const struct lm_hparams *hp) {
+    const float lo = hp->yarn_corr[0], hi = hp->yarn_corr[1], ext = hp->yarn_ext_factor;
+    const float mscale = ext != 0.0f ? hp->yarn_attn_factor * (1.0f + 0.1f * logf(1.0f / scale))
+                                     : hp->yarn_attn_factor;
+    float theta = (float)pos;
+    for (int64_t d = 0; d < n_rot / 2; d++) {
+        const float interp = scale * theta;
+        float t = interp;
+        if (ext != 0.0f) {
+            const float y = ((float)d - lo) / fmaxf(0.001f, hi - lo);
+            const float mix = (1.0f - fminf(1.0f, fmaxf(0.0f, y))) * ext;
+            t = interp * (1.0f - mix) + theta * mix;
+        }
+        cs[2 * d] = cosf(t) * mscale;
+        cs[2 * d + 1] = sinf(t) * mscale;
+        theta *= theta_scale;
+    }
+}
+
 void lm_op_rope_cache(struct lm_context *c, int ith, int nth) {
     const int64_t n_rot = c->m->hp.n_rot;
+    const bool yarn = c->m->hp.rope_scaling == LM_ROPE_SCALING_YARN;
     int64_t s, e;
     split(c->n_tokens, ith, nth, &s, &e);
     for (int sl = 0; sl < c->n_rope_slots; sl++) {
         const float theta_scale = powf(c->rope_base[sl], -2.0f / (float)n_rot);
         const float scale = c->rope_scale[sl];
-        for (int64_t i = s; i < e; i++)
-            rope_angles(c->rope_cs[sl] + i * n_rot, c->batch[i].pos, n_rot, theta_scale, scale,
-                        c->m->rope_freqs);
+        for (int64_t i = s; i < e; i++) {
+            float *cs = c->rope_cs[sl] + i * n_rot;
+            if (yarn) rope_angles_yarn(cs, c->batch[i].pos, n_rot, theta_scale, scale, &c->m->hp);
+            else rope_angles(cs, c->batch[i].pos, n_rot, theta_scale, scale, c->m->rope_freqs);
+        }
     }
 }
 

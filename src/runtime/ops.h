@@ -34,6 +34,10 @@ void lm_op_gate_up_act(struct lm_context *c, float *gate, float *up, const float
 // one. Records ffn_moe_router / ffn_moe_gate_up / ffn_moe_down spans when profiling.
 void lm_op_moe_ffn(struct lm_context *c, float *out, const float *X, const struct lm_layer *L,
                    int64_t n, int il, int ith, int nth, uint64_t *t);
+// out (n, n_embd) += the shared experts' SwiGLU FFN of X (L->gate/up/down with experts,
+// deepseek2); ends at a barrier.
+void lm_op_shared_ffn(struct lm_context *c, float *out, const float *X, const struct lm_layer *L,
+                      int64_t n, int il, int ith, int nth, uint64_t *t);
 // Bytes of one thread's routing arrays for n_tokens tokens (lm_context.moe_route_stride).
 size_t lm_moe_route_bytes(int64_t n_tokens, int n_used, int n_expert);
 // RoPE cos/sin tables of the batch for every slot (token split, like lm_op_embed)
@@ -42,6 +46,15 @@ void lm_op_rope_cache(struct lm_context *c, int ith, int nth);
 // q *= attn_scale, K/V into the cache: all per token (token split, no barrier inside), so it follows the QKV matmul
 // with one barrier. Records its sub-op spans when profiling.
 void lm_op_qk_rope_kv(struct lm_context *c, int il, int ith, int nth, uint64_t *t);
+// MLA (deepseek2; runtime/ops_mla.c): the q and latent projections, the latent's norm,
+// RoPE, the K row write and the absorbed queries into c->q; ends at a barrier.
+void lm_op_mla_qkv(struct lm_context *c, int il, const float *xin, int ith, int nth, uint64_t *t);
+// The attention's rows [r0, r0 + n) per head through wv_b -> (n, n_head * mla_hd_v), the
+// attn_output input (returned); ends at a barrier.
+const float *lm_op_mla_v_up(struct lm_context *c, int il, int64_t r0, int64_t n, int ith, int nth,
+                            uint64_t *t);
+// Floats of one thread's MLA scratch (lm_context.mla_tmp_stride).
+size_t lm_mla_tmp_floats(const struct lm_hparams *hp);
 // Y += b per row (bias)
 void lm_op_add_bias(float *Y, const struct lm_weight *b, int64_t n_rows, int ith, int nth);
 // x += y over (n_rows, dim)

@@ -1,5 +1,6 @@
-// The mixture-of-experts FFN (qwen3moe; llama with experts): the router, each token's top-k
-// of its softmax, and the chosen experts' SwiGLU FFNs over the tokens grouped by expert, so
+// The mixture-of-experts FFN (qwen3moe; llama with experts; deepseek2 with its shared experts,
+// sigmoid gating, selection bias and groups): the router, each token's top-k of its softmax
+// (or sigmoid), and the chosen experts' SwiGLU FFNs over the tokens grouped by expert, so
 // a chosen expert's weights are read once per step (llama.cpp's mul_mat_id) and decode
 // touches only the chosen experts.
 #include <math.h>
@@ -29,13 +30,14 @@ struct moe_route {
     int32_t *tok;  // (n K) token of each slot, grouped by expert, tokens ascending
     float *tw;     // (n K) weight of each slot
     float *p;      // (n_expert) probabilities of one token
+    float *s;      // (n_expert) its selection scores (p + exp_probs_b; groups masked)
 };
 
 static size_t al64(size_t b) { return (b + 63) & ~(size_t)63; }
 
 size_t lm_moe_route_bytes(int64_t n_tokens, int n_used, int n_expert) {
     const size_t nk = (size_t)n_tokens * (size_t)n_used, x = (size_t)n_expert;
-    return al64(nk * 4) * 4 + al64((x + 1) * 4) + al64(x * 4) * 2;
+    return al64(nk * 4) * 4 + al64((x + 1) * 4) + al64(x * 4) * 3;
 }
 
 static struct moe_route route_of(struct lm_context *c, int ith) {
@@ -49,30 +51,68 @@ static struct moe_route route_of(struct lm_context *c, int ith) {
     r.tw = (float *)b, b += al64(nk * 4);
     r.off = (int32_t *)b, b += al64((size_t)(X + 1) * 4);
     r.cur = (int32_t *)b, b += al64((size_t)X * 4);
-    r.p = (float *)b;
+    r.p = (float *)b, b += al64((size_t)X * 4);
+    r.s = (float *)b;
     return r;
 }
 
-// softmax over the X router logits, the K most probable (ties: the lower index), their
-// probabilities renormalised to sum 1 (sum clamped as llama.cpp: >= 2^-14) and scaled
-static void route_token(const float *logits, int X, int K, bool norm, float scale, float *p,
-                        int32_t *sel, float *w) {
-    float mx = -INFINITY;
-    for (int e = 0; e < X; e++) mx = logits[e] > mx ? logits[e] : mx;
-    double sum = 0.0;
-    for (int e = 0; e < X; e++) {
-        p[e] = expf(logits[e] - mx);
-        sum += p[e];
+// Group-limited choice (deepseek2, llama.cpp's build_moe_ffn): a group's score is the sum
+// of its two best selection scores; all but the n_used best groups (ties: the lower index)
+// are masked out of s.
+static void route_groups(float *s, int X, int n_groups, int n_used) {
+    const int per = X / n_groups;
+    float gs[64], top[64];
+    for (int g = 0; g < n_groups; g++) {
+        float a = -INFINITY, b = -INFINITY; // the best two
+        for (int e = g * per; e < (g + 1) * per; e++) {
+            if (s[e] > a) { b = a; a = s[e]; }
+            else if (s[e] > b) b = s[e];
+        }
+        gs[g] = per > 1 ? a + b : a;
+        top[g] = 0.0f;
     }
-    const float inv = (float)(1.0 / sum);
-    for (int e = 0; e < X; e++) p[e] *= inv;
+    for (int j = 0; j < n_used; j++) {
+        int best = -1;
+        for (int g = 0; g < n_groups; g++)
+            if (top[g] == 0.0f && (best < 0 || gs[g] > gs[best])) best = g;
+        top[best] = 1.0f;
+    }
+    for (int g = 0; g < n_groups; g++)
+        if (top[g] == 0.0f)
+            for (int e = g * per; e < (g + 1) * per; e++) s[e] = -INFINITY;
+}
+
+// The router's probabilities p over the X logits (softmax, or sigmoid as the file says), the
+// K best by selection score (p plus the optional bias, within the chosen groups; ties: the
+// lower index), their probabilities renormalised to sum 1 (sum clamped as llama.cpp:
+// >= 2^-14) and scaled
+static void route_token(const float *logits, const struct lm_hparams *hp, const float *bias,
+                        float *p, float *s, int32_t *sel, float *w) {
+    const int X = hp->n_expert, K = hp->n_expert_used;
+    const bool norm = hp->expert_norm_w;
+    const float scale = hp->expert_w_scale;
+    if (hp->expert_gating == LM_EXPERT_GATING_SIGMOID) {
+        for (int e = 0; e < X; e++) p[e] = 1.0f / (1.0f + expf(-logits[e]));
+    } else {
+        float mx = -INFINITY;
+        for (int e = 0; e < X; e++) mx = logits[e] > mx ? logits[e] : mx;
+        double sum = 0.0;
+        for (int e = 0; e < X; e++) {
+            p[e] = expf(logits[e] - mx);
+            sum += p[e];
+        }
+        const float inv = (float)(1.0 / sum);
+        for (int e = 0; e < X; e++) p[e] *= inv;
+    }
+    for (int e = 0; e < X; e++) s[e] = bias ? p[e] + bias[e] : p[e];
+    if (hp->n_expert_groups > 1) route_groups(s, X, hp->n_expert_groups, hp->n_group_used);
     for (int j = 0; j < K; j++) {
         int best = 0;
         for (int e = 1; e < X; e++)
-            if (p[e] > p[best]) best = e;
+            if (s[e] > s[best]) best = e;
         sel[j] = best;
         w[j] = p[best];
-        p[best] = -1.0f; // taken
+        s[best] = -INFINITY; // taken
     }
     if (norm) {
         float s = 0.0f;
@@ -87,12 +127,13 @@ static void route_token(const float *logits, int X, int K, bool norm, float scal
 // Routes tokens [0, n) and groups their (token, expert) slots by expert (counting sort:
 // tokens ascending within an expert). Every thread does this for all tokens into its own
 // arrays: the same result everywhere, no barrier, and ~n * n_expert expf per layer.
-static void route_all(struct lm_context *c, const struct moe_route *r, int64_t n) {
+static void route_all(struct lm_context *c, const struct moe_route *r, const struct lm_layer *L,
+                      int64_t n) {
     const struct lm_hparams *hp = &c->m->hp;
     const int X = hp->n_expert, K = hp->n_expert_used;
+    const float *bias = L->exp_probs_b.data;
     for (int64_t i = 0; i < n; i++)
-        route_token(c->moe_logits + i * X, X, K, hp->expert_norm_w, hp->expert_w_scale, r->p,
-                    r->sel + i * K, r->w + i * K);
+        route_token(c->moe_logits + i * X, hp, bias, r->p, r->s, r->sel + i * K, r->w + i * K);
     memset(r->off, 0, (size_t)(X + 1) * sizeof *r->off);
     for (int64_t s = 0; s < n * K; s++) r->off[r->sel[s] + 1]++;
     for (int e = 0; e < X; e++) {
@@ -135,7 +176,7 @@ void lm_op_moe_ffn(struct lm_context *c, float *out, const float *X, const struc
     lm_op_matmul(c, c->moe_logits, X, &L->router, n, ith, nth);
     lm_pool_barrier(c->pool);
     const struct moe_route r = route_of(c, ith);
-    route_all(c, &r, n);
+    route_all(c, &r, L, n);
     if (ith == 0 && c->moe_tokens)
         for (int e = 0; e < NX; e++)
             c->moe_tokens[(size_t)il * NX + e] += (uint64_t)(r.off[e + 1] - r.off[e]);
@@ -197,4 +238,26 @@ void lm_op_moe_ffn(struct lm_context *c, float *out, const float *X, const struc
         if (p.shared) lm_pool_barrier(c->pool);
     }
     *t = lm_fwd_sync(c, ith, LM_OP_FFN_MOE_DOWN, il, *t);
+}
+
+// out (n, n_embd) += the shared experts' FFN of X (deepseek2: L->gate/up/down, SwiGLU), after
+// the routed experts' sum, as llama.cpp adds them: each thread adds the columns of the down
+// matmul it computed, so one barrier ends it.
+void lm_op_shared_ffn(struct lm_context *c, float *out, const float *X, const struct lm_layer *L,
+                      int64_t n, int il, int ith, int nth, uint64_t *t) {
+    const int64_t E = c->m->hp.n_embd;
+    lm_op_gate_up_act(c, c->gate, c->up, X, &L->gate, &L->up, n, 1, il, ith, nth, t);
+    *t = lm_fwd_sync(c, ith, LM_OP_ACTIVATION, il, *t);
+    const struct lm_weight *const ws[1] = {&L->down};
+    struct lm_matmul_plan p;
+    expert_begin(c, &p, ws, 1, c->gate, n, ith, nth);
+    if (ith == 0 && lm_prof_on()) c->mm_last = p.d;
+    int64_t a, b;
+    split_rows(E, ith, nth, &a, &b);
+    if (a < b) {
+        lm_matmul_rows(&p, 0, c->moe_y, a, b);
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t d = a; d < b; d++) out[i * E + d] += c->moe_y[i * E + d];
+    }
+    *t = lm_fwd_sync_mm(c, ith, LM_OP_DOWN, il, *t, ws, 1);
 }

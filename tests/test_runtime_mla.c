@@ -1,0 +1,185 @@
+// Multi-head latent attention (deepseek2, runtime/ops_mla.c) in the KV pool, on the tiny
+// random-weight copies of tools/make_arch_gguf.py --ci: the pool's row per position and
+// layer is the latent plus the RoPE key (kv_lora_rank + n_rot values, no V rows), what
+// llama.cpp's MLA cache holds; rollback (seq_rm of a tail, recomputed) gives the same bits;
+// a q8_0 pool (V read from the q8_0 K row) agrees with the f16 one (top-1) and is batch
+// invariant; and the
+// loader's refusals of inconsistent MLA metadata and missing tensors, each with its message.
+// (Chunked prefill, mixed batches, threads and prefix attach: tests/test_runtime_batch_moe.c.)
+// Set-up as tests/test_model_arch_golden.c: the generator into $LUMEN_ARCH_DIR.
+// LM_TEST_LABELS: model;arch
+#include "lm_test.h"
+#include "lm_test_file.h"
+#include "lm_test_model.h"
+#include "lumen.h"
+
+#include <math.h>
+#include <unistd.h>
+
+enum { NP = 40 };
+
+static struct lm_context *ctx(struct lm_model *m, enum lm_kv_type t) {
+    struct lm_context_params cp = {.n_ctx = 128, .n_seq_max = 2, .n_batch = 64, .n_threads = 2,
+                                   .kv_tokens = 256, .kv_type_k = t, .kv_type_v = t};
+    struct lm_context *c = NULL;
+    const enum lm_status st = lm_context_init(&c, m, &cp);
+    CHECKF(st == LM_OK, "context (kv type %d): %s", (int)t, st ? lm_error_msg() : "");
+    return c;
+}
+
+static void run(const char *path) {
+    struct lm_model *m = NULL;
+    if (lm_model_load(&m, path, NULL) != LM_OK) {
+        CHECKF(0, "cannot load %s: %s", path, lm_error_msg());
+        return;
+    }
+    struct lm_model_hparams hp;
+    lm_model_hparams(m, &hp);
+    CHECK(!strcmp(lm_model_arch(m), "deepseek2") && hp.mla_kv_rank > 0 && hp.n_head_kv == 1);
+    const int nv = lm_model_n_vocab(m);
+    int32_t prompt[NP];
+    lm_test_ids(prompt, NP, 7, nv);
+    float *ref = malloc(sizeof(float) * (size_t)nv * NP), *got = malloc(sizeof(float) * (size_t)nv * NP);
+    struct lm_context *c = ctx(m, LM_KV_F16);
+    if (!c || !ref || !got) goto done;
+
+    // (a) the pool's bytes: per position and layer one f16 row of latent + RoPE key
+    struct lm_kv_cache_stats ks;
+    lm_kv_cache_stats(c, &ks);
+    const uint64_t row = (uint64_t)hp.head_dim_k * 2, per_tok = row * (uint64_t)hp.n_layer;
+    CHECKF(hp.head_dim_k == hp.mla_kv_rank + hp.n_rot && hp.head_dim_v == hp.mla_kv_rank,
+           "head sizes %d/%d, latent %d, rope %d", hp.head_dim_k, hp.head_dim_v, hp.mla_kv_rank, hp.n_rot);
+    CHECKF(ks.block_bytes == per_tok * (uint64_t)ks.block_size,
+           "block of %d positions: %llu bytes, want %llu (no V rows)", ks.block_size,
+           (unsigned long long)ks.block_bytes, (unsigned long long)(per_tok * (uint64_t)ks.block_size));
+    printf("%s: KV bytes per token %llu (%d layers x (latent %d + rope %d) x f16)\n", path,
+           (unsigned long long)per_tok, hp.n_layer, hp.mla_kv_rank, hp.n_rot);
+
+    // (b) rollback: drop the tail, compute it again: the same bits
+    CHECK(lm_test_prefill(c, 0, prompt, NP, NP, ref, nv));
+    CHECK(lm_kv_cache_seq_rm(c, 0, 29, -1) == LM_OK && lm_kv_cache_seq_pos(c, 0) == 29);
+    CHECK(lm_test_prefill(c, 0, prompt + 29, NP - 29, 4, got, nv));
+    int bad = lm_test_first_diff(ref + (size_t)29 * nv, got, NP - 29, nv);
+    CHECKF(bad < 0, "%s: after rollback to 29: position %d differs", path, bad < 0 ? bad : 29 + bad);
+
+    // (c) q8_0 pool: V read from the q8_0 K row; near f16, one batch == token by token
+    struct lm_context *cq = ctx(m, LM_KV_Q8_0);
+    if (cq) {
+        CHECK(lm_test_prefill(cq, 0, prompt, NP, NP, got, nv));
+        int agree = 0;
+        double dmax = 0;
+        for (int p = 0; p < NP; p++) {
+            agree += lm_test_argmax(ref + (size_t)p * nv, nv) == lm_test_argmax(got + (size_t)p * nv, nv);
+            for (int i = 0; i < nv; i++) dmax = fmax(dmax, fabs((double)ref[(size_t)p * nv + i] - got[(size_t)p * nv + i]));
+        }
+        printf("%s: q8_0 pool vs f16: top-1 %d/%d, max|d| %.4f\n", path, agree, NP, dmax);
+        // top-1 only: an 8-bit latent can flip a near-tied expert choice (v3: max|d| ~1.1 at
+        // one position), which moves that position's logits far more than rounding does
+        CHECKF(agree >= NP - 2, "%s: q8_0 pool: top-1 %d/%d, max|d| %g", path, agree, NP, dmax);
+        float *one = malloc(sizeof(float) * (size_t)nv * NP);
+        CHECK(lm_kv_cache_seq_rm(cq, 0, 0, -1) == LM_OK);
+        CHECK(one && lm_test_prefill(cq, 0, prompt, NP, 1, one, nv));
+        bad = one ? lm_test_first_diff(got, one, NP, nv) : 0;
+        CHECKF(bad < 0, "%s: q8_0 pool: token by token differs at position %d", path, bad);
+        free(one);
+        lm_context_free(cq);
+    }
+done:
+    lm_context_free(c);
+    lm_model_free(m);
+    free(ref);
+    free(got);
+}
+
+// ---------------------------------------------------------------- refusals
+
+static unsigned char *find(unsigned char *b, size_t n, const char *s) {
+    const size_t k = strlen(s);
+    for (size_t i = 0; i + k <= n; i++)
+        if (!memcmp(b + i, s, k)) return b + i;
+    return NULL;
+}
+
+// A copy of the model at src with one patch loads with status want and a message holding msg.
+static void refuse(const char *src, const char *what, void (*patch)(unsigned char *, size_t),
+                   enum lm_status want, const char *msg) {
+    size_t n = 0;
+    unsigned char *b = (unsigned char *)lm_test_read_file(src, &n);
+    CHECKF(b != NULL, "cannot read %s", src);
+    if (!b) return;
+    patch(b, n);
+    char dst[1024];
+    snprintf(dst, sizeof dst, "%s.bad-%d.gguf", src, (int)getpid());
+    FILE *f = fopen(dst, "wb");
+    CHECK(f && fwrite(b, 1, n, f) == n);
+    if (f) fclose(f);
+    free(b);
+    struct lm_model *m = NULL;
+    const enum lm_status st = lm_model_load(&m, dst, NULL);
+    CHECKF(st == want && strstr(lm_error_msg(), msg), "%s: got %s '%s', want %s with '%s'", what,
+           lm_status_name(st), st ? lm_error_msg() : "", lm_status_name(want), msg);
+    printf("refused (%s): %s\n", what, st ? lm_error_msg() : "(loaded!)");
+    lm_model_free(m);
+    remove(dst);
+}
+
+// a u32 key's value (after the key string and its type)
+static void set_u32(unsigned char *b, size_t n, const char *key, uint32_t v) {
+    unsigned char *k = find(b, n, key);
+    if (k) memcpy(k + strlen(key) + 4, &v, 4);
+}
+static void p_no_mla_len(unsigned char *b, size_t n) {
+    unsigned char *k = find(b, n, "deepseek2.attention.key_length_mla");
+    if (k) k[strlen("deepseek2.attention.key_length_ml")] = 'x';
+}
+static void p_kv_rank(unsigned char *b, size_t n) { set_u32(b, n, "deepseek2.attention.kv_lora_rank", 96); }
+static void p_kv_heads(unsigned char *b, size_t n) { set_u32(b, n, "deepseek2.attention.head_count_kv", 4); }
+static void p_groups(unsigned char *b, size_t n) { set_u32(b, n, "deepseek2.expert_group_count", 3); }
+static void p_gating(unsigned char *b, size_t n) { set_u32(b, n, "deepseek2.expert_gating_func", 3); }
+static void p_no_k_b(unsigned char *b, size_t n) {
+    unsigned char *k = find(b, n, "blk.1.attn_k_b.weight");
+    if (k) k[strlen("blk.1.attn_k_")] = 'z';
+}
+static void p_no_shexp(unsigned char *b, size_t n) {
+    unsigned char *k = find(b, n, "blk.1.ffn_down_shexp.weight");
+    if (k) k[strlen("blk.1.ffn_down_shex")] = 'z';
+}
+
+static void refusals(const char *lite, const char *v3) {
+    refuse(lite, "no key_length_mla", p_no_mla_len, LM_ERR_UNSUPPORTED, "older converter");
+    refuse(lite, "kv_lora_rank 96", p_kv_rank, LM_ERR_FORMAT, "inconsistent MLA sizes: kv_lora_rank 96");
+    refuse(lite, "4 KV heads", p_kv_heads, LM_ERR_FORMAT, "head_count_kv 1 (got 4)");
+    refuse(lite, "no attn_k_b", p_no_k_b, LM_ERR_FORMAT, "'blk.1.attn_k_b.weight'");
+    refuse(lite, "no ffn_down_shexp", p_no_shexp, LM_ERR_FORMAT, "'blk.1.ffn_down_shexp.weight'");
+    refuse(v3, "3 expert groups of 8", p_groups, LM_ERR_FORMAT, "expert_group_count 3");
+    refuse(v3, "gating 3", p_gating, LM_ERR_UNSUPPORTED, "expert_gating_func 3");
+}
+
+int main(void) {
+    char dir[512], cmd[2048], lite[1024], v3[1024];
+    const char *d = getenv("LUMEN_ARCH_DIR");
+    if (d && *d) snprintf(dir, sizeof dir, "%s", d);
+    else snprintf(dir, sizeof dir, "/tmp/lumen-arch-%d", (int)getuid());
+    const char *py = getenv("LUMEN_PYTHON");
+    char pybuf[1024];
+    if (!py || !*py) {
+        snprintf(pybuf, sizeof pybuf, "%s", lm_test_path(".venv/bin/python"));
+        py = access(pybuf, X_OK) == 0 ? pybuf : "python3";
+    }
+    snprintf(cmd, sizeof cmd, "'%s' '%s' --ci '%s'", py, lm_test_path("tools/make_arch_gguf.py"), dir);
+    if (system(cmd) != 0) {
+        const char *allow = getenv("LUMEN_ALLOW_SKIP");
+        if (allow && !strcmp(allow, "1")) {
+            printf("SKIP: cannot generate the architecture models (needs numpy + gguf)\n");
+            return 0;
+        }
+        CHECKF(0, "generator failed: %s", cmd);
+        return lm_test_finish();
+    }
+    snprintf(lite, sizeof lite, "%s/arch_deepseek2_f16.gguf", dir);
+    snprintf(v3, sizeof v3, "%s/arch_deepseek2v3_f16.gguf", dir);
+    run(lite);
+    run(v3);
+    refusals(lite, v3);
+    return lm_test_finish();
+}
