@@ -189,6 +189,7 @@ class Lumen:
 class LlamaBench:
     """llama.cpp's llama-bench (.reference/bin): pp / tg / TTFT-prefill, one run counted."""
     name = "llama.cpp"
+    fa = "off"  # llama-bench -fa; bench/scale.py --fa-best runs "off" and "on" and keeps the faster
 
     def __init__(self, exe):
         self.exe = exe
@@ -197,7 +198,7 @@ class LlamaBench:
 
     def _bench(self, model, threads, a, args):
         cmd = [self.exe, "-m", str(model), "-t", str(threads), "-r", str(a.warmup + 1),
-               "-b", str(N_BATCH), "-ub", str(N_BATCH), "-fa", "off", "-o", "jsonl"] + args
+               "-b", str(N_BATCH), "-ub", str(N_BATCH), "-fa", self.fa, "-o", "jsonl"] + args
         p = run_rss(cmd)
         self.rss_bytes = p.rss_bytes
         if p.returncode != 0:
@@ -206,7 +207,7 @@ class LlamaBench:
         rows = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
         if rows:
             self.build_commit = rows[0].get("build_commit")
-        if len(self.cmds) < 2:
+        if len(self.cmds) < 4:
             shown = cmd[1:]
             shown[shown.index("-t") + 1] = "T"
             self.cmds.append(" ".join(shown).replace(f"{ROOT}/", ""))

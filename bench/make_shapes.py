@@ -46,6 +46,9 @@ at the peak: the F16 plus the outputs:
                   2048, 16 heads, kv_lora_rank 512, 64 experts of 1408, 6 used, 2 shared, the
                   first layer dense (10944), vocabulary 102400; 27 layers in the real model, 4
                   by default (1 dense + 3 MoE): F16 ~4.5 GB, Q4_K_M ~1.4 GB (estimated).
+  phi-4-mini, granite-3.3-2b, smollm3-3b: issue 37's
+                  families, once tools/make_arch_gguf.py has their families (bench/scale.py
+                  --families); formats also q2_k, q3_k_s/m/l, iq4_xs, iq4_nl, q5_1, q4_1, q5_0
 The K-quant formats take ~1-1.5 min per GB of F16 here (Q8_0 / Q4_0 and the Q5_0 / Q8_0
 fallbacks of 1152-wide rows a few times less).
 Each new file is then checked by llama.cpp (below) unless --no-check.
@@ -94,11 +97,18 @@ SHAPES = {
     "gemma3-1b": ("gemma3", 0),
     "gemma3-4b": ("gemma3_4b", 0),
     "qwen3-30b-a3b": ("qwen3moe", 8),  # 48 real layers: the F16 would be 61 GB
+    # issue 37's families (bench/scale.py --families); each needs its make_arch_gguf.py family
+    "phi-4-mini": ("phi4_mini", 0),
+    "granite-3.3-2b": ("granite", 0),
+    "smollm3-3b": ("smollm3", 0),
     "deepseek-v2-lite": ("deepseek2_lite", 4),  # 27 real layers: the F16 would be 31 GB
 }
-FORMATS = ("q4_k_m", "q5_k_m", "q6_k", "q8_0", "q4_0")  # llama-quantize's ftype, lower case
+# llama-quantize's ftypes, lower case; the second line: issue 37's formats (scale.py --formats)
+FORMATS = ("q4_k_m", "q5_k_m", "q6_k", "q8_0", "q4_0",
+           "q2_k", "q3_k_s", "q3_k_m", "q3_k_l", "iq4_xs", "iq4_nl", "q5_1", "q4_1", "q5_0")
 SHAPE_OUT = os.path.join(os.path.expanduser("~"), ".cache", "lumen", "shapes")
-LLAMA_QUANTIZE = os.path.join(ROOT, ".reference", "bin", "llama-quantize")
+LLAMA_QUANTIZE = os.path.join(os.environ.get("LUMEN_REFERENCE_BIN") or
+                              os.path.join(ROOT, ".reference", "bin"), "llama-quantize")
 
 
 def mb(path):
@@ -168,7 +178,7 @@ def quantize_bin(src, dst, ftype="Q4_K_M"):
 def shape_path(out, shape, layers, fmt):
     """<out>/<shape>[-<layers>L]-random-<fmt>.gguf; layers 0 or the real count: no suffix."""
     fam, _ = SHAPES[shape]
-    full = layers in (0, mk.FAMILIES[fam]["n_layer"])
+    full = layers in (0, mk.FAMILIES[fam]["n_layer"] if fam in mk.FAMILIES else 0)
     return os.path.join(out, "%s%s-random-%s.gguf" % (shape, "" if full else "-%dL" % layers, fmt))
 
 
@@ -176,6 +186,9 @@ def make_shape(a):
     """--shape: one model at a real per-layer shape in each format of --formats (an F16
     from make_arch_gguf.py's stream mode, then llama-quantize). Returns the paths."""
     family, default_layers = SHAPES[a.shape]
+    if family not in mk.FAMILIES:
+        sys.exit("make_shapes: shape %s needs family '%s', which tools/make_arch_gguf.py does "
+                 "not have yet" % (a.shape, family))
     layers = a.layers if a.layers is not None else default_layers
     fmts = [x.strip().lower() for x in a.formats.split(",") if x.strip()]
     bad = [x for x in fmts if x not in FORMATS + ("f16",)]
@@ -199,8 +212,8 @@ def make_shape(a):
         if (todo or "f16" in fmts) and (not os.path.exists(f16) or
                                         (a.force and "f16" in fmts)):
             t0 = time.time()
-            mk.write_model(f16, family, layers or None, None, "f16", a.seed, quiet=True,
-                           stream=True)
+            mk.write_model(f16, family, layers or None, getattr(a, "vocab", None), "f16", a.seed,
+                           quiet=True, stream=True)  # vocab: bench/scale.py --dry-run's tiny copy
             print("make_shapes: wrote %s (%.1f MB) in %.0f s" % (f16, mb(f16), time.time() - t0),
                   flush=True)
             if "f16" in fmts:

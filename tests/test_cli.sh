@@ -67,6 +67,10 @@ if [[ -x "$PY" ]]; then
   expect 1 "tiny_no_eps.gguf.*layer_norm_rms_epsilon" -- "$BIN" info "$TMP/tiny_no_eps.gguf"
   expect 1 "tiny_missing_tensor.gguf.*blk.1.ffn_up.weight" -- "$BIN" info "$TMP/tiny_missing_tensor.gguf"
   expect 1 "tiny_wrong_shape.gguf.*blk.0.attn_q.weight.*expected \[64, 64\]" -- "$BIN" info "$TMP/tiny_wrong_shape.gguf"
+  # a tensor type lumen cannot run: one line naming the tensor, its type and the types that run
+  # (the list comes from the dtype traits), from info and from any other load
+  expect 1 "tiny_iq2_dtype.gguf: tensor 'blk.0.ffn_down.weight' has type iq2_xxs, which lumen cannot run \(supported: f32, f16, .*q4_K" -- "$BIN" info "$TMP/tiny_iq2_dtype.gguf"
+  expect 1 "tiny_mxfp4_dtype.gguf: tensor 'blk.0.ffn_down.weight' has type mxfp4, which lumen cannot run \(supported: " -- "$BIN" run -m "$TMP/tiny_mxfp4_dtype.gguf" -p hi -n 1
   # truncated copy of a valid file
   head -c 100000 "$TMP/tiny_ok.gguf" >"$TMP/trunc.gguf"
   expect 1 "trunc.gguf.*(past end|truncated)" -- "$BIN" info "$TMP/trunc.gguf"

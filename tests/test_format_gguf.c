@@ -502,7 +502,7 @@ static void test_tensors(void) {
     one_tensor(&w, 1, (uint64_t[]){8}, 4, 0, 64); // hole in the GGML ids
     EXPECT_FAIL(&w, LM_ERR_UNSUPPORTED, "tensor 'x.weight': unknown dtype id 4");
     one_tensor(&w, 1, (uint64_t[]){8}, 1000, 0, 64);
-    EXPECT_FAIL(&w, LM_ERR_UNSUPPORTED, "unknown dtype id 1000");
+    EXPECT_FAIL(&w, LM_ERR_UNSUPPORTED, "unknown dtype id 1000, which lumen cannot run (supported: f32");
     one_tensor(&w, 1, (uint64_t[]){8}, 0x80000000u, 0, 64);
     EXPECT_FAIL(&w, LM_ERR_UNSUPPORTED, "unknown dtype id");
     one_tensor(&w, 2, (uint64_t[]){48, 2}, LM_DTYPE_Q4_0, 0, 256);
@@ -547,6 +547,18 @@ static void test_tensors(void) {
     CHECKF(wb_open(&w, &g) == LM_OK, "%s", lm_error_msg());
     CHECK(lm_gguf_expect_tensor(&g, "x.weight", 1, (int64_t[]){256}, NULL) == LM_ERR_UNSUPPORTED);
     CHECK(strstr(lm_error_msg(), "iq2_xxs") != NULL);
+    // the refusal lists what runs, from the dtype traits (one line)
+    CHECKF(strstr(lm_error_msg(), "which lumen cannot run (supported: f32, f16, ") != NULL &&
+               strstr(lm_error_msg(), "q4_K") && !strchr(lm_error_msg(), '\n'),
+           "%s", lm_error_msg());
+    lm_gguf_close(&g);
+    // a GGML type lumen knows by name only (mxfp4): parsed, sized, refused by name
+    free(w.p);
+    one_tensor(&w, 1, (uint64_t[]){64}, LM_DTYPE_MXFP4, 0, 34);
+    CHECKF(wb_open(&w, &g) == LM_OK, "%s", lm_error_msg());
+    CHECK(lm_gguf_expect_tensor(&g, "x.weight", 1, (int64_t[]){64}, NULL) == LM_ERR_UNSUPPORTED);
+    CHECKF(strstr(lm_error_msg(), "has type mxfp4, which lumen cannot run") != NULL, "%s",
+           lm_error_msg());
     lm_gguf_close(&g);
     free(w.p);
 }

@@ -13,6 +13,11 @@ import gguf
 E, L, H, HKV, HD, FF = 64, 2, 2, 1, 32, 128
 
 
+# defects that store blk.0.ffn_down.weight in a type lumen refuses
+RAW_TYPES = {"iq2_dtype": gguf.GGMLQuantizationType.IQ2_XXS,
+             "mxfp4_dtype": gguf.GGMLQuantizationType.MXFP4}
+
+
 def vocab():
     toks, scores, types = ["<pad>", "<eos>", "<bos>", "<unk>"], [0.0] * 4, [3, 3, 3, 2]
     for b in range(256):
@@ -67,6 +72,15 @@ def write(path, defect=None):
             return
         if defect == "wrong_shape" and name == "blk.0.attn_q.weight":
             arr = arr[:, :-1].copy()
+        if defect in RAW_TYPES and name == "blk.0.ffn_down.weight":
+            # a type lumen cannot run: raw blocks, rows of a multiple of its block size
+            qt = RAW_TYPES[defect]
+            blk, size = gguf.GGML_QUANT_SIZES[qt]
+            n = arr.size
+            row = max(blk, shape[0] // blk * blk)
+            raw = rng.integers(0, 256, (n // row, row // blk * size), dtype=np.uint8)
+            w.add_tensor(name, raw, raw_dtype=qt)
+            return
         w.add_tensor(name, arr if f32 or len(shape) == 1 else arr.astype(np.float16))
 
     t("token_embd.weight", [E, V])
@@ -92,7 +106,8 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     write(out / "tiny_ok.gguf")
     write(out / "tiny_softcap.gguf", "softcap")
-    for d in ["bad_arch", "no_embedding_length", "no_eps", "missing_tensor", "wrong_shape"]:
+    for d in ["bad_arch", "no_embedding_length", "no_eps", "missing_tensor", "wrong_shape",
+              *RAW_TYPES]:
         write(out / f"tiny_{d}.gguf", d)
 
 

@@ -432,8 +432,13 @@ static enum lm_status parse_tensors(struct lm_gguf *g, struct gguf_owned *o, str
         if (!rd_u32(r, &type)) return err_trunc(g, r, what);
         if (!rd_u64(r, &t->offset)) return err_trunc(g, r, what);
         const struct lm_dtype_traits *tr = type < LM_DTYPE_COUNT ? lm_dtype_traits((int)type) : NULL;
-        if (!tr)
-            return lm_gguf_error(g, LM_ERR_UNSUPPORTED, "tensor '%s': unknown dtype id %u", name, type);
+        if (!tr) {
+            char names[256];
+            return lm_gguf_error(g, LM_ERR_UNSUPPORTED,
+                                 "tensor '%s': unknown dtype id %u, which lumen cannot run "
+                                 "(supported: %s)",
+                                 name, type, lm_dtype_supported_names(names, sizeof names));
+        }
         t->type = (enum lm_dtype)type;
 
         int64_t nel = t->ne[0];

@@ -191,9 +191,12 @@ enum lm_status lm_gguf_expect_tensor(const struct lm_gguf *g, const char *name, 
         return lm_gguf_error(g, LM_ERR_FORMAT, "tensor '%s' has shape %s, expected %s", name, a, e);
     }
     const struct lm_dtype_traits *tr = lm_dtype_traits((int)t->type);
-    if (!tr || !tr->supported)
-        return lm_gguf_error(g, LM_ERR_UNSUPPORTED, "tensor '%s' has dtype %s, which lumen does not support",
-                    name, lm_dtype_name((int)t->type));
+    if (!tr || !tr->supported) {
+        char names[256];
+        return lm_gguf_error(g, LM_ERR_UNSUPPORTED,
+                             "tensor '%s' has type %s, which lumen cannot run (supported: %s)", name,
+                             lm_dtype_name((int)t->type), lm_dtype_supported_names(names, sizeof names));
+    }
     if (out) *out = t;
     return LM_OK;
 }

@@ -8,20 +8,27 @@
 #include <stdlib.h>
 #include <string.h>
 
+// One line naming the tensor, its type and the types lumen runs (from the dtype traits).
+static enum lm_status refuse_dtype(const struct lm_model *m, const char *name, enum lm_dtype t) {
+    const struct lm_dtype_traits *tr = lm_dtype_traits(t);
+    if (tr && tr->supported) return LM_OK;
+    char names[256];
+    return lm_error_set(LM_ERR_UNSUPPORTED,
+                        "model: %s: tensor '%s' has type %s, which lumen cannot run (supported: %s)",
+                        m->path, name, lm_dtype_name(t), lm_dtype_supported_names(names, sizeof names));
+}
+
 enum lm_status lm_model_weight(struct lm_model *m, struct lm_weight *w, const char *name,
                                int64_t n_in, int64_t n_out, bool required) {
     memset(w, 0, sizeof *w);
+    enum lm_status st;
     const struct lm_gguf_tensor *t = lm_gguf_find_tensor(&m->gguf, name);
     if (!t) {
         if (!required) return LM_OK;
         return lm_error_set(LM_ERR_FORMAT, "model: %s: missing required tensor '%s'", m->path,
                             name);
     }
-    const struct lm_dtype_traits *tr = lm_dtype_traits(t->type);
-    if (!tr || !tr->supported)
-        return lm_error_set(LM_ERR_UNSUPPORTED,
-                            "model: %s: tensor '%s' has dtype %s, which lumen does not support",
-                            m->path, name, lm_dtype_name(t->type));
+    if ((st = refuse_dtype(m, name, t->type)) != LM_OK) return st;
     const bool vec = n_out == 1;
     const bool ok = vec ? (t->n_dims == 1 && t->ne[0] == n_in)
                         : (t->n_dims == 2 && t->ne[0] == n_in && t->ne[1] == n_out);
@@ -72,11 +79,8 @@ enum lm_status lm_model_expert_weights(struct lm_model *m, struct lm_weight *out
     if (!t)
         return lm_error_set(LM_ERR_FORMAT, "model: %s: missing required expert tensor '%s'",
                             m->path, full);
-    const struct lm_dtype_traits *tr = lm_dtype_traits(t->type);
-    if (!tr || !tr->supported)
-        return lm_error_set(LM_ERR_UNSUPPORTED,
-                            "model: %s: tensor '%s' has dtype %s, which lumen does not support",
-                            m->path, full, lm_dtype_name(t->type));
+    enum lm_status st = refuse_dtype(m, full, t->type);
+    if (st != LM_OK) return st;
     if (t->n_dims != 3 || t->ne[0] != n_in || t->ne[1] != n_out || t->ne[2] != n_expert) {
         char got[96];
         int o = snprintf(got, sizeof got, "[");

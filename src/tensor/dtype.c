@@ -1,6 +1,8 @@
 // Per-dtype traits table (GGML type ids).
 #include "tensor/dtype.h"
 
+#include <stdio.h>
+
 static const struct lm_dtype_traits k_traits[LM_DTYPE_COUNT] = {
     [LM_DTYPE_F32] = {"f32", 1, 4, true},
     [LM_DTYPE_F16] = {"f16", 1, 2, true},
@@ -31,6 +33,9 @@ static const struct lm_dtype_traits k_traits[LM_DTYPE_COUNT] = {
     [LM_DTYPE_F64] = {"f64", 1, 8, false},
     [LM_DTYPE_IQ1_M] = {"iq1_m", 256, 56, false},
     [LM_DTYPE_BF16] = {"bf16", 1, 2, true},
+    [LM_DTYPE_TQ1_0] = {"tq1_0", 256, 54, false},
+    [LM_DTYPE_TQ2_0] = {"tq2_0", 256, 66, false},
+    [LM_DTYPE_MXFP4] = {"mxfp4", 32, 17, false},
 };
 
 const struct lm_dtype_traits *lm_dtype_traits(int t) {
@@ -46,4 +51,16 @@ const char *lm_dtype_name(int t) {
 size_t lm_dtype_row_size(enum lm_dtype t, int64_t n) {
     const struct lm_dtype_traits *tr = lm_dtype_traits(t);
     return (size_t)(n / tr->block_size) * tr->type_size;
+}
+
+const char *lm_dtype_supported_names(char *buf, size_t n) {
+    size_t o = 0;
+    if (n) buf[0] = 0;
+    for (int t = 0; t < LM_DTYPE_COUNT && o < n; t++) {
+        if (!k_traits[t].name || !k_traits[t].supported) continue;
+        int w = snprintf(buf + o, n - o, "%s%s", o ? ", " : "", k_traits[t].name);
+        if (w < 0) break;
+        o += (size_t)w;
+    }
+    return buf;
 }

@@ -41,6 +41,11 @@ enum lm_dtype {
     LM_DTYPE_F64 = 28,
     LM_DTYPE_IQ1_M = 29,
     LM_DTYPE_BF16 = 30,
+    // 31-33: removed Q4_0_4_4 / _4_8 / _8_8; known below so a refusal can name them
+    LM_DTYPE_TQ1_0 = 34,
+    LM_DTYPE_TQ2_0 = 35,
+    // 36-38: removed IQ4_NL_4_4 / _4_8 / _8_8
+    LM_DTYPE_MXFP4 = 39,
     LM_DTYPE_COUNT = 40, // table size; ids >= this are rejected by the GGUF reader
 };
 
@@ -59,6 +64,9 @@ const struct lm_dtype_traits *lm_dtype_traits(int t);
 const char *lm_dtype_name(int t); // "?" for unknown
 // Bytes of a row of n elements; n must be a multiple of block_size (caller checks).
 size_t lm_dtype_row_size(enum lm_dtype t, int64_t n);
+// The names of the dtypes whose traits say supported, in id order ("f32, f16, q4_0, ..."),
+// into buf (always NUL-terminated, cut at n); returns buf. For refusals that list what runs.
+const char *lm_dtype_supported_names(char *buf, size_t n);
 
 // ---- half / bfloat16 conversion (portable scalar; ISA files use F16C / AVX-512) ----
 static inline float lm_f16_to_f32(lm_f16 h) {
