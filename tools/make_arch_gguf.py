@@ -40,6 +40,7 @@ tensor order); --sliding-window N shortens gemma3's window so short sequences cr
 """
 import argparse
 import hashlib
+import math
 import os
 import sys
 
@@ -115,6 +116,23 @@ FAMILIES = {
                       rope_base=1000000.0, rope_base_swa=10000.0, rope_scale_linear=8.0,
                       eps=1e-6, tied=True, bias=False, qk_norm=True, sliding_window=1024,
                       emb_std=0.06, post_norm_mean=12.0),
+    # phi3 (convert_hf_to_gguf's Phi3MiniModel): fused attn_qkv and ffn_up (gate rows, then up
+    # rows), NeoX RoPE over rope.dimension_count = partial_rotary_factor * head_dim, LongRoPE:
+    # rope_factors_long / _short.weight (n_rot/2) chosen by context length against
+    # rope.scaling.original_context_length, rope.scaling.attn_factor =
+    # sqrt(1 + ln(ctx / orig) / ln(orig)); sliding_window written (llama.cpp ignores it).
+    #   Phi-3.5-mini-instruct: 3072, 32, 32, 32, 96, 8192, 32064, 131072 (orig 4096), 1e4,
+    #     longrope, full rotary, 1e-5, untied, sliding_window 262144
+    #   Phi-4-mini-instruct: 3072, 32, 24, 8, 128, 8192, 200064, 131072 (orig 4096), 1e4,
+    #     longrope, partial_rotary_factor 0.75 (96 of 128), 1e-5, tied, sliding_window 262144
+    "phi35_mini": dict(arch="phi3", n_embd=3072, n_layer=32, n_head=32, n_head_kv=32, head_dim=96,
+                       n_ff=8192, n_vocab=32064, n_ctx=131072, rope_base=10000.0, eps=1e-5,
+                       tied=False, bias=False, qk_norm=False, n_rot=96, rope_orig_ctx=4096,
+                       sliding_window=262144),
+    "phi4_mini": dict(arch="phi3", n_embd=3072, n_layer=32, n_head=24, n_head_kv=8, head_dim=128,
+                      n_ff=8192, n_vocab=200064, n_ctx=131072, rope_base=10000.0, eps=1e-5,
+                      tied=True, bias=False, qk_norm=False, n_rot=96, rope_orig_ctx=4096,
+                      sliding_window=262144),
 }
 
 # The copies tests/test_model_arch_golden.c compares (and tools/gen_golden_arch.py feeds
@@ -129,6 +147,11 @@ CI_MODELS = [
     ("gemma3", "gemma3", 2, 8192, ("f16", "qmix"), {"sliding_window_pattern": 2}),
     ("qwen3moe", "qwen3moe_tiny", 2, 8192, ("f16", "qmix"), {}),
     ("mixtral", "mixtral_tiny", 2, 8192, ("f16", "qmix"), {}),
+    # phi3: one layer each (113M / 100M weights a layer). phi4's original context 32 makes
+    # every context (n_ctx > 32 after llama.cpp's rounding to 256) use the long factors;
+    # phi35's 4096 keeps the tests' contexts (<= 1024) on the short ones
+    ("phi35", "phi35_mini", 1, 8192, ("f16", "qmix"), {}),
+    ("phi4", "phi4_mini", 1, 8192, ("f16", "qmix"), {"rope_orig_ctx": 32}),
 ]
 CI_SEED = 20240601
 
@@ -200,6 +223,15 @@ def llama3_rope_factors(base, dim, factor, low, high, orig):
             s = (orig / wl - low) / (high - low)
             out.append(1.0 / ((1 - s) / factor + s))
     return np.array(out, np.float32)
+
+
+def longrope_factors(n):
+    """LongRoPE's (rope_factors_long.weight, rope_factors_short.weight), n each: smooth
+    deterministic stand-ins of the real ranges (short 1.0-1.3, long 1.0-60, rising with the
+    dimension like Phi-3.5's)."""
+    i = np.arange(n, dtype=np.float64) / max(n - 1, 1)
+    return [("rope_factors_long.weight", (60.0 ** i).astype(np.float32)),
+            ("rope_factors_short.weight", (1.0 + 0.3 * i * i).astype(np.float32))]
 
 
 # ============================================================ K-quant packers
@@ -319,7 +351,7 @@ def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_S
     if HD * H != E or arch in ("qwen3", "qwen3moe", "gemma3"):
         w.add_key_length(HD)
         w.add_value_length(HD)
-    w.add_rope_dimension_count(HD)
+    w.add_rope_dimension_count(f.get("n_rot", HD))
     w.add_rope_freq_base(f["rope_base"])
     w.add_layer_norm_rms_eps(f["eps"])
     if f.get("n_expert"):
@@ -329,6 +361,12 @@ def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_S
             w.add_expert_feed_forward_length(f["n_ff_exp"])
     if "sliding_window" in extra:
         f["sliding_window"] = extra["sliding_window"]
+    if "rope_orig_ctx" in f:  # LongRoPE (phi3), as the converter writes it
+        f["rope_orig_ctx"] = extra.get("rope_orig_ctx", f["rope_orig_ctx"])
+        w.add_rope_scaling_orig_ctx_len(f["rope_orig_ctx"])
+        scale = f["n_ctx"] / FAMILIES[family]["rope_orig_ctx"]  # the real model's factor
+        w.add_rope_scaling_attn_factors(math.sqrt(1 + math.log(scale) /
+                                                  math.log(FAMILIES[family]["rope_orig_ctx"])))
     if "sliding_window" in f:
         w.add_sliding_window(f["sliding_window"])
         if "rope_base_swa" in f:
@@ -376,15 +414,24 @@ def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_S
             pending.append(("rope_freqs.weight", rf.shape, 0, 0, rf))
         else:
             w.add_tensor("rope_freqs.weight", rf)
+    if "rope_orig_ctx" in f:
+        for name, arr in longrope_factors(f.get("n_rot", HD) // 2):
+            if stream:
+                pending.append((name, arr.shape, 0, 0, arr))
+            else:
+                w.add_tensor(name, arr)
     t("output_norm.weight", (E,), 0.05, 1.0)
     if not f["tied"]:
         t("output.weight", (V, E), f.get("out_std", 0.05))
     for i in range(L):
         p = "blk.%d." % i
         t(p + "attn_norm.weight", (E,), 0.05, 1.0)
-        t(p + "attn_q.weight", (H * HD, E))
-        t(p + "attn_k.weight", (HKV * HD, E))
-        t(p + "attn_v.weight", (HKV * HD, E))
+        if arch == "phi3":  # fused: q rows, k rows, v rows
+            t(p + "attn_qkv.weight", ((H + 2 * HKV) * HD, E))
+        else:
+            t(p + "attn_q.weight", (H * HD, E))
+            t(p + "attn_k.weight", (HKV * HD, E))
+            t(p + "attn_v.weight", (HKV * HD, E))
         if f["bias"]:
             t(p + "attn_q.bias", (H * HD,))
             t(p + "attn_k.bias", (HKV * HD,))
@@ -404,6 +451,9 @@ def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_S
             t(p + "ffn_gate_exps.weight", (NX, FX, E))
             t(p + "ffn_up_exps.weight", (NX, FX, E))
             t(p + "ffn_down_exps.weight", (NX, E, FX))
+        elif arch == "phi3":  # fused: gate rows, then up rows
+            t(p + "ffn_up.weight", (2 * FF, E))
+            t(p + "ffn_down.weight", (E, FF))
         else:
             t(p + "ffn_gate.weight", (FF, E))
             t(p + "ffn_up.weight", (FF, E))
