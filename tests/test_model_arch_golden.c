@@ -54,6 +54,10 @@ static const struct arch_case k_cases[] = {
     {"arch_qwen3moe_qmix.gguf", "tests/golden/arch_qwen3moe_qmix.txt", QMIX_TOP1, QMIX_ABS},
     {"arch_mixtral_f16.gguf", "tests/golden/arch_mixtral_f16.txt", F16_TOP1, F16_ABS},
     {"arch_mixtral_qmix.gguf", "tests/golden/arch_mixtral_qmix.txt", QMIX_TOP1, QMIX_ABS},
+    {"arch_phi35_f16.gguf", "tests/golden/arch_phi35_f16.txt", F16_TOP1, F16_ABS},
+    {"arch_phi35_qmix.gguf", "tests/golden/arch_phi35_qmix.txt", QMIX_TOP1, QMIX_ABS},
+    {"arch_phi4_f16.gguf", "tests/golden/arch_phi4_f16.txt", F16_TOP1, F16_ABS},
+    {"arch_phi4_qmix.gguf", "tests/golden/arch_phi4_qmix.txt", QMIX_TOP1, QMIX_ABS},
 };
 
 static double now_s(void) {
