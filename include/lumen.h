@@ -97,6 +97,12 @@ struct lm_model_hparams {
     int32_t n_expert;         // experts per layer
     int32_t n_expert_used;    // chosen per token
     int32_t n_ff_exp;         // hidden size of one expert
+    // LongRoPE (phi3): rope_factors_long / _short.weight; a context whose n_ctx, rounded up
+    // to 256, exceeds rope_orig_ctx uses the long ones (as llama.cpp); cos and sin are
+    // multiplied by rope_attn_factor (1: none)
+    bool rope_longrope;
+    int32_t rope_orig_ctx;
+    float rope_attn_factor;
 };
 void lm_model_hparams(const struct lm_model *m, struct lm_model_hparams *out);
 

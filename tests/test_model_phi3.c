@@ -229,6 +229,10 @@ static void test_fused_views(void) {
     CHECK(m->hp.n_rot == 12 && m->hp.head_dim_k == HD && m->hp.n_swa == 0);
     CHECK(fabsf(m->hp.rope_mscale - 1.19f) == 0.0f && m->n_ctx_orig == 256);
     CHECK(m->rope_long && m->rope_short && !m->rope_freqs);
+    struct lm_model_hparams hi;
+    lm_model_hparams(m, &hi);
+    CHECK(hi.rope_longrope && hi.rope_orig_ctx == 256 && hi.rope_attn_factor == 1.19f &&
+          hi.rope_neox && hi.n_rot == 12 && !hi.rope_llama3);
     float fused[4 * NV], sep[4 * NV];
     memset(fused, 0, sizeof fused);
     memset(sep, 1, sizeof sep);
