@@ -214,6 +214,27 @@ static void run_logits(struct lm_model *m, int32_t n_ctx, float *out) {
     lm_context_free(c);
 }
 
+// Batch invariance: token by token, and beside another sequence's tokens in the same steps,
+// position i's logits are run_logits' bits.
+static void test_batch_invariance(struct lm_model *m, const float *one_batch) {
+    struct lm_context *c = NULL;
+    struct lm_context_params cp = {.n_ctx = 64, .n_seq_max = 2, .n_batch = 8, .n_threads = 2};
+    enum lm_status st = lm_context_init(&c, m, &cp);
+    CHECKF(st == LM_OK, "lm_context_init: %s", lm_error_msg());
+    if (st != LM_OK) return;
+    const int32_t toks[4] = {3, 7, 5, 9};
+    for (int i = 0, p1 = 0; i < 4; i++) { // sequence 1 joins every other step
+        struct lm_batch_entry e[2] = {{.token = toks[i], .pos = i, .seq = 0, .want_logits = true},
+                                      {.token = toks[3 - i], .pos = p1, .seq = 1, .want_logits = true}};
+        p1 += i % 2;
+        CHECKF(lm_decode(c, e, i % 2 ? 2 : 1) == LM_OK, "lm_decode: %s", lm_error_msg());
+        const float *l = lm_get_logits(c, 0);
+        CHECKF(l && memcmp(l, one_batch + i * NV, NV * sizeof(float)) == 0,
+               "position %d: token by token differs from one batch", i);
+    }
+    lm_context_free(c);
+}
+
 static void test_fused_views(void) {
     enum lm_status st;
     struct variant v = good();
@@ -237,6 +258,7 @@ static void test_fused_views(void) {
     memset(fused, 0, sizeof fused);
     memset(sep, 1, sizeof sep);
     run_logits(m, 64, fused);
+    test_batch_invariance(m, fused);
     lm_model_free(m);
     v.separate_qkv = true;
     m = load(&v, &st);
