@@ -38,6 +38,10 @@ at the peak: the F16 plus the outputs:
   gemma3-1b       26 layers, n_embd 1152 (rows fall back to Q5_0/Q8_0), vocabulary 262144.
                   F16 2.0 GB in 10 s; Q4_K_M 0.81 GB in 25 s
   gemma3-4b       34 layers, n_embd 2560, vocabulary 262208. F16 ~8.6 GB; Q4_K_M ~2.6 GB
+  phi-3.5-mini    32 layers, n_embd 3072, fused attn_qkv / ffn_up, LongRoPE, vocabulary 32064.
+                  F16 ~7.6 GB (estimated, not yet run)
+  phi-4-mini      32 layers, n_embd 3072, 24 heads (8 KV), partial RoPE, tied, vocabulary
+                  200064. F16 ~7.7 GB (estimated, not yet run)
                   (estimated ~12 min)
   qwen3-30b-a3b   Qwen3-30B-A3B (qwen3moe): n_embd 2048, 32 q / 4 kv heads of 128, 128
                   experts of 768, 8 used, vocabulary 151936; 48 layers in the real model,
@@ -98,10 +102,11 @@ SHAPES = {
     "gemma3-4b": ("gemma3_4b", 0),
     "qwen3-30b-a3b": ("qwen3moe", 8),  # 48 real layers: the F16 would be 61 GB
     # issue 37's families (bench/scale.py --families); each needs its make_arch_gguf.py family
-    "phi-4-mini": ("phi4_mini", 0),
     "granite-3.3-2b": ("granite", 0),
     "smollm3-3b": ("smollm3", 0),
     "deepseek-v2-lite": ("deepseek2_lite", 4),  # 27 real layers: the F16 would be 31 GB
+    "phi-3.5-mini": ("phi35_mini", 0),
+    "phi-4-mini": ("phi4_mini", 0),
 }
 # llama-quantize's ftypes, lower case; the second line: issue 37's formats (scale.py --formats)
 FORMATS = ("q4_k_m", "q5_k_m", "q6_k", "q8_0", "q4_0",

@@ -103,6 +103,12 @@ struct lm_model_hparams {
     // (V is the latent, the first head_dim_v values of the K row)
     int32_t mla_kv_rank;
     bool rope_yarn;           // YaRN scaling (deepseek2): rope_scale is its frequency scale
+    // LongRoPE (phi3): rope_factors_long / _short.weight; a context whose n_ctx, rounded up
+    // to 256, exceeds rope_orig_ctx uses the long ones (as llama.cpp); cos and sin are
+    // multiplied by rope_attn_factor (1: none)
+    bool rope_longrope;
+    int32_t rope_orig_ctx;
+    float rope_attn_factor;
 };
 void lm_model_hparams(const struct lm_model *m, struct lm_model_hparams *out);
 
@@ -185,6 +191,7 @@ enum lm_chat_template {
     LM_CHAT_TEMPLATE_GEMMA = 0,   // <start_of_turn>role\n...<end_of_turn>\n
     LM_CHAT_TEMPLATE_LLAMA3 = 1,  // <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|>
     LM_CHAT_TEMPLATE_CHATML = 2,  // <|im_start|>role\n...<|im_end|>\n
+    LM_CHAT_TEMPLATE_PHI3 = 3,    // <|role|>\n...<|end|>\n (Phi-3, Phi-3.5, Phi-4-mini)
 };
 
 // A tool call an assistant message made (OpenAI's message.tool_calls[i]).

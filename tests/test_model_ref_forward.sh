@@ -12,6 +12,7 @@
 # LUMEN_TEST_QUICK=1 (sanitizer and generic-kernel passes): the random-weight quant mixes only
 # (the 270M model's reference pass would dominate; ~12 s on the generic kernels).
 # LUMEN_REF_CASES: the cases to run (globs of case names, spaces between), instead of the above.
+# LUMEN_REF_SKIP: cases to leave out (globs, spaces between).
 # LM_TEST_LABELS: model
 set -u
 ROOT="${LUMEN_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}"
@@ -30,6 +31,8 @@ if [[ -n "${LUMEN_TEST_QUICK:-}" && "${LUMEN_TEST_QUICK}" != 0 ]]; then cases=('
 if [[ -n "${LUMEN_REF_CASES:-}" ]]; then read -ra cases <<<"$LUMEN_REF_CASES"; fi
 args=()
 for c in "${cases[@]}"; do args+=(--only "$c"); done
+read -ra skips <<<"${LUMEN_REF_SKIP:-}"
+for c in "${skips[@]}"; do args+=(--skip "$c"); done
 if [[ ! -f "$MODEL" ]]; then
   if [[ "${LUMEN_ALLOW_SKIP:-}" == 1 ]]; then echo "SKIP: no model at $MODEL: random-weight copies only"; args+=(--skip 'gemma3-270m*')
   else echo "FAIL: no model at $MODEL"; exit 1; fi

@@ -43,6 +43,7 @@ tensor order); --sliding-window N shortens gemma3's window so short sequences cr
 """
 import argparse
 import hashlib
+import math
 import os
 import sys
 
@@ -148,6 +149,23 @@ FAMILIES = {
                               kv_lora=64, q_lora=96, qk_nope=32, qk_rope=32, v_head=32,
                               n_shared=1, dense_lead=1, w_scale=2.5, norm_w=True, gating=2,
                               groups=(4, 2), out_std=0.15, nextn=1),
+    # phi3 (convert_hf_to_gguf's Phi3MiniModel): fused attn_qkv and ffn_up (gate rows, then up
+    # rows), NeoX RoPE over rope.dimension_count = partial_rotary_factor * head_dim, LongRoPE:
+    # rope_factors_long / _short.weight (n_rot/2) chosen by context length against
+    # rope.scaling.original_context_length, rope.scaling.attn_factor =
+    # sqrt(1 + ln(ctx / orig) / ln(orig)); sliding_window written (llama.cpp ignores it).
+    #   Phi-3.5-mini-instruct: 3072, 32, 32, 32, 96, 8192, 32064, 131072 (orig 4096), 1e4,
+    #     longrope, full rotary, 1e-5, untied, sliding_window 262144
+    #   Phi-4-mini-instruct: 3072, 32, 24, 8, 128, 8192, 200064, 131072 (orig 4096), 1e4,
+    #     longrope, partial_rotary_factor 0.75 (96 of 128), 1e-5, tied, sliding_window 262144
+    "phi35_mini": dict(arch="phi3", n_embd=3072, n_layer=32, n_head=32, n_head_kv=32, head_dim=96,
+                       n_ff=8192, n_vocab=32064, n_ctx=131072, rope_base=10000.0, eps=1e-5,
+                       tied=False, bias=False, qk_norm=False, n_rot=96, rope_orig_ctx=4096,
+                       sliding_window=262144),
+    "phi4_mini": dict(arch="phi3", n_embd=3072, n_layer=32, n_head=24, n_head_kv=8, head_dim=128,
+                      n_ff=8192, n_vocab=200064, n_ctx=131072, rope_base=10000.0, eps=1e-5,
+                      tied=True, bias=False, qk_norm=False, n_rot=96, rope_orig_ctx=4096,
+                      sliding_window=262144),
 }
 
 # The copies tests/test_model_arch_golden.c compares (and tools/gen_golden_arch.py feeds
@@ -166,6 +184,13 @@ CI_MODELS = [
     ("llama32", "llama32", 1, 8192, ("qmix_q2k", "qmix_q3k"), {}),
     ("deepseek2", "deepseek2_tiny", 2, 8192, ("f16", "qmix"), {}),
     ("deepseek2v3", "deepseek2_v3_tiny", 3, 8192, ("f16",), {}),
+    # phi3: one layer each (113M / 100M weights a layer). phi4's original context 32 makes
+    # every context (n_ctx > 32 after llama.cpp's rounding to 256) use the long factors;
+    # phi35's 4096 keeps the tests' contexts (<= 1024) on the short ones
+    # (phi4's 8064 tokens: with 8192 its F16 copy had a near-tie, gap 1e-3, where llama.cpp's
+    # argmax differs from the float64 reference's, which tools/gen_golden_ref.py refuses)
+    ("phi35", "phi35_mini", 1, 8192, ("f16", "qmix"), {}),
+    ("phi4", "phi4_mini", 1, 8064, ("f16", "qmix"), {"rope_orig_ctx": 32}),
 ]
 CI_SEED = 20240601
 
@@ -237,6 +262,19 @@ def llama3_rope_factors(base, dim, factor, low, high, orig):
             s = (orig / wl - low) / (high - low)
             out.append(1.0 / ((1 - s) / factor + s))
     return np.array(out, np.float32)
+
+
+# Phi-3's control tokens (the real vocabulary has them at 32000-32010), the last ids here
+PHI3_SPECIALS = ("<|endoftext|>", "<|assistant|>", "<|system|>", "<|end|>", "<|user|>")
+
+
+def longrope_factors(n):
+    """LongRoPE's (rope_factors_long.weight, rope_factors_short.weight), n each: smooth
+    deterministic stand-ins of the real ranges (short 1.0-1.3, long 1.0-60, rising with the
+    dimension like Phi-3.5's)."""
+    i = np.arange(n, dtype=np.float64) / max(n - 1, 1)
+    return [("rope_factors_long.weight", (60.0 ** i).astype(np.float32)),
+            ("rope_factors_short.weight", (1.0 + 0.3 * i * i).astype(np.float32))]
 
 
 # ============================================================ K-quant packers
@@ -553,7 +591,7 @@ def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_S
     elif HD * H != E or arch in ("qwen3", "qwen3moe", "gemma3"):
         w.add_key_length(HD)
         w.add_value_length(HD)
-    w.add_rope_dimension_count(f.get("qk_rope", HD))
+    w.add_rope_dimension_count(f.get("n_rot", f.get("qk_rope", HD)))
     w.add_rope_freq_base(f["rope_base"])
     w.add_layer_norm_rms_eps(f["eps"])
     if f.get("n_expert"):
@@ -563,6 +601,12 @@ def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_S
             w.add_expert_feed_forward_length(f["n_ff_exp"])
     if "sliding_window" in extra:
         f["sliding_window"] = extra["sliding_window"]
+    if "rope_orig_ctx" in f:  # LongRoPE (phi3), as the converter writes it
+        f["rope_orig_ctx"] = extra.get("rope_orig_ctx", f["rope_orig_ctx"])
+        w.add_rope_scaling_orig_ctx_len(f["rope_orig_ctx"])
+        scale = f["n_ctx"] / FAMILIES[family]["rope_orig_ctx"]  # the real model's factor
+        w.add_rope_scaling_attn_factors(math.sqrt(1 + math.log(scale) /
+                                                  math.log(FAMILIES[family]["rope_orig_ctx"])))
     if "sliding_window" in f:
         w.add_sliding_window(f["sliding_window"])
         if "rope_base_swa" in f:
@@ -575,6 +619,9 @@ def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_S
     w.add_file_type(1 if dtype == "f16" else KMIX_FILE_TYPE.get(dtype, 15))  # MOSTLY_F16 / _Q4_K_M
 
     toks, scores, types = spm_vocab(V)
+    if arch == "phi3":  # llama.cpp looks up <|endoftext|> in a vocabulary named phi3 (general.name)
+        for k, text in enumerate(PHI3_SPECIALS):
+            toks[V - len(PHI3_SPECIALS) + k], types[V - len(PHI3_SPECIALS) + k] = text, 3
     for tid, text in extra.get("token_text", {}).items():
         toks[tid] = text
     w.add_tokenizer_model("llama")
@@ -610,6 +657,12 @@ def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_S
             pending.append(("rope_freqs.weight", rf.shape, 0, 0, rf))
         else:
             w.add_tensor("rope_freqs.weight", rf)
+    if "rope_orig_ctx" in f:
+        for name, arr in longrope_factors(f.get("n_rot", HD) // 2):
+            if stream:
+                pending.append((name, arr.shape, 0, 0, arr))
+            else:
+                w.add_tensor(name, arr)
     t("output_norm.weight", (E,), 0.05, 1.0)
     if not f["tied"]:
         t("output.weight", (V, E), f.get("out_std", 0.05))
@@ -619,9 +672,12 @@ def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_S
             deepseek2_layer(t, f, p, i)
             continue
         t(p + "attn_norm.weight", (E,), 0.05, 1.0)
-        t(p + "attn_q.weight", (H * HD, E))
-        t(p + "attn_k.weight", (HKV * HD, E))
-        t(p + "attn_v.weight", (HKV * HD, E))
+        if arch == "phi3":  # fused: q rows, k rows, v rows
+            t(p + "attn_qkv.weight", ((H + 2 * HKV) * HD, E))
+        else:
+            t(p + "attn_q.weight", (H * HD, E))
+            t(p + "attn_k.weight", (HKV * HD, E))
+            t(p + "attn_v.weight", (HKV * HD, E))
         if f["bias"]:
             t(p + "attn_q.bias", (H * HD,))
             t(p + "attn_k.bias", (HKV * HD,))
@@ -641,6 +697,9 @@ def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_S
             t(p + "ffn_gate_exps.weight", (NX, FX, E))
             t(p + "ffn_up_exps.weight", (NX, FX, E))
             t(p + "ffn_down_exps.weight", (NX, E, FX))
+        elif arch == "phi3":  # fused: gate rows, then up rows
+            t(p + "ffn_up.weight", (2 * FF, E))
+            t(p + "ffn_down.weight", (E, FF))
         else:
             t(p + "ffn_gate.weight", (FF, E))
             t(p + "ffn_up.weight", (FF, E))

@@ -30,9 +30,15 @@ measured (KL-divergence, top-1 agreement). Architectures, as llama.cpp builds th
            it up for deepseek2 (ramped frequencies, magnitude factor, kq_scale); the first leading_dense_block_count layers dense,
            then routed experts (softmax or sigmoid gating, exp_probs_b for the choice only,
            group-limited top-k, optional renormalisation and scale) plus the shared experts
+  phi3     llama with fused attn_qkv (q, k, v rows) and ffn_up (gate rows, then up rows),
+           RoPE on halves over rope.dimension_count dims (partial: Phi-4-mini), LongRoPE:
+           rope_factors_long / _short.weight divide the frequencies (long when the context,
+           rounded up to 256 as llama.cpp does, exceeds rope.scaling.original_context_length;
+           RefModel's n_ctx, default 1024) and cos/sin are multiplied by
+           rope.scaling.attn_factor; no sliding window (llama.cpp turns Phi's off)
 
 Optional biases (attn_q/k/v/output.bias) are applied wherever present. Not supported (an
-error names them): YaRN / LongRoPE scaling, per-layer head counts, experts in other families
+error names them): YaRN scaling, per-layer head counts, experts in other families
 (shared experts, fused gate_up).
 
 Library:
@@ -53,9 +59,9 @@ import numpy as np
 import gguf
 from gguf import GGMLQuantizationType as QT
 
-SUPPORTED = ("llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "deepseek2")
+SUPPORTED = ("llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "deepseek2", "phi3")
 ROPE_NEOX = {"llama": False, "qwen2": True, "qwen3": True, "qwen3moe": True, "gemma3": True,
-             "deepseek2": False}
+             "deepseek2": False, "phi3": True}
 
 
 def field_value(f):
@@ -64,7 +70,7 @@ def field_value(f):
 
 
 class RefModel:
-    def __init__(self, path):
+    def __init__(self, path, n_ctx=1024):
         self.path = path
         self.r = gguf.GGUFReader(path)
         self.kv = {k: f for k, f in self.r.fields.items()}
@@ -110,6 +116,10 @@ class RefModel:
         if a == "deepseek2":
             self.ds2_init()
         self.tensors = {t.name: t for t in self.r.tensors}
+        self.mscale = self.get(a + ".rope.scaling.attn_factor", 1.0)
+        orig = self.get(a + ".rope.scaling.original_context_length",
+                        self.get(a + ".context_length", 4096))
+        self.rope_long = (n_ctx + 255) // 256 * 256 > orig  # llama_model::get_rope_factors
         self.n_vocab = int(self.tensors["token_embd.weight"].shape[1])
         self._cache = {}
 
@@ -158,6 +168,7 @@ class RefModel:
             inv = inv / factors
         theta = scale * pos[:, None].astype(np.float64) * inv[None, :]      # (n, d/2)
         c, s = np.cos(theta)[:, None, :], np.sin(theta)[:, None, :]
+        c, s = c * self.mscale, s * self.mscale
         out = x.copy()
         if ROPE_NEOX[self.arch]:
             a, b = x[..., : d // 2], x[..., d // 2: d]
@@ -351,6 +362,9 @@ class RefModel:
         if self.arch == "gemma3":
             x = x * math.sqrt(self.n_embd)
         factors = self.w("rope_freqs.weight") if self.has("rope_freqs.weight") else None
+        lr = "rope_factors_%s.weight" % ("long" if self.rope_long else "short")
+        if factors is None and self.has(lr):
+            factors = self.w(lr)
         for il in range(self.n_layer):
             p = "blk.%d." % il
             h = self.rmsnorm(x, self.w(p + "attn_norm.weight"))
@@ -358,9 +372,15 @@ class RefModel:
                 x = x + self.mla(h, p, pos)
                 x = x + self.ds2_ffn(self.rmsnorm(x, self.w(p + "ffn_norm.weight")), p, il)
                 continue
-            q = self.linear(h, p + "attn_q").reshape(n, self.n_head, self.head_k)
-            k = self.linear(h, p + "attn_k").reshape(n, self.n_head_kv, self.head_k)
-            v = self.linear(h, p + "attn_v").reshape(n, self.n_head_kv, self.head_v)
+            if self.has(p + "attn_qkv.weight"):  # phi3: q, k, v rows
+                qkv = self.linear(h, p + "attn_qkv")
+                qd, kd = self.n_head * self.head_k, self.n_head_kv * self.head_k
+                q, k, v = qkv[:, :qd], qkv[:, qd:qd + kd], qkv[:, qd + kd:]
+            else:
+                q, k, v = (self.linear(h, p + "attn_" + x) for x in "qkv")
+            q = q.reshape(n, self.n_head, self.head_k)
+            k = k.reshape(n, self.n_head_kv, self.head_k)
+            v = v.reshape(n, self.n_head_kv, self.head_v)
             if self.has(p + "attn_q_norm.weight"):
                 q = self.rmsnorm(q, self.w(p + "attn_q_norm.weight"))
                 k = self.rmsnorm(k, self.w(p + "attn_k_norm.weight"))
@@ -379,6 +399,10 @@ class RefModel:
             h = self.rmsnorm(x, self.w(p + "ffn_norm.weight"))
             if self.n_expert:
                 f = self.moe(h, p)
+            elif not self.has(p + "ffn_gate.weight"):  # phi3: gate rows, then up rows
+                gu = self.linear(h, p + "ffn_up")
+                ff = gu.shape[1] // 2
+                f = self.linear(self.silu(gu[:, :ff]) * gu[:, ff:], p + "ffn_down")
             else:
                 g = self.linear(h, p + "ffn_gate")
                 u = self.linear(h, p + "ffn_up")

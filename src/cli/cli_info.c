@@ -77,6 +77,9 @@ int cmd_info(int argc, char **argv) {
         printf(", llama3 scaling (frequency factors %g..%g, %s)", hp.rope_factor_min,
                hp.rope_factor_max,
                hp.rope_factors_from_tensor ? "rope_freqs.weight" : "from rope.scaling.* metadata");
+    if (hp.rope_longrope) // phi3: which factors a context uses depends on its n_ctx
+        printf(", LongRoPE (long factors when n_ctx, rounded up to 256, exceeds %d; attn_factor %g)",
+               hp.rope_orig_ctx, hp.rope_attn_factor);
     printf("\n");
     // per-layer features, counted over the layers
     int n_global = 0, n_bias = 0, n_qk_norm = 0, n_post = 0;

@@ -17,6 +17,7 @@ static const struct lm_arch *const k_archs[] = {
     &lm_arch_qwen3,
     &lm_arch_qwen3moe,
     &lm_arch_deepseek2,
+    &lm_arch_phi3,
 };
 #define N_ARCHS (sizeof k_archs / sizeof k_archs[0])
 
@@ -105,3 +106,10 @@ int32_t lm_model_n_ctx_train(const struct lm_model *m) { return m->hp.n_ctx_trai
 const char *lm_model_arch(const struct lm_model *m) { return m->arch->name; }
 const struct lm_tokenizer *lm_model_tokenizer(const struct lm_model *m) { return m->tok; }
 const char *lm_model_chat_template(const struct lm_model *m) { return m->chat_template; }
+
+const float *lm_model_rope_factors(const struct lm_model *m, int32_t n_ctx) {
+    if (m->rope_freqs) return m->rope_freqs;
+    const int64_t padded = ((int64_t)n_ctx + 255) / 256 * 256;
+    const int64_t orig = m->n_ctx_orig > 0 ? m->n_ctx_orig : m->hp.n_ctx_train;
+    return padded > orig ? m->rope_long : m->rope_short;
+}

@@ -77,6 +77,9 @@ struct lm_hparams {
     float yarn_ext_factor;  // 1: the ramp between interpolated and extrapolated dims
     float yarn_attn_factor; // llama.cpp's cparams.yarn_attn_factor (cos/sin magnitude factor)
     float yarn_corr[2];     // the ramp's first and last dims (ggml_rope_yarn_corr_dims)
+    // RoPE's cos/sin multiplier (phi3: LongRoPE's rope.scaling.attn_factor, which llama.cpp
+    // passes to ggml_rope_ext as attn_factor); 0 = 1 (none)
+    float rope_mscale;
 };
 
 struct lm_layer {
@@ -153,6 +156,10 @@ struct lm_model {
     const float *rope_freqs;      // (n_rot/2) llama3 frequency factors, NULL if none:
                                   // rope_freqs.weight or computed into rope_freqs_buf
     float rope_freqs_buf[256];
+    // phi3 LongRoPE: rope_factors_long / _short.weight (n_rot/2), NULL if absent; which one a
+    // context uses depends on its n_ctx against n_ctx_orig (lm_model_rope_factors)
+    const float *rope_long, *rope_short;
+    int32_t n_ctx_orig; // rope.scaling.original_context_length (phi3; 0 = n_ctx_train)
     struct lm_tokenizer *tok;
     char *chat_template;   // tokenizer.chat_template (NUL-terminated copy) or NULL
     uint64_t load_ns;
@@ -217,11 +224,18 @@ enum lm_status lm_model_repack_il(struct lm_model *m);
 // The whole pages [*a, *b) inside [p, p + n) (empty: *a == *b): what the repacking drops.
 void lm_model_page_interior(const void *p, size_t n, uintptr_t *a, uintptr_t *b);
 
+// The RoPE frequency factors a context of n_ctx positions per sequence uses, as llama.cpp's
+// llama_model::get_rope_factors chooses them: rope_freqs if set, else rope_long when
+// n_ctx rounded up to 256 (llama.cpp pads n_ctx so) exceeds n_ctx_orig, else rope_short
+// (either may be NULL: no factors).
+const float *lm_model_rope_factors(const struct lm_model *m, int32_t n_ctx);
+
 extern const struct lm_arch lm_arch_gemma3;
 extern const struct lm_arch lm_arch_llama; // llama.c: llama, qwen2, qwen3
 extern const struct lm_arch lm_arch_qwen2;
 extern const struct lm_arch lm_arch_qwen3;
 extern const struct lm_arch lm_arch_qwen3moe;
 extern const struct lm_arch lm_arch_deepseek2; // deepseek2.c: MLA + shared experts
+extern const struct lm_arch lm_arch_phi3; // phi3.c
 
 #endif

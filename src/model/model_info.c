@@ -43,7 +43,9 @@ void lm_model_hparams(const struct lm_model *m, struct lm_model_hparams *out) {
         .final_softcap = hp->final_softcap, .tied_output = m->tied_output,
         .output_bias = m->output_b.data != NULL, .n_expert = hp->n_expert,
         .n_expert_used = hp->n_expert_used, .n_ff_exp = hp->n_ff_exp,
-        .mla_kv_rank = hp->mla_kv_rank, .rope_yarn = hp->rope_scaling == LM_ROPE_SCALING_YARN};
+        .mla_kv_rank = hp->mla_kv_rank, .rope_yarn = hp->rope_scaling == LM_ROPE_SCALING_YARN,
+        .rope_longrope = m->rope_long || m->rope_short, .rope_orig_ctx = m->n_ctx_orig,
+        .rope_attn_factor = hp->rope_mscale > 0.0f ? hp->rope_mscale : 1.0f};
     if (hp->rope_scaling == LM_ROPE_SCALING_LLAMA3 && m->rope_freqs) {
         out->rope_llama3 = true;
         // rope_freqs_buf holds the factors computed from rope.scaling.*; otherwise they

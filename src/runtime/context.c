@@ -283,6 +283,8 @@ static enum lm_status context_init(struct lm_context **out, struct lm_model *m,
     matmul_ws_fit_model(&mp, m);
     if (ok && lm_matmul_ws_init(&c->mm, &mp) == LM_OK) c->scratch_bytes += c->mm.bytes;
     else ok = false;
+    c->rope_freqs = lm_model_rope_factors(m, p.n_ctx);
+    c->rope_mscale = hp->rope_mscale > 0.0f ? hp->rope_mscale : 1.0f;
     // distinct RoPE (base, scale) pairs of the layers -> cached cos/sin slots
     c->rope_slot = calloc((size_t)hp->n_layer, 1);
     if (!c->rope_slot) ok = false;

@@ -93,6 +93,11 @@ struct lm_context {
     float rope_base[4], rope_scale[4];
     float *rope_cs[4];
     int8_t *rope_slot;
+    // the model's RoPE frequency factors for this context's n_ctx (lm_model_rope_factors:
+    // llama3's, or phi3's LongRoPE long / short ones), NULL if none; the cos/sin multiplier
+    // (hp.rope_mscale, 0 read as 1)
+    const float *rope_freqs;
+    float rope_mscale;
     uint64_t scratch_bytes;
     // Tests: the test_fail_decode-th lm_decode from now fails (LM_ERR_STATE, nothing
     // changed), as a forward pass that cannot run would; 0: off.

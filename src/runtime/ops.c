@@ -128,14 +128,15 @@ void lm_op_residual_norm_priv(struct lm_context *c, float *x_out, const float *x
 
 // cs = n_rot/2 (cos, sin) pairs of position pos, as ggml computes them:
 // theta_i = pos * base^(-2i/n_rot) built by repeated multiplication in float, so the
-// rounding matches the reference.
+// rounding matches the reference; both times mscale (ggml's attn_factor: phi3's LongRoPE
+// factor, else 1, exact).
 static void rope_angles(float *cs, int32_t pos, int64_t n_rot, float theta_scale, float scale,
-                        const float *freq_factors) {
+                        const float *freq_factors, float mscale) {
     float theta = (float)pos;
     for (int64_t d = 0; d < n_rot / 2; d++) {
         const float t = freq_factors ? scale * (theta / freq_factors[d]) : theta * scale;
-        cs[2 * d] = cosf(t);
-        cs[2 * d + 1] = sinf(t);
+        cs[2 * d] = cosf(t) * mscale;
+        cs[2 * d + 1] = sinf(t) * mscale;
         theta *= theta_scale;
     }
 }
@@ -282,7 +283,8 @@ void lm_op_rope_cache(struct lm_context *c, int ith, int nth) {
         for (int64_t i = s; i < e; i++) {
             float *cs = c->rope_cs[sl] + i * n_rot;
             if (yarn) rope_angles_yarn(cs, c->batch[i].pos, n_rot, theta_scale, scale, &c->m->hp);
-            else rope_angles(cs, c->batch[i].pos, n_rot, theta_scale, scale, c->m->rope_freqs);
+            else rope_angles(cs, c->batch[i].pos, n_rot, theta_scale, scale, c->rope_freqs,
+                             c->rope_mscale);
         }
     }
 }

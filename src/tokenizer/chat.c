@@ -33,11 +33,25 @@ static void apply_chatml(struct lm_strbuf *b, const struct lm_chat_msg *msgs, si
     if (add_generation_prompt) lm_strbuf_puts(b, "<|im_start|>assistant\n");
 }
 
+// Phi-3 (llama.cpp's LLM_CHAT_TEMPLATE_PHI_3, which Phi-4-mini's template is detected as too):
+// contents verbatim.
+static void apply_phi3(struct lm_strbuf *b, const struct lm_chat_msg *msgs, size_t n, bool add_generation_prompt) {
+    for (size_t i = 0; i < n; i++) {
+        lm_strbuf_puts(b, "<|");
+        lm_strbuf_puts(b, msgs[i].role);
+        lm_strbuf_puts(b, "|>\n");
+        lm_strbuf_puts(b, msgs[i].content);
+        lm_strbuf_puts(b, "<|end|>\n");
+    }
+    if (add_generation_prompt) lm_strbuf_puts(b, "<|assistant|>\n");
+}
+
 enum lm_status chat_apply_plain(enum lm_chat_template tmpl, const struct lm_chat_msg *msgs, size_t n,
                                 bool add_generation_prompt, char **out, size_t *n_out) {
     *out = NULL;
     *n_out = 0;
-    if (tmpl != LM_CHAT_TEMPLATE_GEMMA && tmpl != LM_CHAT_TEMPLATE_LLAMA3 && tmpl != LM_CHAT_TEMPLATE_CHATML)
+    if (tmpl != LM_CHAT_TEMPLATE_GEMMA && tmpl != LM_CHAT_TEMPLATE_LLAMA3 && tmpl != LM_CHAT_TEMPLATE_CHATML &&
+        tmpl != LM_CHAT_TEMPLATE_PHI3)
         return lm_error_set(LM_ERR_UNSUPPORTED, "lm_chat_apply: unknown template %d", (int)tmpl);
     for (size_t i = 0; i < n; i++)
         if (!msgs[i].role || !msgs[i].content)
@@ -47,6 +61,7 @@ enum lm_status chat_apply_plain(enum lm_chat_template tmpl, const struct lm_chat
     lm_strbuf_put(&b, "", 0);
     if (tmpl == LM_CHAT_TEMPLATE_LLAMA3) apply_llama3(&b, msgs, n, add_generation_prompt);
     if (tmpl == LM_CHAT_TEMPLATE_CHATML) apply_chatml(&b, msgs, n, add_generation_prompt);
+    if (tmpl == LM_CHAT_TEMPLATE_PHI3) apply_phi3(&b, msgs, n, add_generation_prompt);
     for (size_t i = 0; tmpl == LM_CHAT_TEMPLATE_GEMMA && i < n; i++) {
         const char *role = msgs[i].role;
         if (strcmp(role, "system") == 0) {
@@ -86,6 +101,7 @@ const char *lm_chat_template_name(enum lm_chat_template tmpl) {
     case LM_CHAT_TEMPLATE_GEMMA: return "gemma";
     case LM_CHAT_TEMPLATE_LLAMA3: return "llama3";
     case LM_CHAT_TEMPLATE_CHATML: return "chatml";
+    case LM_CHAT_TEMPLATE_PHI3: return "phi3";
     default: return "none";
     }
 }
@@ -95,6 +111,7 @@ enum lm_chat_template lm_chat_template_from_name(const char *name) {
     if (!strcmp(name, "gemma")) return LM_CHAT_TEMPLATE_GEMMA;
     if (!strcmp(name, "llama3")) return LM_CHAT_TEMPLATE_LLAMA3;
     if (!strcmp(name, "chatml")) return LM_CHAT_TEMPLATE_CHATML;
+    if (!strcmp(name, "phi3")) return LM_CHAT_TEMPLATE_PHI3;
     return LM_CHAT_TEMPLATE_NONE;
 }
 
@@ -110,11 +127,12 @@ static enum lm_chat_template detect_text(const char *s) {
     if (strcmp(s, "chatml") == 0) return LM_CHAT_TEMPLATE_CHATML;
     if (strcmp(s, "llama3") == 0) return LM_CHAT_TEMPLATE_LLAMA3;
     if (strcmp(s, "gemma") == 0) return LM_CHAT_TEMPLATE_GEMMA;
+    if (strcmp(s, "phi3") == 0) return LM_CHAT_TEMPLATE_PHI3;
     if (has(s, "<|im_start|>"))
         return has(s, "<|im_sep|>") || has(s, "<end_of_utterance>") ? LM_CHAT_TEMPLATE_NONE // phi4, smolvlm
                                                                      : LM_CHAT_TEMPLATE_CHATML;
     if (strncmp(s, "mistral", 7) == 0 || has(s, "[INST]")) return LM_CHAT_TEMPLATE_NONE;
-    if (has(s, "<|assistant|>") && has(s, "<|end|>")) return LM_CHAT_TEMPLATE_NONE;
+    if (has(s, "<|assistant|>") && has(s, "<|end|>")) return LM_CHAT_TEMPLATE_PHI3;
     if (has(s, "[gMASK]<sop>")) return LM_CHAT_TEMPLATE_NONE;
     if (has(s, "<|assistant|>") && has(s, "<|user|>")) return LM_CHAT_TEMPLATE_NONE;
     if (has(s, "<|{{ item['role'] }}|>") && has(s, "<|begin_of_image|>")) return LM_CHAT_TEMPLATE_NONE;
