@@ -520,7 +520,8 @@ static void test_amx(void) {
 }
 
 int main(void) {
-    const struct lm_matmul_ws_params wp = {.n_threads = N_THREADS, .n_rows = MAX_ROWS, .n_in = MAX_IN, .f16_il = true};
+    const struct lm_matmul_ws_params wp = {.n_threads = N_THREADS, .n_rows = MAX_ROWS, .n_in = MAX_IN, .f16_il = true,
+                                           .q81_il = true};
     CHECK(lm_matmul_ws_init(&g_ws, &wp) == LM_OK);
     test_paths();
     test_label_and_ws();

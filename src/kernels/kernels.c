@@ -44,6 +44,7 @@ static const struct lm_kernels k_generic = {
         [LM_DTYPE_Q4_0] = lm_il_gemm_q4_0_generic, [LM_DTYPE_Q5_K] = lm_il_gemm_q5_K_generic,
         [LM_DTYPE_Q4_K] = lm_il_gemm_q4_K_generic, [LM_DTYPE_Q6_K] = lm_il_gemm_q6_K_generic,
         [LM_DTYPE_F16] = lm_il_gemm_f16_generic,
+        [LM_DTYPE_Q4_1] = lm_il_gemm_q4_1_generic, [LM_DTYPE_Q5_1] = lm_il_gemm_q5_1_generic,
     },
     .rmsnorm = lm_rmsnorm_generic, .rope = lm_rope_generic, .geglu = lm_geglu_generic,
     .swiglu = lm_swiglu_generic, .f32_to_f16 = lm_f32_to_f16_generic, .attn = lm_attn_generic,
@@ -84,6 +85,10 @@ static void avx2_init(void) {
     k_avx2.vec_dot[LM_DTYPE_Q5_K] = lm_vec_dot_q5_K_avx2;
     k_avx2.vec_dot[LM_DTYPE_Q6_K] = lm_vec_dot_q6_K_avx2;
     k_avx2.il_gemm[LM_DTYPE_F16] = lm_il_gemm_f16_avx2;
+    // q4_1 / q5_1: no AVX2 il kernel; NULL keeps their weights in the file layout on this
+    // table (its vec_dot), not on the scalar il oracle (lm_model_repack_il asks the table)
+    k_avx2.il_gemm[LM_DTYPE_Q4_1] = NULL;
+    k_avx2.il_gemm[LM_DTYPE_Q5_1] = NULL;
 }
 
 const struct lm_kernels *lm_kernels_avx2(void) {
@@ -132,6 +137,8 @@ static void avx512_init(void) {
     k_avx512.il_gemm[LM_DTYPE_Q6_K] = lm_il_gemm_q6_K_avx512;
     k_avx512.il_gemm[LM_DTYPE_F16] = lm_il_gemm_f16_avx512;
     k_avx512.il_gemv[LM_DTYPE_F16] = lm_il_gemv_f16_avx512;
+    k_avx512.il_gemm[LM_DTYPE_Q4_1] = lm_il_gemm_q4_1_avx512;
+    k_avx512.il_gemm[LM_DTYPE_Q5_1] = lm_il_gemm_q5_1_avx512;
     k_avx512.rmsnorm = lm_rmsnorm_avx512;
     k_avx512.rope = lm_rope_avx512;
     k_avx512.geglu = lm_geglu_avx512;
