@@ -122,7 +122,52 @@ static void test_il(enum lm_dtype t, int64_t n_in) {
     free(w); free(il); free(xq); free(xa); free(x); free(y);
 }
 
+// vec_dot_n (multi-token, file layout) equals vec_dot row by row, bit for bit, on every table
+// that has one (the runtime's batch invariance rests on it); every table's vec_dot equals
+// the generic one bit for bit (dot_q1_x86.h); odd block counts exercise the tails
+static void test_dot_n(enum lm_dtype t, int64_t n) {
+    const struct lm_kernels *tabs[] = {lm_kernels_generic(), lm_kernels_avx2(), lm_kernels_avx512()};
+    const size_t wrow = lm_dtype_row_size(t, n), xrow = lm_dtype_row_size(LM_DTYPE_Q8_1, n);
+    uint8_t *w = malloc(wrow), *xq = malloc(LM_VEC_DOT_MAX_NT * xrow);
+    float *x = malloc(sizeof(float) * (size_t)n);
+    random_rows(t, w, wrow, 1, n);
+    for (int i = 0; i < LM_VEC_DOT_MAX_NT; i++) {
+        for (int64_t j = 0; j < n; j++) x[j] = rng_sym() * 3.0f;
+        lm_kernels_generic()->quant[LM_DTYPE_Q8_1](x, xq + i * xrow, n);
+    }
+    float want[LM_VEC_DOT_MAX_NT];
+    for (int i = 0; i < LM_VEC_DOT_MAX_NT; i++) lm_kernels_generic()->vec_dot[t](n, &want[i], w, xq + i * xrow);
+    for (size_t ti = 0; ti < sizeof tabs / sizeof tabs[0]; ti++) {
+        const struct lm_kernels *k = tabs[ti];
+        if (!k) continue;
+        int bad = 0;
+        for (int i = 0; i < LM_VEC_DOT_MAX_NT; i++) {
+            float got;
+            k->vec_dot[t](n, &got, w, xq + i * xrow);
+            bad += memcmp(&got, &want[i], 4) != 0;
+        }
+        CHECKF(bad == 0, "%s vec_dot %s n %lld: %d of %d differ from generic", k->name, lm_dtype_name(t),
+               (long long)n, bad, LM_VEC_DOT_MAX_NT);
+        if (!k->vec_dot_n[t]) continue;
+        for (int nt = 1; nt <= LM_VEC_DOT_MAX_NT; nt++) {
+            float s[LM_VEC_DOT_MAX_NT * 3];
+            k->vec_dot_n[t](n, nt, s, 3, w, xq, xrow);
+            bad = 0;
+            for (int i = 0; i < nt; i++) bad += memcmp(&want[i], &s[3 * i], 4) != 0;
+            CHECKF(bad == 0, "%s vec_dot_n %s n %lld nt %d: %d of %d differ from vec_dot", k->name,
+                   lm_dtype_name(t), (long long)n, nt, bad, nt);
+        }
+    }
+    if (lm_kernels_avx512()) CHECK(lm_kernels_avx512()->vec_dot_n[t] != NULL);
+    free(w); free(xq); free(x);
+}
+
 int main(void) {
+    const int64_t dn[] = {1, 2, 7, 8, 9, 15, 17, 18, 48, 63};
+    for (size_t i = 0; i < sizeof dn / sizeof dn[0]; i++) {
+        test_dot_n(LM_DTYPE_Q4_1, 32 * dn[i]);
+        test_dot_n(LM_DTYPE_Q5_1, 32 * dn[i]);
+    }
     CHECK(lm_il_supported(LM_DTYPE_Q4_1, 64, 576));
     CHECK(lm_il_supported(LM_DTYPE_Q5_1, 4096, 32));
     CHECK(!lm_il_supported(LM_DTYPE_Q4_1, 24, 640)); // rows not a multiple of 16

@@ -89,6 +89,8 @@ static void avx2_init(void) {
     // table (its vec_dot), not on the scalar il oracle (lm_model_repack_il asks the table)
     k_avx2.il_gemm[LM_DTYPE_Q4_1] = NULL;
     k_avx2.il_gemm[LM_DTYPE_Q5_1] = NULL;
+    k_avx2.vec_dot_n[LM_DTYPE_Q4_1] = lm_vec_dot_n_q4_1_avx2;
+    k_avx2.vec_dot_n[LM_DTYPE_Q5_1] = lm_vec_dot_n_q5_1_avx2;
 }
 
 const struct lm_kernels *lm_kernels_avx2(void) {
@@ -137,6 +139,10 @@ static void avx512_init(void) {
     k_avx512.il_gemm[LM_DTYPE_Q6_K] = lm_il_gemm_q6_K_avx512;
     k_avx512.il_gemm[LM_DTYPE_F16] = lm_il_gemm_f16_avx512;
     k_avx512.il_gemv[LM_DTYPE_F16] = lm_il_gemv_f16_avx512;
+    k_avx512.vec_dot[LM_DTYPE_Q4_1] = lm_vec_dot_q4_1_avx512;
+    k_avx512.vec_dot[LM_DTYPE_Q5_1] = lm_vec_dot_q5_1_avx512;
+    k_avx512.vec_dot_n[LM_DTYPE_Q4_1] = lm_vec_dot_n_q4_1_avx512;
+    k_avx512.vec_dot_n[LM_DTYPE_Q5_1] = lm_vec_dot_n_q5_1_avx512;
     k_avx512.il_gemm[LM_DTYPE_Q4_1] = lm_il_gemm_q4_1_avx512;
     k_avx512.il_gemm[LM_DTYPE_Q5_1] = lm_il_gemm_q5_1_avx512;
     k_avx512.rmsnorm = lm_rmsnorm_avx512;

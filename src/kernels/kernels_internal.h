@@ -57,6 +57,11 @@ lm_vec_dot_n_kernel lm_vec_dot_n_f16_avx512, lm_vec_dot_n_q8_0_avx512, lm_vec_do
     lm_vec_dot_n_q4_K_avx512, lm_vec_dot_n_q6_K_avx512;
 lm_vec_dot_n_u8_kernel lm_vec_dot_n_u8_q5_0_avx512, lm_vec_dot_n_u8_q8_0_avx512;
 
+// ---- dot_q1_avx2.c, dot_q1_avx512.c: q4_1 / q5_1 vec_dot and vec_dot_n (bit-identical to generic)
+lm_vec_dot_n_kernel lm_vec_dot_n_q4_1_avx2, lm_vec_dot_n_q5_1_avx2, lm_vec_dot_n_q4_1_avx512,
+    lm_vec_dot_n_q5_1_avx512;
+lm_vec_dot_kernel lm_vec_dot_q4_1_avx512, lm_vec_dot_q5_1_avx512;
+
 // ---- il_generic.c, il_avx2.c, il_avx512.c: one il group of 16 rows . up to 16 activation rows
 lm_il_gemm_kernel lm_il_gemm_q8_0_generic, lm_il_gemm_q5_0_generic, lm_il_gemm_q4_0_generic,
     lm_il_gemm_q4_K_generic, lm_il_gemm_q5_K_generic,
