@@ -89,6 +89,7 @@ static void avx2_init(void) {
     // table (its vec_dot), not on the scalar il oracle (lm_model_repack_il asks the table)
     k_avx2.il_gemm[LM_DTYPE_Q4_1] = NULL;
     k_avx2.il_gemm[LM_DTYPE_Q5_1] = NULL;
+    k_avx2.quant[LM_DTYPE_Q8_1] = lm_quant_q8_1_avx2;
     k_avx2.vec_dot_n[LM_DTYPE_Q4_1] = lm_vec_dot_n_q4_1_avx2;
     k_avx2.vec_dot_n[LM_DTYPE_Q5_1] = lm_vec_dot_n_q5_1_avx2;
 }

@@ -61,6 +61,7 @@ lm_vec_dot_n_u8_kernel lm_vec_dot_n_u8_q5_0_avx512, lm_vec_dot_n_u8_q8_0_avx512;
 lm_vec_dot_n_kernel lm_vec_dot_n_q4_1_avx2, lm_vec_dot_n_q5_1_avx2, lm_vec_dot_n_q4_1_avx512,
     lm_vec_dot_n_q5_1_avx512;
 lm_vec_dot_kernel lm_vec_dot_q4_1_avx512, lm_vec_dot_q5_1_avx512;
+lm_quant_kernel lm_quant_q8_1_avx2; // quant_q1_avx2.c
 
 // ---- il_generic.c, il_avx2.c, il_avx512.c: one il group of 16 rows . up to 16 activation rows
 lm_il_gemm_kernel lm_il_gemm_q8_0_generic, lm_il_gemm_q5_0_generic, lm_il_gemm_q4_0_generic,
