@@ -204,8 +204,8 @@ struct lm_kernels {
     lm_topk_span_fn topk_span;
 };
 
-// True if weight (n_out, n_in) of dtype t has an il layout: q8_0, q5_0, q4_K, q6_K, f16 with
-// n_out % LM_IL_ROWS == 0 (and n_in a whole number of blocks).
+// True if weight (n_out, n_in) of dtype t has an il layout: q8_0, q5_0, q4_0, q4_1, q5_1, q4_K,
+// q5_K, q6_K, f16 with n_out % LM_IL_ROWS == 0 (and n_in a whole number of blocks).
 bool lm_il_supported(enum lm_dtype t, int64_t n_out, int64_t n_in);
 // True if t's il layout is the file layout (f16 with contiguous rows): no copy needed.
 bool lm_il_in_place(enum lm_dtype t, size_t row_bytes, int64_t n_in);
