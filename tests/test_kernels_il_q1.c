@@ -1,4 +1,4 @@
-// q4_1 / q5_1 as first-class formats: the il layout (packing + the generic and AVX-512 il
+// q4_1 / q5_1 as first-class formats: the il layout (packing + the generic, AVX2 and AVX-512 il
 // kernels) against the contract computed here from the ggml rows (kernels.h: exact int32 per
 // block, then acc = fmaf(d_w d_x, isum, acc), acc = fmaf(m_w, s_x, acc): bit-exact), and
 // against the flat-layout vec_dot within float tolerance, every tile width 1..LM_IL_MAX_NT;
@@ -68,7 +68,7 @@ static float contract_dot(enum lm_dtype t, const uint8_t *row, const struct lm_b
 }
 
 static void test_il(enum lm_dtype t, int64_t n_in) {
-    const struct lm_kernels *tabs[] = {lm_kernels_generic(), lm_kernels_avx512(), lm_kernels_best()};
+    const struct lm_kernels *tabs[] = {lm_kernels_generic(), lm_kernels_avx2(), lm_kernels_avx512()};
     const size_t row_bytes = lm_dtype_row_size(t, n_in), qrow = lm_dtype_row_size(LM_DTYPE_Q8_1, n_in);
     const size_t gb = lm_il_group_bytes(t, n_in), arow = lm_il_act_row_bytes(t, n_in) + 8; // a gap
     CHECK(gb == 16 * row_bytes); // same bytes as the ggml rows

@@ -85,10 +85,8 @@ static void avx2_init(void) {
     k_avx2.vec_dot[LM_DTYPE_Q5_K] = lm_vec_dot_q5_K_avx2;
     k_avx2.vec_dot[LM_DTYPE_Q6_K] = lm_vec_dot_q6_K_avx2;
     k_avx2.il_gemm[LM_DTYPE_F16] = lm_il_gemm_f16_avx2;
-    // q4_1 / q5_1: no AVX2 il kernel; NULL keeps their weights in the file layout on this
-    // table (its vec_dot), not on the scalar il oracle (lm_model_repack_il asks the table)
-    k_avx2.il_gemm[LM_DTYPE_Q4_1] = NULL;
-    k_avx2.il_gemm[LM_DTYPE_Q5_1] = NULL;
+    k_avx2.il_gemm[LM_DTYPE_Q4_1] = lm_il_gemm_q4_1_avx2;
+    k_avx2.il_gemm[LM_DTYPE_Q5_1] = lm_il_gemm_q5_1_avx2;
     k_avx2.quant[LM_DTYPE_Q8_1] = lm_quant_q8_1_avx2;
     k_avx2.vec_dot_n[LM_DTYPE_Q4_1] = lm_vec_dot_n_q4_1_avx2;
     k_avx2.vec_dot_n[LM_DTYPE_Q5_1] = lm_vec_dot_n_q5_1_avx2;
