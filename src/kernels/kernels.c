@@ -61,7 +61,8 @@ static struct lm_kernels k_avx2;
 static pthread_once_t k_avx2_once = PTHREAD_ONCE_INIT;
 
 // AVX2 + FMA + F16C: the dots of every dtype but q2_K / q3_K, the hot dequantizers, the
-// q8_0 / q8_K / f16 activation quantizers, il f16; the row kernels stay generic
+// q8_0 / q8_1 / q8_K / f16 activation quantizers, il f16, q4_1 and q5_1 (il and the
+// multi-token dots); the row kernels stay generic
 static void avx2_init(void) {
     k_avx2 = *lm_kernels_generic();
     k_avx2.name = "avx2";
@@ -109,7 +110,7 @@ const struct lm_kernels *lm_kernels_avx2(void) { return NULL; }
 static struct lm_kernels k_avx512;
 static pthread_once_t k_avx512_once = PTHREAD_ONCE_INIT;
 
-// AVX-512 F/BW/VL/DQ + VNNI: the dots of f32, f16, q4_0, q5_0, q8_0 and the k-quants but
+// AVX-512 F/BW/VL/DQ + VNNI: the dots of f32, f16, q4_0, q4_1, q5_0, q5_1, q8_0 and the k-quants but
 // q2_K / q3_K, the multi-token dots, every il kernel, the row kernels; dequant and quant
 // stay AVX2
 static void avx512_init(void) {
