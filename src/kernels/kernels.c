@@ -110,9 +110,9 @@ const struct lm_kernels *lm_kernels_avx2(void) { return NULL; }
 static struct lm_kernels k_avx512;
 static pthread_once_t k_avx512_once = PTHREAD_ONCE_INIT;
 
-// AVX-512 F/BW/VL/DQ + VNNI: the dots of f32, f16, q4_0, q4_1, q5_0, q5_1, q8_0 and the k-quants but
-// q2_K / q3_K, the multi-token dots, every il kernel, the row kernels; dequant and quant
-// stay AVX2
+// AVX-512 F/BW/VL/DQ + VNNI: the dots of f32, f16, q4_0, q4_1, q5_0, q5_1, q8_0 and the
+// k-quants but q2_K / q3_K, the multi-token dots, every il kernel, the row kernels; dequant
+// and quant stay AVX2
 static void avx512_init(void) {
     k_avx512 = *lm_kernels_avx2();
     k_avx512.name = "avx512";
