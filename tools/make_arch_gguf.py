@@ -27,9 +27,11 @@ llama.cpp: Q4_K for q/k/o/gate/up, Q6_K for v/down/embeddings/output where the r
 is a multiple of 256; rows that are not (n_embd 896, 1152) fall back to Q5_0 / Q8_0 as
 llama.cpp's quantizer does. The K-quant packers below are simple min/max quantizers (not
 llama.cpp's search), which is fine: the golden data comes from llama.cpp on the same file.
+dtype 'q4_1' / 'q5_1': every matrix in that type (gguf-py's quantizer, as llama-quantize
+--pure), vectors F32 (tests/test_runtime_tables_q1.sh).
 
 usage:
-  make_arch_gguf.py --family qwen3 [--layers N] [--vocab N] [--dtype f16|qmix] OUT.gguf
+  make_arch_gguf.py --family qwen3 [--layers N] [--vocab N] [--dtype f16|qmix|q4_1|q5_1] OUT.gguf
   make_arch_gguf.py --ci OUT_DIR     # the reduced copies the tests use (+ OUT_DIR/manifest.txt)
   make_arch_gguf.py --ci-shapes OUT_DIR   # the larger shapes' reduced copies (slow test)
 
@@ -266,6 +268,8 @@ def quant_q6_k(x):
 QMIX_HIGH = ("attn_v.weight", "ffn_down.weight", "ffn_down_exps.weight", "token_embd.weight",
              "output.weight")
 F32_MATRICES = ("ffn_gate_inp.weight",)  # the MoE router stays F32 (converter, llama-quantize)
+# dtypes that put every matrix in one type: the type and its GGUF file_type (LLAMA_FTYPE_*)
+WHOLE_DTYPES = {"q4_1": (QT.Q4_1, 3), "q5_1": (QT.Q5_1, 9)}
 
 
 def encode(name, arr, dtype):
@@ -274,6 +278,11 @@ def encode(name, arr, dtype):
         return arr.astype(np.float32), None
     if dtype == "f16":
         return arr.astype(np.float16), None
+    if dtype in WHOLE_DTYPES:
+        lead, n = arr.shape[:-1], arr.shape[-1]
+        qt = WHOLE_DTYPES[dtype][0]
+        q = quants.quantize(arr.reshape(-1, n), qt)
+        return q.reshape(lead + (q.shape[-1],)), qt
     high = name.endswith(QMIX_HIGH)
     lead, n = arr.shape[:-1], arr.shape[-1]  # 3-D experts: rows of every expert
     flat = arr.reshape(-1, n)
@@ -338,7 +347,8 @@ def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_S
         w.add_rope_scaling_factor(f["rope_scale_linear"])
     if "sliding_window_pattern" in extra:
         w.add_uint32("%s.attention.sliding_window_pattern" % arch, extra["sliding_window_pattern"])
-    w.add_file_type(1 if dtype == "f16" else 15)  # MOSTLY_F16 / MOSTLY_Q4_K_M
+    w.add_file_type(1 if dtype == "f16" else WHOLE_DTYPES[dtype][1] if dtype in WHOLE_DTYPES
+                    else 15)  # MOSTLY_F16 / MOSTLY_Q4_1 / _Q5_1 / MOSTLY_Q4_K_M
 
     toks, scores, types = spm_vocab(V)
     for tid, text in extra.get("token_text", {}).items():
@@ -490,7 +500,7 @@ def main():
     ap.add_argument("--family", choices=sorted(FAMILIES))
     ap.add_argument("--layers", type=int, default=0, help="reduced layer count (0 = real)")
     ap.add_argument("--vocab", type=int, default=0, help="reduced vocabulary (0 = real)")
-    ap.add_argument("--dtype", choices=("f16", "qmix"), default="f16")
+    ap.add_argument("--dtype", choices=("f16", "qmix") + tuple(WHOLE_DTYPES), default="f16")
     ap.add_argument("--seed", type=int, default=CI_SEED)
     ap.add_argument("--swa-pattern", type=int, default=0,
                     help="write <arch>.attention.sliding_window_pattern (gemma3)")
