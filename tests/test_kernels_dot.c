@@ -156,8 +156,8 @@ struct dtype_case {
 static struct dtype_case cases[] = {
     {LM_DTYPE_F32, 5e-7, 1e-6, 0, 0},  {LM_DTYPE_F16, 5e-7, 1e-6, 0, 0},
     {LM_DTYPE_BF16, 5e-7, 1e-6, 0, 0}, {LM_DTYPE_Q4_0, 1e-6, 1e-6, 0, 0},
-    {LM_DTYPE_Q4_1, 1e-6, 1e-6, 0, 0}, {LM_DTYPE_Q5_0, 1e-6, 1e-6, 0, 0},
-    {LM_DTYPE_Q5_1, 1e-6, 1e-6, 0, 0}, {LM_DTYPE_Q8_0, 1e-6, 1e-6, 0, 0},
+    {LM_DTYPE_Q4_1, 1e-6, 0, 0, 0},    {LM_DTYPE_Q5_0, 1e-6, 1e-6, 0, 0},
+    {LM_DTYPE_Q5_1, 1e-6, 0, 0, 0}, {LM_DTYPE_Q8_0, 1e-6, 1e-6, 0, 0},
     {LM_DTYPE_Q2_K, 1e-6, 0, 0, 0},    {LM_DTYPE_Q3_K, 1e-6, 0, 0, 0},
     {LM_DTYPE_Q4_K, 1e-6, 0, 0, 0},    {LM_DTYPE_Q5_K, 1e-6, 0, 0, 0},
     {LM_DTYPE_Q6_K, 1e-6, 0, 0, 0},

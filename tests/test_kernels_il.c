@@ -255,7 +255,7 @@ int main(void) {
     CHECK(lm_il_supported(LM_DTYPE_Q5_0, 4096, 32));
     CHECK(!lm_il_supported(LM_DTYPE_Q5_0, 24, 640));  // rows not a multiple of 16
     CHECK(!lm_il_supported(LM_DTYPE_Q5_0, 32, 48));   // not whole blocks
-    CHECK(!lm_il_supported(LM_DTYPE_Q4_1, 32, 640));  // no layout
+    CHECK(!lm_il_supported(LM_DTYPE_BF16, 32, 640));  // no layout
     CHECK(lm_il_group_bytes(LM_DTYPE_Q4_0, 640) == 20 * 288); // same bytes as the ggml rows
     CHECK(lm_il_supported(LM_DTYPE_F16, 32, 650));   // f16: any row length
     CHECK(!lm_il_supported(LM_DTYPE_F16, 40, 640));

@@ -304,14 +304,13 @@ static void test_paths(void) {
         PATH(a5, LM_DTYPE_Q8_0, false, all[i], "gemm_u8");
         PATH(a5, LM_DTYPE_Q5_0, false, all[i], "gemm_u8");
         PATH(a5, LM_DTYPE_Q4_0, false, all[i], "per_row"); // q8_0 activations, no u8 or multi-token kernel
-        PATH(a5, LM_DTYPE_Q4_1, false, all[i], "per_row");
         PATH(a5, LM_DTYPE_F32, false, all[i], "per_row");
         PATH(a5, LM_DTYPE_Q8_0, true, all[i], "il16");
         PATH(a5, LM_DTYPE_Q4_K, true, all[i], "il16");
     }
     // multi-token dots in the file layout: one row at a time up to LM_PRIVATE_QUANT_ROWS
     // tokens, 16-row blocks x 8-token tiles beyond
-    const enum lm_dtype mt[] = {LM_DTYPE_Q4_K, LM_DTYPE_Q6_K, LM_DTYPE_F16};
+    const enum lm_dtype mt[] = {LM_DTYPE_Q4_K, LM_DTYPE_Q6_K, LM_DTYPE_F16, LM_DTYPE_Q4_1, LM_DTYPE_Q5_1};
     for (size_t i = 0; i < sizeof mt / sizeof mt[0]; i++) {
         PATH(a5, mt[i], false, 1, "per_row");
         PATH(a5, mt[i], false, 2, "per_row_n");
@@ -520,7 +519,8 @@ static void test_amx(void) {
 }
 
 int main(void) {
-    const struct lm_matmul_ws_params wp = {.n_threads = N_THREADS, .n_rows = MAX_ROWS, .n_in = MAX_IN, .f16_il = true};
+    const struct lm_matmul_ws_params wp = {.n_threads = N_THREADS, .n_rows = MAX_ROWS, .n_in = MAX_IN, .f16_il = true,
+                                           .q81_il = true};
     CHECK(lm_matmul_ws_init(&g_ws, &wp) == LM_OK);
     test_paths();
     test_label_and_ws();

@@ -31,8 +31,11 @@ dtypes 'qmix_q2k' / 'qmix_q3k': llama-quantize's Q2_K / Q3_K_M mixes for a tied-
 (KMIX_RULES), with Q2_K / Q3_K / Q5_K packers of the same kind; every packer agrees with
 gguf.quants.dequantize.
 
+dtype 'q4_1' / 'q5_1': every matrix in that type (gguf-py's quantizer, as llama-quantize
+--pure), vectors F32 (tests/test_runtime_tables_q1.sh).
+
 usage:
-  make_arch_gguf.py --family qwen3 [--layers N] [--vocab N] [--dtype f16|qmix|qmix_q2k|qmix_q3k] OUT.gguf
+  make_arch_gguf.py --family qwen3 [--layers N] [--vocab N] [--dtype f16|qmix|qmix_q2k|qmix_q3k|q4_1|q5_1] OUT.gguf
   make_arch_gguf.py --ci OUT_DIR     # the reduced copies the tests use (+ OUT_DIR/manifest.txt)
   make_arch_gguf.py --ci-shapes OUT_DIR   # the larger shapes' reduced copies (slow test)
 
@@ -452,6 +455,8 @@ KQUANT_PACKERS = {QT.Q2_K: quant_q2_k, QT.Q3_K: quant_q3_k, QT.Q4_K: quant_q4_k,
 QMIX_HIGH = ("attn_v.weight", "ffn_down.weight", "ffn_down_exps.weight", "token_embd.weight",
              "output.weight")
 F32_MATRICES = ("ffn_gate_inp.weight",)  # the MoE router stays F32 (converter, llama-quantize)
+# dtypes that put every matrix in one type: the type and its GGUF file_type (LLAMA_FTYPE_*)
+WHOLE_DTYPES = {"q4_1": (QT.Q4_1, 3), "q5_1": (QT.Q5_1, 9)}
 
 
 def encode(name, arr, dtype):
@@ -469,6 +474,11 @@ def encode(name, arr, dtype):
         else:
             qt = QT.Q8_0 if qt == QT.Q6_K else QT.Q5_0
             q = quants.quantize(flat, qt)
+        return q.reshape(lead + (q.shape[-1],)), qt
+    if dtype in WHOLE_DTYPES:
+        lead, n = arr.shape[:-1], arr.shape[-1]
+        qt = WHOLE_DTYPES[dtype][0]
+        q = quants.quantize(arr.reshape(-1, n), qt)
         return q.reshape(lead + (q.shape[-1],)), qt
     high = name.endswith(QMIX_HIGH)
     lead, n = arr.shape[:-1], arr.shape[-1]  # 3-D experts: rows of every expert
@@ -616,7 +626,8 @@ def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_S
         w.add_rope_scaling_factor(f["rope_scale_linear"])
     if "sliding_window_pattern" in extra:
         w.add_uint32("%s.attention.sliding_window_pattern" % arch, extra["sliding_window_pattern"])
-    w.add_file_type(1 if dtype == "f16" else KMIX_FILE_TYPE.get(dtype, 15))  # MOSTLY_F16 / _Q4_K_M
+    w.add_file_type(1 if dtype == "f16" else WHOLE_DTYPES[dtype][1] if dtype in WHOLE_DTYPES
+                    else KMIX_FILE_TYPE.get(dtype, 15))  # MOSTLY_F16 / _Q4_1 / _Q5_1 / mixes
 
     toks, scores, types = spm_vocab(V)
     if arch == "phi3":  # llama.cpp looks up <|endoftext|> in a vocabulary named phi3 (general.name)
@@ -786,7 +797,8 @@ def main():
     ap.add_argument("--family", choices=sorted(FAMILIES))
     ap.add_argument("--layers", type=int, default=0, help="reduced layer count (0 = real)")
     ap.add_argument("--vocab", type=int, default=0, help="reduced vocabulary (0 = real)")
-    ap.add_argument("--dtype", choices=("f16", "qmix", "qmix_q2k", "qmix_q3k"), default="f16")
+    ap.add_argument("--dtype", choices=("f16", "qmix", "qmix_q2k", "qmix_q3k") + tuple(WHOLE_DTYPES),
+                    default="f16")
     ap.add_argument("--seed", type=int, default=CI_SEED)
     ap.add_argument("--swa-pattern", type=int, default=0,
                     help="write <arch>.attention.sliding_window_pattern (gemma3)")

@@ -63,20 +63,7 @@ void lm_vec_dot_q4_0_avx2(int64_t n, float *s, const void *w, const void *xq) {
     lm_dot_q4_0_ymm(n, s, w, xq, dot_i8i8);
 }
 
-// w (n) q4_1 . x (n) q8_1
-void lm_vec_dot_q4_1_avx2(int64_t n, float *s, const void *w, const void *xq) {
-    const struct lm_block_q4_1 *x = w;
-    const struct lm_block_q8_1 *y = xq;
-    __m256 acc = _mm256_setzero_ps();
-    float summs = 0.0f;
-    for (int64_t i = 0; i < n / 32; i++) {
-        __m256i qy = _mm256_loadu_si256((const __m256i *)y[i].qs);
-        __m256 d = _mm256_set1_ps(f16_to_f32(x[i].d) * f16_to_f32(y[i].d));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_u8i8(unpack_nibbles32(x[i].qs), qy)), acc);
-        summs += f16_to_f32(x[i].m) * f16_to_f32(y[i].s);
-    }
-    *s = hsum_f32x8(acc) + summs;
-}
+// q4_1 / q5_1: dot_q1_avx2.c
 
 // w (n) q5_0 . x (n) q8_0
 void lm_vec_dot_q5_0_avx2(int64_t n, float *s, const void *w, const void *xq) {
@@ -90,21 +77,6 @@ void lm_vec_dot_q5_0_avx2(int64_t n, float *s, const void *w, const void *xq) {
         acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_i8i8(qx, qy)), acc);
     }
     *s = hsum_f32x8(acc);
-}
-
-// w (n) q5_1 . x (n) q8_1
-void lm_vec_dot_q5_1_avx2(int64_t n, float *s, const void *w, const void *xq) {
-    const struct lm_block_q5_1 *x = w;
-    const struct lm_block_q8_1 *y = xq;
-    __m256 acc = _mm256_setzero_ps();
-    float summs = 0.0f;
-    for (int64_t i = 0; i < n / 32; i++) {
-        __m256i qy = _mm256_loadu_si256((const __m256i *)y[i].qs);
-        __m256 d = _mm256_set1_ps(f16_to_f32(x[i].d) * f16_to_f32(y[i].d));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_u8i8(unpack_q5(x[i].qs, x[i].qh), qy)), acc);
-        summs += f16_to_f32(x[i].m) * f16_to_f32(y[i].s);
-    }
-    *s = hsum_f32x8(acc) + summs;
 }
 
 // w (n) q8_0 . x (n) q8_0 (the body shared with dot_avx512.c)

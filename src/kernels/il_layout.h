@@ -30,6 +30,20 @@
 // do not depend on which table's quant[Q8_0] made that row (they agree).
 #define LM_IL_XQ8_BLOCK (32 + 4 + 4 + 4)
 
+// ---- q4_1 / q5_1 (w = d q + m, q unsigned): q4_0's / q5_0's record with the 16 rows' mins
+// after their scales, the raw quants used as they are (no offset: the min term is
+// sum_k m x_k = m s per block, s = d_x sum q_x of the q8_1 activation block):
+//   d 16 x f16, m 16 x f16, then q4_0's 4 x 64 bytes of nibbles (+ q5_1: q5_0's 8 x 8 bytes
+//   of high bits), the raw 0..15 (q4_1) or 0..31 (q5_1). Same bytes as the ggml rows.
+#define LM_IL_Q4_1_REC (64 + 256)
+#define LM_IL_Q5_1_REC (64 + 256 + 64)
+// Their activation rows, "xq81" (made from the q8_1 row, lm_il_act_q81): nb x 32 int8
+// quants, nb floats (d), nb floats (s, the f16 sum widened).
+#define LM_IL_XQ81_BLOCK (32 + 4 + 4)
+// il_pack_q1.c: one group (lm_il_pack_group's contract) and one xq81 row
+void lm_il_pack_q1(enum lm_dtype t, void *dst, const void *src, size_t row_bytes, int64_t n_in);
+void lm_il_act_q81(const void *xq, int64_t n_in, void *xa);
+
 // ---- q4_K / q5_K / q6_K: one struct per 256 columns (super-block) of the 16 rows, in column order.
 // r = row in the group (0..15), kk = column within a run of 4 (0..3). Their activation rows
 // are the q8_K rows themselves.

@@ -14,7 +14,9 @@ bool lm_il_supported(enum lm_dtype t, int64_t n_out, int64_t n_in) {
     switch (t) {
     case LM_DTYPE_Q8_0:
     case LM_DTYPE_Q5_0:
-    case LM_DTYPE_Q4_0: return n_in % 32 == 0;
+    case LM_DTYPE_Q4_0:
+    case LM_DTYPE_Q4_1:
+    case LM_DTYPE_Q5_1: return n_in % 32 == 0;
     case LM_DTYPE_Q4_K:
     case LM_DTYPE_Q5_K:
     case LM_DTYPE_Q6_K: return n_in % LM_QK_K == 0;
@@ -34,6 +36,8 @@ size_t lm_il_group_bytes(enum lm_dtype t, int64_t n_in) {
     case LM_DTYPE_Q8_0: return (size_t)(n_in / 32) * LM_IL_Q8_0_REC;
     case LM_DTYPE_Q5_0: return (size_t)(n_in / 32) * LM_IL_Q5_0_REC;
     case LM_DTYPE_Q4_0: return (size_t)(n_in / 32) * LM_IL_Q4_0_REC;
+    case LM_DTYPE_Q4_1: return (size_t)(n_in / 32) * LM_IL_Q4_1_REC;
+    case LM_DTYPE_Q5_1: return (size_t)(n_in / 32) * LM_IL_Q5_1_REC;
     case LM_DTYPE_Q4_K: return (size_t)(n_in / LM_QK_K) * sizeof(struct lm_il_q4_K_sb);
     case LM_DTYPE_Q5_K: return (size_t)(n_in / LM_QK_K) * sizeof(struct lm_il_q5_K_sb);
     case LM_DTYPE_Q6_K: return (size_t)(n_in / LM_QK_K) * sizeof(struct lm_il_q6_K_sb);
@@ -211,6 +215,8 @@ void lm_il_pack_group(enum lm_dtype t, void *dst, const void *src, size_t row_by
     case LM_DTYPE_Q8_0: pack_q8_0(dst, src, row_bytes, n_in); break;
     case LM_DTYPE_Q5_0: pack_q5_0(dst, src, row_bytes, n_in); break;
     case LM_DTYPE_Q4_0: pack_q4_0(dst, src, row_bytes, n_in); break;
+    case LM_DTYPE_Q4_1:
+    case LM_DTYPE_Q5_1: lm_il_pack_q1(t, dst, src, row_bytes, n_in); break;
     case LM_DTYPE_Q4_K: pack_q4_K(dst, src, row_bytes, n_in); break;
     case LM_DTYPE_Q5_K: pack_q5_K(dst, src, row_bytes, n_in); break;
     case LM_DTYPE_Q6_K: pack_q6_K(dst, src, row_bytes, n_in); break;
@@ -230,6 +236,7 @@ void lm_il_pack_group(enum lm_dtype t, void *dst, const void *src, size_t row_by
 
 size_t lm_il_act_row_bytes(enum lm_dtype t, int64_t n_in) {
     if (lm_vec_dot_type(t) == LM_DTYPE_Q8_0) return (size_t)(n_in / 32) * LM_IL_XQ8_BLOCK;
+    if (lm_vec_dot_type(t) == LM_DTYPE_Q8_1) return (size_t)(n_in / 32) * LM_IL_XQ81_BLOCK;
     if (t == LM_DTYPE_F16) return (size_t)n_in * sizeof(float);
     return lm_dtype_row_size(lm_vec_dot_type(t), n_in);
 }
@@ -239,6 +246,10 @@ void lm_il_act_from(enum lm_dtype t, const void *xq, int64_t n_in, void *xa) {
         const lm_f16 *h = xq;
         float *f = xa;
         for (int64_t i = 0; i < n_in; i++) f[i] = lm_f16_to_f32(h[i]); // = dequant[F16]
+        return;
+    }
+    if (lm_vec_dot_type(t) == LM_DTYPE_Q8_1) {
+        lm_il_act_q81(xq, n_in, xa);
         return;
     }
     if (lm_vec_dot_type(t) != LM_DTYPE_Q8_0) {

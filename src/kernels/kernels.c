@@ -45,6 +45,7 @@ static const struct lm_kernels k_generic = {
         [LM_DTYPE_Q4_K] = lm_il_gemm_q4_K_generic, [LM_DTYPE_Q6_K] = lm_il_gemm_q6_K_generic,
         [LM_DTYPE_F16] = lm_il_gemm_f16_generic,
         [LM_DTYPE_Q2_K] = lm_il_gemm_q2_K_generic, [LM_DTYPE_Q3_K] = lm_il_gemm_q3_K_generic,
+        [LM_DTYPE_Q4_1] = lm_il_gemm_q4_1_generic, [LM_DTYPE_Q5_1] = lm_il_gemm_q5_1_generic,
     },
     .rmsnorm = lm_rmsnorm_generic, .rope = lm_rope_generic, .geglu = lm_geglu_generic,
     .swiglu = lm_swiglu_generic, .f32_to_f16 = lm_f32_to_f16_generic, .attn = lm_attn_generic,
@@ -60,8 +61,9 @@ const struct lm_kernels *lm_kernels_generic(void) { return &k_generic; }
 static struct lm_kernels k_avx2;
 static pthread_once_t k_avx2_once = PTHREAD_ONCE_INIT;
 
-// AVX2 + FMA + F16C: the dots of every dtype (q2_K / q3_K in dot_q23_K_avx2.c), the hot dequantizers, the
-// q8_0 / q8_K / f16 activation quantizers, il f16; the row kernels stay generic
+// AVX2 + FMA + F16C: the dots of every dtype (q2_K / q3_K in dot_q23_K_avx2.c), the hot
+// dequantizers, the q8_0 / q8_1 / q8_K / f16 activation quantizers, il f16, q4_1 and q5_1 (il
+// and the multi-token dots); the row kernels stay generic
 static void avx2_init(void) {
     k_avx2 = *lm_kernels_generic();
     k_avx2.name = "avx2";
@@ -87,6 +89,11 @@ static void avx2_init(void) {
     k_avx2.il_gemm[LM_DTYPE_F16] = lm_il_gemm_f16_avx2;
     k_avx2.vec_dot[LM_DTYPE_Q2_K] = lm_vec_dot_q2_K_avx2;
     k_avx2.vec_dot[LM_DTYPE_Q3_K] = lm_vec_dot_q3_K_avx2;
+    k_avx2.il_gemm[LM_DTYPE_Q4_1] = lm_il_gemm_q4_1_avx2;
+    k_avx2.il_gemm[LM_DTYPE_Q5_1] = lm_il_gemm_q5_1_avx2;
+    k_avx2.quant[LM_DTYPE_Q8_1] = lm_quant_q8_1_avx2;
+    k_avx2.vec_dot_n[LM_DTYPE_Q4_1] = lm_vec_dot_n_q4_1_avx2;
+    k_avx2.vec_dot_n[LM_DTYPE_Q5_1] = lm_vec_dot_n_q5_1_avx2;
 }
 
 const struct lm_kernels *lm_kernels_avx2(void) {
@@ -106,9 +113,9 @@ const struct lm_kernels *lm_kernels_avx2(void) { return NULL; }
 static struct lm_kernels k_avx512;
 static pthread_once_t k_avx512_once = PTHREAD_ONCE_INIT;
 
-// AVX-512 F/BW/VL/DQ + VNNI: the dots of f32, f16, q4_0, q5_0, q8_0 and the k-quants (q2_K /
-// q3_K in dot_q23_K_avx512.c), the multi-token dots, every il kernel, the row kernels; dequant and quant
-// stay AVX2
+// AVX-512 F/BW/VL/DQ + VNNI: the dots of f32, f16, q4_0, q4_1, q5_0, q5_1, q8_0 and the
+// k-quants (q2_K / q3_K in dot_q23_K_avx512.c), the multi-token dots, every il kernel, the row
+// kernels; dequant and quant stay AVX2
 static void avx512_init(void) {
     k_avx512 = *lm_kernels_avx2();
     k_avx512.name = "avx512";
@@ -141,6 +148,12 @@ static void avx512_init(void) {
     k_avx512.vec_dot_n[LM_DTYPE_Q3_K] = lm_vec_dot_n_q3_K_avx512;
     k_avx512.il_gemm[LM_DTYPE_Q2_K] = lm_il_gemm_q2_K_avx512;
     k_avx512.il_gemm[LM_DTYPE_Q3_K] = lm_il_gemm_q3_K_avx512;
+    k_avx512.vec_dot[LM_DTYPE_Q4_1] = lm_vec_dot_q4_1_avx512;
+    k_avx512.vec_dot[LM_DTYPE_Q5_1] = lm_vec_dot_q5_1_avx512;
+    k_avx512.vec_dot_n[LM_DTYPE_Q4_1] = lm_vec_dot_n_q4_1_avx512;
+    k_avx512.vec_dot_n[LM_DTYPE_Q5_1] = lm_vec_dot_n_q5_1_avx512;
+    k_avx512.il_gemm[LM_DTYPE_Q4_1] = lm_il_gemm_q4_1_avx512;
+    k_avx512.il_gemm[LM_DTYPE_Q5_1] = lm_il_gemm_q5_1_avx512;
     k_avx512.rmsnorm = lm_rmsnorm_avx512;
     k_avx512.rope = lm_rope_avx512;
     k_avx512.geglu = lm_geglu_avx512;

@@ -39,6 +39,9 @@ typedef void (*lm_vec_dot_n_u8_fn)(int64_t n, int nt, float *s, size_t ss, const
 // (il_layout.h); each table's il_gemm computes on them. Numerics per dtype:
 //   q8_0, q5_0, q4_0: exact int32 per 32-block, then acc = fma(d_w * d_x, (float)isum, acc) over
 //               the blocks in order, acc starting at 0 (ggml's reference order)
+//   q4_1, q5_1: exact int32 of the raw quants per 32-block, then acc = fma(d_w * d_x,
+//               (float)isum, acc) and acc = fma(m_w, s_x, acc) over the blocks in order
+//               (s_x the q8_1 block's f16 sum), acc starting at 0
 //   q2_K..q6_K: bit-identical to vec_dot of the same dtype (exact int32 per super-block,
 //               then the single-row float steps)
 //   f16:        one accumulator of 16 float lanes per output, lane l taking the elements
@@ -201,8 +204,8 @@ struct lm_kernels {
     lm_topk_span_fn topk_span;
 };
 
-// True if weight (n_out, n_in) of dtype t has an il layout: q8_0, q5_0, q4_0, q2_K..q6_K, f16 with
-// n_out % LM_IL_ROWS == 0 (and n_in a whole number of blocks).
+// True if weight (n_out, n_in) of dtype t has an il layout: q8_0, q5_0, q4_0, q4_1, q5_1,
+// q2_K..q6_K, f16 with n_out % LM_IL_ROWS == 0 (and n_in a whole number of blocks).
 bool lm_il_supported(enum lm_dtype t, int64_t n_out, int64_t n_in);
 // True if t's il layout is the file layout (f16 with contiguous rows): no copy needed.
 bool lm_il_in_place(enum lm_dtype t, size_t row_bytes, int64_t n_in);
@@ -211,7 +214,7 @@ size_t lm_il_group_bytes(enum lm_dtype t, int64_t n_in);
 // LM_IL_ROWS consecutive rows at src (row_bytes apart, ggml layout) -> one group at dst.
 void lm_il_pack_group(enum lm_dtype t, void *dst, const void *src, size_t row_bytes, int64_t n_in);
 // Activation rows for t's il kernels, made from the lm_vec_dot_type(t) row xq (n_in elements):
-// q8_0/q5_0/q4_0 -> "xq8" rows (layout in il_layout.h); f16 -> f32 rows; k-quants -> the q8_K
+// q8_0/q5_0/q4_0 -> "xq8" rows, q4_1/q5_1 -> "xq81" rows (layouts in il_layout.h); f16 -> f32 rows; k-quants -> the q8_K
 // row itself.
 size_t lm_il_act_row_bytes(enum lm_dtype t, int64_t n_in);
 void lm_il_act_from(enum lm_dtype t, const void *xq, int64_t n_in, void *xa);

@@ -61,6 +61,12 @@ lm_vec_dot_kernel lm_vec_dot_q2_K_avx2, lm_vec_dot_q3_K_avx2, lm_vec_dot_q2_K_av
     lm_vec_dot_q3_K_avx512;
 lm_vec_dot_n_kernel lm_vec_dot_n_q2_K_avx512, lm_vec_dot_n_q3_K_avx512;
 
+// ---- dot_q1_avx2.c, dot_q1_avx512.c: q4_1 / q5_1 vec_dot and vec_dot_n (bit-identical to generic)
+lm_vec_dot_n_kernel lm_vec_dot_n_q4_1_avx2, lm_vec_dot_n_q5_1_avx2, lm_vec_dot_n_q4_1_avx512,
+    lm_vec_dot_n_q5_1_avx512;
+lm_vec_dot_kernel lm_vec_dot_q4_1_avx512, lm_vec_dot_q5_1_avx512;
+lm_quant_kernel lm_quant_q8_1_avx2; // quant_q1_avx2.c
+
 // ---- il_generic.c, il_avx2.c, il_avx512.c: one il group of 16 rows . up to 16 activation rows
 lm_il_gemm_kernel lm_il_gemm_q8_0_generic, lm_il_gemm_q5_0_generic, lm_il_gemm_q4_0_generic,
     lm_il_gemm_q4_K_generic, lm_il_gemm_q5_K_generic,
@@ -75,6 +81,10 @@ void lm_il_pack_q2_K(void *dst, const void *src, size_t row_bytes, int64_t n_in)
 void lm_il_pack_q3_K(void *dst, const void *src, size_t row_bytes, int64_t n_in);
 lm_il_gemm_kernel lm_il_gemm_q2_K_generic, lm_il_gemm_q3_K_generic, lm_il_gemm_q2_K_avx512,
     lm_il_gemm_q3_K_avx512;
+// ---- il_q1_generic.c, il_q1_avx2.c, il_q1_avx512.c: the q4_1 / q5_1 il GEMMs
+lm_il_gemm_kernel lm_il_gemm_q4_1_generic, lm_il_gemm_q5_1_generic;
+lm_il_gemm_kernel lm_il_gemm_q4_1_avx512, lm_il_gemm_q5_1_avx512;
+lm_il_gemm_kernel lm_il_gemm_q4_1_avx2, lm_il_gemm_q5_1_avx2; // il_q1_avx2.c
 // ---- il_amx.c: AMX-INT8 k-quant GEMMs (prefill); lm_amx_enable asks Linux for the tile state
 // and says whether the CPU and kernel allow AMX (1) or not (0)
 typedef void lm_il_gemm_amx_kernel(int64_t n_in, int64_t n_groups, size_t group_bytes, int64_t nt,

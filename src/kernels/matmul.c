@@ -110,6 +110,11 @@ static bool ws_layout(struct lm_matmul_ws *ws, const struct lm_matmul_ws_params 
     ws->xil = ws_buf(ws, R * ws->xil_stride, dry, &ok);
     if (p->amx) ws->xamx = ws_buf(ws, lm_il_act_amx_bytes(p->n_rows, p->n_in), dry, &ok);
     ws->xil_priv = ws_buf(ws, P * ws->xil_stride, dry, &ok);
+    if (p->q81_il) {
+        ws->xil81_stride = lm_il_act_row_bytes(LM_DTYPE_Q4_1, (p->n_in + 31) / 32 * 32);
+        ws->xil81 = ws_buf(ws, R * ws->xil81_stride, dry, &ok);
+        ws->xil81_priv = ws_buf(ws, P * ws->xil81_stride, dry, &ok);
+    }
     if (!dry) {
         ws->xq_priv = calloc((size_t)p->n_threads * LM_DTYPE_COUNT, sizeof(void *));
         if (!ws->xq_priv) return false;
@@ -126,6 +131,7 @@ void lm_matmul_ws_fit(struct lm_matmul_ws_params *p, const struct lm_weight *w) 
     if (!w->data) return;
     if (w->n_in > p->n_in) p->n_in = w->n_in;
     if (w->il && w->type == LM_DTYPE_F16) p->f16_il = true;
+    if (w->il && (w->type == LM_DTYPE_Q4_1 || w->type == LM_DTYPE_Q5_1)) p->q81_il = true;
     if (w->il && (w->type == LM_DTYPE_Q4_K || w->type == LM_DTYPE_Q5_K || w->type == LM_DTYPE_Q6_K)) p->amx = true;
 }
 
@@ -158,6 +164,8 @@ void lm_matmul_ws_free(struct lm_matmul_ws *ws) {
     free(ws->xdyv_priv);
     free(ws->xil);
     free(ws->xil_priv);
+    free(ws->xil81);
+    free(ws->xil81_priv);
     free(ws->xamx);
     memset(ws, 0, sizeof *ws);
 }
@@ -185,10 +193,12 @@ void lm_matmul_plan(struct lm_matmul_plan *p, const struct lm_kernels *k,
     p->xdy = priv ? ws->xdyv_priv + pr * ws->xdyv_stride : ws->xdyv;
     p->xil = priv ? ws->xil_priv + pr * ws->xil_stride : ws->xil;
     p->xamx = priv ? NULL : ws->xamx;
+    p->xil81_stride = ws->xil81_stride;
+    p->xil81 = priv ? (ws->xil81_priv ? ws->xil81_priv + pr * ws->xil81_stride : NULL) : ws->xil81;
     p->n_q = 0;
     // which activation rows the q8_0 consumers need (il "xq8" rows, u8 rows for the file
     // layout), and whether f16 il weights get their f32 rows: not when q8_0 il rows take xil
-    bool q8_il = false, q8_flat = false, f16_il = false;
+    bool q8_il = false, q8_flat = false, f16_il = false, q81_il = false;
     for (int j = 0; j < n_w; j++) {
         const enum lm_dtype vt = lm_vec_dot_type(Ws[j]->type);
         if (vt == LM_DTYPE_Q8_0) {
@@ -196,6 +206,7 @@ void lm_matmul_plan(struct lm_matmul_plan *p, const struct lm_kernels *k,
             else q8_flat = true;
         }
         if (Ws[j]->type == LM_DTYPE_F16 && Ws[j]->il) f16_il = true;
+        if (vt == LM_DTYPE_Q8_1 && Ws[j]->il) q81_il = true; // own buffer (xil81)
     }
     if (q8_il) f16_il = false;
     for (int j = 0; j < n_w; j++) {
@@ -219,6 +230,11 @@ void lm_matmul_plan(struct lm_matmul_plan *p, const struct lm_kernels *k,
             p->xa[j] = (const char *)p->xil;
             p->xrow[j] = p->xil_stride;
         }
+        if (il && vt == LM_DTYPE_Q8_1) { // xq81 rows (the ws was fitted to this weight)
+            LM_ASSERT(p->xil81 != NULL);
+            p->xa[j] = (const char *)p->xil81;
+            p->xrow[j] = p->xil81_stride;
+        }
         int q = 0;
         while (q < p->n_q && p->q[q].vt != vt) q++;
         if (q < p->n_q) { // quantized once per activation dtype
@@ -230,6 +246,7 @@ void lm_matmul_plan(struct lm_matmul_plan *p, const struct lm_kernels *k,
             .widen = vt == LM_DTYPE_F16 && f16_il,
             .u8 = vt == LM_DTYPE_Q8_0 && q8_flat,
             .xq8 = vt == LM_DTYPE_Q8_0 && q8_il,
+            .xq81 = vt == LM_DTYPE_Q8_1 && q81_il,
             .amx = p->d.path[j] == LM_MATMUL_IL_AMX,
         };
     }
@@ -250,6 +267,7 @@ void lm_matmul_quantize(const struct lm_matmul_plan *p, int64_t r0, int64_t r1) 
                 lm_q8_0_repack_u8(row, n_in, p->xu + (size_t)i * p->xu_stride, p->xdy + (size_t)i * p->xdy_stride);
             if (Q->xq8) // one "xq8" layout for q8_0 and q5_0 weights
                 lm_il_act_from(LM_DTYPE_Q8_0, row, n_in, p->xil + (size_t)i * p->xil_stride);
+            if (Q->xq81) lm_il_act_from(LM_DTYPE_Q4_1, row, n_in, p->xil81 + (size_t)i * p->xil81_stride);
             if (Q->amx) lm_il_act_amx(row, n_in, i, p->xamx);
         }
         if (Q->amx && r0 < r1 && r1 == p->d.n_rows) // zero rows pad the last record

@@ -65,6 +65,7 @@ struct lm_matmul_ws_params {
     int64_t n_rows; // the widest batch
     int64_t n_in;   // the widest matmul input
     bool f16_il;    // some f16 weight runs on its il layout (wider il activation rows)
+    bool q81_il;    // some q4_1 / q5_1 weight has an il layout ("xq81" rows, xil81)
     bool amx;       // some k-quant weight has an il layout (AMX activation records, if
                     // the kernel table has il_gemm_amx)
 };
@@ -84,6 +85,11 @@ struct lm_matmul_ws {
     // of f16 ones: xil (n_rows, xil_stride bytes), xil_priv per thread
     uint8_t *xil, *xil_priv;
     size_t xil_stride;
+    // "xq81" rows of q4_1 / q5_1 il weights (lm_il_act_from), if p.q81_il: their own buffer,
+    // so they can meet q8_0 / q5_0 / f16 il weights in one call: xil81 (n_rows,
+    // xil81_stride bytes), xil81_priv per thread
+    uint8_t *xil81, *xil81_priv;
+    size_t xil81_stride;
     // q8_K rows as AMX tile records (lm_il_act_amx), if p.amx: (n_rows, n_in)
     uint8_t *xamx;
     uint64_t bytes; // allocated
@@ -115,6 +121,7 @@ struct lm_matmul_quant { // one activation dtype to produce
     bool widen;    // f16 rows also widened to f32 il rows
     bool u8;       // q8_0 rows also repacked for vec_dot_n_u8
     bool xq8;      // q8_0 rows also made "xq8" il rows
+    bool xq81;     // q8_1 rows also made "xq81" il rows
     bool amx;      // q8_K rows also made AMX tile records
 };
 struct lm_matmul_plan {
@@ -132,6 +139,8 @@ struct lm_matmul_plan {
     size_t xu_stride, xdy_stride;
     uint8_t *xil; // il rows, xil_stride bytes apart
     size_t xil_stride;
+    uint8_t *xil81; // xq81 rows, xil81_stride bytes apart
+    size_t xil81_stride;
     uint8_t *xamx; // AMX activation records (lm_il_act_amx)
     int n_q;
     struct lm_matmul_quant q[LM_MATMUL_MAX_W];
