@@ -1,4 +1,4 @@
-// Multi-token dots (vec_dot_n) bit-identical to vec_dot. Row-interleaved (il) q8_0 / q5_0 weights: packing + the generic and AVX-512 kernels against
+// Multi-token dots (vec_dot_n) bit-identical to vec_dot. Row-interleaved (il) q8_0 / q5_0 / q4_0 weights: packing + the generic, AVX2 and AVX-512 kernels against
 // the contract computed here from the original ggml rows (exact int32 per block, then
 // acc = fmaf(d_w * d_x, isum, acc) block by block: bit-exact), and against the flat-layout
 // vec_dot within float tolerance; every tile width 1..LM_IL_MAX_NT; layout queries.
@@ -68,7 +68,8 @@ static float contract_dot(enum lm_dtype t, const uint8_t *row, const struct lm_b
 }
 
 static void test_dtype(enum lm_dtype t, int64_t n_in) {
-    const struct lm_kernels *tabs[] = {lm_kernels_generic(), lm_kernels_avx512(), lm_kernels_best()};
+    const struct lm_kernels *tabs[] = {lm_kernels_generic(), lm_kernels_avx512(), lm_kernels_best(),
+                                       lm_kernels_avx2()};
     const size_t row_bytes = lm_dtype_row_size(t, n_in), qrow = lm_dtype_row_size(LM_DTYPE_Q8_0, n_in);
     const size_t gb = lm_il_group_bytes(t, n_in), arow = lm_il_act_row_bytes(t, n_in);
     uint8_t *w = malloc(N_OUT * row_bytes), *il = malloc(2 * gb);

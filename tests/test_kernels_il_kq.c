@@ -1,4 +1,4 @@
-// Row-interleaved q4_K / q5_K / q6_K kernels: pack 16 rows, run the generic and AVX-512 il GEMMs
+// Row-interleaved q4_K / q5_K / q6_K kernels: pack 16 rows, run the generic, AVX2 and AVX-512 il GEMMs
 // for every token count, and require each y bit-identical to vec_dot of the generic and the
 // AVX-512 tables on the original rows. Random valid blocks, saturated extremes, and (when
 // present) the default model's k-quant tensors.
@@ -75,13 +75,15 @@ static int check_group(enum lm_dtype t, const uint8_t *w, size_t row_bytes, int6
     float ref[LM_IL_MAX_NT][LM_IL_ROWS][2];
     lm_il_pack_group(t, g, w, row_bytes, n);
 
-    lm_il_gemm_fn fns[2] = {gen, NULL};
-    const char *fn_names[2] = {"generic", "avx512"};
+    lm_il_gemm_fn fns[3] = {gen, NULL};
+    const char *fn_names[3] = {"generic", "avx512", "avx2"};
 #if defined(__x86_64__)
     if (lm_kernels_avx512())
         fns[1] = t == LM_DTYPE_Q4_K ? lm_il_gemm_q4_K_avx512
                : t == LM_DTYPE_Q5_K ? lm_il_gemm_q5_K_avx512 : lm_il_gemm_q6_K_avx512;
 #endif
+    if (lm_kernels_avx2()) fns[2] = lm_kernels_avx2()->il_gemm[t]; // the AVX2 table's (il_kq_avx2.c)
+    CHECKF(!lm_kernels_avx2() || fns[2] != gen, "avx2 table: %s il_gemm is the generic one", lm_dtype_name(t));
     int bad = 0;
     for (int extreme = 0; extreme < 2; extreme++) {
         fill_act(xa, xas, LM_IL_MAX_NT, n, extreme);
@@ -94,7 +96,7 @@ static int check_group(enum lm_dtype t, const uint8_t *w, size_t row_bytes, int6
             for (int r = 0; r < LM_IL_ROWS; r++)
                 differ += memcmp(&ref[tt][r][0], &ref[tt][r][n_tabs - 1], sizeof(float)) != 0;
         CHECKF(differ == 0, "%s %s n=%lld: vec_dot tables disagree", lm_dtype_name(t), what, (long long)n);
-        for (int f = 0; f < 2; f++) {
+        for (int f = 0; f < 3; f++) {
             if (!fns[f]) continue;
             for (int nt = 1; nt <= LM_IL_MAX_NT; nt++) {
                 for (size_t i = 0; i < ys * LM_IL_MAX_NT; i++) y[i] = -12345.0f;

@@ -1,6 +1,6 @@
 // q2_K / q3_K kernels beyond vec_dot (test_kernels_dot.c checks those): the multi-token dots
 // (vec_dot_n) bit-identical to vec_dot on every table, and the row-interleaved layouts:
-// pack 16 rows, run the generic and AVX-512 il GEMMs for every token count, and require each
+// pack 16 rows, run the generic, AVX2 and AVX-512 il GEMMs for every token count, and require each
 // y bit-identical to vec_dot of every table on the original rows. Random valid blocks and
 // saturated extremes (all bits set: largest quants and scales; all clear: q3_K's most
 // negative scales and quants).
@@ -77,7 +77,7 @@ static void test_dot_n(enum lm_dtype t, int64_t n) {
     free(xa);
 }
 
-// one group: il GEMM (generic and AVX-512, every nt) vs vec_dot of every table
+// one group: il GEMM (generic, AVX-512 and AVX2, every nt) vs vec_dot of every table
 static void check_group(enum lm_dtype t, const uint8_t *w, size_t row_bytes, int64_t n, int fill) {
     const size_t xas = lm_dtype_row_size(LM_DTYPE_Q8_K, n) + 64; // padded rows
     const size_t ys = LM_IL_ROWS + 3;
@@ -86,11 +86,12 @@ static void check_group(enum lm_dtype t, const uint8_t *w, size_t row_bytes, int
     float *y = malloc(ys * LM_IL_MAX_NT * sizeof(float));
     float ref[LM_IL_MAX_NT][LM_IL_ROWS];
     lm_il_pack_group(t, g, w, row_bytes, n);
-    lm_il_gemm_fn fns[2] = {t == LM_DTYPE_Q2_K ? lm_il_gemm_q2_K_generic : lm_il_gemm_q3_K_generic, NULL};
-    const char *fn_names[2] = {"generic", "avx512"};
+    lm_il_gemm_fn fns[3] = {t == LM_DTYPE_Q2_K ? lm_il_gemm_q2_K_generic : lm_il_gemm_q3_K_generic, NULL};
+    const char *fn_names[3] = {"generic", "avx512", "avx2"};
 #if defined(__x86_64__)
     if (lm_kernels_avx512()) fns[1] = t == LM_DTYPE_Q2_K ? lm_il_gemm_q2_K_avx512 : lm_il_gemm_q3_K_avx512;
 #endif
+    if (lm_kernels_avx2()) fns[2] = lm_kernels_avx2()->il_gemm[t]; // the AVX2 table's (il_q23_K_avx2.c)
     for (int k = 0; k < n_tabs; k++)
         CHECKF(tabs[k]->il_gemm[t] != NULL, "%s: no il_gemm for %s", tabs[k]->name, lm_dtype_name(t));
     for (int extreme = 0; extreme < 2; extreme++) {
@@ -106,7 +107,7 @@ static void check_group(enum lm_dtype t, const uint8_t *w, size_t row_bytes, int
                 }
             }
         CHECKF(differ == 0, "%s n=%lld fill %d: vec_dot tables disagree (%d)", lm_dtype_name(t), (long long)n, fill, differ);
-        for (int f = 0; f < 2; f++) {
+        for (int f = 0; f < 3; f++) {
             if (!fns[f]) continue;
             for (int nt = 1; nt <= LM_IL_MAX_NT; nt++) {
                 for (size_t i = 0; i < ys * LM_IL_MAX_NT; i++) y[i] = -12345.0f;

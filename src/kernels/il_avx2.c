@@ -1,9 +1,9 @@
-// AVX2 GEMM on the f16 row-interleaved layout (the file's own rows, il_layout.h): register
-// tiles of 1-2 rows x up to 4 tokens in kernels.h's f16 order (16 lane sums as two ymm, then
-// lm_tree16's tree), each weight vector converted once per tile. The only il kernel of the
-// AVX2 table; the int8 il layouts run on il_generic.c there.
+// AVX2 GEMMs on the f16 and q8_0 / q5_0 / q4_0 row-interleaved layouts (il_layout.h). f16 (the
+// file's own rows): register tiles of 1-2 rows x up to 4 tokens in kernels.h's f16 order; the
+// 32-blocks: 16 rows as two ymm of 8 i32 lanes, maddubs + madd, il_generic.c's bits.
 #pragma GCC optimize("fp-contract=off") // kernels_internal.h
 
+#include "kernels/il_layout.h"
 #include "kernels/kernels_internal.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -64,6 +64,109 @@ void lm_il_gemm_f16_avx2(int64_t n_in, int nt, float *y, size_t ys, const void *
             }
         }
     }
+}
+
+// ============================================================================
+// q8_0 / q5_0 / q4_0 (records of one 32-element block): per token and block the exact int32
+// of the 16 rows (rows 0-7 and 8-15 in two ymm), then fma(d_w * d_x, (float)isum, acc) in
+// block order, as il_generic.c. No VNNI here: vpmaddubsw (unsigned weight x signed
+// activation byte pairs, int16 with saturation) + vpmaddwd, kept below 2^15 per int16:
+//   q4_0: raw 0..15, |pair| <= 2 * 15 * 128 = 3840: the 8 vectors of a block add up in int16
+//   q5_0: raw 0..31, |pair| <= 7936: two sums of 4 vectors
+//   q8_0: q + 128 (0..255) would saturate (2 * 255 * 127), so the signed q = byte ^ 0x80
+//         with the sign trick: |q| (<= 128) x (x * sign(q)), |pair| <= 2 * 128 * 127 = 32512
+//         (x a q8_0 quant, -127..127), each pair widened on its own; sum q x directly, so
+//         the stored -128 sum x is not needed (the int32 is the same exact value)
+// ============================================================================
+
+// one group (16 rows) x nt tokens; KIND 0 q8_0, 1 q5_0, 2 q4_0 records
+AI void il_q8_avx2(const int KIND, int64_t n_in, int nt, float *y, size_t ys, const void *wg,
+                   const void *xa, size_t xas) {
+    const int64_t nb = n_in / 32;
+    const size_t rec = KIND == 2 ? LM_IL_Q4_0_REC : KIND ? LM_IL_Q5_0_REC : LM_IL_Q8_0_REC;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), b16 = _mm256_set1_epi8(16), one = _mm256_set1_epi16(1);
+    const __m256i s80 = _mm256_set1_epi8((char)0x80);
+    __m256 acc[LM_IL_MAX_NT][2];
+    for (int t = 0; t < nt; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *r = (const uint8_t *)wg + (size_t)b * rec;
+        const __m256 dw[2] = {_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)r)),
+                              _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(r + 16)))};
+        __m256i w[8][2], wa[8][2]; // columns 4g..4g+3, rows 0-7 / 8-15 (q8_0: signed, wa = |w|)
+        if (KIND == 0) {
+            for (int g = 0; g < 8; g++)
+                for (int h = 0; h < 2; h++) {
+                    w[g][h] = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(r + 32 + 64 * g + 32 * h)), s80);
+                    wa[g][h] = _mm256_abs_epi8(w[g][h]);
+                }
+        } else {
+            for (int j = 0; j < 4; j++)
+                for (int h = 0; h < 2; h++) {
+                    const __m256i v = _mm256_loadu_si256((const __m256i *)(r + 32 + 64 * j + 32 * h));
+                    w[2 * j][h] = _mm256_and_si256(v, m4);
+                    w[2 * j + 1][h] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                }
+            if (KIND == 1)
+                for (int g = 0; g < 8; g++) {
+                    uint64_t hb;
+                    memcpy(&hb, r + 32 + 256 + 8 * g, 8);
+                    for (int h = 0; h < 2; h++)
+                        w[g][h] = _mm256_or_si256(w[g][h], _mm256_and_si256(bits_to_bytes((uint32_t)(hb >> (32 * h))), b16));
+                }
+        }
+        for (int t = 0; t < nt; t++) {
+            const int8_t *xt = (const int8_t *)((const char *)xa + (size_t)t * xas);
+            const int8_t *q = xt + b * 32;
+            const float dx = ((const float *)(xt + nb * 32))[b];
+            const int32_t c16 = ((const int32_t *)(xt + nb * 36))[b];
+            const __m256i corr = _mm256_set1_epi32(KIND == 2 ? c16 / 2 : c16); // q4_0: -8 sum x
+            __m256i xb[8];
+            for (int g = 0; g < 8; g++) {
+                int32_t x4;
+                memcpy(&x4, q + 4 * g, 4);
+                xb[g] = _mm256_set1_epi32(x4);
+            }
+            for (int h = 0; h < 2; h++) {
+                __m256i s;
+                if (KIND == 0) {
+                    s = _mm256_setzero_si256();
+                    for (int g = 0; g < 8; g++)
+                        s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(wa[g][h], _mm256_sign_epi8(xb[g], w[g][h])), one));
+                } else if (KIND == 2) {
+                    __m256i s16 = _mm256_maddubs_epi16(w[0][h], xb[0]);
+                    for (int g = 1; g < 8; g++) s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(w[g][h], xb[g]));
+                    s = _mm256_add_epi32(corr, _mm256_madd_epi16(s16, one));
+                } else {
+                    __m256i s16a = _mm256_maddubs_epi16(w[0][h], xb[0]), s16b = _mm256_maddubs_epi16(w[4][h], xb[4]);
+                    for (int g = 1; g < 4; g++) {
+                        s16a = _mm256_add_epi16(s16a, _mm256_maddubs_epi16(w[g][h], xb[g]));
+                        s16b = _mm256_add_epi16(s16b, _mm256_maddubs_epi16(w[g + 4][h], xb[g + 4]));
+                    }
+                    s = _mm256_add_epi32(corr, _mm256_add_epi32(_mm256_madd_epi16(s16a, one), _mm256_madd_epi16(s16b, one)));
+                }
+                acc[t][h] = _mm256_fmadd_ps(_mm256_mul_ps(dw[h], _mm256_set1_ps(dx)), _mm256_cvtepi32_ps(s), acc[t][h]);
+            }
+        }
+    }
+    for (int t = 0; t < nt; t++) {
+        _mm256_storeu_ps(y + (size_t)t * ys, acc[t][0]);
+        _mm256_storeu_ps(y + (size_t)t * ys + 8, acc[t][1]);
+    }
+}
+
+void lm_il_gemm_q8_0_avx2(int64_t n_in, int nt, float *y, size_t ys, const void *wg, const void *xa,
+                          size_t xas) {
+    il_q8_avx2(0, n_in, nt, y, ys, wg, xa, xas);
+}
+
+void lm_il_gemm_q5_0_avx2(int64_t n_in, int nt, float *y, size_t ys, const void *wg, const void *xa,
+                          size_t xas) {
+    il_q8_avx2(1, n_in, nt, y, ys, wg, xa, xas);
+}
+
+void lm_il_gemm_q4_0_avx2(int64_t n_in, int nt, float *y, size_t ys, const void *wg, const void *xa,
+                          size_t xas) {
+    il_q8_avx2(2, n_in, nt, y, ys, wg, xa, xas);
 }
 
 #endif

@@ -62,8 +62,8 @@ static struct lm_kernels k_avx2;
 static pthread_once_t k_avx2_once = PTHREAD_ONCE_INIT;
 
 // AVX2 + FMA + F16C: the dots of every dtype (q2_K / q3_K in dot_q23_K_avx2.c), the hot
-// dequantizers, the q8_0 / q8_1 / q8_K / f16 activation quantizers, il f16, q4_1 and q5_1 (il
-// and the multi-token dots); the row kernels stay generic
+// dequantizers, the q8_0 / q8_1 / q8_K / f16 activation quantizers, the il GEMMs of every il
+// dtype, q4_1 / q5_1 multi-token dots; the row kernels stay generic
 static void avx2_init(void) {
     k_avx2 = *lm_kernels_generic();
     k_avx2.name = "avx2";
@@ -94,6 +94,15 @@ static void avx2_init(void) {
     k_avx2.quant[LM_DTYPE_Q8_1] = lm_quant_q8_1_avx2;
     k_avx2.vec_dot_n[LM_DTYPE_Q4_1] = lm_vec_dot_n_q4_1_avx2;
     k_avx2.vec_dot_n[LM_DTYPE_Q5_1] = lm_vec_dot_n_q5_1_avx2;
+    // the other il GEMMs (il_avx2.c, il_kq_avx2.c, il_q23_K_avx2.c)
+    k_avx2.il_gemm[LM_DTYPE_Q8_0] = lm_il_gemm_q8_0_avx2;
+    k_avx2.il_gemm[LM_DTYPE_Q5_0] = lm_il_gemm_q5_0_avx2;
+    k_avx2.il_gemm[LM_DTYPE_Q4_0] = lm_il_gemm_q4_0_avx2;
+    k_avx2.il_gemm[LM_DTYPE_Q4_K] = lm_il_gemm_q4_K_avx2;
+    k_avx2.il_gemm[LM_DTYPE_Q5_K] = lm_il_gemm_q5_K_avx2;
+    k_avx2.il_gemm[LM_DTYPE_Q6_K] = lm_il_gemm_q6_K_avx2;
+    k_avx2.il_gemm[LM_DTYPE_Q2_K] = lm_il_gemm_q2_K_avx2;
+    k_avx2.il_gemm[LM_DTYPE_Q3_K] = lm_il_gemm_q3_K_avx2;
 }
 
 const struct lm_kernels *lm_kernels_avx2(void) {

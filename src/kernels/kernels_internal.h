@@ -85,6 +85,10 @@ lm_il_gemm_kernel lm_il_gemm_q2_K_generic, lm_il_gemm_q3_K_generic, lm_il_gemm_q
 lm_il_gemm_kernel lm_il_gemm_q4_1_generic, lm_il_gemm_q5_1_generic;
 lm_il_gemm_kernel lm_il_gemm_q4_1_avx512, lm_il_gemm_q5_1_avx512;
 lm_il_gemm_kernel lm_il_gemm_q4_1_avx2, lm_il_gemm_q5_1_avx2; // il_q1_avx2.c
+// ---- il_avx2.c, il_kq_avx2.c, il_q23_K_avx2.c: the other il GEMMs of the AVX2 table
+lm_il_gemm_kernel lm_il_gemm_q8_0_avx2, lm_il_gemm_q5_0_avx2, lm_il_gemm_q4_0_avx2,
+    lm_il_gemm_q4_K_avx2, lm_il_gemm_q5_K_avx2, lm_il_gemm_q6_K_avx2, lm_il_gemm_q2_K_avx2,
+    lm_il_gemm_q3_K_avx2;
 // ---- il_amx.c: AMX-INT8 k-quant GEMMs (prefill); lm_amx_enable asks Linux for the tile state
 // and says whether the CPU and kernel allow AMX (1) or not (0)
 typedef void lm_il_gemm_amx_kernel(int64_t n_in, int64_t n_groups, size_t group_bytes, int64_t nt,
