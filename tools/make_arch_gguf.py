@@ -457,6 +457,7 @@ QMIX_HIGH = ("attn_v.weight", "ffn_down.weight", "ffn_down_exps.weight", "token_
 F32_MATRICES = ("ffn_gate_inp.weight",)  # the MoE router stays F32 (converter, llama-quantize)
 # dtypes that put every matrix in one type: the type and its GGUF file_type (LLAMA_FTYPE_*)
 WHOLE_DTYPES = {"q4_1": (QT.Q4_1, 3), "q5_1": (QT.Q5_1, 9)}
+WHOLE_DTYPES["q4_0"] = (QT.Q4_0, 2)  # every matrix q4_0 (tests/test_runtime_tables_il.sh)
 
 
 def encode(name, arr, dtype):
