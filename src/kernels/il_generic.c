@@ -1,6 +1,6 @@
 // Scalar GEMMs on the row-interleaved layouts (il_layout.h), one group of 16 weight rows
 // against up to LM_IL_MAX_NT activation rows: the statement of kernels.h's il numerics per
-// dtype and the oracle of il_avx2.c and il_avx512.c. Plain loops: clarity over speed.
+// dtype and the oracle of il_avx2.c, il_kq_avx2.c and il_avx512.c. Plain loops: clarity over speed.
 #pragma GCC optimize("fp-contract=off") // kernels_internal.h: only the fmaf written here fuse
 
 #include <math.h>

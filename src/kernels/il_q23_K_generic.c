@@ -1,6 +1,6 @@
 // Scalar GEMMs on the q2_K / q3_K row-interleaved layouts (il_layout.h): one group of 16 weight
 // rows against up to LM_IL_MAX_NT q8_K activation rows, the statement of their il numerics
-// (kernels.h: bit-identical to vec_dot of the same dtype) and the oracle of il_q23_K_avx512.c.
+// (kernels.h: bit-identical to vec_dot of the same dtype) and the oracle of il_q23_K_avx2.c and _avx512.c.
 #pragma GCC optimize("fp-contract=off") // kernels_internal.h: only the fmaf written here fuse
 
 #include <string.h>
