@@ -140,8 +140,10 @@ AI void il_q8_avx2(const int KIND, int64_t n_in, int nt, float *y, size_t ys, co
                 __m256i s;
                 if (KIND == 0) {
                     s = _mm256_setzero_si256();
-                    for (int g = 0; g < 8; g++)
-                        s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(wa[g][h], _mm256_sign_epi8(xb[g], w[g][h])), one));
+                    for (int g = 0; g < 8; g++) {
+                        const __m256i m = _mm256_maddubs_epi16(wa[g][h], _mm256_sign_epi8(xb[g], w[g][h]));
+                        s = _mm256_add_epi32(s, _mm256_madd_epi16(m, one));
+                    }
                 } else if (KIND == 2) {
                     __m256i s16 = _mm256_maddubs_epi16(w[0][h], xb[0]);
                     for (int g = 1; g < 8; g++) s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(w[g][h], xb[g]));

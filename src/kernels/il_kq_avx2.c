@@ -77,7 +77,8 @@ AI void q45_K_avx2(const int Q5, int64_t n_in, int nt, float *y, size_t ys, cons
             const __m256 dmy = _mm256_set1_ps(yb->d);
             for (int h = 0; h < 2; h++) {
                 __m256i acc = _mm256_setzero_si256();
-                for (int p = 0; p < 4; p++) acc = _mm256_add_epi32(acc, _mm256_madd_epi16(mnv[p][h], pair16(s2[2 * p], s2[2 * p + 1])));
+                for (int p = 0; p < 4; p++)
+                    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(mnv[p][h], pair16(s2[2 * p], s2[2 * p + 1])));
                 mterm[t][h] = _mm256_mul_ps(_mm256_mul_ps(dm[h], dmy), _mm256_cvtepi32_ps(acc));
                 isum[t][h] = _mm256_setzero_si256();
             }
@@ -91,8 +92,10 @@ AI void q45_K_avx2(const int Q5, int64_t n_in, int nt, float *y, size_t ys, cons
                     lo[v][h] = _mm256_and_si256(raw, m4);
                     hi[v][h] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
                     if (Q5) {
-                        lo[v][h] = _mm256_or_si256(lo[v][h], _mm256_and_si256(bits_to_bytes((uint32_t)(qh[8 * j + v] >> (32 * h))), b16));
-                        hi[v][h] = _mm256_or_si256(hi[v][h], _mm256_and_si256(bits_to_bytes((uint32_t)(qh[8 * j + 4 + v] >> (32 * h))), b16));
+                        const __m256i bl = bits_to_bytes((uint32_t)(qh[8 * j + v] >> (32 * h)));
+                        const __m256i bh = bits_to_bytes((uint32_t)(qh[8 * j + 4 + v] >> (32 * h)));
+                        lo[v][h] = _mm256_or_si256(lo[v][h], _mm256_and_si256(bl, b16));
+                        hi[v][h] = _mm256_or_si256(hi[v][h], _mm256_and_si256(bh, b16));
                     }
                 }
                 uint64_t sc8;
@@ -200,13 +203,14 @@ void lm_il_gemm_q6_K_avx2(int64_t n_in, int nt, float *y, size_t ys, const void 
                 }
                 const __m256i bsp = pair16(yb->bsums[2 * p], yb->bsums[2 * p + 1]);
                 for (int h = 0; h < 2; h++) {
-                    const __m256i e0 = _mm256_add_epi16(_mm256_maddubs_epi16(q[0][h], xb[0]), _mm256_maddubs_epi16(q[1][h], xb[1]));
-                    const __m256i e1 = _mm256_add_epi16(_mm256_maddubs_epi16(q[2][h], xb[2]), _mm256_maddubs_epi16(q[3][h], xb[3]));
-                    const __m256i o0 = _mm256_add_epi16(_mm256_maddubs_epi16(q[4][h], xb[4]), _mm256_maddubs_epi16(q[5][h], xb[5]));
-                    const __m256i o1 = _mm256_add_epi16(_mm256_maddubs_epi16(q[6][h], xb[6]), _mm256_maddubs_epi16(q[7][h], xb[7]));
+                    __m256i m[8];
+                    for (int u = 0; u < 8; u++) m[u] = _mm256_maddubs_epi16(q[u][h], xb[u]);
+                    const __m256i e0 = _mm256_add_epi16(m[0], m[1]), e1 = _mm256_add_epi16(m[2], m[3]);
+                    const __m256i o0 = _mm256_add_epi16(m[4], m[5]), o1 = _mm256_add_epi16(m[6], m[7]);
                     __m256i s = _mm256_add_epi32(isum[t][h], _mm256_madd_epi16(scn[h], bsp));
                     s = _mm256_add_epi32(s, _mm256_add_epi32(_mm256_madd_epi16(e0, sce[h]), _mm256_madd_epi16(e1, sce[h])));
-                    isum[t][h] = _mm256_add_epi32(s, _mm256_add_epi32(_mm256_madd_epi16(o0, sco[h]), _mm256_madd_epi16(o1, sco[h])));
+                    s = _mm256_add_epi32(s, _mm256_add_epi32(_mm256_madd_epi16(o0, sco[h]), _mm256_madd_epi16(o1, sco[h])));
+                    isum[t][h] = s;
                 }
             }
         }

@@ -59,7 +59,8 @@ AI void q23_K_avx2(const int Q3, int64_t n_in, int nt, float *y, size_t ys, cons
             for (int h = 0; h < 2; h++) {
                 dm[h] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b2->dmin + 8 * h)));
                 for (int p = 0; p < 8; p++)
-                    mnv[p][h] = _mm256_srli_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)b2->sc[p][8 * h])), 4);
+                    mnv[p][h] = _mm256_srli_epi16(
+                        _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)b2->sc[p][8 * h])), 4);
             }
             for (int t = 0; t < nt; t++) {
                 const struct lm_block_q8_K *yb = (const struct lm_block_q8_K *)((const char *)xa + (size_t)t * xas) + i;
@@ -67,7 +68,8 @@ AI void q23_K_avx2(const int Q3, int64_t n_in, int nt, float *y, size_t ys, cons
                 for (int h = 0; h < 2; h++) {
                     __m256i acc = _mm256_setzero_si256();
                     for (int p = 0; p < 8; p++)
-                        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(mnv[p][h], q23_pair16(yb->bsums[2 * p], yb->bsums[2 * p + 1])));
+                        acc = _mm256_add_epi32(
+                            acc, _mm256_madd_epi16(mnv[p][h], q23_pair16(yb->bsums[2 * p], yb->bsums[2 * p + 1])));
                     mterm[t][h] = _mm256_mul_ps(_mm256_mul_ps(dm[h], dmy), _mm256_cvtepi32_ps(acc));
                 }
             }
@@ -88,7 +90,8 @@ AI void q23_K_avx2(const int Q3, int64_t n_in, int nt, float *y, size_t ys, cons
                     }
                 }
                 // lane r: (sc[2p][r], sc[2p+1][r]) as int16 (q2_K: the low 4 bits of the bytes)
-                const __m128i raw = _mm_loadu_si128((const __m128i *)(Q3 ? (const void *)b3->sc[p][8 * h] : (const void *)b2->sc[p][8 * h]));
+                const void *scb = Q3 ? (const void *)b3->sc[p][8 * h] : (const void *)b2->sc[p][8 * h];
+                const __m128i raw = _mm_loadu_si128((const __m128i *)scb);
                 const __m256i scv = Q3 ? _mm256_cvtepi8_epi16(raw) : _mm256_and_si256(_mm256_cvtepu8_epi16(raw), m4w);
                 const __m256i e16 = _mm256_and_si256(scv, lo16), o16 = _mm256_srli_epi32(scv, 16);
                 sce[h] = _mm256_or_si256(e16, _mm256_slli_epi32(e16, 16));
@@ -111,7 +114,10 @@ AI void q23_K_avx2(const int Q3, int64_t n_in, int nt, float *y, size_t ys, cons
                         so = _mm256_add_epi16(so, _mm256_maddubs_epi16(q[4 + s][h], xb[4 + s]));
                     }
                     __m256i s = _mm256_add_epi32(_mm256_madd_epi16(se, sce[h]), _mm256_madd_epi16(so, sco[h]));
-                    if (Q3) s = _mm256_add_epi32(s, _mm256_madd_epi16(scn[h], q23_pair16(yb->bsums[2 * p], yb->bsums[2 * p + 1])));
+                    if (Q3) { // - 4 (sc[2p] bsums[2p] + sc[2p+1] bsums[2p+1])
+                        const __m256i bsp = q23_pair16(yb->bsums[2 * p], yb->bsums[2 * p + 1]);
+                        s = _mm256_add_epi32(s, _mm256_madd_epi16(scn[h], bsp));
+                    }
                     isum[t][h] = _mm256_add_epi32(isum[t][h], s);
                 }
             }
