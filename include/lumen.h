@@ -97,6 +97,9 @@ struct lm_model_hparams {
     int32_t n_expert;         // experts per layer
     int32_t n_expert_used;    // chosen per token
     int32_t n_ff_exp;         // hidden size of one expert
+    // granite's multipliers (0: none)
+    float residual_scale;     // each block's output is multiplied by it before its residual add
+    float logit_scale;        // the logits are divided by it
 };
 void lm_model_hparams(const struct lm_model *m, struct lm_model_hparams *out);
 
@@ -105,6 +108,7 @@ struct lm_model_layer_info {
     bool qkv_bias;    // q, k or v has a bias
     bool qk_norm;     // per-head RMS norm on q and k
     bool post_norms;  // norms on the attention and FFN outputs before their residual adds
+    bool no_rope;     // q and k are not rotated (smollm3: every 4th layer)
 };
 // LM_ERR_ARG (with a message) when layer is outside [0, n_layer); *out is then unchanged.
 enum lm_status lm_model_layer_info(const struct lm_model *m, int32_t layer,

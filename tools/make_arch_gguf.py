@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Random-weight GGUF models of real architecture shapes (TinyLlama 1.1B, Llama 3.2 1B/3B,
-Llama 3.1 8B, Qwen2.5 0.5B, Qwen3 0.6B/4B/8B, Gemma 3 1B/4B, Qwen3-30B-A3B) for lumen's
+Llama 3.1 8B, Qwen2.5 0.5B, Qwen3 0.6B/4B/8B, Gemma 3 1B/4B, Qwen3-30B-A3B, Granite 3.3 2B,
+SmolLM3 3B) for lumen's
 per-architecture golden tests and bench/make_shapes.py.
 
 Weights are deterministic in (family, seed): N(0, 0.02) matrices (embeddings 0.05, so
@@ -115,6 +116,34 @@ FAMILIES = {
                       rope_base=1000000.0, rope_base_swa=10000.0, rope_scale_linear=8.0,
                       eps=1e-6, tied=True, bias=False, qk_norm=True, sliding_window=1024,
                       emb_std=0.06, post_norm_mean=12.0),
+    # IBM Granite 3.3 2B (config.json: hidden_size 2048, 40 layers, 32 heads, 8 kv heads,
+    # intermediate_size 8192, vocab 49155, max_position_embeddings 131072, rope_theta 1e7,
+    # rms_norm_eps 1e-5, tied; embedding_multiplier 12, residual_multiplier 0.22,
+    # attention_multiplier 0.015625, logits_scaling 8): llama + the four multipliers
+    # (granite.embedding_scale / residual_scale / attention.scale / logit_scale)
+    "granite": dict(arch="granite", n_embd=2048, n_layer=40, n_head=32, n_head_kv=8,
+                    head_dim=64, n_ff=8192, n_vocab=49155, n_ctx=131072, rope_base=10000000.0,
+                    eps=1e-5, tied=True, bias=False, qk_norm=False,
+                    granite=(12.0, 0.22, 0.015625, 8.0)),
+    # the CI copy: untied, its head std 0.4 so the logits (divided by 8) spread as the other
+    # families' (std ~2.3); tied, the embeddings x 12 would make every position predict its
+    # own token by a wide margin (see gemma3 above)
+    "granite_ci": dict(arch="granite", n_embd=2048, n_layer=40, n_head=32, n_head_kv=8,
+                       head_dim=64, n_ff=8192, n_vocab=49155, n_ctx=131072,
+                       rope_base=10000000.0, eps=1e-5, tied=False, bias=False, qk_norm=False,
+                       granite=(12.0, 0.22, 0.015625, 8.0), out_std=0.4),
+    # SmolLM3-3B (config.json: 2048, 36 layers, 16 heads, 4 kv heads, intermediate_size
+    # 11008, vocab 128256, max_position_embeddings 65536, rope_theta 5e6, rms_norm_eps 1e-6,
+    # tied): llama with no RoPE in every 4th layer (llama.cpp's fixed step, no key)
+    "smollm3": dict(arch="smollm3", n_embd=2048, n_layer=36, n_head=16, n_head_kv=4,
+                    head_dim=128, n_ff=11008, n_vocab=128256, n_ctx=65536, rope_base=5000000.0,
+                    eps=1e-6, tied=True, bias=False, qk_norm=False),
+    # the CI copy: SmolLM3's head size and GQA ratio at n_embd 512, untied (head std 0.15,
+    # as qwen3moe_tiny), 4 layers so layer 3 is the one without RoPE
+    "smollm3_tiny": dict(arch="smollm3", n_embd=512, n_layer=4, n_head=4, n_head_kv=1,
+                         head_dim=128, n_ff=1536, n_vocab=8192, n_ctx=65536,
+                         rope_base=5000000.0, eps=1e-6, tied=False, bias=False, qk_norm=False,
+                         out_std=0.15),
 }
 
 # The copies tests/test_model_arch_golden.c compares (and tools/gen_golden_arch.py feeds
@@ -129,6 +158,8 @@ CI_MODELS = [
     ("gemma3", "gemma3", 2, 8192, ("f16", "qmix"), {"sliding_window_pattern": 2}),
     ("qwen3moe", "qwen3moe_tiny", 2, 8192, ("f16", "qmix"), {}),
     ("mixtral", "mixtral_tiny", 2, 8192, ("f16", "qmix"), {}),
+    ("granite", "granite_ci", 2, 8192, ("f16", "qmix"), {}),
+    ("smollm3", "smollm3_tiny", 4, 8192, ("f16", "qmix"), {}),
 ]
 CI_SEED = 20240601
 
@@ -327,6 +358,12 @@ def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_S
         w.add_expert_used_count(f["n_expert_used"])
         if arch != "llama":
             w.add_expert_feed_forward_length(f["n_ff_exp"])
+    if "granite" in f:  # as conversion/granite.py writes the *_multiplier / logits_scaling
+        emb_s, res_s, att_s, logit_s = f["granite"]
+        w.add_embedding_scale(emb_s)
+        w.add_residual_scale(res_s)
+        w.add_attention_scale(att_s)
+        w.add_logit_scale(logit_s)
     if "sliding_window" in extra:
         f["sliding_window"] = extra["sliding_window"]
     if "sliding_window" in f:

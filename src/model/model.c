@@ -16,6 +16,8 @@ static const struct lm_arch *const k_archs[] = {
     &lm_arch_qwen2,
     &lm_arch_qwen3,
     &lm_arch_qwen3moe,
+    &lm_arch_granite,
+    &lm_arch_smollm3,
 };
 #define N_ARCHS (sizeof k_archs / sizeof k_archs[0])
 

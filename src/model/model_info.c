@@ -42,7 +42,8 @@ void lm_model_hparams(const struct lm_model *m, struct lm_model_hparams *out) {
         .attn_scale = hp->attn_scale, .embd_scale = hp->embd_scale,
         .final_softcap = hp->final_softcap, .tied_output = m->tied_output,
         .output_bias = m->output_b.data != NULL, .n_expert = hp->n_expert,
-        .n_expert_used = hp->n_expert_used, .n_ff_exp = hp->n_ff_exp};
+        .n_expert_used = hp->n_expert_used, .n_ff_exp = hp->n_ff_exp,
+        .residual_scale = hp->residual_scale, .logit_scale = hp->logit_scale};
     if (hp->rope_scaling == LM_ROPE_SCALING_LLAMA3 && m->rope_freqs) {
         out->rope_llama3 = true;
         // rope_freqs_buf holds the factors computed from rope.scaling.*; otherwise they
@@ -64,7 +65,8 @@ enum lm_status lm_model_layer_info(const struct lm_model *m, int32_t layer,
     const struct lm_layer *l = &m->layers[layer];
     *out = (struct lm_model_layer_info){
         .sliding = l->swa, .qkv_bias = l->bq.data || l->bk.data || l->bv.data,
-        .qk_norm = l->q_norm.data != NULL, .post_norms = l->post_attn_norm.data != NULL};
+        .qk_norm = l->q_norm.data != NULL, .post_norms = l->post_attn_norm.data != NULL,
+        .no_rope = l->no_rope};
     return LM_OK;
 }
 
