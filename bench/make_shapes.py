@@ -42,6 +42,10 @@ at the peak: the F16 plus the outputs:
   qwen3-30b-a3b   Qwen3-30B-A3B (qwen3moe): n_embd 2048, 32 q / 4 kv heads of 128, 128
                   experts of 768, 8 used, vocabulary 151936; 48 layers in the real model,
                   8 by default. 8 layers: F16 ~11 GB (peak disk), Q4_K_M ~3.2 GB; ~6 min.
+  granite-3.3-2b  IBM Granite 3.3 2B: 40 layers, n_embd 2048, 32 q / 8 kv heads of 64, FFN 8192,
+                  vocabulary 49155, tied; its four multipliers. F16 ~5 GB (not yet timed)
+  smollm3-3b      SmolLM3-3B: 36 layers, n_embd 2048, 16 q / 4 kv heads of 128, FFN 11008,
+                  vocabulary 128256, tied; no RoPE in every 4th layer. F16 ~6.2 GB (not yet timed)
 The K-quant formats take ~1-1.5 min per GB of F16 here (Q8_0 / Q4_0 and the Q5_0 / Q8_0
 fallbacks of 1152-wide rows a few times less).
 Each new file is then checked by llama.cpp (below) unless --no-check.
@@ -90,6 +94,8 @@ SHAPES = {
     "gemma3-1b": ("gemma3", 0),
     "gemma3-4b": ("gemma3_4b", 0),
     "qwen3-30b-a3b": ("qwen3moe", 8),  # 48 real layers: the F16 would be 61 GB
+    "granite-3.3-2b": ("granite", 0),
+    "smollm3-3b": ("smollm3", 0),
 }
 FORMATS = ("q4_k_m", "q5_k_m", "q6_k", "q8_0", "q4_0")  # llama-quantize's ftype, lower case
 SHAPE_OUT = os.path.join(os.path.expanduser("~"), ".cache", "lumen", "shapes")

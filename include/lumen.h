@@ -183,6 +183,8 @@ enum lm_chat_template {
     LM_CHAT_TEMPLATE_GEMMA = 0,   // <start_of_turn>role\n...<end_of_turn>\n
     LM_CHAT_TEMPLATE_LLAMA3 = 1,  // <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|>
     LM_CHAT_TEMPLATE_CHATML = 2,  // <|im_start|>role\n...<|im_end|>\n
+    LM_CHAT_TEMPLATE_GRANITE = 3, // <|start_of_role|>role<|end_of_role|>...<|end_of_text|>\n
+                                  // (IBM Granite 3.x)
 };
 
 // A tool call an assistant message made (OpenAI's message.tool_calls[i]).
