@@ -3,7 +3,8 @@
 // the hyper-parameters and per-layer data the loader reads (granite's four multipliers,
 // smollm3's layer 3 without RoPE), batch invariance bit for bit (one batch, chunks of any size
 // (the private residual path of small batches and the shared one), beside other sequences
-// in mixed prefill/decode batches, 1 or 2 threads), and the loader's refusals of bad granite
+// in mixed prefill/decode batches, 1 or 2 threads), the LM head's fused top-k after granite's
+// logit scale, and the loader's refusals of bad granite
 // metadata (byte-patched copies), each with its message. The logits themselves are checked
 // against llama.cpp by tests/test_model_arch_golden.c and against the float64 reference by
 // tests/test_model_ref_forward_arch.sh.
@@ -159,6 +160,59 @@ out:
     free(got);
 }
 
+// ---------------------------------------------------------------- fused top-k
+
+static int cand_cmp(const void *a, const void *b) {
+    const struct lm_token_logit *x = a, *y = b;
+    if (x->logit != y->logit) return x->logit > y->logit ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+// The LM head's top-k selection (lm_context_set_top_k) equals the sorted scaled logits row:
+// granite's logit scale is applied after the matmul, before the selection (ops.c), on a
+// prefill's last row and on both rows of a 2-sequence decode step.
+static void fused_top_k(const char *path) {
+    struct lm_model *m = NULL;
+    if (lm_model_load(&m, path, NULL) != LM_OK) {
+        CHECKF(0, "cannot load %s: %s", path, lm_error_msg());
+        return;
+    }
+    const int nv = lm_model_n_vocab(m), K = 40;
+    struct lm_token_logit *row = malloc(sizeof *row * (size_t)nv);
+    struct lm_context_params cp = {.n_ctx = 64, .n_seq_max = 2, .n_batch = 32, .n_threads = 2};
+    struct lm_context *c = NULL;
+    CHECK(lm_context_init(&c, m, &cp) == LM_OK && lm_context_set_top_k(c, K) == LM_OK);
+    int32_t prompt[12];
+    lm_test_ids(prompt, 12, 5, nv);
+    struct lm_batch_entry b[12];
+    int bad = 0, rows = 0;
+    for (int i = 0; i < 12; i++) b[i] = (struct lm_batch_entry){prompt[i], i, 0, i == 11};
+    bool ok = c && row && lm_decode(c, b, 12) == LM_OK;
+    for (int step = 0; ok && step < 3; step++) {
+        for (int32_t r = 0; r < (step ? 2 : 1); r++, rows++) {
+            const float *lg = lm_get_logits(c, r);
+            const struct lm_token_logit *top = NULL;
+            if (!lg || lm_get_top_k(c, r, &top) != K || !top) { bad++; continue; }
+            for (int j = 0; j < nv; j++) row[j] = (struct lm_token_logit){j, lg[j]};
+            qsort(row, (size_t)nv, sizeof *row, cand_cmp);
+            for (int j = 0; j < K; j++)
+                if (top[j].id != row[j].id || memcmp(&top[j].logit, &row[j].logit, sizeof(float))) {
+                    bad++;
+                    break;
+                }
+        }
+        // next: sequence 0 continues, sequence 1 starts (one token each)
+        b[0] = (struct lm_batch_entry){prompt[step], 12 + step, 0, true};
+        b[1] = (struct lm_batch_entry){prompt[step + 1], step, 1, true};
+        ok = lm_decode(c, b, 2) == LM_OK;
+    }
+    CHECKF(ok && bad == 0 && rows == 5, "%s: fused top-%d: %d of %d rows differ from the sorted row",
+           path, K, bad, rows);
+    lm_context_free(c);
+    lm_model_free(m);
+    free(row);
+}
+
 // ---------------------------------------------------------------- refusals
 
 static unsigned char *find(unsigned char *b, size_t n, const char *s) {
@@ -258,6 +312,7 @@ int main(void) {
     path_of(path, sizeof path, "arch_granite_qmix.gguf");
     check_granite_hparams(path);
     batch_invariance(path);
+    fused_top_k(path);
     refusals(path);
     path_of(path, sizeof path, "arch_smollm3_f16.gguf");
     check_smollm3_hparams(path);
