@@ -1,7 +1,7 @@
 // The forward pass: the one decoder of every architecture (gemma3, llama, qwen2, qwen3,
-// qwen3moe, granite, smollm3), llama.cpp's pre-norm block stack, shaped by m->arch->decoder (lm_decoder_desc)
-// and by the model's data (hyper-parameters, optional weights; experts: lm_op_moe_ffn), so
-// no family has a copy of it. Prefill,
+// qwen3moe, granite, smollm3), llama.cpp's pre-norm block stack, shaped by m->arch->decoder
+// (lm_decoder_desc) and by the model's data (hyper-parameters, optional weights; experts:
+// lm_op_moe_ffn), so no family has a copy of it. Prefill,
 // decode, batched decode and speculative verification are all this function (lm_decode).
 #include "runtime/forward.h"
 

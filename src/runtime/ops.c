@@ -109,8 +109,8 @@ void lm_op_add(float *x, const float *y, int64_t n_rows, int64_t dim, int ith, i
 }
 
 // x += o rows, o first multiplied by the model's residual_scale (granite) when it has one:
-// a rounded product, then the sum (ggml_scale, then ggml_add), in two loops so the compiler
-// cannot contract them into one fma.
+// a rounded product, then the sum (ggml_scale, then ggml_add), in two loops so that GCC does
+// not contract them into one fma.
 void lm_op_residual(const struct lm_context *c, float *x, float *o, int64_t n_rows, int64_t dim,
                     int ith, int nth) {
     const float rs = c->m->hp.residual_scale;
