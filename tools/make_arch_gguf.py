@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Random-weight GGUF models of real architecture shapes (TinyLlama 1.1B, Llama 3.2 1B/3B,
-Llama 3.1 8B, Qwen2.5 0.5B, Qwen3 0.6B/4B/8B, Gemma 3 1B/4B, Qwen3-30B-A3B) for lumen's
+Llama 3.1 8B, Qwen2.5 0.5B, Qwen3 0.6B/4B/8B, Gemma 3 1B/4B, Qwen3-30B-A3B, Granite 3.3 2B,
+SmolLM3 3B) for lumen's
 per-architecture golden tests and bench/make_shapes.py.
 
 Weights are deterministic in (family, seed): N(0, 0.02) matrices (embeddings 0.05, so
@@ -169,6 +170,41 @@ FAMILIES = {
                       n_ff=8192, n_vocab=200064, n_ctx=131072, rope_base=10000.0, eps=1e-5,
                       tied=True, bias=False, qk_norm=False, n_rot=96, rope_orig_ctx=4096,
                       sliding_window=262144),
+    # IBM Granite 3.3 2B (config.json: hidden_size 2048, 40 layers, 32 heads, 8 kv heads,
+    # intermediate_size 8192, vocab 49155, max_position_embeddings 131072, rope_theta 1e7,
+    # rms_norm_eps 1e-5, tied; embedding_multiplier 12, residual_multiplier 0.22,
+    # attention_multiplier 0.015625, logits_scaling 8): llama + the four multipliers
+    # (granite.embedding_scale / residual_scale / attention.scale / logit_scale)
+    "granite": dict(arch="granite", n_embd=2048, n_layer=40, n_head=32, n_head_kv=8,
+                    head_dim=64, n_ff=8192, n_vocab=49155, n_ctx=131072, rope_base=10000000.0,
+                    eps=1e-5, tied=True, bias=False, qk_norm=False,
+                    granite=(12.0, 0.22, 0.015625, 8.0)),
+    # the CI copy: untied, its head std 0.4 so the logits (divided by 8) spread as the other
+    # families' (std ~2.3); tied, the embeddings x 12 would make every position predict its
+    # own token by a wide margin (see gemma3 above). seed_add (added to the family's random
+    # stream's seed) picks weights whose 80 golden positions have no near-tie in the float64
+    # reference (top1-top2 gap >= 0.017; the first stream had one of 0.0008, where llama.cpp's
+    # batched path picks the other token and tools/gen_golden_ref.py refuses to write)
+    "granite_ci": dict(arch="granite", n_embd=2048, n_layer=40, n_head=32, n_head_kv=8,
+                       head_dim=64, n_ff=8192, n_vocab=49155, n_ctx=131072,
+                       rope_base=10000000.0, eps=1e-5, tied=False, bias=False, qk_norm=False,
+                       granite=(12.0, 0.22, 0.015625, 8.0), out_std=0.4, seed_add=10),
+    # SmolLM3-3B (config.json: 2048, 36 layers, 16 heads, 4 kv heads, intermediate_size
+    # 11008, vocab 128256, max_position_embeddings 65536, rope_theta 5e6, rms_norm_eps 1e-6,
+    # tied): llama with no RoPE in every 4th layer (llama.cpp's fixed step, no key)
+    "smollm3": dict(arch="smollm3", n_embd=2048, n_layer=36, n_head=16, n_head_kv=4,
+                    head_dim=128, n_ff=11008, n_vocab=128256, n_ctx=65536, rope_base=5000000.0,
+                    eps=1e-6, tied=True, bias=False, qk_norm=False),
+    # the CI copy: SmolLM3's head size and GQA ratio at n_embd 512, untied (head std 0.15,
+    # as qwen3moe_tiny), 4 layers so layer 3 is the one without RoPE; seed_add as granite_ci's
+    # (the reference's smallest top1-top2 gap 0.024). Its quant mix is noisy at this width
+    # (lumen, llama.cpp's GEMV and its batched path each differ from the others by KL ~8e-4,
+    # mean |d logit| 0.05): of the streams tried (0, 2, 10, 1), 0 and 2 put a golden position
+    # within that noise (a top-1 flip at gap 0.14), 1 a logit 0.299 off (limit 0.3)
+    "smollm3_tiny": dict(arch="smollm3", n_embd=512, n_layer=4, n_head=4, n_head_kv=1,
+                         head_dim=128, n_ff=1536, n_vocab=8192, n_ctx=65536,
+                         rope_base=5000000.0, eps=1e-6, tied=False, bias=False, qk_norm=False,
+                         out_std=0.15, seed_add=10),
 }
 
 # The copies tests/test_model_arch_golden.c compares (and tools/gen_golden_arch.py feeds
@@ -194,6 +230,8 @@ CI_MODELS = [
     # argmax differs from the float64 reference's, which tools/gen_golden_ref.py refuses)
     ("phi35", "phi35_mini", 1, 8192, ("f16", "qmix"), {}),
     ("phi4", "phi4_mini", 1, 8064, ("f16", "qmix"), {"rope_orig_ctx": 32}),
+    ("granite", "granite_ci", 2, 8192, ("f16", "qmix"), {}),
+    ("smollm3", "smollm3_tiny", 4, 8192, ("f16", "qmix"), {}),
 ]
 CI_SEED = 20240601
 
@@ -586,7 +624,7 @@ def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_S
     E, L, H, HKV, HD, FF, V = (f["n_embd"], f["n_layer"], f["n_head"], f["n_head_kv"],
                                f["head_dim"], f["n_ff"], f["n_vocab"])
     # one stream per family: the f16 and qmix files hold the same underlying weights
-    rnd = Rand(seed + sum(map(ord, family)))
+    rnd = Rand(seed + sum(map(ord, family)) + f.get("seed_add", 0))
     tmp = str(path) + ".tmp"
     w = gguf.GGUFWriter(tmp, arch)
     w.add_name("lumen-random-%s-%dL-%s" % (family, L, dtype))
@@ -609,6 +647,12 @@ def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_S
         w.add_expert_used_count(f["n_expert_used"])
         if arch != "llama":
             w.add_expert_feed_forward_length(f["n_ff_exp"])
+    if "granite" in f:  # as conversion/granite.py writes the *_multiplier / logits_scaling
+        emb_s, res_s, att_s, logit_s = f["granite"]
+        w.add_embedding_scale(emb_s)
+        w.add_residual_scale(res_s)
+        w.add_attention_scale(att_s)
+        w.add_logit_scale(logit_s)
     if "sliding_window" in extra:
         f["sliding_window"] = extra["sliding_window"]
     if "rope_orig_ctx" in f:  # LongRoPE (phi3), as the converter writes it

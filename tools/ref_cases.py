@@ -28,7 +28,7 @@ import make_arch_gguf as mk  # noqa: E402
 import ref_forward  # noqa: E402
 
 ARCH = ["tinyllama", "llama32", "qwen25", "qwen3", "gemma3", "qwen3moe", "mixtral", "deepseek2", "phi35",
-        "phi4"]
+        "phi4", "granite", "smollm3"]
 SHORT = 100
 CASES = [("gemma3-270m-q4_k_m", "default", "tests/golden/gemma3_logits.txt", None),
          ("gemma3-270m-q4_k_m-short", "default", "tests/golden/gemma3_logits.txt", SHORT),
