@@ -17,6 +17,8 @@
 //                element 8j + kk, high nibble = of element 8j + 4 + kk (raw 0..15)
 //             + 8 x 8 bytes of high bits: u64 g, bit r*4 + kk = bit 4 of element 4g + kk
 //       q4_0: q5_0's 4 x 64 bytes of nibbles (the raw 0..15), no high bits
+//       iq4_nl: q4_0's record (its blocks have q4_0's bytes); the kernels look each index up
+//             as kv + 128 (lm_kvalues_iq4nl) and undo the + 128 as q8_0 does
 // so one vector of 16 rows x 4 elements, unsigned (q8_0: q + 128, q5_0: the raw 0..31 =
 // q + 16, q4_0: the raw 0..15 = q + 8), meets 4 broadcast activation bytes in one vpdpbusd.
 // The offsets come back through the activation sums: sum (q + c) x = sum q x + c sum x

@@ -14,7 +14,8 @@ bool lm_il_supported(enum lm_dtype t, int64_t n_out, int64_t n_in) {
     switch (t) {
     case LM_DTYPE_Q8_0:
     case LM_DTYPE_Q5_0:
-    case LM_DTYPE_Q4_0: return n_in % 32 == 0;
+    case LM_DTYPE_Q4_0:
+    case LM_DTYPE_IQ4_NL: return n_in % 32 == 0;
     case LM_DTYPE_Q4_K:
     case LM_DTYPE_Q5_K:
     case LM_DTYPE_Q6_K: return n_in % LM_QK_K == 0;
@@ -31,7 +32,8 @@ size_t lm_il_group_bytes(enum lm_dtype t, int64_t n_in) {
     switch (t) {
     case LM_DTYPE_Q8_0: return (size_t)(n_in / 32) * LM_IL_Q8_0_REC;
     case LM_DTYPE_Q5_0: return (size_t)(n_in / 32) * LM_IL_Q5_0_REC;
-    case LM_DTYPE_Q4_0: return (size_t)(n_in / 32) * LM_IL_Q4_0_REC;
+    case LM_DTYPE_Q4_0:
+    case LM_DTYPE_IQ4_NL: return (size_t)(n_in / 32) * LM_IL_Q4_0_REC;
     case LM_DTYPE_Q4_K: return (size_t)(n_in / LM_QK_K) * sizeof(struct lm_il_q4_K_sb);
     case LM_DTYPE_Q5_K: return (size_t)(n_in / LM_QK_K) * sizeof(struct lm_il_q5_K_sb);
     case LM_DTYPE_Q6_K: return (size_t)(n_in / LM_QK_K) * sizeof(struct lm_il_q6_K_sb);
@@ -206,7 +208,8 @@ void lm_il_pack_group(enum lm_dtype t, void *dst, const void *src, size_t row_by
     switch (t) {
     case LM_DTYPE_Q8_0: pack_q8_0(dst, src, row_bytes, n_in); break;
     case LM_DTYPE_Q5_0: pack_q5_0(dst, src, row_bytes, n_in); break;
-    case LM_DTYPE_Q4_0: pack_q4_0(dst, src, row_bytes, n_in); break;
+    case LM_DTYPE_Q4_0:
+    case LM_DTYPE_IQ4_NL: pack_q4_0(dst, src, row_bytes, n_in); break; // same block bytes
     case LM_DTYPE_Q4_K: pack_q4_K(dst, src, row_bytes, n_in); break;
     case LM_DTYPE_Q5_K: pack_q5_K(dst, src, row_bytes, n_in); break;
     case LM_DTYPE_Q6_K: pack_q6_K(dst, src, row_bytes, n_in); break;
