@@ -54,6 +54,9 @@ static const struct arch_case k_cases[] = {
     {"arch_qwen3moe_qmix.gguf", "tests/golden/arch_qwen3moe_qmix.txt", QMIX_TOP1, QMIX_ABS},
     {"arch_mixtral_f16.gguf", "tests/golden/arch_mixtral_f16.txt", F16_TOP1, F16_ABS},
     {"arch_mixtral_qmix.gguf", "tests/golden/arch_mixtral_qmix.txt", QMIX_TOP1, QMIX_ABS},
+    // IQ4 mixes (make_arch_gguf.py 'iq4nl' / 'iq4xs'): 8-bit activations as qmix, same limits
+    {"arch_qwen25_iq4nl.gguf", "tests/golden/arch_qwen25_iq4nl.txt", QMIX_TOP1, QMIX_ABS},
+    {"arch_llama32_iq4xs.gguf", "tests/golden/arch_llama32_iq4xs.txt", QMIX_TOP1, QMIX_ABS},
 };
 
 static double now_s(void) {

@@ -27,6 +27,9 @@ llama.cpp: Q4_K for q/k/o/gate/up, Q6_K for v/down/embeddings/output where the r
 is a multiple of 256; rows that are not (n_embd 896, 1152) fall back to Q5_0 / Q8_0 as
 llama.cpp's quantizer does. The K-quant packers below are simple min/max quantizers (not
 llama.cpp's search), which is fine: the golden data comes from llama.cpp on the same file.
+dtype 'iq4nl' / 'iq4xs': every matrix IQ4_NL / IQ4_XS (IQ4_NL where a row is not a multiple
+of 256), output.weight Q6_K (Q8_0), as llama-quantize's IQ4_NL / IQ4_XS write them without
+their attn_v / first-ffn_down upgrades.
 
 usage:
   make_arch_gguf.py --family qwen3 [--layers N] [--vocab N] [--dtype f16|qmix] OUT.gguf
@@ -129,6 +132,9 @@ CI_MODELS = [
     ("gemma3", "gemma3", 2, 8192, ("f16", "qmix"), {"sliding_window_pattern": 2}),
     ("qwen3moe", "qwen3moe_tiny", 2, 8192, ("f16", "qmix"), {}),
     ("mixtral", "mixtral_tiny", 2, 8192, ("f16", "qmix"), {}),
+    # the IQ4 formats as llama-quantize mixes them (IQ4_XS: rows of 896 fall back to IQ4_NL)
+    ("qwen25", "qwen25", 2, 8192, ("iq4nl",), {}),
+    ("llama32", "llama32", 1, 8192, ("iq4xs",), {}),
 ]
 CI_SEED = 20240601
 
@@ -263,8 +269,65 @@ def quant_q6_k(x):
     return out.reshape(rows, -1)
 
 
+# ============================================================ IQ4 packers
+# Nearest table value under a per-block scale (not llama.cpp's search): the golden data
+# comes from llama.cpp on the same file. The blocks' layouts: src/tensor/blocks.h.
+
+IQ4_KV = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113],
+                  np.float32)
+
+
+def _iq4_index(v):
+    """v (..., 32) in table units -> nearest table index (..., 32) uint8."""
+    return np.abs(v[..., None] - IQ4_KV).argmin(axis=-1).astype(np.uint8)
+
+
+def _signed_amax(b):
+    """the element of largest magnitude along the last axis, with its sign"""
+    return np.take_along_axis(b, np.abs(b).argmax(axis=-1)[..., None], axis=-1)[..., 0]
+
+
+def quant_iq4_nl(x):
+    """x (rows, n) float32, n % 32 == 0 -> (rows, n/32*18) uint8 IQ4_NL blocks."""
+    rows, n = x.shape
+    b = x.reshape(-1, 32)
+    d = _f16(_signed_amax(b) / -127.0)
+    df = d.astype(np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        v = np.where(df[:, None] != 0, b / df[:, None], 0)
+    q = _iq4_index(v)
+    qs = q[:, :16] | (q[:, 16:] << 4)
+    return np.concatenate([d.view(np.uint8).reshape(-1, 2), qs], axis=1).reshape(rows, -1)
+
+
+def quant_iq4_xs(x):
+    """x (rows, n) float32, n % 256 == 0 -> (rows, n/256*136) uint8 IQ4_XS blocks."""
+    rows, n = x.shape
+    b = x.reshape(-1, 8, 32)
+    s = _signed_amax(b) / -127.0                               # (nb, 8) sub-block scales
+    d = _f16(-_signed_amax(s) / 32.0)
+    df = d.astype(np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        l = np.where(df[:, None] != 0, np.rint(s / df[:, None]), 0)
+    l = np.clip(l, -32, 31).astype(np.int32)
+    dl = df[:, None] * l.astype(np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        v = np.where(dl[:, :, None] != 0, b / dl[:, :, None], 0)
+    q = _iq4_index(v)                                          # (nb, 8, 32)
+    ls = (l + 32).astype(np.uint16)
+    scales_l = ((ls[:, 0::2] & 15) | ((ls[:, 1::2] & 15) << 4)).astype(np.uint8)
+    scales_h = np.zeros(ls.shape[0], np.uint16)
+    for j in range(8):
+        scales_h |= ((ls[:, j] >> 4) & 3) << (2 * j)
+    qs = (q[:, :, :16] | (q[:, :, 16:] << 4)).reshape(-1, 128)
+    out = np.concatenate([d.view(np.uint8).reshape(-1, 2), scales_h.view(np.uint8).reshape(-1, 2),
+                          scales_l, qs], axis=1)
+    return out.reshape(rows, -1)
+
+
 QMIX_HIGH = ("attn_v.weight", "ffn_down.weight", "ffn_down_exps.weight", "token_embd.weight",
              "output.weight")
+IQ4_DTYPES = {"iq4nl": 25, "iq4xs": 30}  # dtype -> llama_ftype (MOSTLY_IQ4_NL / _XS)
 F32_MATRICES = ("ffn_gate_inp.weight",)  # the MoE router stays F32 (converter, llama-quantize)
 
 
@@ -277,6 +340,14 @@ def encode(name, arr, dtype):
     high = name.endswith(QMIX_HIGH)
     lead, n = arr.shape[:-1], arr.shape[-1]  # 3-D experts: rows of every expert
     flat = arr.reshape(-1, n)
+    if dtype in IQ4_DTYPES:  # llama-quantize's IQ4_NL / IQ4_XS: output Q6_K (Q8_0), IQ4_XS
+        if name == "output.weight":  # rows not of 256 fall back to IQ4_NL
+            q, qt = (quant_q6_k(flat), QT.Q6_K) if n % 256 == 0 else (quants.quantize(flat, QT.Q8_0), QT.Q8_0)
+        elif dtype == "iq4xs" and n % 256 == 0:
+            q, qt = quant_iq4_xs(flat), QT.IQ4_XS
+        else:
+            q, qt = quant_iq4_nl(flat), QT.IQ4_NL
+        return q.reshape(lead + (q.shape[-1],)), qt
     if n % 256 == 0:
         if high:
             q, qt = quant_q6_k(flat), QT.Q6_K
@@ -338,7 +409,7 @@ def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_S
         w.add_rope_scaling_factor(f["rope_scale_linear"])
     if "sliding_window_pattern" in extra:
         w.add_uint32("%s.attention.sliding_window_pattern" % arch, extra["sliding_window_pattern"])
-    w.add_file_type(1 if dtype == "f16" else 15)  # MOSTLY_F16 / MOSTLY_Q4_K_M
+    w.add_file_type(IQ4_DTYPES.get(dtype, 1 if dtype == "f16" else 15))  # MOSTLY_F16 / _Q4_K_M
 
     toks, scores, types = spm_vocab(V)
     for tid, text in extra.get("token_text", {}).items():
@@ -490,7 +561,7 @@ def main():
     ap.add_argument("--family", choices=sorted(FAMILIES))
     ap.add_argument("--layers", type=int, default=0, help="reduced layer count (0 = real)")
     ap.add_argument("--vocab", type=int, default=0, help="reduced vocabulary (0 = real)")
-    ap.add_argument("--dtype", choices=("f16", "qmix"), default="f16")
+    ap.add_argument("--dtype", choices=("f16", "qmix", "iq4nl", "iq4xs"), default="f16")
     ap.add_argument("--seed", type=int, default=CI_SEED)
     ap.add_argument("--swa-pattern", type=int, default=0,
                     help="write <arch>.attention.sliding_window_pattern (gemma3)")
