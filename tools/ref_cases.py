@@ -37,6 +37,10 @@ for _a in ARCH:
     for _dt in ("f16", "qmix"):
         CASES.append(("arch_%s_%s" % (_a, _dt), "arch:arch_%s_%s.gguf" % (_a, _dt),
                       "tests/golden/arch_%s_%s.txt" % (_a, _dt), None))
+# the IQ4 mixes (make_arch_gguf.py CI_MODELS' 'iq4nl' / 'iq4xs' entries)
+for _a, _dt in (("qwen25", "iq4nl"), ("llama32", "iq4xs")):
+    CASES.append(("arch_%s_%s" % (_a, _dt), "arch:arch_%s_%s.gguf" % (_a, _dt),
+                  "tests/golden/arch_%s_%s.txt" % (_a, _dt), None))
 # the larger shapes' reduced copies (make_arch_gguf.SHAPE_CI_MODELS): the sequences of the CI
 # copy of the same family (gemma3's up to 64 tokens: its 600-token one would take minutes)
 SHAPE_SEQS = {"llama32_3b": ("llama32", None), "llama31_8b": ("llama32", None),
@@ -55,7 +59,7 @@ def kind(name, source):
         return "q4_k_m"
     if source == "f32":
         return "f32"
-    return name.rsplit("_", 1)[-1]  # arch_<family>_<f16|qmix>
+    return name.rsplit("_", 1)[-1]  # arch_<family>_<f16|qmix|iq4nl|iq4xs>
 
 
 def work_dir():
