@@ -1,6 +1,6 @@
 // iq4_nl / iq4_xs kernels: the generic dots against a float64 reference, every table's dot
-// bit-identical to the generic one (odd block counts, q8_K's -128 activations), and iq4_nl's
-// il GEMM (packing, every table, every token count) bit-identical to vec_dot row by row.
+// bit-identical to the generic one (odd block counts, q8_K's -128 activations), and the il
+// GEMMs (packing, every table, every token count) bit-identical to vec_dot row by row.
 // LM_TEST_LABELS: unit
 #include <math.h>
 #include <stdint.h>
@@ -108,31 +108,32 @@ static void test_dequant_facts(void) {
 }
 
 // il: 16 k rows packed, every table's il_gemm for nt = 1..16 == generic vec_dot per (row, token)
-static void test_il(void) {
+static void test_il(enum lm_dtype t) {
     const struct lm_kernels *g = lm_kernels_generic();
-    const enum lm_dtype t = LM_DTYPE_IQ4_NL;
-    static const int64_t n_ins[] = {32, 96, 160, 1056};
-    CHECK(!lm_il_supported(t, 24, 64) && !lm_il_supported(t, 16, 48) && lm_il_supported(t, 32, 64));
+    const enum lm_dtype at = lm_vec_dot_type(t);
+    const int64_t bs = lm_dtype_traits(t)->block_size;
+    const int64_t n_ins[] = {bs, 3 * bs, 5 * bs, bs == 32 ? 1056 : 2048};
+    CHECK(!lm_il_supported(t, 24, 2 * bs) && !lm_il_supported(t, 16, bs + 16) && lm_il_supported(t, 32, 2 * bs));
     for (size_t ni = 0; ni < sizeof n_ins / sizeof n_ins[0]; ni++) {
         const int64_t n_in = n_ins[ni], n_out = 32, nt_max = LM_IL_MAX_NT;
         const size_t rb = lm_dtype_row_size(t, n_in), gb = lm_il_group_bytes(t, n_in);
         uint8_t *w = malloc(rb * (size_t)n_out), *il = malloc(gb * (size_t)(n_out / 16));
         random_weights(t, w, n_in * n_out);
         for (int64_t gi = 0; gi < n_out / 16; gi++) lm_il_pack_group(t, il + gi * gb, w + gi * 16 * rb, rb, n_in);
-        const size_t qb = lm_dtype_row_size(LM_DTYPE_Q8_0, n_in), xab = lm_il_act_row_bytes(t, n_in);
+        const size_t qb = lm_dtype_row_size(at, n_in), xab = lm_il_act_row_bytes(t, n_in);
         uint8_t *xq = malloc(qb * nt_max), *xa = malloc(xab * nt_max);
         float *xf = malloc((size_t)n_in * 4), *want = malloc(sizeof(float) * (size_t)(n_out * nt_max));
         float *got = malloc(sizeof(float) * (size_t)(n_out * nt_max));
         for (int tk = 0; tk < nt_max; tk++) {
             for (int64_t i = 0; i < n_in; i++) xf[i] = rng_act();
-            g->quant[LM_DTYPE_Q8_0](xf, xq + tk * qb, n_in);
+            g->quant[at](xf, xq + tk * qb, n_in);
             lm_il_act_from(t, xq + tk * qb, n_in, xa + tk * xab);
             for (int64_t r = 0; r < n_out; r++) g->vec_dot[t](n_in, &want[tk * n_out + r], w + r * rb, xq + tk * qb);
         }
         const struct lm_kernels *all[4] = {g};
         for (int k = 0; k < n_tabs; k++) all[k + 1] = tabs[k];
         for (int k = 0; k <= n_tabs; k++) {
-            CHECKF(all[k]->il_gemm[t] != NULL, "%s: no il_gemm[iq4_nl]", all[k]->name);
+            CHECKF(all[k]->il_gemm[t] != NULL, "%s: no il_gemm[%s]", all[k]->name, lm_dtype_name(t));
             if (!all[k]->il_gemm[t]) continue;
             for (int nt = 1; nt <= nt_max; nt++) {
                 for (int64_t gi = 0; gi < n_out / 16; gi++)
@@ -141,8 +142,8 @@ static void test_il(void) {
                 for (int tk = 0; tk < nt; tk++)
                     for (int64_t r = 0; r < n_out; r++)
                         bad += memcmp(&got[tk * n_out + r], &want[tk * n_out + r], 4) != 0;
-                CHECKF(bad == 0, "%s il_gemm iq4_nl n_in=%lld nt=%d: %d outputs differ from vec_dot", all[k]->name,
-                       (long long)n_in, nt, bad);
+                CHECKF(bad == 0, "%s il_gemm %s n_in=%lld nt=%d: %d outputs differ from vec_dot", all[k]->name,
+                       lm_dtype_name(t), (long long)n_in, nt, bad);
             }
         }
         free(w), free(il), free(xq), free(xa), free(xf), free(want), free(got);
@@ -160,6 +161,7 @@ int main(void) {
     test_dequant_facts();
     test_dot(LM_DTYPE_IQ4_NL);
     test_dot(LM_DTYPE_IQ4_XS);
-    test_il();
+    test_il(LM_DTYPE_IQ4_NL);
+    test_il(LM_DTYPE_IQ4_XS);
     return lm_test_finish();
 }

@@ -75,6 +75,17 @@ _Static_assert(sizeof(struct lm_il_q6_K_sb) == 3392, "il q6_K super-block size")
 // q5_K: 2880 (16 x 176 = 2816)
 _Static_assert(sizeof(struct lm_il_q5_K_sb) == 2880, "il q5_K super-block size");
 
+// iq4_xs: q4_K's nibble arrangement of the 4-bit table indices, the signed sub-block scales
+// decoded; the kernels look each index up as kv + 128 (unsigned) and undo the + 128 through
+// the q8_K row's bsums.
+struct lm_il_iq4_xs_sb {
+    lm_f16 d[LM_IL_ROWS];             // super-block scale of row r
+    int8_t sc[8][LM_IL_ROWS];         // sc[j][r]: scale of sub-block j (-32..31)
+    uint8_t qs[8][4][4 * LM_IL_ROWS]; // qs[j][v][4r + kk]: lo = idx[r][32j + 4v + kk],
+                                      //                    hi = idx[r][32j + 16 + 4v + kk]
+};
+_Static_assert(sizeof(struct lm_il_iq4_xs_sb) == 2208, "il iq4_xs super-block size"); // 16 x 136 = 2176
+
 // ---- f16: the file layout itself, 16 rows of n_in halves one after another (row_bytes =
 // 2 n_in), so the weights are used in place and nothing is copied at load (lm_il_in_place).
 // Its activation rows are f32: the f16-rounded activations (the f16 row vec_dot reads)

@@ -18,7 +18,8 @@ bool lm_il_supported(enum lm_dtype t, int64_t n_out, int64_t n_in) {
     case LM_DTYPE_IQ4_NL: return n_in % 32 == 0;
     case LM_DTYPE_Q4_K:
     case LM_DTYPE_Q5_K:
-    case LM_DTYPE_Q6_K: return n_in % LM_QK_K == 0;
+    case LM_DTYPE_Q6_K:
+    case LM_DTYPE_IQ4_XS: return n_in % LM_QK_K == 0;
     case LM_DTYPE_F16: return true;
     default: return false;
     }
@@ -37,6 +38,7 @@ size_t lm_il_group_bytes(enum lm_dtype t, int64_t n_in) {
     case LM_DTYPE_Q4_K: return (size_t)(n_in / LM_QK_K) * sizeof(struct lm_il_q4_K_sb);
     case LM_DTYPE_Q5_K: return (size_t)(n_in / LM_QK_K) * sizeof(struct lm_il_q5_K_sb);
     case LM_DTYPE_Q6_K: return (size_t)(n_in / LM_QK_K) * sizeof(struct lm_il_q6_K_sb);
+    case LM_DTYPE_IQ4_XS: return (size_t)(n_in / LM_QK_K) * sizeof(struct lm_il_iq4_xs_sb);
     case LM_DTYPE_F16: return (size_t)LM_IL_ROWS * (size_t)n_in * sizeof(lm_f16);
     default: LM_ASSERT(!"no il layout"); return 0;
     }
@@ -213,6 +215,7 @@ void lm_il_pack_group(enum lm_dtype t, void *dst, const void *src, size_t row_by
     case LM_DTYPE_Q4_K: pack_q4_K(dst, src, row_bytes, n_in); break;
     case LM_DTYPE_Q5_K: pack_q5_K(dst, src, row_bytes, n_in); break;
     case LM_DTYPE_Q6_K: pack_q6_K(dst, src, row_bytes, n_in); break;
+    case LM_DTYPE_IQ4_XS: lm_il_pack_iq4_xs(dst, src, row_bytes, n_in); break; // iq4_generic.c
     case LM_DTYPE_F16:
         for (int r = 0; r < LM_IL_ROWS; r++)
             memcpy((char *)dst + (size_t)r * (size_t)n_in * sizeof(lm_f16),

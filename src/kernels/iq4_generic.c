@@ -115,3 +115,50 @@ void lm_il_gemm_iq4_nl_generic(int64_t n_in, int nt, float *y, size_t ys, const 
     for (int t = 0; t < nt; t++)
         for (int r = 0; r < LM_IL_ROWS; r++) y[(size_t)t * ys + r] = acc[t][r];
 }
+
+// ================================================================ il (iq4_xs)
+
+void lm_il_pack_iq4_xs(void *dst, const void *src, size_t row_bytes, int64_t n_in) {
+    for (int r = 0; r < LM_IL_ROWS; r++) {
+        const struct lm_block_iq4_xs *x = (const struct lm_block_iq4_xs *)((const char *)src + (size_t)r * row_bytes);
+        for (int64_t i = 0; i < n_in / LM_QK_K; i++) {
+            struct lm_il_iq4_xs_sb *o = (struct lm_il_iq4_xs_sb *)dst + i;
+            o->d[r] = x[i].d;
+            for (int j = 0; j < 8; j++) {
+                o->sc[j][r] = (int8_t)lm_iq4_xs_scale(&x[i], j);
+                // the file's byte 16j + 4v + kk holds idx 32j + 4v + kk (low) and + 16 (high):
+                // the il bytes are the file's, 4 at a time
+                for (int v = 0; v < 4; v++) memcpy(&o->qs[j][v][4 * r], x[i].qs + 16 * j + 4 * v, 4);
+            }
+        }
+    }
+}
+
+// W group (16, n_in) @ X (nt, n_in) q8_K rows -> y[t * ys + r]: per super-block and row,
+// isum = sum_j sc[j] * (sum (kv + 128) x - 128 (bsums[2j] + bsums[2j + 1])), then vec_dot's fmaf
+void lm_il_gemm_iq4_xs_generic(int64_t n_in, int nt, float *y, size_t ys, const void *wg,
+                               const void *xa, size_t xas) {
+    float acc[LM_IL_MAX_NT][LM_IL_ROWS] = {{0}};
+    for (int64_t i = 0; i < n_in / LM_QK_K; i++) {
+        const struct lm_il_iq4_xs_sb *b = (const struct lm_il_iq4_xs_sb *)wg + i;
+        for (int t = 0; t < nt; t++) {
+            const struct lm_block_q8_K *yb = (const struct lm_block_q8_K *)((const char *)xa + (size_t)t * xas) + i;
+            for (int r = 0; r < LM_IL_ROWS; r++) {
+                int32_t isum = 0;
+                for (int j = 0; j < 8; j++) {
+                    int32_t sub = -128 * (yb->bsums[2 * j] + yb->bsums[2 * j + 1]);
+                    for (int v = 0; v < 4; v++)
+                        for (int kk = 0; kk < 4; kk++) {
+                            const uint8_t byte = b->qs[j][v][4 * r + kk];
+                            sub += (lm_kvalues_iq4nl[byte & 0x0f] + 128) * yb->qs[32 * j + 4 * v + kk];
+                            sub += (lm_kvalues_iq4nl[byte >> 4] + 128) * yb->qs[32 * j + 16 + 4 * v + kk];
+                        }
+                    isum += b->sc[j][r] * sub;
+                }
+                acc[t][r] = fmaf(lm_f16_to_f32(b->d[r]) * yb->d, (float)isum, acc[t][r]);
+            }
+        }
+    }
+    for (int t = 0; t < nt; t++)
+        for (int r = 0; r < LM_IL_ROWS; r++) y[(size_t)t * ys + r] = acc[t][r];
+}

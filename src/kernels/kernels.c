@@ -46,7 +46,7 @@ static const struct lm_kernels k_generic = {
         [LM_DTYPE_Q4_0] = lm_il_gemm_q4_0_generic, [LM_DTYPE_Q5_K] = lm_il_gemm_q5_K_generic,
         [LM_DTYPE_Q4_K] = lm_il_gemm_q4_K_generic, [LM_DTYPE_Q6_K] = lm_il_gemm_q6_K_generic,
         [LM_DTYPE_F16] = lm_il_gemm_f16_generic,
-        [LM_DTYPE_IQ4_NL] = lm_il_gemm_iq4_nl_generic,
+        [LM_DTYPE_IQ4_NL] = lm_il_gemm_iq4_nl_generic, [LM_DTYPE_IQ4_XS] = lm_il_gemm_iq4_xs_generic,
     },
     .rmsnorm = lm_rmsnorm_generic, .rope = lm_rope_generic, .geglu = lm_geglu_generic,
     .swiglu = lm_swiglu_generic, .f32_to_f16 = lm_f32_to_f16_generic, .attn = lm_attn_generic,
@@ -148,6 +148,7 @@ static void avx512_init(void) {
     k_avx512.vec_dot[LM_DTYPE_IQ4_NL] = lm_vec_dot_iq4_nl_avx512;
     k_avx512.vec_dot[LM_DTYPE_IQ4_XS] = lm_vec_dot_iq4_xs_avx512;
     k_avx512.il_gemm[LM_DTYPE_IQ4_NL] = lm_il_gemm_iq4_nl_avx512;
+    k_avx512.il_gemm[LM_DTYPE_IQ4_XS] = lm_il_gemm_iq4_xs_avx512;
     // AMX-INT8 for k-quant prefill where the CPU has it and Linux grants the tile state
     // (il_amx.c is built for x86-64 Linux only)
 #if defined(__linux__)

@@ -41,6 +41,7 @@ typedef void (*lm_vec_dot_n_u8_fn)(int64_t n, int nt, float *s, size_t ss, const
 //               the blocks in order, acc starting at 0 (ggml's reference order)
 //   iq4_nl:     q8_0's order, and bit-identical to vec_dot[IQ4_NL] of every table, which
 //               follows it too
+//   iq4_xs:     bit-identical to vec_dot[IQ4_XS] (exact int32 per super-block, one fma chain)
 //   q4_K, q5_K, q6_K: bit-identical to vec_dot of the same dtype (exact int32 per super-block,
 //               then the single-row float steps)
 //   f16:        one accumulator of 16 float lanes per output, lane l taking the elements

@@ -77,7 +77,10 @@ int lm_amx_enable(void);
 lm_dequant_kernel lm_dequant_iq4_nl_generic, lm_dequant_iq4_xs_generic;
 lm_vec_dot_kernel lm_vec_dot_iq4_nl_generic, lm_vec_dot_iq4_xs_generic, lm_vec_dot_iq4_nl_avx2,
     lm_vec_dot_iq4_xs_avx2, lm_vec_dot_iq4_nl_avx512, lm_vec_dot_iq4_xs_avx512;
-lm_il_gemm_kernel lm_il_gemm_iq4_nl_generic, lm_il_gemm_iq4_nl_avx512;
+lm_il_gemm_kernel lm_il_gemm_iq4_nl_generic, lm_il_gemm_iq4_nl_avx512, lm_il_gemm_iq4_xs_generic,
+    lm_il_gemm_iq4_xs_avx512;
+// 16 iq4_xs rows at src (row_bytes apart) -> one il group at dst (il_pack.c's switch calls it)
+void lm_il_pack_iq4_xs(void *dst, const void *src, size_t row_bytes, int64_t n_in);
 
 // ---- rows_generic.c, attn_generic.c, topk_generic.c and their AVX-512 versions (the AVX2
 // table uses the generic ones)
