@@ -133,7 +133,10 @@ static void test_il(enum lm_dtype t) {
         const struct lm_kernels *all[4] = {g};
         for (int k = 0; k < n_tabs; k++) all[k + 1] = tabs[k];
         for (int k = 0; k <= n_tabs; k++) {
-            CHECKF(all[k]->il_gemm[t] != NULL, "%s: no il_gemm[%s]", all[k]->name, lm_dtype_name(t));
+            // the AVX2 table runs the IQ4 types on the file layout (kernels.c)
+            const int want_il = all[k] != lm_kernels_avx2();
+            CHECKF((all[k]->il_gemm[t] != NULL) == want_il, "%s: il_gemm[%s] %s", all[k]->name, lm_dtype_name(t),
+                   want_il ? "missing" : "set");
             if (!all[k]->il_gemm[t]) continue;
             for (int nt = 1; nt <= nt_max; nt++) {
                 for (int64_t gi = 0; gi < n_out / 16; gi++)

@@ -222,8 +222,8 @@ int main(int argc, char **argv) {
     }
     const char *only = argc > 1 ? argv[1] : NULL;
     if (!generate_models()) return lm_test_finish();
-    // LUMEN_TEST_QUICK (sanitizer pass): the F16 files only; the quant mixes run the same
-    // kernels as the default-model tests
+    // LUMEN_TEST_QUICK (sanitizer pass): the F16 files and the IQ4 mixes (kernels no
+    // default-model test runs); the K-quant mixes run the same kernels as the default-model tests
     const int quick = lm_test_quick();
     for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++)
         if ((!only || strstr(k_cases[i].gguf, only)) && !(quick && strstr(k_cases[i].gguf, "qmix")))

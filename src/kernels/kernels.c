@@ -89,6 +89,10 @@ static void avx2_init(void) {
     k_avx2.il_gemm[LM_DTYPE_F16] = lm_il_gemm_f16_avx2;
     k_avx2.vec_dot[LM_DTYPE_IQ4_NL] = lm_vec_dot_iq4_nl_avx2;
     k_avx2.vec_dot[LM_DTYPE_IQ4_XS] = lm_vec_dot_iq4_xs_avx2;
+    // no AVX2 il kernel for the IQ4 types: their weights keep the file layout there and run
+    // vec_dot (the same bits), not the scalar il GEMM, whose table lookups do not vectorize
+    k_avx2.il_gemm[LM_DTYPE_IQ4_NL] = NULL;
+    k_avx2.il_gemm[LM_DTYPE_IQ4_XS] = NULL;
 }
 
 const struct lm_kernels *lm_kernels_avx2(void) {
