@@ -73,6 +73,9 @@ static const struct arch_case k_cases[] = {
     {"arch_granite_qmix.gguf", "tests/golden/arch_granite_qmix.txt", QMIX_TOP1, QMIX_ABS},
     {"arch_smollm3_f16.gguf", "tests/golden/arch_smollm3_f16.txt", F16_TOP1, F16_ABS},
     {"arch_smollm3_qmix.gguf", "tests/golden/arch_smollm3_qmix.txt", QMIX_TOP1, QMIX_ABS},
+    // IQ4 mixes (make_arch_gguf.py 'iq4nl' / 'iq4xs'): 8-bit activations as qmix, same limits
+    {"arch_qwen25_iq4nl.gguf", "tests/golden/arch_qwen25_iq4nl.txt", QMIX_TOP1, QMIX_ABS},
+    {"arch_llama32_iq4xs.gguf", "tests/golden/arch_llama32_iq4xs.txt", QMIX_TOP1, QMIX_ABS},
 };
 
 static double now_s(void) {
@@ -238,9 +241,10 @@ int main(int argc, char **argv) {
     }
     const char *only = argc > 1 ? argv[1] : NULL;
     if (!generate_models()) return lm_test_finish();
-    // LUMEN_TEST_QUICK (sanitizer pass): the F16 files only; the quant mixes run the same
-    // kernels as the default-model tests. Not phi3's either: one layer of 100-113M weights
-    // takes ~40-100 s on the generic kernels; test_model_phi3 covers its loader there.
+    // LUMEN_TEST_QUICK (sanitizer pass): the F16 files and the IQ4 mixes (kernels no
+    // default-model test runs); the K-quant mixes run the same kernels as the default-model
+    // tests. Not phi3's either: one layer of 100-113M weights takes ~40-100 s on the generic
+    // kernels; test_model_phi3 covers its loader there.
     const int quick = lm_test_quick();
     for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++)
         if ((!only || strstr(k_cases[i].gguf, only)) &&

@@ -35,6 +35,10 @@ gguf.quants.dequantize.
 dtype 'q4_1' / 'q5_1': every matrix in that type (gguf-py's quantizer, as llama-quantize
 --pure), vectors F32 (tests/test_runtime_tables_q1.sh).
 
+dtype 'iq4nl' / 'iq4xs': every matrix IQ4_NL / IQ4_XS (IQ4_NL where a row is not a multiple
+of 256), output.weight Q6_K (Q8_0), as llama-quantize's IQ4_NL / IQ4_XS write them without
+their attn_v / first-ffn_down upgrades.
+
 usage:
   make_arch_gguf.py --family qwen3 [--layers N] [--vocab N] [--dtype f16|qmix|qmix_q2k|qmix_q3k|q4_1|q5_1] OUT.gguf
   make_arch_gguf.py --ci OUT_DIR     # the reduced copies the tests use (+ OUT_DIR/manifest.txt)
@@ -232,6 +236,9 @@ CI_MODELS = [
     ("phi4", "phi4_mini", 1, 8064, ("f16", "qmix"), {"rope_orig_ctx": 32}),
     ("granite", "granite_ci", 2, 8192, ("f16", "qmix"), {}),
     ("smollm3", "smollm3_tiny", 4, 8192, ("f16", "qmix"), {}),
+    # the IQ4 formats as llama-quantize mixes them (IQ4_XS: rows of 896 fall back to IQ4_NL)
+    ("qwen25", "qwen25", 2, 8192, ("iq4nl",), {}),
+    ("llama32", "llama32", 1, 8192, ("iq4xs",), {}),
 ]
 CI_SEED = 20240601
 
@@ -490,8 +497,65 @@ KQUANT_PACKERS = {QT.Q2_K: quant_q2_k, QT.Q3_K: quant_q3_k, QT.Q4_K: quant_q4_k,
                   QT.Q5_K: quant_q5_k, QT.Q6_K: quant_q6_k}
 
 
+# ============================================================ IQ4 packers
+# Nearest table value under a per-block scale (not llama.cpp's search): the golden data
+# comes from llama.cpp on the same file. The blocks' layouts: src/tensor/blocks.h.
+
+IQ4_KV = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113],
+                  np.float32)
+
+
+def _iq4_index(v):
+    """v (..., 32) in table units -> nearest table index (..., 32) uint8."""
+    return np.abs(v[..., None] - IQ4_KV).argmin(axis=-1).astype(np.uint8)
+
+
+def _signed_amax(b):
+    """the element of largest magnitude along the last axis, with its sign"""
+    return np.take_along_axis(b, np.abs(b).argmax(axis=-1)[..., None], axis=-1)[..., 0]
+
+
+def quant_iq4_nl(x):
+    """x (rows, n) float32, n % 32 == 0 -> (rows, n/32*18) uint8 IQ4_NL blocks."""
+    rows, n = x.shape
+    b = x.reshape(-1, 32)
+    d = _f16(_signed_amax(b) / -127.0)
+    df = d.astype(np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        v = np.where(df[:, None] != 0, b / df[:, None], 0)
+    q = _iq4_index(v)
+    qs = q[:, :16] | (q[:, 16:] << 4)
+    return np.concatenate([d.view(np.uint8).reshape(-1, 2), qs], axis=1).reshape(rows, -1)
+
+
+def quant_iq4_xs(x):
+    """x (rows, n) float32, n % 256 == 0 -> (rows, n/256*136) uint8 IQ4_XS blocks."""
+    rows, n = x.shape
+    b = x.reshape(-1, 8, 32)
+    s = _signed_amax(b) / -127.0                               # (nb, 8) sub-block scales
+    d = _f16(-_signed_amax(s) / 32.0)
+    df = d.astype(np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        l = np.where(df[:, None] != 0, np.rint(s / df[:, None]), 0)
+    l = np.clip(l, -32, 31).astype(np.int32)
+    dl = df[:, None] * l.astype(np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        v = np.where(dl[:, :, None] != 0, b / dl[:, :, None], 0)
+    q = _iq4_index(v)                                          # (nb, 8, 32)
+    ls = (l + 32).astype(np.uint16)
+    scales_l = ((ls[:, 0::2] & 15) | ((ls[:, 1::2] & 15) << 4)).astype(np.uint8)
+    scales_h = np.zeros(ls.shape[0], np.uint16)
+    for j in range(8):
+        scales_h |= ((ls[:, j] >> 4) & 3) << (2 * j)
+    qs = (q[:, :, :16] | (q[:, :, 16:] << 4)).reshape(-1, 128)
+    out = np.concatenate([d.view(np.uint8).reshape(-1, 2), scales_h.view(np.uint8).reshape(-1, 2),
+                          scales_l, qs], axis=1)
+    return out.reshape(rows, -1)
+
+
 QMIX_HIGH = ("attn_v.weight", "ffn_down.weight", "ffn_down_exps.weight", "token_embd.weight",
              "output.weight")
+IQ4_DTYPES = {"iq4nl": 25, "iq4xs": 30}  # dtype -> llama_ftype (MOSTLY_IQ4_NL / _XS)
 F32_MATRICES = ("ffn_gate_inp.weight",)  # the MoE router stays F32 (converter, llama-quantize)
 # dtypes that put every matrix in one type: the type and its GGUF file_type (LLAMA_FTYPE_*)
 WHOLE_DTYPES = {"q4_1": (QT.Q4_1, 3), "q5_1": (QT.Q5_1, 9)}
@@ -521,6 +585,14 @@ def encode(name, arr, dtype):
     high = name.endswith(QMIX_HIGH)
     lead, n = arr.shape[:-1], arr.shape[-1]  # 3-D experts: rows of every expert
     flat = arr.reshape(-1, n)
+    if dtype in IQ4_DTYPES:  # llama-quantize's IQ4_NL / IQ4_XS: output Q6_K (Q8_0), IQ4_XS
+        if name == "output.weight":  # rows not of 256 fall back to IQ4_NL
+            q, qt = (quant_q6_k(flat), QT.Q6_K) if n % 256 == 0 else (quants.quantize(flat, QT.Q8_0), QT.Q8_0)
+        elif dtype == "iq4xs" and n % 256 == 0:
+            q, qt = quant_iq4_xs(flat), QT.IQ4_XS
+        else:
+            q, qt = quant_iq4_nl(flat), QT.IQ4_NL
+        return q.reshape(lead + (q.shape[-1],)), qt
     if n % 256 == 0:
         if high:
             q, qt = quant_q6_k(flat), QT.Q6_K
@@ -671,7 +743,8 @@ def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_S
     if "sliding_window_pattern" in extra:
         w.add_uint32("%s.attention.sliding_window_pattern" % arch, extra["sliding_window_pattern"])
     w.add_file_type(1 if dtype == "f16" else WHOLE_DTYPES[dtype][1] if dtype in WHOLE_DTYPES
-                    else KMIX_FILE_TYPE.get(dtype, 15))  # MOSTLY_F16 / _Q4_1 / _Q5_1 / mixes
+                    else IQ4_DTYPES[dtype] if dtype in IQ4_DTYPES
+                    else KMIX_FILE_TYPE.get(dtype, 15))  # MOSTLY_F16 / _Q4_1 / _Q5_1 / IQ4 / mixes
 
     toks, scores, types = spm_vocab(V)
     if arch == "phi3":  # llama.cpp looks up <|endoftext|> in a vocabulary named phi3 (general.name)
@@ -841,8 +914,8 @@ def main():
     ap.add_argument("--family", choices=sorted(FAMILIES))
     ap.add_argument("--layers", type=int, default=0, help="reduced layer count (0 = real)")
     ap.add_argument("--vocab", type=int, default=0, help="reduced vocabulary (0 = real)")
-    ap.add_argument("--dtype", choices=("f16", "qmix", "qmix_q2k", "qmix_q3k") + tuple(WHOLE_DTYPES),
-                    default="f16")
+    ap.add_argument("--dtype", choices=("f16", "qmix", "qmix_q2k", "qmix_q3k", "iq4nl", "iq4xs")
+                    + tuple(WHOLE_DTYPES), default="f16")
     ap.add_argument("--seed", type=int, default=CI_SEED)
     ap.add_argument("--swa-pattern", type=int, default=0,
                     help="write <arch>.attention.sliding_window_pattern (gemma3)")
