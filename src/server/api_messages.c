@@ -27,9 +27,21 @@ char *api_error_json_anthropic(const struct api_error *e) {
     default:
         if (e->status >= 500) type = "api_error";
     }
+    // Anthropic's shape has no "param": the message names the field (a tool's schema by
+    // Anthropic's name for it) unless it does already
+    char msg[sizeof e->message + 96], param[sizeof e->param + 16];
+    int tool = -1, end = 0;
+    if (sscanf(e->param, "tools[%d].function.parameters%n", &tool, &end) == 1 && end > 0 && !e->param[end])
+        snprintf(param, sizeof param, "tools[%d].input_schema", tool);
+    else
+        snprintf(param, sizeof param, "%s", e->param);
+    if (param[0] && !strstr(e->message, param) && !strstr(e->message, e->param))
+        snprintf(msg, sizeof msg, "%s: %s", param, e->message);
+    else
+        snprintf(msg, sizeof msg, "%s", e->message);
     json_t *err = json_object();
     json_object_set_new(err, "type", json_string(type));
-    json_object_set_new(err, "message", json_string(e->message));
+    json_object_set_new(err, "message", json_string(msg));
     json_t *root = json_object();
     json_object_set_new(root, "type", json_string("error"));
     json_object_set_new(root, "error", err);
