@@ -4,12 +4,11 @@ greedy), stop sequences, max_tokens, a tool round trip with a named tool_choice,
 errors as the SDK's typed exceptions and, for malformed bodies, a 4xx in Anthropic's shape."""
 import json
 
+import anthropic  # pinned in requirements.txt; tests/server/test_server.sh checks it is installed
+import jsonschema
 import pytest
 
 from conftest import API_KEY, QUICK
-
-anthropic = pytest.importorskip("anthropic")
-jsonschema = pytest.importorskip("jsonschema")
 
 N_GEN = 8 if QUICK else 16
 GREEDY = {"temperature": 0}  # the SDK has no sampling arguments: clients send them in the body
