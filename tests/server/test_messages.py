@@ -3,12 +3,13 @@ the official `anthropic` SDK and raw HTTP: whole and streamed answers (stream ==
 greedy), stop sequences, max_tokens, a tool round trip with a named tool_choice, count_tokens,
 errors as the SDK's typed exceptions and, for malformed bodies, a 4xx in Anthropic's shape."""
 import json
+import signal
 
 import anthropic  # pinned in requirements.txt; tests/server/test_server.sh checks it is installed
 import jsonschema
 import pytest
 
-from conftest import API_KEY, QUICK
+from conftest import API_KEY, QUICK, Server
 
 N_GEN = 8 if QUICK else 16
 GREEDY = {"temperature": 0}  # the SDK has no sampling arguments: clients send them in the body
@@ -216,3 +217,30 @@ def test_malformed_raw_and_headers(server):
     assert m.get('lumen_requests_total{route="/v1/messages",status="200"}', 0) >= 1
     assert m.get('lumen_requests_total{route="/v1/messages/count_tokens",status="200"}', 0) >= 1
     assert m.get('lumen_requests_total{route="/v1/messages",status="400"}', 0) >= 1
+
+
+def test_busy_and_draining_in_anthropic_shape():
+    """429 rate_limit_error when --parallel + --queue are held (the SDK's RateLimitError); 503
+    overloaded_error while drained (lumen's 503, which a balancer retries; the SDK retries it)."""
+    s = Server("--parallel", "1", "--queue", "1", "--api-key", API_KEY)
+    try:
+        held = [s.open_stream({"max_tokens": 2000, "stream": True, "messages": M}, path="/v1/messages")
+                for _ in range(2)]
+        try:
+            s.wait_metric(lambda m: m["lumen_requests_running"] == 1 and m["lumen_requests_waiting"] == 1)
+            for path in ("/v1/messages", "/v1/messages/count_tokens"):
+                st, hd, b = s.post(path, {"max_tokens": 1, "messages": M})
+                assert st == 429 and hd.get("Retry-After") == "1", (path, st, b)
+                assert b["type"] == "error" and b["error"]["type"] == "rate_limit_error", b
+            with pytest.raises(anthropic.RateLimitError):
+                create(sdk(s), max_tokens=1)
+        finally:
+            for h in held:
+                h.close()
+        s.wait_metric(lambda m: m["lumen_requests_running"] == 0 and m["lumen_requests_waiting"] == 0)
+        s.proc.send_signal(signal.SIGUSR1)
+        assert s.wait_for(lambda: any("SIGUSR1: draining" in ln for ln in s.lines), 10), s.log()
+        st, _, b = s.post("/v1/messages", {"max_tokens": 1, "messages": M})
+        assert st == 503 and b["error"]["type"] == "overloaded_error", b
+    finally:
+        s.stop()
