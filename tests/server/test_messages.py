@@ -119,6 +119,11 @@ def test_tool_round_trip(server):
                                                   "content": [{"type": "text", "text": "18 C, sunny"}]}]}]
     r2 = create(c, messages=follow, tools=[WEATHER, TIME], tool_choice={"type": "none"})
     assert r2.content[0].type == "text" and r2.stop_reason in ("end_turn", "max_tokens")
+    # "any" with disable_parallel_tool_use: exactly one call, to some tool
+    r3 = create(c, messages=ask, max_tokens=64, tools=[WEATHER, TIME],
+                tool_choice={"type": "any", "disable_parallel_tool_use": True})
+    calls = [b for b in r3.content if b.type == "tool_use"]
+    assert len(calls) == 1 and calls[0].name in ("get_weather", "get_time") and r3.stop_reason == "tool_use", r3
     # count_tokens sees the tools and the whole conversation
     n_plain = c.messages.count_tokens(model="lumen", messages=follow).input_tokens
     n_tools = c.messages.count_tokens(model="lumen", messages=follow, tools=[WEATHER, TIME]).input_tokens
@@ -213,6 +218,12 @@ def test_malformed_raw_and_headers(server):
     st, _, r = server.post("/v1/messages", {"max_tokens": 2, "messages": M}, key="wrong")
     assert st == 401 and r == {"type": "error", "error": {"type": "authentication_error",
                                                           "message": "Incorrect API key provided"}}
+    st, hd, r = server.request("GET", "/v1/messages")
+    assert st == 405 and hd.get("Allow") == "POST" and json.loads(r)["error"]["type"] == "invalid_request_error"
+    st, _, r = server.request("POST", "/v1/messages", body=b'{"max_tokens": 1, "messages": [], "pad": "' +
+                              b"x" * (1 << 20) + b'"}')
+    assert st == 413 and json.loads(r) == {"type": "error", "error": {"type": "request_too_large", "message": json.loads(
+        r)["error"]["message"]}}
     m = server.metrics()
     assert m.get('lumen_requests_total{route="/v1/messages",status="200"}', 0) >= 1
     assert m.get('lumen_requests_total{route="/v1/messages/count_tokens",status="200"}', 0) >= 1
