@@ -455,6 +455,7 @@ bool api_parse_messages_body(const char *body, size_t len, bool count_only, cons
     r->max_tokens = (int32_t)mt;
     if (ok) ok = parse_stop_sequences(o, r, e) && parse_sampling(o, r, e);
     if (ok) ok = api_get_bool(o, "stream", &r->stream, e);
+    if (ok) ok = api_get_bool(o, "ignore_eos", &r->ignore_eos, e); // lumen's (and llama-server's), as on chat
     if (ok && r->thinking && r->max_tokens_given && r->thinking_budget >= r->max_tokens)
         ok = api_bad_request(e, "invalid_value", "thinking.budget_tokens", "'thinking.budget_tokens' (%d) must be "
                              "below 'max_tokens' (%d)", r->thinking_budget, r->max_tokens);
