@@ -3,13 +3,14 @@ the official `anthropic` SDK and raw HTTP: whole and streamed answers (stream ==
 greedy), stop sequences, max_tokens, a tool round trip with a named tool_choice, count_tokens,
 errors as the SDK's typed exceptions and, for malformed bodies, a 4xx in Anthropic's shape."""
 import json
+import os
 import signal
 
 import anthropic  # pinned in requirements.txt; tests/server/test_server.sh checks it is installed
 import jsonschema
 import pytest
 
-from conftest import API_KEY, QUICK, Server
+from conftest import API_KEY, QUICK, ROOT, Server
 
 N_GEN = 8 if QUICK else 16
 GREEDY = {"temperature": 0}  # the SDK has no sampling arguments: clients send them in the body
@@ -253,5 +254,30 @@ def test_busy_and_draining_in_anthropic_shape():
         assert s.wait_for(lambda: any("SIGUSR1: draining" in ln for ln in s.lines), 10), s.log()
         st, _, b = s.post("/v1/messages", {"max_tokens": 1, "messages": M})
         assert st == 503 and b["error"]["type"] == "overloaded_error", b
+    finally:
+        s.stop()
+
+
+QWEN = os.path.join(ROOT, "models", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf")
+
+
+def test_real_instruct_model():
+    """A real instruct model (Qwen2.5-Coder-0.5B-Instruct, scripts/setup.sh --models): its own
+    template (ChatML with tools), a named tool's one call, an end_turn answer, stream == whole."""
+    if not os.path.exists(QWEN):
+        pytest.skip("no %s (scripts/setup.sh --models)" % QWEN)
+    s = Server("-m", QWEN, "--api-key", API_KEY)
+    try:
+        c = sdk(s)
+        r = create(c, messages=[{"role": "user", "content": "What is the weather in Paris right now?"}],
+                   max_tokens=64, tools=[WEATHER], tool_choice={"type": "tool", "name": "get_weather"})
+        assert [b.type for b in r.content] == ["tool_use"] and r.stop_reason == "tool_use", r
+        assert r.content[0].input["city"] == "Paris", r
+        q = dict(max_tokens=24, system="Answer in one short sentence.",
+                 messages=[{"role": "user", "content": "What is the capital of France?"}])
+        whole = create(c, **q)
+        assert whole.stop_reason == "end_turn" and "Paris" in text_of(whole), whole
+        with c.messages.stream(model="lumen", extra_body=GREEDY, **q) as st:
+            assert "".join(st.text_stream) == text_of(whole)
     finally:
         s.stop()
