@@ -81,8 +81,9 @@ static const char k_msg_body[] = "{\"system\":\"Be brief.\",\"messages\":[{\"rol
                                  "\"text\",\"text\":\"Name three colours.\"}]}],\"max_tokens\":8,\"temperature\":0}";
 
 // Sweeps N = 1.. over one request to path: each answered as the header says, /health after
-// each; ends at the first N that injects no failure (that answer must hold want).
-static void sweep(const char *path, const char *body_in, const char *want) {
+// each; ends at the first N that injects no failure (that answer must hold want); an error
+// answer holds want_err (the route's error shape).
+static void sweep(const char *path, const char *body_in, const char *want, const char *want_err) {
     static char resp[1 << 16];
     long tried = 0, ok = 0, errors = 0, dropped = 0, total = 0;
     for (long n = 1;; n++) {
@@ -108,7 +109,7 @@ static void sweep(const char *path, const char *body_in, const char *want) {
             errors++;
             // the server's failure: 5xx (413 where a body could not be buffered: server.c reads
             // that as too large), never a 4xx that blames the request
-            CHECKF((st >= 500 || st == 413) && body && strstr(body, "\"error\"") && strstr(body, "\"message\""),
+            CHECKF((st >= 500 || st == 413) && body && strstr(body, want_err) && strstr(body, "\"message\""),
                    "%s N %ld: answered %d, not a server error with a JSON message: %s", path, n, st, resp);
         }
         // the server goes on: /health, then the next N
@@ -155,8 +156,8 @@ int main(void) {
     CHECKF(ready == 200, "the server did not become ready (last /health: %d)", ready);
 
     if (ready == 200) {
-        sweep("/v1/chat/completions", k_body, "\"choices\"");
-        sweep("/v1/messages", k_msg_body, "\"type\":\"message\"");
+        sweep("/v1/chat/completions", k_body, "\"choices\"", "{\"error\":{");
+        sweep("/v1/messages", k_msg_body, "\"type\":\"message\"", "{\"type\":\"error\",\"error\":{");
     }
 
     kill(getpid(), SIGTERM);
