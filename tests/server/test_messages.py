@@ -125,6 +125,15 @@ def test_tool_round_trip(server):
                 tool_choice={"type": "any", "disable_parallel_tool_use": True})
     calls = [b for b in r3.content if b.type == "tool_use"]
     assert len(calls) == 1 and calls[0].name in ("get_weather", "get_time") and r3.stop_reason == "tool_use", r3
+    # "any" with parallel calls: several tool_use blocks, streamed as whole (the last may be cut by max_tokens)
+    kw = dict(messages=[{"role": "user", "content": "Weather and time in Paris and London?"}], max_tokens=48,
+              tools=[WEATHER, TIME], tool_choice={"type": "any"})
+    r4 = create(c, **kw)
+    with c.messages.stream(model="lumen", extra_body=GREEDY, **kw) as s:
+        f4 = s.get_final_message()
+    assert [b.type for b in f4.content] == [b.type for b in r4.content] and r4.content[0].type == "tool_use", r4
+    assert [(b.name, b.id[:6]) for b in f4.content] == [(b.name, "toolu_") for b in r4.content]
+    assert [b.input for b in f4.content[:-1]] == [b.input for b in r4.content[:-1]]
     # count_tokens sees the tools and the whole conversation
     n_plain = c.messages.count_tokens(model="lumen", messages=follow).input_tokens
     n_tools = c.messages.count_tokens(model="lumen", messages=follow, tools=[WEATHER, TIME]).input_tokens
