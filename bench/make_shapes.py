@@ -50,9 +50,13 @@ at the peak: the F16 plus the outputs:
                   2048, 16 heads, kv_lora_rank 512, 64 experts of 1408, 6 used, 2 shared, the
                   first layer dense (10944), vocabulary 102400; 27 layers in the real model, 4
                   by default (1 dense + 3 MoE): F16 ~4.5 GB, Q4_K_M ~1.4 GB (estimated).
-  phi-4-mini, granite-3.3-2b, smollm3-3b: issue 37's
+  phi-3.5-mini, phi-4-mini: issue 37's
                   families, once tools/make_arch_gguf.py has their families (bench/scale.py
                   --families); formats also q2_k, q3_k_s/m/l, iq4_xs, iq4_nl, q5_1, q4_1, q5_0
+  granite-3.3-2b  IBM Granite 3.3 2B: 40 layers, n_embd 2048, 32 q / 8 kv heads of 64, FFN 8192,
+                  vocabulary 49155, tied; its four multipliers. F16 ~5 GB (not yet timed)
+  smollm3-3b      SmolLM3-3B: 36 layers, n_embd 2048, 16 q / 4 kv heads of 128, FFN 11008,
+                  vocabulary 128256, tied; no RoPE in every 4th layer. F16 ~6.2 GB (not yet timed)
 The K-quant formats take ~1-1.5 min per GB of F16 here (Q8_0 / Q4_0 and the Q5_0 / Q8_0
 fallbacks of 1152-wide rows a few times less).
 Each new file is then checked by llama.cpp (below) unless --no-check.

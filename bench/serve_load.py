@@ -94,18 +94,26 @@ async def count_prompt_tokens(client, url, endpoint, text):
     body = request_body(endpoint, text, max_tokens=1, stream=False)
     r = await client.post(url + ENDPOINT_PATH[endpoint], json=body)
     r.raise_for_status()
-    return int(r.json()["usage"]["prompt_tokens"])
+    u = r.json()["usage"]
+    if endpoint == "messages":  # Anthropic's: the prompt is input + cache-read tokens
+        return int(u["input_tokens"]) + int(u.get("cache_read_input_tokens") or 0)
+    return int(u["prompt_tokens"])
 
 
 # ============================================================== one streaming request
 
-ENDPOINT_PATH = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+ENDPOINT_PATH = {"chat": "/v1/chat/completions", "completions": "/v1/completions", "messages": "/v1/messages"}
 SAMPLING = {"temperature": 0.0, "ignore_eos": True}  # set from the command line in main()
 
 
 def request_body(endpoint, text, max_tokens, stream=True, system=None):
     body = {"max_tokens": max_tokens, "stream": stream}
     body.update(SAMPLING)
+    if endpoint == "messages":  # Anthropic's: the system prompt is a top-level field, no stream_options
+        if system:
+            body["system"] = system
+        body["messages"] = [{"role": "user", "content": text}]
+        return body
     if endpoint == "chat":
         msgs = [{"role": "system", "content": system}] if system else []
         body["messages"] = msgs + [{"role": "user", "content": text}]
@@ -169,6 +177,31 @@ class Result:
         return g
 
 
+def _anthropic_event(res, j, on_token):
+    """One /v1/messages stream event into res (usage in chat's names); True at message_stop."""
+    t = j.get("type")
+    if t == "message_start":
+        u = j["message"].get("usage") or {}
+        res.usage = {"prompt_tokens": u.get("input_tokens", 0) + (u.get("cache_read_input_tokens") or 0)}
+    elif t == "content_block_delta" and j["delta"].get("type") == "text_delta" and j["delta"].get("text"):
+        now = time.perf_counter()
+        if res.t_first is None:
+            res.t_first = now
+        res.times.append(now)
+        res.text.append(j["delta"]["text"])
+        if on_token:
+            on_token(res)
+    elif t == "message_delta":
+        u = j.get("usage") or {}
+        res.usage = {"prompt_tokens": u.get("input_tokens", 0) + (u.get("cache_read_input_tokens") or 0),
+                     "completion_tokens": u.get("output_tokens")}
+        res.finish = (j.get("delta") or {}).get("stop_reason")
+    elif t == "message_stop":
+        res.done = True
+        return True
+    return False
+
+
 async def stream(client, url, endpoint, body, tag=None, on_token=None):
     """One streaming request; returns its Result (never raises; a cancelled task returns what it
     had, after closing the connection: the server sees the client go away)."""
@@ -196,6 +229,10 @@ async def stream(client, url, endpoint, body, tag=None, on_token=None):
                 if j.get("error"):
                     res.error = str(j["error"])[:300]
                     break
+                if endpoint == "messages":  # Anthropic's events, read into the same Result
+                    if _anthropic_event(res, j, on_token):
+                        break
+                    continue
                 ch = j.get("choices") or []
                 if ch:
                     c = ch[0]
@@ -721,8 +758,8 @@ def parse_args(argv=None):
     g.add_argument("--llama-args", default="", help="extra arguments for llama-server (one string)")
 
     g = ap.add_argument_group("client")
-    g.add_argument("--endpoint", choices=("chat", "completions"), default="chat",
-                   help="/v1/chat/completions or /v1/completions")
+    g.add_argument("--endpoint", choices=("chat", "completions", "messages"), default="chat",
+                   help="/v1/chat/completions, /v1/completions or /v1/messages (Anthropic's)")
     g.add_argument("--temperature", type=float, default=0.0, help="sampling temperature of every request")
     g.add_argument("--no-ignore-eos", dest="ignore_eos", action="store_false",
                    help="do not send ignore_eos=true (by default every request generates max_tokens)")

@@ -109,6 +109,9 @@ struct lm_model_hparams {
     bool rope_longrope;
     int32_t rope_orig_ctx;
     float rope_attn_factor;
+    // granite's multipliers (0: none)
+    float residual_scale;     // each block's output is multiplied by it before its residual add
+    float logit_scale;        // the logits are divided by it
 };
 void lm_model_hparams(const struct lm_model *m, struct lm_model_hparams *out);
 
@@ -117,6 +120,7 @@ struct lm_model_layer_info {
     bool qkv_bias;    // q, k or v has a bias
     bool qk_norm;     // per-head RMS norm on q and k
     bool post_norms;  // norms on the attention and FFN outputs before their residual adds
+    bool no_rope;     // q and k are not rotated (smollm3: every 4th layer)
 };
 // LM_ERR_ARG (with a message) when layer is outside [0, n_layer); *out is then unchanged.
 enum lm_status lm_model_layer_info(const struct lm_model *m, int32_t layer,
@@ -192,6 +196,8 @@ enum lm_chat_template {
     LM_CHAT_TEMPLATE_LLAMA3 = 1,  // <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|>
     LM_CHAT_TEMPLATE_CHATML = 2,  // <|im_start|>role\n...<|im_end|>\n
     LM_CHAT_TEMPLATE_PHI3 = 3,    // <|role|>\n...<|end|>\n (Phi-3, Phi-3.5, Phi-4-mini)
+    LM_CHAT_TEMPLATE_GRANITE = 4, // <|start_of_role|>role<|end_of_role|>...<|end_of_text|>\n
+                                  // (IBM Granite 3.x)
 };
 
 // A tool call an assistant message made (OpenAI's message.tool_calls[i]).

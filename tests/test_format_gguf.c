@@ -511,6 +511,10 @@ static void test_tensors(void) {
     EXPECT_FAIL(&w, LM_ERR_FORMAT, "ne[0] = 384 is not a multiple of the q2_K block size 256");
     one_tensor(&w, 2, (uint64_t[]){128, 4}, LM_DTYPE_Q3_K, 0, 1024);
     EXPECT_FAIL(&w, LM_ERR_FORMAT, "ne[0] = 128 is not a multiple of the q3_K block size 256");
+    one_tensor(&w, 2, (uint64_t[]){48, 2}, LM_DTYPE_IQ4_NL, 0, 256);
+    EXPECT_FAIL(&w, LM_ERR_FORMAT, "ne[0] = 48 is not a multiple of the iq4_nl block size 32");
+    one_tensor(&w, 2, (uint64_t[]){288, 2}, LM_DTYPE_IQ4_XS, 0, 1024);
+    EXPECT_FAIL(&w, LM_ERR_FORMAT, "ne[0] = 288 is not a multiple of the iq4_xs block size 256");
     one_tensor(&w, 1, (uint64_t[]){8}, LM_DTYPE_F32, 16, 64);
     EXPECT_FAIL(&w, LM_ERR_FORMAT, "offset 16 is not a multiple of the alignment 32");
     one_tensor(&w, 1, (uint64_t[]){8}, LM_DTYPE_F32, 1ull << 40, 64);

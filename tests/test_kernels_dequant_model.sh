@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Dequantize real tensors of the default model (one per dtype present: q8_0 token_embd rows,
-# q5_0, q4_K, q6_K, f32) and synthetic random blocks of the other dtypes with lumen, and compare
-# with gguf-py's numpy dequantizer: must be bit-identical.
+# q5_0, q4_K, q6_K, f32) and synthetic random blocks of the other dtypes (iq4_nl and iq4_xs
+# too) with lumen, and compare with gguf-py's numpy dequantizer: must be bit-identical.
 # LM_TEST_LABELS: model
 set -euo pipefail
 root="${LUMEN_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}"
@@ -65,14 +65,15 @@ for t in reader.tensors:
 
 # synthetic blocks for dtypes the model lacks: random bytes, finite scales
 rng = np.random.default_rng(1234)
-for qt in (T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K, T.F16, T.BF16):
+for qt in (T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K, T.F16, T.BF16,
+           T.IQ4_NL, T.IQ4_XS):
     bs, ts = GGML_QUANT_SIZES[qt]
     rows, ne0 = 7, bs * (33 if bs == 32 else 5 if bs == 256 else 1000)
     nblk = rows * ne0 // bs
     raw = rng.integers(0, 256, size=(nblk, ts), dtype=np.uint8)
     def put_f16(col, lo, hi):
         raw[:, col:col + 2] = rng.uniform(lo, hi, nblk).astype(np.float16).view(np.uint8).reshape(nblk, 2)
-    if qt in (T.Q4_0, T.Q5_0, T.Q8_0): put_f16(0, -0.01, 0.01)
+    if qt in (T.Q4_0, T.Q5_0, T.Q8_0, T.IQ4_NL, T.IQ4_XS): put_f16(0, -0.01, 0.01)
     elif qt in (T.Q4_1, T.Q5_1): put_f16(0, 0, 0.01); put_f16(2, -0.1, 0.1)
     elif qt in (T.Q4_K, T.Q5_K): put_f16(0, 0, 0.01); put_f16(2, 0, 0.01)
     elif qt == T.Q2_K: put_f16(ts - 4, 0, 0.01); put_f16(ts - 2, 0, 0.01)

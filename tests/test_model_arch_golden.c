@@ -1,11 +1,13 @@
-// Golden test of the llama / qwen2 / qwen3 / gemma3 / qwen3moe / deepseek2 forward passes against
-// llama.cpp on random-weight models of real widths (tools/make_arch_gguf.py --ci: TinyLlama,
-// Llama 3.2 with llama3 rope_freqs, Qwen2.5, Qwen3, Gemma 3 1B shapes; a tiny Qwen3-MoE of
-// 8 experts, 2 used, a tiny Mixtral-style llama of 4, and two tiny deepseek2 (latent
-// attention with YaRN, shared experts; softmax, or sigmoid + bias + groups); few layers,
-// 8192-token vocabulary), F16 and a K-quant mix (the llama32 copy also as Q2_K / Q3_K_M
-// mixes). Token ids are fed directly. Golden data from tools/gen_golden_arch.py (llama.cpp
-// n_ubatch=1, its GEMV path).
+// Golden test of the llama / qwen2 / qwen3 / gemma3 / qwen3moe / deepseek2 / phi3 / granite /
+// smollm3 forward passes against llama.cpp on random-weight models of real widths
+// (tools/make_arch_gguf.py --ci: TinyLlama, Llama 3.2 with llama3 rope_freqs, Qwen2.5, Qwen3,
+// Gemma 3 1B shapes; a tiny Qwen3-MoE of 8 experts, 2 used, a tiny Mixtral-style llama of 4,
+// and two tiny deepseek2 (latent attention with YaRN, shared experts; softmax, or sigmoid +
+// bias + groups); Phi-3.5-mini and Phi-4-mini widths (one layer); Granite 3.3 2B widths with
+// its four multipliers; a SmolLM3-like copy at n_embd 512 whose layer 3 has no RoPE; few
+// layers, 8192-token vocabulary), F16 and a K-quant mix (the llama32 copy also as Q2_K /
+// Q3_K_M mixes). Token ids are fed directly. Golden data from tools/gen_golden_arch.py
+// (llama.cpp n_ubatch=1, its GEMV path).
 // Set-up: runs the committed generator (deterministic; cached by a stamp) into
 // $LUMEN_ARCH_DIR (default /tmp/lumen-arch-<uid>) with $LUMEN_PYTHON (default
 // .venv/bin/python), then checks each file's sha256 against the golden file's.
@@ -67,6 +69,13 @@ static const struct arch_case k_cases[] = {
     {"arch_phi35_qmix.gguf", "tests/golden/arch_phi35_qmix.txt", QMIX_TOP1, QMIX_ABS},
     {"arch_phi4_f16.gguf", "tests/golden/arch_phi4_f16.txt", F16_TOP1, F16_ABS},
     {"arch_phi4_qmix.gguf", "tests/golden/arch_phi4_qmix.txt", QMIX_TOP1, QMIX_ABS},
+    {"arch_granite_f16.gguf", "tests/golden/arch_granite_f16.txt", F16_TOP1, F16_ABS},
+    {"arch_granite_qmix.gguf", "tests/golden/arch_granite_qmix.txt", QMIX_TOP1, QMIX_ABS},
+    {"arch_smollm3_f16.gguf", "tests/golden/arch_smollm3_f16.txt", F16_TOP1, F16_ABS},
+    {"arch_smollm3_qmix.gguf", "tests/golden/arch_smollm3_qmix.txt", QMIX_TOP1, QMIX_ABS},
+    // IQ4 mixes (make_arch_gguf.py 'iq4nl' / 'iq4xs'): 8-bit activations as qmix, same limits
+    {"arch_qwen25_iq4nl.gguf", "tests/golden/arch_qwen25_iq4nl.txt", QMIX_TOP1, QMIX_ABS},
+    {"arch_llama32_iq4xs.gguf", "tests/golden/arch_llama32_iq4xs.txt", QMIX_TOP1, QMIX_ABS},
 };
 
 static double now_s(void) {
@@ -232,9 +241,10 @@ int main(int argc, char **argv) {
     }
     const char *only = argc > 1 ? argv[1] : NULL;
     if (!generate_models()) return lm_test_finish();
-    // LUMEN_TEST_QUICK (sanitizer pass): the F16 files only; the quant mixes run the same
-    // kernels as the default-model tests. Not phi3's either: one layer of 100-113M weights
-    // takes ~40-100 s on the generic kernels; test_model_phi3 covers its loader there.
+    // LUMEN_TEST_QUICK (sanitizer pass): the F16 files and the IQ4 mixes (kernels no
+    // default-model test runs); the K-quant mixes run the same kernels as the default-model
+    // tests. Not phi3's either: one layer of 100-113M weights takes ~40-100 s on the generic
+    // kernels; test_model_phi3 covers its loader there.
     const int quick = lm_test_quick();
     for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++)
         if ((!only || strstr(k_cases[i].gguf, only)) &&

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Golden logits from llama.cpp (pinned llama-cpp-python) for the random-weight
-architecture copies written by tools/make_arch_gguf.py --ci (llama, qwen2, qwen3, gemma3
-shapes; F16 and a K-quant mix).
+architecture copies written by tools/make_arch_gguf.py --ci (llama, qwen2, qwen3, gemma3,
+qwen3moe, granite, smollm3 shapes; F16 and a K-quant mix).
 
 Writes tests/golden/arch_<name>_<dtype>.txt, read by tests/test_model_arch_golden.c, in the
 format of tests/golden/gemma3_logits.txt (see tools/gen_golden_logits.py) with token ids fed

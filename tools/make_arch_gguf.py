@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Random-weight GGUF models of real architecture shapes (TinyLlama 1.1B, Llama 3.2 1B/3B,
-Llama 3.1 8B, Qwen2.5 0.5B, Qwen3 0.6B/4B/8B, Gemma 3 1B/4B, Qwen3-30B-A3B) for lumen's
+Llama 3.1 8B, Qwen2.5 0.5B, Qwen3 0.6B/4B/8B, Gemma 3 1B/4B, Qwen3-30B-A3B, Granite 3.3 2B,
+SmolLM3 3B) for lumen's
 per-architecture golden tests and bench/make_shapes.py.
 
 Weights are deterministic in (family, seed): N(0, 0.02) matrices (embeddings 0.05, so
@@ -33,6 +34,10 @@ gguf.quants.dequantize.
 
 dtype 'q4_1' / 'q5_1': every matrix in that type (gguf-py's quantizer, as llama-quantize
 --pure), vectors F32 (tests/test_runtime_tables_q1.sh).
+
+dtype 'iq4nl' / 'iq4xs': every matrix IQ4_NL / IQ4_XS (IQ4_NL where a row is not a multiple
+of 256), output.weight Q6_K (Q8_0), as llama-quantize's IQ4_NL / IQ4_XS write them without
+their attn_v / first-ffn_down upgrades.
 
 usage:
   make_arch_gguf.py --family qwen3 [--layers N] [--vocab N] [--dtype f16|qmix|qmix_q2k|qmix_q3k|q4_1|q5_1] OUT.gguf
@@ -169,6 +174,41 @@ FAMILIES = {
                       n_ff=8192, n_vocab=200064, n_ctx=131072, rope_base=10000.0, eps=1e-5,
                       tied=True, bias=False, qk_norm=False, n_rot=96, rope_orig_ctx=4096,
                       sliding_window=262144),
+    # IBM Granite 3.3 2B (config.json: hidden_size 2048, 40 layers, 32 heads, 8 kv heads,
+    # intermediate_size 8192, vocab 49155, max_position_embeddings 131072, rope_theta 1e7,
+    # rms_norm_eps 1e-5, tied; embedding_multiplier 12, residual_multiplier 0.22,
+    # attention_multiplier 0.015625, logits_scaling 8): llama + the four multipliers
+    # (granite.embedding_scale / residual_scale / attention.scale / logit_scale)
+    "granite": dict(arch="granite", n_embd=2048, n_layer=40, n_head=32, n_head_kv=8,
+                    head_dim=64, n_ff=8192, n_vocab=49155, n_ctx=131072, rope_base=10000000.0,
+                    eps=1e-5, tied=True, bias=False, qk_norm=False,
+                    granite=(12.0, 0.22, 0.015625, 8.0)),
+    # the CI copy: untied, its head std 0.4 so the logits (divided by 8) spread as the other
+    # families' (std ~2.3); tied, the embeddings x 12 would make every position predict its
+    # own token by a wide margin (see gemma3 above). seed_add (added to the family's random
+    # stream's seed) picks weights whose 80 golden positions have no near-tie in the float64
+    # reference (top1-top2 gap >= 0.017; the first stream had one of 0.0008, where llama.cpp's
+    # batched path picks the other token and tools/gen_golden_ref.py refuses to write)
+    "granite_ci": dict(arch="granite", n_embd=2048, n_layer=40, n_head=32, n_head_kv=8,
+                       head_dim=64, n_ff=8192, n_vocab=49155, n_ctx=131072,
+                       rope_base=10000000.0, eps=1e-5, tied=False, bias=False, qk_norm=False,
+                       granite=(12.0, 0.22, 0.015625, 8.0), out_std=0.4, seed_add=10),
+    # SmolLM3-3B (config.json: 2048, 36 layers, 16 heads, 4 kv heads, intermediate_size
+    # 11008, vocab 128256, max_position_embeddings 65536, rope_theta 5e6, rms_norm_eps 1e-6,
+    # tied): llama with no RoPE in every 4th layer (llama.cpp's fixed step, no key)
+    "smollm3": dict(arch="smollm3", n_embd=2048, n_layer=36, n_head=16, n_head_kv=4,
+                    head_dim=128, n_ff=11008, n_vocab=128256, n_ctx=65536, rope_base=5000000.0,
+                    eps=1e-6, tied=True, bias=False, qk_norm=False),
+    # the CI copy: SmolLM3's head size and GQA ratio at n_embd 512, untied (head std 0.15,
+    # as qwen3moe_tiny), 4 layers so layer 3 is the one without RoPE; seed_add as granite_ci's
+    # (the reference's smallest top1-top2 gap 0.024). Its quant mix is noisy at this width
+    # (lumen, llama.cpp's GEMV and its batched path each differ from the others by KL ~8e-4,
+    # mean |d logit| 0.05): of the streams tried (0, 2, 10, 1), 0 and 2 put a golden position
+    # within that noise (a top-1 flip at gap 0.14), 1 a logit 0.299 off (limit 0.3)
+    "smollm3_tiny": dict(arch="smollm3", n_embd=512, n_layer=4, n_head=4, n_head_kv=1,
+                         head_dim=128, n_ff=1536, n_vocab=8192, n_ctx=65536,
+                         rope_base=5000000.0, eps=1e-6, tied=False, bias=False, qk_norm=False,
+                         out_std=0.15, seed_add=10),
 }
 
 # The copies tests/test_model_arch_golden.c compares (and tools/gen_golden_arch.py feeds
@@ -194,6 +234,11 @@ CI_MODELS = [
     # argmax differs from the float64 reference's, which tools/gen_golden_ref.py refuses)
     ("phi35", "phi35_mini", 1, 8192, ("f16", "qmix"), {}),
     ("phi4", "phi4_mini", 1, 8064, ("f16", "qmix"), {"rope_orig_ctx": 32}),
+    ("granite", "granite_ci", 2, 8192, ("f16", "qmix"), {}),
+    ("smollm3", "smollm3_tiny", 4, 8192, ("f16", "qmix"), {}),
+    # the IQ4 formats as llama-quantize mixes them (IQ4_XS: rows of 896 fall back to IQ4_NL)
+    ("qwen25", "qwen25", 2, 8192, ("iq4nl",), {}),
+    ("llama32", "llama32", 1, 8192, ("iq4xs",), {}),
 ]
 CI_SEED = 20240601
 
@@ -452,8 +497,65 @@ KQUANT_PACKERS = {QT.Q2_K: quant_q2_k, QT.Q3_K: quant_q3_k, QT.Q4_K: quant_q4_k,
                   QT.Q5_K: quant_q5_k, QT.Q6_K: quant_q6_k}
 
 
+# ============================================================ IQ4 packers
+# Nearest table value under a per-block scale (not llama.cpp's search): the golden data
+# comes from llama.cpp on the same file. The blocks' layouts: src/tensor/blocks.h.
+
+IQ4_KV = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113],
+                  np.float32)
+
+
+def _iq4_index(v):
+    """v (..., 32) in table units -> nearest table index (..., 32) uint8."""
+    return np.abs(v[..., None] - IQ4_KV).argmin(axis=-1).astype(np.uint8)
+
+
+def _signed_amax(b):
+    """the element of largest magnitude along the last axis, with its sign"""
+    return np.take_along_axis(b, np.abs(b).argmax(axis=-1)[..., None], axis=-1)[..., 0]
+
+
+def quant_iq4_nl(x):
+    """x (rows, n) float32, n % 32 == 0 -> (rows, n/32*18) uint8 IQ4_NL blocks."""
+    rows, n = x.shape
+    b = x.reshape(-1, 32)
+    d = _f16(_signed_amax(b) / -127.0)
+    df = d.astype(np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        v = np.where(df[:, None] != 0, b / df[:, None], 0)
+    q = _iq4_index(v)
+    qs = q[:, :16] | (q[:, 16:] << 4)
+    return np.concatenate([d.view(np.uint8).reshape(-1, 2), qs], axis=1).reshape(rows, -1)
+
+
+def quant_iq4_xs(x):
+    """x (rows, n) float32, n % 256 == 0 -> (rows, n/256*136) uint8 IQ4_XS blocks."""
+    rows, n = x.shape
+    b = x.reshape(-1, 8, 32)
+    s = _signed_amax(b) / -127.0                               # (nb, 8) sub-block scales
+    d = _f16(-_signed_amax(s) / 32.0)
+    df = d.astype(np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        l = np.where(df[:, None] != 0, np.rint(s / df[:, None]), 0)
+    l = np.clip(l, -32, 31).astype(np.int32)
+    dl = df[:, None] * l.astype(np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        v = np.where(dl[:, :, None] != 0, b / dl[:, :, None], 0)
+    q = _iq4_index(v)                                          # (nb, 8, 32)
+    ls = (l + 32).astype(np.uint16)
+    scales_l = ((ls[:, 0::2] & 15) | ((ls[:, 1::2] & 15) << 4)).astype(np.uint8)
+    scales_h = np.zeros(ls.shape[0], np.uint16)
+    for j in range(8):
+        scales_h |= ((ls[:, j] >> 4) & 3) << (2 * j)
+    qs = (q[:, :, :16] | (q[:, :, 16:] << 4)).reshape(-1, 128)
+    out = np.concatenate([d.view(np.uint8).reshape(-1, 2), scales_h.view(np.uint8).reshape(-1, 2),
+                          scales_l, qs], axis=1)
+    return out.reshape(rows, -1)
+
+
 QMIX_HIGH = ("attn_v.weight", "ffn_down.weight", "ffn_down_exps.weight", "token_embd.weight",
              "output.weight")
+IQ4_DTYPES = {"iq4nl": 25, "iq4xs": 30}  # dtype -> llama_ftype (MOSTLY_IQ4_NL / _XS)
 F32_MATRICES = ("ffn_gate_inp.weight",)  # the MoE router stays F32 (converter, llama-quantize)
 # dtypes that put every matrix in one type: the type and its GGUF file_type (LLAMA_FTYPE_*)
 WHOLE_DTYPES = {"q4_1": (QT.Q4_1, 3), "q5_1": (QT.Q5_1, 9)}
@@ -484,6 +586,14 @@ def encode(name, arr, dtype):
     high = name.endswith(QMIX_HIGH)
     lead, n = arr.shape[:-1], arr.shape[-1]  # 3-D experts: rows of every expert
     flat = arr.reshape(-1, n)
+    if dtype in IQ4_DTYPES:  # llama-quantize's IQ4_NL / IQ4_XS: output Q6_K (Q8_0), IQ4_XS
+        if name == "output.weight":  # rows not of 256 fall back to IQ4_NL
+            q, qt = (quant_q6_k(flat), QT.Q6_K) if n % 256 == 0 else (quants.quantize(flat, QT.Q8_0), QT.Q8_0)
+        elif dtype == "iq4xs" and n % 256 == 0:
+            q, qt = quant_iq4_xs(flat), QT.IQ4_XS
+        else:
+            q, qt = quant_iq4_nl(flat), QT.IQ4_NL
+        return q.reshape(lead + (q.shape[-1],)), qt
     if n % 256 == 0:
         if high:
             q, qt = quant_q6_k(flat), QT.Q6_K
@@ -587,7 +697,7 @@ def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_S
     E, L, H, HKV, HD, FF, V = (f["n_embd"], f["n_layer"], f["n_head"], f["n_head_kv"],
                                f["head_dim"], f["n_ff"], f["n_vocab"])
     # one stream per family: the f16 and qmix files hold the same underlying weights
-    rnd = Rand(seed + sum(map(ord, family)))
+    rnd = Rand(seed + sum(map(ord, family)) + f.get("seed_add", 0))
     tmp = str(path) + ".tmp"
     w = gguf.GGUFWriter(tmp, arch)
     w.add_name("lumen-random-%s-%dL-%s" % (family, L, dtype))
@@ -610,6 +720,12 @@ def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_S
         w.add_expert_used_count(f["n_expert_used"])
         if arch != "llama":
             w.add_expert_feed_forward_length(f["n_ff_exp"])
+    if "granite" in f:  # as conversion/granite.py writes the *_multiplier / logits_scaling
+        emb_s, res_s, att_s, logit_s = f["granite"]
+        w.add_embedding_scale(emb_s)
+        w.add_residual_scale(res_s)
+        w.add_attention_scale(att_s)
+        w.add_logit_scale(logit_s)
     if "sliding_window" in extra:
         f["sliding_window"] = extra["sliding_window"]
     if "rope_orig_ctx" in f:  # LongRoPE (phi3), as the converter writes it
@@ -628,7 +744,8 @@ def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_S
     if "sliding_window_pattern" in extra:
         w.add_uint32("%s.attention.sliding_window_pattern" % arch, extra["sliding_window_pattern"])
     w.add_file_type(1 if dtype == "f16" else WHOLE_DTYPES[dtype][1] if dtype in WHOLE_DTYPES
-                    else KMIX_FILE_TYPE.get(dtype, 15))  # MOSTLY_F16 / _Q4_1 / _Q5_1 / mixes
+                    else IQ4_DTYPES[dtype] if dtype in IQ4_DTYPES
+                    else KMIX_FILE_TYPE.get(dtype, 15))  # MOSTLY_F16 / _Q4_1 / _Q5_1 / IQ4 / mixes
 
     toks, scores, types = spm_vocab(V)
     if arch == "phi3":  # llama.cpp looks up <|endoftext|> in a vocabulary named phi3 (general.name)
@@ -798,8 +915,8 @@ def main():
     ap.add_argument("--family", choices=sorted(FAMILIES))
     ap.add_argument("--layers", type=int, default=0, help="reduced layer count (0 = real)")
     ap.add_argument("--vocab", type=int, default=0, help="reduced vocabulary (0 = real)")
-    ap.add_argument("--dtype", choices=("f16", "qmix", "qmix_q2k", "qmix_q3k") + tuple(WHOLE_DTYPES),
-                    default="f16")
+    ap.add_argument("--dtype", choices=("f16", "qmix", "qmix_q2k", "qmix_q3k", "iq4nl", "iq4xs")
+                    + tuple(WHOLE_DTYPES), default="f16")
     ap.add_argument("--seed", type=int, default=CI_SEED)
     ap.add_argument("--swa-pattern", type=int, default=0,
                     help="write <arch>.attention.sliding_window_pattern (gemma3)")

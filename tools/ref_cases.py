@@ -28,7 +28,7 @@ import make_arch_gguf as mk  # noqa: E402
 import ref_forward  # noqa: E402
 
 ARCH = ["tinyllama", "llama32", "qwen25", "qwen3", "gemma3", "qwen3moe", "mixtral", "deepseek2", "phi35",
-        "phi4"]
+        "phi4", "granite", "smollm3"]
 SHORT = 100
 CASES = [("gemma3-270m-q4_k_m", "default", "tests/golden/gemma3_logits.txt", None),
          ("gemma3-270m-q4_k_m-short", "default", "tests/golden/gemma3_logits.txt", SHORT),
@@ -45,6 +45,10 @@ for _dt in ("qmix_q2k", "qmix_q3k"):
 # deepseek2's V3 / Moonlight form (q low-rank, sigmoid + bias + groups) is written in F16 only
 CASES.append(("arch_deepseek2v3_f16", "arch:arch_deepseek2v3_f16.gguf",
               "tests/golden/arch_deepseek2v3_f16.txt", None))
+# the IQ4 mixes (make_arch_gguf.py CI_MODELS' 'iq4nl' / 'iq4xs' entries)
+for _a, _dt in (("qwen25", "iq4nl"), ("llama32", "iq4xs")):
+    CASES.append(("arch_%s_%s" % (_a, _dt), "arch:arch_%s_%s.gguf" % (_a, _dt),
+                  "tests/golden/arch_%s_%s.txt" % (_a, _dt), None))
 # the larger shapes' reduced copies (make_arch_gguf.SHAPE_CI_MODELS): the sequences of the CI
 # copy of the same family (gemma3's up to 64 tokens: its 600-token one would take minutes)
 SHAPE_SEQS = {"llama32_3b": ("llama32", None), "llama31_8b": ("llama32", None),
@@ -65,7 +69,7 @@ def kind(name, source):
         return "f32"
     if "_qmix_" in name:  # arch_<family>_qmix_<q2k|q3k>: the quant mixes' margins
         return "qmix"
-    return name.rsplit("_", 1)[-1]  # arch_<family>_<f16|qmix>
+    return name.rsplit("_", 1)[-1]  # arch_<family>_<f16|qmix|iq4nl|iq4xs>
 
 
 def work_dir():

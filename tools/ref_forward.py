@@ -36,6 +36,10 @@ measured (KL-divergence, top-1 agreement). Architectures, as llama.cpp builds th
            rounded up to 256 as llama.cpp does, exceeds rope.scaling.original_context_length;
            RefModel's n_ctx, default 1024) and cos/sin are multiplied by
            rope.scaling.attn_factor; no sliding window (llama.cpp turns Phi's off)
+  granite  llama x embedding_scale on the embeddings, q.k x attention.scale (instead of
+           1/sqrt(head_dim)), each block's output x residual_scale before its residual add,
+           logits / logit_scale; rope.scaling.finetuned = false: no RoPE at all
+  smollm3  llama without RoPE in every 4th layer (il + 1 a multiple of 4), rope_freqs unused
 
 Optional biases (attn_q/k/v/output.bias) are applied wherever present. Not supported (an
 error names them): YaRN scaling, per-layer head counts, experts in other families
@@ -59,9 +63,10 @@ import numpy as np
 import gguf
 from gguf import GGMLQuantizationType as QT
 
-SUPPORTED = ("llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "deepseek2", "phi3")
+SUPPORTED = ("llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "deepseek2", "phi3", "granite",
+             "smollm3")
 ROPE_NEOX = {"llama": False, "qwen2": True, "qwen3": True, "qwen3moe": True, "gemma3": True,
-             "deepseek2": False, "phi3": True}
+             "deepseek2": False, "phi3": True, "granite": False, "smollm3": False}
 
 
 def field_value(f):
@@ -110,6 +115,19 @@ class RefModel:
                 self.rope_base_swa = self.get(a + ".rope.freq_base_swa", 10000.0)
             self.softcap = self.get(a + ".final_logit_softcapping", 0.0)
             self.attn_scale = 1.0 / math.sqrt(self.head_k)
+        # granite's multipliers (0: none); attention scale of the non-gemma families
+        self.embd_scale = self.residual_scale = self.logit_scale = 0.0
+        self.qk_scale = 1.0 / math.sqrt(self.head_k)
+        self.rope_layers = [True] * self.n_layer
+        if a == "granite":
+            self.embd_scale = self.get(a + ".embedding_scale", 0.0)
+            self.residual_scale = self.get(a + ".residual_scale", 0.0)
+            self.logit_scale = self.get(a + ".logit_scale")
+            self.qk_scale = self.get(a + ".attention.scale", 0.0) or self.qk_scale
+            if not self.get(a + ".rope.scaling.finetuned", True):
+                self.rope_layers = [False] * self.n_layer
+        if a == "smollm3":
+            self.rope_layers = [(il + 1) % 4 != 0 for il in range(self.n_layer)]
         self.n_expert = self.get(a + ".expert_count", 0) if a in ("qwen3moe", "llama") else 0
         if self.n_expert:
             self.n_expert_used = self.get(a + ".expert_used_count")
@@ -184,7 +202,7 @@ class RefModel:
         """q (n, H, dk), k (n, Hkv, dk), v (n, Hkv, dv) -> (n, H*dv); causal, sliding window."""
         n = q.shape[0]
         group = self.n_head // self.n_head_kv
-        scale = 1.0 if self.arch == "gemma3" else 1.0 / math.sqrt(self.head_k)  # gemma: q pre-scaled
+        scale = 1.0 if self.arch == "gemma3" else self.qk_scale  # gemma: q pre-scaled
         qi = np.arange(n)[:, None]
         ki = np.arange(n)[None, :]
         masked = ki > qi
@@ -361,10 +379,15 @@ class RefModel:
         x = self.w("token_embd.weight")[tokens]
         if self.arch == "gemma3":
             x = x * math.sqrt(self.n_embd)
+        if self.embd_scale:
+            x = x * self.embd_scale
         factors = self.w("rope_freqs.weight") if self.has("rope_freqs.weight") else None
         lr = "rope_factors_%s.weight" % ("long" if self.rope_long else "short")
         if factors is None and self.has(lr):
             factors = self.w(lr)
+        if self.arch == "smollm3":  # llama.cpp's graph passes no frequency factors
+            factors = None
+        rs = self.residual_scale or 1.0
         for il in range(self.n_layer):
             p = "blk.%d." % il
             h = self.rmsnorm(x, self.w(p + "attn_norm.weight"))
@@ -388,14 +411,15 @@ class RefModel:
                 base, scale = self.rope_base_swa, self.rope_scale_swa
             else:
                 base, scale = self.rope_base, self.rope_scale
-            q = self.rope(q, pos, base, scale, factors)
-            k = self.rope(k, pos, base, scale, factors)
+            if self.rope_layers[il]:
+                q = self.rope(q, pos, base, scale, factors)
+                k = self.rope(k, pos, base, scale, factors)
             if self.arch == "gemma3":
                 q = q * self.attn_scale
             a = self.linear(self.attention(q, k, v, il), p + "attn_output")
             if self.arch == "gemma3":
                 a = self.rmsnorm(a, self.w(p + "post_attention_norm.weight"))
-            x = x + a
+            x = x + a * rs
             h = self.rmsnorm(x, self.w(p + "ffn_norm.weight"))
             if self.n_expert:
                 f = self.moe(h, p)
@@ -410,13 +434,15 @@ class RefModel:
                 f = self.linear(act * u, p + "ffn_down")
             if self.arch == "gemma3":
                 f = self.rmsnorm(f, self.w(p + "post_ffw_norm.weight"))
-            x = x + f
+            x = x + f * rs
         return self.rmsnorm(x, self.w("output_norm.weight"))
 
     def head(self, h):
         """Logits (n, n_vocab) of final hidden states h (n, n_embd)."""
         name = "output.weight" if self.has("output.weight") else "token_embd.weight"
         y = h @ self.w(name).T
+        if self.logit_scale:
+            y = y / self.logit_scale
         if self.softcap:
             y = np.tanh(y / self.softcap) * self.softcap
         return y

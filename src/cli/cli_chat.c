@@ -27,7 +27,7 @@ static const char *k_chat_help_head =
     "  -n, --n-predict N     cap each reply at N tokens (default 512; 0 = until the end of\n"
     "                        the model's turn or of the context)\n"
     "  -s, --system TEXT     system prompt (kept when old turns are dropped)\n"
-    "      --template NAME   chat format: gemma, llama3, chatml or phi3 (default: the model's)\n"
+    "      --template NAME   chat format: gemma, llama3, chatml, phi3 or granite (default: the model's)\n"
     "      --grammar FILE    every reply follows a GBNF grammar (docs/structured.md)\n"
     "      --json-schema FILE  every reply is JSON matching a JSON Schema\n";
 // (the sampling flags between them: cli_sampling_help, --seed last)
@@ -479,7 +479,7 @@ static void chat_parse(int argc, char **argv, struct chat_opts *o) {
         else cli_usage_error(cmd, "unknown option '%s' (try `lumen chat --help`)", a);
     }
     if (o->tmpl_name && lm_chat_template_from_name(o->tmpl_name) == LM_CHAT_TEMPLATE_NONE)
-        cli_usage_error(cmd, "--template: unknown format '%s' (gemma, llama3, chatml or phi3)", o->tmpl_name);
+        cli_usage_error(cmd, "--template: unknown format '%s' (gemma, llama3, chatml, phi3 or granite)", o->tmpl_name);
     if (o->grammar_path && o->schema_path)
         cli_usage_error(cmd, "give either --grammar or --json-schema, not both");
     if (!o->model_path) o->model_path = cli_default_model();

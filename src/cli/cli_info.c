@@ -20,6 +20,18 @@ static void human(double b, char *out, size_t n) {
     else snprintf(out, n, "%.0f B", b);
 }
 
+// The layers whose q and k RoPE does not rotate (smollm3's every 4th), if any.
+static void print_no_rope(const struct lm_model *m, int32_t n_layer) {
+    int n = 0;
+    for (int l = 0; l < n_layer; l++) {
+        struct lm_model_layer_info li;
+        lm_model_layer_info(m, l, &li);
+        if (!li.no_rope) continue;
+        printf(n++ ? " %d" : "  no rope        layers %d", l);
+    }
+    if (n) printf(" (%d of %d)\n", n, n_layer);
+}
+
 int cmd_info(int argc, char **argv) {
     const char *path = NULL;
     bool tensors = true;
@@ -81,6 +93,7 @@ int cmd_info(int argc, char **argv) {
         printf(", LongRoPE (long factors when n_ctx, rounded up to 256, exceeds %d; attn_factor %g)",
                hp.rope_orig_ctx, hp.rope_attn_factor);
     printf("\n");
+    print_no_rope(m, hp.n_layer);
     // per-layer features, counted over the layers
     int n_global = 0, n_bias = 0, n_qk_norm = 0, n_post = 0;
     for (int l = 0; l < hp.n_layer; l++) {
@@ -113,6 +126,8 @@ int cmd_info(int argc, char **argv) {
     printf("  attn scale     %g\n", hp.attn_scale);
     printf("  embd scale     %g\n", hp.embd_scale);
     if (hp.final_softcap > 0) printf("  logit softcap  %g\n", hp.final_softcap);
+    if (hp.residual_scale > 0) printf("  residual scale %g (block outputs)\n", hp.residual_scale);
+    if (hp.logit_scale > 0) printf("  logit scale    %g (logits divided by it)\n", hp.logit_scale);
     printf("  output         %s%s\n", hp.tied_output ? "tied to token_embd" : "separate output.weight",
            hp.output_bias ? " + output.bias" : "");
     const struct lm_tokenizer *tok = lm_model_tokenizer(m);

@@ -19,7 +19,7 @@ static const char *k_run_help_head =
     "  -n, --n-predict N     tokens to generate (default 128; stops early at end of generation)\n"
     "      --chat            wrap the prompt in the model's chat turn format (a model without\n"
     "                        a chat template gets a fallback format and one warning naming it)\n"
-    "      --template NAME   with --chat: gemma, llama3, chatml or phi3 instead of the model's\n";
+    "      --template NAME   with --chat: gemma, llama3, chatml, phi3 or granite instead of the model's\n";
 // (the sampling flags between them: cli_sampling_help)
 static const char *k_run_help_tail =
     "  -t, --threads N       threads (default: physical cores)\n"
@@ -112,7 +112,7 @@ static void run_parse(int argc, char **argv, struct run_opts *o) {
         cli_usage_error(cmd, "give either --grammar or --json-schema, not both");
     if (o->draft_fixed && !o->draft_path) cli_usage_error(cmd, "--draft-fixed needs -md");
     if (o->tmpl_name && lm_chat_template_from_name(o->tmpl_name) == LM_CHAT_TEMPLATE_NONE)
-        cli_usage_error(cmd, "--template: unknown format '%s' (gemma, llama3, chatml or phi3)", o->tmpl_name);
+        cli_usage_error(cmd, "--template: unknown format '%s' (gemma, llama3, chatml, phi3 or granite)", o->tmpl_name);
     if (!o->model_path) o->model_path = cli_default_model();
 }
 

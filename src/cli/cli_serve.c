@@ -35,7 +35,7 @@ static const char *k_serve_help =
     "      --cors-origin ORIGIN  pages of ORIGIN (e.g. https://app.example) may call the API from a\n"
     "                          browser: CORS headers and preflights (repeatable; '*': any);\n"
     "                          other sites' pages are refused (403)\n"
-    "      --chat-template T   gemma | llama3 | chatml | phi3, or a file holding a template\n"
+    "      --chat-template T   gemma | llama3 | chatml | phi3 | granite, or a template file\n"
     "                          (default: the model's own, else its architecture's turn format)\n"
     "      --parse-special-in-messages  special-token text in chat messages (\"<start_of_turn>\")\n"
     "                          becomes the token (default: it is text; only the template's count)\n"

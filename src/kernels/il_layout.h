@@ -17,6 +17,8 @@
 //                element 8j + kk, high nibble = of element 8j + 4 + kk (raw 0..15)
 //             + 8 x 8 bytes of high bits: u64 g, bit r*4 + kk = bit 4 of element 4g + kk
 //       q4_0: q5_0's 4 x 64 bytes of nibbles (the raw 0..15), no high bits
+//       iq4_nl: q4_0's record (its blocks have q4_0's bytes); the kernels look each index up
+//             as kv + 128 (lm_kvalues_iq4nl) and undo the + 128 as q8_0 does
 // so one vector of 16 rows x 4 elements, unsigned (q8_0: q + 128, q5_0: the raw 0..31 =
 // q + 16, q4_0: the raw 0..15 = q + 8), meets 4 broadcast activation bytes in one vpdpbusd.
 // The offsets come back through the activation sums: sum (q + c) x = sum q x + c sum x
@@ -111,6 +113,16 @@ struct lm_il_q3_K_sb {
 };
 _Static_assert(sizeof(struct lm_il_q2_K_sb) == 1344, "il q2_K super-block size");
 _Static_assert(sizeof(struct lm_il_q3_K_sb) == 1824, "il q3_K super-block size");
+// iq4_xs: q4_K's nibble arrangement of the 4-bit table indices, the signed sub-block scales
+// decoded; the kernels look each index up as kv + 128 (unsigned) and undo the + 128 through
+// the q8_K row's bsums.
+struct lm_il_iq4_xs_sb {
+    lm_f16 d[LM_IL_ROWS];             // super-block scale of row r
+    int8_t sc[8][LM_IL_ROWS];         // sc[j][r]: scale of sub-block j (-32..31)
+    uint8_t qs[8][4][4 * LM_IL_ROWS]; // qs[j][v][4r + kk]: lo = idx[r][32j + 4v + kk],
+                                      //                    hi = idx[r][32j + 16 + 4v + kk]
+};
+_Static_assert(sizeof(struct lm_il_iq4_xs_sb) == 2208, "il iq4_xs super-block size"); // 16 x 136 = 2176
 
 // ---- f16: the file layout itself, 16 rows of n_in halves one after another (row_bytes =
 // 2 n_in), so the weights are used in place and nothing is copied at load (lm_il_in_place).

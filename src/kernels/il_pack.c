@@ -16,12 +16,14 @@ bool lm_il_supported(enum lm_dtype t, int64_t n_out, int64_t n_in) {
     case LM_DTYPE_Q5_0:
     case LM_DTYPE_Q4_0:
     case LM_DTYPE_Q4_1:
-    case LM_DTYPE_Q5_1: return n_in % 32 == 0;
+    case LM_DTYPE_Q5_1:
+    case LM_DTYPE_IQ4_NL: return n_in % 32 == 0;
     case LM_DTYPE_Q4_K:
     case LM_DTYPE_Q5_K:
-    case LM_DTYPE_Q6_K: return n_in % LM_QK_K == 0;
+    case LM_DTYPE_Q6_K:
     case LM_DTYPE_Q2_K:
-    case LM_DTYPE_Q3_K: return n_in % LM_QK_K == 0;
+    case LM_DTYPE_Q3_K:
+    case LM_DTYPE_IQ4_XS: return n_in % LM_QK_K == 0;
     case LM_DTYPE_F16: return true;
     default: return false;
     }
@@ -35,7 +37,8 @@ size_t lm_il_group_bytes(enum lm_dtype t, int64_t n_in) {
     switch (t) {
     case LM_DTYPE_Q8_0: return (size_t)(n_in / 32) * LM_IL_Q8_0_REC;
     case LM_DTYPE_Q5_0: return (size_t)(n_in / 32) * LM_IL_Q5_0_REC;
-    case LM_DTYPE_Q4_0: return (size_t)(n_in / 32) * LM_IL_Q4_0_REC;
+    case LM_DTYPE_Q4_0:
+    case LM_DTYPE_IQ4_NL: return (size_t)(n_in / 32) * LM_IL_Q4_0_REC;
     case LM_DTYPE_Q4_1: return (size_t)(n_in / 32) * LM_IL_Q4_1_REC;
     case LM_DTYPE_Q5_1: return (size_t)(n_in / 32) * LM_IL_Q5_1_REC;
     case LM_DTYPE_Q4_K: return (size_t)(n_in / LM_QK_K) * sizeof(struct lm_il_q4_K_sb);
@@ -43,6 +46,7 @@ size_t lm_il_group_bytes(enum lm_dtype t, int64_t n_in) {
     case LM_DTYPE_Q6_K: return (size_t)(n_in / LM_QK_K) * sizeof(struct lm_il_q6_K_sb);
     case LM_DTYPE_Q2_K: return (size_t)(n_in / LM_QK_K) * sizeof(struct lm_il_q2_K_sb);
     case LM_DTYPE_Q3_K: return (size_t)(n_in / LM_QK_K) * sizeof(struct lm_il_q3_K_sb);
+    case LM_DTYPE_IQ4_XS: return (size_t)(n_in / LM_QK_K) * sizeof(struct lm_il_iq4_xs_sb);
     case LM_DTYPE_F16: return (size_t)LM_IL_ROWS * (size_t)n_in * sizeof(lm_f16);
     default: LM_ASSERT(!"no il layout"); return 0;
     }
@@ -214,7 +218,8 @@ void lm_il_pack_group(enum lm_dtype t, void *dst, const void *src, size_t row_by
     switch (t) {
     case LM_DTYPE_Q8_0: pack_q8_0(dst, src, row_bytes, n_in); break;
     case LM_DTYPE_Q5_0: pack_q5_0(dst, src, row_bytes, n_in); break;
-    case LM_DTYPE_Q4_0: pack_q4_0(dst, src, row_bytes, n_in); break;
+    case LM_DTYPE_Q4_0:
+    case LM_DTYPE_IQ4_NL: pack_q4_0(dst, src, row_bytes, n_in); break; // same block bytes
     case LM_DTYPE_Q4_1:
     case LM_DTYPE_Q5_1: lm_il_pack_q1(t, dst, src, row_bytes, n_in); break;
     case LM_DTYPE_Q4_K: pack_q4_K(dst, src, row_bytes, n_in); break;
@@ -222,6 +227,7 @@ void lm_il_pack_group(enum lm_dtype t, void *dst, const void *src, size_t row_by
     case LM_DTYPE_Q6_K: pack_q6_K(dst, src, row_bytes, n_in); break;
     case LM_DTYPE_Q2_K: lm_il_pack_q2_K(dst, src, row_bytes, n_in); break;
     case LM_DTYPE_Q3_K: lm_il_pack_q3_K(dst, src, row_bytes, n_in); break;
+    case LM_DTYPE_IQ4_XS: lm_il_pack_iq4_xs(dst, src, row_bytes, n_in); break; // iq4_generic.c
     case LM_DTYPE_F16:
         for (int r = 0; r < LM_IL_ROWS; r++)
             memcpy((char *)dst + (size_t)r * (size_t)n_in * sizeof(lm_f16),

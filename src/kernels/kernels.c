@@ -24,6 +24,7 @@ static const struct lm_kernels k_generic = {
         [LM_DTYPE_Q2_K] = lm_dequant_q2_K_generic, [LM_DTYPE_Q3_K] = lm_dequant_q3_K_generic,
         [LM_DTYPE_Q4_K] = lm_dequant_q4_K_generic, [LM_DTYPE_Q5_K] = lm_dequant_q5_K_generic,
         [LM_DTYPE_Q6_K] = lm_dequant_q6_K_generic,
+        [LM_DTYPE_IQ4_NL] = lm_dequant_iq4_nl_generic, [LM_DTYPE_IQ4_XS] = lm_dequant_iq4_xs_generic,
     },
     .quant = {
         [LM_DTYPE_F32] = lm_quant_f32_generic, [LM_DTYPE_F16] = lm_quant_f16_generic,
@@ -38,6 +39,7 @@ static const struct lm_kernels k_generic = {
         [LM_DTYPE_Q2_K] = lm_vec_dot_q2_K_generic, [LM_DTYPE_Q3_K] = lm_vec_dot_q3_K_generic,
         [LM_DTYPE_Q4_K] = lm_vec_dot_q4_K_generic, [LM_DTYPE_Q5_K] = lm_vec_dot_q5_K_generic,
         [LM_DTYPE_Q6_K] = lm_vec_dot_q6_K_generic,
+        [LM_DTYPE_IQ4_NL] = lm_vec_dot_iq4_nl_generic, [LM_DTYPE_IQ4_XS] = lm_vec_dot_iq4_xs_generic,
     },
     .il_gemm = {
         [LM_DTYPE_Q8_0] = lm_il_gemm_q8_0_generic, [LM_DTYPE_Q5_0] = lm_il_gemm_q5_0_generic,
@@ -46,6 +48,7 @@ static const struct lm_kernels k_generic = {
         [LM_DTYPE_F16] = lm_il_gemm_f16_generic,
         [LM_DTYPE_Q2_K] = lm_il_gemm_q2_K_generic, [LM_DTYPE_Q3_K] = lm_il_gemm_q3_K_generic,
         [LM_DTYPE_Q4_1] = lm_il_gemm_q4_1_generic, [LM_DTYPE_Q5_1] = lm_il_gemm_q5_1_generic,
+        [LM_DTYPE_IQ4_NL] = lm_il_gemm_iq4_nl_generic, [LM_DTYPE_IQ4_XS] = lm_il_gemm_iq4_xs_generic,
     },
     .rmsnorm = lm_rmsnorm_generic, .rope = lm_rope_generic, .geglu = lm_geglu_generic,
     .swiglu = lm_swiglu_generic, .f32_to_f16 = lm_f32_to_f16_generic, .attn = lm_attn_generic,
@@ -63,7 +66,7 @@ static pthread_once_t k_avx2_once = PTHREAD_ONCE_INIT;
 
 // AVX2 + FMA + F16C: the dots of every dtype (q2_K / q3_K in dot_q23_K_avx2.c), the hot
 // dequantizers, the q8_0 / q8_1 / q8_K / f16 activation quantizers, the il GEMMs of every il
-// dtype, q4_1 / q5_1 multi-token dots; the row kernels stay generic
+// dtype but the IQ4 ones, q4_1 / q5_1 multi-token dots; the row kernels stay generic
 static void avx2_init(void) {
     k_avx2 = *lm_kernels_generic();
     k_avx2.name = "avx2";
@@ -103,6 +106,12 @@ static void avx2_init(void) {
     k_avx2.il_gemm[LM_DTYPE_Q6_K] = lm_il_gemm_q6_K_avx2;
     k_avx2.il_gemm[LM_DTYPE_Q2_K] = lm_il_gemm_q2_K_avx2;
     k_avx2.il_gemm[LM_DTYPE_Q3_K] = lm_il_gemm_q3_K_avx2;
+    k_avx2.vec_dot[LM_DTYPE_IQ4_NL] = lm_vec_dot_iq4_nl_avx2;
+    k_avx2.vec_dot[LM_DTYPE_IQ4_XS] = lm_vec_dot_iq4_xs_avx2;
+    // no AVX2 il kernel for the IQ4 types: their weights keep the file layout there and run
+    // vec_dot (the same bits), not the scalar il GEMM, whose table lookups do not vectorize
+    k_avx2.il_gemm[LM_DTYPE_IQ4_NL] = NULL;
+    k_avx2.il_gemm[LM_DTYPE_IQ4_XS] = NULL;
 }
 
 const struct lm_kernels *lm_kernels_avx2(void) {
@@ -171,6 +180,10 @@ static void avx512_init(void) {
     k_avx512.attn = lm_attn_avx512;
     k_avx512.attn_q8 = lm_attn_avx512; // one kernel for f16 and q8_0 rows
     k_avx512.topk_span = lm_topk_span_avx512;
+    k_avx512.vec_dot[LM_DTYPE_IQ4_NL] = lm_vec_dot_iq4_nl_avx512;
+    k_avx512.vec_dot[LM_DTYPE_IQ4_XS] = lm_vec_dot_iq4_xs_avx512;
+    k_avx512.il_gemm[LM_DTYPE_IQ4_NL] = lm_il_gemm_iq4_nl_avx512;
+    k_avx512.il_gemm[LM_DTYPE_IQ4_XS] = lm_il_gemm_iq4_xs_avx512;
     // AMX-INT8 for k-quant prefill where the CPU has it and Linux grants the tile state
     // (il_amx.c is built for x86-64 Linux only)
 #if defined(__linux__)
@@ -251,14 +264,16 @@ enum lm_dtype lm_vec_dot_type(enum lm_dtype t) {
     case LM_DTYPE_BF16: return LM_DTYPE_BF16;
     case LM_DTYPE_Q4_0:
     case LM_DTYPE_Q5_0:
-    case LM_DTYPE_Q8_0: return LM_DTYPE_Q8_0;
+    case LM_DTYPE_Q8_0:
+    case LM_DTYPE_IQ4_NL: return LM_DTYPE_Q8_0;
     case LM_DTYPE_Q4_1:
     case LM_DTYPE_Q5_1: return LM_DTYPE_Q8_1;
     case LM_DTYPE_Q2_K:
     case LM_DTYPE_Q3_K:
     case LM_DTYPE_Q4_K:
     case LM_DTYPE_Q5_K:
-    case LM_DTYPE_Q6_K: return LM_DTYPE_Q8_K;
+    case LM_DTYPE_Q6_K:
+    case LM_DTYPE_IQ4_XS: return LM_DTYPE_Q8_K;
     default: return LM_DTYPE_COUNT; // no dot product for this dtype
     }
 }

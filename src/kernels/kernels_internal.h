@@ -96,6 +96,15 @@ typedef void lm_il_gemm_amx_kernel(int64_t n_in, int64_t n_groups, size_t group_
 lm_il_gemm_amx_kernel lm_il_gemm_amx_q4_K, lm_il_gemm_amx_q5_K, lm_il_gemm_amx_q6_K;
 int lm_amx_enable(void);
 
+// ---- iq4_generic.c, iq4_avx2.c, iq4_avx512.c: iq4_nl / iq4_xs dequant, dots, iq4_nl il GEMM
+lm_dequant_kernel lm_dequant_iq4_nl_generic, lm_dequant_iq4_xs_generic;
+lm_vec_dot_kernel lm_vec_dot_iq4_nl_generic, lm_vec_dot_iq4_xs_generic, lm_vec_dot_iq4_nl_avx2,
+    lm_vec_dot_iq4_xs_avx2, lm_vec_dot_iq4_nl_avx512, lm_vec_dot_iq4_xs_avx512;
+lm_il_gemm_kernel lm_il_gemm_iq4_nl_generic, lm_il_gemm_iq4_nl_avx512, lm_il_gemm_iq4_xs_generic,
+    lm_il_gemm_iq4_xs_avx512;
+// 16 iq4_xs rows at src (row_bytes apart) -> one il group at dst (il_pack.c's switch calls it)
+void lm_il_pack_iq4_xs(void *dst, const void *src, size_t row_bytes, int64_t n_in);
+
 // ---- rows_generic.c, attn_generic.c, topk_generic.c and their AVX-512 versions (the AVX2
 // table uses the generic ones)
 void lm_rmsnorm_generic(float *y, const float *x, const float *w, int64_t n, float eps);

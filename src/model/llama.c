@@ -3,7 +3,8 @@
 // separate or tied LM head (the forward pass: runtime/forward.c). llama: NORM RoPE, linear or
 // llama3 (rope_freqs) scaling; qwen2: q/k/v biases, NEOX RoPE; qwen3: per-head QK-norm;
 // qwen3moe: qwen3 with a mixture-of-experts FFN (no shared expert), as llama with
-// expert_count > 0 (Mixtral): router softmax, top-k, weights renormalised.
+// expert_count > 0 (Mixtral): router softmax, top-k, weights renormalised. granite and
+// smollm3 are llama plus data that granite.c reads (multipliers, layers without RoPE).
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,17 +20,25 @@ struct llama_variant {
     bool rope_freqs;   // rope_freqs.weight is looked for (llama)
     bool output_bias;  // output.bias is looked for (qwen2)
     bool moe;          // expert FFN required (qwen3moe); llama: when expert_count > 0
+    enum lm_status (*ext)(struct lm_model *m); // the family's own data, after the rest (granite.c)
 };
 
-static const struct llama_variant k_llama = {LM_ROPE_NORM, false, true, false, false};
-static const struct llama_variant k_qwen2 = {LM_ROPE_NEOX, false, false, true, false};
-static const struct llama_variant k_qwen3 = {LM_ROPE_NEOX, true, false, false, false};
-static const struct llama_variant k_qwen3moe = {LM_ROPE_NEOX, true, false, false, true};
+static const struct llama_variant k_llama = {LM_ROPE_NORM, false, true, false, false, NULL};
+static const struct llama_variant k_qwen2 = {LM_ROPE_NEOX, false, false, true, false, NULL};
+static const struct llama_variant k_qwen3 = {LM_ROPE_NEOX, true, false, false, false, NULL};
+static const struct llama_variant k_qwen3moe = {LM_ROPE_NEOX, true, false, false, true, NULL};
+// granite: llama + multipliers (attention.scale read as llama's); smollm3: no rope_freqs
+static const struct llama_variant k_granite = {LM_ROPE_NORM, false, true, false, false,
+                                               lm_granite_load_ext};
+static const struct llama_variant k_smollm3 = {LM_ROPE_NORM, false, false, false, false,
+                                               lm_smollm3_load_ext};
 
 static const struct llama_variant *variant_of(const struct lm_model *m) {
     if (m->arch == &lm_arch_qwen2) return &k_qwen2;
     if (m->arch == &lm_arch_qwen3) return &k_qwen3;
     if (m->arch == &lm_arch_qwen3moe) return &k_qwen3moe;
+    if (m->arch == &lm_arch_granite) return &k_granite;
+    if (m->arch == &lm_arch_smollm3) return &k_smollm3;
     return &k_llama;
 }
 
@@ -270,7 +279,7 @@ static enum lm_status llama_load(struct lm_model *m) {
             memset(&L->k_norm, 0, sizeof L->k_norm);
         }
     }
-    return LM_OK;
+    return v->ext ? v->ext(m) : LM_OK;
 }
 
 // pre-norm blocks only, SwiGLU
@@ -283,3 +292,7 @@ const struct lm_arch lm_arch_qwen3 = {
     .name = "qwen3", .load = llama_load, .decoder = LLAMA_DECODER};
 const struct lm_arch lm_arch_qwen3moe = {
     .name = "qwen3moe", .load = llama_load, .decoder = LLAMA_DECODER};
+const struct lm_arch lm_arch_granite = {
+    .name = "granite", .load = llama_load, .decoder = LLAMA_DECODER};
+const struct lm_arch lm_arch_smollm3 = {
+    .name = "smollm3", .load = llama_load, .decoder = LLAMA_DECODER};

@@ -18,6 +18,8 @@ static const struct lm_arch *const k_archs[] = {
     &lm_arch_qwen3moe,
     &lm_arch_deepseek2,
     &lm_arch_phi3,
+    &lm_arch_granite,
+    &lm_arch_smollm3,
 };
 #define N_ARCHS (sizeof k_archs / sizeof k_archs[0])
 

@@ -80,10 +80,14 @@ struct lm_hparams {
     // RoPE's cos/sin multiplier (phi3: LongRoPE's rope.scaling.attn_factor, which llama.cpp
     // passes to ggml_rope_ext as attn_factor); 0 = 1 (none)
     float rope_mscale;
+    // granite's multipliers (0 = none; embd_scale and attn_scale above carry the other two)
+    float residual_scale;  // each block's output is multiplied by it before its residual add
+    float logit_scale;     // the logits are divided by it
 };
 
 struct lm_layer {
     bool swa; // sliding-window layer
+    bool no_rope; // q and k are not rotated (smollm3: every 4th layer)
     float rope_base;
     float rope_scale;
     struct lm_weight attn_norm;      // (n_embd)
@@ -237,5 +241,11 @@ extern const struct lm_arch lm_arch_qwen3;
 extern const struct lm_arch lm_arch_qwen3moe;
 extern const struct lm_arch lm_arch_deepseek2; // deepseek2.c: MLA + shared experts
 extern const struct lm_arch lm_arch_phi3; // phi3.c
+extern const struct lm_arch lm_arch_granite; // llama.c + granite.c: granite, smollm3
+extern const struct lm_arch lm_arch_smollm3;
+// What granite and smollm3 add to the llama loader (granite.c), run after it has read
+// the hyper-parameters and weights: granite's multipliers, the layers without RoPE.
+enum lm_status lm_granite_load_ext(struct lm_model *m);
+enum lm_status lm_smollm3_load_ext(struct lm_model *m);
 
 #endif

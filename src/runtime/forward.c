@@ -1,9 +1,9 @@
 // The forward pass: the one decoder of every architecture (gemma3, llama, qwen2, qwen3,
-// qwen3moe, deepseek2: latent attention through runtime/ops_mla.c), llama.cpp's pre-norm
-// block stack, shaped by m->arch->decoder (lm_decoder_desc) and by the model's data
-// (hyper-parameters, optional weights; experts: lm_op_moe_ffn), so no family has a copy of
-// it. Prefill, decode, batched decode and speculative verification are all this function
-// (lm_decode).
+// qwen3moe, granite, smollm3, deepseek2: latent attention through runtime/ops_mla.c),
+// llama.cpp's pre-norm block stack, shaped by m->arch->decoder (lm_decoder_desc) and by the
+// model's data (hyper-parameters, optional weights; experts: lm_op_moe_ffn), so no family has
+// a copy of it. Prefill, decode, batched decode and speculative verification are all this
+// function (lm_decode).
 #include "runtime/forward.h"
 
 // Runs on every pool thread. Each op ends either at a barrier, lm_fwd_sync (which records
@@ -80,7 +80,7 @@ void lm_forward(struct lm_context *c, int ith, int nth) {
                 lm_op_rmsnorm(c, c->o, c->o, post_attn, Nr, E, eps, ith, nth);
                 t = lm_fwd_mark(ith, LM_OP_POST_ATTN_NORM, il, t);
             }
-            lm_op_add(xcur + r0 * E, c->o, Nr, E, ith, nth);
+            lm_op_residual(c, xcur + r0 * E, c->o, Nr, E, ith, nth);
             t = lm_fwd_mark(ith, LM_OP_ATTN_RESIDUAL, il, t);
             lm_op_rmsnorm(c, c->xn, xcur + r0 * E, &L->ffn_norm, Nr, E, eps, ith, nth);
             t = lm_fwd_sync(c, ith, LM_OP_FFN_NORM, il, t);
@@ -113,7 +113,7 @@ void lm_forward(struct lm_context *c, int ith, int nth) {
             lm_op_rmsnorm(c, c->o, c->o, post_ffw, Nr, E, eps, ith, nth);
             t = lm_fwd_mark(ith, LM_OP_POST_FFW_NORM, il, t);
         }
-        lm_op_add(xcur + r0 * E, c->o, Nr, E, ith, nth);
+        lm_op_residual(c, xcur + r0 * E, c->o, Nr, E, ith, nth);
         if (last) {
             t = lm_fwd_sync(c, ith, LM_OP_FFN_RESIDUAL, il, t);
         } else {

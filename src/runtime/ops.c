@@ -108,16 +108,32 @@ void lm_op_add(float *x, const float *y, int64_t n_rows, int64_t dim, int ith, i
     for (int64_t i = s * dim; i < e * dim; i++) x[i] += y[i];
 }
 
+// x += o rows, o first multiplied by the model's residual_scale (granite) when it has one:
+// a rounded product, then the sum (ggml_scale, then ggml_add), in two loops so that GCC does
+// not contract them into one fma.
+void lm_op_residual(const struct lm_context *c, float *x, float *o, int64_t n_rows, int64_t dim,
+                    int ith, int nth) {
+    const float rs = c->m->hp.residual_scale;
+    int64_t s, e;
+    split(n_rows, ith, nth, &s, &e);
+    if (rs != 0.0f)
+        for (int64_t i = s * dim; i < e * dim; i++) o[i] *= rs;
+    for (int64_t i = s * dim; i < e * dim; i++) x[i] += o[i];
+}
+
 void lm_op_residual_norm_priv(struct lm_context *c, float *x_out, const float *x, const float *o,
                               const struct lm_weight *post, const struct lm_weight *norm,
                               float eps, int64_t n_rows, int64_t dim, float *y, int ith) {
     const float *pw = post && post->data ? (const float *)post->data : NULL;
     const float *nw = norm && norm->data ? (const float *)norm->data : NULL;
+    const float rs = c->m->hp.residual_scale; // as lm_op_residual
     for (int64_t i = 0; i < n_rows; i++) {
         float *yr = y + i * dim;
         const float *xr = x + i * dim, *or_ = o + i * dim;
         if (post) c->kern->rmsnorm(yr, or_, pw, dim, eps);
         else memcpy(yr, or_, (size_t)dim * sizeof(float));
+        if (rs != 0.0f)
+            for (int64_t d = 0; d < dim; d++) yr[d] *= rs;
         for (int64_t d = 0; d < dim; d++) yr[d] = xr[d] + yr[d];
         if (ith == 0) memcpy(x_out + i * dim, yr, (size_t)dim * sizeof(float));
         c->kern->rmsnorm(yr, yr, nw, dim, eps);
@@ -320,9 +336,9 @@ void lm_op_qk_rope_kv(struct lm_context *c, int il, int ith, int nth, uint64_t *
     for (int64_t i = s; i < e; i++) {
         const float *cs = cs0 + i * hp->n_rot;
         float *q = c->q + i * nh * hd;
-        c->kern->rope(q, nh, hd, cs, hp->n_rot, neox);
+        if (!L->no_rope) c->kern->rope(q, nh, hd, cs, hp->n_rot, neox); // smollm3: every 4th
         for (int64_t d = 0; d < nh * hd; d++) q[d] *= scale;
-        c->kern->rope(c->k + i * nkv * hd, nkv, hd, cs, hp->n_rot, neox);
+        if (!L->no_rope) c->kern->rope(c->k + i * nkv * hd, nkv, hd, cs, hp->n_rot, neox);
     }
     if (lm_prof_on()) { const uint64_t t1 = lm_prof_ticks(); lm_prof_op(ith, LM_OP_ROPE, il, *t, t1); *t = t1; }
     lm_op_kv_write(c, il, ith, nth);
@@ -412,7 +428,8 @@ static void head_topk_cols(struct lm_context *c, int ith, int64_t a, int64_t b) 
 // matmul itself
 static bool head_has_bias(const struct lm_context *c) { return c->m->output_b.data != NULL; }
 
-// logits (n_out, n_vocab) = lm_head(xn rows), then the optional final soft-capping.
+// logits (n_out, n_vocab) = lm_head(xn rows), then the optional logit scale (granite) and
+// final soft-capping.
 // The head is the largest matmul of a step (Gemma 3: 72% of the bytes read per token), so
 // threads claim shrinking row ranges (1/(2 nth) of what is left) rather than a static half:
 // a thread slowed by the shared machine no longer leaves the other idle at the barrier, and
@@ -424,7 +441,10 @@ void lm_op_lm_head(struct lm_context *c, int ith, int nth) {
     const struct lm_model *m = c->m;
     const struct lm_weight *W = &m->output;
     const float cap = m->hp.final_softcap;
-    const bool topk = c->top_k > 0, topk_inline = topk && cap <= 0.0f && !head_has_bias(c);
+    // granite: logits * (1 / logit_scale), as ggml_scale (1: none)
+    const float lmul = m->hp.logit_scale != 0.0f ? 1.0f / m->hp.logit_scale : 1.0f;
+    const bool topk = c->top_k > 0,
+               topk_inline = topk && cap <= 0.0f && lmul == 1.0f && !head_has_bias(c);
     if (topk) head_topk_reset(c, ith);
     const bool claim = W->n_out % LM_MATMUL_ROW_ALIGN == 0 && W->n_out > 2 * LM_HEAD_CHUNK;
     if (claim && (nth > 1 || topk_inline)) {
@@ -461,14 +481,19 @@ void lm_op_lm_head(struct lm_context *c, int ith, int nth) {
             head_topk_cols(c, ith, s, e);
         }
     }
-    if (cap > 0.0f) {
+    if (cap > 0.0f || lmul != 1.0f) {
         lm_pool_barrier(c->pool);
         // element-wise, so this split (columns of every row) gives the same values as any
         const int64_t nv = m->hp.n_vocab;
         int64_t s, e;
         split(nv, ith, nth, &s, &e);
-        for (int32_t r = 0; r < c->n_out; r++)
-            for (int64_t i = s; i < e; i++) c->logits[r * nv + i] = tanhf(c->logits[r * nv + i] / cap) * cap;
+        if (lmul != 1.0f)
+            for (int32_t r = 0; r < c->n_out; r++)
+                for (int64_t i = s; i < e; i++) c->logits[r * nv + i] *= lmul;
+        if (cap > 0.0f)
+            for (int32_t r = 0; r < c->n_out; r++)
+                for (int64_t i = s; i < e; i++)
+                    c->logits[r * nv + i] = tanhf(c->logits[r * nv + i] / cap) * cap;
         if (topk && !head_has_bias(c)) head_topk_cols(c, ith, s, e);
     }
 }

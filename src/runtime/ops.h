@@ -59,8 +59,13 @@ size_t lm_mla_tmp_floats(const struct lm_hparams *hp);
 void lm_op_add_bias(float *Y, const struct lm_weight *b, int64_t n_rows, int ith, int nth);
 // x += y over (n_rows, dim)
 void lm_op_add(float *x, const float *y, int64_t n_rows, int64_t dim, int ith, int nth);
+// The residual add of a block's output: x += o, o first scaled in place by
+// hp.residual_scale when the model has one (granite). Rows split over the threads.
+void lm_op_residual(const struct lm_context *c, float *x, float *o, int64_t n_rows, int64_t dim,
+                    int ith, int nth);
 // Barrier-free residual step for small batches, run by every thread on all n_rows rows:
-// s = x + post(o) (post: an optional RMS norm), x_out = s (thread 0 only: x_out must not
+// s = x + post(o) (post: an optional RMS norm; then times hp.residual_scale as
+// lm_op_residual when the model has one), x_out = s (thread 0 only: x_out must not
 // be x, which other threads are reading), y = norm(s) into this thread's private rows.
 // The same float operations as lm_op_rmsnorm(o, o, post) + lm_op_add(x, o) +
 // lm_op_rmsnorm(y, x, norm), so results are bit-identical to that sequence.

@@ -313,7 +313,7 @@ bool api_json_within(const char *p, size_t n, const struct api_limits *lim, stru
     return true;
 }
 
-static json_t *load_object(const char *body, size_t len, const struct api_limits *lim, struct api_error *e) {
+json_t *api_load_object(const char *body, size_t len, const struct api_limits *lim, struct api_error *e) {
     if (lim && !api_json_within(body ? body : "", len, lim, e)) return NULL;
     json_error_t je;
     // duplicate keys are refused: two parsers (a proxy's and ours) must not read one body two ways
@@ -336,7 +336,7 @@ bool api_parse_generate(const char *body, size_t len, enum api_kind kind, int32_
     memset(r, 0, sizeof *r);
     r->kind = kind;
     r->sampling = lm_sampler_params_default();
-    json_t *o = load_object(body, len, lim, e);
+    json_t *o = api_load_object(body, len, lim, e);
     if (!o) return false;
     bool ok = true;
     json_t *model = api_field(o, "model");
@@ -435,15 +435,17 @@ void api_request_free(struct api_request *r) {
     free(r->bias_tokens);
     free(r->bias_values);
     const enum api_kind kind = r->kind;
+    const enum api_dialect dialect = r->dialect;
     memset(r, 0, sizeof *r);
     r->kind = kind;
+    r->dialect = dialect;
 }
 
 bool api_parse_tokenize(const char *body, size_t len, const struct api_limits *lim, struct api_tokenize *t,
                         struct api_error *e) {
     memset(t, 0, sizeof *t);
     t->parse_special = true;
-    json_t *o = load_object(body, len, lim, e);
+    json_t *o = api_load_object(body, len, lim, e);
     if (!o) return false;
     bool ok = true;
     json_t *c = api_field(o, "content");
@@ -465,7 +467,7 @@ bool api_parse_detokenize(const char *body, size_t len, int32_t n_vocab, const s
                           int32_t **ids, int32_t *n_ids, struct api_error *e) {
     *ids = NULL;
     *n_ids = 0;
-    json_t *o = load_object(body, len, lim, e);
+    json_t *o = api_load_object(body, len, lim, e);
     if (!o) return false;
     bool ok = true;
     json_t *t = api_field(o, "tokens");

@@ -10,6 +10,9 @@
 #include "lumen.h"
 
 enum api_kind { API_COMPLETION, API_CHAT };
+// The API shape a request came in (and is answered) in. Every dialect parses into the same
+// struct api_request and runs the same generation; only parsing and rendering differ.
+enum api_dialect { API_DIALECT_OPENAI, API_DIALECT_ANTHROPIC };
 
 #define API_MAX_STOP 16       // stop strings per request
 #define API_MAX_STOP_LEN 512  // bytes of one stop string
@@ -75,6 +78,7 @@ enum api_format { API_FORMAT_TEXT, API_FORMAT_JSON_OBJECT, API_FORMAT_JSON_SCHEM
 // defaults noted here (api_parse_generate sets them).
 struct api_request {
     enum api_kind kind;
+    enum api_dialect dialect; // API_DIALECT_ANTHROPIC: /v1/messages (api_messages.c)
     // completions: prompt text, or token ids (used as given: no BOS added)
     char *prompt;
     size_t prompt_len;
@@ -118,6 +122,10 @@ struct api_request {
     bool lookup, lookup_given;
     int32_t draft_max;       // 0: not given
     bool draft_model, draft_model_given; // "draft_model": bool (default: the server has one)
+    // Anthropic's "thinking": {"type": "enabled", "budget_tokens"} (accepted; lumen's templates
+    // have no reasoning span yet, so it changes nothing: docs/server.md)
+    bool thinking;
+    int32_t thinking_budget;
 };
 
 // Counts the values and the depth of a JSON text without building anything (strings
@@ -131,6 +139,17 @@ bool api_json_within(const char *body, size_t len, const struct api_limits *lim,
 bool api_parse_generate(const char *body, size_t len, enum api_kind kind, int32_t n_vocab,
                         const struct api_limits *lim, struct api_request *r, struct api_error *e);
 void api_request_free(struct api_request *r);
+
+// Parses a POST /v1/messages body (Anthropic's Messages API, api_messages.c) into the same
+// request as a chat completion: kind API_CHAT, dialect API_DIALECT_ANTHROPIC. count_only
+// (/v1/messages/count_tokens): max_tokens is not required. Failure as api_parse_generate.
+bool api_parse_messages_body(const char *body, size_t len, bool count_only, const struct api_limits *lim,
+                             struct api_request *r, struct api_error *e);
+// {"type": "error", "error": {"type", "message"}}: Anthropic's error shape, its type from the
+// status (400 invalid_request_error, 401 authentication_error, 403 permission_error, 404
+// not_found_error, 413 request_too_large, 429 rate_limit_error, 500 api_error, 503
+// overloaded_error). Malloc'd, NULL when out of memory.
+char *api_error_json_anthropic(const struct api_error *e);
 
 // The request's logprob setting as lm_request_params.n_logprobs (0 = none).
 int32_t api_n_logprobs(const struct api_request *r);

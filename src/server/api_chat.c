@@ -53,7 +53,7 @@ static bool parse_content(json_t *c, size_t i, char **out, struct api_error *e) 
     return true;
 }
 
-static bool valid_name(const char *s, size_t n) {
+bool api_valid_name(const char *s, size_t n) {
     if (n == 0 || n > 64 || strlen(s) != n) return false;
     for (size_t i = 0; i < n; i++)
         if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9') ||
@@ -85,7 +85,7 @@ static bool parse_msg_tools(json_t *msg, size_t i, bool assistant, bool tool, st
             json_t *name = json_is_object(fn) ? json_object_get(fn, "name") : NULL;
             json_t *args = json_is_object(fn) ? json_object_get(fn, "arguments") : NULL;
             json_t *id = json_is_object(c) ? json_object_get(c, "id") : NULL;
-            if (!json_is_string(name) || !valid_name(json_string_value(name), json_string_length(name)))
+            if (!json_is_string(name) || !api_valid_name(json_string_value(name), json_string_length(name)))
                 return api_bad_request(e, "invalid_value", param, "'%s' must be {\"id\", \"type\": \"function\", "
                                    "\"function\": {\"name\", \"arguments\"}} with a name of 1 to 64 letters, digits, "
                                    "'_' or '-'", param);
@@ -186,7 +186,7 @@ bool api_parse_tools(json_t *o, struct api_request *r, struct api_error *e) {
                                            : api_bad_request(e, "missing_field", param, "'%s' is required", param);
         json_t *name = json_object_get(fn, "name");
         snprintf(param, sizeof param, "tools[%zu].function.name", i);
-        if (!json_is_string(name) || !valid_name(json_string_value(name), json_string_length(name)))
+        if (!json_is_string(name) || !api_valid_name(json_string_value(name), json_string_length(name)))
             return api_bad_request(e, "invalid_value", param, "'%s' must be a string of 1 to 64 letters, digits, "
                                "'_' or '-'", param);
         for (size_t j = 0; j < i; j++)

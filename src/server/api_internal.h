@@ -31,6 +31,12 @@ char *api_dup_n(const char *s, size_t n); // s[0, n) NUL-terminated (malloc'd), 
 // A JSON value as compact text (malloc'd), or NULL when out of memory.
 char *api_dump(const json_t *v);
 
+// The body as a JSON object (api_json_within first when lim is given; duplicate keys
+// refused), or NULL with e filled (400 invalid_json / wrong type, 413 beyond lim).
+json_t *api_load_object(const char *body, size_t len, const struct api_limits *lim, struct api_error *e);
+// A tool or call name: 1 to 64 of [A-Za-z0-9_-] (n bytes, no NUL inside).
+bool api_valid_name(const char *s, size_t n);
+
 // ---- the chat parts of a request (api_chat.c)
 
 bool api_parse_messages(json_t *o, struct api_request *r, struct api_error *e);

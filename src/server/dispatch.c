@@ -17,11 +17,15 @@
 // ================================================================ the route table
 
 static enum MHD_Result handle_completions(struct conn *c, struct MHD_Connection *mc) {
-    return srv_handle_generate(c, mc, API_COMPLETION);
+    return srv_handle_generate(c, mc, API_COMPLETION, API_DIALECT_OPENAI);
 }
 
 static enum MHD_Result handle_chat(struct conn *c, struct MHD_Connection *mc) {
-    return srv_handle_generate(c, mc, API_CHAT);
+    return srv_handle_generate(c, mc, API_CHAT, API_DIALECT_OPENAI);
+}
+
+static enum MHD_Result handle_messages(struct conn *c, struct MHD_Connection *mc) {
+    return srv_handle_generate(c, mc, API_CHAT, API_DIALECT_ANTHROPIC);
 }
 
 // The metric name is the route's label in lumen_requests_total: aliases share their
@@ -39,6 +43,9 @@ static const struct srv_route k_routes[] = {
     {"/metrics", "GET", srv_handle_metrics, "/metrics", SRV_ROUTE_ANY_STATE},
     {"/tokenize", "POST", srv_handle_tokenize, "/tokenize", SRV_ROUTE_GATED},
     {"/detokenize", "POST", srv_handle_detokenize, "/detokenize", SRV_ROUTE_GATED},
+    {"/v1/messages", "POST", handle_messages, "/v1/messages", SRV_ROUTE_GATED | SRV_ROUTE_ANTHROPIC},
+    {"/v1/messages/count_tokens", "POST", srv_handle_count_tokens, "/v1/messages/count_tokens",
+     SRV_ROUTE_GATED | SRV_ROUTE_ANTHROPIC},
 };
 #define N_ROUTES (sizeof k_routes / sizeof k_routes[0])
 _Static_assert(N_ROUTES + 1 <= METRICS_MAX_ROUTES, "the route labels (and \"static\") fit the metrics");
@@ -131,10 +138,11 @@ static enum MHD_Result on_headers(struct server *s, struct conn *c, struct MHD_C
         const char *auth = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Authorization");
         const char *key = auth && !strncasecmp(auth, "Bearer ", 7) ? auth + 7 : NULL;
         while (key && *key == ' ') key++;
+        if (!key) key = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "x-api-key"); // Anthropic's clients
         if (!key || !key_matches(s->o->api_key, key))
             return srv_fail(c, mc, 401, "authentication_error", "invalid_api_key",
                             key ? "Incorrect API key provided" : "Missing API key: send 'Authorization: "
-                                                                 "Bearer KEY'");
+                                                                 "Bearer KEY' (or 'x-api-key: KEY')");
     }
     // a POST is JSON: a form or text/plain POST is what a page may send without a preflight
     if (post && !policy_json_type(MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE)))

@@ -1,5 +1,6 @@
-// The generation routes (/v1/completions, /v1/chat/completions): parse, tokenize, submit
-// to the engine, then wait on the request's job and answer whole or as server-sent events.
+// The generation routes (/v1/completions, /v1/chat/completions, /v1/messages): parse, tokenize,
+// submit to the engine, then wait on the request's job and answer whole or as server-sent
+// events (Anthropic's shapes: reply_messages.c; one generation path for every dialect).
 #include "srv.h"
 
 #include <jansson.h>
@@ -153,6 +154,10 @@ static void stream_emit_tools(struct run *r, json_t *lp) {
 // Turns what the last pump produced into SSE events; on the end, the closing chunk (the
 // only one with a finish_reason), the usage chunk if asked, and [DONE].
 static void stream_emit(struct run *r) {
+    if (r->req.dialect == API_DIALECT_ANTHROPIC) {
+        msg_stream_emit(r);
+        return;
+    }
     const bool chat = r->req.kind == API_CHAT;
     json_t *lp = gen_take_logprobs(&r->gen);
     if (r->tools) {
@@ -276,12 +281,15 @@ static bool run_grammar(struct server *s, struct run *r, struct lm_request_param
     return true;
 }
 
-enum MHD_Result srv_handle_generate(struct conn *c, struct MHD_Connection *mc, enum api_kind kind) {
+enum MHD_Result srv_handle_generate(struct conn *c, struct MHD_Connection *mc, enum api_kind kind,
+                                   enum api_dialect dialect) {
     struct server *s = c->s;
     struct run *r = c->run = calloc(1, sizeof *c->run);
     if (!r) return srv_send_body(c, mc, 500, NULL, NULL);
     struct api_error e;
-    const bool ok = api_parse_generate(c->body.p, c->body.n, kind, s->n_vocab, &s->limits, &r->req, &e) &&
+    const bool anthropic = dialect == API_DIALECT_ANTHROPIC;
+    const bool ok = (anthropic ? api_parse_messages_body(c->body.p, c->body.n, false, &s->limits, &r->req, &e)
+                               : api_parse_generate(c->body.p, c->body.n, kind, s->n_vocab, &s->limits, &r->req, &e)) &&
                     srv_prompt_tokens(s, r, &e);
     srv_body_release(c); // parsed and tokenized: the body, its tree and the prompt text are gone
     srv_parse_end(c);
@@ -321,7 +329,7 @@ enum MHD_Result srv_handle_generate(struct conn *c, struct MHD_Connection *mc, e
     if (!r->job || (nt > 0 && (!r->top_tok || !r->top_lp)) || !gen_init(&r->gen, s->tok, &r->req))
         return srv_send_body(c, mc, 500, NULL, NULL);
     r->rp.kind = kind;
-    snprintf(r->rp.id, sizeof r->rp.id, "%s-%s", kind == API_CHAT ? "chatcmpl" : "cmpl", c->id);
+    snprintf(r->rp.id, sizeof r->rp.id, "%s%s", anthropic ? "msg_" : kind == API_CHAT ? "chatcmpl-" : "cmpl-", c->id);
     r->rp.model = s->model_id;
     r->rp.created = (long long)time(NULL);
     r->rp.include_usage = q->stream && q->include_usage;
@@ -346,6 +354,7 @@ enum MHD_Result srv_handle_generate(struct conn *c, struct MHD_Connection *mc, e
         MHD_add_response_header(resp, "Content-Type", "text/event-stream");
         MHD_add_response_header(resp, "Cache-Control", "no-cache");
         MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+        if (anthropic) msg_stream_start(r);
         return srv_queue(c, mc, 200, resp);
     }
     // a whole answer: wait here (this connection's own thread), watching the client and the stop
@@ -364,6 +373,7 @@ enum MHD_Result srv_handle_generate(struct conn *c, struct MHD_Connection *mc, e
     r->ended = true;
     if (r->shutdown) return srv_fail(c, mc, 503, "unavailable_error", "shutting_down", "%s", r->note);
     if (r->failed) return srv_fail(c, mc, 500, "server_error", "generation_failed", "%s", r->note);
+    if (anthropic) return srv_send_json(c, mc, 200, msg_full(r));
     if (r->tools) return srv_send_json(c, mc, 200, full_tools(r));
     return srv_send_json(c, mc, 200, reply_full(&r->rp, r->text.p, r->text.n, gen_take_logprobs(&r->gen),
                                             r->finish, run_usage(r)));

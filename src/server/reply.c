@@ -212,7 +212,10 @@ bool gen_token(struct gen *g, const struct gen_tok *t, struct sbuf *out) {
         size_t best = SIZE_MAX;
         for (int32_t i = 0; i < r->n_stop; i++) {
             const char *p = g->hold.n ? memmem(g->hold.p, g->hold.n, r->stop[i], r->stop_len[i]) : NULL;
-            if (p && (size_t)(p - g->hold.p) < best) best = (size_t)(p - g->hold.p);
+            if (p && (size_t)(p - g->hold.p) < best) {
+                best = (size_t)(p - g->hold.p);
+                g->stop_index = i;
+            }
         }
         if (best != SIZE_MAX) {
             sbuf_append(out, g->hold.p, best);

@@ -28,6 +28,7 @@ struct gen {
     size_t piece_cap;
     struct sbuf hold;     // decoded text not released yet: it could begin a stop string
     bool stopped;         // a stop string matched: later tokens are not part of the answer
+    int32_t stop_index;   // which of req->stop matched (once stopped)
     int32_t n_tokens;     // tokens consumed (usage.completion_tokens)
     size_t tok_off;       // bytes of the pieces so far (completions' text_offset)
     size_t decoded;       // bytes the detokenizer produced so far (released + held)

@@ -34,13 +34,21 @@ enum MHD_Result srv_queue(struct conn *c, struct MHD_Connection *mc, int status,
     return r;
 }
 
+// Anthropic's routes (and unknown paths under them) answer errors in Anthropic's shape.
+static bool anthropic_route(const struct conn *c) {
+    return (c->route && (c->route->flags & SRV_ROUTE_ANTHROPIC)) || !strncmp(c->path, "/v1/messages", 12);
+}
+
 // Answers with a malloc'd body (taken over; NULL = out of memory -> 500).
 enum MHD_Result srv_send_body(struct conn *c, struct MHD_Connection *mc, int status, char *body,
                                  const char *type) {
     if (!body) {
         static char k_oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\","
                               "\"param\":null,\"code\":\"out_of_memory\"}}";
-        struct MHD_Response *r = MHD_create_response_from_buffer(strlen(k_oom), k_oom, MHD_RESPMEM_PERSISTENT);
+        static char k_oom_anthropic[] = "{\"type\":\"error\",\"error\":{\"type\":\"api_error\","
+                                        "\"message\":\"out of memory\"}}";
+        char *oom = anthropic_route(c) ? k_oom_anthropic : k_oom;
+        struct MHD_Response *r = MHD_create_response_from_buffer(strlen(oom), oom, MHD_RESPMEM_PERSISTENT);
         MHD_add_response_header(r, "Content-Type", "application/json");
         return srv_queue(c, mc, 500, r);
     }
@@ -57,7 +65,7 @@ enum MHD_Result srv_send_json(struct conn *c, struct MHD_Connection *mc, int sta
 
 enum MHD_Result srv_send_error(struct conn *c, struct MHD_Connection *mc, const struct api_error *e) {
     snprintf(c->err, sizeof c->err, "%s: %.160s", e->code ? e->code : e->type, e->message);
-    char *s = api_error_json(e);
+    char *s = anthropic_route(c) ? api_error_json_anthropic(e) : api_error_json(e);
     if (!s) return srv_send_body(c, mc, 500, NULL, NULL);
     struct MHD_Response *r = MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE);
     MHD_add_response_header(r, "Content-Type", "application/json");
@@ -214,7 +222,8 @@ enum MHD_Result srv_handle_asset(struct conn *c, struct MHD_Connection *mc, cons
 enum MHD_Result srv_preflight(struct conn *c, struct MHD_Connection *mc) {
     struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
     MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-    MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+    MHD_add_response_header(r, "Access-Control-Allow-Headers",
+                            "Authorization, Content-Type, X-Api-Key, Anthropic-Version, Anthropic-Beta");
     MHD_add_response_header(r, "Access-Control-Max-Age", "600");
     const char *pna = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Access-Control-Request-Private-Network");
     if (pna && !strcmp(pna, "true")) // Chrome's Private Network Access: the origin is allowed

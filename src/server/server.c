@@ -93,7 +93,7 @@ static int pick_template(struct server *s) {
         FILE *f = fopen(want, "rb");
         if (!f) {
             fprintf(stderr, "lumen serve: --chat-template '%s' is neither a template name (gemma, llama3, "
-                    "chatml) nor a readable file\n", want);
+                    "chatml, granite) nor a readable file\n", want);
             return 2;
         }
         struct sbuf text = {0};
@@ -106,7 +106,7 @@ static int pick_template(struct server *s) {
         s->tmpl_source = "--chat-template file";
         if (s->tmpl == LM_CHAT_TEMPLATE_NONE) {
             fprintf(stderr, "lumen serve: --chat-template '%s': not a template lumen knows (gemma, llama3, "
-                    "chatml)\n", want);
+                    "chatml, granite)\n", want);
             return 2;
         }
         return 0;

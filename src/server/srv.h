@@ -102,6 +102,9 @@ struct run {
     struct job_state st;
     uint64_t t_first, t_prev;
     bool queue_seen;
+    // an Anthropic stream (reply_messages.c): content blocks started, the open one's index,
+    // and what it is (-1 none, -2 text, k >= 0 tool call k)
+    int32_t ms_blocks, ms_index, ms_open;
 };
 
 struct conn;
@@ -113,6 +116,7 @@ enum {
     SRV_ROUTE_OPEN = 1,      // answered without the API key
     SRV_ROUTE_ANY_STATE = 2, // answered while loading or draining too (else 503)
     SRV_ROUTE_GATED = 4,     // parses its body: through the gate and a parse slot (gate.c)
+    SRV_ROUTE_ANTHROPIC = 8, // errors in Anthropic's shape (api_error_json_anthropic)
 };
 
 // A row of the route table (dispatch.c): dispatch and the metrics' route labels are made from it.
@@ -217,7 +221,11 @@ void srv_set_draining(struct server *s, bool on, const char *why);
 
 // ---- routes (routes.c, generate.c), called once the request's body is complete
 
-enum MHD_Result srv_handle_generate(struct conn *c, struct MHD_Connection *mc, enum api_kind kind);
+// The one generation route: kind and dialect say how the body parses and the answer renders.
+enum MHD_Result srv_handle_generate(struct conn *c, struct MHD_Connection *mc, enum api_kind kind,
+                                   enum api_dialect dialect);
+// POST /v1/messages/count_tokens: {"input_tokens": N} of the prompt a /v1/messages body makes.
+enum MHD_Result srv_handle_count_tokens(struct conn *c, struct MHD_Connection *mc);
 enum MHD_Result srv_handle_health(struct conn *c, struct MHD_Connection *mc);
 enum MHD_Result srv_handle_metrics(struct conn *c, struct MHD_Connection *mc);
 enum MHD_Result srv_handle_models(struct conn *c, struct MHD_Connection *mc);
@@ -227,5 +235,16 @@ enum MHD_Result srv_handle_asset(struct conn *c, struct MHD_Connection *mc, cons
 // 204 to a CORS preflight (OPTIONS) from a --cors-origin page.
 enum MHD_Result srv_preflight(struct conn *c, struct MHD_Connection *mc);
 void srv_run_free(struct run *r); // NULL is fine
+
+// ---- Anthropic's Messages answers (reply_messages.c), from the same run as a chat's
+
+// The whole answer: {"id": "msg_...", "type": "message", "content": [text, tool_use...],
+// "stop_reason", "stop_sequence", "usage"} (NULL when out of memory).
+json_t *msg_full(struct run *r);
+// A stream's opening events (message_start, ping) into r->out.
+void msg_stream_start(struct run *r);
+// What the last pump produced as content_block_* events; at the end message_delta and
+// message_stop (or an error event), then r->ended.
+void msg_stream_emit(struct run *r);
 
 #endif

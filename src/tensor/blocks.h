@@ -66,6 +66,19 @@ static_assert(sizeof(struct lm_block_q5_K) == 176, "q5_K block size");
 static_assert(sizeof(struct lm_block_q6_K) == 210, "q6_K block size");
 static_assert(sizeof(struct lm_block_q8_K) == 292, "q8_K block size");
 
+// iq4_nl / iq4_xs: 4-bit indices into the fixed non-linear table lm_kvalues_iq4nl.
+//   iq4_nl: d kv[q], 32 elements (q4_0's nibble order: element j low nibble of qs[j], j + 16 high)
+//   iq4_xs: (d (sc - 32)) kv[q], 256 elements, sc the 6-bit scale of each 32 (low 4 bits in
+//           scales_l, nibble j % 2 of byte j / 2; high 2 bits bits 2j..2j+1 of scales_h),
+//           each 32 in iq4_nl's nibble order over its 16 bytes of qs
+#define LM_QK4_NL 32
+struct lm_block_iq4_nl { lm_f16 d; uint8_t qs[LM_QK4_NL / 2]; };
+struct lm_block_iq4_xs { lm_f16 d; uint16_t scales_h; uint8_t scales_l[LM_QK_K / 64]; uint8_t qs[LM_QK_K / 2]; };
+static_assert(sizeof(struct lm_block_iq4_nl) == 18, "iq4_nl block size");
+static_assert(sizeof(struct lm_block_iq4_xs) == 136, "iq4_xs block size");
+static const int8_t lm_kvalues_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                            1,    13,   25,  38,  53,  69,  89,  113};
+
 // ================================================================ format facts
 // Element order: element e of a block is y[e] of its dequantized row (lm_dequant_fn).
 
@@ -166,6 +179,12 @@ static inline void lm_q6_K_unpack(const struct lm_block_q6_K *b, int8_t q[LM_QK_
         int v = (k < 2 ? lo & 0x0f : lo >> 4) | (((b->qh[32 * h + l] >> (2 * k)) & 3) << 4);
         q[e] = (int8_t)(v - 32);
     }
+}
+
+// iq4_xs: the signed scale (sc - 32, in -32..31) of sub-block j (0..7, 32 elements).
+static inline int lm_iq4_xs_scale(const struct lm_block_iq4_xs *b, int j) {
+    const int ls = ((b->scales_l[j / 2] >> (4 * (j % 2))) & 0x0f) | (((b->scales_h >> (2 * j)) & 3) << 4);
+    return ls - 32;
 }
 
 #endif

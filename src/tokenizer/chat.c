@@ -46,12 +46,26 @@ static void apply_phi3(struct lm_strbuf *b, const struct lm_chat_msg *msgs, size
     if (add_generation_prompt) lm_strbuf_puts(b, "<|assistant|>\n");
 }
 
+// IBM Granite 3.x: contents verbatim; llama.cpp's role "assistant_tool_call" opens with
+// <|tool_call|>.
+static void apply_granite(struct lm_strbuf *b, const struct lm_chat_msg *msgs, size_t n, bool add_generation_prompt) {
+    for (size_t i = 0; i < n; i++) {
+        lm_strbuf_puts(b, "<|start_of_role|>");
+        lm_strbuf_puts(b, msgs[i].role);
+        lm_strbuf_puts(b, "<|end_of_role|>");
+        if (strcmp(msgs[i].role, "assistant_tool_call") == 0) lm_strbuf_puts(b, "<|tool_call|>");
+        lm_strbuf_puts(b, msgs[i].content);
+        lm_strbuf_puts(b, "<|end_of_text|>\n");
+    }
+    if (add_generation_prompt) lm_strbuf_puts(b, "<|start_of_role|>assistant<|end_of_role|>");
+}
+
 enum lm_status chat_apply_plain(enum lm_chat_template tmpl, const struct lm_chat_msg *msgs, size_t n,
                                 bool add_generation_prompt, char **out, size_t *n_out) {
     *out = NULL;
     *n_out = 0;
     if (tmpl != LM_CHAT_TEMPLATE_GEMMA && tmpl != LM_CHAT_TEMPLATE_LLAMA3 && tmpl != LM_CHAT_TEMPLATE_CHATML &&
-        tmpl != LM_CHAT_TEMPLATE_PHI3)
+        tmpl != LM_CHAT_TEMPLATE_PHI3 && tmpl != LM_CHAT_TEMPLATE_GRANITE)
         return lm_error_set(LM_ERR_UNSUPPORTED, "lm_chat_apply: unknown template %d", (int)tmpl);
     for (size_t i = 0; i < n; i++)
         if (!msgs[i].role || !msgs[i].content)
@@ -62,6 +76,7 @@ enum lm_status chat_apply_plain(enum lm_chat_template tmpl, const struct lm_chat
     if (tmpl == LM_CHAT_TEMPLATE_LLAMA3) apply_llama3(&b, msgs, n, add_generation_prompt);
     if (tmpl == LM_CHAT_TEMPLATE_CHATML) apply_chatml(&b, msgs, n, add_generation_prompt);
     if (tmpl == LM_CHAT_TEMPLATE_PHI3) apply_phi3(&b, msgs, n, add_generation_prompt);
+    if (tmpl == LM_CHAT_TEMPLATE_GRANITE) apply_granite(&b, msgs, n, add_generation_prompt);
     for (size_t i = 0; tmpl == LM_CHAT_TEMPLATE_GEMMA && i < n; i++) {
         const char *role = msgs[i].role;
         if (strcmp(role, "system") == 0) {
@@ -102,6 +117,7 @@ const char *lm_chat_template_name(enum lm_chat_template tmpl) {
     case LM_CHAT_TEMPLATE_LLAMA3: return "llama3";
     case LM_CHAT_TEMPLATE_CHATML: return "chatml";
     case LM_CHAT_TEMPLATE_PHI3: return "phi3";
+    case LM_CHAT_TEMPLATE_GRANITE: return "granite";
     default: return "none";
     }
 }
@@ -112,6 +128,7 @@ enum lm_chat_template lm_chat_template_from_name(const char *name) {
     if (!strcmp(name, "llama3")) return LM_CHAT_TEMPLATE_LLAMA3;
     if (!strcmp(name, "chatml")) return LM_CHAT_TEMPLATE_CHATML;
     if (!strcmp(name, "phi3")) return LM_CHAT_TEMPLATE_PHI3;
+    if (!strcmp(name, "granite")) return LM_CHAT_TEMPLATE_GRANITE;
     return LM_CHAT_TEMPLATE_NONE;
 }
 
@@ -128,6 +145,7 @@ static enum lm_chat_template detect_text(const char *s) {
     if (strcmp(s, "llama3") == 0) return LM_CHAT_TEMPLATE_LLAMA3;
     if (strcmp(s, "gemma") == 0) return LM_CHAT_TEMPLATE_GEMMA;
     if (strcmp(s, "phi3") == 0) return LM_CHAT_TEMPLATE_PHI3;
+    if (strcmp(s, "granite") == 0) return LM_CHAT_TEMPLATE_GRANITE;
     if (has(s, "<|im_start|>"))
         return has(s, "<|im_sep|>") || has(s, "<end_of_utterance>") ? LM_CHAT_TEMPLATE_NONE // phi4, smolvlm
                                                                      : LM_CHAT_TEMPLATE_CHATML;
@@ -144,6 +162,17 @@ static enum lm_chat_template detect_text(const char *s) {
         (has(s, "<|START_OF_TURN_TOKEN|>") && has(s, "<|USER_TOKEN|>")))
         return LM_CHAT_TEMPLATE_NONE;
     if (has(s, "<|start_header_id|>") && has(s, "<|end_header_id|>")) return LM_CHAT_TEMPLATE_LLAMA3;
+    // the templates llama.cpp checks between llama3 and granite (chatglm3, minicpm's "<user>"
+    // in Chinese, deepseek2, deepseek3's fullwidth-bar tokens, exaone, rwkv)
+    if (has(s, "[gMASK]sop") || has(s, "<\xe7\x94\xa8\xe6\x88\xb7>") ||
+        has(s, "'Assistant: ' + message['content'] + eos_token") ||
+        (has(s, "<\xef\xbd\x9c" "Assistant\xef\xbd\x9c>") && has(s, "<\xef\xbd\x9c" "User\xef\xbd\x9c>") &&
+         has(s, "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>")) ||
+        (has(s, "[|system|]") && has(s, "[|assistant|]") && has(s, "[|endofturn|]")) ||
+        has(s, "rwkv-world") || has(s, "{{- 'User: ' + message['content']|trim + '\\n\\n' -}}"))
+        return LM_CHAT_TEMPLATE_NONE;
+    if (has(s, "<|start_of_role|>")) // Granite 4.x (tools in <tool_call> tags) lumen does not render
+        return has(s, "<tool_call>") || has(s, "<tools>") ? LM_CHAT_TEMPLATE_NONE : LM_CHAT_TEMPLATE_GRANITE;
     return LM_CHAT_TEMPLATE_NONE;
 }
 

@@ -1,6 +1,6 @@
 // Allocation failures (tests/lib/alloc_fail.h) swept over one server request: lm_server_run on
 // the default model runs in this process (a thread; SIGTERM stops it), and for each N one
-// POST /v1/chat/completions is sent over loopback with the Nth allocation of lumen's code
+// POST /v1/chat/completions (then one POST /v1/messages, Anthropic's) is sent over loopback with the Nth allocation of lumen's code
 // (the front door, the HTTP handler, parsing, the prompt, the engine, the reply) failing.
 // Each N must be answered with a server error carrying a JSON message, or a success through a
 // fallback, or (where the server has no state for the connection yet: the front door, MHD's
@@ -77,6 +77,48 @@ static void *server_main(void *arg) {
 
 static const char k_body[] = "{\"messages\":[{\"role\":\"user\",\"content\":\"Name three colours.\"}],"
                              "\"max_tokens\":8,\"temperature\":0}";
+static const char k_msg_body[] = "{\"system\":\"Be brief.\",\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":"
+                                 "\"text\",\"text\":\"Name three colours.\"}]}],\"max_tokens\":8,\"temperature\":0}";
+
+// Sweeps N = 1.. over one request to path: each answered as the header says, /health after
+// each; ends at the first N that injects no failure (that answer must hold want); an error
+// answer holds want_err (the route's error shape).
+static void sweep(const char *path, const char *body_in, const char *want, const char *want_err) {
+    static char resp[1 << 16];
+    long tried = 0, ok = 0, errors = 0, dropped = 0, total = 0;
+    for (long n = 1;; n++) {
+        alloc_fail_arm(n);
+        const int st = http("POST", path, body_in, resp, sizeof resp);
+        const long count = alloc_fail_disarm();
+        tried++;
+        const char *body = strstr(resp, "\r\n\r\n");
+        if (!alloc_fail_injected()) {
+            CHECKF(st == 200 && body && strstr(body, want), "%s N %ld: no failure injected yet %d: %s", path, n,
+                   st, resp);
+            total = count;
+            break;
+        }
+        if (st == 0) { // no state for the connection (the front door, MHD's first callback): closed
+            dropped++;
+            printf("%s N %ld: the connection was closed without an answer\n", path, n);
+        } else if (st == 200) {
+            ok++;
+            printf("%s N %ld: answered 200 (a fallback)\n", path, n);
+            CHECKF(body && strstr(body, want), "%s N %ld: 200 without %s: %s", path, n, want, resp);
+        } else {
+            errors++;
+            // the server's failure: 5xx (413 where a body could not be buffered: server.c reads
+            // that as too large), never a 4xx that blames the request
+            CHECKF((st >= 500 || st == 413) && body && strstr(body, want_err) && strstr(body, "\"message\""),
+                   "%s N %ld: answered %d, not a server error with a JSON message: %s", path, n, st, resp);
+        }
+        // the server goes on: /health, then the next N
+        CHECKF(http("GET", "/health", NULL, resp, sizeof resp) == 200, "%s N %ld: /health after it: %s", path, n, resp);
+        if (lm_test_fail > 20) break;
+    }
+    printf("%s: %ld allocations; %ld tried: %ld error answers, %ld closed, %ld succeeded despite the failure\n",
+           path, total, tried, errors, dropped, ok);
+}
 
 int main(void) {
     const char *path = lm_test_model_path();
@@ -113,39 +155,10 @@ int main(void) {
     }
     CHECKF(ready == 200, "the server did not become ready (last /health: %d)", ready);
 
-    long tried = 0, ok = 0, errors = 0, dropped = 0, total = 0;
-    for (long n = 1; ready == 200; n++) {
-        alloc_fail_arm(n);
-        const int st = http("POST", "/v1/chat/completions", k_body, resp, sizeof resp);
-        const long count = alloc_fail_disarm();
-        tried++;
-        const char *body = strstr(resp, "\r\n\r\n");
-        if (!alloc_fail_injected()) {
-            CHECKF(st == 200 && body && strstr(body, "\"choices\""), "N %ld: no failure injected yet %d: %s", n,
-                   st, resp);
-            total = count;
-            break;
-        }
-        if (st == 0) { // no state for the connection (the front door, MHD's first callback): closed
-            dropped++;
-            printf("N %ld: the connection was closed without an answer\n", n);
-        } else if (st == 200) {
-            ok++;
-            printf("N %ld: answered 200 (a fallback)\n", n);
-            CHECKF(body && strstr(body, "\"choices\""), "N %ld: 200 without choices: %s", n, resp);
-        } else {
-            errors++;
-            // the server's failure: 5xx (413 where a body could not be buffered: server.c reads
-            // that as too large), never a 4xx that blames the request
-            CHECKF((st >= 500 || st == 413) && body && strstr(body, "\"error\"") && strstr(body, "\"message\""),
-                   "N %ld: answered %d, not a server error with a JSON message: %s", n, st, resp);
-        }
-        // the server goes on: /health, then the next N
-        CHECKF(http("GET", "/health", NULL, resp, sizeof resp) == 200, "N %ld: /health after it: %s", n, resp);
-        if (lm_test_fail > 20) break;
+    if (ready == 200) {
+        sweep("/v1/chat/completions", k_body, "\"choices\"", "{\"error\":{");
+        sweep("/v1/messages", k_msg_body, "\"type\":\"message\"", "{\"type\":\"error\",\"error\":{");
     }
-    printf("server request: %ld allocations; %ld tried: %ld error answers, %ld closed, %ld succeeded "
-           "despite the failure\n", total, tried, errors, dropped, ok);
 
     kill(getpid(), SIGTERM);
     void *rc = NULL;

@@ -8,8 +8,8 @@ set -u
 ROOT="${LUMEN_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}"
 export LUMEN_BIN="${LUMEN_BIN:-$ROOT/build/lumen}"
 PY="$ROOT/.venv/bin/python"
-if ! "$PY" -c 'import openai, pytest' 2>/dev/null; then
-  echo "FAIL: $PY lacks openai or pytest (run scripts/setup.sh)" >&2
+if ! "$PY" -c 'import openai, anthropic, pytest' 2>/dev/null; then
+  echo "FAIL: $PY lacks openai, anthropic or pytest (run scripts/setup.sh)" >&2
   exit 1
 fi
 cd "$ROOT/tests/server" || exit 1
