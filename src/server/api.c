@@ -431,6 +431,7 @@ void api_request_free(struct api_request *r) {
     free(r->tools_json);
     free(r->schema);
     free(r->grammar);
+    free(r->metadata);
     for (int32_t i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->bias_tokens);
     free(r->bias_values);

@@ -12,7 +12,7 @@
 enum api_kind { API_COMPLETION, API_CHAT };
 // The API shape a request came in (and is answered) in. Every dialect parses into the same
 // struct api_request and runs the same generation; only parsing and rendering differ.
-enum api_dialect { API_DIALECT_OPENAI, API_DIALECT_ANTHROPIC };
+enum api_dialect { API_DIALECT_OPENAI, API_DIALECT_ANTHROPIC, API_DIALECT_RESPONSES };
 
 #define API_MAX_STOP 16       // stop strings per request
 #define API_MAX_STOP_LEN 512  // bytes of one stop string
@@ -126,6 +126,7 @@ struct api_request {
     // have no reasoning span yet, so it changes nothing: docs/server.md)
     bool thinking;
     int32_t thinking_budget;
+    char *metadata;          // Responses' "metadata" as compact JSON text, echoed (NULL: none)
 };
 
 // Counts the values and the depth of a JSON text without building anything (strings
@@ -150,6 +151,15 @@ bool api_parse_messages_body(const char *body, size_t len, bool count_only, cons
 // not_found_error, 413 request_too_large, 429 rate_limit_error, 500 api_error, 503
 // overloaded_error). Malloc'd, NULL when out of memory.
 char *api_error_json_anthropic(const struct api_error *e);
+
+// Parses a POST /v1/responses body (OpenAI's Responses API, api_responses.c) into the same
+// request as a chat completion: kind API_CHAT, dialect API_DIALECT_RESPONSES. Stateless:
+// previous_response_id, conversation and background are named 400s. Failure as api_parse_generate.
+bool api_parse_responses_body(const char *body, size_t len, const struct api_limits *lim, struct api_request *r,
+                              struct api_error *e);
+// An error about a tool's schema named as Responses names it ("tools[i].function.parameters",
+// the chat route's name, becomes "tools[i].parameters": Responses' tools are flat).
+void api_responses_param(struct api_error *e);
 
 // The request's logprob setting as lm_request_params.n_logprobs (0 = none).
 int32_t api_n_logprobs(const struct api_request *r);

@@ -28,6 +28,10 @@ static enum MHD_Result handle_messages(struct conn *c, struct MHD_Connection *mc
     return srv_handle_generate(c, mc, API_CHAT, API_DIALECT_ANTHROPIC);
 }
 
+static enum MHD_Result handle_responses(struct conn *c, struct MHD_Connection *mc) {
+    return srv_handle_generate(c, mc, API_CHAT, API_DIALECT_RESPONSES);
+}
+
 // The metric name is the route's label in lumen_requests_total: aliases share their
 // route's. Flags: OPEN, answered without the API key; ANY_STATE, answered while loading or
 // draining too (else 503); GATED, through the gate (srv_gate_enter) and a parse slot.
@@ -46,6 +50,7 @@ static const struct srv_route k_routes[] = {
     {"/v1/messages", "POST", handle_messages, "/v1/messages", SRV_ROUTE_GATED | SRV_ROUTE_ANTHROPIC},
     {"/v1/messages/count_tokens", "POST", srv_handle_count_tokens, "/v1/messages/count_tokens",
      SRV_ROUTE_GATED | SRV_ROUTE_ANTHROPIC},
+    {"/v1/responses", "POST", handle_responses, "/v1/responses", SRV_ROUTE_GATED},
 };
 #define N_ROUTES (sizeof k_routes / sizeof k_routes[0])
 _Static_assert(N_ROUTES + 1 <= METRICS_MAX_ROUTES, "the route labels (and \"static\") fit the metrics");

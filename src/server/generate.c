@@ -1,6 +1,7 @@
-// The generation routes (/v1/completions, /v1/chat/completions, /v1/messages): parse, tokenize,
-// submit to the engine, then wait on the request's job and answer whole or as server-sent
-// events (Anthropic's shapes: reply_messages.c; one generation path for every dialect).
+// The generation routes (/v1/completions, /v1/chat/completions, /v1/messages, /v1/responses):
+// parse, tokenize, submit to the engine, then wait on the request's job and answer whole or as
+// server-sent events (Anthropic's shapes: reply_messages.c; OpenAI Responses': reply_responses.c;
+// one generation path for every dialect).
 #include "srv.h"
 
 #include <jansson.h>
@@ -158,6 +159,10 @@ static void stream_emit(struct run *r) {
         msg_stream_emit(r);
         return;
     }
+    if (r->req.dialect == API_DIALECT_RESPONSES) {
+        resp_stream_emit(r);
+        return;
+    }
     const bool chat = r->req.kind == API_CHAT;
     json_t *lp = gen_take_logprobs(&r->gen);
     if (r->tools) {
@@ -287,9 +292,10 @@ enum MHD_Result srv_handle_generate(struct conn *c, struct MHD_Connection *mc, e
     struct run *r = c->run = calloc(1, sizeof *c->run);
     if (!r) return srv_send_body(c, mc, 500, NULL, NULL);
     struct api_error e;
-    const bool anthropic = dialect == API_DIALECT_ANTHROPIC;
-    const bool ok = (anthropic ? api_parse_messages_body(c->body.p, c->body.n, false, &s->limits, &r->req, &e)
-                               : api_parse_generate(c->body.p, c->body.n, kind, s->n_vocab, &s->limits, &r->req, &e)) &&
+    const bool anthropic = dialect == API_DIALECT_ANTHROPIC, responses = dialect == API_DIALECT_RESPONSES;
+    const bool ok = (anthropic   ? api_parse_messages_body(c->body.p, c->body.n, false, &s->limits, &r->req, &e)
+                     : responses ? api_parse_responses_body(c->body.p, c->body.n, &s->limits, &r->req, &e)
+                                 : api_parse_generate(c->body.p, c->body.n, kind, s->n_vocab, &s->limits, &r->req, &e)) &&
                     srv_prompt_tokens(s, r, &e);
     srv_body_release(c); // parsed and tokenized: the body, its tree and the prompt text are gone
     srv_parse_end(c);
@@ -316,7 +322,10 @@ enum MHD_Result srv_handle_generate(struct conn *c, struct MHD_Connection *mc, e
     rp.lookup = q->lookup_given ? q->lookup : s->o->lookup;
     rp.draft_max = q->draft_max ? q->draft_max : s->o->draft_max;
     rp.use_draft = q->draft_model_given ? q->draft_model : s->dm != NULL;
-    if (!run_grammar(s, r, &rp, &e)) return srv_send_error(c, mc, &e);
+    if (!run_grammar(s, r, &rp, &e)) {
+        if (responses) api_responses_param(&e);
+        return srv_send_error(c, mc, &e);
+    }
     r->tools = kind == API_CHAT && q->tool_choice != API_TOOLS_NONE && q->n_tools > 0;
     if (r->tools) tools_parser_init(&r->tp, lm_chat_tool_format(s->tmpl), q->parallel_tool_calls, srv_next_random(s));
 
@@ -329,7 +338,8 @@ enum MHD_Result srv_handle_generate(struct conn *c, struct MHD_Connection *mc, e
     if (!r->job || (nt > 0 && (!r->top_tok || !r->top_lp)) || !gen_init(&r->gen, s->tok, &r->req))
         return srv_send_body(c, mc, 500, NULL, NULL);
     r->rp.kind = kind;
-    snprintf(r->rp.id, sizeof r->rp.id, "%s%s", anthropic ? "msg_" : kind == API_CHAT ? "chatcmpl-" : "cmpl-", c->id);
+    snprintf(r->rp.id, sizeof r->rp.id, "%s%s", anthropic ? "msg_" : responses ? "resp_" : kind == API_CHAT ? "chatcmpl-" : "cmpl-",
+             c->id);
     r->rp.model = s->model_id;
     r->rp.created = (long long)time(NULL);
     r->rp.include_usage = q->stream && q->include_usage;
@@ -355,6 +365,7 @@ enum MHD_Result srv_handle_generate(struct conn *c, struct MHD_Connection *mc, e
         MHD_add_response_header(resp, "Cache-Control", "no-cache");
         MHD_add_response_header(resp, "X-Accel-Buffering", "no");
         if (anthropic) msg_stream_start(r);
+        if (responses) resp_stream_start(r);
         return srv_queue(c, mc, 200, resp);
     }
     // a whole answer: wait here (this connection's own thread), watching the client and the stop
@@ -374,6 +385,7 @@ enum MHD_Result srv_handle_generate(struct conn *c, struct MHD_Connection *mc, e
     if (r->shutdown) return srv_fail(c, mc, 503, "unavailable_error", "shutting_down", "%s", r->note);
     if (r->failed) return srv_fail(c, mc, 500, "server_error", "generation_failed", "%s", r->note);
     if (anthropic) return srv_send_json(c, mc, 200, msg_full(r));
+    if (responses) return srv_send_json(c, mc, 200, resp_full(r));
     if (r->tools) return srv_send_json(c, mc, 200, full_tools(r));
     return srv_send_json(c, mc, 200, reply_full(&r->rp, r->text.p, r->text.n, gen_take_logprobs(&r->gen),
                                             r->finish, run_usage(r)));
@@ -391,5 +403,7 @@ void srv_run_free(struct run *r) {
     free(r->top_lp);
     sbuf_free(&r->text);
     sbuf_free(&r->out);
+    sbuf_free(&r->rs_text);
+    json_decref(r->rs_output);
     free(r);
 }

@@ -105,6 +105,12 @@ struct run {
     // an Anthropic stream (reply_messages.c): content blocks started, the open one's index,
     // and what it is (-1 none, -2 text, k >= 0 tool call k)
     int32_t ms_blocks, ms_index, ms_open;
+    // a Responses stream (reply_responses.c; items tracked in the ms_* fields): the next
+    // event's sequence_number, the items done (the final event repeats them), the open
+    // message's text
+    int64_t rs_seq;
+    json_t *rs_output;
+    struct sbuf rs_text;
 };
 
 struct conn;
@@ -246,5 +252,16 @@ void msg_stream_start(struct run *r);
 // What the last pump produced as content_block_* events; at the end message_delta and
 // message_stop (or an error event), then r->ended.
 void msg_stream_emit(struct run *r);
+
+// ---- OpenAI's Responses answers (reply_responses.c), from the same run as a chat's
+
+// The whole answer: {"id": "resp_...", "object": "response", "status", "output": [message,
+// function_call...], "output_text", "usage", ...} (NULL when out of memory).
+json_t *resp_full(struct run *r);
+// A stream's opening events (response.created, response.in_progress) into r->out.
+void resp_stream_start(struct run *r);
+// What the last pump produced as output item events; at the end response.completed (or
+// response.incomplete, or an error event), then r->ended.
+void resp_stream_emit(struct run *r);
 
 #endif
