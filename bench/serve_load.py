@@ -97,12 +97,15 @@ async def count_prompt_tokens(client, url, endpoint, text):
     u = r.json()["usage"]
     if endpoint == "messages":  # Anthropic's: the prompt is input + cache-read tokens
         return int(u["input_tokens"]) + int(u.get("cache_read_input_tokens") or 0)
+    if endpoint == "responses":  # OpenAI Responses': input_tokens is the whole prompt
+        return int(u["input_tokens"])
     return int(u["prompt_tokens"])
 
 
 # ============================================================== one streaming request
 
-ENDPOINT_PATH = {"chat": "/v1/chat/completions", "completions": "/v1/completions", "messages": "/v1/messages"}
+ENDPOINT_PATH = {"chat": "/v1/chat/completions", "completions": "/v1/completions", "messages": "/v1/messages",
+                 "responses": "/v1/responses"}
 SAMPLING = {"temperature": 0.0, "ignore_eos": True}  # set from the command line in main()
 
 
@@ -113,6 +116,12 @@ def request_body(endpoint, text, max_tokens, stream=True, system=None):
         if system:
             body["system"] = system
         body["messages"] = [{"role": "user", "content": text}]
+        return body
+    if endpoint == "responses":  # OpenAI Responses': instructions, input, max_output_tokens
+        body["max_output_tokens"] = body.pop("max_tokens")
+        if system:
+            body["instructions"] = system
+        body["input"] = text
         return body
     if endpoint == "chat":
         msgs = [{"role": "system", "content": system}] if system else []
@@ -202,6 +211,30 @@ def _anthropic_event(res, j, on_token):
     return False
 
 
+def _responses_event(res, j, on_token):
+    """One /v1/responses stream event into res (usage in chat's names); True at its end."""
+    t = j.get("type")
+    if t == "response.output_text.delta" and j.get("delta"):
+        now = time.perf_counter()
+        if res.t_first is None:
+            res.t_first = now
+        res.times.append(now)
+        res.text.append(j["delta"])
+        if on_token:
+            on_token(res)
+    elif t in ("response.completed", "response.incomplete", "response.failed"):
+        r = j.get("response") or {}
+        u = r.get("usage") or {}
+        res.usage = {"prompt_tokens": u.get("input_tokens", 0), "completion_tokens": u.get("output_tokens")}
+        res.finish = "length" if r.get("status") == "incomplete" else r.get("status")
+        res.done = True
+        return True
+    elif t == "error":
+        res.error = str(j.get("message"))[:300]
+        return True
+    return False
+
+
 async def stream(client, url, endpoint, body, tag=None, on_token=None):
     """One streaming request; returns its Result (never raises; a cancelled task returns what it
     had, after closing the connection: the server sees the client go away)."""
@@ -231,6 +264,10 @@ async def stream(client, url, endpoint, body, tag=None, on_token=None):
                     break
                 if endpoint == "messages":  # Anthropic's events, read into the same Result
                     if _anthropic_event(res, j, on_token):
+                        break
+                    continue
+                if endpoint == "responses":  # OpenAI Responses' events, likewise
+                    if _responses_event(res, j, on_token):
                         break
                     continue
                 ch = j.get("choices") or []
@@ -758,8 +795,9 @@ def parse_args(argv=None):
     g.add_argument("--llama-args", default="", help="extra arguments for llama-server (one string)")
 
     g = ap.add_argument_group("client")
-    g.add_argument("--endpoint", choices=("chat", "completions", "messages"), default="chat",
-                   help="/v1/chat/completions, /v1/completions or /v1/messages (Anthropic's)")
+    g.add_argument("--endpoint", choices=("chat", "completions", "messages", "responses"), default="chat",
+                   help="/v1/chat/completions, /v1/completions, /v1/messages (Anthropic's) or /v1/responses "
+                        "(OpenAI Responses)")
     g.add_argument("--temperature", type=float, default=0.0, help="sampling temperature of every request")
     g.add_argument("--no-ignore-eos", dest="ignore_eos", action="store_false",
                    help="do not send ignore_eos=true (by default every request generates max_tokens)")
