@@ -37,7 +37,8 @@ static void apply_templates(const struct api_request *r) {
     for (size_t i = 0, c = 0; i < r->n_msgs; i++) {
         const struct api_message *q = &r->msgs[i];
         if (!q->role || !q->content) __builtin_trap();
-        if (strcmp(q->role, "system") && strcmp(q->role, "user") && strcmp(q->role, "assistant") && strcmp(q->role, "tool"))
+        if (strcmp(q->role, "system") && strcmp(q->role, "user") && strcmp(q->role, "assistant") &&
+            strcmp(q->role, "tool"))
             __builtin_trap();
         if (!strcmp(q->role, "tool") != (q->tool_call_id != NULL)) __builtin_trap();
         if (q->n_calls && strcmp(q->role, "assistant")) __builtin_trap();
@@ -75,7 +76,8 @@ static void check_request(const struct api_request *r) {
     if (r->n_tools < 0 || r->n_tools > API_MAX_TOOLS || (r->n_tools && !r->tools)) __builtin_trap();
     for (int32_t i = 0; i < r->n_tools; i++)
         if (!r->tools[i].name || !r->tools[i].parameters) __builtin_trap();
-    if (r->tool_choice == API_TOOLS_NAMED && (r->tool_named < 0 || r->tool_named >= r->n_tools || r->parallel_tool_calls))
+    if (r->tool_choice == API_TOOLS_NAMED &&
+        (r->tool_named < 0 || r->tool_named >= r->n_tools || r->parallel_tool_calls))
         __builtin_trap();
     if ((r->tool_choice == API_TOOLS_REQUIRED || r->tool_choice == API_TOOLS_NAMED) && !r->n_tools) __builtin_trap();
     if ((r->tools_json != NULL) != (r->tool_choice != API_TOOLS_NONE && r->n_tools > 0)) __builtin_trap();

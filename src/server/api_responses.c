@@ -93,7 +93,8 @@ static bool item_call(json_t *it, const char *param, size_t run, bool join, stru
     if (!json_is_string(name) || !api_valid_name(json_string_value(name), json_string_length(name)))
         return api_bad_request(e, "invalid_value", param, "'%s.name' must be a string of 1 to 64 letters, digits, "
                                "'_' or '-'", param);
-    if (!json_is_string(args)) return api_wrong_type(e, "function_call.arguments", "a string (JSON text)", args ? args : json_null());
+    if (!json_is_string(args))
+        return api_wrong_type(e, "function_call.arguments", "a string (JSON text)", args ? args : json_null());
     struct api_message *m = join ? &r->msgs[r->n_msgs - 1] : NULL;
     if (!m) {
         if (!(m = push(r, "assistant", e))) return false;
@@ -138,11 +139,13 @@ static bool parse_input(json_t *o, struct api_request *r, struct api_error *e) {
     json_t *ins = api_field(o, "instructions"), *in = api_field(o, "input");
     if (ins && !json_is_string(ins)) return api_wrong_type(e, "instructions", "a string", ins);
     if (!in) return api_bad_request(e, "missing_field", "input", "'input' is required");
-    if (!json_is_string(in) && !json_is_array(in)) return api_wrong_type(e, "input", "a string or an array of items", in);
+    if (!json_is_string(in) && !json_is_array(in))
+        return api_wrong_type(e, "input", "a string or an array of items", in);
     const size_t k = json_is_array(in) ? json_array_size(in) : 1;
     if (json_is_array(in) && k == 0) return api_bad_request(e, "invalid_value", "input", "'input' is empty");
     if (k > API_MAX_MESSAGES)
-        return api_bad_request(e, "invalid_value", "input", "'input' holds %zu items (at most %d)", k, API_MAX_MESSAGES);
+        return api_bad_request(e, "invalid_value", "input", "'input' holds %zu items (at most %d)", k,
+                               API_MAX_MESSAGES);
     r->msgs = calloc(k + 1, sizeof *r->msgs);
     if (!r->msgs) return api_oom(e);
     if (ins) {
@@ -167,8 +170,8 @@ static bool parse_input(json_t *o, struct api_request *r, struct api_error *e) {
             ok = item_message(it, param, r, e);
         } else if (!strcmp(t, "function_call")) {
             size_t run = 1; // this call and the calls right after it
-            while (i + run < k && json_is_object(json_array_get(in, i + run)) &&
-                   item_type(json_array_get(in, i + run)) && !strcmp(item_type(json_array_get(in, i + run)), "function_call"))
+            for (const char *nt; i + run < k && json_is_object(json_array_get(in, i + run)) &&
+                                 (nt = item_type(json_array_get(in, i + run))) && !strcmp(nt, "function_call");)
                 run++;
             // after an assistant message (or a call): the same assistant turn
             const struct api_message *last = r->n_msgs ? &r->msgs[r->n_msgs - 1] : NULL;
@@ -212,7 +215,8 @@ static bool parse_tools(json_t *o, struct api_request *r, struct api_error *e) {
         json_t *tool = json_array_get(t, i);
         snprintf(param, sizeof param, "tools[%zu]", i);
         json_t *type = json_is_object(tool) ? json_object_get(tool, "type") : NULL;
-        json_t *name = type ? json_object_get(tool, "name") : NULL, *desc = type ? api_field(tool, "description") : NULL;
+        json_t *name = type ? json_object_get(tool, "name") : NULL;
+        json_t *desc = type ? api_field(tool, "description") : NULL;
         json_t *params = type ? api_field(tool, "parameters") : NULL;
         if (!json_is_object(tool) || !is_str(type)) {
             ok = api_bad_request(e, "invalid_type", param, "'%s' must be an object with a string 'type'", param);
@@ -265,13 +269,16 @@ static bool parse_tool_choice(json_t *o, struct api_request *r, struct api_error
             return api_bad_request(e, "invalid_value", "tool_choice", "'tool_choice' is '%.40s'; it must be 'none', "
                                    "'auto', 'required' or {\"type\": \"function\", \"name\": ...}", v);
         if (r->tool_choice == API_TOOLS_REQUIRED && !r->n_tools)
-            return api_bad_request(e, "invalid_value", "tool_choice", "'tool_choice' is 'required' but 'tools' is empty");
+            return api_bad_request(e, "invalid_value", "tool_choice", "'tool_choice' is 'required' but 'tools' is "
+                                   "empty");
         return true;
     }
-    json_t *type = json_is_object(c) ? json_object_get(c, "type") : NULL, *name = type ? json_object_get(c, "name") : NULL;
+    json_t *type = json_is_object(c) ? json_object_get(c, "type") : NULL;
+    json_t *name = type ? json_object_get(c, "name") : NULL;
     if (is_str(type) && strcmp(json_string_value(type), "function") != 0)
         return api_bad_request(e, "unsupported", "tool_choice", "'tool_choice.type' is '%.40s'; lumen takes 'none', "
-                               "'auto', 'required' or {\"type\": \"function\", \"name\": ...}", json_string_value(type));
+                               "'auto', 'required' or {\"type\": \"function\", \"name\": ...}",
+                               json_string_value(type));
     if (!is_str(type) || !json_is_string(name))
         return api_bad_request(e, "invalid_value", "tool_choice", "'tool_choice' must be 'none', 'auto', 'required' or "
                                "{\"type\": \"function\", \"name\": ...}");
@@ -375,7 +382,8 @@ static bool parse_rest(json_t *o, struct api_request *r, struct api_error *e) {
     json_t *md = api_field(o, "metadata");
     if (md && !json_is_object(md)) return api_wrong_type(e, "metadata", "an object of strings", md);
     if (md && json_object_size(md) > 16)
-        return api_bad_request(e, "invalid_value", "metadata", "'metadata' has %zu keys (at most 16)", json_object_size(md));
+        return api_bad_request(e, "invalid_value", "metadata", "'metadata' has %zu keys (at most 16)",
+                               json_object_size(md));
     const char *key;
     json_t *val;
     json_object_foreach(md, key, val) {

@@ -295,7 +295,8 @@ enum MHD_Result srv_handle_generate(struct conn *c, struct MHD_Connection *mc, e
     const bool anthropic = dialect == API_DIALECT_ANTHROPIC, responses = dialect == API_DIALECT_RESPONSES;
     const bool ok = (anthropic   ? api_parse_messages_body(c->body.p, c->body.n, false, &s->limits, &r->req, &e)
                      : responses ? api_parse_responses_body(c->body.p, c->body.n, &s->limits, &r->req, &e)
-                                 : api_parse_generate(c->body.p, c->body.n, kind, s->n_vocab, &s->limits, &r->req, &e)) &&
+                                 : api_parse_generate(c->body.p, c->body.n, kind, s->n_vocab, &s->limits, &r->req,
+                                                      &e)) &&
                     srv_prompt_tokens(s, r, &e);
     srv_body_release(c); // parsed and tokenized: the body, its tree and the prompt text are gone
     srv_parse_end(c);
@@ -338,8 +339,8 @@ enum MHD_Result srv_handle_generate(struct conn *c, struct MHD_Connection *mc, e
     if (!r->job || (nt > 0 && (!r->top_tok || !r->top_lp)) || !gen_init(&r->gen, s->tok, &r->req))
         return srv_send_body(c, mc, 500, NULL, NULL);
     r->rp.kind = kind;
-    snprintf(r->rp.id, sizeof r->rp.id, "%s%s", anthropic ? "msg_" : responses ? "resp_" : kind == API_CHAT ? "chatcmpl-" : "cmpl-",
-             c->id);
+    const char *id_prefix = anthropic ? "msg_" : responses ? "resp_" : kind == API_CHAT ? "chatcmpl-" : "cmpl-";
+    snprintf(r->rp.id, sizeof r->rp.id, "%s%s", id_prefix, c->id);
     r->rp.model = s->model_id;
     r->rp.created = (long long)time(NULL);
     r->rp.include_usage = q->stream && q->include_usage;

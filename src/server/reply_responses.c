@@ -55,7 +55,8 @@ static json_t *response(const struct run *r, const char *status, json_t *output,
                           status, "error", "instructions", "max_output_tokens",
                           q->max_tokens_given ? json_integer(q->max_tokens) : json_null(), "model", r->rp.model,
                           "output", output, "parallel_tool_calls", q->parallel_tool_calls, "previous_response_id",
-                          "reasoning", "effort", "summary", "store", false, "temperature", (double)q->sampling.temperature,
+                          "reasoning", "effort", "summary", "store", false, "temperature",
+                          (double)q->sampling.temperature,
                           "text", "format", "type", formats[q->format], "tool_choice", choice, "tools", tools,
                           "top_p", (double)q->sampling.top_p, "truncation", "disabled", "metadata",
                           md ? md : json_object());
@@ -112,8 +113,10 @@ json_t *resp_full(struct run *r) {
         }
         text = tp->content.p ? tp->content.p : "";
         n = tp->content.n;
-        if (n > 0 || tp->n_calls == 0) json_array_append_new(out, message_item(id, st, json_pack("[o]", text_part(text, n))));
-        for (int32_t k = 0; k < tp->n_calls; k++) json_array_append_new(out, call_item(&tp->calls[k], "completed", true));
+        if (n > 0 || tp->n_calls == 0)
+            json_array_append_new(out, message_item(id, st, json_pack("[o]", text_part(text, n))));
+        for (int32_t k = 0; k < tp->n_calls; k++)
+            json_array_append_new(out, call_item(&tp->calls[k], "completed", true));
     } else {
         json_array_append_new(out, message_item(id, st, json_pack("[o]", text_part(text, n))));
     }
@@ -158,9 +161,9 @@ static void close_item(struct run *r) {
         const struct tool_call *tc = &r->tp.calls[r->ms_open];
         char id[48];
         call_item_id(tc, id, sizeof id);
-        event(r, "response.function_call_arguments.done", json_pack("{s:s,s:i,s:o,s:o}", "item_id", id, "output_index",
-                                                                    r->ms_index, "name", json_text(tc->name.p, tc->name.n),
-                                                                    "arguments", json_text(tc->args.p, tc->args.n)));
+        event(r, "response.function_call_arguments.done",
+              json_pack("{s:s,s:i,s:o,s:o}", "item_id", id, "output_index", r->ms_index, "name",
+                        json_text(tc->name.p, tc->name.n), "arguments", json_text(tc->args.p, tc->args.n)));
         item = call_item(tc, "completed", true);
     }
     event(r, "response.output_item.done", json_pack("{s:i,s:O}", "output_index", r->ms_index, "item", item));
