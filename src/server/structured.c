@@ -53,35 +53,67 @@ static void call_rule(struct sbuf *b, enum lm_chat_tool_format fmt, int32_t i, c
         sbuf_printf(b, "\"{\\\"name\\\": \\\"%s\\\", \\\"arguments\\\": \" t%d-root \"}\"\n", name, (int)i);
 }
 
+// Tool i's arguments rule, prefixed "t<i>-" and appended to b.
+static bool args_rule(const struct api_request *q, int32_t i, struct sbuf *b, struct api_error *e) {
+    char *g = NULL, param[64], prefix[24];
+    size_t n = 0;
+    snprintf(param, sizeof param, "tools[%d].function.parameters", (int)i);
+    if (!schema_gbnf(q->tools[i].parameters, strlen(q->tools[i].parameters), param, &g, &n, e)) return false;
+    snprintf(prefix, sizeof prefix, "t%d-", (int)i);
+    gbnf_prefix_rules(g, n, prefix, b);
+    if (n && g[n - 1] != '\n') sbuf_puts(b, "\n");
+    free(g);
+    return true;
+}
+
 static bool tool_grammar(const struct api_request *q, enum lm_chat_tool_format fmt, struct sbuf *b, struct api_error *e) {
     const int32_t lo = q->tool_choice == API_TOOLS_NAMED ? q->tool_named : 0;
     const int32_t hi = q->tool_choice == API_TOOLS_NAMED ? q->tool_named + 1 : q->n_tools;
     const char *sep = fmt == LM_CHAT_TOOLS_GENERIC ? "\", \"" : "\"\\n\"";
     if (fmt == LM_CHAT_TOOLS_GENERIC) sbuf_puts(b, "root ::= \"{\\\"tool_calls\\\": [\" call");
     else sbuf_puts(b, "root ::= call");
-    if (q->parallel_tool_calls) sbuf_printf(b, " (%s call)*", sep);
+    if (q->parallel_tool_calls && q->tool_choice != API_TOOLS_NAMED) sbuf_printf(b, " (%s call)*", sep);
     sbuf_puts(b, fmt == LM_CHAT_TOOLS_GENERIC ? " \"]}\"\ncall ::= " : "\ncall ::= ");
     for (int32_t i = lo; i < hi; i++) sbuf_printf(b, "%scall-%d", i > lo ? " | " : "", (int)i);
     sbuf_puts(b, "\n");
     for (int32_t i = lo; i < hi; i++) {
         call_rule(b, fmt, i, q->tools[i].name);
-        char *g = NULL, param[64], prefix[24];
-        size_t n = 0;
-        snprintf(param, sizeof param, "tools[%d].function.parameters", (int)i);
-        if (!schema_gbnf(q->tools[i].parameters, strlen(q->tools[i].parameters), param, &g, &n, e)) return false;
-        snprintf(prefix, sizeof prefix, "t%d-", (int)i);
-        gbnf_prefix_rules(g, n, prefix, b);
-        if (n && g[n - 1] != '\n') sbuf_puts(b, "\n");
-        free(g);
+        if (!args_rule(q, i, b, e)) return false;
+    }
+    return true;
+}
+
+// tool_choice auto (Qwen and Llama 3 families): free text until one of these openings, then a
+// call to a declared tool in the form that opening begins (the parser, tools.c's parse_auto,
+// reads the same forms): the family's markers, a fenced ```json block, or bare JSON.
+static const char *const k_auto_triggers[] = {"<tool_call>", "<|python_tag|>", "[TOOL_CALLS]", "```json",
+                                              "{\"name\"", "{ \"name\"", "{\n  \"name\"", "{\n    \"name\"",
+                                              "[{\"name\"", NULL};
+
+static bool auto_grammar(const struct api_request *q, struct sbuf *b, struct api_error *e) {
+    const bool par = q->parallel_tool_calls;
+    sbuf_printf(b, "root ::= tc-any tc-ws\ntc-any ::= \"<tool_call>\" tc-ws tc-call tc-ws \"</tool_call>\"%s"
+                   " | \"<|python_tag|>\" tc-ws tc-call%s | \"[TOOL_CALLS]\" tc-ws tc-arr"
+                   " | \"```json\" tc-ws (tc-call | tc-arr) tc-ws \"```\" | tc-call | tc-arr\n",
+                par ? " (tc-ws \"<tool_call>\" tc-ws tc-call tc-ws \"</tool_call>\")*" : "",
+                par ? " (tc-ws \";\" tc-ws tc-call)*" : "");
+    sbuf_printf(b, "tc-arr ::= \"[\" tc-ws tc-call%s tc-ws \"]\"\n", par ? " (tc-ws \",\" tc-ws tc-call)*" : "");
+    sbuf_puts(b, "tc-ws ::= [ \\t\\n]{0,8}\ntc-key ::= \"\\\"arguments\\\"\" | \"\\\"parameters\\\"\"\ntc-call ::= ");
+    for (int32_t i = 0; i < q->n_tools; i++) sbuf_printf(b, "%stca-%d", i ? " | " : "", (int)i);
+    sbuf_puts(b, "\n");
+    for (int32_t i = 0; i < q->n_tools; i++) {
+        sbuf_printf(b, "tca-%d ::= \"{\" tc-ws \"\\\"name\\\"\" tc-ws \":\" tc-ws \"\\\"%s\\\"\" tc-ws \",\" tc-ws tc-key tc-ws "
+                       "\":\" tc-ws t%d-root tc-ws \"}\"\n", (int)i, q->tools[i].name, (int)i);
+        if (!args_rule(q, i, b, e)) return false;
     }
     return true;
 }
 
 bool tools_grammar(const struct api_request *q, enum lm_chat_tool_format fmt, char **gbnf, size_t *n,
-                   const char **trigger, struct api_error *e) {
+                   const char *const **triggers, struct api_error *e) {
     *gbnf = NULL;
     *n = 0;
-    *trigger = NULL;
+    *triggers = NULL;
     if (q->format == API_FORMAT_GRAMMAR) {
         *gbnf = malloc(q->grammar_len + 1);
         if (!*gbnf) return api_fail(e, 500, "server_error", "out_of_memory", NULL, "out of memory");
@@ -97,7 +129,8 @@ bool tools_grammar(const struct api_request *q, enum lm_chat_tool_format fmt, ch
         return schema_gbnf(q->schema, q->schema_len, q->kind == API_CHAT ? "response_format" : "json_schema", gbnf, n, e);
     if (q->tool_choice == API_TOOLS_NONE || q->n_tools == 0) return true;
     struct sbuf b = {0};
-    if (!tool_grammar(q, fmt, &b, e)) {
+    const bool loose = q->tool_choice == API_TOOLS_AUTO && fmt != LM_CHAT_TOOLS_GENERIC;
+    if (!(loose ? auto_grammar(q, &b, e) : tool_grammar(q, fmt, &b, e))) {
         sbuf_free(&b);
         return false;
     }
@@ -105,8 +138,8 @@ bool tools_grammar(const struct api_request *q, enum lm_chat_tool_format fmt, ch
         sbuf_free(&b);
         return api_fail(e, 500, "server_error", "out_of_memory", NULL, "out of memory");
     }
-    if (q->tool_choice == API_TOOLS_AUTO)
-        *trigger = fmt == LM_CHAT_TOOLS_QWEN ? "<tool_call>" : fmt == LM_CHAT_TOOLS_LLAMA3 ? "{\"name\"" : "{\"tool_calls\"";
+    static const char *const generic_trigger[] = {"{\"tool_calls\"", NULL};
+    if (q->tool_choice == API_TOOLS_AUTO) *triggers = loose ? k_auto_triggers : generic_trigger;
     *gbnf = b.p;
     *n = b.n;
     return true;
@@ -144,14 +177,20 @@ void gcache_free(struct gcache *c) {
 }
 
 enum lm_status gcache_get(struct gcache *c, const struct lm_tokenizer *tok, const char *gbnf, size_t n,
-                          const char *trigger, struct lm_grammar **out) {
+                          const char *const *triggers, struct lm_grammar **out) {
     *out = NULL;
-    const size_t tn = trigger ? strlen(trigger) : 0, kn = n + 1 + tn;
+    size_t kn = n + 1;
+    int32_t nt = 0;
+    for (; triggers && triggers[nt]; nt++) kn += strlen(triggers[nt]) + 1;
     char *key = malloc(kn);
     if (!key) return lm_error_set(LM_ERR_NOMEM, "gcache_get: out of memory");
     memcpy(key, gbnf, n);
     key[n] = 0;
-    if (tn) memcpy(key + n + 1, trigger, tn);
+    for (size_t at = n + 1, i = 0; i < (size_t)nt; i++) { // each trigger and a NUL
+        const size_t l = strlen(triggers[i]) + 1;
+        memcpy(key + at, triggers[i], l);
+        at += l;
+    }
     if (c) {
         pthread_mutex_lock(&c->mu);
         for (int i = 0; i < GCACHE_ENTRIES; i++)
@@ -167,8 +206,8 @@ enum lm_status gcache_get(struct gcache *c, const struct lm_tokenizer *tok, cons
         return LM_OK;
     }
     struct lm_grammar_options opt = lm_grammar_options_default();
-    opt.triggers = &trigger;
-    opt.n_triggers = trigger ? 1 : 0;
+    opt.triggers = triggers;
+    opt.n_triggers = nt;
     const enum lm_status st = lm_grammar_compile(out, tok, gbnf, n, &opt); // outside the lock
     if (st != LM_OK || !c) {
         free(key);
