@@ -268,11 +268,12 @@ static json_t *full_tools(struct run *r) {
 static bool run_grammar(struct server *s, struct run *r, struct lm_request_params *rp, struct api_error *e) {
     char *gbnf = NULL;
     size_t n = 0;
-    const char *const *triggers = NULL;
+    char **triggers = NULL;
     if (!tools_grammar(&r->req, lm_chat_tool_format(s->tmpl), &gbnf, &n, &triggers, e)) return false;
     if (!gbnf) return true;
-    const enum lm_status st = gcache_get(s->gcache, s->tok, gbnf, n, triggers, &r->grammar);
+    const enum lm_status st = gcache_get(s->gcache, s->tok, gbnf, n, (const char *const *)triggers, &r->grammar);
     free(gbnf);
+    free(triggers);
     if (st == LM_ERR_NOMEM) return api_fail(e, 500, "server_error", "out_of_memory", NULL, "out of memory");
     if (st != LM_OK) // the client's grammar (or a schema's) that does not compile: its message
         return api_fail(e, 400, "invalid_request_error", "invalid_grammar",

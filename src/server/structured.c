@@ -83,20 +83,46 @@ static bool tool_grammar(const struct api_request *q, enum lm_chat_tool_format f
     return true;
 }
 
-// tool_choice auto (Qwen and Llama 3 families): free text until one of these openings, then a
-// call to a declared tool in the form that opening begins (the parser, tools.c's parse_auto,
-// reads the same forms): the family's markers, a fenced ```json block, or bare JSON.
-static const char *const k_auto_triggers[] = {"<tool_call>", "<|python_tag|>", "[TOOL_CALLS]", "```json",
-                                              "{\"name\"", "{ \"name\"", "{\n  \"name\"", "{\n    \"name\"",
-                                              "[{\"name\"", NULL};
+// tool_choice auto (Qwen and Llama 3 families): free text until a call opens, then a call to a
+// declared tool in the form that opening begins (tools.c's parse_auto reads the same forms):
+// the families' markers, or JSON whose "name" is a declared tool, bare, in an array or in a
+// fenced block (the trigger holds the tool's name, so JSON that names no tool, such as an
+// example the answer shows, stays free).
+static const char *const k_markers[] = {"<tool_call>", "<|python_tag|>", "[TOOL_CALLS]"};
+static const char *const k_name_forms[] = {"{\"name\": \"%s\"", "{\"name\":\"%s\"", "{ \"name\": \"%s\"",
+                                           "{\n\"name\": \"%s\"", "{\n  \"name\": \"%s\"", "{\n    \"name\": \"%s\""};
+
+// The triggers as one malloc'd block: a NULL-terminated array of pointers, then the strings.
+// loose: the markers and each tool's name forms; else the generic format's one.
+static char **auto_triggers(const struct api_request *q, bool loose) {
+    const size_t nf = sizeof k_name_forms / sizeof *k_name_forms, nm = sizeof k_markers / sizeof *k_markers;
+    const size_t nt = loose ? nm + nf * (size_t)q->n_tools : 1;
+    const size_t cap = (nt + 1) * sizeof(char *) + nt * (64 + 32) /* a name: at most 64 bytes */;
+    char **t = malloc(cap);
+    if (!t) return NULL;
+    char *at = (char *)(t + nt + 1), *end = (char *)t + cap;
+    size_t k = 0;
+    if (!loose) {
+        t[k++] = strcpy(at, "{\"tool_calls\"");
+    } else {
+        for (size_t i = 0; i < nm; i++, at += strlen(at) + 1) t[k++] = strcpy(at, k_markers[i]);
+        for (int32_t i = 0; i < q->n_tools; i++)
+            for (size_t f = 0; f < nf; f++) {
+                t[k++] = at;
+                at += snprintf(at, (size_t)(end - at), k_name_forms[f], q->tools[i].name) + 1;
+            }
+    }
+    t[k] = NULL;
+    return t;
+}
 
 static bool auto_grammar(const struct api_request *q, struct sbuf *b, struct api_error *e) {
     const bool par = q->parallel_tool_calls;
     sbuf_printf(b, "root ::= tc-any tc-ws\ntc-any ::= \"<tool_call>\" tc-ws tc-call tc-ws \"</tool_call>\"%s"
                    " | \"<|python_tag|>\" tc-ws tc-call%s | \"[TOOL_CALLS]\" tc-ws tc-arr"
-                   " | \"```json\" tc-ws (tc-call | tc-arr) tc-ws \"```\" | tc-call | tc-arr\n",
+                   " | tc-call%s (tc-ws \"]\")? (tc-ws \"```\")?\n",
                 par ? " (tc-ws \"<tool_call>\" tc-ws tc-call tc-ws \"</tool_call>\")*" : "",
-                par ? " (tc-ws \";\" tc-ws tc-call)*" : "");
+                par ? " (tc-ws \";\" tc-ws tc-call)*" : "", par ? " (tc-ws [,;] tc-ws tc-call)*" : "");
     sbuf_printf(b, "tc-arr ::= \"[\" tc-ws tc-call%s tc-ws \"]\"\n", par ? " (tc-ws \",\" tc-ws tc-call)*" : "");
     sbuf_puts(b, "tc-ws ::= [ \\t\\n]{0,8}\ntc-key ::= \"\\\"arguments\\\"\" | \"\\\"parameters\\\"\"\ntc-call ::= ");
     for (int32_t i = 0; i < q->n_tools; i++) sbuf_printf(b, "%stca-%d", i ? " | " : "", (int)i);
@@ -110,7 +136,7 @@ static bool auto_grammar(const struct api_request *q, struct sbuf *b, struct api
 }
 
 bool tools_grammar(const struct api_request *q, enum lm_chat_tool_format fmt, char **gbnf, size_t *n,
-                   const char *const **triggers, struct api_error *e) {
+                   char ***triggers, struct api_error *e) {
     *gbnf = NULL;
     *n = 0;
     *triggers = NULL;
@@ -138,8 +164,10 @@ bool tools_grammar(const struct api_request *q, enum lm_chat_tool_format fmt, ch
         sbuf_free(&b);
         return api_fail(e, 500, "server_error", "out_of_memory", NULL, "out of memory");
     }
-    static const char *const generic_trigger[] = {"{\"tool_calls\"", NULL};
-    if (q->tool_choice == API_TOOLS_AUTO) *triggers = loose ? k_auto_triggers : generic_trigger;
+    if (q->tool_choice == API_TOOLS_AUTO && !(*triggers = auto_triggers(q, loose))) {
+        sbuf_free(&b);
+        return api_fail(e, 500, "server_error", "out_of_memory", NULL, "out of memory");
+    }
     *gbnf = b.p;
     *n = b.n;
     return true;

@@ -51,11 +51,12 @@ void tools_parser_declare(struct tools_parser *p, const struct api_tool *tools, 
 void tools_parser_feed(struct tools_parser *p, const char *s, size_t n, bool final);
 
 // The grammar (GBNF) that constrains the request's output, or *gbnf NULL when none
-// (malloc'd). For tool_choice auto the grammar is lazy: *triggers (a static NULL-terminated
-// list) are the openings of a call, and the grammar matches from the first one written. False with e filled (400:
+// (malloc'd). For tool_choice auto the grammar is lazy: *triggers (a NULL-terminated list in
+// one malloc'd block: free(*triggers)) are the openings of a call, and the grammar matches
+// from the first one written. False with e filled (400:
 // a schema the converter refuses, with its message).
 bool tools_grammar(const struct api_request *q, enum lm_chat_tool_format fmt, char **gbnf, size_t *n,
-                   const char *const **triggers, struct api_error *e);
+                   char ***triggers, struct api_error *e);
 
 // Compiled grammars of recent requests, by their text and trigger: an agent sends the same
 // tools or schema every turn; compiling two tools' grammar takes ~8 ms on the default model

@@ -30,18 +30,19 @@ static struct lm_grammar *grammar_of(const char *body, enum lm_chat_tool_format 
     }
     char *gbnf = NULL;
     size_t n = 0;
-    const char *const *triggers = NULL;
+    char **triggers = NULL;
     struct lm_grammar *g = NULL;
     if (!tools_grammar(&q, fmt, &gbnf, &n, &triggers, &e)) {
         CHECKF(0, "tools_grammar: %s", e.message);
     } else {
         struct lm_grammar_options opt = lm_grammar_options_default();
-        opt.triggers = triggers;
+        opt.triggers = (const char *const *)triggers;
         for (opt.n_triggers = 0; triggers && triggers[opt.n_triggers];) opt.n_triggers++;
         const enum lm_status st = lm_grammar_compile(&g, g_tok, gbnf, n, &opt);
         CHECKF(st == LM_OK, "compile: %s\n%s", lm_error_msg(), gbnf);
     }
     free(gbnf);
+    free(triggers);
     api_request_free(&q);
     return g;
 }
@@ -107,7 +108,7 @@ static void test_tools(void) {
 }
 
 // tool_choice auto in the Qwen / Llama 3 families: what real models write opens a call (a fenced
-// ```json block, bare JSON, an array, the markers), each constrained to a declared tool; a
+// ```json block, bare JSON, an array, the markers), each constrained once it names a declared tool; a
 // named function gives one call even with parallel_tool_calls left at true.
 static void test_auto_forms(void) {
     char body[2048];
@@ -123,9 +124,11 @@ static void test_auto_forms(void) {
     expect(g, text, true, true);
     snprintf(text, sizeof text, "<|python_tag|>%s", call);
     expect(g, text, true, true);
-    expect(g, "{\"name\": \"other\", \"arguments\": {}}", false, false);            // not a declared tool
+    expect(g, "Example: {\"name\": \"Alice\", \"age\": 3}", true, true); // names no tool: free text
+    expect(g, "{\"name\": \"get_weather\", \"arguments\": {\"city\": 1", false, false); // a tool: its arguments
     expect(g, "```json\n{\"name\": \"get_weather\", \"arguments\": {\"city\": 1", false, false); // bad arguments
     expect(g, "No call: {x} [y] `z`.", true, true);
+    expect(g, "```json\n{\"name\": \"Alice\"}\n```", true, true); // a fenced example that names no tool
     lm_grammar_free(g);
     snprintf(body, sizeof body, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], %s, \"tool_choice\": "
              "{\"type\": \"function\", \"function\": {\"name\": \"noop\"}}}", k_tools);
