@@ -1,8 +1,8 @@
 """Tool calls with tool_choice auto on real instruct models (Qwen2.5-Coder 1.5B / 0.5B Instruct
 in models/; each model's test skips with one line when it is absent): a suite of requests that
 need a call (weather, code search, a file edit, a multi-argument email) and questions that need
-none. Each request goes through the official `openai` client on /v1/chat/completions (whole)
-and the `anthropic` client on /v1/messages (streamed); both must give the same calls, and the
+none. Each request goes through the official `openai` client on /v1/chat/completions (whole and
+streamed) and the `anthropic` client on /v1/messages (streamed); all give the same calls, and the
 hit rate (intended calls that arrive as tool calls with the intended tool, no-tool questions
 answered as text) must reach the goal. Marked slow (minutes on 2 cores).
 """
@@ -66,6 +66,17 @@ def chat_calls(c, q):
     return calls, m.content
 
 
+def chat_stream_calls(c, q):
+    st = c.chat.completions.create(model="m", messages=[{"role": "user", "content": q}], tools=TOOLS,
+                                   tool_choice="auto", temperature=0, max_tokens=160, stream=True)
+    calls = {}
+    for ch in st:
+        for d in (ch.choices[0].delta.tool_calls or []) if ch.choices else []:
+            name, args = calls.get(d.index, ("", ""))
+            calls[d.index] = (name + (d.function.name or ""), args + (d.function.arguments or ""))
+    return [(n, json.loads(a)) for _, (n, a) in sorted(calls.items())]
+
+
 def messages_calls(a, q):
     with a.messages.stream(model="m", max_tokens=160, messages=[{"role": "user", "content": q}],
                            tools=ANTHROPIC_TOOLS, tool_choice={"type": "auto"},
@@ -91,6 +102,7 @@ def test_auto_tool_calls(name, goal):
         for q, want in CASES:
             calls, content = chat_calls(c, q)
             streamed = messages_calls(a, q)
+            assert chat_stream_calls(c, q) == calls, f"{q}: chat streamed != whole {calls}"
             ok = [n for n, _ in calls] == [want] if want else not calls and bool(content)
             hits += ok
             rows.append(f"{'ok  ' if ok else 'MISS'} {want or '(text)':12} {calls or repr((content or '')[:60])}")
