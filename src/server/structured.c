@@ -119,13 +119,17 @@ static char **auto_triggers(const struct api_request *q, bool loose) {
 static bool auto_grammar(const struct api_request *q, struct sbuf *b, struct api_error *e) {
     const bool par = q->parallel_tool_calls;
     sbuf_printf(b, "root ::= tc-any tc-ws\ntc-any ::= \"<tool_call>\" tc-ws tc-call tc-ws \"</tool_call>\"%s"
-                   " | \"<|python_tag|>\" tc-ws tc-call%s | \"[TOOL_CALLS]\" tc-ws tc-arr"
+                   " | \"<|python_tag|>\" tc-ws tc-call%s | \"[TOOL_CALLS]\" tc-ws (tc-arr | tc-mis%s)"
                    " | tc-call%s (tc-ws \"]\")? (tc-ws \"```\")?\n",
                 par ? " (tc-ws \"<tool_call>\" tc-ws tc-call tc-ws \"</tool_call>\")*" : "",
-                par ? " (tc-ws \";\" tc-ws tc-call)*" : "", par ? " (tc-ws [,;] tc-ws tc-call)*" : "");
+                par ? " (tc-ws \";\" tc-ws tc-call)*" : "", par ? " (tc-ws \"[TOOL_CALLS]\" tc-mis)*" : "",
+                par ? " (tc-ws [,;] tc-ws tc-call)*" : "");
     sbuf_printf(b, "tc-arr ::= \"[\" tc-ws tc-call%s tc-ws \"]\"\n", par ? " (tc-ws \",\" tc-ws tc-call)*" : "");
     sbuf_puts(b, "tc-ws ::= [ \\t\\n]{0,8}\ntc-key ::= \"\\\"arguments\\\"\" | \"\\\"parameters\\\"\"\ntc-call ::= ");
     for (int32_t i = 0; i < q->n_tools; i++) sbuf_printf(b, "%stca-%d", i ? " | " : "", (int)i);
+    sbuf_puts(b, "\ntc-mis ::= "); // Mistral's NAME[ARGS]{...}
+    for (int32_t i = 0; i < q->n_tools; i++)
+        sbuf_printf(b, "%s\"%s[ARGS]\" t%d-root", i ? " | " : "", q->tools[i].name, (int)i);
     sbuf_puts(b, "\n");
     for (int32_t i = 0; i < q->n_tools; i++) {
         sbuf_printf(b, "tca-%d ::= \"{\" tc-ws \"\\\"name\\\"\" tc-ws \":\" tc-ws \"\\\"%s\\\"\" tc-ws \",\" tc-ws tc-key tc-ws "

@@ -426,6 +426,10 @@ static void parse_generic(struct tools_parser *p, bool final) {
 // block, or a bare JSON object / array of objects whose "name" is a declared tool.
 enum verdict { V_NOT, V_PENDING, V_CALL };
 
+static bool name_char(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+}
+
 static bool declared(const struct tools_parser *p, const char *s, size_t a, size_t b) {
     for (int32_t i = 0; i < p->n_tools; i++)
         if (key_is(s, a, b, p->tools[i].name)) return true;
@@ -460,6 +464,21 @@ static enum verdict json_call(const struct tools_parser *p, const char *s, size_
 
 static const char *const k_markers[] = {"<tool_call>", "<|python_tag|>", "[TOOL_CALLS]", "```"};
 
+// Mistral's newer form at s[i]: NAME[ARGS]{...}. V_CALL with *ne the name's end when NAME is
+// a declared tool.
+static enum verdict mistral_named(const struct tools_parser *p, const char *s, size_t n, size_t i, bool final,
+                                  size_t *ne) {
+    size_t e = i;
+    while (e < n && (name_char(s[e]))) e++;
+    if (e == i) return V_NOT;
+    bool partial = false;
+    if (starts(s, n, e, "[ARGS]", &partial)) {
+        *ne = e;
+        return declared(p, s, i, e) ? V_CALL : V_NOT;
+    }
+    return (partial || e == n) && !final ? V_PENDING : V_NOT;
+}
+
 // The opening at s[c] (c is '<', '[', '`' or '{'): its verdict, and *j where its JSON begins.
 static enum verdict opening(const struct tools_parser *p, const char *s, size_t n, size_t c, bool final, size_t *j) {
     const enum verdict more = final ? V_NOT : V_PENDING;
@@ -477,6 +496,8 @@ static enum verdict opening(const struct tools_parser *p, const char *s, size_t 
         }
         *j = i = skip_ws(s, n, i);
         if (k == 0) return V_CALL; // Qwen's own marker is a call whatever it names
+        size_t ne;
+        if (k == 2 && i < n && name_char(s[i])) return mistral_named(p, s, n, i, final, &ne);
         return json_call(p, s, n, i, final);
     }
     if (s[c] != '{' && s[c] != '[') return V_NOT;
@@ -486,7 +507,8 @@ static enum verdict opening(const struct tools_parser *p, const char *s, size_t 
 
 // After a call: separators between calls (white space, ';', ',', the markers' closings).
 static size_t skip_between(const char *s, size_t n, size_t i) {
-    static const char *const seps[] = {"</tool_call>", "<tool_call>", "<|python_tag|>", "```json", "```", ";", ","};
+    static const char *const seps[] = {"</tool_call>", "<tool_call>", "<|python_tag|>", "[TOOL_CALLS]", "```json", "```",
+                                       ";", ","};
     for (bool moved = true; moved;) {
         moved = false;
         i = skip_ws(s, n, i);
@@ -515,10 +537,23 @@ static void parse_auto(struct tools_parser *p, bool final) {
     content_before(p, s, c, final, v == V_CALL);
     if (v != V_CALL) return;
     if (j < n && s[j] == '[') j = skip_ws(s, n, j + 1);
-    for (int32_t k = 0; (k == 0 || p->parallel) && j < n && s[j] == '{'; k++) {
+    for (int32_t k = 0; (k == 0 || p->parallel) && j < n && (s[j] == '{' || name_char(s[j])); k++) {
         struct callp cp;
-        size_t end = n;
-        const enum scan r = scan_call(s, n, j, "arguments", "parameters", &cp, &end, final);
+        size_t end = n, ne;
+        enum scan r;
+        if (s[j] != '{') { // Mistral's NAME[ARGS]{...}
+            if (mistral_named(p, s, n, j, final, &ne) != V_CALL) return;
+            const size_t a = skip_ws(s, n, ne + 6);
+            if (a >= n) return;
+            if (s[a] != '{') return;
+            memset(&cp, 0, sizeof cp);
+            cp.has_name = true, cp.name_a = j, cp.name_b = ne;
+            r = scan_value(s, n, a, &end, final);
+            if (r == SCAN_BAD) return;
+            cp.has_args = true, cp.args_a = a, cp.args_b = r == SCAN_DONE ? end : n, cp.args_done = r == SCAN_DONE;
+        } else {
+            r = scan_call(s, n, j, "arguments", "parameters", &cp, &end, final);
+        }
         if (r == SCAN_BAD) return;
         record_call(p, k, s, &cp);
         if (r == SCAN_MORE) return;

@@ -124,6 +124,8 @@ static void test_auto_forms(void) {
     expect(g, text, true, true);
     snprintf(text, sizeof text, "<|python_tag|>%s", call);
     expect(g, text, true, true);
+    expect(g, "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Rome\", \"unit\": \"f\"}[TOOL_CALLS]noop[ARGS]{}", true, true);
+    expect(g, "[TOOL_CALLS]other[ARGS]{}", false, false);
     expect(g, "Example: {\"name\": \"Alice\", \"age\": 3}", true, true); // names no tool: free text
     expect(g, "{\"name\": \"get_weather\", \"arguments\": {\"city\": 1", false, false); // a tool: its arguments
     expect(g, "```json\n{\"name\": \"get_weather\", \"arguments\": {\"city\": 1", false, false); // bad arguments

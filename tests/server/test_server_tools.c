@@ -141,6 +141,10 @@ static void test_auto(void) {
           &(struct want){NULL, 1, {"get_weather"}, {"{\"city\":\"Rome\"}"}});
     check(L, true, "[TOOL_CALLS] [{\"name\": \"search_code\", \"arguments\": {\"query\": \"y\"}}]",
           &(struct want){NULL, 1, {"search_code"}, {"{\"query\":\"y\"}"}});
+    // Mistral's newer form, one call or two; a name that is no declared tool stays text
+    check(L, true, "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Rome\"}[TOOL_CALLS]search_code[ARGS]{\"query\": \"z\"}",
+          &(struct want){NULL, 2, {"get_weather", "search_code"}, {"{\"city\":\"Rome\"}", "{\"query\":\"z\"}"}});
+    check(L, true, "[TOOL_CALLS]other[ARGS]{}", &(struct want){"[TOOL_CALLS]other[ARGS]{}", 0, {0}, {0}});
     // text, then a bare call (the text stays content)
     check(Q, true, "The weather in Paris: {\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}",
           &(struct want){"The weather in Paris:", 1, {"get_weather"}, {"{\"city\":\"Paris\"}"}});
