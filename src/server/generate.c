@@ -320,7 +320,7 @@ enum MHD_Result srv_handle_generate(struct conn *c, struct MHD_Connection *mc, e
     if (!run_grammar(s, r, &rp, &e)) return srv_send_error(c, mc, &e);
     r->tools = kind == API_CHAT && q->tool_choice != API_TOOLS_NONE && q->n_tools > 0;
     if (r->tools) tools_parser_init(&r->tp, lm_chat_tool_format(s->tmpl), q->parallel_tool_calls, srv_next_random(s));
-    if (r->tools && q->tool_choice == API_TOOLS_AUTO && lm_chat_tool_format(s->tmpl) != LM_CHAT_TOOLS_GENERIC)
+    if (r->tools && q->tool_choice == API_TOOLS_AUTO)
         tools_parser_declare(&r->tp, q->tools, q->n_tools); // what real models write (tools.c)
 
     const int32_t nt = q->logprobs ? q->top_logprobs : 0;

@@ -92,38 +92,37 @@ static const char *const k_markers[] = {"<tool_call>", "<|python_tag|>", "[TOOL_
 static const char *const k_name_forms[] = {"{\"name\": \"%s\"", "{\"name\":\"%s\"", "{ \"name\": \"%s\"",
                                            "{\n\"name\": \"%s\"", "{\n  \"name\": \"%s\"", "{\n    \"name\": \"%s\""};
 
-// The triggers as one malloc'd block: a NULL-terminated array of pointers, then the strings.
-// loose: the markers and each tool's name forms; else the generic format's one.
-static char **auto_triggers(const struct api_request *q, bool loose) {
+// The triggers as one malloc'd block: a NULL-terminated array of pointers, then the strings:
+// the markers and each tool's name forms, and the generic format's own opening.
+static char **auto_triggers(const struct api_request *q, bool generic) {
     const size_t nf = sizeof k_name_forms / sizeof *k_name_forms, nm = sizeof k_markers / sizeof *k_markers;
-    const size_t nt = loose ? nm + nf * (size_t)q->n_tools : 1;
+    const size_t nt = nm + nf * (size_t)q->n_tools + generic;
     const size_t cap = (nt + 1) * sizeof(char *) + nt * (64 + 32) /* a name: at most 64 bytes */;
     char **t = malloc(cap);
     if (!t) return NULL;
     char *at = (char *)(t + nt + 1), *end = (char *)t + cap;
     size_t k = 0;
-    if (!loose) {
-        t[k++] = strcpy(at, "{\"tool_calls\"");
-    } else {
-        for (size_t i = 0; i < nm; i++, at += strlen(at) + 1) t[k++] = strcpy(at, k_markers[i]);
-        for (int32_t i = 0; i < q->n_tools; i++)
-            for (size_t f = 0; f < nf; f++) {
-                t[k++] = at;
-                at += snprintf(at, (size_t)(end - at), k_name_forms[f], q->tools[i].name) + 1;
-            }
-    }
+    if (generic) t[k++] = strcpy(at, "{\"tool_calls\""), at += strlen(at) + 1;
+    for (size_t i = 0; i < nm; i++, at += strlen(at) + 1) t[k++] = strcpy(at, k_markers[i]);
+    for (int32_t i = 0; i < q->n_tools; i++)
+        for (size_t f = 0; f < nf; f++) {
+            t[k++] = at;
+            at += snprintf(at, (size_t)(end - at), k_name_forms[f], q->tools[i].name) + 1;
+        }
     t[k] = NULL;
     return t;
 }
 
-static bool auto_grammar(const struct api_request *q, struct sbuf *b, struct api_error *e) {
+static bool auto_grammar(const struct api_request *q, bool generic, struct sbuf *b, struct api_error *e) {
     const bool par = q->parallel_tool_calls;
+    if (generic) // its own answer, as the prompt shows it (tokenizer/chat_tools.c)
+        sbuf_puts(b, "tc-gen ::= \"{\" tc-ws \"\\\"tool_calls\\\"\" tc-ws \":\" tc-ws tc-arr tc-ws \"}\"\n");
     sbuf_printf(b, "root ::= tc-any tc-ws\ntc-any ::= \"<tool_call>\" tc-ws tc-call tc-ws \"</tool_call>\"%s"
                    " | \"<|python_tag|>\" tc-ws tc-call%s | \"[TOOL_CALLS]\" tc-ws (tc-arr | tc-mis%s)"
-                   " | tc-call%s (tc-ws \"]\")? (tc-ws \"```\")?\n",
+                   " | tc-call%s (tc-ws \"]\")? (tc-ws \"```\")?%s\n",
                 par ? " (tc-ws \"<tool_call>\" tc-ws tc-call tc-ws \"</tool_call>\")*" : "",
                 par ? " (tc-ws \";\" tc-ws tc-call)*" : "", par ? " (tc-ws \"[TOOL_CALLS]\" tc-mis)*" : "",
-                par ? " (tc-ws [,;] tc-ws tc-call)*" : "");
+                par ? " (tc-ws [,;] tc-ws tc-call)*" : "", generic ? " | tc-gen" : "");
     sbuf_printf(b, "tc-arr ::= \"[\" tc-ws tc-call%s tc-ws \"]\"\n", par ? " (tc-ws \",\" tc-ws tc-call)*" : "");
     sbuf_puts(b, "tc-ws ::= [ \\t\\n]{0,8}\ntc-key ::= \"\\\"arguments\\\"\" | \"\\\"parameters\\\"\"\ntc-call ::= ");
     for (int32_t i = 0; i < q->n_tools; i++) sbuf_printf(b, "%stca-%d", i ? " | " : "", (int)i);
@@ -159,8 +158,8 @@ bool tools_grammar(const struct api_request *q, enum lm_chat_tool_format fmt, ch
         return schema_gbnf(q->schema, q->schema_len, q->kind == API_CHAT ? "response_format" : "json_schema", gbnf, n, e);
     if (q->tool_choice == API_TOOLS_NONE || q->n_tools == 0) return true;
     struct sbuf b = {0};
-    const bool loose = q->tool_choice == API_TOOLS_AUTO && fmt != LM_CHAT_TOOLS_GENERIC;
-    if (!(loose ? auto_grammar(q, &b, e) : tool_grammar(q, fmt, &b, e))) {
+    const bool loose = q->tool_choice == API_TOOLS_AUTO, generic = fmt == LM_CHAT_TOOLS_GENERIC;
+    if (!(loose ? auto_grammar(q, generic, &b, e) : tool_grammar(q, fmt, &b, e))) {
         sbuf_free(&b);
         return false;
     }
@@ -168,7 +167,7 @@ bool tools_grammar(const struct api_request *q, enum lm_chat_tool_format fmt, ch
         sbuf_free(&b);
         return api_fail(e, 500, "server_error", "out_of_memory", NULL, "out of memory");
     }
-    if (q->tool_choice == API_TOOLS_AUTO && !(*triggers = auto_triggers(q, loose))) {
+    if (loose && !(*triggers = auto_triggers(q, generic))) {
         sbuf_free(&b);
         return api_fail(e, 500, "server_error", "out_of_memory", NULL, "out of memory");
     }

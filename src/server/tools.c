@@ -561,6 +561,21 @@ static void parse_auto(struct tools_parser *p, bool final) {
     }
 }
 
+// The generic format in auto mode: its own answers ({"tool_calls": ...}, {"tool_call": ...},
+// {"response": ...}) are parse_generic's, anything else parse_auto's. -1: not known yet.
+static int generic_own(const struct tools_parser *p, bool final) {
+    const char *s = p->text.p ? p->text.p : "";
+    const size_t n = p->text.n;
+    const size_t i = skip_ws(s, n, 0);
+    if (i < n && s[i] != '{') return 0;
+    const size_t j = i < n ? skip_ws(s, n, i + 1) : n;
+    size_t ke = 0;
+    const enum scan r = j < n && s[j] == '"' ? scan_string(s, n, j, &ke) : j < n ? SCAN_BAD : SCAN_MORE;
+    if (r == SCAN_MORE) return final ? 0 : -1;
+    return r == SCAN_DONE && (key_is(s, j + 1, ke - 1, "tool_calls") || key_is(s, j + 1, ke - 1, "tool_call") ||
+                              key_is(s, j + 1, ke - 1, "response"));
+}
+
 void tools_parser_declare(struct tools_parser *p, const struct api_tool *tools, int32_t n_tools) {
     p->tools = tools;
     p->n_tools = n_tools;
@@ -590,7 +605,9 @@ void tools_parser_feed(struct tools_parser *p, const char *s, size_t n, bool fin
         p->oom = true;
         return;
     }
-    if (p->tools) parse_auto(p, final);
+    const int own = p->tools && p->fmt == LM_CHAT_TOOLS_GENERIC ? generic_own(p, final) : 0;
+    if (own < 0) return; // held until the first key is known
+    if (p->tools && !own) parse_auto(p, final);
     else if (p->fmt == LM_CHAT_TOOLS_QWEN) parse_qwen(p, final);
     else if (p->fmt == LM_CHAT_TOOLS_LLAMA3) parse_llama3(p, final);
     else parse_generic(p, final);

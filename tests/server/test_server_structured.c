@@ -132,6 +132,13 @@ static void test_auto_forms(void) {
     expect(g, "No call: {x} [y] `z`.", true, true);
     expect(g, "```json\n{\"name\": \"Alice\"}\n```", true, true); // a fenced example that names no tool
     lm_grammar_free(g);
+    g = grammar_of(body, LM_CHAT_TOOLS_GENERIC); // the generic format: its own answer and the same forms
+    snprintf(text, sizeof text, "{\"tool_calls\": [%s]}", call);
+    expect(g, text, true, true);
+    expect(g, call, true, true);
+    expect(g, "{\"response\": \"Hello\"}", true, true);
+    expect(g, "{\"tool_calls\": [{\"name\": \"nope\"", false, false);
+    lm_grammar_free(g);
     snprintf(body, sizeof body, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], %s, \"tool_choice\": "
              "{\"type\": \"function\", \"function\": {\"name\": \"noop\"}}}", k_tools);
     g = grammar_of(body, LM_CHAT_TOOLS_QWEN);

@@ -149,6 +149,17 @@ static void test_auto(void) {
     check(Q, true, "The weather in Paris: {\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}",
           &(struct want){"The weather in Paris:", 1, {"get_weather"}, {"{\"city\":\"Paris\"}"}});
     check(Q, true, "a < b and `x` [see] {} done", &(struct want){"a < b and `x` [see] {} done", 0, {0}, {0}});
+    // the generic format (Gemma 3 and others): its own answers, and the same forms as the others
+    const enum lm_chat_tool_format G = LM_CHAT_TOOLS_GENERIC;
+    check(G, true, "{\"tool_calls\": [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]}",
+          &(struct want){NULL, 1, {"get_weather"}, {"{\"city\":\"Paris\"}"}});
+    check(G, true, "{\"response\": \"Hi there\"}", &(struct want){"Hi there", 0, {0}, {0}});
+    check(G, true, " {\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}",
+          &(struct want){NULL, 1, {"get_weather"}, {"{\"city\":\"Paris\"}"}});
+    check(G, true, "Sure.\n```json\n{\"name\": \"search_code\", \"arguments\": {\"query\": \"q\"}}\n```",
+          &(struct want){"Sure.", 1, {"search_code"}, {"{\"query\":\"q\"}"}});
+    check(G, true, "{\"name\": \"Bob\"} is JSON.", &(struct want){"{\"name\": \"Bob\"} is JSON.", 0, {0}, {0}});
+    check(G, true, "Plain text.", &(struct want){"Plain text.", 0, {0}, {0}});
     g_decl = NULL;
     g_n_decl = 0;
 }
