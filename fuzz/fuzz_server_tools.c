@@ -1,6 +1,6 @@
 // libFuzzer target for the tool-call side of lumen serve: the model's output parsed into
-// content and calls (src/server/tools.c; the first byte picks the format, parallel calls and
-// the size of the pieces it is fed in), the JSON re-writing of the chat templates (the input
+// content and calls (src/server/tools.c; the first byte picks the format, parallel calls, the
+// size of the pieces it is fed in and auto mode's declared tools), the JSON re-writing of the chat templates (the input
 // as a "tools" array and as a call's arguments, chat_tools.c) and the GBNF rule prefixing
 // (structured.c). Content only grows; calls' arguments only grow; nothing reads past its input.
 #include <stdint.h>
@@ -19,6 +19,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const size_t step = 1 + (data[0] >> 3) % 16;
     struct tools_parser p;
     tools_parser_init(&p, fmt, data[0] & 4, 7);
+    static const struct api_tool decl[] = {{"get_weather", "{}", false}, {"f", "{}", false}};
+    if (data[0] & 0x80) tools_parser_declare(&p, decl, 2); // auto mode: bare, fenced, marked calls
     size_t last = 0;
     for (size_t i = 0; i < len; i += step) {
         tools_parser_feed(&p, text + i, i + step < len ? step : len - i, false);

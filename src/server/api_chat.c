@@ -242,6 +242,7 @@ bool api_parse_tool_choice(json_t *o, struct api_request *r, struct api_error *e
         if (!strcmp(r->tools[i].name, json_string_value(name))) {
             r->tool_choice = API_TOOLS_NAMED;
             r->tool_named = i;
+            r->parallel_tool_calls = false; // a named function: exactly one call (as OpenAI and vLLM)
             return true;
         }
     return api_bad_request(e, "invalid_value", "tool_choice", "'tool_choice' names the function '%.64s', which is not "

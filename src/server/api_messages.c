@@ -307,8 +307,12 @@ static bool parse_tools(json_t *o, struct api_request *r, struct api_error *e) {
         r->n_tools = (int32_t)i + 1;
         r->tools[i].name = api_dup_n(json_string_value(name), json_string_length(name));
         r->tools[i].parameters = api_dump(schema);
-        json_t *fn = json_pack("{s:O,s:O}", "name", name, "parameters", schema);
-        if (fn && desc) json_object_set(fn, "description", desc);
+        json_t *fn = json_object(); // name, description, parameters: chat's order, so the same tools make the same prompt
+        if (fn && (json_object_set(fn, "name", name) || (desc && json_object_set(fn, "description", desc)) ||
+                   json_object_set(fn, "parameters", schema))) {
+            json_decref(fn);
+            fn = NULL;
+        }
         if (!r->tools[i].name || !r->tools[i].parameters || !fn ||
             json_array_append_new(fns, json_pack("{s:s,s:o}", "type", "function", "function", fn)) != 0)
             ok = api_oom(e);

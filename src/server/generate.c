@@ -273,11 +273,12 @@ static json_t *full_tools(struct run *r) {
 static bool run_grammar(struct server *s, struct run *r, struct lm_request_params *rp, struct api_error *e) {
     char *gbnf = NULL;
     size_t n = 0;
-    const char *trigger = NULL;
-    if (!tools_grammar(&r->req, lm_chat_tool_format(s->tmpl), &gbnf, &n, &trigger, e)) return false;
+    char **triggers = NULL;
+    if (!tools_grammar(&r->req, lm_chat_tool_format(s->tmpl), &gbnf, &n, &triggers, e)) return false;
     if (!gbnf) return true;
-    const enum lm_status st = gcache_get(s->gcache, s->tok, gbnf, n, trigger, &r->grammar);
+    const enum lm_status st = gcache_get(s->gcache, s->tok, gbnf, n, (const char *const *)triggers, &r->grammar);
     free(gbnf);
+    free(triggers);
     if (st == LM_ERR_NOMEM) return api_fail(e, 500, "server_error", "out_of_memory", NULL, "out of memory");
     if (st != LM_OK) // the client's grammar (or a schema's) that does not compile: its message
         return api_fail(e, 400, "invalid_request_error", "invalid_grammar",
@@ -329,6 +330,8 @@ enum MHD_Result srv_handle_generate(struct conn *c, struct MHD_Connection *mc, e
     }
     r->tools = kind == API_CHAT && q->tool_choice != API_TOOLS_NONE && q->n_tools > 0;
     if (r->tools) tools_parser_init(&r->tp, lm_chat_tool_format(s->tmpl), q->parallel_tool_calls, srv_next_random(s));
+    if (r->tools && q->tool_choice == API_TOOLS_AUTO)
+        tools_parser_declare(&r->tp, q->tools, q->n_tools); // what real models write (tools.c)
 
     const int32_t nt = q->logprobs ? q->top_logprobs : 0;
     r->job = job_new(s->e, s->o->stream_buffer, nt, c->fd);

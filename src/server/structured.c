@@ -53,35 +53,96 @@ static void call_rule(struct sbuf *b, enum lm_chat_tool_format fmt, int32_t i, c
         sbuf_printf(b, "\"{\\\"name\\\": \\\"%s\\\", \\\"arguments\\\": \" t%d-root \"}\"\n", name, (int)i);
 }
 
+// Tool i's arguments rule, prefixed "t<i>-" and appended to b.
+static bool args_rule(const struct api_request *q, int32_t i, struct sbuf *b, struct api_error *e) {
+    char *g = NULL, param[64], prefix[24];
+    size_t n = 0;
+    snprintf(param, sizeof param, "tools[%d].function.parameters", (int)i);
+    if (!schema_gbnf(q->tools[i].parameters, strlen(q->tools[i].parameters), param, &g, &n, e)) return false;
+    snprintf(prefix, sizeof prefix, "t%d-", (int)i);
+    gbnf_prefix_rules(g, n, prefix, b);
+    if (n && g[n - 1] != '\n') sbuf_puts(b, "\n");
+    free(g);
+    return true;
+}
+
 static bool tool_grammar(const struct api_request *q, enum lm_chat_tool_format fmt, struct sbuf *b, struct api_error *e) {
     const int32_t lo = q->tool_choice == API_TOOLS_NAMED ? q->tool_named : 0;
     const int32_t hi = q->tool_choice == API_TOOLS_NAMED ? q->tool_named + 1 : q->n_tools;
     const char *sep = fmt == LM_CHAT_TOOLS_GENERIC ? "\", \"" : "\"\\n\"";
     if (fmt == LM_CHAT_TOOLS_GENERIC) sbuf_puts(b, "root ::= \"{\\\"tool_calls\\\": [\" call");
     else sbuf_puts(b, "root ::= call");
-    if (q->parallel_tool_calls) sbuf_printf(b, " (%s call)*", sep);
+    if (q->parallel_tool_calls && q->tool_choice != API_TOOLS_NAMED) sbuf_printf(b, " (%s call)*", sep);
     sbuf_puts(b, fmt == LM_CHAT_TOOLS_GENERIC ? " \"]}\"\ncall ::= " : "\ncall ::= ");
     for (int32_t i = lo; i < hi; i++) sbuf_printf(b, "%scall-%d", i > lo ? " | " : "", (int)i);
     sbuf_puts(b, "\n");
     for (int32_t i = lo; i < hi; i++) {
         call_rule(b, fmt, i, q->tools[i].name);
-        char *g = NULL, param[64], prefix[24];
-        size_t n = 0;
-        snprintf(param, sizeof param, "tools[%d].function.parameters", (int)i);
-        if (!schema_gbnf(q->tools[i].parameters, strlen(q->tools[i].parameters), param, &g, &n, e)) return false;
-        snprintf(prefix, sizeof prefix, "t%d-", (int)i);
-        gbnf_prefix_rules(g, n, prefix, b);
-        if (n && g[n - 1] != '\n') sbuf_puts(b, "\n");
-        free(g);
+        if (!args_rule(q, i, b, e)) return false;
+    }
+    return true;
+}
+
+// tool_choice auto (Qwen and Llama 3 families): free text until a call opens, then a call to a
+// declared tool in the form that opening begins (tools.c's parse_auto reads the same forms):
+// the families' markers, or JSON whose "name" is a declared tool, bare, in an array or in a
+// fenced block (the trigger holds the tool's name, so JSON that names no tool, such as an
+// example the answer shows, stays free).
+static const char *const k_markers[] = {"<tool_call>", "<|python_tag|>", "[TOOL_CALLS]"};
+static const char *const k_name_forms[] = {"{\"name\": \"%s\"", "{\"name\":\"%s\"", "{ \"name\": \"%s\"",
+                                           "{\n\"name\": \"%s\"", "{\n  \"name\": \"%s\"", "{\n    \"name\": \"%s\""};
+
+// The triggers as one malloc'd block: a NULL-terminated array of pointers, then the strings:
+// the markers and each tool's name forms, and the generic format's own opening.
+static char **auto_triggers(const struct api_request *q, bool generic) {
+    const size_t nf = sizeof k_name_forms / sizeof *k_name_forms, nm = sizeof k_markers / sizeof *k_markers;
+    const size_t nt = nm + nf * (size_t)q->n_tools + generic;
+    const size_t cap = (nt + 1) * sizeof(char *) + nt * (64 + 32) /* a name: at most 64 bytes */;
+    char **t = malloc(cap);
+    if (!t) return NULL;
+    char *at = (char *)(t + nt + 1), *end = (char *)t + cap;
+    size_t k = 0;
+    if (generic) t[k++] = strcpy(at, "{\"tool_calls\""), at += strlen(at) + 1;
+    for (size_t i = 0; i < nm; i++, at += strlen(at) + 1) t[k++] = strcpy(at, k_markers[i]);
+    for (int32_t i = 0; i < q->n_tools; i++)
+        for (size_t f = 0; f < nf; f++) {
+            t[k++] = at;
+            at += snprintf(at, (size_t)(end - at), k_name_forms[f], q->tools[i].name) + 1;
+        }
+    t[k] = NULL;
+    return t;
+}
+
+static bool auto_grammar(const struct api_request *q, bool generic, struct sbuf *b, struct api_error *e) {
+    const bool par = q->parallel_tool_calls;
+    if (generic) // its own answer, as the prompt shows it (tokenizer/chat_tools.c)
+        sbuf_puts(b, "tc-gen ::= \"{\" tc-ws \"\\\"tool_calls\\\"\" tc-ws \":\" tc-ws tc-arr tc-ws \"}\"\n");
+    sbuf_printf(b, "root ::= tc-any tc-ws\ntc-any ::= \"<tool_call>\" tc-ws tc-call tc-ws \"</tool_call>\"%s"
+                   " | \"<|python_tag|>\" tc-ws tc-call%s | \"[TOOL_CALLS]\" tc-ws (tc-arr | tc-mis%s)"
+                   " | tc-call%s (tc-ws \"]\")? (tc-ws \"```\")?%s\n",
+                par ? " (tc-ws \"<tool_call>\" tc-ws tc-call tc-ws \"</tool_call>\")*" : "",
+                par ? " (tc-ws \";\" tc-ws tc-call)*" : "", par ? " (tc-ws \"[TOOL_CALLS]\" tc-mis)*" : "",
+                par ? " (tc-ws [,;] tc-ws tc-call)*" : "", generic ? " | tc-gen" : "");
+    sbuf_printf(b, "tc-arr ::= \"[\" tc-ws tc-call%s tc-ws \"]\"\n", par ? " (tc-ws \",\" tc-ws tc-call)*" : "");
+    sbuf_puts(b, "tc-ws ::= [ \\t\\n]{0,8}\ntc-key ::= \"\\\"arguments\\\"\" | \"\\\"parameters\\\"\"\ntc-call ::= ");
+    for (int32_t i = 0; i < q->n_tools; i++) sbuf_printf(b, "%stca-%d", i ? " | " : "", (int)i);
+    sbuf_puts(b, "\ntc-mis ::= "); // Mistral's NAME[ARGS]{...}
+    for (int32_t i = 0; i < q->n_tools; i++)
+        sbuf_printf(b, "%s\"%s[ARGS]\" t%d-root", i ? " | " : "", q->tools[i].name, (int)i);
+    sbuf_puts(b, "\n");
+    for (int32_t i = 0; i < q->n_tools; i++) {
+        sbuf_printf(b, "tca-%d ::= \"{\" tc-ws \"\\\"name\\\"\" tc-ws \":\" tc-ws \"\\\"%s\\\"\" tc-ws \",\" tc-ws tc-key tc-ws "
+                       "\":\" tc-ws t%d-root tc-ws \"}\"\n", (int)i, q->tools[i].name, (int)i);
+        if (!args_rule(q, i, b, e)) return false;
     }
     return true;
 }
 
 bool tools_grammar(const struct api_request *q, enum lm_chat_tool_format fmt, char **gbnf, size_t *n,
-                   const char **trigger, struct api_error *e) {
+                   char ***triggers, struct api_error *e) {
     *gbnf = NULL;
     *n = 0;
-    *trigger = NULL;
+    *triggers = NULL;
     if (q->format == API_FORMAT_GRAMMAR) {
         *gbnf = malloc(q->grammar_len + 1);
         if (!*gbnf) return api_fail(e, 500, "server_error", "out_of_memory", NULL, "out of memory");
@@ -97,7 +158,8 @@ bool tools_grammar(const struct api_request *q, enum lm_chat_tool_format fmt, ch
         return schema_gbnf(q->schema, q->schema_len, q->kind == API_CHAT ? "response_format" : "json_schema", gbnf, n, e);
     if (q->tool_choice == API_TOOLS_NONE || q->n_tools == 0) return true;
     struct sbuf b = {0};
-    if (!tool_grammar(q, fmt, &b, e)) {
+    const bool loose = q->tool_choice == API_TOOLS_AUTO, generic = fmt == LM_CHAT_TOOLS_GENERIC;
+    if (!(loose ? auto_grammar(q, generic, &b, e) : tool_grammar(q, fmt, &b, e))) {
         sbuf_free(&b);
         return false;
     }
@@ -105,8 +167,10 @@ bool tools_grammar(const struct api_request *q, enum lm_chat_tool_format fmt, ch
         sbuf_free(&b);
         return api_fail(e, 500, "server_error", "out_of_memory", NULL, "out of memory");
     }
-    if (q->tool_choice == API_TOOLS_AUTO)
-        *trigger = fmt == LM_CHAT_TOOLS_QWEN ? "<tool_call>" : fmt == LM_CHAT_TOOLS_LLAMA3 ? "{\"name\"" : "{\"tool_calls\"";
+    if (loose && !(*triggers = auto_triggers(q, generic))) {
+        sbuf_free(&b);
+        return api_fail(e, 500, "server_error", "out_of_memory", NULL, "out of memory");
+    }
     *gbnf = b.p;
     *n = b.n;
     return true;
@@ -144,14 +208,20 @@ void gcache_free(struct gcache *c) {
 }
 
 enum lm_status gcache_get(struct gcache *c, const struct lm_tokenizer *tok, const char *gbnf, size_t n,
-                          const char *trigger, struct lm_grammar **out) {
+                          const char *const *triggers, struct lm_grammar **out) {
     *out = NULL;
-    const size_t tn = trigger ? strlen(trigger) : 0, kn = n + 1 + tn;
+    size_t kn = n + 1;
+    int32_t nt = 0;
+    for (; triggers && triggers[nt]; nt++) kn += strlen(triggers[nt]) + 1;
     char *key = malloc(kn);
     if (!key) return lm_error_set(LM_ERR_NOMEM, "gcache_get: out of memory");
     memcpy(key, gbnf, n);
     key[n] = 0;
-    if (tn) memcpy(key + n + 1, trigger, tn);
+    for (size_t at = n + 1, i = 0; i < (size_t)nt; i++) { // each trigger and a NUL
+        const size_t l = strlen(triggers[i]) + 1;
+        memcpy(key + at, triggers[i], l);
+        at += l;
+    }
     if (c) {
         pthread_mutex_lock(&c->mu);
         for (int i = 0; i < GCACHE_ENTRIES; i++)
@@ -167,8 +237,8 @@ enum lm_status gcache_get(struct gcache *c, const struct lm_tokenizer *tok, cons
         return LM_OK;
     }
     struct lm_grammar_options opt = lm_grammar_options_default();
-    opt.triggers = &trigger;
-    opt.n_triggers = trigger ? 1 : 0;
+    opt.triggers = triggers;
+    opt.n_triggers = nt;
     const enum lm_status st = lm_grammar_compile(out, tok, gbnf, n, &opt); // outside the lock
     if (st != LM_OK || !c) {
         free(key);

@@ -418,6 +418,169 @@ static void parse_generic(struct tools_parser *p, bool final) {
     }
 }
 
+// ================================================================ auto mode: what real models write
+
+// Auto mode (tools_parser_declare): a call may open with the family's markers or none. The
+// openings, each a decision made on a prefix of the text (so whole and streamed agree):
+// <tool_call> (Qwen), <|python_tag|> (Llama 3.x), [TOOL_CALLS] (Mistral), a fenced ```json
+// block, or a bare JSON object / array of objects whose "name" is a declared tool.
+enum verdict { V_NOT, V_PENDING, V_CALL };
+
+static bool name_char(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+}
+
+static bool declared(const struct tools_parser *p, const char *s, size_t a, size_t b) {
+    for (int32_t i = 0; i < p->n_tools; i++)
+        if (key_is(s, a, b, p->tools[i].name)) return true;
+    return false;
+}
+
+// A JSON value at s[i] that is a call to a declared tool ({"name": <declared>, ...}, or
+// {"type": "function", ...}), or an array whose first element is one.
+static enum verdict json_call(const struct tools_parser *p, const char *s, size_t n, size_t i, bool final) {
+    const enum verdict more = final ? V_NOT : V_PENDING;
+    if (i < n && s[i] == '[') i = skip_ws(s, n, i + 1);
+    if (i >= n) return more;
+    if (s[i] != '{') return V_NOT;
+    i = skip_ws(s, n, i + 1);
+    if (i >= n) return more;
+    if (s[i] != '"') return V_NOT;
+    size_t ke, ve;
+    enum scan r = scan_string(s, n, i, &ke);
+    if (r != SCAN_DONE) return r == SCAN_MORE ? more : V_NOT;
+    const bool is_name = key_is(s, i + 1, ke - 1, "name"), is_type = key_is(s, i + 1, ke - 1, "type");
+    if (!is_name && !is_type) return V_NOT;
+    i = skip_ws(s, n, ke);
+    if (i < n && s[i] == ':') i = skip_ws(s, n, i + 1);
+    else if (i < n) return V_NOT;
+    if (i >= n) return more;
+    if (s[i] != '"') return V_NOT;
+    r = scan_string(s, n, i, &ve);
+    if (r != SCAN_DONE) return r == SCAN_MORE ? more : V_NOT;
+    if (is_type) return key_is(s, i + 1, ve - 1, "function") ? V_CALL : V_NOT;
+    return declared(p, s, i + 1, ve - 1) ? V_CALL : V_NOT;
+}
+
+static const char *const k_markers[] = {"<tool_call>", "<|python_tag|>", "[TOOL_CALLS]", "```"};
+
+// Mistral's newer form at s[i]: NAME[ARGS]{...}. V_CALL with *ne the name's end when NAME is
+// a declared tool.
+static enum verdict mistral_named(const struct tools_parser *p, const char *s, size_t n, size_t i, bool final,
+                                  size_t *ne) {
+    size_t e = i;
+    while (e < n && (name_char(s[e]))) e++;
+    if (e == i) return V_NOT;
+    bool partial = false;
+    if (starts(s, n, e, "[ARGS]", &partial)) {
+        *ne = e;
+        return declared(p, s, i, e) ? V_CALL : V_NOT;
+    }
+    return (partial || e == n) && !final ? V_PENDING : V_NOT;
+}
+
+// The opening at s[c] (c is '<', '[', '`' or '{'): its verdict, and *j where its JSON begins.
+static enum verdict opening(const struct tools_parser *p, const char *s, size_t n, size_t c, bool final, size_t *j) {
+    const enum verdict more = final ? V_NOT : V_PENDING;
+    for (int k = 0; k < 4; k++) {
+        bool partial = false;
+        if (!starts(s, n, c, k_markers[k], &partial)) {
+            if (partial) return more;
+            continue;
+        }
+        size_t i = c + strlen(k_markers[k]);
+        if (k == 3) { // a fence: ```json or ``` then the JSON
+            bool pj = false;
+            if (starts(s, n, i, "json", &pj)) i += 4;
+            else if (pj) return more;
+        }
+        *j = i = skip_ws(s, n, i);
+        if (k == 0) return V_CALL; // Qwen's own marker is a call whatever it names
+        size_t ne;
+        if (k == 2 && i < n && name_char(s[i])) return mistral_named(p, s, n, i, final, &ne);
+        return json_call(p, s, n, i, final);
+    }
+    if (s[c] != '{' && s[c] != '[') return V_NOT;
+    *j = c;
+    return json_call(p, s, n, c, final);
+}
+
+// After a call: separators between calls (white space, ';', ',', the markers' closings).
+static size_t skip_between(const char *s, size_t n, size_t i) {
+    static const char *const seps[] = {"</tool_call>", "<tool_call>", "<|python_tag|>", "[TOOL_CALLS]", "```json", "```",
+                                       ";", ","};
+    for (bool moved = true; moved;) {
+        moved = false;
+        i = skip_ws(s, n, i);
+        for (size_t k = 0; k < sizeof seps / sizeof *seps; k++) {
+            bool partial = false;
+            if (starts(s, n, i, seps[k], &partial)) {
+                i += strlen(seps[k]);
+                moved = true;
+                break;
+            }
+        }
+    }
+    return i;
+}
+
+static void parse_auto(struct tools_parser *p, bool final) {
+    const char *s = p->text.p ? p->text.p : "";
+    const size_t n = p->text.n;
+    size_t c = 0, j = 0;
+    enum verdict v = V_NOT;
+    for (; c < n; c++) {
+        if (s[c] != '<' && s[c] != '[' && s[c] != '`' && s[c] != '{') continue;
+        v = opening(p, s, n, c, final, &j);
+        if (v != V_NOT) break;
+    }
+    content_before(p, s, c, final, v == V_CALL);
+    if (v != V_CALL) return;
+    if (j < n && s[j] == '[') j = skip_ws(s, n, j + 1);
+    for (int32_t k = 0; (k == 0 || p->parallel) && j < n && (s[j] == '{' || name_char(s[j])); k++) {
+        struct callp cp;
+        size_t end = n, ne;
+        enum scan r;
+        if (s[j] != '{') { // Mistral's NAME[ARGS]{...}
+            if (mistral_named(p, s, n, j, final, &ne) != V_CALL) return;
+            const size_t a = skip_ws(s, n, ne + 6);
+            if (a >= n) return;
+            if (s[a] != '{') return;
+            memset(&cp, 0, sizeof cp);
+            cp.has_name = true, cp.name_a = j, cp.name_b = ne;
+            r = scan_value(s, n, a, &end, final);
+            if (r == SCAN_BAD) return;
+            cp.has_args = true, cp.args_a = a, cp.args_b = r == SCAN_DONE ? end : n, cp.args_done = r == SCAN_DONE;
+        } else {
+            r = scan_call(s, n, j, "arguments", "parameters", &cp, &end, final);
+        }
+        if (r == SCAN_BAD) return;
+        record_call(p, k, s, &cp);
+        if (r == SCAN_MORE) return;
+        j = skip_between(s, n, end);
+    }
+}
+
+// The generic format in auto mode: its own answers ({"tool_calls": ...}, {"tool_call": ...},
+// {"response": ...}) are parse_generic's, anything else parse_auto's. -1: not known yet.
+static int generic_own(const struct tools_parser *p, bool final) {
+    const char *s = p->text.p ? p->text.p : "";
+    const size_t n = p->text.n;
+    const size_t i = skip_ws(s, n, 0);
+    if (i < n && s[i] != '{') return 0;
+    const size_t j = i < n ? skip_ws(s, n, i + 1) : n;
+    size_t ke = 0;
+    const enum scan r = j < n && s[j] == '"' ? scan_string(s, n, j, &ke) : j < n ? SCAN_BAD : SCAN_MORE;
+    if (r == SCAN_MORE) return final ? 0 : -1;
+    return r == SCAN_DONE && (key_is(s, j + 1, ke - 1, "tool_calls") || key_is(s, j + 1, ke - 1, "tool_call") ||
+                              key_is(s, j + 1, ke - 1, "response"));
+}
+
+void tools_parser_declare(struct tools_parser *p, const struct api_tool *tools, int32_t n_tools) {
+    p->tools = tools;
+    p->n_tools = n_tools;
+}
+
 void tools_parser_init(struct tools_parser *p, enum lm_chat_tool_format fmt, bool parallel, uint64_t seed) {
     memset(p, 0, sizeof *p);
     p->fmt = fmt;
@@ -442,7 +605,10 @@ void tools_parser_feed(struct tools_parser *p, const char *s, size_t n, bool fin
         p->oom = true;
         return;
     }
-    if (p->fmt == LM_CHAT_TOOLS_QWEN) parse_qwen(p, final);
+    const int own = p->tools && p->fmt == LM_CHAT_TOOLS_GENERIC ? generic_own(p, final) : 0;
+    if (own < 0) return; // held until the first key is known
+    if (p->tools && !own) parse_auto(p, final);
+    else if (p->fmt == LM_CHAT_TOOLS_QWEN) parse_qwen(p, final);
     else if (p->fmt == LM_CHAT_TOOLS_LLAMA3) parse_llama3(p, final);
     else parse_generic(p, final);
     p->content_null = p->n_calls > 0 && p->content.n == 0;

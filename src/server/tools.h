@@ -35,21 +35,28 @@ struct tools_parser {
     bool content_null; // the answer has calls and no content
     struct tool_call *calls;
     int32_t n_calls, cap;
+    const struct api_tool *tools; // auto mode (tools_parser_declare): the declared tools
+    int32_t n_tools;
     bool oom;
 };
 
 void tools_parser_init(struct tools_parser *p, enum lm_chat_tool_format fmt, bool parallel, uint64_t seed);
 void tools_parser_free(struct tools_parser *p);
+// tool_choice auto: calls are also recognised without the family's markers (what real models
+// write: a bare JSON object or array whose "name" is one of tools, a fenced ```json block,
+// <tool_call>, <|python_tag|>, [TOOL_CALLS]); tools must outlive the parser.
+void tools_parser_declare(struct tools_parser *p, const struct api_tool *tools, int32_t n_tools);
 // Appends s[0, n) to the text and parses it again; final: the generation has ended (nothing
 // is held back as the possible start of a call marker any more).
 void tools_parser_feed(struct tools_parser *p, const char *s, size_t n, bool final);
 
 // The grammar (GBNF) that constrains the request's output, or *gbnf NULL when none
-// (malloc'd). For tool_choice auto the grammar is lazy: *trigger (static text) is the
-// format's opening marker, and the grammar matches from there. False with e filled (400:
+// (malloc'd). For tool_choice auto the grammar is lazy: *triggers (a NULL-terminated list in
+// one malloc'd block: free(*triggers)) are the openings of a call, and the grammar matches
+// from the first one written. False with e filled (400:
 // a schema the converter refuses, with its message).
 bool tools_grammar(const struct api_request *q, enum lm_chat_tool_format fmt, char **gbnf, size_t *n,
-                   const char **trigger, struct api_error *e);
+                   char ***triggers, struct api_error *e);
 
 // Compiled grammars of recent requests, by their text and trigger: an agent sends the same
 // tools or schema every turn; compiling two tools' grammar takes ~8 ms on the default model
@@ -58,11 +65,11 @@ bool tools_grammar(const struct api_request *q, enum lm_chat_tool_format fmt, ch
 struct gcache;
 struct gcache *gcache_new(void); // NULL when out of memory
 void gcache_free(struct gcache *c); // drops the cache's references; NULL is fine
-// The grammar of gbnf[0, n) with trigger (NULL: none) for tok: the cached one (+1 reference)
+// The grammar of gbnf[0, n) with triggers (NULL-terminated; NULL: none) for tok: the cached one (+1 reference)
 // or compiled now and kept (the least recently used entry goes). Any thread. Failure: as
 // lm_grammar_compile (nothing is kept).
 enum lm_status gcache_get(struct gcache *c, const struct lm_tokenizer *tok, const char *gbnf, size_t n,
-                          const char *trigger, struct lm_grammar **out);
+                          const char *const *triggers, struct lm_grammar **out);
 
 // gbnf[0, n) with every rule name prefixed (rule references too; strings, character classes,
 // repetition counts and comments untouched), appended to out.

@@ -29,8 +29,8 @@ SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime e
 class Server:
     """A `lumen serve` process; its stderr is collected line by line."""
 
-    def __init__(self, *args, env=None, wait_ready=True):
-        self.args = [BIN, "serve", "-m", MODEL, "--port", "0", "-t", "2", *args]
+    def __init__(self, *args, env=None, wait_ready=True, model=None):
+        self.args = [BIN, "serve", "-m", model or MODEL, "--port", "0", "-t", "2", *args]
         e = dict(os.environ)
         e.pop("LUMEN_API_KEY", None)
         e.update(env or {})

@@ -30,18 +30,19 @@ static struct lm_grammar *grammar_of(const char *body, enum lm_chat_tool_format 
     }
     char *gbnf = NULL;
     size_t n = 0;
-    const char *trigger = NULL;
+    char **triggers = NULL;
     struct lm_grammar *g = NULL;
-    if (!tools_grammar(&q, fmt, &gbnf, &n, &trigger, &e)) {
+    if (!tools_grammar(&q, fmt, &gbnf, &n, &triggers, &e)) {
         CHECKF(0, "tools_grammar: %s", e.message);
     } else {
         struct lm_grammar_options opt = lm_grammar_options_default();
-        opt.triggers = &trigger;
-        opt.n_triggers = trigger ? 1 : 0;
+        opt.triggers = (const char *const *)triggers;
+        for (opt.n_triggers = 0; triggers && triggers[opt.n_triggers];) opt.n_triggers++;
         const enum lm_status st = lm_grammar_compile(&g, g_tok, gbnf, n, &opt);
         CHECKF(st == LM_OK, "compile: %s\n%s", lm_error_msg(), gbnf);
     }
     free(gbnf);
+    free(triggers);
     api_request_free(&q);
     return g;
 }
@@ -106,6 +107,48 @@ static void test_tools(void) {
     }
 }
 
+// tool_choice auto in the Qwen / Llama 3 families: what real models write opens a call (a fenced
+// ```json block, bare JSON, an array, the markers), each constrained once it names a declared tool; a
+// named function gives one call even with parallel_tool_calls left at true.
+static void test_auto_forms(void) {
+    char body[2048];
+    snprintf(body, sizeof body, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], %s}", k_tools);
+    struct lm_grammar *g = grammar_of(body, LM_CHAT_TOOLS_QWEN);
+    const char *call = "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"c\"}}";
+    char text[512];
+    snprintf(text, sizeof text, "I'll check.\n```json\n%s\n```", call);
+    expect(g, text, true, true);
+    snprintf(text, sizeof text, "[%s, {\"name\": \"noop\", \"arguments\": {}}]", call);
+    expect(g, text, true, true);
+    snprintf(text, sizeof text, "Sure: %s\n", call);
+    expect(g, text, true, true);
+    snprintf(text, sizeof text, "<|python_tag|>%s", call);
+    expect(g, text, true, true);
+    expect(g, "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Rome\", \"unit\": \"f\"}[TOOL_CALLS]noop[ARGS]{}", true, true);
+    expect(g, "[TOOL_CALLS]other[ARGS]{}", false, false);
+    expect(g, "Example: {\"name\": \"Alice\", \"age\": 3}", true, true); // names no tool: free text
+    expect(g, "{\"name\": \"get_weather\", \"arguments\": {\"city\": 1", false, false); // a tool: its arguments
+    expect(g, "```json\n{\"name\": \"get_weather\", \"arguments\": {\"city\": 1", false, false); // bad arguments
+    expect(g, "No call: {x} [y] `z`.", true, true);
+    expect(g, "```json\n{\"name\": \"Alice\"}\n```", true, true); // a fenced example that names no tool
+    lm_grammar_free(g);
+    g = grammar_of(body, LM_CHAT_TOOLS_GENERIC); // the generic format: its own answer and the same forms
+    snprintf(text, sizeof text, "{\"tool_calls\": [%s]}", call);
+    expect(g, text, true, true);
+    expect(g, call, true, true);
+    expect(g, "{\"response\": \"Hello\"}", true, true);
+    expect(g, "{\"tool_calls\": [{\"name\": \"nope\"", false, false);
+    lm_grammar_free(g);
+    snprintf(body, sizeof body, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], %s, \"tool_choice\": "
+             "{\"type\": \"function\", \"function\": {\"name\": \"noop\"}}}", k_tools);
+    g = grammar_of(body, LM_CHAT_TOOLS_QWEN);
+    const char *one = "<tool_call>\n{\"name\": \"noop\", \"arguments\": {}}\n</tool_call>";
+    expect(g, one, true, true);
+    snprintf(text, sizeof text, "%s\n%s", one, one);
+    expect(g, text, false, false);
+    lm_grammar_free(g);
+}
+
 static void test_formats(void) {
     struct lm_grammar *g = grammar_of("{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"response_format\": "
                                       "{\"type\": \"json_schema\", \"json_schema\": {\"name\": \"p\", \"schema\": {\"type\": "
@@ -132,7 +175,8 @@ static void test_formats(void) {
 // another trigger another one; the least recently used entry goes; a failure keeps nothing.
 static void test_gcache(void) {
     struct gcache *c = gcache_new();
-    const char *g1 = "root ::= \"a\" | \"b\"", *trig = "a";
+    const char *g1 = "root ::= \"a\" | \"b\"";
+    static const char *const trig[] = {"a", NULL};
     struct lm_grammar *a = NULL, *b = NULL, *d = NULL;
     CHECK(gcache_get(c, g_tok, g1, strlen(g1), NULL, &a) == LM_OK);
     CHECK(gcache_get(c, g_tok, g1, strlen(g1), NULL, &b) == LM_OK && a == b);
@@ -164,6 +208,7 @@ int main(void) {
     }
     g_tok = lm_model_tokenizer(m);
     test_tools();
+    test_auto_forms();
     test_formats();
     test_gcache();
     lm_model_free(m);

@@ -17,9 +17,14 @@ struct want {
 
 // Parses text whole, then again in pieces of every size 1..7: the same content and calls, the
 // content and each call's arguments growing only.
+// Auto mode (tools_parser_declare) when set: the tools the request declared.
+static const struct api_tool *g_decl;
+static int32_t g_n_decl;
+
 static void check(enum lm_chat_tool_format fmt, bool parallel, const char *text, const struct want *w) {
     struct tools_parser p;
     tools_parser_init(&p, fmt, parallel, 42);
+    if (g_decl) tools_parser_declare(&p, g_decl, g_n_decl);
     tools_parser_feed(&p, text, strlen(text), true);
     const bool null_ok = w->content ? !p.content_null && p.content.n == strlen(w->content) &&
                                           (!p.content.n || memcmp(p.content.p, w->content, p.content.n) == 0)
@@ -36,6 +41,7 @@ static void check(enum lm_chat_tool_format fmt, bool parallel, const char *text,
     for (size_t step = 1; step <= 7; step++) {
         struct tools_parser q;
         tools_parser_init(&q, fmt, parallel, 42);
+        if (g_decl) tools_parser_declare(&q, g_decl, g_n_decl);
         struct sbuf sent = {0}; // the content as a stream would have sent it
         size_t n = strlen(text);
         for (size_t i = 0; i < n; i += step) {
@@ -104,16 +110,72 @@ static void test_generic(void) {
           &(struct want){NULL, 1, {"f"}, {"{}"}});
 }
 
+// Auto mode on outputs recorded from real models (Qwen2.5-Coder 0.5B / 1.5B Instruct wrote the
+// bare and fenced forms with tool_choice auto; the markers are their families' documented ones).
+static void test_auto(void) {
+    static const struct api_tool decl[] = {{"get_weather", "{}", false}, {"search_code", "{}", false}};
+    g_decl = decl;
+    g_n_decl = 2;
+    const enum lm_chat_tool_format Q = LM_CHAT_TOOLS_QWEN, L = LM_CHAT_TOOLS_LLAMA3;
+    const char *w1 = "{\"city\":\"Paris\",\"unit\":\"celsius\"}";
+    // bare JSON (Qwen2.5-Coder-1.5B)
+    check(Q, true, "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"celsius\"}}",
+          &(struct want){NULL, 1, {"get_weather"}, {w1}});
+    // a fenced ```json block (Qwen2.5-Coder-0.5B), and the same with text before it
+    check(Q, true, "```json\n{\n  \"name\": \"get_weather\",\n  \"arguments\": {\n    \"city\": \"Paris\",\n    \"unit\": \"celsius\"\n  }\n}\n```",
+          &(struct want){NULL, 1, {"get_weather"}, {w1}});
+    check(Q, true, "I'll check the weather.\n\n```json\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"celsius\"}}\n```\n",
+          &(struct want){"I'll check the weather.", 1, {"get_weather"}, {w1}});
+    // an array of calls; parallel false keeps the first
+    const char *arr = "[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}, {\"name\": \"search_code\", \"arguments\": {\"query\": \"fn main\"}}]";
+    check(Q, true, arr, &(struct want){NULL, 2, {"get_weather", "search_code"}, {"{\"city\":\"Oslo\"}", "{\"query\":\"fn main\"}"}});
+    check(Q, false, arr, &(struct want){NULL, 1, {"get_weather"}, {"{\"city\":\"Oslo\"}"}});
+    // JSON that names no declared tool, and other code blocks, stay text
+    check(Q, true, "{\"name\": \"Alice\", \"age\": 3}", &(struct want){"{\"name\": \"Alice\", \"age\": 3}", 0, {0}, {0}});
+    check(Q, true, "Try:\n```python\nd = {\"name\": \"x\"}\n```\nDone [1].", &(struct want){"Try:\n```python\nd = {\"name\": \"x\"}\n```\nDone [1].", 0, {0}, {0}});
+    check(Q, true, "```json\n{\"a\": 1}\n```", &(struct want){"```json\n{\"a\": 1}\n```", 0, {0}, {0}});
+    // the families' markers: Qwen, Llama 3.x's python tag, Mistral's
+    check(Q, true, "Sure.\n<tool_call>\n{\"name\": \"search_code\", \"arguments\": {\"query\": \"x\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>",
+          &(struct want){"Sure.", 2, {"search_code", "get_weather"}, {"{\"query\":\"x\"}", "{}"}});
+    check(L, true, "<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Rome\"}}",
+          &(struct want){NULL, 1, {"get_weather"}, {"{\"city\":\"Rome\"}"}});
+    check(L, true, "[TOOL_CALLS] [{\"name\": \"search_code\", \"arguments\": {\"query\": \"y\"}}]",
+          &(struct want){NULL, 1, {"search_code"}, {"{\"query\":\"y\"}"}});
+    // Mistral's newer form, one call or two; a name that is no declared tool stays text
+    check(L, true, "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Rome\"}[TOOL_CALLS]search_code[ARGS]{\"query\": \"z\"}",
+          &(struct want){NULL, 2, {"get_weather", "search_code"}, {"{\"city\":\"Rome\"}", "{\"query\":\"z\"}"}});
+    check(L, true, "[TOOL_CALLS]other[ARGS]{}", &(struct want){"[TOOL_CALLS]other[ARGS]{}", 0, {0}, {0}});
+    // text, then a bare call (the text stays content)
+    check(Q, true, "The weather in Paris: {\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}",
+          &(struct want){"The weather in Paris:", 1, {"get_weather"}, {"{\"city\":\"Paris\"}"}});
+    check(Q, true, "a < b and `x` [see] {} done", &(struct want){"a < b and `x` [see] {} done", 0, {0}, {0}});
+    // the generic format (Gemma 3 and others): its own answers, and the same forms as the others
+    const enum lm_chat_tool_format G = LM_CHAT_TOOLS_GENERIC;
+    check(G, true, "{\"tool_calls\": [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]}",
+          &(struct want){NULL, 1, {"get_weather"}, {"{\"city\":\"Paris\"}"}});
+    check(G, true, "{\"response\": \"Hi there\"}", &(struct want){"Hi there", 0, {0}, {0}});
+    check(G, true, " {\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}",
+          &(struct want){NULL, 1, {"get_weather"}, {"{\"city\":\"Paris\"}"}});
+    check(G, true, "Sure.\n```json\n{\"name\": \"search_code\", \"arguments\": {\"query\": \"q\"}}\n```",
+          &(struct want){"Sure.", 1, {"search_code"}, {"{\"query\":\"q\"}"}});
+    check(G, true, "{\"name\": \"Bob\"} is JSON.", &(struct want){"{\"name\": \"Bob\"} is JSON.", 0, {0}, {0}});
+    check(G, true, "Plain text.", &(struct want){"Plain text.", 0, {0}, {0}});
+    g_decl = NULL;
+    g_n_decl = 0;
+}
+
 // Random bytes and cut-up valid outputs: no crash, no read past the text (ASan), content grows.
 static void test_garbage(void) {
-    static const char alphabet[] = "{}[]\":,\\ \nnameargumentsparameterstool_callsresponse<tool_call></tool_call>u0d8";
+    static const char alphabet[] = "{}[]\":,\\ \nnameargumentsparameterstool_callsresponse<tool_call></tool_call>u0d8`json[TOOL_CALLS]";
     for (int it = 0; it < 3000; it++) {
         char buf[96];
         const size_t n = (size_t)(lm_test_rng_u64() % sizeof buf);
         for (size_t i = 0; i < n; i++) buf[i] = alphabet[lm_test_rng_u64() % (sizeof alphabet - 1)];
-        for (int f = 0; f < 3; f++) {
+        for (int f = 0; f < 4; f++) {
             struct tools_parser p;
-            tools_parser_init(&p, (enum lm_chat_tool_format)f, true, 1);
+            static const struct api_tool decl[] = {{"name", "{}", false}};
+            tools_parser_init(&p, (enum lm_chat_tool_format)(f % 3), true, 1);
+            if (f == 3) tools_parser_declare(&p, decl, 1); // auto mode
             size_t last = 0;
             for (size_t i = 0; i < n; i++) {
                 tools_parser_feed(&p, buf + i, 1, false);
@@ -144,6 +206,7 @@ int main(void) {
     test_qwen();
     test_llama3();
     test_generic();
+    test_auto();
     test_garbage();
     test_prefix();
     return lm_test_finish();

@@ -252,6 +252,16 @@ def test_tool_choice_forces_call(server, grammar, choice):
         check_call(call, tool)
 
 
+def test_named_is_one_call(server, grammar):
+    """A named function gives exactly one call even with parallel_tool_calls left at its
+    default (true), as OpenAI and vLLM do (the base model went on calling until max_tokens)."""
+    c = client(server)
+    r = chat(c, tools=[WEATHER, TIME], tool_choice={"type": "function", "function": {"name": "get_time"}}, max_tokens=120)
+    ch = r.choices[0]
+    assert ch.finish_reason == "tool_calls" and len(ch.message.tool_calls) == 1, r
+    assert ch.message.tool_calls[0].function.name == "get_time"
+
+
 def test_parallel_calls(server, grammar):
     """parallel_tool_calls (the default): one call or more, each to a tool with valid arguments
     (the base model goes on calling until max_tokens: the last call may be cut)."""
