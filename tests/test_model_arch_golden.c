@@ -241,14 +241,16 @@ int main(int argc, char **argv) {
     }
     const char *only = argc > 1 ? argv[1] : NULL;
     if (!generate_models()) return lm_test_finish();
-    // LUMEN_TEST_QUICK (sanitizer pass): the F16 files and the IQ4 mixes (kernels no
-    // default-model test runs); the K-quant mixes run the same kernels as the default-model
-    // tests. Not phi3's either: one layer of 100-113M weights takes ~40-100 s on the generic
-    // kernels; test_model_phi3 covers its loader there.
+    // LUMEN_TEST_QUICK (the sanitizer and generic-kernel passes): the small F16 copies only.
+    // The quant mixes (K-quant, Q2_K / Q3_K, IQ4) run kernels that the kernel tests check bit
+    // for bit on every table, and the real-width copies of phi3 (one layer of 100-113M
+    // weights), granite (2 layers at 2048 x 8192) and the IQ4 mixes take minutes on the
+    // generic kernels; test_model_phi3 and test_model_granite cover those loaders there.
     const int quick = lm_test_quick();
     for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++)
         if ((!only || strstr(k_cases[i].gguf, only)) &&
-            !(quick && (strstr(k_cases[i].gguf, "qmix") || strstr(k_cases[i].gguf, "arch_phi"))))
+            !(quick && (strstr(k_cases[i].gguf, "qmix") || strstr(k_cases[i].gguf, "arch_phi") ||
+                       strstr(k_cases[i].gguf, "arch_granite") || strstr(k_cases[i].gguf, "iq4"))))
             run_case(&k_cases[i]);
     return lm_test_finish();
 }
