@@ -228,10 +228,10 @@ static void test_merges(void) {
 static void test_long_runs(void) {
     struct vocab v;
     base_vocab(&v, true, -1);
-    const char *pres[] = {"llama-bpe", "qwen2", "gpt-2", "default"};
+    const char *pres[] = {"llama-bpe", "qwen2", "gpt-2", "default", "gpt-4o"};
     size_t n = 200000;
     char *s = malloc(n + 2);
-    for (size_t p = 0; p < 4; p++) {
+    for (size_t p = 0; p < sizeof pres / sizeof pres[0]; p++) {
         struct lm_tokenizer *t = make(&v, pres[p]);
         if (!t) continue;
         for (int pat = 0; pat < 3; pat++) {
@@ -429,6 +429,24 @@ static void test_gpt2(void) {
     lm_tokenizer_free(t);
 }
 
+// The same vocabulary with pre "gpt-4o" (o200k, gpt-oss; tools/make_gpt4o_vocab.py).
+static void test_gpt4o(void) {
+    struct lm_gguf g;
+    enum lm_status st = lm_gguf_open(&g, lm_test_path("tests/data/vocab/ggml-vocab-gpt-4o.gguf"));
+    CHECKF(st == LM_OK, "%s", lm_error_msg());
+    if (st != LM_OK) return;
+    struct lm_tokenizer *t = NULL;
+    st = lm_tokenizer_load(&t, &g);
+    CHECKF(st == LM_OK, "%s", lm_error_msg());
+    lm_gguf_close(&g);
+    if (!t) return;
+    CHECK(!t->add_bos && !t->clean_spaces);
+    // "Hello" + "World": the case change splits the word
+    CHECK(TOK(t, "HelloWorld", false, false, 15496, 10603));
+    tg_check_golden(t, "tests/golden/tokens_gpt-4o.tsv", "gpt-4o");
+    lm_tokenizer_free(t);
+}
+
 // ============================================================================
 // Chat templates
 // ============================================================================
@@ -509,6 +527,7 @@ int main(void) {
     test_desc_errors();
     test_gguf_errors();
     test_gpt2();
+    test_gpt4o();
     test_chat();
     return lm_test_finish();
 }

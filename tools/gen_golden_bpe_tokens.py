@@ -21,7 +21,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from gen_golden_tokens import base_strings  # noqa: E402  (the Gemma set: scripts, code, emoji...)
 
-VOCABS = ["gpt-2", "llama-bpe", "qwen2", "starcoder", "falcon", "mpt"]
+VOCABS = ["gpt-2", "llama-bpe", "qwen2", "starcoder", "falcon", "mpt", "gpt-4o"]
+# gpt-4o: the GPT-2 vocabulary with the o200k pre-tokenizer (tools/make_gpt4o_vocab.py); its
+# test input is GPT-2's
+INP = {"gpt-4o": "gpt-2"}
 DIRS = [os.path.join(ROOT, "tests/data/vocab"), os.path.join(ROOT, "models/vocab")]
 
 
@@ -93,6 +96,18 @@ def special_strings(llm, vocab, n_vocab):
     return out
 
 
+def o200k_strings():
+    # what the o200k expression splits differently: letter case runs, contractions kept on the
+    # word in any case, punctuation runs that take a trailing '/', non-ASCII capitals
+    s = ["HelloWorld", "helloWorld", "HTTPServer", "XMLHttpRequest", "iPhone", "McDonald's", "camelCaseWord",
+         "SCREAMING_SNAKE_CASE", "snake_case_name", "Don'T WON'T i'M", "THEY'LL'VE", "I'mGoing", "x'sY'S",
+         "ÉCOLE École écolE", "ÜberCool naïveTÉST", "ΑθήναΑΘΗΝΑ", "МоскваМОСКВА", "ǅungla ǲ", "ß ẞ",
+         "a/b/c", "https://example.com/a/b?c=d", "!!/\n", "...//\r\n", "</div>\n", "x+=1;//c\n",
+         "éÉe", "AbC1234dEf", "12345678", "ＡＢＣａｂｃ", "नमस्ते दुनिया", "ليس كذلك",
+         "😀Hello 😀hello", " Hello　World", "  Mixed   Case\tTabs\n\nNew"]
+    return [x.encode("utf-8") for x in s]
+
+
 def long_strings():
     para = ("Large language models are trained on vast amounts of text. They predict the next "
             "token given the previous ones. Über-naïve façades, 日本語, 한국어, and emoji 😀👍🏽 "
@@ -130,7 +145,8 @@ def gen(name):
         return buf.raw[:n]
 
     strs = base_strings() + bpe_strings() + raw_strings() + special_strings(llm, vocab, n_vocab) + long_strings()
-    strs += inp_strings(find("ggml-vocab-%s.gguf.inp" % name))
+    strs += o200k_strings() if name == "gpt-4o" else []
+    strs += inp_strings(find("ggml-vocab-%s.gguf.inp" % INP.get(name, name)))
     rng = random.Random(4321)
     for _ in range(40):  # random mixtures of vocabulary pieces, deterministic
         ids = [rng.randrange(0, n_vocab) for _ in range(rng.randrange(1, 12))]

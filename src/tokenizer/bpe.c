@@ -31,7 +31,17 @@ static const char k_re_qwen2[] =
     "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
-enum lm_bpe_pre_kind { PRE_DEFAULT, PRE_GPT2, PRE_LLAMA3, PRE_QWEN2, PRE_STARCODER, PRE_FALCON };
+// o200k (gpt-4o, gpt-oss): llama.cpp's form of tokenizer.json's expression, where letter case is
+// ASCII-only (its collapsed-text matcher sees every other letter as one class): each
+// "((?=[\\p{L}])([^a-z]))" there, one letter that is not a-z, is the class [^\\P{L}a-z] here (the
+// same strings in the same order of preference; a repeated one-character group exhausts
+// PCRE2's JIT stack on long words, a class does not).
+static const char k_re_gpt4o[] =
+    "[^\\r\\n\\p{L}\\p{N}]?[^\\P{L}a-z]*[^\\P{L}A-Z]+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|"
+    "[^\\r\\n\\p{L}\\p{N}]?[^\\P{L}a-z]+[^\\P{L}A-Z]*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|"
+    "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+enum lm_bpe_pre_kind { PRE_DEFAULT, PRE_GPT2, PRE_LLAMA3, PRE_QWEN2, PRE_STARCODER, PRE_FALCON, PRE_GPT4O };
 
 static const char *const k_pre_regexes[][LM_BPE_MAX_RE + 1] = {
     [PRE_DEFAULT] = {"[\\p{P}\\$\\+<=>\\^~\\|]+", k_re_gpt2, "\\p{N}+", "[0-9][0-9][0-9]", NULL},
@@ -40,6 +50,7 @@ static const char *const k_pre_regexes[][LM_BPE_MAX_RE + 1] = {
     [PRE_QWEN2] = {k_re_qwen2, NULL},
     [PRE_STARCODER] = {"\\p{N}", k_re_gpt2, NULL},
     [PRE_FALCON] = {"[\\p{P}\\$\\+<=>\\^~\\|`]+", k_re_gpt2, "[0-9][0-9][0-9]", NULL},
+    [PRE_GPT4O] = {k_re_gpt4o, NULL},
 };
 
 struct pre_entry {
@@ -90,6 +101,10 @@ static const struct pre_entry k_pre[] = {
     {"minerva-7b", PRE_STARCODER, false, true, false},
     {"mellum2", PRE_STARCODER, false, true, false},
     {"falcon", PRE_FALCON, false, true, false},
+    {"gpt-4o", PRE_GPT4O, false, false, false},
+    {"llama4", PRE_GPT4O, false, false, false},
+    {"kanana2", PRE_GPT4O, false, false, false},
+    {"talkie", PRE_GPT4O, false, false, false},
 };
 
 static const struct pre_entry *pre_find(const char *pre) {
@@ -104,7 +119,7 @@ enum lm_status lm_bpe_pre_info(const char *pre, const char *name, struct lm_bpe_
     if (!e)
         return lm_error_set(LM_ERR_UNSUPPORTED,
                             "tokenizer: %s: tokenizer.ggml.pre '%s' not supported (llama3/llama-bpe, qwen2, "
-                            "gpt-2, starcoder/smollm, falcon, default and their aliases are)",
+                            "gpt-2, starcoder/smollm, falcon, gpt-4o, default and their aliases are)",
                             name, pre);
     out->ignore_merges = e->ignore_merges;
     out->clean_spaces = e->clean_spaces;
