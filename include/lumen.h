@@ -198,6 +198,8 @@ enum lm_chat_template {
     LM_CHAT_TEMPLATE_PHI3 = 3,    // <|role|>\n...<|end|>\n (Phi-3, Phi-3.5, Phi-4-mini)
     LM_CHAT_TEMPLATE_GRANITE = 4, // <|start_of_role|>role<|end_of_role|>...<|end_of_text|>\n
                                   // (IBM Granite 3.x)
+    LM_CHAT_TEMPLATE_HARMONY = 5, // <|start|>role<|channel|>ch<|message|>...<|end|> (gpt-oss;
+                                  // lm_chat_apply_harmony)
 };
 
 // A tool call an assistant message made (OpenAI's message.tool_calls[i]).
@@ -217,6 +219,7 @@ struct lm_chat_msg_tools {
     const struct lm_chat_tool_call *tool_calls; // assistant: the calls it made
     size_t n_tool_calls;
     const char *tool_call_id; // role "tool": the call this message answers (may be NULL)
+    const char *reasoning;    // assistant: its reasoning text (reasoning_content), or NULL
 };
 
 // How a template's family writes tool calls (docs/structured.md, "Tool calls"):
@@ -225,7 +228,14 @@ struct lm_chat_msg_tools {
 // LLAMA3 (3.1+):  {"name": ..., "parameters": {...}}, results in the "ipython" role;
 // GENERIC (Gemma 3 and any other): one JSON object as the whole answer,
 //                 {"tool_calls": [{"name": ..., "arguments": {...}}]} or {"response": "..."}.
-enum lm_chat_tool_format { LM_CHAT_TOOLS_GENERIC = 0, LM_CHAT_TOOLS_QWEN = 1, LM_CHAT_TOOLS_LLAMA3 = 2 };
+// HARMONY (gpt-oss): <|start|>assistant to=functions.NAME<|channel|>commentary json<|message|>{...}<|call|>,
+//                 results from "functions.NAME to=assistant", the tools as a TypeScript namespace.
+enum lm_chat_tool_format {
+    LM_CHAT_TOOLS_GENERIC = 0,
+    LM_CHAT_TOOLS_QWEN = 1,
+    LM_CHAT_TOOLS_LLAMA3 = 2,
+    LM_CHAT_TOOLS_HARMONY = 3,
+};
 enum lm_chat_tool_format lm_chat_tool_format(enum lm_chat_template tmpl);
 
 // Writes the prompt text for msgs as llama.cpp's llm_chat_apply_template does (Gemma:
@@ -244,6 +254,21 @@ enum lm_status lm_chat_apply(enum lm_chat_template tmpl, const struct lm_chat_ms
 enum lm_status lm_chat_apply_tools(enum lm_chat_template tmpl, const struct lm_chat_msg *msgs,
                                    const struct lm_chat_msg_tools *parts, size_t n, const char *tools,
                                    size_t len, bool add_generation_prompt, char **out, size_t *n_out);
+
+// The harmony format (gpt-oss's official template, byte for byte): the system message (identity,
+// knowledge cutoff, date, "Reasoning: <effort>", the channels), the first system/developer
+// message as the developer's "# Instructions" with the tools as a TypeScript namespace, user
+// turns, assistant finals (prior reasoning dropped; an assistant turn with tool calls keeps its
+// analysis until a later answer, and renders its first call), tool results as JSON strings.
+// lm_chat_apply / lm_chat_apply_tools with LM_CHAT_TEMPLATE_HARMONY use the defaults (NULL opts).
+struct lm_chat_harmony_opts {
+    const char *reasoning_effort; // "low", "medium", "high" (written as given); NULL: "medium"
+    const char *date;             // "YYYY-MM-DD" after "Current date: "; NULL: today (local time)
+    const char *model_identity;   // NULL: "You are ChatGPT, a large language model trained by OpenAI."
+};
+enum lm_status lm_chat_apply_harmony(const struct lm_chat_harmony_opts *opts, const struct lm_chat_msg *msgs,
+                                     const struct lm_chat_msg_tools *parts, size_t n, const char *tools,
+                                     size_t len, bool add_generation_prompt, char **out, size_t *n_out);
 
 // Picks the template for a model. template_text (tokenizer.chat_template, may be NULL) is
 // matched as llama.cpp's llm_chat_detect_template does (a bare name "chatml", "llama3",

@@ -64,6 +64,7 @@ enum lm_status chat_apply_plain(enum lm_chat_template tmpl, const struct lm_chat
                                 bool add_generation_prompt, char **out, size_t *n_out) {
     *out = NULL;
     *n_out = 0;
+    if (tmpl == LM_CHAT_TEMPLATE_HARMONY) return lm_chat_apply_harmony(NULL, msgs, NULL, n, NULL, 0, add_generation_prompt, out, n_out);
     if (tmpl != LM_CHAT_TEMPLATE_GEMMA && tmpl != LM_CHAT_TEMPLATE_LLAMA3 && tmpl != LM_CHAT_TEMPLATE_CHATML &&
         tmpl != LM_CHAT_TEMPLATE_PHI3 && tmpl != LM_CHAT_TEMPLATE_GRANITE)
         return lm_error_set(LM_ERR_UNSUPPORTED, "lm_chat_apply: unknown template %d", (int)tmpl);
@@ -118,6 +119,7 @@ const char *lm_chat_template_name(enum lm_chat_template tmpl) {
     case LM_CHAT_TEMPLATE_CHATML: return "chatml";
     case LM_CHAT_TEMPLATE_PHI3: return "phi3";
     case LM_CHAT_TEMPLATE_GRANITE: return "granite";
+    case LM_CHAT_TEMPLATE_HARMONY: return "harmony";
     default: return "none";
     }
 }
@@ -129,6 +131,7 @@ enum lm_chat_template lm_chat_template_from_name(const char *name) {
     if (!strcmp(name, "chatml")) return LM_CHAT_TEMPLATE_CHATML;
     if (!strcmp(name, "phi3")) return LM_CHAT_TEMPLATE_PHI3;
     if (!strcmp(name, "granite")) return LM_CHAT_TEMPLATE_GRANITE;
+    if (!strcmp(name, "harmony") || !strcmp(name, "gpt-oss")) return LM_CHAT_TEMPLATE_HARMONY;
     return LM_CHAT_TEMPLATE_NONE;
 }
 
@@ -146,6 +149,7 @@ static enum lm_chat_template detect_text(const char *s) {
     if (strcmp(s, "gemma") == 0) return LM_CHAT_TEMPLATE_GEMMA;
     if (strcmp(s, "phi3") == 0) return LM_CHAT_TEMPLATE_PHI3;
     if (strcmp(s, "granite") == 0) return LM_CHAT_TEMPLATE_GRANITE;
+    if (strcmp(s, "gpt-oss") == 0) return LM_CHAT_TEMPLATE_HARMONY;
     if (has(s, "<|im_start|>"))
         return has(s, "<|im_sep|>") || has(s, "<end_of_utterance>") ? LM_CHAT_TEMPLATE_NONE // phi4, smolvlm
                                                                      : LM_CHAT_TEMPLATE_CHATML;
@@ -173,12 +177,22 @@ static enum lm_chat_template detect_text(const char *s) {
         return LM_CHAT_TEMPLATE_NONE;
     if (has(s, "<|start_of_role|>")) // Granite 4.x (tools in <tool_call> tags) lumen does not render
         return has(s, "<tool_call>") || has(s, "<tools>") ? LM_CHAT_TEMPLATE_NONE : LM_CHAT_TEMPLATE_GRANITE;
+    // the templates llama.cpp checks between granite and gpt-oss (bailing, seed-oss, megrez,
+    // yandex, llada, llama4, smolvlm, trillion ...)
+    if (has(s, "message['role'] + additional_special_tokens[0] + message['content'] + additional_special_tokens[1]") ||
+        has(s, "<|role_start|>") || has(s, " \xd0\x90\xd1\x81\xd1\x81\xd0\xb8\xd1\x81\xd1\x82\xd0\xb5\xd0\xbd\xd1\x82:") ||
+        has(s, "<role>ASSISTANT</role>") || (has(s, "<|header_start|>") && has(s, "<|header_end|>")) ||
+        has(s, "<|endofuserprompt|>") || (has(s, "<|extra_0|>") && has(s, "<|extra_4|>")))
+        return LM_CHAT_TEMPLATE_NONE;
+    if (has(s, "<|start|>") && has(s, "<|channel|>")) return LM_CHAT_TEMPLATE_HARMONY;
     return LM_CHAT_TEMPLATE_NONE;
 }
 
 enum lm_chat_template lm_chat_template_detect(const struct lm_tokenizer *t, const char *arch,
                                               const char *template_text) {
     if (template_text && *template_text) return detect_text(template_text);
+    if (vocab_has(t, "<|start|>") && vocab_has(t, "<|channel|>") && vocab_has(t, "<|message|>"))
+        return LM_CHAT_TEMPLATE_HARMONY;
     if (vocab_has(t, "<|start_header_id|>") && vocab_has(t, "<|eot_id|>")) return LM_CHAT_TEMPLATE_LLAMA3;
     if (vocab_has(t, "<|im_start|>") && vocab_has(t, "<|im_end|>")) return LM_CHAT_TEMPLATE_CHATML;
     if (vocab_has(t, "<start_of_turn>")) return LM_CHAT_TEMPLATE_GEMMA;

@@ -254,6 +254,7 @@ static bool each_tool(const char *tools, size_t len, bool (*fn)(void *ctx, const
 enum lm_chat_tool_format lm_chat_tool_format(enum lm_chat_template tmpl) {
     return tmpl == LM_CHAT_TEMPLATE_CHATML ? LM_CHAT_TOOLS_QWEN
          : tmpl == LM_CHAT_TEMPLATE_LLAMA3 ? LM_CHAT_TOOLS_LLAMA3
+         : tmpl == LM_CHAT_TEMPLATE_HARMONY ? LM_CHAT_TOOLS_HARMONY
                                            : LM_CHAT_TOOLS_GENERIC;
 }
 
@@ -498,6 +499,7 @@ enum lm_status lm_chat_apply_tools(enum lm_chat_template tmpl, const struct lm_c
                                    bool agp, char **out, size_t *n_out) {
     *out = NULL;
     *n_out = 0;
+    if (tmpl == LM_CHAT_TEMPLATE_HARMONY) return lm_chat_apply_harmony(NULL, msgs, pt, n, tools, len, agp, out, n_out);
     if (tools && len == 0) tools = NULL;
     if (!tools && (!pt || !has_tool_parts(msgs, pt, n))) return chat_apply_plain(tmpl, msgs, n, agp, out, n_out);
     if (tmpl != LM_CHAT_TEMPLATE_GEMMA && tmpl != LM_CHAT_TEMPLATE_LLAMA3 && tmpl != LM_CHAT_TEMPLATE_CHATML &&
