@@ -96,6 +96,7 @@ struct api_request {
     enum api_tool_choice tool_choice; // default auto (none without tools)
     int32_t tool_named;      // API_TOOLS_NAMED: index in tools
     bool parallel_tool_calls; // default true
+    char reasoning_effort[8]; // chat: "low" | "medium" | "high", "" when not given (harmony's system message)
     // structured output (both routes)
     enum api_format format;
     char *schema;            // API_FORMAT_JSON_SCHEMA: the schema's JSON text

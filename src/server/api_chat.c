@@ -215,6 +215,14 @@ bool api_parse_tools(json_t *o, struct api_request *r, struct api_error *e) {
 // tool_choice: "none" | "auto" | "required" | {"type": "function", "function": {"name"}};
 // parallel_tool_calls: bool (default true).
 bool api_parse_tool_choice(json_t *o, struct api_request *r, struct api_error *e) {
+    json_t *eff = api_field(o, "reasoning_effort"); // gpt-oss's "Reasoning: ..." (harmony); null: not given
+    if (eff && !json_is_null(eff)) {
+        const char *v = json_is_string(eff) ? json_string_value(eff) : NULL;
+        if (!v || (strcmp(v, "low") && strcmp(v, "medium") && strcmp(v, "high")))
+            return api_bad_request(e, "invalid_value", "reasoning_effort",
+                                   "'reasoning_effort' must be 'low', 'medium' or 'high'");
+        snprintf(r->reasoning_effort, sizeof r->reasoning_effort, "%s", v);
+    }
     r->parallel_tool_calls = true;
     if (!api_get_bool(o, "parallel_tool_calls", &r->parallel_tool_calls, e)) return false;
     r->tool_choice = r->n_tools ? API_TOOLS_AUTO : API_TOOLS_NONE;

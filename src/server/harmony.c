@@ -140,7 +140,7 @@ void harmony_parse(const char *s, size_t n, bool final, struct harmony_out *o) {
             continue;
         }
         int k = marker_at(s + i, n - i);
-        if (k == -2 && !final) break; // held back: may become a marker
+        if (k == -2) break; // held back: may become a marker (final: a marker cut short, dropped)
         if (k < 0) {
             i++;
             continue;

@@ -28,7 +28,8 @@ struct harmony_out {
 // written as their text (<|channel|>, <|message|>, <|end|>, ...). Not final: a tail that may be
 // the beginning of a marker is held back, so each of reasoning, content and a call's arguments
 // only ever grows as the text does. final: the answer ended; a message it never closed is
-// delivered as far as it went (to its channel's destination), a header never closed is dropped.
+// delivered as far as it went (to its channel's destination), without a marker cut short at the
+// very end ("<|e" of <|end|>); a header never closed is dropped.
 // out is reset first (harmony_out_free frees it).
 void harmony_parse(const char *text, size_t n, bool final, struct harmony_out *out);
 void harmony_out_free(struct harmony_out *out);

@@ -64,8 +64,11 @@ static bool apply(struct server *s, const struct api_request *q, char *const *co
             calls[c] = (struct lm_chat_tool_call){q->msgs[i].calls[j].id, q->msgs[i].calls[j].name,
                                                   q->msgs[i].calls[j].arguments};
     }
-    const enum lm_status st = lm_chat_apply_tools(s->tmpl, msgs, parts, q->n_msgs, q->tools_json, q->tools_len,
-                                                  true, text, len);
+    const struct lm_chat_harmony_opts ho = {.reasoning_effort = q->reasoning_effort[0] ? q->reasoning_effort : NULL};
+    const enum lm_status st =
+        s->tmpl == LM_CHAT_TEMPLATE_HARMONY
+            ? lm_chat_apply_harmony(&ho, msgs, parts, q->n_msgs, q->tools_json, q->tools_len, true, text, len)
+            : lm_chat_apply_tools(s->tmpl, msgs, parts, q->n_msgs, q->tools_json, q->tools_len, true, text, len);
     free(msgs);
     free(parts);
     free(calls);

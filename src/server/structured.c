@@ -143,6 +143,15 @@ bool tools_grammar(const struct api_request *q, enum lm_chat_tool_format fmt, ch
     *gbnf = NULL;
     *n = 0;
     *triggers = NULL;
+    // gpt-oss: calls are read from free text; a GBNF grammar constrains the whole answer (channels
+    // and markers included); a JSON format would constrain the analysis channel too: refused
+    if (fmt == LM_CHAT_TOOLS_HARMONY && q->kind == API_CHAT && q->format != API_FORMAT_GRAMMAR) {
+        if (q->format != API_FORMAT_TEXT)
+            return api_fail(e, 400, "invalid_request_error", "unsupported_value", "response_format",
+                            "response_format is not supported yet with the harmony chat format (gpt-oss): it would "
+                            "constrain the analysis channel too");
+        return true;
+    }
     if (q->format == API_FORMAT_GRAMMAR) {
         *gbnf = malloc(q->grammar_len + 1);
         if (!*gbnf) return api_fail(e, 500, "server_error", "out_of_memory", NULL, "out of memory");

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "harmony.h"
 
 // ================================================================ JSON scanning on partial text
 
@@ -576,6 +577,34 @@ static int generic_own(const struct tools_parser *p, bool final) {
                               key_is(s, j + 1, ke - 1, "response"));
 }
 
+// gpt-oss's channels (harmony.c): analysis -> reasoning, final -> content, calls to
+// functions.NAME -> calls (arguments minified as the other formats'; without
+// parallel_tool_calls the first only).
+static void parse_harmony(struct tools_parser *p, bool final) {
+    struct harmony_out o = {0};
+    harmony_parse(p->text.p ? p->text.p : "", p->text.n, final, &o);
+    if (o.reasoning.n > p->reasoning.n)
+        sbuf_append(&p->reasoning, o.reasoning.p + p->reasoning.n, o.reasoning.n - p->reasoning.n);
+    grow_content(p, o.content.p ? o.content.p : "", o.content.n);
+    for (int32_t k = 0; k < o.n_calls && !p->drop_calls && (p->parallel || k == 0); k++) {
+        const struct harmony_call *hc = &o.calls[k];
+        if (k >= p->n_calls) { // a new call: its id and name
+            const struct callp c = {.has_name = true, .name_b = hc->name.n};
+            record_call(p, k, hc->name.p ? hc->name.p : "", &c);
+            if (k >= p->n_calls) break; // out of memory
+        }
+        struct tool_call *t = &p->calls[k];
+        struct sbuf a = {0};
+        minify(&a, hc->args.p ? hc->args.p : "", 0, hc->args.n);
+        if (!t->args_done && a.n > t->args.n) sbuf_append(&t->args, a.p + t->args.n, a.n - t->args.n);
+        t->args_done = hc->done;
+        if (a.oom || t->args.oom) p->oom = true;
+        sbuf_free(&a);
+    }
+    if (o.oom || p->reasoning.oom) p->oom = true;
+    harmony_out_free(&o);
+}
+
 void tools_parser_declare(struct tools_parser *p, const struct api_tool *tools, int32_t n_tools) {
     p->tools = tools;
     p->n_tools = n_tools;
@@ -596,6 +625,7 @@ void tools_parser_free(struct tools_parser *p) {
     free(p->calls);
     sbuf_free(&p->text);
     sbuf_free(&p->content);
+    sbuf_free(&p->reasoning);
     memset(p, 0, sizeof *p);
 }
 
@@ -603,6 +633,11 @@ void tools_parser_feed(struct tools_parser *p, const char *s, size_t n, bool fin
     if (n) sbuf_append(&p->text, s, n);
     if (p->text.oom) {
         p->oom = true;
+        return;
+    }
+    if (p->fmt == LM_CHAT_TOOLS_HARMONY) {
+        parse_harmony(p, final);
+        p->content_null = p->n_calls > 0 && p->content.n == 0;
         return;
     }
     const int own = p->tools && p->fmt == LM_CHAT_TOOLS_GENERIC ? generic_own(p, final) : 0;

@@ -38,6 +38,10 @@ struct tools_parser {
     const struct api_tool *tools; // auto mode (tools_parser_declare): the declared tools
     int32_t n_tools;
     bool oom;
+    // LM_CHAT_TOOLS_HARMONY (gpt-oss): the analysis channel, apart from content (harmony.c)
+    struct sbuf reasoning; // only ever grows
+    size_t reasoning_sent; // bytes of reasoning a stream sent
+    bool drop_calls;       // the request asked for no calls: a harmony answer's calls are dropped
 };
 
 void tools_parser_init(struct tools_parser *p, enum lm_chat_tool_format fmt, bool parallel, uint64_t seed);

@@ -8,6 +8,7 @@
 
 #include "harmony.h"
 #include "lm_test.h"
+#include "tools.h"
 
 struct want {
     const char *reasoning, *content;
@@ -59,6 +60,32 @@ static void check(const char *text, const struct want *w) {
     harmony_out_free(&o);
 }
 
+// The server's parser in the harmony format (tools.c): reasoning apart, calls with ids and
+// minified arguments, the first only without parallel_tool_calls, none when drop_calls.
+static void test_tools_parser(void) {
+    static const char text[] = "<|channel|>analysis<|message|>Two calls.<|end|><|start|>assistant<|channel|>"
+                               "commentary to=functions.a <|constrain|>json<|message|>{ \"x\" : 1 }<|call|>"
+                               "<|start|>assistant to=functions.b<|channel|>commentary json<|message|>{\"y\": \"a b\"}";
+    for (int mode = 0; mode < 3; mode++) { // parallel, single, dropped
+        struct tools_parser p;
+        tools_parser_init(&p, LM_CHAT_TOOLS_HARMONY, mode == 0, 7);
+        p.drop_calls = mode == 2;
+        const size_t n = strlen(text);
+        for (size_t i = 0; i < n; i += 5) tools_parser_feed(&p, text + i, n - i < 5 ? n - i : 5, false);
+        tools_parser_feed(&p, "", 0, true);
+        CHECK(!p.oom && is(&p.reasoning, "Two calls.") && is(&p.content, ""));
+        CHECKF(p.n_calls == (mode == 0 ? 2 : mode == 1 ? 1 : 0), "mode %d: %d calls", mode, p.n_calls);
+        if (p.n_calls > 0)
+            CHECK(is(&p.calls[0].name, "a") && is(&p.calls[0].args, "{\"x\":1}") && p.calls[0].args_done &&
+                  strncmp(p.calls[0].id, "call_", 5) == 0 && strlen(p.calls[0].id) == 29);
+        if (p.n_calls > 1)
+            CHECK(is(&p.calls[1].name, "b") && is(&p.calls[1].args, "{\"y\":\"a b\"}") && p.calls[1].args_done &&
+                  strcmp(p.calls[0].id, p.calls[1].id) != 0);
+        CHECK(p.content_null == (p.n_calls > 0));
+        tools_parser_free(&p);
+    }
+}
+
 #define W(r, c) (&(struct want){.reasoning = r, .content = c})
 #define WC(r, c, n, name, arg) (&(struct want){.reasoning = r, .content = c, .n_calls = n, .names = name, .args = arg})
 #define WC2(n0, a0, n1, a1) (&(struct want){.reasoning = "", .content = "", .n_calls = 2, .names = {n0, n1}, .args = {a0, a1}})
@@ -84,6 +111,7 @@ int main(void) {
           WC("", "Checking now.", 1, {"f"}, {"{\"q\": \"<|end\"}"}));
     // truncated: analysis never closed (max_tokens), final never closed
     check("<|channel|>analysis<|message|>Let me think about th", W("Let me think about th", ""));
+    check("<|channel|>analysis<|message|>Done thinking.<|e", W("Done thinking.", "")); // a marker cut short
     check("<|channel|>analysis<|message|>ok<|end|><|start|>assistant<|channel|>final<|message|>The answer is",
           W("ok", "The answer is"));
     // a header never closed is dropped; an unknown channel is content; built-in tools dropped
@@ -102,5 +130,6 @@ int main(void) {
     check("<|channel|>analysis<|message|>a<|channel|>final<|message|>b", W("a", "b"));
     // a channel switch inside a header: the last one counts
     check(" to=functions.g<|channel|>commentary<|message|>{\"k\":[1,2]}", WC("", "", 1, {"g"}, {"{\"k\":[1,2]}"}));
+    test_tools_parser();
     return lm_test_finish();
 }
