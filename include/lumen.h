@@ -219,7 +219,6 @@ struct lm_chat_msg_tools {
     const struct lm_chat_tool_call *tool_calls; // assistant: the calls it made
     size_t n_tool_calls;
     const char *tool_call_id; // role "tool": the call this message answers (may be NULL)
-    const char *reasoning;    // assistant: its reasoning text (reasoning_content), or NULL
 };
 
 // How a template's family writes tool calls (docs/structured.md, "Tool calls"):
@@ -265,6 +264,8 @@ struct lm_chat_harmony_opts {
     const char *reasoning_effort; // "low", "medium", "high" (written as given); NULL: "medium"
     const char *date;             // "YYYY-MM-DD" after "Current date: "; NULL: today (local time)
     const char *model_identity;   // NULL: "You are ChatGPT, a large language model trained by OpenAI."
+    const char *const *reasoning; // NULL, or one per message: an assistant's reasoning (reasoning_content,
+                                  // the template's "thinking"; NULL entries: none)
 };
 enum lm_status lm_chat_apply_harmony(const struct lm_chat_harmony_opts *opts, const struct lm_chat_msg *msgs,
                                      const struct lm_chat_msg_tools *parts, size_t n, const char *tools,

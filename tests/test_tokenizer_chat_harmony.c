@@ -15,6 +15,7 @@ struct hcase {
     bool tools;
     struct lm_chat_msg msgs[MAXM];
     struct lm_chat_msg_tools parts[MAXM];
+    const char *reasoning[MAXM];
     size_t n;
 };
 
@@ -23,19 +24,20 @@ static const struct lm_chat_tool_call k_paris[] = {{"call_1", "get_weather", "{ 
 
 // the same cases as tools/gen_golden_chat_harmony.py's CASES
 static const struct hcase k_cases[] = {
-    {"plain", NULL, false, {{"user", "Hi there"}}, {{0}}, 1},
-    {"system", "high", true, {{"system", "You are terse."}, {"user", "Weather in Paris?"}}, {{0}}, 2},
+    {"plain", NULL, false, {{"user", "Hi there"}}, {{0}}, {0}, 1},
+    {"system", "high", true, {{"system", "You are terse."}, {"user", "Weather in Paris?"}}, {{0}}, {0}, 2},
     {"history", "low", false,
      {{"developer", "Answer in French."}, {"user", "Hello"}, {"assistant", "Bonjour"}, {"user", "\xc3\x87" "a va?"}},
-     {{0}, {0}, {.reasoning = "The user greets me."}, {0}}, 4},
+     {{0}}, {NULL, NULL, "The user greets me.", NULL}, 4},
     {"call", NULL, true,
      {{"user", "Weather in Paris?"}, {"assistant", ""}, {"tool", "{\"temp\": 21}"}},
-     {{0}, {.tool_calls = k_paris2, .n_tool_calls = 1, .reasoning = "Need the weather tool."}, {.tool_call_id = "call_1"}},
+     {{0}, {.tool_calls = k_paris2, .n_tool_calls = 1}, {.tool_call_id = "call_1"}},
+     {NULL, "Need the weather tool.", NULL},
      3},
     {"call_done", "medium", true,
      {{"user", "Weather in Paris?"}, {"assistant", "Let me check."}, {"tool", "sunny \"and\" warm"},
       {"assistant", "Sunny."}, {"user", "Thanks"}},
-     {{0}, {.tool_calls = k_paris, .n_tool_calls = 1}, {.tool_call_id = "call_1"}, {0}, {0}}, 5},
+     {{0}, {.tool_calls = k_paris, .n_tool_calls = 1}, {.tool_call_id = "call_1"}, {0}, {0}}, {0}, 5},
 };
 
 static void test_goldens(const char *tools) {
@@ -46,7 +48,8 @@ static void test_goldens(const char *tools) {
         char *want = lm_test_read_file(lm_test_path(rel), NULL);
         CHECKF(want != NULL, "cannot read %s", rel);
         if (!want) continue;
-        const struct lm_chat_harmony_opts o = {.reasoning_effort = k->effort, .date = "2026-01-15"};
+        const struct lm_chat_harmony_opts o = {.reasoning_effort = k->effort, .date = "2026-01-15",
+                                               .reasoning = k->reasoning};
         char *out = NULL;
         size_t n = 0;
         const enum lm_status st = lm_chat_apply_harmony(&o, k->msgs, k->parts, k->n, k->tools ? tools : NULL,
@@ -74,30 +77,32 @@ static void test_defaults(const char *tools) {
     free(b);
 }
 
-static void expect_error(const struct lm_chat_msg *m, const struct lm_chat_msg_tools *p, size_t n, const char *tools,
-                         const char *needle) {
+static void expect_error(const struct lm_chat_msg *m, const struct lm_chat_msg_tools *p, const char *const *reasoning,
+                         size_t n, const char *tools, const char *needle) {
     char *out = (char *)1;
     size_t no = 1;
-    const enum lm_status st = lm_chat_apply_harmony(NULL, m, p, n, tools, tools ? strlen(tools) : 0, true, &out, &no);
+    const struct lm_chat_harmony_opts o = {.reasoning = reasoning};
+    const enum lm_status st = lm_chat_apply_harmony(&o, m, p, n, tools, tools ? strlen(tools) : 0, true, &out, &no);
     CHECKF(st == LM_ERR_ARG && out == NULL && no == 0, "want LM_ERR_ARG for '%s', got %s", needle, lm_status_name(st));
     CHECKF(strstr(lm_error_msg(), needle) != NULL, "message '%s' lacks '%s'", lm_error_msg(), needle);
 }
 
 static void test_errors(void) {
     struct lm_chat_msg tool_first[] = {{"user", "x"}, {"tool", "r"}};
-    expect_error(tool_first, NULL, 2, NULL, "no assistant tool call precedes it");
+    expect_error(tool_first, NULL, NULL, 2, NULL, "no assistant tool call precedes it");
     struct lm_chat_msg tags[] = {{"user", "x"}, {"assistant", "<|channel|>final<|message|>hi"}};
-    expect_error(tags, NULL, 2, NULL, "holds <|channel|> tags");
+    expect_error(tags, NULL, NULL, 2, NULL, "holds <|channel|> tags");
     struct lm_chat_msg both[] = {{"user", "x"}, {"assistant", "text"}};
-    struct lm_chat_msg_tools bp[] = {{0}, {.tool_calls = k_paris, .n_tool_calls = 1, .reasoning = "why"}};
-    expect_error(both, bp, 2, NULL, "both content and reasoning");
+    struct lm_chat_msg_tools bp[] = {{0}, {.tool_calls = k_paris, .n_tool_calls = 1}};
+    const char *why[] = {NULL, "why"};
+    expect_error(both, bp, why, 2, NULL, "both content and reasoning");
     struct lm_chat_msg one[] = {{"user", "x"}};
-    expect_error(one, NULL, 1, "{\"not\": \"an array\"}", "tools is not a JSON array");
-    expect_error(one, NULL, 1, "[{\"type\": \"function\"", "tools is not a JSON array");
-    expect_error(one, NULL, 1, "[{\"type\": \"function\", \"function\": {\"description\": \"x\"}}]", "tools is not");
+    expect_error(one, NULL, NULL, 1, "{\"not\": \"an array\"}", "tools is not a JSON array");
+    expect_error(one, NULL, NULL, 1, "[{\"type\": \"function\"", "tools is not a JSON array");
+    expect_error(one, NULL, NULL, 1, "[{\"type\": \"function\", \"function\": {\"description\": \"x\"}}]", "tools is not");
     struct lm_chat_tool_call noname = {"c", NULL, "{}"};
     struct lm_chat_msg_tools np[] = {{0}, {.tool_calls = &noname, .n_tool_calls = 1}};
-    expect_error(both, np, 2, NULL, "has no name");
+    expect_error(both, np, NULL, 2, NULL, "has no name");
 }
 
 static void test_detect(void) {

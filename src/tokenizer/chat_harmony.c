@@ -315,18 +315,23 @@ static void put_system(struct lm_strbuf *b, const struct lm_chat_harmony_opts *o
 
 static const struct lm_chat_msg_tools k_no_parts;
 
+static const char *reasoning_of(const struct lm_chat_harmony_opts *o, size_t i) {
+    return o && o->reasoning ? o->reasoning[i] : NULL;
+}
+
 static const struct lm_chat_msg_tools *hpart(const struct lm_chat_msg_tools *pt, size_t i) {
     return pt ? &pt[i] : &k_no_parts;
 }
 
 // An assistant turn with tool calls: its analysis unless a later assistant turn answered,
 // then its first call (the template renders one call per message).
-static enum lm_status put_call_turn(struct lm_strbuf *b, const struct lm_chat_msg *msgs,
-                                    const struct lm_chat_msg_tools *pt, size_t i, size_t n, const char **last) {
+static enum lm_status put_call_turn(struct lm_strbuf *b, const struct lm_chat_harmony_opts *o,
+                                    const struct lm_chat_msg *msgs, const struct lm_chat_msg_tools *pt, size_t i,
+                                    size_t n, const char **last) {
     bool future_final = false;
     for (size_t k = i + 1; k < n; k++)
         future_final |= strcmp(msgs[k].role, "assistant") == 0 && hpart(pt, k)->n_tool_calls == 0;
-    const char *content = msgs[i].content, *thinking = hpart(pt, i)->reasoning;
+    const char *content = msgs[i].content, *thinking = reasoning_of(o, i);
     if (*content && thinking && *thinking)
         return lm_error_set(LM_ERR_ARG, "lm_chat_apply: harmony: message %zu has both content and reasoning beside "
                                         "its tool calls (the template takes one of them as the analysis)", i);
@@ -346,22 +351,23 @@ static enum lm_status put_call_turn(struct lm_strbuf *b, const struct lm_chat_ms
     return LM_OK;
 }
 
-static enum lm_status put_turns(struct lm_strbuf *b, const struct lm_chat_msg *msgs, const struct lm_chat_msg_tools *pt,
-                                size_t first, size_t n, bool agp) {
+static enum lm_status put_turns(struct lm_strbuf *b, const struct lm_chat_harmony_opts *o,
+                                const struct lm_chat_msg *msgs, const struct lm_chat_msg_tools *pt, size_t first,
+                                size_t n, bool agp) {
     const char *last = NULL; // the last tool call's name: a tool result answers it
     for (size_t i = first; i < n; i++) {
         const struct lm_chat_msg *m = &msgs[i];
         if (strcmp(m->role, "assistant") == 0) {
-            if (has_channel_tags(m->content) || has_channel_tags(hpart(pt, i)->reasoning))
+            if (has_channel_tags(m->content) || has_channel_tags(reasoning_of(o, i)))
                 return lm_error_set(LM_ERR_ARG, "lm_chat_apply: harmony: message %zu holds <|channel|> tags; pass the "
                                                 "analysis as reasoning and the final text as content", i);
             if (hpart(pt, i)->n_tool_calls > 0) {
-                enum lm_status st = put_call_turn(b, msgs, pt, i, n, &last);
+                enum lm_status st = put_call_turn(b, o, msgs, pt, i, n, &last);
                 if (st != LM_OK) return st;
             } else if (i + 1 == n && !agp) { // training form: the last turn keeps its analysis
-                if (hpart(pt, i)->reasoning) {
+                if (reasoning_of(o, i)) {
                     lm_strbuf_puts(b, "<|start|>assistant<|channel|>analysis<|message|>");
-                    lm_strbuf_puts(b, hpart(pt, i)->reasoning);
+                    lm_strbuf_puts(b, reasoning_of(o, i));
                     lm_strbuf_puts(b, "<|end|>");
                 }
                 lm_strbuf_puts(b, "<|start|>assistant<|channel|>final<|message|>");
@@ -425,7 +431,7 @@ enum lm_status lm_chat_apply_harmony(const struct lm_chat_harmony_opts *opts, co
                                           "{\"type\": \"function\", \"function\": {\"name\", ...}}");
         lm_strbuf_puts(&b, "<|end|>");
     }
-    if (st == LM_OK) st = put_turns(&b, msgs, pt, dev ? 1 : 0, n, agp);
+    if (st == LM_OK) st = put_turns(&b, opts, msgs, pt, dev ? 1 : 0, n, agp);
     if (st == LM_OK && b.nomem) st = lm_error_set(LM_ERR_NOMEM, "lm_chat_apply: out of memory");
     if (st != LM_OK) {
         free(b.p);
