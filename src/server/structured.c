@@ -138,19 +138,71 @@ static bool auto_grammar(const struct api_request *q, bool generic, struct sbuf 
     return true;
 }
 
+// gpt-oss (harmony): free text (the analysis, the answer) until a call's header to a declared
+// tool ends with <|message|>, then that tool's arguments; the call's <|call|> ends the generation.
+// Lazy for every tool_choice: while a grammar is active the control tokens that open the
+// channels are masked, so "required" cannot force a call after the analysis (docs/server.md).
+static const char *const k_harmony_forms[] = {
+    "to=functions.%s <|constrain|>json<|message|>", "to=functions.%s<|constrain|>json<|message|>",
+    "to=functions.%s<|channel|>commentary <|constrain|>json<|message|>",
+    "to=functions.%s<|channel|>commentary json<|message|>"};
+#define N_HARMONY_FORMS (sizeof k_harmony_forms / sizeof *k_harmony_forms)
+
+static bool harmony_grammar(const struct api_request *q, char **gbnf, size_t *n, char ***triggers,
+                            struct api_error *e) {
+    const int32_t lo = q->tool_choice == API_TOOLS_NAMED ? q->tool_named : 0;
+    const int32_t hi = q->tool_choice == API_TOOLS_NAMED ? q->tool_named + 1 : q->n_tools;
+    const size_t nt = N_HARMONY_FORMS * (size_t)(hi - lo);
+    const size_t cap = (nt + 1) * sizeof(char *) + nt * (64 + 80) /* a name: at most 64 bytes */;
+    char **t = malloc(cap);
+    struct sbuf b = {0};
+    if (!t) return api_fail(e, 500, "server_error", "out_of_memory", NULL, "out of memory");
+    char *at = (char *)(t + nt + 1), *end = (char *)t + cap;
+    size_t k = 0;
+    sbuf_puts(&b, "root ::= ");
+    for (int32_t i = lo; i < hi; i++) sbuf_printf(&b, "%sh-%d", i > lo ? " | " : "", (int)i);
+    sbuf_puts(&b, "\n");
+    for (int32_t i = lo; i < hi; i++) {
+        sbuf_printf(&b, "h-%d ::= (", (int)i);
+        for (size_t f = 0; f < N_HARMONY_FORMS; f++) {
+            t[k++] = at;
+            at += snprintf(at, (size_t)(end - at), k_harmony_forms[f], q->tools[i].name) + 1;
+            sbuf_printf(&b, "%s\"%s\"", f ? " | " : "", t[k - 1]);
+        }
+        sbuf_printf(&b, ") t%d-root\n", (int)i);
+        if (!args_rule(q, i, &b, e)) {
+            sbuf_free(&b);
+            free(t);
+            return false;
+        }
+    }
+    t[k] = NULL;
+    if (b.oom) {
+        sbuf_free(&b);
+        free(t);
+        return api_fail(e, 500, "server_error", "out_of_memory", NULL, "out of memory");
+    }
+    *gbnf = b.p;
+    *n = b.n;
+    *triggers = t;
+    return true;
+}
+
 bool tools_grammar(const struct api_request *q, enum lm_chat_tool_format fmt, char **gbnf, size_t *n,
                    char ***triggers, struct api_error *e) {
     *gbnf = NULL;
     *n = 0;
     *triggers = NULL;
-    // gpt-oss: calls are read from free text; a GBNF grammar constrains the whole answer (channels
-    // and markers included); a JSON format would constrain the analysis channel too: refused
+    // gpt-oss: a call's arguments are constrained once its header is written (harmony_grammar); a
+    // GBNF grammar constrains the whole answer (channels and markers included); a JSON format
+    // would constrain the analysis channel too: refused
     if (fmt == LM_CHAT_TOOLS_HARMONY && q->kind == API_CHAT && q->format != API_FORMAT_GRAMMAR) {
         if (q->format != API_FORMAT_TEXT)
             return api_fail(e, 400, "invalid_request_error", "unsupported_value", "response_format",
                             "response_format is not supported yet with the harmony chat format (gpt-oss): it would "
                             "constrain the analysis channel too");
-        return true;
+        if (q->tool_choice == API_TOOLS_NONE || q->n_tools == 0) return true;
+        return harmony_grammar(q, gbnf, n, triggers, e);
     }
     if (q->format == API_FORMAT_GRAMMAR) {
         *gbnf = malloc(q->grammar_len + 1);

@@ -200,6 +200,42 @@ static void test_gcache(void) {
     gcache_free(c);
 }
 
+// gpt-oss's harmony: the analysis and any answer free, a call's arguments constrained once its
+// header to a declared tool ends (lazy for every tool_choice); response_format refused.
+static void test_harmony(void) {
+    char body[2048];
+    static const char head[] = "<|channel|>analysis<|message|>Let me check {\"x\": 1}.<|end|><|start|>assistant";
+    static const char *const calls[] = {
+        "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>",
+        " to=functions.get_weather<|channel|>commentary json<|message|>"};
+    for (int tc = 0; tc < 2; tc++) {
+        snprintf(body, sizeof body, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], %s%s}", k_tools,
+                 tc ? ", \"tool_choice\": \"required\"" : "");
+        struct lm_grammar *g = grammar_of(body, LM_CHAT_TOOLS_HARMONY);
+        char text[512];
+        for (int f = 0; f < 2; f++) {
+            snprintf(text, sizeof text, "%s%s{\"city\": \"Paris\", \"unit\": \"c\"}", head, calls[f]);
+            expect(g, text, true, true);
+            snprintf(text, sizeof text, "%s%s{\"city\": \"Paris\", \"unit\": \"k\"}", head, calls[f]);
+            expect(g, text, false, false);
+        }
+        snprintf(text, sizeof text, "%s<|channel|>final<|message|>No call: to=functions.other.", head);
+        expect(g, text, true, true);
+        lm_grammar_free(g);
+    }
+    struct api_request q;
+    struct api_error e;
+    const struct api_limits lim = {100000, 64};
+    static const char fmt[] = "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"response_format\": "
+                              "{\"type\": \"json_object\"}}";
+    CHECK(api_parse_generate(fmt, strlen(fmt), API_CHAT, 1000, &lim, &q, &e));
+    char *gbnf = NULL, **triggers = NULL;
+    size_t n = 0;
+    CHECK(!tools_grammar(&q, LM_CHAT_TOOLS_HARMONY, &gbnf, &n, &triggers, &e) && e.status == 400 &&
+          strstr(e.message, "harmony") && !gbnf && !triggers);
+    api_request_free(&q);
+}
+
 int main(void) {
     struct lm_model *m = NULL;
     if (lm_model_load(&m, lm_test_model_path(), NULL) != LM_OK) {
@@ -211,6 +247,7 @@ int main(void) {
     test_auto_forms();
     test_formats();
     test_gcache();
+    test_harmony();
     lm_model_free(m);
     return lm_test_finish();
 }
