@@ -25,6 +25,7 @@ static const struct lm_chat_tool_call k_paris[] = {{"call_1", "get_weather", "{ 
 // the same cases as tools/gen_golden_chat_harmony.py's CASES
 static const struct hcase k_cases[] = {
     {"plain", NULL, false, {{"user", "Hi there"}}, {{0}}, {0}, 1},
+    {"edge", NULL, true, {{"user", "x"}}, {{0}}, {0}, 1}, // with tools_edge.json
     {"system", "high", true, {{"system", "You are terse."}, {"user", "Weather in Paris?"}}, {{0}}, {0}, 2},
     {"history", "low", false,
      {{"developer", "Answer in French."}, {"user", "Hello"}, {"assistant", "Bonjour"}, {"user", "\xc3\x87" "a va?"}},
@@ -40,7 +41,7 @@ static const struct hcase k_cases[] = {
      {{0}, {.tool_calls = k_paris, .n_tool_calls = 1}, {.tool_call_id = "call_1"}, {0}, {0}}, {0}, 5},
 };
 
-static void test_goldens(const char *tools) {
+static void test_goldens(const char *tools, const char *tools_edge) {
     for (size_t c = 0; c < sizeof k_cases / sizeof *k_cases; c++) {
         const struct hcase *k = &k_cases[c];
         char rel[128];
@@ -52,8 +53,9 @@ static void test_goldens(const char *tools) {
                                                .reasoning = k->reasoning};
         char *out = NULL;
         size_t n = 0;
-        const enum lm_status st = lm_chat_apply_harmony(&o, k->msgs, k->parts, k->n, k->tools ? tools : NULL,
-                                                        k->tools ? strlen(tools) : 0, true, &out, &n);
+        const char *tl = !k->tools ? NULL : strcmp(k->name, "edge") == 0 ? tools_edge : tools;
+        const enum lm_status st =
+            lm_chat_apply_harmony(&o, k->msgs, k->parts, k->n, tl, tl ? strlen(tl) : 0, true, &out, &n);
         CHECKF(st == LM_OK, "%s: %s", rel, lm_error_msg());
         CHECKF(out && n == strlen(want) && strcmp(out, want) == 0, "%s differs; lumen wrote:\n%s", rel, out ? out : "");
         free(out);
@@ -120,13 +122,15 @@ static void test_detect(void) {
 
 int main(void) {
     char *tools = lm_test_read_file(lm_test_path("tests/golden/chat_harmony/tools.json"), NULL);
-    CHECKF(tools != NULL, "cannot read tests/golden/chat_harmony/tools.json");
-    if (tools) {
-        test_goldens(tools);
+    char *edge = lm_test_read_file(lm_test_path("tests/golden/chat_harmony/tools_edge.json"), NULL);
+    CHECKF(tools != NULL && edge != NULL, "cannot read tests/golden/chat_harmony/tools*.json");
+    if (tools && edge) {
+        test_goldens(tools, edge);
         test_defaults(tools);
     }
     test_errors();
     test_detect();
     free(tools);
+    free(edge);
     return lm_test_finish();
 }

@@ -47,11 +47,29 @@ TOOLS = [
 ]
 
 
+# Edge cases of the TypeScript rendering (tests/golden/chat_harmony/tools_edge.json, case "edge"):
+# escapes in names and descriptions, an enum with non-string values (Python's str() of them),
+# a default that is an object, a tool without parameters.
+TOOLS_EDGE = [
+    {"type": "function", "function": {
+        "name": "f\u00e9", "description": "emoji \U0001F600 \" b \\ n \n",
+        "parameters": {"type": "object", "properties": {
+            "a\tb": {"type": "string", "enum": ["xA", 1, True, None, 2.5]},
+            "o": {"oneOf": [{"type": "string"}, {"type": "number", "default": {"k": [1, "\u00e9"]}}]},
+            "d": {"type": "number", "description": "", "default": 0.5},
+            "arr": {"type": "array", "items": {"type": "array", "items": {"type": "string"}}, "nullable": True},
+            "long": {"type": "array", "items": {"type": "object", "properties": {
+                "aaaaaaaaaaaa": {"type": "string"}, "bbbbbbbbbbbbbbb": {"type": "integer"}}}}},
+            "required": ["o"]}}},
+    {"type": "function", "function": {"name": "bare", "description": "no parameters"}},
+]
+
+
 def call(id_, name, args):
     return {"id": id_, "type": "function", "function": {"name": name, "arguments": args}}
 
 
-# name -> (messages, with tools, reasoning_effort or None)
+# name -> (messages, tools (True: TOOLS, "edge": TOOLS_EDGE, False: none), reasoning_effort or None)
 CASES = {
     "plain": ([{"role": "user", "content": "Hi there"}], False, None),
     "system": ([{"role": "system", "content": "You are terse."},
@@ -70,6 +88,7 @@ CASES = {
                    {"role": "tool", "tool_call_id": "call_1", "content": "sunny \"and\" warm"},
                    {"role": "assistant", "content": "Sunny."},
                    {"role": "user", "content": "Thanks"}], True, "medium"),
+    "edge": ([{"role": "user", "content": "x"}], "edge", None),
 }
 
 
@@ -89,10 +108,12 @@ def main():
     t = env().from_string(open(TEMPLATE).read())
     with open(os.path.join(OUT, "tools.json"), "w") as f:
         json.dump(TOOLS, f, ensure_ascii=False, indent=1)
+    with open(os.path.join(OUT, "tools_edge.json"), "w") as f:
+        json.dump(TOOLS_EDGE, f, ensure_ascii=True, indent=1)  # escapes in the JSON text
     for case, (msgs, with_tools, effort) in CASES.items():
         kw = {"messages": msgs, "add_generation_prompt": True}
         if with_tools:
-            kw["tools"] = TOOLS
+            kw["tools"] = TOOLS_EDGE if with_tools == "edge" else TOOLS
         if effort:
             kw["reasoning_effort"] = effort
         with open(os.path.join(OUT, case + ".txt"), "w", newline="") as f:

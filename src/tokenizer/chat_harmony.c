@@ -14,6 +14,17 @@
 
 // ================================================================ strings
 
+static int hex4(const char *p) {
+    int v = 0;
+    for (int k = 0; k < 4; k++) {
+        const char c = p[k];
+        const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0) return -1;
+        v = v * 16 + d;
+    }
+    return v;
+}
+
 // A JSON string's body, unescaped (the template prints the decoded value).
 static void put_unescaped(struct lm_strbuf *b, const char *s, size_t n) {
     for (size_t i = 0; i < n; i++) {
@@ -21,19 +32,21 @@ static void put_unescaped(struct lm_strbuf *b, const char *s, size_t n) {
             lm_strbuf_put(b, s + i, 1);
             continue;
         }
+        static const char pairs[] = "\"\"\\\\//b\bf\fn\nr\rt\t";
         const char x = s[++i];
-        const char *m = strchr("\"\"\\\\//b\bf\fn\nr\rt\t", x);
-        if (x != 'u' && m && (m - "\"\"\\\\//b\bf\fn\nr\rt\t") % 2 == 0) {
+        const char *m = x ? strchr(pairs, x) : NULL;
+        if (x != 'u' && m && (m - pairs) % 2 == 0) {
             lm_strbuf_put(b, m + 1, 1);
             continue;
         }
-        unsigned cp = 0;
-        if (x == 'u' && i + 4 < n && sscanf(s + i + 1, "%4x", &cp) == 1) {
+        int h = x == 'u' && i + 4 < n ? hex4(s + i + 1) : -1;
+        if (h >= 0) {
+            unsigned cp = (unsigned)h;
             i += 4;
-            unsigned lo = 0;
-            if (cp >= 0xD800 && cp < 0xDC00 && i + 6 < n && s[i + 1] == '\\' && s[i + 2] == 'u' &&
-                sscanf(s + i + 3, "%4x", &lo) == 1 && lo >= 0xDC00 && lo < 0xE000) {
-                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+            const int lo = cp >= 0xD800 && cp < 0xDC00 && i + 6 < n && s[i + 1] == '\\' && s[i + 2] == 'u'
+                               ? hex4(s + i + 3) : -1;
+            if (lo >= 0xDC00 && lo < 0xE000) {
+                cp = 0x10000 + ((cp - 0xD800) << 10) + ((unsigned)lo - 0xDC00);
                 i += 6;
             }
             char u[4];
@@ -44,7 +57,9 @@ static void put_unescaped(struct lm_strbuf *b, const char *s, size_t n) {
 
 static void put_node_str(struct lm_strbuf *b, const struct jt *t, int i) {
     if (i >= 0 && t->nodes[i].type == JT_STRING) put_unescaped(b, t->nodes[i].s, t->nodes[i].n);
-    else if (i >= 0) lm_strbuf_put(b, t->nodes[i].s, t->nodes[i].n); // Jinja's str() of a scalar
+    else if (i >= 0 && t->nodes[i].type <= JT_TRUE) // Python's str() of a literal
+        lm_strbuf_puts(b, t->nodes[i].type == JT_TRUE ? "True" : t->nodes[i].type == JT_FALSE ? "False" : "None");
+    else if (i >= 0) lm_strbuf_put(b, t->nodes[i].s, t->nodes[i].n); // a number (or a container) as written
 }
 
 // json.dumps of a plain string s[0, n) (ensure_ascii=False: only quotes, backslashes and

@@ -36,6 +36,7 @@ static bool str_span(struct jp *p, const char **a, size_t *len) {
     size_t j = ++p->i;
     while (j < p->n && p->s[j] != '"') {
         if ((unsigned char)p->s[j] < 0x20) return false;
+        if (p->s[j] == '\\' && (j + 1 >= p->n || (unsigned char)p->s[j + 1] < 0x20)) return false;
         j += p->s[j] == '\\' ? 2 : 1;
     }
     if (j >= p->n) return false;
