@@ -444,6 +444,7 @@ static void test_gpt4o(void) {
     // "Hello" + "World": the case change splits the word
     CHECK(TOK(t, "HelloWorld", false, false, 15496, 10603));
     tg_check_golden(t, "tests/golden/tokens_gpt-4o.tsv", "gpt-4o");
+    tg_bench(t, "gpt-4o");
     lm_tokenizer_free(t);
 }
 
