@@ -217,12 +217,12 @@ static void test_malformed(void) {
     CHECKF(lm_tokenizer_init_desc(&t, &d, "ok") == LM_OK, "%s", lm_error_msg());
     lm_tokenizer_free(t);
     // an over-long token
-    char *big = malloc(LM_TOK_MAX_ENCODER_TOKEN + 1);
+    char *big = malloc(LM_TOK_MAX_ENCODER_TOKEN + 2);
     memset(big, 'x', LM_TOK_MAX_ENCODER_TOKEN + 1);
+    big[LM_TOK_MAX_ENCODER_TOKEN + 1] = 0;
     const char *t2[] = {"<pad>", "</s>", "<unk>", big};
     uint32_t l2[4];
     ugm_desc(&d, t2, l2, 4);
-    l2[3] = LM_TOK_MAX_ENCODER_TOKEN + 1;
     d.charsmap = cm;
     d.charsmap_len = cm_n;
     expect_refused(&d, "token 3 is 1025 bytes (limit 1024 for a Unigram vocabulary)");
