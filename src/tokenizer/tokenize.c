@@ -1,4 +1,4 @@
-// lm_tokenize for both tokenizer kinds: special-token partitioning (llama.cpp's
+// lm_tokenize for every tokenizer kind: special-token partitioning (llama.cpp's
 // tokenizer_st_partition), then each raw fragment to its kind's encoder: SentencePiece
 // (spm.c), byte-level BPE (bpe.c), WordPiece (wpm.c) or Unigram (ugm.c).
 #include <stdlib.h>
