@@ -166,8 +166,15 @@ size_t lm_tokenizer_max_piece(const struct lm_tokenizer *t);
 enum lm_tokenizer_kind {
     LM_TOKENIZER_SPM = 0, // SentencePiece BPE with byte fallback (tokenizer.ggml.model "llama")
     LM_TOKENIZER_BPE = 1, // byte-level BPE with a regex pre-tokenizer ("gpt2")
+    LM_TOKENIZER_WPM = 2, // WordPiece with the BERT normaliser ("bert")
+    LM_TOKENIZER_UGM = 3, // SentencePiece Unigram with a precompiled charsmap ("t5")
 };
 enum lm_tokenizer_kind lm_tokenizer_kind(const struct lm_tokenizer *t);
+// A tokenizer alone, from a GGUF file's tokenizer.ggml.* metadata (a model of any
+// architecture, or a vocabulary-only file such as llama.cpp's ggml-vocab-*.gguf); the GGUF is
+// closed again before it returns. Free it with lm_tokenizer_close (not for a model's own).
+enum lm_status lm_tokenizer_open(struct lm_tokenizer **out, const char *path);
+void lm_tokenizer_close(struct lm_tokenizer *t);
 
 // ---- streaming detokenizer
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # lumen tokenize on the default model: --ids match llama.cpp's ids for the same text
 # (tests/golden/tokens_gemma3.tsv: with and without BOS, with --parse-special), pieces
-# match, the token count matches the prompt count of `lumen run`; bad flags: one line, exit 2.
+# match, the token count matches the prompt count of `lumen run`; a WordPiece vocabulary-only
+# file tokenizes too; bad flags: one line, exit 2.
 # LM_TEST_LABELS: model;cli
 set -u
 ROOT="${LUMEN_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}"
@@ -49,6 +50,15 @@ n_tok=$("$BIN" tokenize -m "$MODEL" -p "$text" --ids | tr -cd ',' | wc -c)
 n_tok=$((n_tok + 1))
 "$BIN" run -m "$MODEL" -p "$text" -n 1 -t 2 --temp 0 >/dev/null 2>"$TMP/err"
 if grep -q "prompt $n_tok tok" "$TMP/err"; then ok; else bad "run's prompt count != $n_tok: $(cat "$TMP/err")"; fi
+
+# a vocabulary-only encoder file (WordPiece, bert-bge): only the tokenizer is loaded; ids as
+# llama.cpp's (tests/golden/tokens_bert-bge.tsv: "Hello World! Ça va? 我爱北京 naïve résumé")
+BGE="$ROOT/tests/data/vocab/ggml-vocab-bert-bge.gguf"
+got=$("$BIN" tokenize -m "$BGE" -p "Hello World! Ça va? 我爱北京 naïve résumé" --ids 2>&1)
+want="[101, 7592, 2088, 999, 6187, 12436, 1029, 1855, 100, 1781, 1755, 15743, 13746, 102]"
+if [[ "$got" == "$want" ]]; then ok; else bad "bert-bge ids: got $got, want $want"; fi
+out=$("$BIN" tokenize -m "$BGE" -p "Hello, WORLD" --pieces --no-bos)
+if [[ "$out" == $' hello\n ,\n world' ]]; then ok; else bad "bert-bge pieces: '$out'"; fi
 
 # bad flags, values, paths: one line on stderr, exit 2
 expect2() {

@@ -191,8 +191,8 @@ static void test_desc_errors(void) {
     struct vocab v;
     piece_vocab(&v, -1, -1);
     struct lm_tokenizer_desc d = desc_of(&v);
-    d.model = "bert"; // WordPiece: not supported
-    expect_desc_error(&d, LM_ERR_UNSUPPORTED, "bert");
+    d.model = "rwkv"; // RWKV: not supported
+    expect_desc_error(&d, LM_ERR_UNSUPPORTED, "rwkv");
     d = desc_of(&v);
     v.type[ID_A] = 7;
     expect_desc_error(&d, LM_ERR_FORMAT, "token_type[260] = 7");
@@ -264,7 +264,7 @@ static struct gbuf make_gguf(int bad) {
     piece_vocab(&v, -1, -0.5f);
     struct gbuf b = {0};
     gkey(&b, "tokenizer.ggml.model", LM_GGUF_TYPE_STRING);
-    gstr(&b, bad == BAD_MODEL ? "bert" : "llama", bad == BAD_MODEL ? 4 : 5);
+    gstr(&b, bad == BAD_MODEL ? "rwkv" : "llama", bad == BAD_MODEL ? 4 : 5);
     if (bad != BAD_NO_TOKENS) {
         gkey(&b, "tokenizer.ggml.tokens", LM_GGUF_TYPE_ARRAY);
         gu32(&b, LM_GGUF_TYPE_STRING);
@@ -344,7 +344,7 @@ static void test_gguf_errors(void) {
     expect_gguf(BAD_BOS_RANGE, LM_ERR_FORMAT, "bos_token_id = 5000 out of range");
     expect_gguf(BAD_TYPES_FLOAT, LM_ERR_FORMAT, "tokenizer.ggml.token_type");
     expect_gguf(BAD_SCORES_STRING, LM_ERR_FORMAT, "tokenizer.ggml.scores");
-    expect_gguf(BAD_MODEL, LM_ERR_UNSUPPORTED, "'bert'");
+    expect_gguf(BAD_MODEL, LM_ERR_UNSUPPORTED, "'rwkv'");
     expect_gguf(BAD_ADD_BOS_TYPE, LM_ERR_FORMAT, "add_bos_token");
 }
 

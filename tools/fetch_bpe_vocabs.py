@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# Puts llama.cpp's byte-level BPE test vocabularies (models/ggml-vocab-<name>.gguf + .inp)
+# Puts llama.cpp's byte-level BPE (and Unigram nomic-bert-moe) test vocabularies (models/ggml-vocab-<name>.gguf + .inp)
 # into models/vocab/ for tests/test_tokenizer_bpe_vocabs.c and tools/gen_golden_bpe_tokens.py.
 # They come from llama-cpp-python's sdist on PyPI (pinned in requirements-reference.txt);
 # the ones small enough to commit live in tests/data/vocab/ already.
@@ -14,14 +14,15 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PIN = "llama-cpp-python==0.3.36"
-NAMES = ["llama-bpe", "qwen2", "starcoder", "falcon", "mpt"]
+NAMES = ["llama-bpe", "qwen2", "starcoder", "falcon", "mpt", "nomic-bert-moe"]
+NO_INP = {"nomic-bert-moe"}  # llama.cpp ships no .inp for it
 OUT = os.path.join(ROOT, "models/vocab")
 
 
 def main():
     want = []
     for n in NAMES:
-        for ext in (".gguf", ".gguf.inp"):
+        for ext in (".gguf",) if n in NO_INP else (".gguf", ".gguf.inp"):
             f = "ggml-vocab-%s%s" % (n, ext)
             if not os.path.exists(os.path.join(OUT, f)):
                 want.append(f)

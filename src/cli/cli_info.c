@@ -132,8 +132,9 @@ int cmd_info(int argc, char **argv) {
            hp.output_bias ? " + output.bias" : "");
     const struct lm_tokenizer *tok = lm_model_tokenizer(m);
     printf("\ntokenizer\n");
-    printf("  kind           %s\n", lm_tokenizer_kind(tok) == LM_TOKENIZER_SPM ? "SentencePiece (llama)"
-                                                                               : "byte-level BPE (gpt2)");
+    static const char *const k_kinds[] = {"SentencePiece (llama)", "byte-level BPE (gpt2)", "WordPiece (bert)",
+                                           "SentencePiece Unigram (t5)"};
+    printf("  kind           %s\n", k_kinds[lm_tokenizer_kind(tok)]);
     printf("  tokens         %d (bos %d, eos %d)\n", lm_tokenizer_n_vocab(tok), lm_tokenizer_bos(tok),
            lm_tokenizer_eos(tok));
 

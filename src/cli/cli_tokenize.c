@@ -1,5 +1,6 @@
 // `lumen tokenize`: print the token ids and pieces of a text as `lumen run` tokenizes a
 // prompt (BOS per the vocabulary, control-token text kept as text unless --parse-special).
+// Only the tokenizer is loaded, so encoder models and vocabulary-only files work too.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,19 +87,18 @@ int cmd_tokenize(int argc, char **argv) {
         len = strlen(text);
     }
     if (!model_path) model_path = cli_default_model();
-    struct lm_model *m = NULL;
-    enum lm_status st = lm_model_load(&m, model_path, &(struct lm_model_params){.validate_only = true});
+    struct lm_tokenizer *tok = NULL;
+    enum lm_status st = lm_tokenizer_open(&tok, model_path);
     if (st != LM_OK) {
         fprintf(stderr, "lumen tokenize: %s\n", lm_error_msg());
         free(file_text);
         return st == LM_ERR_IO ? LM_EXIT_USAGE : 1;
     }
-    const struct lm_tokenizer *tok = lm_model_tokenizer(m);
     int32_t *ids = NULL;
     size_t n = 0;
     if ((st = lm_tokenize(tok, text, len, add_special, parse_special, &ids, &n)) != LM_OK) {
         fprintf(stderr, "lumen tokenize: %s\n", lm_error_msg());
-        lm_model_free(m);
+        lm_tokenizer_close(tok);
         free(file_text);
         return 1;
     }
@@ -129,6 +129,6 @@ int cmd_tokenize(int argc, char **argv) {
     free(piece);
     free(ids);
     free(file_text);
-    lm_model_free(m);
+    lm_tokenizer_close(tok);
     return 0;
 }

@@ -83,6 +83,13 @@ struct lm_hparams {
     // granite's multipliers (0 = none; embd_scale and attn_scale above carry the other two)
     float residual_scale;  // each block's output is multiplied by it before its residual add
     float logit_scale;     // the logits are divided by it
+    // encoders (bert: model/bert.c): LayerNorm with bias, learned positions, token types
+    float norm_eps;        // attention.layer_norm_epsilon (LayerNorm, not RMSNorm)
+    int32_t n_token_types; // tokenizer.ggml.token_type_count (rows of token_types.weight)
+    int32_t pooling_type;  // <arch>.pooling_type, llama.cpp's values: 0 none, 1 mean, 2 cls,
+                           // 3 last, 4 rank (-1: absent)
+    bool causal_attn;      // <arch>.attention.causal (encoders: false unless the file says)
+    int32_t n_cls_out;     // classifier labels (rows of cls.output.weight; 1 when unnamed)
 };
 
 struct lm_layer {
@@ -120,6 +127,12 @@ struct lm_layer {
                                      // follow it in one array (repack.c walks all three)
     struct lm_weight *up_exps;       // [n_expert] (n_ff_exp, n_embd)
     struct lm_weight *down_exps;     // [n_expert] (n_embd, n_ff_exp)
+    // bert (post-norm): x = LN(x + attn(x)) with attn_out_norm, then x = LN(x + ffn(x)) with
+    // layer_out_norm; every LayerNorm has a bias; the FFN is GELU(up x + b) -> down (no gate)
+    struct lm_weight bo;                       // (n_embd) attn_output.bias, optional
+    struct lm_weight attn_out_norm, attn_out_norm_b;   // (n_embd) each
+    struct lm_weight up_b, down_b;             // (n_ff), (n_embd), optional
+    struct lm_weight layer_out_norm, layer_out_norm_b; // (n_embd) each
 };
 
 // The gate's activation in the FFN: act(gate) * up. The values are lm_op_gate_up_act's
@@ -173,6 +186,13 @@ struct lm_model {
     void *il_buf;          // il copies of the layer matmul weights (lm_model_repack_il)
     uint64_t il_bytes;
     uint64_t il_released;  // bytes of the mapping dropped once repacked (page-aligned interiors)
+    // bert (model/bert.c): the input is LN(tok_embd[t] + type_embd[0] + pos_embd[p]); the
+    // classifier head (rerankers) is cls (+ cls_b), then cls_out (+ cls_out_b), all optional
+    struct lm_weight type_embd;            // (n_token_types, n_embd), optional
+    struct lm_weight pos_embd;             // (n_ctx_train, n_embd)
+    struct lm_weight tok_norm, tok_norm_b; // (n_embd) each
+    struct lm_weight cls, cls_b;           // (n_embd, n_embd), (n_embd)
+    struct lm_weight cls_out, cls_out_b;   // (n_cls_out, n_embd), (n_cls_out)
 };
 
 // Helpers for architecture loaders: look up + validate shape; message names the
@@ -247,5 +267,10 @@ extern const struct lm_arch lm_arch_smollm3;
 // the hyper-parameters and weights: granite's multipliers, the layers without RoPE.
 enum lm_status lm_granite_load_ext(struct lm_model *m);
 enum lm_status lm_smollm3_load_ext(struct lm_model *m);
+// bert (model/bert.c): hyper-parameters and weights of the BERT encoder family (bge,
+// all-MiniLM, XLM-RoBERTa files llama.cpp loads as bert). Not in the registry yet: the
+// forward pass has no post-norm, LayerNorm, learned positions or non-causal attention, so
+// lm_model_load still refuses the architecture; tests call it through lm_arch_bert.load.
+extern const struct lm_arch lm_arch_bert;
 
 #endif

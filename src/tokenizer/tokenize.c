@@ -1,6 +1,6 @@
-// lm_tokenize for both tokenizer kinds: special-token partitioning (llama.cpp's
+// lm_tokenize for every tokenizer kind: special-token partitioning (llama.cpp's
 // tokenizer_st_partition), then each raw fragment to its kind's encoder: SentencePiece
-// (spm.c) or byte-level BPE (bpe.c).
+// (spm.c), byte-level BPE (bpe.c), WordPiece (wpm.c) or Unigram (ugm.c).
 #include <stdlib.h>
 #include <string.h>
 
@@ -131,18 +131,22 @@ enum lm_status lm_tokenize(const struct lm_tokenizer *t, const char *text, size_
     if (len > LM_TOK_MAX_INPUT)
         return lm_error_set(LM_ERR_ARG, "lm_tokenize: input of %zu bytes exceeds the %zu byte limit", len,
                             LM_TOK_MAX_INPUT);
-    if (t->kind != LM_TOK_KIND_SPM && t->kind != LM_TOK_KIND_BPE)
+    if (t->kind < LM_TOK_KIND_SPM || t->kind > LM_TOK_KIND_UGM)
         return lm_error_set(LM_ERR_UNSUPPORTED, "lm_tokenize: tokenizer kind %d not implemented", (int)t->kind);
 
     struct fvec frags = {0};
     struct lm_tok_ids ids = {0};
     struct lm_spm_scratch *ss = NULL;
     struct lm_bpe_scratch *bs = NULL;
+    struct lm_wpm_scratch *ws = NULL;
+    struct lm_ugm_scratch *us = NULL;
+    // WordPiece (llama.cpp): add_special means [CLS] ... [SEP] whatever add_bos_token says
+    bool wpm = t->kind == LM_TOK_KIND_WPM;
     enum lm_status st = partition(t, text, len, parse_special, &frags);
     if (st != LM_OK) goto done;
 
     bool prev_special = true; // a leading space prefix goes on the first fragment
-    if (add_special && t->add_bos && !lm_tok_ids_push(&ids, t->bos)) goto nomem;
+    if (add_special && (t->add_bos || wpm) && !lm_tok_ids_push(&ids, t->bos)) goto nomem;
     for (size_t f = 0; f < frags.n; f++) {
         const struct frag *fr = &frags.v[f];
         if (fr->tok >= 0) {
@@ -152,12 +156,17 @@ enum lm_status lm_tokenize(const struct lm_tokenizer *t, const char *text, size_
         }
         if (t->kind == LM_TOK_KIND_BPE) // no space prefix: llama.cpp's BPE path ignores add_space_prefix
             st = lm_bpe_fragment(t, &bs, text + fr->off, fr->len, &ids);
+        else if (wpm)
+            st = lm_wpm_fragment(t, &ws, text + fr->off, fr->len, &ids);
+        else if (t->kind == LM_TOK_KIND_UGM) // its own space prefix, on every fragment
+            st = lm_ugm_fragment(t, &us, text + fr->off, fr->len, &ids);
         else
             st = lm_spm_fragment(t, &ss, text + fr->off, fr->len, t->add_space_prefix && prev_special, &ids);
         if (st != LM_OK) goto done;
         prev_special = false;
     }
-    if (add_special && t->add_eos && !lm_tok_ids_push(&ids, t->eos)) goto nomem;
+    if (add_special && wpm && !lm_tok_ids_push(&ids, t->sep)) goto nomem;
+    if (add_special && !wpm && t->add_eos && !lm_tok_ids_push(&ids, t->eos)) goto nomem;
     if (!ids.v && !(ids.v = malloc(sizeof *ids.v))) goto nomem; // non-NULL even when empty
     *out = ids.v;
     *n_out = ids.n;
@@ -170,5 +179,7 @@ done:
     free(ids.v);
     lm_spm_scratch_free(ss);
     lm_bpe_scratch_free(bs);
+    lm_wpm_scratch_free(ws);
+    lm_ugm_scratch_free(us);
     return st;
 }

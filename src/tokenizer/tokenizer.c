@@ -25,6 +25,7 @@ void lm_tokenizer_free(struct lm_tokenizer *t) {
     free(t->special);
     free(t->trie);
     lm_bpe_free(t->bpe);
+    lm_ugm_free(t->ugm);
     free(t);
 }
 
@@ -240,6 +241,33 @@ static enum lm_status check_id(const char *name, const char *key, int64_t id, in
     return LM_OK;
 }
 
+// WordPiece / Unigram: the separator id, the normaliser options (llama.cpp: lower-casing on
+// unless the file says otherwise, accent stripping as lower-casing unless said) and the ids
+// the encoders emit without checking: WordPiece's [CLS] (bos), [SEP] and [UNK], Unigram's unk.
+static enum lm_status encoder_options(struct lm_tokenizer *t, const struct lm_tokenizer_desc *d, const char *name,
+                                      enum lm_tok_kind kind) {
+    const char *what = kind == LM_TOK_KIND_WPM ? "WordPiece" : "Unigram";
+    for (int32_t i = 0; i < t->n_vocab; i++)
+        if (t->off[i + 1] - t->off[i] > LM_TOK_MAX_ENCODER_TOKEN)
+            return lm_error_set(LM_ERR_FORMAT, "tokenizer: %s: token %d is %u bytes (limit %d for a %s vocabulary)",
+                                name, i, t->off[i + 1] - t->off[i], LM_TOK_MAX_ENCODER_TOKEN, what);
+    enum lm_status st = check_id(name, "tokenizer.ggml.seperator_token_id", d->sep, t->n_vocab, &t->sep);
+    if (st != LM_OK) return st;
+    t->wpm_lowercase = d->lowercase != 0; // -1 (absent) = on
+    t->wpm_strip_accents = d->strip_accents < 0 ? t->wpm_lowercase : d->strip_accents != 0;
+    t->remove_extra_ws = d->remove_extra_ws > 0;
+    if (t->unk < 0)
+        return lm_error_set(LM_ERR_FORMAT, "tokenizer: %s: %s vocabulary has no unknown token "
+                            "(tokenizer.ggml.unknown_token_id absent and the default id %d out of range)",
+                            name, what, kind == LM_TOK_KIND_WPM ? 100 : 2);
+    if (kind == LM_TOK_KIND_WPM && (t->bos < 0 || t->sep < 0))
+        return lm_error_set(LM_ERR_FORMAT, "tokenizer: %s: WordPiece vocabulary has no %s token "
+                            "(tokenizer.ggml.%s absent and the default id %d out of range)",
+                            name, t->bos < 0 ? "[CLS]" : "[SEP]",
+                            t->bos < 0 ? "bos_token_id" : "seperator_token_id", t->bos < 0 ? 101 : 102);
+    return LM_OK;
+}
+
 // t's token texts (empty ones become "[EMPTY_<id>]" as in llama.cpp), scores, attributes
 // and the text -> id table, each token checked: score not NaN, type 0..6, byte tokens
 // spelled <0xXX>, no two tokens with the same text. t->n_vocab is set; on error the caller
@@ -322,10 +350,15 @@ enum lm_status lm_tokenizer_init_desc(struct lm_tokenizer **out, const struct lm
         kind = LM_TOK_KIND_BPE;
         enum lm_status st = lm_bpe_pre_info(d->pre, name, &bpe_info);
         if (st != LM_OK) return st;
+    } else if (d->model && strcmp(d->model, "bert") == 0) {
+        kind = LM_TOK_KIND_WPM;
+    } else if (d->model && strcmp(d->model, "t5") == 0) {
+        kind = LM_TOK_KIND_UGM;
     } else {
         return lm_error_set(LM_ERR_UNSUPPORTED,
-                            "tokenizer: %s: tokenizer.ggml.model '%s' not supported (expected 'llama' or 'gpt2')", name,
-                            d->model ? d->model : "(null)");
+                            "tokenizer: %s: tokenizer.ggml.model '%s' not supported (expected 'llama', 'gpt2', "
+                            "'bert' or 't5')",
+                            name, d->model ? d->model : "(null)");
     }
     if (d->n_vocab <= 0 || d->n_vocab > LM_TOK_MAX_VOCAB)
         return lm_error_set(LM_ERR_FORMAT, "tokenizer: %s: tokenizer.ggml.tokens has %d entries (expected 1..%d)",
@@ -345,11 +378,20 @@ enum lm_status lm_tokenizer_init_desc(struct lm_tokenizer **out, const struct lm
         t->bos = nv > 1 ? 1 : -1;
         t->eos = nv > 2 ? 2 : -1;
         t->unk = 0;
+    } else if (kind == LM_TOK_KIND_WPM) { // [CLS] 101, [UNK] 100, [SEP] 102 (llama.cpp)
+        t->bos = nv > 101 ? 101 : -1;
+        t->eos = -1;
+        t->unk = nv > 100 ? 100 : -1;
+    } else if (kind == LM_TOK_KIND_UGM) { // T5: </s> 1, <unk> 2
+        t->bos = -1;
+        t->eos = nv > 1 ? 1 : -1;
+        t->unk = nv > 2 ? 2 : -1;
     } else {
         t->bos = t->eos = nv > 11 ? 11 : -1;
         t->unk = -1;
     }
     t->pad = t->eot = t->eom = -1;
+    t->sep = kind == LM_TOK_KIND_WPM && nv > 102 ? 102 : -1;
     int32_t fim_pad = -1, fim_rep = -1, fim_sep = -1;
     if ((st = check_id(name, "tokenizer.ggml.bos_token_id", d->bos, nv, &t->bos)) ||
         (st = check_id(name, "tokenizer.ggml.eos_token_id", d->eos, nv, &t->eos)) ||
@@ -361,11 +403,15 @@ enum lm_status lm_tokenizer_init_desc(struct lm_tokenizer **out, const struct lm
         (st = check_id(name, "tokenizer.ggml.fim_rep_token_id", d->fim_rep, nv, &fim_rep)) ||
         (st = check_id(name, "tokenizer.ggml.fim_sep_token_id", d->fim_sep, nv, &fim_sep)))
         goto fail;
+    if ((kind == LM_TOK_KIND_WPM || kind == LM_TOK_KIND_UGM) &&
+        (st = encoder_options(t, d, name, kind)) != LM_OK)
+        goto fail;
     bool spm = kind == LM_TOK_KIND_SPM;
-    t->add_bos = d->add_bos < 0 ? (spm || bpe_info.add_bos) : d->add_bos != 0;
-    t->add_eos = d->add_eos < 0 ? false : d->add_eos != 0;
+    bool wpm = kind == LM_TOK_KIND_WPM, ugm = kind == LM_TOK_KIND_UGM;
+    t->add_bos = d->add_bos < 0 ? (spm || wpm || bpe_info.add_bos) : d->add_bos != 0;
+    t->add_eos = d->add_eos < 0 ? ugm : d->add_eos != 0;
     t->add_space_prefix = d->add_space_prefix < 0 ? spm : d->add_space_prefix != 0;
-    t->clean_spaces = !spm && bpe_info.clean_spaces;
+    t->clean_spaces = wpm || (kind == LM_TOK_KIND_BPE && bpe_info.clean_spaces);
     if (t->add_bos && t->bos < 0) {
         st = lm_error_set(LM_ERR_FORMAT, "tokenizer: %s: add_bos_token is true but there is no bos token", name);
         goto fail;
@@ -390,6 +436,7 @@ enum lm_status lm_tokenizer_init_desc(struct lm_tokenizer **out, const struct lm
         t->byte_tok[b] = id;
     }
     t->max_piece = t->max_token_len;
+    if (kind == LM_TOK_KIND_UGM && (st = lm_ugm_init(t, d, name)) != LM_OK) goto fail;
     if (kind == LM_TOK_KIND_BPE) {
         if ((st = lm_bpe_init(t, d, name)) != LM_OK) goto fail;
         // a NORMAL piece is at most its text long, unless it holds characters outside the
@@ -424,7 +471,12 @@ int32_t lm_tokenizer_eos(const struct lm_tokenizer *t) { return t->eos; }
 bool lm_tokenizer_add_bos(const struct lm_tokenizer *t) { return t->add_bos; }
 bool lm_tokenizer_add_eos(const struct lm_tokenizer *t) { return t->add_eos; }
 enum lm_tokenizer_kind lm_tokenizer_kind(const struct lm_tokenizer *t) {
-    return t->kind == LM_TOK_KIND_SPM ? LM_TOKENIZER_SPM : LM_TOKENIZER_BPE;
+    switch (t->kind) {
+    case LM_TOK_KIND_SPM: return LM_TOKENIZER_SPM;
+    case LM_TOK_KIND_WPM: return LM_TOKENIZER_WPM;
+    case LM_TOK_KIND_UGM: return LM_TOKENIZER_UGM;
+    default: return LM_TOKENIZER_BPE;
+    }
 }
 
 bool lm_tokenizer_is_eog(const struct lm_tokenizer *t, int32_t id) {

@@ -1,5 +1,6 @@
-// Tokenizer: vocabulary from GGUF tokenizer.ggml.* metadata, SentencePiece (SPM) and byte-level
-// BPE encoding that match llama.cpp token for token, pieces, streaming detokenizer, chat templates.
+// Tokenizer: vocabulary from GGUF tokenizer.ggml.* metadata, SentencePiece (SPM), byte-level BPE,
+// WordPiece and Unigram encoding that match llama.cpp token for token, pieces, streaming
+// detokenizer, chat templates.
 // The tokenizer owns copies of everything it uses: the GGUF may be closed after load.
 #ifndef LM_TOKENIZER_TOKENIZER_H
 #define LM_TOKENIZER_TOKENIZER_H
@@ -15,6 +16,9 @@
 
 // The largest vocabulary accepted (tokens of a description or a GGUF file).
 #define LM_TOK_MAX_VOCAB (1 << 26)
+// The longest token text a WordPiece or Unigram vocabulary may hold (their encoders try every
+// length up to it at each position; real ones stay under 100 bytes).
+#define LM_TOK_MAX_ENCODER_TOKEN 1024
 
 struct lm_gguf;
 
@@ -23,6 +27,8 @@ struct lm_gguf;
 enum lm_tok_kind {
     LM_TOK_KIND_SPM = 1, // tokenizer.ggml.model "llama": SentencePiece BPE with byte fallback
     LM_TOK_KIND_BPE = 2, // "gpt2": byte-level BPE with regex pre-tokenizer (bpe.c)
+    LM_TOK_KIND_WPM = 3, // "bert": WordPiece with the BERT normaliser (wpm.c)
+    LM_TOK_KIND_UGM = 4, // "t5": SentencePiece Unigram with a precompiled charsmap (ugm.c)
 };
 
 // GGUF tokenizer.ggml.token_type values (llama.cpp's LLAMA_TOKEN_TYPE_*).
@@ -83,6 +89,11 @@ struct lm_tokenizer {
     // byte-level BPE only (kind == LM_TOK_KIND_BPE)
     struct lm_bpe *bpe;      // pre-tokenizer regexes + merge ranks, owned (bpe.c)
     bool clean_spaces;       // detokenize drops spaces before ?!., and in contractions (llama.cpp)
+    // WordPiece and Unigram (kind WPM, UGM)
+    int32_t sep;                            // [SEP]: WordPiece appends it after the text (-1 = none)
+    bool wpm_lowercase, wpm_strip_accents;  // BERT normaliser options
+    bool remove_extra_ws;                   // Unigram: runs of spaces become one
+    struct lm_ugm *ugm;                     // Unigram: charsmap and matcher, owned (ugm.c)
 };
 
 // A tokenizer described by plain arrays (what lm_tokenizer_load reads from GGUF); also the
@@ -103,6 +114,15 @@ struct lm_tokenizer_desc {
     const char *const *merges;
     const uint32_t *merge_lens;
     int64_t n_merges;
+    // "bert" and "t5" only (ignored otherwise; a zero-initialised description is not enough
+    // for them: set each to -1 when absent). sep: tokenizer.ggml.seperator_token_id (sic);
+    // lowercase / strip_accents: tokenizer.ggml.normalizer.*; remove_extra_ws:
+    // tokenizer.ggml.remove_extra_whitespaces.
+    int64_t sep;
+    int lowercase, strip_accents, remove_extra_ws;
+    // "t5": tokenizer.ggml.precompiled_charsmap (NULL = absent, then no normalisation)
+    const uint8_t *charsmap;
+    size_t charsmap_len;
 };
 
 // ---------------------------------------------------------------- load
@@ -110,8 +130,10 @@ struct lm_tokenizer_desc {
 // Reads tokenizer.ggml.{model,tokens,scores,token_type,*_token_id,add_*} (+ pre, merges for
 // "gpt2") and validates: array types, scores/types at least n_tokens long, type values 0..6,
 // special ids in range, byte tokens spelled <0xXX>, no duplicate texts; BPE: a known pre-
-// tokenizer, merges present as strings "left right" whose parts are both tokens. On error *out is NULL and lm_error_msg()
-// names the key, expected vs actual.
+// tokenizer, merges present as strings "left right" whose parts are both tokens; WordPiece /
+// Unigram: [UNK] (and [CLS], [SEP]) present, no token over LM_TOK_MAX_ENCODER_TOKEN bytes, a
+// well-formed charsmap (ugm.c). On error *out is NULL and lm_error_msg() names the key,
+// expected vs actual.
 enum lm_status lm_tokenizer_load(struct lm_tokenizer **out, const struct lm_gguf *g);
 enum lm_status lm_tokenizer_init_desc(struct lm_tokenizer **out, const struct lm_tokenizer_desc *d,
                                       const char *name /* for messages */);
@@ -201,5 +223,20 @@ void lm_bpe_scratch_free(struct lm_bpe_scratch *s);
 // Bytes of a NORMAL BPE token text (GPT-2 byte-to-unicode mapping undone, as llama.cpp's
 // llama_decode_text); writes at most cap bytes, returns the full length.
 size_t lm_bpe_decode_piece(const char *s, size_t n, char *buf, size_t cap);
+
+// WordPiece: normalises and encodes one raw fragment, appending its ids (wpm.c).
+struct lm_wpm_scratch;
+enum lm_status lm_wpm_fragment(const struct lm_tokenizer *t, struct lm_wpm_scratch **scratch, const char *text,
+                               size_t len, struct lm_tok_ids *out);
+void lm_wpm_scratch_free(struct lm_wpm_scratch *s);
+
+// Unigram: checks the charsmap and builds t->ugm (t's texts, scores, attributes are built);
+// encodes one raw fragment, appending its ids (ugm.c).
+enum lm_status lm_ugm_init(struct lm_tokenizer *t, const struct lm_tokenizer_desc *d, const char *name);
+void lm_ugm_free(struct lm_ugm *u);
+struct lm_ugm_scratch;
+enum lm_status lm_ugm_fragment(const struct lm_tokenizer *t, struct lm_ugm_scratch **scratch, const char *text,
+                               size_t len, struct lm_tok_ids *out);
+void lm_ugm_scratch_free(struct lm_ugm_scratch *s);
 
 #endif

@@ -1,5 +1,6 @@
 // The tokenizer from a GGUF file's tokenizer.ggml.* metadata: the model kind, tokens,
-// scores, types, merges and special ids, each checked against its expected type and range,
+// scores, types, merges, special ids and the encoder models' normaliser options (WordPiece
+// lower-casing, the Unigram charsmap), each checked against its expected type and range,
 // handed to lm_tokenizer_init_desc (tokenizer.c), which validates and builds the rest.
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +71,27 @@ static enum lm_status read_types(const struct lm_gguf *g, const char *name, uint
     return LM_OK;
 }
 
+// "bert" / "t5": the separator id, normaliser flags and tokenizer.ggml.precompiled_charsmap
+// (an array of int8 or uint8; left in the mapping, the tokenizer copies it).
+static enum lm_status read_encoder_keys(const struct lm_gguf *g, const char *name, struct lm_tokenizer_desc *d) {
+    enum lm_status st;
+    if ((st = get_id(g, "tokenizer.ggml.seperator_token_id", &d->sep)) ||
+        (st = get_flag(g, "tokenizer.ggml.normalizer.lowercase", &d->lowercase)) ||
+        (st = get_flag(g, "tokenizer.ggml.normalizer.strip_accents", &d->strip_accents)) ||
+        (st = get_flag(g, "tokenizer.ggml.remove_extra_whitespaces", &d->remove_extra_ws)))
+        return st;
+    const struct lm_gguf_kv *kv = lm_gguf_find_kv(g, "tokenizer.ggml.precompiled_charsmap");
+    if (!kv) return LM_OK;
+    if (kv->type != LM_GGUF_TYPE_ARRAY || (kv->arr_type != LM_GGUF_TYPE_UINT8 && kv->arr_type != LM_GGUF_TYPE_INT8))
+        return lm_error_set(LM_ERR_FORMAT,
+                            "tokenizer: %s: tokenizer.ggml.precompiled_charsmap: expected array of uint8, got %s%s%s",
+                            name, lm_gguf_type_name(kv->type), kv->type == LM_GGUF_TYPE_ARRAY ? " of " : "",
+                            kv->type == LM_GGUF_TYPE_ARRAY ? lm_gguf_type_name(kv->arr_type) : "");
+    d->charsmap = kv->data;
+    d->charsmap_len = (size_t)kv->arr_n;
+    return LM_OK;
+}
+
 enum lm_status lm_tokenizer_load(struct lm_tokenizer **out, const struct lm_gguf *g) {
     *out = NULL;
     const char *name = g->path;
@@ -78,10 +100,11 @@ enum lm_status lm_tokenizer_load(struct lm_tokenizer **out, const struct lm_gguf
     if (st != LM_OK) return st;
     char model_c[64];
     snprintf(model_c, sizeof model_c, "%.*s", (int)(model.len < 63 ? model.len : 63), model.data);
-    if (!lm_gguf_str_eq(model, "llama") && !lm_gguf_str_eq(model, "gpt2"))
+    bool encoder = lm_gguf_str_eq(model, "bert") || lm_gguf_str_eq(model, "t5");
+    if (!lm_gguf_str_eq(model, "llama") && !lm_gguf_str_eq(model, "gpt2") && !encoder)
         return lm_error_set(LM_ERR_UNSUPPORTED,
                             "tokenizer: %s: tokenizer.ggml.model '%s' not supported ('llama' = SentencePiece, "
-                            "'gpt2' = byte-level BPE)",
+                            "'gpt2' = byte-level BPE, 'bert' = WordPiece, 't5' = Unigram)",
                             name, model_c);
 
     uint64_t n = 0;
@@ -96,7 +119,8 @@ enum lm_status lm_tokenizer_load(struct lm_tokenizer **out, const struct lm_gguf
     struct lm_tokenizer_desc d = {.model = model_c, .n_vocab = (int32_t)n,
                                   .bos = -1, .eos = -1, .unk = -1, .pad = -1, .eot = -1, .eom = -1,
                                   .fim_pad = -1, .fim_rep = -1, .fim_sep = -1,
-                                  .add_bos = -1, .add_eos = -1, .add_space_prefix = -1};
+                                  .add_bos = -1, .add_eos = -1, .add_space_prefix = -1,
+                                  .sep = -1, .lowercase = -1, .strip_accents = -1, .remove_extra_ws = -1};
     const char **texts = malloc(n * sizeof *texts);
     uint32_t *lens = malloc(n * sizeof *lens);
     float *scores = NULL;
@@ -137,6 +161,7 @@ enum lm_status lm_tokenizer_load(struct lm_tokenizer **out, const struct lm_gguf
         (st = get_flag(g, "tokenizer.ggml.add_eos_token", &d.add_eos)) ||
         (st = get_flag(g, "tokenizer.ggml.add_space_prefix", &d.add_space_prefix)))
         goto done;
+    if (encoder && (st = read_encoder_keys(g, name, &d)) != LM_OK) goto done;
     if (lm_gguf_str_eq(model, "gpt2")) {
         struct lm_gguf_str pre = {0};
         if ((st = lm_gguf_get_str(g, "tokenizer.ggml.pre", &pre, false)) != LM_OK) goto done;
@@ -193,3 +218,15 @@ done:
     free(types);
     return st;
 }
+
+enum lm_status lm_tokenizer_open(struct lm_tokenizer **out, const char *path) {
+    *out = NULL;
+    struct lm_gguf g;
+    enum lm_status st = lm_gguf_open(&g, path);
+    if (st != LM_OK) return st;
+    st = lm_tokenizer_load(out, &g);
+    lm_gguf_close(&g);
+    return st;
+}
+
+void lm_tokenizer_close(struct lm_tokenizer *t) { lm_tokenizer_free(t); }

@@ -1,0 +1,108 @@
+// bert (BERT encoders: bge, all-MiniLM, XLM-RoBERTa-based files that llama.cpp loads as
+// bert): hyper-parameters and weight views as llama.cpp's src/models/bert.cpp reads them.
+// The forward pass does not run it yet (see lm_arch_bert in model.h).
+#include <math.h>
+#include <stdio.h>
+
+#include "base/status.h"
+#include "model/model.h"
+
+// Sizes: the common block dims; attention.layer_norm_epsilon (required, as llama.cpp),
+// context_length (rows of position_embd), the token type count (from the tokenizer keys),
+// pooling type, causal flag and classifier labels.
+static enum lm_status bert_hparams(struct lm_model *m) {
+    struct lm_hparams *hp = &m->hp;
+    enum lm_status st;
+    if ((st = lm_model_block_dims(m))) return st;
+    hp->head_dim_v = hp->head_dim_k;
+    if ((st = lm_model_key_i32(m, "context_length", &hp->n_ctx_train, true))) return st;
+    if ((st = lm_model_key_f32(m, "attention.layer_norm_epsilon", &hp->norm_eps, true))) return st;
+    if (!(isfinite(hp->norm_eps) && hp->norm_eps > 0.0f && hp->norm_eps < 1.0f))
+        return lm_error_set(LM_ERR_FORMAT, "bert: %s: bert.attention.layer_norm_epsilon = %g (expected in (0, 1))",
+                            m->path, hp->norm_eps);
+    uint32_t ntt = 0;
+    if ((st = lm_gguf_get_u32(&m->gguf, "tokenizer.ggml.token_type_count", &ntt, false))) return st;
+    if (ntt == 0 || ntt > 1024)
+        return lm_error_set(LM_ERR_FORMAT,
+                            "bert: %s: tokenizer.ggml.token_type_count = %u (a bert model needs 1..1024 token "
+                            "types)",
+                            m->path, ntt);
+    hp->n_token_types = (int32_t)ntt;
+    hp->pooling_type = -1;
+    if ((st = lm_model_key_i32(m, "pooling_type", &hp->pooling_type, false))) return st;
+    if (hp->pooling_type < -1 || hp->pooling_type > 4)
+        return lm_error_set(LM_ERR_FORMAT, "bert: %s: bert.pooling_type = %d (expected 0..4)", m->path,
+                            hp->pooling_type);
+    bool causal = false;
+    char key[64];
+    snprintf(key, sizeof key, "%s.attention.causal", m->arch->name);
+    if ((st = lm_gguf_get_bool(&m->gguf, key, &causal, false))) return st;
+    hp->causal_attn = causal;
+    hp->n_cls_out = 1;
+    const struct lm_gguf_kv *labels = lm_gguf_find_kv(&m->gguf, "bert.classifier.output_labels");
+    if (labels && labels->type == LM_GGUF_TYPE_ARRAY && labels->arr_n > 0 && labels->arr_n <= 65536)
+        hp->n_cls_out = (int32_t)labels->arr_n;
+    if (hp->n_head_kv != hp->n_head)
+        return lm_error_set(LM_ERR_FORMAT, "bert: %s: head_count_kv %d != head_count %d (bert has no grouped KV)",
+                            m->path, hp->n_head_kv, hp->n_head);
+    return lm_model_check_dims(m);
+}
+
+static enum lm_status bert_load(struct lm_model *m) {
+    struct lm_hparams *hp = &m->hp;
+    enum lm_status st;
+    if ((st = bert_hparams(m))) return st;
+    const int64_t E = hp->n_embd, F = hp->n_ff, Q = (int64_t)hp->n_head * hp->head_dim_k;
+    const struct lm_gguf_tensor *te = lm_gguf_find_tensor(&m->gguf, "token_embd.weight");
+    if (!te || te->n_dims != 2 || te->ne[1] <= 0 || te->ne[1] > INT32_MAX)
+        return lm_error_set(LM_ERR_FORMAT, "bert: %s: missing or malformed tensor 'token_embd.weight'", m->path);
+    hp->n_vocab = (int32_t)te->ne[1];
+    // the embeddings and their LayerNorm; no LM head (an encoder's output is its hidden state)
+    const struct {
+        struct lm_weight *w;
+        const char *name;
+        int64_t n_in, n_out;
+        bool required;
+    } io[] = {
+        {&m->tok_embd, "token_embd.weight", E, hp->n_vocab, true},
+        {&m->type_embd, "token_types.weight", E, hp->n_token_types, false},
+        {&m->pos_embd, "position_embd.weight", E, hp->n_ctx_train, true},
+        {&m->tok_norm, "token_embd_norm.weight", E, 1, true},
+        {&m->tok_norm_b, "token_embd_norm.bias", E, 1, true},
+        {&m->cls, "cls.weight", E, E, false},
+        {&m->cls_b, "cls.bias", E, 1, false},
+        {&m->cls_out, "cls.output.weight", E, hp->n_cls_out, false},
+        {&m->cls_out_b, "cls.output.bias", hp->n_cls_out, 1, false},
+    };
+    for (size_t k = 0; k < sizeof io / sizeof io[0]; k++)
+        if ((st = lm_model_weight(m, io[k].w, io[k].name, io[k].n_in, io[k].n_out, io[k].required))) return st;
+    for (int il = 0; il < hp->n_layer; il++) {
+        struct lm_layer *L = &m->layers[il];
+        const struct lm_layer_tensor ts[] = {
+            {&L->wq, "attn_q.weight", E, Q, true},
+            {&L->bq, "attn_q.bias", Q, 1, false},
+            {&L->wk, "attn_k.weight", E, Q, true},
+            {&L->bk, "attn_k.bias", Q, 1, false},
+            {&L->wv, "attn_v.weight", E, Q, true},
+            {&L->bv, "attn_v.bias", Q, 1, false},
+            {&L->wo, "attn_output.weight", Q, E, true},
+            {&L->bo, "attn_output.bias", E, 1, false},
+            {&L->attn_out_norm, "attn_output_norm.weight", E, 1, true},
+            {&L->attn_out_norm_b, "attn_output_norm.bias", E, 1, true},
+            {&L->up, "ffn_up.weight", E, F, true},
+            {&L->up_b, "ffn_up.bias", F, 1, false},
+            {&L->down, "ffn_down.weight", F, E, true},
+            {&L->down_b, "ffn_down.bias", E, 1, false},
+            {&L->layer_out_norm, "layer_output_norm.weight", E, 1, true},
+            {&L->layer_out_norm_b, "layer_output_norm.bias", E, 1, true},
+        };
+        if ((st = lm_model_layer_weights(m, il, ts, (int)(sizeof ts / sizeof ts[0])))) return st;
+    }
+    return LM_OK;
+}
+
+const struct lm_arch lm_arch_bert = {
+    .name = "bert",
+    .load = bert_load,
+    .decoder = {.post_norms = false, .ffn_act = LM_FFN_ACT_GELU},
+};
