@@ -148,6 +148,10 @@ struct lm_attn_job {
     float *out;               // (nh, hdv)
     float *scratch;           // lm_attn_scratch_floats(hdk, hdv, p + 1) floats, 64-byte aligned
     bool k_q8, v_q8;          // K / V rows are q8_0 (blocks of 32 values, 34 bytes), else f16
+    const float *sinks;  // (nh) per query head, or NULL
+    // sinks (gpt-oss's learned attention sinks, ggml's soft_max with sinks): one logit per
+    // head that takes part in the max, and whose expf(sink - max) (libm) is added to the
+    // double sum after the cells'; it has no V row, so it only scales the probabilities down
 };
 // A q8_0 K or V (a Q8_0 KV cache, docs/kv_cache.md) goes to the table's attn_q8, which also
 // takes f16 rows. Strides stay in elements (a multiple of 32: cell row r starts
