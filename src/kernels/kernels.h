@@ -110,6 +110,12 @@ typedef void (*lm_geglu_fn)(float *g, const float *u, int64_t n, const float *ta
 // F - F % 16 elements as (x / (1 + lm_expf_ggml(0 - x))) * u, the rest as
 // (x / (1 + expf(-x))) * u. Element-wise, so any split of the row gives the same values.
 typedef void (*lm_swiglu_fn)(float *g, const float *u, int64_t a, int64_t b, int64_t F);
+// gpt-oss's clamped SwiGLU (ggml_swiglu_oai) for j in [a, b): x = min(g[j], limit),
+// y = clamp(u[j], -limit, limit), g[j] = (x / (1 + expf(alpha * -x))) * (y + 1), libm expf as
+// ggml's CPU op (scalar there too). Element-wise: any split gives the same values. Every
+// table holds the generic one (no vector form: ggml has none to match).
+typedef void (*lm_swiglu_oai_fn)(float *g, const float *u, int64_t a, int64_t b, float alpha,
+                                 float limit);
 // y (n halves) = x (n floats) rounded to nearest even (lm_f32_to_f16, F16C's rounding)
 typedef void (*lm_f32_to_f16_fn)(lm_f16 *y, const float *x, int64_t n);
 
@@ -210,6 +216,7 @@ struct lm_kernels {
     lm_attn_fn attn;
     lm_attn_fn attn_q8;     // jobs with k_q8 or v_q8 (and f16 ones)
     lm_topk_span_fn topk_span;
+    lm_swiglu_oai_fn swiglu_oai;
 };
 
 // True if weight (n_out, n_in) of dtype t has an il layout: q8_0, q5_0, q4_0, q4_1, q5_1,
