@@ -71,6 +71,10 @@ void lm_forward(struct lm_context *c, int ith, int nth) {
                                        : c->att + r0 * L->wo.n_in;
         lm_op_matmul(c, c->o, wo_in, &L->wo, Nr, ith, nth);
         t = lm_fwd_sync_mm(c, ith, LM_OP_O_PROJ, il, t, wo, 1);
+        if (L->bo.data) { // output projection bias (gpt-oss), rows split: its own barrier
+            lm_op_add_bias(c->o, &L->bo, Nr, ith, nth);
+            t = lm_fwd_sync(c, ith, LM_OP_O_PROJ, il, t);
+        }
         if (pv) { // post norm + residual + ffn norm in the ffn_norm span
             lm_fwd_residual_priv(c, &xcur, &xoth, r0, c->o, post_attn, &L->ffn_norm, eps, Nr, E,
                                  xn_own, ith);
