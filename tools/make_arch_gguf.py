@@ -33,14 +33,15 @@ dtypes 'qmix_q2k' / 'qmix_q3k': llama-quantize's Q2_K / Q3_K_M mixes for a tied-
 gguf.quants.dequantize.
 
 dtype 'q4_1' / 'q5_1': every matrix in that type (gguf-py's quantizer, as llama-quantize
---pure), vectors F32 (tests/test_runtime_tables_q1.sh).
+--pure), vectors F32 (tests/test_runtime_tables_q1.sh); 'q4_0' and 'q8_0' likewise (q8_0: the
+gpt-oss copy, whose 2-D expert biases stay F32 like every .bias).
 
 dtype 'iq4nl' / 'iq4xs': every matrix IQ4_NL / IQ4_XS (IQ4_NL where a row is not a multiple
 of 256), output.weight Q6_K (Q8_0), as llama-quantize's IQ4_NL / IQ4_XS write them without
 their attn_v / first-ffn_down upgrades.
 
 usage:
-  make_arch_gguf.py --family qwen3 [--layers N] [--vocab N] [--dtype f16|qmix|qmix_q2k|qmix_q3k|q4_1|q5_1] OUT.gguf
+  make_arch_gguf.py --family qwen3 [--layers N] [--vocab N] [--dtype f16|qmix|qmix_q2k|qmix_q3k|q4_1|q5_1|q4_0|q8_0] OUT.gguf
   make_arch_gguf.py --ci OUT_DIR     # the reduced copies the tests use (+ OUT_DIR/manifest.txt)
   make_arch_gguf.py --ci-shapes OUT_DIR   # the larger shapes' reduced copies (slow test)
 
