@@ -1,5 +1,5 @@
 // The forward pass: the one decoder of every architecture (gemma3, llama, qwen2, qwen3,
-// qwen3moe, granite, smollm3, deepseek2: latent attention through runtime/ops_mla.c),
+// qwen3moe, granite, smollm3, gpt-oss, deepseek2: latent attention through runtime/ops_mla.c),
 // llama.cpp's pre-norm block stack, shaped by m->arch->decoder (lm_decoder_desc) and by the
 // model's data (hyper-parameters, optional weights; experts: lm_op_moe_ffn), so no family has
 // a copy of it. Prefill, decode, batched decode and speculative verification are all this
