@@ -57,6 +57,10 @@ at the peak: the F16 plus the outputs:
                   vocabulary 49155, tied; its four multipliers. F16 ~5 GB (not yet timed)
   smollm3-3b      SmolLM3-3B: 36 layers, n_embd 2048, 16 q / 4 kv heads of 128, FFN 11008,
                   vocabulary 128256, tied; no RoPE in every 4th layer. F16 ~6.2 GB (not yet timed)
+  gpt-oss-20b     gpt-oss-20b (gpt-oss): n_embd 2880, 64 q / 8 kv heads of 64, attention sinks,
+                  32 experts of 2880, 4 used, biases, sliding window 128 on even layers, YaRN,
+                  vocabulary 201088; 24 layers in the real model, 4 by default: F16 ~8.7 GB
+                  (1.6 GB a layer, 2.3 GB of embeddings and head; estimated, not yet timed)
 The K-quant formats take ~1-1.5 min per GB of F16 here (Q8_0 / Q4_0 and the Q5_0 / Q8_0
 fallbacks of 1152-wide rows a few times less).
 Each new file is then checked by llama.cpp (below) unless --no-check.
@@ -111,6 +115,7 @@ SHAPES = {
     "deepseek-v2-lite": ("deepseek2_lite", 4),  # 27 real layers: the F16 would be 31 GB
     "phi-3.5-mini": ("phi35_mini", 0),
     "phi-4-mini": ("phi4_mini", 0),
+    "gpt-oss-20b": ("gptoss_20b", 4),  # 24 real layers: the F16 would be 39 GB
 }
 # llama-quantize's ftypes, lower case; the second line: issue 37's formats (scale.py --formats)
 FORMATS = ("q4_k_m", "q5_k_m", "q6_k", "q8_0", "q4_0",

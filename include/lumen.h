@@ -112,6 +112,9 @@ struct lm_model_hparams {
     // granite's multipliers (0: none)
     float residual_scale;     // each block's output is multiplied by it before its residual add
     float logit_scale;        // the logits are divided by it
+    // gpt-oss's routing: the top-k of the router's (biased) logits, their weights a softmax
+    // over those k (llama.cpp's softmax_weight gating), not renormalised
+    bool expert_softmax_k;
 };
 void lm_model_hparams(const struct lm_model *m, struct lm_model_hparams *out);
 
@@ -121,6 +124,8 @@ struct lm_model_layer_info {
     bool qk_norm;     // per-head RMS norm on q and k
     bool post_norms;  // norms on the attention and FFN outputs before their residual adds
     bool no_rope;     // q and k are not rotated (smollm3: every 4th layer)
+    bool attn_sinks;  // a learned sink logit per query head joins the softmax (gpt-oss)
+    bool o_bias;      // the attention output projection has a bias (gpt-oss)
 };
 // LM_ERR_ARG (with a message) when layer is outside [0, n_layer); *out is then unchanged.
 enum lm_status lm_model_layer_info(const struct lm_model *m, int32_t layer,

@@ -1,4 +1,5 @@
-// Gated activations (kernels.h): GELU by f16 table (geglu) and SiLU (swiglu) over spans of a
+// Gated activations (kernels.h): GELU by f16 table (geglu), SiLU (swiglu) and gpt-oss's clamped
+// SwiGLU (swiglu_oai) over spans of a
 // row, every table against the generic one bit for bit on odd sizes and odd spans (any
 // split of a row gives the same values), against float64 within the tolerance stated at
 // each check; the ggml_v_expf polynomial (lm_expf_ggml) against exp() and, where the
@@ -120,6 +121,35 @@ static void test_swiglu(void) {
     free(g); free(u); free(y0); free(y);
 }
 
+// gpt-oss's clamped SwiGLU: every table's entry against the generic row (split anywhere), and
+// against float64 of ggml's formula, across and inside the clamps (alpha 1.702, limit 7)
+static void test_swiglu_oai(void) {
+    enum { F = 1000 };
+    static float g[F], u[F], y0[F], y[F];
+    int bad_bits = 0, bad_ref = 0;
+    for (int64_t j = 0; j < F; j++) { g[j] = rng_sym() * 12.0f; u[j] = rng_sym() * 12.0f; }
+    g[0] = 7.0f; u[0] = -7.0f; g[1] = -90.0f; u[1] = 7.5f; // the clamps' edges, exp overflow
+    memcpy(y0, g, sizeof y0);
+    lm_kernels_generic()->swiglu_oai(y0, u, 0, F, 1.702f, 7.0f);
+    for (int t = 0; t < n_tabs; t++) {
+        const int64_t a = (int64_t)(lm_test_rng_u64() % F);
+        memcpy(y, g, sizeof y);
+        tabs[t]->swiglu_oai(y, u, 0, a, 1.702f, 7.0f);
+        tabs[t]->swiglu_oai(y, u, a, F, 1.702f, 7.0f);
+        if (memcmp(y, y0, sizeof y)) bad_bits++;
+    }
+    for (int64_t j = 0; j < F; j++) {
+        const double x = g[j] < 7.0f ? g[j] : 7.0, v = u[j] < -7.0f ? -7.0 : u[j] > 7.0f ? 7.0 : u[j];
+        // alpha * -x is rounded to float before expf: 2^-24 relative, times |alpha x| through exp
+        const double r = x / (1.0 + exp(-(double)1.702f * x)) * (v + 1.0);
+        const double err = fabs(y0[j] - r), lim = fabs(r) * (0x1p-20 + fabs(1.702 * x) * 0x1p-23) + 1e-30;
+        if (!(err <= lim) && bad_ref++ < 5) fprintf(stderr, "swiglu_oai vs float64: %g %g: %g vs %g\n", g[j], u[j], y0[j], r);
+    }
+    CHECKF(y0[1] == 0.0f || y0[1] == -0.0f, "swiglu_oai: a large negative gate gives %g, not 0", y0[1]);
+    CHECKF(bad_bits == 0, "swiglu_oai: %d tables differ from generic", bad_bits);
+    CHECKF(bad_ref == 0, "swiglu_oai: %d values beyond the float64 limit", bad_ref);
+}
+
 // bits i * step of the float space through lm_expf_ggml vs exp() (and the AVX-512 form)
 static void test_expf(void) {
     const uint32_t step = 251; // ~17M floats
@@ -170,6 +200,7 @@ int main(void) {
     if (lm_kernels_avx512()) tabs[n_tabs++] = lm_kernels_avx512();
     test_geglu();
     test_swiglu();
+    test_swiglu_oai();
     test_expf();
     return lm_test_finish();
 }

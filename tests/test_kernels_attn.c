@@ -2,7 +2,8 @@
 // and the generic one against a float64 reference, over a paged pool: head sizes
 // 64/80/128/256 and odd ones, 1-4 query heads, windows of odd lengths ending anywhere
 // (crossing block boundaries) and long ones (prefetched), sliding windows, holes in the present bitmap and released
-// blocks, 16- and 32-cell blocks, scores sharp enough to underflow exp. Also: the same
+// blocks, 16- and 32-cell blocks, scores sharp enough to underflow exp, learned sinks (gpt-oss:
+// one logit per head in the max and the sum; some above every score). Also: the same
 // window laid out in other blocks gives the same bits.
 // LM_TEST_LABELS: unit
 #include <math.h>
@@ -94,6 +95,8 @@ static void reference(const struct pool *P, const struct lm_attn_job *j, double 
             s[c] = d;
             if (d > mx) mx = d;
         }
+        if (j->sinks && (double)j->sinks[h] > mx) mx = j->sinks[h];
+        if (j->sinks) sum += exp((double)j->sinks[h] - mx);
         for (int32_t c = j->p0; c <= j->p; c++)
             if (held(P, j->present, c)) { s[c] = exp(s[c] - mx); sum += s[c]; }
         for (int64_t d = 0; d < hdv; d++) { out[h * hdv + d] = 0.0; mag[h * hdv + d] = 0.0; }
@@ -114,7 +117,8 @@ static int n_tabs;
 static int n_cases, bad_bits, bad_ref, bad_layout;
 static double worst_ref; // largest |out - ref| / (sum p |v|)
 
-static void run_case(struct pool *P, int nh, int32_t p0, int32_t p, bool holes, float qscale) {
+static void run_case(struct pool *P, int nh, int32_t p0, int32_t p, bool holes, float qscale,
+                     const float *sinks) {
     const int64_t hdk = P->hdk, hdv = P->hdv;
     memcpy(P->blocks, P->all, sizeof P->all);
     if (holes) make_holes(P, p);
@@ -129,7 +133,7 @@ static void run_case(struct pool *P, int nh, int32_t p0, int32_t p, bool holes, 
         .block_bytes = P->block_bytes, .blocks = P->blocks, .block_shift = P->shift,
         .present = holes ? P->present : NULL, .kstride = P->kstride, .vstride = P->vstride,
         .p0 = p0, .p = p, .hdk = (int32_t)hdk, .hdv = (int32_t)hdv, .nh = nh, .q = q,
-        .scratch = scratch,
+        .scratch = scratch, .sinks = sinks,
     };
     for (int t = 0; t < n_tabs; t++) {
         out[t] = malloc(sizeof(float) * nh * hdv);
@@ -138,8 +142,9 @@ static void run_case(struct pool *P, int nh, int32_t p0, int32_t p, bool holes, 
         tabs[t]->attn(&j);
         if (t > 0 && memcmp(out[t], out[0], sizeof(float) * nh * hdv)) {
             if (bad_bits++ < 5)
-                fprintf(stderr, "%s != generic: hd %lld/%lld nh %d window [%d, %d] holes %d block %d\n",
-                        tabs[t]->name, (long long)hdk, (long long)hdv, nh, p0, p, holes, 1 << P->shift);
+                fprintf(stderr, "%s != generic: hd %lld/%lld nh %d window [%d, %d] holes %d block %d sinks %d\n",
+                        tabs[t]->name, (long long)hdk, (long long)hdv, nh, p0, p, holes, 1 << P->shift,
+                        sinks != NULL);
         }
     }
     // float64 reference: p is rounded to f16 (2^-11 relative) and summed in float, so the
@@ -206,12 +211,16 @@ int main(void) {
             for (size_t e = 0; e < sizeof ends / sizeof ends[0]; e++) {
                 const int32_t p = ends[e];
                 const int nh = 1 + (int)((hi + e) % LM_ATTN_MAX_HEADS);
-                run_case(&P, nh, 0, p, false, qs);                      // causal, every cell held
-                run_case(&P, 1 + (nh % 4), 0, p, true, qs);             // causal with holes
+                run_case(&P, nh, 0, p, false, qs, NULL);                // causal, every cell held
+                run_case(&P, 1 + (nh % 4), 0, p, true, qs, NULL);       // causal with holes
                 const int32_t w = windows[(hi + e) % (sizeof windows / sizeof windows[0])];
                 const int32_t p0 = p - w + 1 > 0 ? p - w + 1 : 0;
-                run_case(&P, nh, p0, p, e % 2 == 0, qs);                // sliding window
-                if (e % 4 == 0) run_case(&P, nh, 0, p, e % 8 == 0, 40.0f * qs); // sharp: exp underflows
+                run_case(&P, nh, p0, p, e % 2 == 0, qs, NULL);          // sliding window
+                if (e % 4 == 0) run_case(&P, nh, 0, p, e % 8 == 0, 40.0f * qs, NULL); // sharp: exp underflows
+                // sinks: a few units, head 0's above every score when e is odd (it sets the max)
+                float sk[LM_ATTN_MAX_HEADS];
+                for (int h = 0; h < LM_ATTN_MAX_HEADS; h++) sk[h] = 3.0f * rng_sym() + (h == 0 && e % 2 ? 8.0f : 0.0f);
+                run_case(&P, nh, e % 3 ? p0 : 0, p, e % 3 == 1, qs, sk);
             }
             free(P.mem);
         }

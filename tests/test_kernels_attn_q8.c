@@ -2,8 +2,8 @@
 // bit for bit, and the generic one against a float64 reference on the dequantized K/V rows,
 // for q8_0 K and V, q8_0 K with f16 V and f16 K with q8_0 V, over a paged pool: head sizes
 // 32 to 256, 1-4 query heads, odd windows crossing blocks, sliding windows, holes and
-// released blocks, 16- and 32-cell blocks. Also: other blocks, same bits; f16 jobs given to
-// attn_q8 give attn's bits.
+// released blocks, 16- and 32-cell blocks, learned sinks (gpt-oss). Also: other blocks, same
+// bits; f16 jobs given to attn_q8 give attn's bits.
 // LM_TEST_LABELS: unit
 #include <math.h>
 #include <stdint.h>
@@ -107,6 +107,8 @@ static void reference(const struct pool *P, const struct lm_attn_job *j, double 
             s[c] = d;
             if (d > mx) mx = d;
         }
+        if (j->sinks && (double)j->sinks[h] > mx) mx = j->sinks[h];
+        if (j->sinks) sum += exp((double)j->sinks[h] - mx);
         for (int32_t c = j->p0; c <= j->p; c++)
             if (held(j->present, c)) { s[c] = exp(s[c] - mx); sum += s[c]; }
         for (int64_t d = 0; d < j->hdv; d++) { out[h * j->hdv + d] = 0.0; mag[h * j->hdv + d] = 0.0; }
@@ -122,6 +124,7 @@ static void reference(const struct pool *P, const struct lm_attn_job *j, double 
     free(s);
 }
 
+static const float *g_sinks; // the next cases' sinks (NULL: none)
 static const struct lm_kernels *tabs[3];
 static int n_tabs, n_cases, bad_bits, bad_ref, bad_layout;
 static double worst_ref;
@@ -142,7 +145,7 @@ static void run_case(struct pool *P, int nh, int32_t p0, int32_t p, bool holes, 
         .block_bytes = P->block_bytes, .blocks = P->blocks, .block_shift = P->shift,
         .present = holes ? P->present : NULL, .kstride = (size_t)(N_KV * hdk), .vstride = (size_t)(N_KV * hdv),
         .p0 = p0, .p = p, .hdk = (int32_t)hdk, .hdv = (int32_t)hdv, .nh = nh, .q = q,
-        .scratch = scratch, .k_q8 = P->kq, .v_q8 = P->vq,
+        .scratch = scratch, .k_q8 = P->kq, .v_q8 = P->vq, .sinks = g_sinks,
     };
     for (int t = 0; t < n_tabs; t++) {
         for (size_t i = 0; i < sf; i++) scratch[i] = NAN;
@@ -234,6 +237,11 @@ int main(void) {
                     const int32_t p0 = p - w + 1 > 0 ? p - w + 1 : 0;
                     run_case(&P, nh, p0, p, e % 2 == 0, qs);
                     if (e % 5 == 0) run_case(&P, nh, 0, p, false, 30.0f * qs);
+                    float sk[LM_ATTN_MAX_HEADS]; // sinks; head 0's above every score when e is odd
+                    for (int h = 0; h < LM_ATTN_MAX_HEADS; h++) sk[h] = 3.0f * rng_sym() + (h == 0 && e % 2 ? 8.0f : 0.0f);
+                    g_sinks = sk;
+                    run_case(&P, nh, e % 3 ? p0 : 0, p, e % 3 == 1, qs);
+                    g_sinks = NULL;
                 }
                 free(P.mem);
             }

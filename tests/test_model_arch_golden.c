@@ -1,5 +1,5 @@
 // Golden test of the llama / qwen2 / qwen3 / gemma3 / qwen3moe / deepseek2 / phi3 / granite /
-// smollm3 forward passes against llama.cpp on random-weight models of real widths
+// smollm3 / gpt-oss forward passes against llama.cpp on random-weight models of real widths
 // (tools/make_arch_gguf.py --ci: TinyLlama, Llama 3.2 with llama3 rope_freqs, Qwen2.5, Qwen3,
 // Gemma 3 1B shapes; a tiny Qwen3-MoE of 8 experts, 2 used, a tiny Mixtral-style llama of 4,
 // and two tiny deepseek2 (latent attention with YaRN, shared experts; softmax, or sigmoid +
@@ -76,6 +76,11 @@ static const struct arch_case k_cases[] = {
     // IQ4 mixes (make_arch_gguf.py 'iq4nl' / 'iq4xs'): 8-bit activations as qmix, same limits
     {"arch_qwen25_iq4nl.gguf", "tests/golden/arch_qwen25_iq4nl.txt", QMIX_TOP1, QMIX_ABS},
     {"arch_llama32_iq4xs.gguf", "tests/golden/arch_llama32_iq4xs.txt", QMIX_TOP1, QMIX_ABS},
+    // gpt-oss (biases, attention sinks, a 32-token window on layer 0, YaRN, softmax over the
+    // chosen 4 of 8 experts, clamped SwiGLU): F16, and every matrix Q8_0 (8-bit activations
+    // as the quant mixes: their limits)
+    {"arch_gptoss_f16.gguf", "tests/golden/arch_gptoss_f16.txt", F16_TOP1, F16_ABS},
+    {"arch_gptoss_q8_0.gguf", "tests/golden/arch_gptoss_q8_0.txt", QMIX_TOP1, QMIX_ABS},
 };
 
 static double now_s(void) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Random-weight GGUF models of real architecture shapes (TinyLlama 1.1B, Llama 3.2 1B/3B,
 Llama 3.1 8B, Qwen2.5 0.5B, Qwen3 0.6B/4B/8B, Gemma 3 1B/4B, Qwen3-30B-A3B, Granite 3.3 2B,
-SmolLM3 3B) for lumen's
+SmolLM3 3B, gpt-oss-20b) for lumen's
 per-architecture golden tests and bench/make_shapes.py.
 
 Weights are deterministic in (family, seed): N(0, 0.02) matrices (embeddings 0.05, so
@@ -33,14 +33,15 @@ dtypes 'qmix_q2k' / 'qmix_q3k': llama-quantize's Q2_K / Q3_K_M mixes for a tied-
 gguf.quants.dequantize.
 
 dtype 'q4_1' / 'q5_1': every matrix in that type (gguf-py's quantizer, as llama-quantize
---pure), vectors F32 (tests/test_runtime_tables_q1.sh).
+--pure), vectors F32 (tests/test_runtime_tables_q1.sh); 'q4_0' and 'q8_0' likewise (q8_0: the
+gpt-oss copy, whose 2-D expert biases stay F32 like every .bias).
 
 dtype 'iq4nl' / 'iq4xs': every matrix IQ4_NL / IQ4_XS (IQ4_NL where a row is not a multiple
 of 256), output.weight Q6_K (Q8_0), as llama-quantize's IQ4_NL / IQ4_XS write them without
 their attn_v / first-ffn_down upgrades.
 
 usage:
-  make_arch_gguf.py --family qwen3 [--layers N] [--vocab N] [--dtype f16|qmix|qmix_q2k|qmix_q3k|q4_1|q5_1] OUT.gguf
+  make_arch_gguf.py --family qwen3 [--layers N] [--vocab N] [--dtype f16|qmix|qmix_q2k|qmix_q3k|q4_1|q5_1|q4_0|q8_0] OUT.gguf
   make_arch_gguf.py --ci OUT_DIR     # the reduced copies the tests use (+ OUT_DIR/manifest.txt)
   make_arch_gguf.py --ci-shapes OUT_DIR   # the larger shapes' reduced copies (slow test)
 
@@ -205,6 +206,26 @@ FAMILIES = {
     # (lumen, llama.cpp's GEMV and its batched path each differ from the others by KL ~8e-4,
     # mean |d logit| 0.05): of the streams tried (0, 2, 10, 1), 0 and 2 put a golden position
     # within that noise (a top-1 flip at gap 0.14), 1 a logit 0.299 off (limit 0.3)
+    # gpt-oss-20b (conversion/gpt_oss.py, config.json: hidden 2880, 24 layers, 64 heads of 64,
+    # 8 kv heads, 32 experts of intermediate 2880, 4 used, sliding_window 128 on even layers,
+    # rope_theta 150000 with YaRN factor 32 over original_max_position_embeddings 4096,
+    # rms 1e-5, vocab 201088, untied): biases on q/k/v/o, the router and the experts, learned
+    # attention sinks (attn_sinks.weight, one per head), post_attention_norm as the FFN's
+    # pre-norm. Its experts ship in MXFP4; here F16 / Q8_0 (the MXFP4 copies: llama-quantize).
+    "gptoss_20b": dict(arch="gpt-oss", n_embd=2880, n_layer=24, n_head=64, n_head_kv=8,
+                       head_dim=64, n_ff=2880, n_vocab=201088, n_ctx=131072, rope_base=150000.0,
+                       eps=1e-5, tied=False, bias=True, qk_norm=False, n_expert=32,
+                       n_expert_used=4, n_ff_exp=2880, sliding_window=128, yarn=(32.0, 4096, 0.0)),
+    # the CI copy: the head size, head counts' ratio (4 query heads a KV head at 8 / 2), top-4
+    # routing and YaRN of the real model at n_embd 256, 8 experts of 256; a 32-token window so
+    # the golden 64-token sequence crosses it; head std 0.15 as qwen3moe_tiny's; seed_add 2: the
+    # first stream's Q8_0 copy had a router near-tie (position 31 of 64, a logit 0.44 off
+    # llama.cpp's, limit 0.3), stream 1 three top-1 near-ties
+    "gptoss_tiny": dict(arch="gpt-oss", n_embd=256, n_layer=2, n_head=8, n_head_kv=2,
+                        head_dim=64, n_ff=256, n_vocab=8192, n_ctx=131072, rope_base=150000.0,
+                        eps=1e-5, tied=False, bias=True, qk_norm=False, n_expert=8,
+                        n_expert_used=4, n_ff_exp=256, sliding_window=32, out_std=0.15, seed_add=2,
+                        yarn=(32.0, 4096, 0.0)),
     "smollm3_tiny": dict(arch="smollm3", n_embd=512, n_layer=4, n_head=4, n_head_kv=1,
                          head_dim=128, n_ff=1536, n_vocab=8192, n_ctx=65536,
                          rope_base=5000000.0, eps=1e-6, tied=False, bias=False, qk_norm=False,
@@ -236,6 +257,8 @@ CI_MODELS = [
     ("phi4", "phi4_mini", 1, 8064, ("f16", "qmix"), {"rope_orig_ctx": 32}),
     ("granite", "granite_ci", 2, 8192, ("f16", "qmix"), {}),
     ("smollm3", "smollm3_tiny", 4, 8192, ("f16", "qmix"), {}),
+    # gpt-oss: F16 and every matrix Q8_0 (its experts' MXFP4: the mxfp4 slice's copies)
+    ("gptoss", "gptoss_tiny", 2, 8192, ("f16", "q8_0"), {}),
     # the IQ4 formats as llama-quantize mixes them (IQ4_XS: rows of 896 fall back to IQ4_NL)
     ("qwen25", "qwen25", 2, 8192, ("iq4nl",), {}),
     ("llama32", "llama32", 1, 8192, ("iq4xs",), {}),
@@ -560,12 +583,13 @@ F32_MATRICES = ("ffn_gate_inp.weight",)  # the MoE router stays F32 (converter, 
 # dtypes that put every matrix in one type: the type and its GGUF file_type (LLAMA_FTYPE_*)
 WHOLE_DTYPES = {"q4_1": (QT.Q4_1, 3), "q5_1": (QT.Q5_1, 9)}
 WHOLE_DTYPES["q4_0"] = (QT.Q4_0, 2)  # every matrix q4_0 (tests/test_runtime_tables_il.sh)
+WHOLE_DTYPES["q8_0"] = (QT.Q8_0, 7)  # every matrix q8_0 (gpt-oss's CI copy)
 
 
 def encode(name, arr, dtype):
     """(array, raw_dtype) to hand to GGUFWriter.add_tensor for one tensor."""
-    if arr.ndim == 1 or name.endswith(F32_MATRICES):
-        return arr.astype(np.float32), None
+    if arr.ndim == 1 or name.endswith(F32_MATRICES) or name.endswith(".bias"):
+        return arr.astype(np.float32), None  # gpt-oss's expert biases are 2-D: F32 too
     if dtype == "f16":
         return arr.astype(np.float16), None
     if dtype in KMIX_RULES:
@@ -679,6 +703,43 @@ def deepseek2_layer(t, f, p, i):
         t(p + "nextn.hnorm.weight", (E,), 0.05, 1.0)
 
 
+# ============================================================ gpt-oss
+
+def gptoss_meta(w, f):
+    """gpt-oss's keys beyond the common ones (conversion/gpt_oss.py: sliding_window,
+    expert_feed_forward_length; YaRN from rope_scaling as the base converter writes it)."""
+    factor, orig, _ = f["yarn"]
+    w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+    w.add_rope_scaling_factor(factor)
+    w.add_rope_scaling_orig_ctx_len(orig)
+
+
+def gptoss_layer(t, f, p):
+    """Layer tensors in numpy order: experts (n_expert, out, in), their biases (n_expert,
+    out) in F32, sinks ~N(0, 1) (logits of the order of the scores)."""
+    E, H, HKV, HD = f["n_embd"], f["n_head"], f["n_head_kv"], f["head_dim"]
+    NX, FX = f["n_expert"], f["n_ff_exp"]
+    t(p + "attn_norm.weight", (E,), 0.05, 1.0)
+    t(p + "attn_q.weight", (H * HD, E))
+    t(p + "attn_q.bias", (H * HD,))
+    t(p + "attn_k.weight", (HKV * HD, E))
+    t(p + "attn_k.bias", (HKV * HD,))
+    t(p + "attn_v.weight", (HKV * HD, E))
+    t(p + "attn_v.bias", (HKV * HD,))
+    t(p + "attn_output.weight", (E, H * HD))
+    t(p + "attn_output.bias", (E,))
+    t(p + "attn_sinks.weight", (H,), 1.0)
+    t(p + "post_attention_norm.weight", (E,), 0.05, 1.0)
+    t(p + "ffn_gate_inp.weight", (NX, E), 0.15)
+    t(p + "ffn_gate_inp.bias", (NX,), 0.1)
+    t(p + "ffn_gate_exps.weight", (NX, FX, E))
+    t(p + "ffn_gate_exps.bias", (NX, FX), 0.1)
+    t(p + "ffn_up_exps.weight", (NX, FX, E))
+    t(p + "ffn_up_exps.bias", (NX, FX), 0.1)
+    t(p + "ffn_down_exps.weight", (NX, E, FX))
+    t(p + "ffn_down_exps.bias", (NX, E), 0.02)
+
+
 # ============================================================ writer
 
 def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_SEED,
@@ -707,6 +768,8 @@ def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_S
     w.add_feed_forward_length(FF)
     w.add_head_count(H)
     w.add_head_count_kv(HKV)
+    if arch == "gpt-oss":
+        gptoss_meta(w, f)
     if arch == "deepseek2":
         deepseek2_meta(w, f)
     elif HD * H != E or arch in ("qwen3", "qwen3moe", "gemma3"):
@@ -800,6 +863,9 @@ def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_S
         if arch == "deepseek2":
             deepseek2_layer(t, f, p, i)
             continue
+        if arch == "gpt-oss":
+            gptoss_layer(t, f, p)
+            continue
         t(p + "attn_norm.weight", (E,), 0.05, 1.0)
         if arch == "phi3":  # fused: q rows, k rows, v rows
             t(p + "attn_qkv.weight", ((H + 2 * HKV) * HD, E))
@@ -838,7 +904,7 @@ def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_S
     if stream:
         for name, shape, _, _, fixed in pending:
             dt = np.dtype(np.float32 if len(shape) == 1 or name.endswith(F32_MATRICES)
-                          else np.float16)
+                          or name.endswith(".bias") else np.float16)
             w.add_tensor_info(name, shape, dt, int(np.prod(shape)) * dt.itemsize)
         w.write_header_to_file()
         w.write_kv_data_to_file()

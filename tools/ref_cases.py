@@ -49,6 +49,10 @@ CASES.append(("arch_deepseek2v3_f16", "arch:arch_deepseek2v3_f16.gguf",
 for _a, _dt in (("qwen25", "iq4nl"), ("llama32", "iq4xs")):
     CASES.append(("arch_%s_%s" % (_a, _dt), "arch:arch_%s_%s.gguf" % (_a, _dt),
                   "tests/golden/arch_%s_%s.txt" % (_a, _dt), None))
+# gpt-oss: F16, and every matrix Q8_0 (make_arch_gguf.py's 'q8_0')
+for _dt in ("f16", "q8_0"):
+    CASES.append(("arch_gptoss_%s" % _dt, "arch:arch_gptoss_%s.gguf" % _dt,
+                  "tests/golden/arch_gptoss_%s.txt" % _dt, None))
 # the larger shapes' reduced copies (make_arch_gguf.SHAPE_CI_MODELS): the sequences of the CI
 # copy of the same family (gemma3's up to 64 tokens: its 600-token one would take minutes)
 SHAPE_SEQS = {"llama32_3b": ("llama32", None), "llama31_8b": ("llama32", None),
@@ -69,6 +73,8 @@ def kind(name, source):
         return "f32"
     if "_qmix_" in name:  # arch_<family>_qmix_<q2k|q3k>: the quant mixes' margins
         return "qmix"
+    if name.endswith("_q8_0"):  # every matrix Q8_0 (gpt-oss): 8-bit activations, as the mixes
+        return "q8_0"
     return name.rsplit("_", 1)[-1]  # arch_<family>_<f16|qmix|iq4nl|iq4xs>
 
 

@@ -40,6 +40,14 @@ measured (KL-divergence, top-1 agreement). Architectures, as llama.cpp builds th
            1/sqrt(head_dim)), each block's output x residual_scale before its residual add,
            logits / logit_scale; rope.scaling.finetuned = false: no RoPE at all
   smollm3  llama without RoPE in every 4th layer (il + 1 a multiple of 4), rope_freqs unused
+  gpt-oss  qwen2-like (q/k/v biases, RoPE on halves) + attn_output.bias, YaRN (rope.scaling.type
+           yarn: ramped frequencies, magnitude factor 0.1 ln(factor) + 1, as llama.cpp sets it
+           up for any family but deepseek2) on every layer, a sliding window (sliding_window)
+           on layers il % pattern < pattern - 1 (pattern 2: the even ones), learned sinks
+           (attn_sinks.weight: one logit per head in each softmax's denominator),
+           post_attention_norm as the FFN's pre-norm, experts: the top-k of the router's
+           biased logits, weights a softmax over those k, biased experts with the clamped
+           SwiGLU (x = min(gate, 7), y = clamp(up, -7, 7), x sigmoid(1.702 x) (y + 1))
 
 Optional biases (attn_q/k/v/output.bias) are applied wherever present. Not supported (an
 error names them): YaRN scaling, per-layer head counts, experts in other families
@@ -64,9 +72,10 @@ import gguf
 from gguf import GGMLQuantizationType as QT
 
 SUPPORTED = ("llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "deepseek2", "phi3", "granite",
-             "smollm3")
+             "smollm3", "gpt-oss")
 ROPE_NEOX = {"llama": False, "qwen2": True, "qwen3": True, "qwen3moe": True, "gemma3": True,
-             "deepseek2": False, "phi3": True, "granite": False, "smollm3": False}
+             "deepseek2": False, "phi3": True, "granite": False, "smollm3": False,
+             "gpt-oss": True}
 
 
 def field_value(f):
@@ -96,7 +105,7 @@ class RefModel:
         self.eps = self.get(a + ".attention.layer_norm_rms_epsilon")
         self.rope_base = self.get(a + ".rope.freq_base", 10000.0)
         scaling = self.get(a + ".rope.scaling.type", "linear")
-        if scaling not in ("linear", "none") and not (a == "deepseek2" and scaling == "yarn"):
+        if scaling not in ("linear", "none") and not (a in ("deepseek2", "gpt-oss") and scaling == "yarn"):
             raise SystemExit("ref_forward: rope scaling %r is not supported" % scaling)
         factor = self.get(a + ".rope.scaling.factor", 0.0) or self.get(a + ".rope.scale_linear", 0.0)
         self.rope_scale = 1.0 / factor if factor else 1.0
@@ -128,7 +137,10 @@ class RefModel:
                 self.rope_layers = [False] * self.n_layer
         if a == "smollm3":
             self.rope_layers = [(il + 1) % 4 != 0 for il in range(self.n_layer)]
-        self.n_expert = self.get(a + ".expert_count", 0) if a in ("qwen3moe", "llama") else 0
+        self.yarn = None
+        if a == "gpt-oss":
+            self.gptoss_init()
+        self.n_expert = self.get(a + ".expert_count", 0) if a in ("qwen3moe", "llama", "gpt-oss") else 0
         if self.n_expert:
             self.n_expert_used = self.get(a + ".expert_used_count")
         if a == "deepseek2":
@@ -209,13 +221,20 @@ class RefModel:
         if self.swa[il] and self.n_swa > 0:
             masked = masked | (qi - ki >= self.n_swa)
         out = np.empty((n, self.n_head, self.head_v))
+        sname = "blk.%d.attn_sinks.weight" % il  # gpt-oss: a logit per head in each softmax
+        sinks = self.w(sname) if self.has(sname) else None
         for h in range(self.n_head):
             kh = h // group
             s = (q[:, h, :] @ k[:, kh, :].T) * scale
             s[masked] = -np.inf
-            s -= s.max(axis=1, keepdims=True)
-            p = np.exp(s)
-            p /= p.sum(axis=1, keepdims=True)
+            mx = s.max(axis=1, keepdims=True)
+            if sinks is not None:
+                mx = np.maximum(mx, sinks[h])
+            p = np.exp(s - mx)
+            den = p.sum(axis=1, keepdims=True)
+            if sinks is not None:
+                den = den + np.exp(sinks[h] - mx)
+            p /= den
             out[:, h, :] = p @ v[:, kh, :]
         return out.reshape(n, -1)
 
@@ -243,6 +262,57 @@ class RefModel:
             for e, we in zip(sel, w):
                 f = self.silu(gate[e] @ h[i]) * (up[e] @ h[i])
                 out[i] += we * (down[e] @ f)
+        return out
+
+    # ------------------------------------------------------------ gpt-oss
+
+    def gptoss_init(self):
+        a = self.arch
+        self.n_swa = self.get(a + ".attention.sliding_window")
+        pat = self.get(a + ".attention.sliding_window_pattern", 2)
+        self.swa = [pat == 0 or (il % pat < pat - 1) for il in range(self.n_layer)]
+        if self.get(a + ".rope.scaling.type", "none") == "yarn":
+            factor = self.get(a + ".rope.scaling.factor")
+            orig = self.get(a + ".rope.scaling.original_context_length", self.get(a + ".context_length"))
+            corr = lambda beta: self.n_rot * math.log(orig / (beta * 2 * math.pi)) / (2 * math.log(self.rope_base))
+            lo, hi = max(0.0, math.floor(corr(32.0))), min(self.n_rot - 1.0, math.ceil(corr(1.0)))
+            # llama_context: attn_factor = mscale(factor) / (1 + 0.1 ln factor), then ggml's
+            # rope multiplies it by 1 + 0.1 ln factor again: the magnitude is mscale(factor)
+            self.yarn = (1.0 / factor, 0.1 * math.log(factor) + 1.0, lo, hi)
+            self.rope_scale = 1.0 / factor
+        self.rope_base_swa, self.rope_scale_swa = self.rope_base, self.rope_scale
+
+    def yarn_rope(self, x, pos):
+        """YaRN RoPE of x (n, heads, n_rot) on halves (gpt-oss)."""
+        fs, mscale, lo, hi = self.yarn
+        d = self.n_rot
+        i = np.arange(d // 2, dtype=np.float64)
+        extrap = pos[:, None].astype(np.float64) * (self.rope_base ** (-2.0 * i / d))[None, :]
+        mix = 1.0 - np.clip((i - lo) / max(0.001, hi - lo), 0.0, 1.0)
+        theta = fs * extrap * (1.0 - mix) + extrap * mix
+        c, s = (np.cos(theta) * mscale)[:, None, :], (np.sin(theta) * mscale)[:, None, :]
+        out = x.copy()
+        a, b = x[..., : d // 2], x[..., d // 2: d]
+        out[..., : d // 2] = a * c - b * s
+        out[..., d // 2: d] = a * s + b * c
+        return out
+
+    def gptoss_moe(self, h, p):
+        """gpt-oss's experts: top-k of the biased router logits, softmax over those k, biased
+        gate/up/down, the clamped SwiGLU."""
+        logits = self.linear(h, p + "ffn_gate_inp")                      # (n, n_expert)
+        out = np.zeros_like(h)
+        W = {k: self.w(p + "ffn_%s_exps.weight" % k) for k in ("gate", "up", "down")}
+        B = {k: self.w(p + "ffn_%s_exps.bias" % k) for k in ("gate", "up", "down")}
+        for i in range(h.shape[0]):
+            sel = np.argsort(-logits[i], kind="stable")[: self.n_expert_used]
+            w = np.exp(logits[i, sel] - logits[i, sel].max())
+            w /= w.sum()
+            for e, we in zip(sel, w):
+                g = np.minimum(W["gate"][e] @ h[i] + B["gate"][e], 7.0)
+                u = np.clip(W["up"][e] @ h[i] + B["up"][e], -7.0, 7.0)
+                f = g / (1.0 + np.exp(-1.702 * g)) * (u + 1.0)
+                out[i] += we * (W["down"][e] @ f + B["down"][e])
         return out
 
     # ------------------------------------------------------------ deepseek2
@@ -411,7 +481,9 @@ class RefModel:
                 base, scale = self.rope_base_swa, self.rope_scale_swa
             else:
                 base, scale = self.rope_base, self.rope_scale
-            if self.rope_layers[il]:
+            if self.yarn is not None:
+                q, k = self.yarn_rope(q, pos), self.yarn_rope(k, pos)
+            elif self.rope_layers[il]:
                 q = self.rope(q, pos, base, scale, factors)
                 k = self.rope(k, pos, base, scale, factors)
             if self.arch == "gemma3":
@@ -420,6 +492,10 @@ class RefModel:
             if self.arch == "gemma3":
                 a = self.rmsnorm(a, self.w(p + "post_attention_norm.weight"))
             x = x + a * rs
+            if self.arch == "gpt-oss":  # its attn_post_norm is the FFN's pre-norm
+                f = self.gptoss_moe(self.rmsnorm(x, self.w(p + "post_attention_norm.weight")), p)
+                x = x + f
+                continue
             h = self.rmsnorm(x, self.w(p + "ffn_norm.weight"))
             if self.n_expert:
                 f = self.moe(h, p)

@@ -76,6 +76,10 @@ int cmd_info(int argc, char **argv) {
     if (hp.n_expert > 0 && hp.mla_kv_rank > 0)
         printf("  experts        %d of %d per token, each %d wide (routing as the file says)\n",
                hp.n_expert_used, hp.n_expert, hp.n_ff_exp);
+    else if (hp.n_expert > 0 && hp.expert_softmax_k) // gpt-oss
+        printf("  experts        %d of %d per token, each %d wide (router: top-k of the biased "
+               "logits, softmax over those; biased experts, clamped SwiGLU)\n",
+               hp.n_expert_used, hp.n_expert, hp.n_ff_exp);
     else if (hp.n_expert > 0)
         printf("  experts        %d of %d per token, each %d wide (router: softmax, top-k, "
                "renormalised)\n", hp.n_expert_used, hp.n_expert, hp.n_ff_exp);
@@ -95,7 +99,7 @@ int cmd_info(int argc, char **argv) {
     printf("\n");
     print_no_rope(m, hp.n_layer);
     // per-layer features, counted over the layers
-    int n_global = 0, n_bias = 0, n_qk_norm = 0, n_post = 0;
+    int n_global = 0, n_bias = 0, n_qk_norm = 0, n_post = 0, n_sinks = 0, n_obias = 0;
     for (int l = 0; l < hp.n_layer; l++) {
         struct lm_model_layer_info li;
         lm_model_layer_info(m, l, &li);
@@ -103,6 +107,8 @@ int cmd_info(int argc, char **argv) {
         n_bias += li.qkv_bias;
         n_qk_norm += li.qk_norm;
         n_post += li.post_norms;
+        n_sinks += li.attn_sinks;
+        n_obias += li.o_bias;
     }
     if (hp.n_swa > 0) {
         printf("  sliding window %d tokens, pattern: every %d%s layer global (%d sliding, %d "
@@ -121,6 +127,8 @@ int cmd_info(int argc, char **argv) {
     }
     printf("  qkv biases     %s\n",
            n_bias ? (n_bias == hp.n_layer ? "yes (all layers)" : "some layers") : "no");
+    if (n_obias) printf("  output bias    attention output projection (%d layers)\n", n_obias);
+    if (n_sinks) printf("  attn sinks     one learned logit per query head (%d layers)\n", n_sinks);
     printf("  qk-norm        %s\n", n_qk_norm ? "per-head RMS norm on q and k" : "no");
     printf("  post norms     %s\n", n_post ? "after attention and FFN" : "no");
     printf("  attn scale     %g\n", hp.attn_scale);

@@ -81,6 +81,7 @@ struct attn_ctx {
     float *e;                 // (nh, e_stride) scores, then exp, then p; by cell - base
     size_t e_stride;
     float *xbuf;              // (nh, 512) vectors awaiting a horizontal sum
+    const float *sinks;       // (nh) or NULL (lm_attn_job)
 };
 
 // Software prefetch over long windows (decode at depth, whose K/V come from memory): K
@@ -329,7 +330,9 @@ static inline __attribute__((always_inline)) void attn_heads(const struct attn_c
     // softmax; p rounded to f16
     for (int h = 0; h < nh; h++) {
         float *e = j->e + h * j->e_stride;
-        const __m512 vmx = _mm512_set1_ps(_mm512_reduce_max_ps(mx[h]));
+        float m = _mm512_reduce_max_ps(mx[h]);
+        if (j->sinks && j->sinks[h] > m) m = j->sinks[h]; // a sink joins the max (as the oracle)
+        const __m512 vmx = _mm512_set1_ps(m);
         double sum = 0.0;
         for (int32_t c = 0; c < j->end - j->base; c += 16) {
             const __m512 x = _mm512_loadu_ps(e + c);
@@ -338,6 +341,7 @@ static inline __attribute__((always_inline)) void attn_heads(const struct attn_c
             _mm512_storeu_ps(e + c, ex);
             sum += (double)_mm512_reduce_add_ps(ex);
         }
+        if (j->sinks) sum += (double)expf(j->sinks[h] - m);
         const __m512 inv = _mm512_set1_ps((float)(1.0 / sum));
         for (int32_t c = 0; c < j->end - j->base; c += 16)
             _mm512_storeu_ps(e + c, _mm512_cvtph_ps(_mm512_cvtps_ph(
@@ -393,7 +397,7 @@ void lm_attn_avx512(const struct lm_attn_job *job) {
         .kb = job->kb, .vb = job->vb, .block_bytes = job->block_bytes, .blocks = job->blocks,
         .present = job->present, .krow = attn_off(kq, (int64_t)job->kstride),
         .vrow = attn_off(vq, (int64_t)job->vstride), .khead = attn_off(kq, hdk), .vhead = attn_off(vq, hdv),
-        .p0 = job->p0, .p = job->p, .hdk = hdk, .hdv = hdv,
+        .p0 = job->p0, .p = job->p, .hdk = hdk, .hdv = hdv, .sinks = job->sinks,
     };
     j.base = j.p0 & ~15; // 16-cell chunk alignment of the softmax sums
     j.end = (j.p + 16) & ~15;

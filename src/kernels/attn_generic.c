@@ -91,11 +91,13 @@ void lm_attn_generic(const struct lm_attn_job *j) {
     // p = e * (float)(1 / sum) rounded to f16
     for (int h = 0; h < nh; h++) {
         float *eh = e + h * ew;
+        if (j->sinks && j->sinks[h] > mx[h]) mx[h] = j->sinks[h]; // a sink joins the max
         double sum = 0.0;
         for (int64_t c = 0; c < ew; c += 16) {
             for (int l = 0; l < 16; l++) eh[c + l] = eh[c + l] > -INFINITY ? lm_expf_ggml(eh[c + l] - mx[h]) : 0.0f;
             sum += (double)lm_tree16(eh + c);
         }
+        if (j->sinks) sum += (double)expf(j->sinks[h] - mx[h]); // ggml's soft_max: libm expf
         const float inv = (float)(1.0 / sum);
         for (int64_t c = 0; c < ew; c++) eh[c] = lm_f16_to_f32(lm_f32_to_f16(eh[c] * inv));
     }

@@ -54,6 +54,7 @@ static const struct lm_kernels k_generic = {
     .swiglu = lm_swiglu_generic, .f32_to_f16 = lm_f32_to_f16_generic, .attn = lm_attn_generic,
     .attn_q8 = lm_attn_generic,
     .topk_span = lm_topk_span_generic,
+    .swiglu_oai = lm_swiglu_oai_generic,
 };
 
 const struct lm_kernels *lm_kernels_generic(void) { return &k_generic; }

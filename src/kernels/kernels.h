@@ -110,6 +110,12 @@ typedef void (*lm_geglu_fn)(float *g, const float *u, int64_t n, const float *ta
 // F - F % 16 elements as (x / (1 + lm_expf_ggml(0 - x))) * u, the rest as
 // (x / (1 + expf(-x))) * u. Element-wise, so any split of the row gives the same values.
 typedef void (*lm_swiglu_fn)(float *g, const float *u, int64_t a, int64_t b, int64_t F);
+// gpt-oss's clamped SwiGLU (ggml_swiglu_oai) for j in [a, b): x = min(g[j], limit),
+// y = clamp(u[j], -limit, limit), g[j] = (x / (1 + expf(alpha * -x))) * (y + 1), libm expf as
+// ggml's CPU op (scalar there too). Element-wise: any split gives the same values. Every
+// table holds the generic one (no vector form: ggml has none to match).
+typedef void (*lm_swiglu_oai_fn)(float *g, const float *u, int64_t a, int64_t b, float alpha,
+                                 float limit);
 // y (n halves) = x (n floats) rounded to nearest even (lm_f32_to_f16, F16C's rounding)
 typedef void (*lm_f32_to_f16_fn)(lm_f16 *y, const float *x, int64_t n);
 
@@ -148,6 +154,10 @@ struct lm_attn_job {
     float *out;               // (nh, hdv)
     float *scratch;           // lm_attn_scratch_floats(hdk, hdv, p + 1) floats, 64-byte aligned
     bool k_q8, v_q8;          // K / V rows are q8_0 (blocks of 32 values, 34 bytes), else f16
+    const float *sinks;  // (nh) per query head, or NULL
+    // sinks (gpt-oss's learned attention sinks, ggml's soft_max with sinks): one logit per
+    // head that takes part in the max, and whose expf(sink - max) (libm) is added to the
+    // double sum after the cells'; it has no V row, so it only scales the probabilities down
 };
 // A q8_0 K or V (a Q8_0 KV cache, docs/kv_cache.md) goes to the table's attn_q8, which also
 // takes f16 rows. Strides stay in elements (a multiple of 32: cell row r starts
@@ -206,6 +216,7 @@ struct lm_kernels {
     lm_attn_fn attn;
     lm_attn_fn attn_q8;     // jobs with k_q8 or v_q8 (and f16 ones)
     lm_topk_span_fn topk_span;
+    lm_swiglu_oai_fn swiglu_oai;
 };
 
 // True if weight (n_out, n_in) of dtype t has an il layout: q8_0, q5_0, q4_0, q4_1, q5_1,

@@ -111,6 +111,7 @@ void lm_rmsnorm_generic(float *y, const float *x, const float *w, int64_t n, flo
 void lm_rope_generic(float *x, int64_t n_rows, int64_t stride, const float *cs, int64_t n_rot, bool neox);
 void lm_geglu_generic(float *g, const float *u, int64_t n, const float *table);
 void lm_swiglu_generic(float *g, const float *u, int64_t a, int64_t b, int64_t F);
+void lm_swiglu_oai_generic(float *g, const float *u, int64_t a, int64_t b, float alpha, float limit);
 void lm_f32_to_f16_generic(lm_f16 *y, const float *x, int64_t n);
 void lm_attn_generic(const struct lm_attn_job *j);
 void lm_topk_span_generic(struct lm_topk *t, const float *x, int32_t id0, int64_t n);

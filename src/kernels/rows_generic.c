@@ -1,4 +1,5 @@
-// Scalar row kernels of the forward pass (kernels.h): RMS norm, RoPE, GELU / SiLU gating,
+// Scalar row kernels of the forward pass (kernels.h): RMS norm, RoPE, GELU / SiLU gating
+// (and gpt-oss's clamped SwiGLU),
 // f32 -> f16 rows. Each states the float operations and order every table reproduces.
 #pragma GCC optimize("fp-contract=off") // kernels_internal.h: only the fmaf written here fuse
 
@@ -59,6 +60,16 @@ void lm_swiglu_generic(float *g, const float *u, int64_t a, int64_t b, int64_t F
         const float x = g[j];
         const float e = j < vend ? lm_expf_ggml(0.0f - x) : expf(-x);
         g[j] = (x / (1.0f + e)) * u[j];
+    }
+}
+
+// gpt-oss's clamped SwiGLU for j in [a, b), ggml_compute_forward_swiglu_oai_f32's formula
+void lm_swiglu_oai_generic(float *g, const float *u, int64_t a, int64_t b, float alpha, float limit) {
+    for (int64_t j = a; j < b; j++) {
+        const float x = g[j] < limit ? g[j] : limit;                              // std::min
+        const float y = u[j] < -limit ? -limit : (limit < u[j] ? limit : u[j]);   // std::clamp
+        const float glu = x / (1.0f + expf(alpha * (-x)));
+        g[j] = glu * (y + 1.0f);
     }
 }
 

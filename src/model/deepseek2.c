@@ -57,20 +57,22 @@ static float yarn_get_mscale(float scale, float mscale) {
 static float yarn_corr_dim(int n_dims, float n_ctx_orig, float n_rot, float base) {
     return (float)n_dims * logf(n_ctx_orig / (n_rot * 2 * (float)M_PI)) / (2 * logf(base));
 }
-static enum lm_status load_yarn(struct lm_model *m, float factor) {
+enum lm_status lm_model_yarn(struct lm_model *m, float factor, float *mscale) {
     struct lm_hparams *hp = &m->hp;
     enum lm_status st;
     uint32_t orig = (uint32_t)hp->n_ctx_train;
     float log_mul = 0.0f, rope_attn = 1.0f;
     if ((st = lm_model_key_u32(m, "rope.scaling.original_context_length", &orig, false))) return st;
-    if ((st = lm_model_key_f32(m, "rope.scaling.yarn_log_multiplier", &log_mul, false))) return st;
+    const bool ds2 = m->arch == &lm_arch_deepseek2; // llama.cpp reads the multiplier for it only
+    if (ds2 && (st = lm_model_key_f32(m, "rope.scaling.yarn_log_multiplier", &log_mul, false)))
+        return st;
     if ((st = lm_model_key_f32(m, "rope.scaling.attn_factor", &rope_attn, false))) return st;
     if (!(factor > 1.0f && factor < 1e6f) || orig == 0 || orig > (1u << 24) || !(log_mul >= 0.0f))
         return lm_error_set(LM_ERR_FORMAT,
-                            "deepseek2: %s: YaRN rope scaling needs factor > 1, "
+                            "%s: %s: YaRN rope scaling needs factor > 1, "
                             "original_context_length in [1, 2^24] and yarn_log_multiplier >= 0 "
-                            "(got %g, %u, %g)", m->path, factor, orig, log_mul);
-    log_mul /= 0.1f; // [TAG_DEEPSEEK2_YARN_LOG_MUL_FIX]
+                            "(got %g, %u, %g)", m->arch->name, m->path, factor, orig, log_mul);
+    if (ds2) log_mul /= 0.1f; // [TAG_DEEPSEEK2_YARN_LOG_MUL_FIX]
     const float freq_scale = 1.0f / factor;
     float af;
     if (log_mul != 0.0f) {
@@ -90,9 +92,15 @@ static enum lm_status load_yarn(struct lm_model *m, float factor) {
     hp->yarn_corr[0] = lo > 0.0f ? lo : 0.0f;
     hp->yarn_corr[1] = hi < (float)(hp->n_rot - 1) ? hi : (float)(hp->n_rot - 1);
     const float af_org = af * (1.0f + 0.1f * logf(1.0f / freq_scale));
-    const float ms = af_org * (1.0f + 0.1f * log_mul * logf(1.0f / freq_scale));
-    hp->attn_scale = 1.0f * ms * ms / sqrtf((float)hp->mla_hd_k);
+    *mscale = af_org * (1.0f + 0.1f * log_mul * logf(1.0f / freq_scale));
     return LM_OK;
+}
+
+static enum lm_status load_yarn(struct lm_model *m, float factor) {
+    float ms = 1.0f;
+    enum lm_status st = lm_model_yarn(m, factor, &ms);
+    m->hp.attn_scale = 1.0f * ms * ms / sqrtf((float)m->hp.mla_hd_k);
+    return st;
 }
 
 // RoPE: NORM rotation of the rope dims, none or YaRN scaling; the attention scale is

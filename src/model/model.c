@@ -20,6 +20,7 @@ static const struct lm_arch *const k_archs[] = {
     &lm_arch_phi3,
     &lm_arch_granite,
     &lm_arch_smollm3,
+    &lm_arch_gptoss,
 };
 #define N_ARCHS (sizeof k_archs / sizeof k_archs[0])
 

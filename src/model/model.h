@@ -30,6 +30,7 @@ enum lm_rope_scaling {
 enum lm_expert_gating {
     LM_EXPERT_GATING_SOFTMAX = 1,
     LM_EXPERT_GATING_SIGMOID = 2,
+    LM_EXPERT_GATING_SOFTMAX_WEIGHT = 3, // gpt-oss: top-k of the raw logits, softmax over those k
 };
 
 // experts per layer lumen accepts (Qwen3-30B-A3B: 128; the routing scratch scales with it)
@@ -129,10 +130,17 @@ struct lm_layer {
     struct lm_weight *down_exps;     // [n_expert] (n_embd, n_ff_exp)
     // bert (post-norm): x = LN(x + attn(x)) with attn_out_norm, then x = LN(x + ffn(x)) with
     // layer_out_norm; every LayerNorm has a bias; the FFN is GELU(up x + b) -> down (no gate)
-    struct lm_weight bo;                       // (n_embd) attn_output.bias, optional
+    struct lm_weight bo;                       // (n_embd) attn_output.bias, optional (bert, gpt-oss)
     struct lm_weight attn_out_norm, attn_out_norm_b;   // (n_embd) each
     struct lm_weight up_b, down_b;             // (n_ff), (n_embd), optional
     struct lm_weight layer_out_norm, layer_out_norm_b; // (n_embd) each
+    // gpt-oss (model/gptoss.c): the output projection's bias (bo above), the router's and the
+    // experts' biases (F32, added after each matmul as llama.cpp's graph does) and the sinks
+    struct lm_weight router_b;       // ffn_gate_inp.bias (n_expert), optional
+    struct lm_weight attn_sinks;     // attn_sinks.weight (n_head), optional: lm_attn_job.sinks
+    const float *gate_exps_b;        // (n_expert, n_ff_exp) rows of ffn_gate_exps.bias, or NULL
+    const float *up_exps_b;          // (n_expert, n_ff_exp) ffn_up_exps.bias, or NULL
+    const float *down_exps_b;        // (n_expert, n_embd) ffn_down_exps.bias, or NULL
 };
 
 // The gate's activation in the FFN: act(gate) * up. The values are lm_op_gate_up_act's
@@ -140,6 +148,7 @@ struct lm_layer {
 enum lm_ffn_act {
     LM_FFN_ACT_GELU = 0, // GELU (tanh approximation): gemma3
     LM_FFN_ACT_SILU = 1, // SiLU (SwiGLU): llama, qwen2, qwen3
+    LM_FFN_ACT_SWIGLU_OAI = 2, // gpt-oss's clamped SwiGLU (experts only: kernels' swiglu_oai)
 };
 
 // The per-architecture shape of the forward pass's blocks (runtime/forward.c), as data. What else differs
@@ -261,6 +270,12 @@ extern const struct lm_arch lm_arch_qwen3;
 extern const struct lm_arch lm_arch_qwen3moe;
 extern const struct lm_arch lm_arch_deepseek2; // deepseek2.c: MLA + shared experts
 extern const struct lm_arch lm_arch_phi3; // phi3.c
+extern const struct lm_arch lm_arch_gptoss; // gptoss.c: gpt-oss (llama.cpp's openai-moe)
+// YaRN as llama.cpp sets it up from the file's rope.scaling.* keys (deepseek2.c): rope_scaling,
+// rope_scale (freq_scale 1/factor), yarn_ext_factor, yarn_attn_factor, yarn_corr over
+// hp->n_rot and hp->rope_base; *mscale gets the magnitude llama.cpp's deepseek2 squares into
+// its attention scale. LM_ERR_FORMAT naming the keys when they are out of range.
+enum lm_status lm_model_yarn(struct lm_model *m, float factor, float *mscale);
 extern const struct lm_arch lm_arch_granite; // llama.c + granite.c: granite, smollm3
 extern const struct lm_arch lm_arch_smollm3;
 // What granite and smollm3 add to the llama loader (granite.c), run after it has read

@@ -46,7 +46,8 @@ void lm_model_hparams(const struct lm_model *m, struct lm_model_hparams *out) {
         .mla_kv_rank = hp->mla_kv_rank, .rope_yarn = hp->rope_scaling == LM_ROPE_SCALING_YARN,
         .rope_longrope = m->rope_long || m->rope_short, .rope_orig_ctx = m->n_ctx_orig,
         .rope_attn_factor = hp->rope_mscale > 0.0f ? hp->rope_mscale : 1.0f,
-        .residual_scale = hp->residual_scale, .logit_scale = hp->logit_scale};
+        .residual_scale = hp->residual_scale, .logit_scale = hp->logit_scale,
+        .expert_softmax_k = hp->expert_gating == LM_EXPERT_GATING_SOFTMAX_WEIGHT};
     if (hp->rope_scaling == LM_ROPE_SCALING_LLAMA3 && m->rope_freqs) {
         out->rope_llama3 = true;
         // rope_freqs_buf holds the factors computed from rope.scaling.*; otherwise they
@@ -69,6 +70,7 @@ enum lm_status lm_model_layer_info(const struct lm_model *m, int32_t layer,
     *out = (struct lm_model_layer_info){
         .sliding = l->swa, .qkv_bias = l->bq.data || l->bk.data || l->bv.data,
         .qk_norm = l->q_norm.data != NULL, .post_norms = l->post_attn_norm.data != NULL,
+        .attn_sinks = l->attn_sinks.data != NULL, .o_bias = l->bo.data != NULL,
         .no_rope = l->no_rope};
     return LM_OK;
 }

@@ -1,5 +1,5 @@
 // The forward pass: the one decoder of every architecture (gemma3, llama, qwen2, qwen3,
-// qwen3moe, granite, smollm3, deepseek2: latent attention through runtime/ops_mla.c),
+// qwen3moe, granite, smollm3, gpt-oss, deepseek2: latent attention through runtime/ops_mla.c),
 // llama.cpp's pre-norm block stack, shaped by m->arch->decoder (lm_decoder_desc) and by the
 // model's data (hyper-parameters, optional weights; experts: lm_op_moe_ffn), so no family has
 // a copy of it. Prefill, decode, batched decode and speculative verification are all this
@@ -71,6 +71,10 @@ void lm_forward(struct lm_context *c, int ith, int nth) {
                                        : c->att + r0 * L->wo.n_in;
         lm_op_matmul(c, c->o, wo_in, &L->wo, Nr, ith, nth);
         t = lm_fwd_sync_mm(c, ith, LM_OP_O_PROJ, il, t, wo, 1);
+        if (L->bo.data) { // output projection bias (gpt-oss), rows split: its own barrier
+            lm_op_add_bias(c->o, &L->bo, Nr, ith, nth);
+            t = lm_fwd_sync(c, ith, LM_OP_O_PROJ, il, t);
+        }
         if (pv) { // post norm + residual + ffn norm in the ffn_norm span
             lm_fwd_residual_priv(c, &xcur, &xoth, r0, c->o, post_attn, &L->ffn_norm, eps, Nr, E,
                                  xn_own, ith);

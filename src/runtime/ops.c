@@ -226,6 +226,7 @@ void lm_op_attention(struct lm_context *c, int il, int ith, int nth) {
             j.nh = he - h0 < LM_ATTN_MAX_HEADS ? (int)(he - h0) : LM_ATTN_MAX_HEADS;
             j.q = c->q + (i * n_head + h0) * hdk;
             j.out = c->att + (i * n_head + h0) * hdv;
+            j.sinks = L->attn_sinks.data ? (const float *)L->attn_sinks.data + h0 : NULL; // gpt-oss
             attn(&j);
         }
     }

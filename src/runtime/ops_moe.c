@@ -1,5 +1,6 @@
 // The mixture-of-experts FFN (qwen3moe; llama with experts; deepseek2 with its shared experts,
-// sigmoid gating, selection bias and groups): the router, each token's top-k of its softmax
+// sigmoid gating, selection bias and groups; gpt-oss with biases, softmax over the chosen
+// logits and the clamped SwiGLU): the router, each token's top-k of its softmax
 // (or sigmoid), and the chosen experts' SwiGLU FFNs over the tokens grouped by expert, so
 // a chosen expert's weights are read once per step (llama.cpp's mul_mat_id) and decode
 // touches only the chosen experts.
@@ -82,16 +83,38 @@ static void route_groups(float *s, int X, int n_groups, int n_used) {
             for (int e = g * per; e < (g + 1) * per; e++) s[e] = -INFINITY;
 }
 
-// The router's probabilities p over the X logits (softmax, or sigmoid as the file says), the
-// K best by selection score (p plus the optional bias, within the chosen groups; ties: the
-// lower index), their probabilities renormalised to sum 1 (sum clamped as llama.cpp:
-// >= 2^-14) and scaled
+// softmax_weight gating (gpt-oss): w (K) = softmax of the chosen logits, as ggml_soft_max on
+// a row of K: max, e = expf(w - max), summed in double, times (float)(1 / sum). ggml takes libm
+// expf for rows under 16 (gpt-oss chooses 4) and its vector polynomial over whole 16s.
+static void softmax_k(float *w, int K) {
+    float mx = -INFINITY;
+    for (int j = 0; j < K; j++) mx = w[j] > mx ? w[j] : mx;
+    double sum = 0.0;
+    for (int j = 0; j < K; j++) {
+        w[j] = expf(w[j] - mx);
+        sum += (double)w[j];
+    }
+    const float inv = (float)(1.0 / sum);
+    for (int j = 0; j < K; j++) w[j] *= inv;
+}
+
+// The router's probabilities p over the X logits (plus the router's bias, gpt-oss: softmax,
+// sigmoid, or the logits themselves for softmax_weight, as the file says), the K best by
+// selection score (p plus the optional selection bias, within the chosen groups; ties: the
+// lower index), their probabilities (softmax_weight: a softmax of the K) renormalised to sum 1
+// (sum clamped as llama.cpp: >= 2^-14) and scaled
 static void route_token(const float *logits, const struct lm_hparams *hp, const float *bias,
-                        float *p, float *s, int32_t *sel, float *w) {
+                        const float *rb, float *p, float *s, int32_t *sel, float *w) {
     const int X = hp->n_expert, K = hp->n_expert_used;
     const bool norm = hp->expert_norm_w;
     const float scale = hp->expert_w_scale;
-    if (hp->expert_gating == LM_EXPERT_GATING_SIGMOID) {
+    if (rb) { // ggml_add of the router's bias, into p (the gating reads it from there)
+        for (int e = 0; e < X; e++) p[e] = logits[e] + rb[e];
+        logits = p;
+    }
+    if (hp->expert_gating == LM_EXPERT_GATING_SOFTMAX_WEIGHT) {
+        if (logits != p) memcpy(p, logits, (size_t)X * sizeof *p);
+    } else if (hp->expert_gating == LM_EXPERT_GATING_SIGMOID) {
         for (int e = 0; e < X; e++) p[e] = 1.0f / (1.0f + expf(-logits[e]));
     } else {
         float mx = -INFINITY;
@@ -114,6 +137,7 @@ static void route_token(const float *logits, const struct lm_hparams *hp, const 
         w[j] = p[best];
         s[best] = -INFINITY; // taken
     }
+    if (hp->expert_gating == LM_EXPERT_GATING_SOFTMAX_WEIGHT) softmax_k(w, K);
     if (norm) {
         float s = 0.0f;
         for (int j = 0; j < K; j++) s += w[j];
@@ -131,9 +155,9 @@ static void route_all(struct lm_context *c, const struct moe_route *r, const str
                       int64_t n) {
     const struct lm_hparams *hp = &c->m->hp;
     const int X = hp->n_expert, K = hp->n_expert_used;
-    const float *bias = L->exp_probs_b.data;
+    const float *bias = L->exp_probs_b.data, *rb = L->router_b.data;
     for (int64_t i = 0; i < n; i++)
-        route_token(c->moe_logits + i * X, hp, bias, r->p, r->s, r->sel + i * K, r->w + i * K);
+        route_token(c->moe_logits + i * X, hp, bias, rb, r->p, r->s, r->sel + i * K, r->w + i * K);
     memset(r->off, 0, (size_t)(X + 1) * sizeof *r->off);
     for (int64_t s = 0; s < n * K; s++) r->off[r->sel[s] + 1]++;
     for (int e = 0; e < X; e++) {
@@ -166,11 +190,18 @@ static void expert_begin(struct lm_context *c, struct lm_matmul_plan *p,
     if (p->shared) lm_pool_barrier(c->pool);
 }
 
+// y rows (n, w), columns [a, b) += the expert's bias (gpt-oss: ggml_add_id after the matmul)
+static void expert_bias_rows(float *y, const float *bias, int64_t n, int64_t w, int64_t a, int64_t b) {
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t d = a; d < b; d++) y[i * w + d] += bias[d];
+}
+
 void lm_op_moe_ffn(struct lm_context *c, float *out, const float *X, const struct lm_layer *L,
                    int64_t n, int il, int ith, int nth, uint64_t *t) {
     const struct lm_hparams *hp = &c->m->hp;
     const int64_t E = hp->n_embd, F = hp->n_ff_exp, K = hp->n_expert_used;
     const int NX = hp->n_expert;
+    const bool oai = c->m->arch->decoder.ffn_act == LM_FFN_ACT_SWIGLU_OAI; // gpt-oss
 
     // ---- router: logits (n, n_expert), then every thread's own routing and grouping
     lm_op_matmul(c, c->moe_logits, X, &L->router, n, ith, nth);
@@ -208,7 +239,12 @@ void lm_op_moe_ffn(struct lm_context *c, float *out, const float *X, const struc
         if (a < b) {
             lm_matmul_rows(&p, 0, g, a, b);
             lm_matmul_rows(&p, 1, u, a, b);
-            for (int64_t i = 0; i < cnt; i++) c->kern->swiglu(g + i * F, u + i * F, a, b, F);
+            if (L->gate_exps_b) expert_bias_rows(g, L->gate_exps_b + e * F, cnt, F, a, b);
+            if (L->up_exps_b) expert_bias_rows(u, L->up_exps_b + e * F, cnt, F, a, b);
+            for (int64_t i = 0; i < cnt; i++) {
+                if (oai) c->kern->swiglu_oai(g + i * F, u + i * F, a, b, 1.702f, 7.0f);
+                else c->kern->swiglu(g + i * F, u + i * F, a, b, F);
+            }
         }
         if (prof) lm_prof_expert_rec(LM_OP_FFN_MOE_GATE_UP, il, e, (int32_t)cnt, te, lm_prof_ticks());
         if (p.shared) lm_pool_barrier(c->pool); // the shared activations are reused next
@@ -228,6 +264,7 @@ void lm_op_moe_ffn(struct lm_context *c, float *out, const float *X, const struc
         expert_begin(c, &p, ws, 1, c->moe_g + o0 * F, cnt, ith, nth);
         if (a < b) {
             lm_matmul_rows(&p, 0, c->moe_y, a, b);
+            if (L->down_exps_b) expert_bias_rows(c->moe_y, L->down_exps_b + e * E, cnt, E, a, b);
             for (int64_t i = 0; i < cnt; i++) {
                 float *dst = out + (int64_t)r.tok[o0 + i] * E;
                 const float *y = c->moe_y + i * E, w = r.tw[o0 + i];

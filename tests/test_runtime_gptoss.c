@@ -1,0 +1,205 @@
+// gpt-oss in the one decoder (model/gptoss.c) on the tiny random-weight copies of
+// tools/make_arch_gguf.py --ci (F16 and every matrix Q8_0; 2 layers, layer 0 with a 32-token
+// window, attention sinks, biases, 4 of 8 experts): batch invariance (a sequence's logits are
+// the same bits whether its 48-token prompt, which crosses the window, is prefilled in one
+// batch or in chunks, alone or beside 7 other sequences in mixed prefill/decode batches, at 1
+// or 2 threads), the same on a Q8_0 KV cache, whose greedy choices stay the f16 cache's
+// (top-1 at >= 44 of 48 positions), and the loader's refusals of malformed gpt-oss files.
+// Set-up as tests/test_model_arch_golden.c: the generator into $LUMEN_ARCH_DIR.
+// LM_TEST_LABELS: model;arch
+#include "lm_test.h"
+#include "lm_test_file.h"
+#include "lm_test_model.h"
+#include "lumen.h"
+
+#include <unistd.h>
+
+enum { NP = 48, NS = 8, GEN = 8 };
+
+// sequence 0's greedy steps beside NS - 1 others (prompts in chunks of 5, then decode) give
+// the same logits bits and tokens as alone (ref, toks)
+static void beside_others(struct lm_context *c, const char *what, const int32_t *prompt,
+                          const float *ref, const int32_t *toks, int nv) {
+    int32_t other[NS][48];
+    int olen[NS], pos[NS] = {0}, last[NS] = {0}, g0 = 0, diff = 0, steps = 0;
+    for (int s = 1; s < NS; s++) { olen[s] = 11 + 4 * s; lm_test_ids(other[s], olen[s], 100 + s, nv); }
+    while (g0 < GEN && steps < 100) {
+        struct lm_batch_entry b[128];
+        int nb = 0, want0 = -1;
+        for (int s = 0; s < NS; s++) {
+            const int len = s ? olen[s] : NP;
+            const int32_t *t = s ? other[s] : prompt;
+            if (pos[s] < len) {
+                for (int i = 0; i < (s ? 5 : 7) && pos[s] < len; i++, pos[s]++) {
+                    if (s == 0 && pos[s] == len - 1) want0 = nb;
+                    b[nb++] = (struct lm_batch_entry){t[pos[s]], pos[s], s, pos[s] == len - 1};
+                }
+            } else {
+                if (s == 0) want0 = nb;
+                b[nb++] = (struct lm_batch_entry){last[s], pos[s]++, s, true};
+            }
+        }
+        if (lm_decode(c, b, nb) != LM_OK) {
+            CHECKF(0, "%s: mixed batch of %d: %s", what, nb, lm_error_msg());
+            break;
+        }
+        steps++;
+        for (int i = 0, k = 0; i < nb; i++) {
+            if (!b[i].want_logits) continue;
+            const float *l = lm_get_logits(c, k++);
+            last[b[i].seq] = lm_test_argmax(l, nv);
+            if (i == want0) {
+                if (!lm_test_same(l, ref + (size_t)g0 * nv, nv) || last[0] != toks[g0]) diff++;
+                last[0] = toks[g0++];
+            }
+        }
+    }
+    CHECKF(g0 == GEN && diff == 0, "%s: sequence 0 beside %d others: %d of %d steps differ", what,
+           NS - 1, diff, g0);
+    for (int s = 0; s < NS; s++) CHECK(lm_kv_cache_seq_rm(c, s, 0, -1) == LM_OK);
+}
+
+// The invariances on one file and KV type; the one-batch prefill's logits into out (NP rows).
+static void run(struct lm_model *m, const char *path, enum lm_kv_type kv, float *out) {
+    const int nv = lm_model_n_vocab(m);
+    char what[1100];
+    snprintf(what, sizeof what, "%s (KV %s)", path, lm_kv_type_name(kv));
+    int32_t prompt[NP];
+    lm_test_ids(prompt, NP, 1, nv);
+    float *got = malloc(sizeof(float) * (size_t)nv * NP), *ref = malloc(sizeof(float) * (size_t)nv * GEN);
+    struct lm_context_params cp = {.n_ctx = 256, .n_seq_max = NS, .n_batch = 128, .n_threads = 2,
+                                   .kv_tokens = 1024, .kv_type_k = kv, .kv_type_v = kv};
+    struct lm_context *c = NULL;
+    CHECKF(lm_context_init(&c, m, &cp) == LM_OK, "%s: %s", what, lm_error_msg());
+    if (!c) { free(got); free(ref); return; }
+    CHECK(lm_test_prefill(c, 0, prompt, NP, NP, out, nv));
+    const int chunks[] = {1, 5, 17};
+    for (size_t k = 0; k < sizeof chunks / sizeof chunks[0]; k++) {
+        CHECK(lm_kv_cache_seq_rm(c, 0, 0, -1) == LM_OK);
+        CHECK(lm_test_prefill(c, 0, prompt, NP, chunks[k], got, nv));
+        const int bad = lm_test_first_diff(out, got, NP, nv);
+        CHECKF(bad < 0, "%s: chunks of %d: position %d differs from the one-batch prefill", what,
+               chunks[k], bad);
+    }
+    CHECK(lm_kv_cache_seq_rm(c, 0, 0, -1) == LM_OK);
+    int32_t toks[GEN];
+    CHECK(lm_test_greedy_alone(c, prompt, NP, GEN, ref, toks, nv));
+    beside_others(c, what, prompt, ref, toks, nv);
+    struct lm_context_params c1p = cp;
+    c1p.n_threads = 1;
+    struct lm_context *c1 = NULL;
+    CHECK(lm_context_init(&c1, m, &c1p) == LM_OK);
+    if (c1) {
+        CHECK(lm_test_prefill(c1, 0, prompt, NP, 13, got, nv));
+        const int bad = lm_test_first_diff(out, got, NP, nv);
+        CHECKF(bad < 0, "%s: 1 thread vs 2: position %d differs", what, bad);
+        lm_context_free(c1);
+    }
+    printf("%s: prefill chunks, 8 mixed sequences, 1 and 2 threads: bit-identical\n", what);
+    lm_context_free(c);
+    free(got);
+    free(ref);
+}
+
+static void run_file(const char *path) {
+    struct lm_model *m = NULL;
+    if (lm_model_load(&m, path, NULL) != LM_OK) {
+        CHECKF(0, "cannot load %s: %s", path, lm_error_msg());
+        return;
+    }
+    CHECK(!strcmp(lm_model_arch(m), "gpt-oss"));
+    const int nv = lm_model_n_vocab(m);
+    float *f16 = malloc(sizeof(float) * (size_t)nv * NP), *q8 = malloc(sizeof(float) * (size_t)nv * NP);
+    run(m, path, LM_KV_F16, f16);
+    run(m, path, LM_KV_Q8_0, q8);
+    int agree = 0;
+    for (int p = 0; p < NP; p++)
+        agree += lm_test_argmax(f16 + (size_t)p * nv, nv) == lm_test_argmax(q8 + (size_t)p * nv, nv);
+    printf("%s: Q8_0 KV cache: top-1 as the f16 cache's at %d of %d positions\n", path, agree, NP);
+    CHECKF(agree >= NP - 4, "%s: Q8_0 KV: top-1 as f16's at only %d of %d positions", path, agree, NP);
+    free(f16);
+    free(q8);
+    lm_model_free(m);
+}
+
+// ---------------------------------------------------------------- refusals
+
+static unsigned char *find(unsigned char *b, size_t n, const char *s) {
+    const size_t k = strlen(s);
+    for (size_t i = 0; i + k <= n; i++)
+        if (!memcmp(b + i, s, k)) return b + i;
+    return NULL;
+}
+
+// A copy of src with the first occurrence of `from` overwritten by `to` (same length) loads
+// with status want and a message containing msg.
+static void refuse(const char *src, const char *from, const char *to, enum lm_status want,
+                   const char *msg) {
+    size_t n = 0;
+    unsigned char *b = (unsigned char *)lm_test_read_file(src, &n);
+    CHECKF(b != NULL, "cannot read %s", src);
+    if (!b) return;
+    unsigned char *k = find(b, n, from);
+    CHECKF(k != NULL && strlen(from) == strlen(to), "%s: no '%s' to patch", src, from);
+    if (k) memcpy(k, to, strlen(to));
+    char dst[1024];
+    snprintf(dst, sizeof dst, "%s.bad-%d.gguf", src, (int)getpid());
+    FILE *f = fopen(dst, "wb");
+    CHECK(f && fwrite(b, 1, n, f) == n);
+    if (f) fclose(f);
+    free(b);
+    struct lm_model *m = NULL;
+    const enum lm_status st = lm_model_load(&m, dst, NULL);
+    CHECKF(st == want && strstr(lm_error_msg(), msg), "%s -> %s: got %s '%s', want %s with '%s'",
+           from, to, lm_status_name(st), st ? lm_error_msg() : "", lm_status_name(want), msg);
+    printf("refused (%s -> %s): %s\n", from, to, st ? lm_error_msg() : "(loaded!)");
+    lm_model_free(m);
+    remove(dst);
+}
+
+static void refusals(const char *path) {
+    refuse(path, "blk.0.attn_sinks.weight", "blk.0.attn_sinkz.weight", LM_ERR_FORMAT,
+           "missing required tensor 'blk.0.attn_sinks.weight'");
+    refuse(path, "blk.1.ffn_down_exps.bias", "blk.1.ffn_down_exps.biaz", LM_ERR_FORMAT,
+           "missing required tensor 'blk.1.ffn_down_exps.bias'");
+    refuse(path, "blk.0.attn_output.bias", "blk.0.attn_output.biaz", LM_ERR_FORMAT,
+           "missing required tensor 'blk.0.attn_output.bias'");
+    refuse(path, "blk.1.ffn_gate_inp.bias", "blk.1.ffn_gate_inp.biaz", LM_ERR_FORMAT,
+           "missing required tensor 'blk.1.ffn_gate_inp.bias'");
+    refuse(path, "gpt-oss.attention.sliding_window", "gpt-oss.attention.sliding_windoz",
+           LM_ERR_FORMAT, "gpt-oss.attention.sliding_window");
+    refuse(path, "gpt-oss.expert_used_count", "gpt-oss.expert_used_counz", LM_ERR_FORMAT,
+           "gpt-oss.expert_used_count");
+    refuse(path, "yarn", "yorn", LM_ERR_UNSUPPORTED, "rope scaling 'yorn'");
+}
+
+int main(void) {
+    char dir[512], cmd[2048], path[1024];
+    const char *d = getenv("LUMEN_ARCH_DIR");
+    if (d && *d) snprintf(dir, sizeof dir, "%s", d);
+    else snprintf(dir, sizeof dir, "/tmp/lumen-arch-%d", (int)getuid());
+    const char *py = getenv("LUMEN_PYTHON");
+    char pybuf[1024];
+    if (!py || !*py) {
+        snprintf(pybuf, sizeof pybuf, "%s", lm_test_path(".venv/bin/python"));
+        py = access(pybuf, X_OK) == 0 ? pybuf : "python3";
+    }
+    snprintf(cmd, sizeof cmd, "'%s' '%s' --ci '%s'", py, lm_test_path("tools/make_arch_gguf.py"), dir);
+    if (system(cmd) != 0) {
+        const char *allow = getenv("LUMEN_ALLOW_SKIP");
+        if (allow && !strcmp(allow, "1")) {
+            printf("SKIP: cannot generate the architecture models (needs numpy + gguf)\n");
+            return 0;
+        }
+        CHECKF(0, "generator failed: %s", cmd);
+        return lm_test_finish();
+    }
+    const char *files[] = {"arch_gptoss_f16.gguf", "arch_gptoss_q8_0.gguf"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        run_file(path);
+    }
+    snprintf(path, sizeof path, "%s/%s", dir, files[1]);
+    refusals(path);
+    return lm_test_finish();
+}
