@@ -162,7 +162,8 @@ bool api_parse_tool_list(json_t *o, api_tool_reader read, struct api_request *r,
         r->n_tools = (int32_t)i + 1;
         r->tools[i].name = api_dup_n(json_string_value(f.name), json_string_length(f.name));
         r->tools[i].parameters = f.params ? api_dump(f.params) : api_dup_n("{\"type\":\"object\"}", 17);
-        json_t *fn = json_object(); // name, description, parameters: chat's order, so the same tools make the same prompt
+        // name, description, parameters: chat's order, so the same tools make the same prompt
+        json_t *fn = json_object();
         if (fn && (json_object_set(fn, "name", f.name) || (f.desc && json_object_set(fn, "description", f.desc)) ||
                    (f.params && json_object_set(fn, "parameters", f.params)))) {
             json_decref(fn);
