@@ -10,13 +10,9 @@
 // tests/test_model_ref_forward_arch.sh.
 // Set-up as tests/test_model_arch_golden.c: the generator into $LUMEN_ARCH_DIR.
 // LM_TEST_LABELS: model;arch
-#include "lm_test.h"
-#include "lm_test_file.h"
-#include "lm_test_model.h"
-#include "lumen.h"
+#include "lm_test_arch.h"
 
 #include <math.h>
-#include <unistd.h>
 
 static char g_dir[512];
 
@@ -66,51 +62,6 @@ static void check_smollm3_hparams(const char *path) {
 
 enum { NP = 40, NS = 6, GEN = 8 };
 
-// sequence 0 generating GEN tokens beside NS-1 others (their prompts in chunks of 5, then
-// decode) gives the same bits as alone (ref, alone_tok: lm_test_greedy_alone)
-static void beside_others(struct lm_context *c, const char *path, const int32_t *prompt,
-                          const float *ref, const int32_t *alone_tok, int nv) {
-    int32_t other[NS][48];
-    int olen[NS], pos[NS] = {0}, last[NS] = {0}, g0 = 0, diff = 0, steps = 0;
-    for (int s = 1; s < NS; s++) { olen[s] = 11 + 5 * s; lm_test_ids(other[s], olen[s], 200 + s, nv); }
-    bool done = false;
-    while (!done && steps < 100) {
-        struct lm_batch_entry b[64];
-        int nb = 0, want0 = -1;
-        for (int s = 0; s < NS; s++) {
-            const int len = s ? olen[s] : NP;
-            const int32_t *t = s ? other[s] : prompt;
-            if (pos[s] < len) {
-                for (int i = 0; i < (s ? 5 : 7) && pos[s] < len; i++, pos[s]++) {
-                    if (s == 0 && pos[s] == len - 1) want0 = nb;
-                    b[nb++] = (struct lm_batch_entry){t[pos[s]], pos[s], s, pos[s] == len - 1};
-                }
-            } else {
-                if (s == 0) want0 = nb;
-                b[nb++] = (struct lm_batch_entry){last[s], pos[s], s, true};
-                pos[s]++;
-            }
-        }
-        if (lm_decode(c, b, nb) != LM_OK) {
-            CHECKF(0, "%s: mixed batch of %d: %s", path, nb, lm_error_msg());
-            return;
-        }
-        steps++;
-        for (int i = 0, k = 0; i < nb; i++) {
-            if (!b[i].want_logits) continue;
-            const float *l = lm_get_logits(c, k++);
-            last[b[i].seq] = lm_test_argmax(l, nv);
-            if (i != want0) continue;
-            if (!lm_test_same(l, ref + (size_t)g0 * nv, nv) || last[0] != alone_tok[g0]) diff++;
-            last[0] = alone_tok[g0];
-            done = ++g0 == GEN;
-        }
-    }
-    CHECKF(done && diff == 0, "%s: sequence 0 beside %d others: %d of %d steps differ", path,
-           NS - 1, diff, g0);
-    for (int s = 0; s < NS; s++) CHECK(lm_kv_cache_seq_rm(c, s, 0, -1) == LM_OK);
-}
-
 static void batch_invariance(const char *path) {
     struct lm_model *m = NULL;
     if (lm_model_load(&m, path, NULL) != LM_OK) {
@@ -151,7 +102,7 @@ static void batch_invariance(const char *path) {
     CHECK(lm_kv_cache_seq_rm(c, 0, 0, -1) == LM_OK);
     int32_t alone_tok[GEN];
     CHECK(lm_test_greedy_alone(c, prompt, NP, GEN, ref, alone_tok, nv));
-    beside_others(c, path, prompt, ref, alone_tok, nv);
+    lm_test_beside_others(c, path, prompt, NP, GEN, NS, 5, 200, ref, alone_tok, nv);
     printf("%s: chunks, threads and %d sequences beside: bit-identical\n", path, NS - 1);
 out:
     lm_context_free(c);
@@ -215,59 +166,20 @@ static void fused_top_k(const char *path) {
 
 // ---------------------------------------------------------------- refusals
 
-static unsigned char *find(unsigned char *b, size_t n, const char *s) {
-    const size_t k = strlen(s);
-    for (size_t i = 0; i + k <= n; i++)
-        if (!memcmp(b + i, s, k)) return b + i;
-    return NULL;
-}
-
-// The f32 value of key (after the key string and its u32 type), or NULL.
-static unsigned char *f32_value(unsigned char *b, size_t n, const char *key) {
-    unsigned char *k = find(b, n, key);
-    return k ? k + strlen(key) + 4 : NULL;
-}
-
-// A copy of the model at src with one patch loads with status want and a message containing
-// msg (want LM_OK: it loads, and check() sees the model).
-static void patched(const char *src, const char *what, void (*patch)(unsigned char *, size_t),
-                    enum lm_status want, const char *msg, void (*check)(struct lm_model *)) {
-    size_t n = 0;
-    unsigned char *b = (unsigned char *)lm_test_read_file(src, &n);
-    CHECKF(b != NULL, "cannot read %s", src);
-    if (!b) return;
-    patch(b, n);
-    char dst[1024];
-    snprintf(dst, sizeof dst, "%s.bad-%d.gguf", src, (int)getpid());
-    FILE *f = fopen(dst, "wb");
-    CHECK(f && fwrite(b, 1, n, f) == n);
-    if (f) fclose(f);
-    free(b);
-    struct lm_model *m = NULL;
-    const enum lm_status st = lm_model_load(&m, dst, NULL);
-    CHECKF(st == want && (st == LM_OK || strstr(lm_error_msg(), msg)),
-           "%s: got %s '%s', want %s with '%s'", what, lm_status_name(st), st ? lm_error_msg() : "",
-           lm_status_name(want), msg);
-    printf("%s: %s\n", what, st ? lm_error_msg() : "loaded");
-    if (m && check) check(m);
-    lm_model_free(m);
-    remove(dst);
-}
-
 static void p_no_logit_scale(unsigned char *b, size_t n) {
-    unsigned char *k = find(b, n, "granite.logit_scale");
+    unsigned char *k = lm_test_find(b, n, "granite.logit_scale");
     if (k) k[strlen("granite.logit_scal")] = 'z';
 }
 static void p_logit_scale_neg(unsigned char *b, size_t n) {
-    unsigned char *v = f32_value(b, n, "granite.logit_scale");
+    unsigned char *v = lm_test_key_value(b, n, "granite.logit_scale");
     if (v) { const float x = -8.0f; memcpy(v, &x, 4); }
 }
 static void p_residual_nan(unsigned char *b, size_t n) {
-    unsigned char *v = f32_value(b, n, "granite.residual_scale");
+    unsigned char *v = lm_test_key_value(b, n, "granite.residual_scale");
     if (v) { const float x = NAN; memcpy(v, &x, 4); }
 }
 static void p_no_residual(unsigned char *b, size_t n) {
-    unsigned char *k = find(b, n, "granite.residual_scale");
+    unsigned char *k = lm_test_find(b, n, "granite.residual_scale");
     if (k) k[strlen("granite.residual_scal")] = 'z';
 }
 static void no_residual_scale(struct lm_model *m) {
@@ -279,36 +191,20 @@ static void no_residual_scale(struct lm_model *m) {
 }
 
 static void refusals(const char *path) {
-    patched(path, "no granite.logit_scale", p_no_logit_scale, LM_ERR_FORMAT,
-            "granite.logit_scale", NULL);
-    patched(path, "granite.logit_scale -8", p_logit_scale_neg, LM_ERR_FORMAT,
-            "granite.logit_scale = -8 must be finite and > 0", NULL);
-    patched(path, "granite.residual_scale nan", p_residual_nan, LM_ERR_FORMAT,
-            "granite.residual_scale = nan must be finite and > 0", NULL);
-    patched(path, "no granite.residual_scale (optional)", p_no_residual, LM_OK, "",
-            no_residual_scale);
+    lm_test_patched(path, "no granite.logit_scale", p_no_logit_scale, LM_ERR_FORMAT,
+                    "granite.logit_scale", NULL);
+    lm_test_patched(path, "granite.logit_scale -8", p_logit_scale_neg, LM_ERR_FORMAT,
+                    "granite.logit_scale = -8 must be finite and > 0", NULL);
+    lm_test_patched(path, "granite.residual_scale nan", p_residual_nan, LM_ERR_FORMAT,
+                    "granite.residual_scale = nan must be finite and > 0", NULL);
+    lm_test_patched(path, "no granite.residual_scale (optional)", p_no_residual, LM_OK, "",
+                    no_residual_scale);
 }
 
 int main(void) {
-    const char *d = getenv("LUMEN_ARCH_DIR");
-    if (d && *d) snprintf(g_dir, sizeof g_dir, "%s", d);
-    else snprintf(g_dir, sizeof g_dir, "/tmp/lumen-arch-%d", (int)getuid());
-    const char *py = getenv("LUMEN_PYTHON");
-    char pybuf[1024], cmd[2048], path[1024];
-    if (!py || !*py) {
-        snprintf(pybuf, sizeof pybuf, "%s", lm_test_path(".venv/bin/python"));
-        py = access(pybuf, X_OK) == 0 ? pybuf : "python3";
-    }
-    snprintf(cmd, sizeof cmd, "'%s' '%s' --ci '%s'", py, lm_test_path("tools/make_arch_gguf.py"), g_dir);
-    if (system(cmd) != 0) {
-        const char *allow = getenv("LUMEN_ALLOW_SKIP");
-        if (allow && !strcmp(allow, "1")) {
-            printf("SKIP: cannot generate the architecture models (needs numpy + gguf)\n");
-            return 0;
-        }
-        CHECKF(0, "generator failed: %s", cmd);
-        return lm_test_finish();
-    }
+    char path[1024];
+    const int gen = lm_test_arch_generate(g_dir, sizeof g_dir);
+    if (gen <= 0) return gen ? lm_test_finish() : 0;
     path_of(path, sizeof path, "arch_granite_qmix.gguf");
     check_granite_hparams(path);
     batch_invariance(path);

@@ -6,7 +6,7 @@
 // trace carries one expert event per (layer, chosen expert, op) that `lumen analyze` reads
 // back with the same token totals.
 // LM_TEST_LABELS: model;arch
-#include "lm_test.h"
+#include "lm_test_arch.h"
 #include "lumen.h"
 #include "lumen_prof.h"
 #include "report/report.h"
@@ -113,26 +113,9 @@ static void run(const char *path, const char *trace) {
 }
 
 int main(void) {
-    char dir[512], cmd[2048], path[1024], trace[600];
-    const char *d = getenv("LUMEN_ARCH_DIR");
-    if (d && *d) snprintf(dir, sizeof dir, "%s", d);
-    else snprintf(dir, sizeof dir, "/tmp/lumen-arch-%d", (int)getuid());
-    const char *py = getenv("LUMEN_PYTHON");
-    char pybuf[1024];
-    if (!py || !*py) {
-        snprintf(pybuf, sizeof pybuf, "%s", lm_test_path(".venv/bin/python"));
-        py = access(pybuf, X_OK) == 0 ? pybuf : "python3";
-    }
-    snprintf(cmd, sizeof cmd, "'%s' '%s' --ci '%s'", py, lm_test_path("tools/make_arch_gguf.py"), dir);
-    if (system(cmd) != 0) {
-        const char *allow = getenv("LUMEN_ALLOW_SKIP");
-        if (allow && !strcmp(allow, "1")) {
-            printf("SKIP: cannot generate the architecture models (needs numpy + gguf)\n");
-            return 0;
-        }
-        CHECKF(0, "generator failed: %s", cmd);
-        return lm_test_finish();
-    }
+    char dir[512], path[1024], trace[600];
+    const int gen = lm_test_arch_generate(dir, sizeof dir);
+    if (gen <= 0) return gen ? lm_test_finish() : 0;
     snprintf(trace, sizeof trace, "%s/prof_moe_%d.jsonl", dir, (int)getpid());
     const char *files[] = {"arch_qwen3moe_qmix.gguf", "arch_mixtral_qmix.gguf"};
     for (int i = 0; i < 2; i++) {

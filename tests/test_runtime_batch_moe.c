@@ -9,12 +9,7 @@
 // (byte-patched copies), each with its message.
 // Set-up as tests/test_model_arch_golden.c: the generator into $LUMEN_ARCH_DIR.
 // LM_TEST_LABELS: model;arch
-#include "lm_test.h"
-#include "lm_test_file.h"
-#include "lm_test_model.h"
-#include "lumen.h"
-
-#include <unistd.h>
+#include "lm_test_arch.h"
 
 static int nv;
 
@@ -49,52 +44,9 @@ static void run(const char *path) {
 
     // (b) alone vs beside NS-1 others (their prompts in chunks of 5, then decode)
     {
-        int32_t other[NS][48];
-        int olen[NS];
-        for (int s = 1; s < NS; s++) { olen[s] = 11 + 4 * s; lm_test_ids(other[s], olen[s], 100 + s, nv); }
         int32_t alone_tok[GEN];
         CHECK(lm_test_greedy_alone(c, prompt, NP, GEN, ref, alone_tok, nv));
-        int pos[NS] = {0}, last[NS] = {0}, g0 = 0, diff = 0, steps = 0;
-        bool done = false;
-        while (!done && steps < 100) {
-            struct lm_batch_entry b[128];
-            int nb = 0, want0 = -1;
-            for (int s = 0; s < NS; s++) {
-                const int len = s ? olen[s] : NP;
-                const int32_t *t = s ? other[s] : prompt;
-                if (pos[s] < len) {
-                    const int ch = s ? 5 : 7;
-                    for (int i = 0; i < ch && pos[s] < len; i++, pos[s]++) {
-                        if (s == 0 && pos[s] == len - 1) want0 = nb;
-                        b[nb++] = (struct lm_batch_entry){t[pos[s]], pos[s], s, pos[s] == len - 1};
-                    }
-                } else {
-                    if (s == 0) want0 = nb;
-                    b[nb++] = (struct lm_batch_entry){last[s], pos[s], s, true};
-                    pos[s]++;
-                }
-            }
-            if (lm_decode(c, b, nb) != LM_OK) {
-                CHECKF(0, "%s: mixed batch of %d: %s", path, nb, lm_error_msg());
-                break;
-            }
-            steps++;
-            int k = 0;
-            for (int i = 0; i < nb; i++) {
-                if (!b[i].want_logits) continue;
-                const float *l = lm_get_logits(c, k++);
-                last[b[i].seq] = lm_test_argmax(l, nv);
-                if (i == want0) {
-                    if (!lm_test_same(l, ref + (size_t)g0 * nv, nv) || last[0] != alone_tok[g0]) diff++;
-                    last[0] = alone_tok[g0];
-                    if (++g0 == GEN) done = true;
-                }
-            }
-        }
-        CHECKF(done && diff == 0, "%s: sequence 0 beside %d others: %d of %d steps differ", path, NS - 1, diff, g0);
-        printf("%s: beside %d others (%d batches): %d generated positions bit-identical\n", path,
-               NS - 1, steps, g0);
-        for (int s = 0; s < NS; s++) CHECK(lm_kv_cache_seq_rm(c, s, 0, -1) == LM_OK);
+        lm_test_beside_others(c, path, prompt, NP, GEN, NS, 4, 100, ref, alone_tok, nv);
     }
 
     // (c) 1 thread vs 2 threads
@@ -127,92 +79,44 @@ static void run(const char *path) {
 
 // ---------------------------------------------------------------- refusals
 
-static unsigned char *find(unsigned char *b, size_t n, const char *s) {
-    const size_t k = strlen(s);
-    for (size_t i = 0; i + k <= n; i++)
-        if (!memcmp(b + i, s, k)) return b + i;
-    return NULL;
-}
-
-// A copy of the model at src with one patch (patch() edits the bytes) loads with status
-// want and a message containing msg.
-static void refuse(const char *src, const char *what, void (*patch)(unsigned char *, size_t),
-                   enum lm_status want, const char *msg) {
-    size_t n = 0;
-    unsigned char *b = (unsigned char *)lm_test_read_file(src, &n);
-    CHECKF(b != NULL, "cannot read %s", src);
-    if (!b) return;
-    patch(b, n);
-    char dst[1024];
-    snprintf(dst, sizeof dst, "%s.bad-%d.gguf", src, (int)getpid());
-    FILE *f = fopen(dst, "wb");
-    CHECK(f && fwrite(b, 1, n, f) == n);
-    if (f) fclose(f);
-    free(b);
-    struct lm_model *m = NULL;
-    const enum lm_status st = lm_model_load(&m, dst, NULL);
-    CHECKF(st == want && strstr(lm_error_msg(), msg), "%s: got %s '%s', want %s with '%s'", what,
-           lm_status_name(st), st ? lm_error_msg() : "", lm_status_name(want), msg);
-    printf("refused (%s): %s\n", what, st ? lm_error_msg() : "(loaded!)");
-    lm_model_free(m);
-    remove(dst);
-}
-
 // qwen3moe.expert_used_count: the u32 after the key string and its type
 static void p_used_9(unsigned char *b, size_t n) {
-    unsigned char *k = find(b, n, "qwen3moe.expert_used_count");
-    if (k) { uint32_t v = 9; memcpy(k + strlen("qwen3moe.expert_used_count") + 4, &v, 4); }
+    unsigned char *k = lm_test_key_value(b, n, "qwen3moe.expert_used_count");
+    if (k) { uint32_t v = 9; memcpy(k, &v, 4); }
 }
 static void p_count_0(unsigned char *b, size_t n) {
-    unsigned char *k = find(b, n, "qwen3moe.expert_count");
-    if (k) { uint32_t v = 0; memcpy(k + strlen("qwen3moe.expert_count") + 4, &v, 4); }
+    unsigned char *k = lm_test_key_value(b, n, "qwen3moe.expert_count");
+    if (k) { uint32_t v = 0; memcpy(k, &v, 4); }
 }
 // blk.0.ffn_up_exps.weight's ne[2] (name, n_dims u32, ne[0], ne[1], ne[2] u64): 8 -> 7
 static void p_up_ne2(unsigned char *b, size_t n) {
-    unsigned char *k = find(b, n, "blk.0.ffn_up_exps.weight");
+    unsigned char *k = lm_test_find(b, n, "blk.0.ffn_up_exps.weight");
     if (k) { uint64_t v = 7; memcpy(k + strlen("blk.0.ffn_up_exps.weight") + 4 + 16, &v, 8); }
 }
 static void p_down_name(unsigned char *b, size_t n) {
-    unsigned char *k = find(b, n, "blk.1.ffn_down_exps.weight");
+    unsigned char *k = lm_test_find(b, n, "blk.1.ffn_down_exps.weight");
     if (k) k[strlen("blk.1.ffn_down_exp")] = 'z';
 }
 static void p_router_name(unsigned char *b, size_t n) {
-    unsigned char *k = find(b, n, "blk.0.ffn_gate_inp.weight");
+    unsigned char *k = lm_test_find(b, n, "blk.0.ffn_gate_inp.weight");
     if (k) k[strlen("blk.0.ffn_gate_in")] = 'x';
 }
 
 static void refusals(const char *path) {
-    refuse(path, "expert_used_count 9 of 8", p_used_9, LM_ERR_FORMAT, "expert_used_count 9");
-    refuse(path, "expert_count 0", p_count_0, LM_ERR_FORMAT, "expert_count 0");
-    refuse(path, "7 experts in ffn_up_exps", p_up_ne2, LM_ERR_FORMAT,
-           "'blk.0.ffn_up_exps.weight' has shape [256, 256, 7], expected [256, 256, 8]");
-    refuse(path, "no ffn_down_exps", p_down_name, LM_ERR_FORMAT,
-           "missing required expert tensor 'blk.1.ffn_down_exps.weight'");
-    refuse(path, "no router", p_router_name, LM_ERR_FORMAT,
-           "missing required tensor 'blk.0.ffn_gate_inp.weight'");
+    lm_test_patched(path, "expert_used_count 9 of 8", p_used_9, LM_ERR_FORMAT, "expert_used_count 9", NULL);
+    lm_test_patched(path, "expert_count 0", p_count_0, LM_ERR_FORMAT, "expert_count 0", NULL);
+    lm_test_patched(path, "7 experts in ffn_up_exps", p_up_ne2, LM_ERR_FORMAT,
+                    "'blk.0.ffn_up_exps.weight' has shape [256, 256, 7], expected [256, 256, 8]", NULL);
+    lm_test_patched(path, "no ffn_down_exps", p_down_name, LM_ERR_FORMAT,
+                    "missing required expert tensor 'blk.1.ffn_down_exps.weight'", NULL);
+    lm_test_patched(path, "no router", p_router_name, LM_ERR_FORMAT,
+                    "missing required tensor 'blk.0.ffn_gate_inp.weight'", NULL);
 }
 
 int main(void) {
-    char dir[512], cmd[2048], path[1024];
-    const char *d = getenv("LUMEN_ARCH_DIR");
-    if (d && *d) snprintf(dir, sizeof dir, "%s", d);
-    else snprintf(dir, sizeof dir, "/tmp/lumen-arch-%d", (int)getuid());
-    const char *py = getenv("LUMEN_PYTHON");
-    char pybuf[1024];
-    if (!py || !*py) {
-        snprintf(pybuf, sizeof pybuf, "%s", lm_test_path(".venv/bin/python"));
-        py = access(pybuf, X_OK) == 0 ? pybuf : "python3";
-    }
-    snprintf(cmd, sizeof cmd, "'%s' '%s' --ci '%s'", py, lm_test_path("tools/make_arch_gguf.py"), dir);
-    if (system(cmd) != 0) {
-        const char *allow = getenv("LUMEN_ALLOW_SKIP");
-        if (allow && !strcmp(allow, "1")) {
-            printf("SKIP: cannot generate the architecture models (needs numpy + gguf)\n");
-            return 0;
-        }
-        CHECKF(0, "generator failed: %s", cmd);
-        return lm_test_finish();
-    }
+    char dir[512], path[1024];
+    const int gen = lm_test_arch_generate(dir, sizeof dir);
+    if (gen <= 0) return gen ? lm_test_finish() : 0;
     // deepseek2: latent attention, a dense first layer, shared experts; v3: the q low-rank
     // pair, sigmoid gating with a selection bias, group-limited top-k
     const char *files[] = {"arch_qwen3moe_f16.gguf", "arch_qwen3moe_qmix.gguf",

@@ -8,13 +8,9 @@
 // (Chunked prefill, mixed batches, threads and prefix attach: tests/test_runtime_batch_moe.c.)
 // Set-up as tests/test_model_arch_golden.c: the generator into $LUMEN_ARCH_DIR.
 // LM_TEST_LABELS: model;arch
-#include "lm_test.h"
-#include "lm_test_file.h"
-#include "lm_test_model.h"
-#include "lumen.h"
+#include "lm_test_arch.h"
 
 #include <math.h>
-#include <unistd.h>
 
 enum { NP = 40 };
 
@@ -93,43 +89,13 @@ done:
 
 // ---------------------------------------------------------------- refusals
 
-static unsigned char *find(unsigned char *b, size_t n, const char *s) {
-    const size_t k = strlen(s);
-    for (size_t i = 0; i + k <= n; i++)
-        if (!memcmp(b + i, s, k)) return b + i;
-    return NULL;
-}
-
-// A copy of the model at src with one patch loads with status want and a message holding msg.
-static void refuse(const char *src, const char *what, void (*patch)(unsigned char *, size_t),
-                   enum lm_status want, const char *msg) {
-    size_t n = 0;
-    unsigned char *b = (unsigned char *)lm_test_read_file(src, &n);
-    CHECKF(b != NULL, "cannot read %s", src);
-    if (!b) return;
-    patch(b, n);
-    char dst[1024];
-    snprintf(dst, sizeof dst, "%s.bad-%d.gguf", src, (int)getpid());
-    FILE *f = fopen(dst, "wb");
-    CHECK(f && fwrite(b, 1, n, f) == n);
-    if (f) fclose(f);
-    free(b);
-    struct lm_model *m = NULL;
-    const enum lm_status st = lm_model_load(&m, dst, NULL);
-    CHECKF(st == want && strstr(lm_error_msg(), msg), "%s: got %s '%s', want %s with '%s'", what,
-           lm_status_name(st), st ? lm_error_msg() : "", lm_status_name(want), msg);
-    printf("refused (%s): %s\n", what, st ? lm_error_msg() : "(loaded!)");
-    lm_model_free(m);
-    remove(dst);
-}
-
 // a u32 key's value (after the key string and its type)
 static void set_u32(unsigned char *b, size_t n, const char *key, uint32_t v) {
-    unsigned char *k = find(b, n, key);
-    if (k) memcpy(k + strlen(key) + 4, &v, 4);
+    unsigned char *k = lm_test_key_value(b, n, key);
+    if (k) memcpy(k, &v, 4);
 }
 static void p_no_mla_len(unsigned char *b, size_t n) {
-    unsigned char *k = find(b, n, "deepseek2.attention.key_length_mla");
+    unsigned char *k = lm_test_find(b, n, "deepseek2.attention.key_length_mla");
     if (k) k[strlen("deepseek2.attention.key_length_ml")] = 'x';
 }
 static void p_kv_rank(unsigned char *b, size_t n) { set_u32(b, n, "deepseek2.attention.kv_lora_rank", 96); }
@@ -137,45 +103,28 @@ static void p_kv_heads(unsigned char *b, size_t n) { set_u32(b, n, "deepseek2.at
 static void p_groups(unsigned char *b, size_t n) { set_u32(b, n, "deepseek2.expert_group_count", 3); }
 static void p_gating(unsigned char *b, size_t n) { set_u32(b, n, "deepseek2.expert_gating_func", 3); }
 static void p_no_k_b(unsigned char *b, size_t n) {
-    unsigned char *k = find(b, n, "blk.1.attn_k_b.weight");
+    unsigned char *k = lm_test_find(b, n, "blk.1.attn_k_b.weight");
     if (k) k[strlen("blk.1.attn_k_")] = 'z';
 }
 static void p_no_shexp(unsigned char *b, size_t n) {
-    unsigned char *k = find(b, n, "blk.1.ffn_down_shexp.weight");
+    unsigned char *k = lm_test_find(b, n, "blk.1.ffn_down_shexp.weight");
     if (k) k[strlen("blk.1.ffn_down_shex")] = 'z';
 }
 
 static void refusals(const char *lite, const char *v3) {
-    refuse(lite, "no key_length_mla", p_no_mla_len, LM_ERR_UNSUPPORTED, "older converter");
-    refuse(lite, "kv_lora_rank 96", p_kv_rank, LM_ERR_FORMAT, "inconsistent MLA sizes: kv_lora_rank 96");
-    refuse(lite, "4 KV heads", p_kv_heads, LM_ERR_FORMAT, "head_count_kv 1 (got 4)");
-    refuse(lite, "no attn_k_b", p_no_k_b, LM_ERR_FORMAT, "'blk.1.attn_k_b.weight'");
-    refuse(lite, "no ffn_down_shexp", p_no_shexp, LM_ERR_FORMAT, "'blk.1.ffn_down_shexp.weight'");
-    refuse(v3, "3 expert groups of 8", p_groups, LM_ERR_FORMAT, "expert_group_count 3");
-    refuse(v3, "gating 3", p_gating, LM_ERR_UNSUPPORTED, "expert_gating_func 3");
+    lm_test_patched(lite, "no key_length_mla", p_no_mla_len, LM_ERR_UNSUPPORTED, "older converter", NULL);
+    lm_test_patched(lite, "kv_lora_rank 96", p_kv_rank, LM_ERR_FORMAT, "inconsistent MLA sizes: kv_lora_rank 96", NULL);
+    lm_test_patched(lite, "4 KV heads", p_kv_heads, LM_ERR_FORMAT, "head_count_kv 1 (got 4)", NULL);
+    lm_test_patched(lite, "no attn_k_b", p_no_k_b, LM_ERR_FORMAT, "'blk.1.attn_k_b.weight'", NULL);
+    lm_test_patched(lite, "no ffn_down_shexp", p_no_shexp, LM_ERR_FORMAT, "'blk.1.ffn_down_shexp.weight'", NULL);
+    lm_test_patched(v3, "3 expert groups of 8", p_groups, LM_ERR_FORMAT, "expert_group_count 3", NULL);
+    lm_test_patched(v3, "gating 3", p_gating, LM_ERR_UNSUPPORTED, "expert_gating_func 3", NULL);
 }
 
 int main(void) {
-    char dir[512], cmd[2048], lite[1024], v3[1024];
-    const char *d = getenv("LUMEN_ARCH_DIR");
-    if (d && *d) snprintf(dir, sizeof dir, "%s", d);
-    else snprintf(dir, sizeof dir, "/tmp/lumen-arch-%d", (int)getuid());
-    const char *py = getenv("LUMEN_PYTHON");
-    char pybuf[1024];
-    if (!py || !*py) {
-        snprintf(pybuf, sizeof pybuf, "%s", lm_test_path(".venv/bin/python"));
-        py = access(pybuf, X_OK) == 0 ? pybuf : "python3";
-    }
-    snprintf(cmd, sizeof cmd, "'%s' '%s' --ci '%s'", py, lm_test_path("tools/make_arch_gguf.py"), dir);
-    if (system(cmd) != 0) {
-        const char *allow = getenv("LUMEN_ALLOW_SKIP");
-        if (allow && !strcmp(allow, "1")) {
-            printf("SKIP: cannot generate the architecture models (needs numpy + gguf)\n");
-            return 0;
-        }
-        CHECKF(0, "generator failed: %s", cmd);
-        return lm_test_finish();
-    }
+    char dir[512], lite[1024], v3[1024];
+    const int gen = lm_test_arch_generate(dir, sizeof dir);
+    if (gen <= 0) return gen ? lm_test_finish() : 0;
     snprintf(lite, sizeof lite, "%s/arch_deepseek2_f16.gguf", dir);
     snprintf(v3, sizeof v3, "%s/arch_deepseek2v3_f16.gguf", dir);
     run(lite);

@@ -354,33 +354,43 @@ def _f16(x):
     return x.astype(np.float16)
 
 
-def quant_q4_k(x):
-    """x (rows, n) float32, n % 256 == 0 -> (rows, n/256*144) uint8 Q4_K blocks."""
-    rows, n = x.shape
-    b = x.reshape(-1, 8, 32)                                   # (nb, sub, 32)
-    mn = np.minimum(b.min(axis=2), 0.0)                        # (nb, 8)
-    mx = b.max(axis=2)
-    scale = (mx - mn) / 15.0
-    d = _f16(scale.max(axis=1) / 63.0)                        # (nb,)
-    dmin = _f16((-mn).max(axis=1) / 63.0)
+def _kquant_affine(b, levels, scale_levels):
+    """The affine K-quants' fit (Q2_K, Q4_K, Q5_K): b (nb, sub, k) float32 sub-blocks -> d,
+    dmin (nb,) f16 super-block scales and per sub-block sc, m (nb, sub) uint8 in
+    0..scale_levels and q (nb, sub, k) uint8 in 0..levels, x ~ (d sc) q - (dmin m)."""
+    mn = np.minimum(b.min(axis=2), 0.0)                        # (nb, sub)
+    scale = (b.max(axis=2) - mn) / float(levels)
+    d = _f16(scale.max(axis=1) / float(scale_levels))          # (nb,)
+    dmin = _f16((-mn).max(axis=1) / float(scale_levels))
     df, dminf = d.astype(np.float32), dmin.astype(np.float32)
     with np.errstate(divide="ignore", invalid="ignore"):
         sc = np.where(df[:, None] > 0, np.rint(scale / df[:, None]), 0)
         m = np.where(dminf[:, None] > 0, np.rint(-mn / dminf[:, None]), 0)
-    sc = np.clip(sc, 0, 63).astype(np.uint8)
-    m = np.clip(m, 0, 63).astype(np.uint8)
-    step = df[:, None] * sc.astype(np.float32)                # (nb, 8)
+    sc = np.clip(sc, 0, scale_levels).astype(np.uint8)
+    m = np.clip(m, 0, scale_levels).astype(np.uint8)
+    step = df[:, None] * sc.astype(np.float32)                # (nb, sub)
     off = dminf[:, None] * m.astype(np.float32)
     with np.errstate(divide="ignore", invalid="ignore"):
         q = np.where(step[:, :, None] > 0, np.rint((b + off[:, :, None]) / step[:, :, None]), 0)
-    q = np.clip(q, 0, 15).astype(np.uint8)                    # (nb, 8, 32)
-    scales = np.empty((b.shape[0], 12), np.uint8)
+    return d, dmin, sc, m, np.clip(q, 0, levels).astype(np.uint8)
+
+
+def _pack_k_scales(sc, m):
+    """Q4_K / Q5_K's 12 bytes of eight 6-bit scales and mins (nb, 8) -> (nb, 12)."""
+    scales = np.empty((sc.shape[0], 12), np.uint8)
     scales[:, 0:4] = sc[:, 0:4] | ((sc[:, 4:8] >> 4) << 6)
     scales[:, 4:8] = m[:, 0:4] | ((m[:, 4:8] >> 4) << 6)
     scales[:, 8:12] = (sc[:, 4:8] & 0xF) | ((m[:, 4:8] & 0xF) << 4)
+    return scales
+
+
+def quant_q4_k(x):
+    """x (rows, n) float32, n % 256 == 0 -> (rows, n/256*144) uint8 Q4_K blocks."""
+    rows, n = x.shape
+    d, dmin, sc, m, q = _kquant_affine(x.reshape(-1, 8, 32), 15, 63)   # q (nb, 8, 32)
     qs = (q[:, 0::2, :] | (q[:, 1::2, :] << 4)).reshape(-1, 128)  # pairs of sub-blocks
     out = np.concatenate([d.view(np.uint8).reshape(-1, 2), dmin.view(np.uint8).reshape(-1, 2),
-                          scales, qs], axis=1)
+                          _pack_k_scales(sc, m), qs], axis=1)
     return out.reshape(rows, -1)
 
 
@@ -413,32 +423,13 @@ def quant_q5_k(x):
     """x (rows, n) float32, n % 256 == 0 -> (rows, n/256*176) uint8 Q5_K blocks (quant_q4_k's
     scales and mins, 32 levels; bit 4 of element 32m + l is bit m of qh[l])."""
     rows, n = x.shape
-    b = x.reshape(-1, 8, 32)
-    mn = np.minimum(b.min(axis=2), 0.0)
-    scale = (b.max(axis=2) - mn) / 31.0
-    d = _f16(scale.max(axis=1) / 63.0)
-    dmin = _f16((-mn).max(axis=1) / 63.0)
-    df, dminf = d.astype(np.float32), dmin.astype(np.float32)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        sc = np.where(df[:, None] > 0, np.rint(scale / df[:, None]), 0)
-        m = np.where(dminf[:, None] > 0, np.rint(-mn / dminf[:, None]), 0)
-    sc = np.clip(sc, 0, 63).astype(np.uint8)
-    m = np.clip(m, 0, 63).astype(np.uint8)
-    step = df[:, None] * sc.astype(np.float32)
-    off = dminf[:, None] * m.astype(np.float32)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        q = np.where(step[:, :, None] > 0, np.rint((b + off[:, :, None]) / step[:, :, None]), 0)
-    q = np.clip(q, 0, 31).astype(np.uint8)                    # (nb, 8, 32)
-    scales = np.empty((b.shape[0], 12), np.uint8)
-    scales[:, 0:4] = sc[:, 0:4] | ((sc[:, 4:8] >> 4) << 6)
-    scales[:, 4:8] = m[:, 0:4] | ((m[:, 4:8] >> 4) << 6)
-    scales[:, 8:12] = (sc[:, 4:8] & 0xF) | ((m[:, 4:8] & 0xF) << 4)
+    d, dmin, sc, m, q = _kquant_affine(x.reshape(-1, 8, 32), 31, 63)   # q (nb, 8, 32)
     qs = ((q[:, 0::2, :] & 0xF) | ((q[:, 1::2, :] & 0xF) << 4)).reshape(-1, 128)
-    qh = np.zeros((b.shape[0], 32), np.uint8)
+    qh = np.zeros((q.shape[0], 32), np.uint8)
     for sub in range(8):
         qh |= ((q[:, sub, :] >> 4) << sub).astype(np.uint8)
     out = np.concatenate([d.view(np.uint8).reshape(-1, 2), dmin.view(np.uint8).reshape(-1, 2),
-                          scales, qh, qs], axis=1)
+                          _pack_k_scales(sc, m), qh, qs], axis=1)
     return out.reshape(rows, -1)
 
 
@@ -452,23 +443,9 @@ def quant_q2_k(x):
     """x (rows, n) float32, n % 256 == 0 -> (rows, n/256*84) uint8 Q2_K blocks: per 16
     elements a 4-bit scale and min, (d sc) q - (dmin mn) with q in 0..3."""
     rows, n = x.shape
-    b = x.reshape(-1, 16, 16)                                  # (nb, sub, 16)
-    mn = np.minimum(b.min(axis=2), 0.0)
-    scale = (b.max(axis=2) - mn) / 3.0
-    d = _f16(scale.max(axis=1) / 15.0)
-    dmin = _f16((-mn).max(axis=1) / 15.0)
-    df, dminf = d.astype(np.float32), dmin.astype(np.float32)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        sc = np.where(df[:, None] > 0, np.rint(scale / df[:, None]), 0)
-        m = np.where(dminf[:, None] > 0, np.rint(-mn / dminf[:, None]), 0)
-    sc = np.clip(sc, 0, 15).astype(np.uint8)
-    m = np.clip(m, 0, 15).astype(np.uint8)
-    step = df[:, None] * sc.astype(np.float32)
-    off = dminf[:, None] * m.astype(np.float32)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        q = np.where(step[:, :, None] > 0, np.rint((b + off[:, :, None]) / step[:, :, None]), 0)
-    q = np.clip(q, 0, 3).astype(np.uint8).reshape(-1, 256)
-    out = np.concatenate([sc | (m << 4), _pack_2bit(q), d.view(np.uint8).reshape(-1, 2),
+    d, dmin, sc, m, q = _kquant_affine(x.reshape(-1, 16, 16), 3, 15)   # q (nb, 16, 16)
+    packed = _pack_2bit(q.reshape(-1, 256))
+    out = np.concatenate([sc | (m << 4), packed, d.view(np.uint8).reshape(-1, 2),
                           dmin.view(np.uint8).reshape(-1, 2)], axis=1)
     return out.reshape(rows, -1)
 

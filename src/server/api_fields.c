@@ -5,6 +5,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,3 +136,63 @@ bool api_oom(struct api_error *e) {
 
 // A JSON value as compact text (malloc'd), or NULL when out of memory.
 char *api_dump(const json_t *v) { return json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY); }
+
+// ================================================================ shared request parts
+
+bool api_parse_tool_list(json_t *o, api_tool_reader read, struct api_request *r, struct api_error *e) {
+    json_t *t = api_field(o, "tools");
+    if (!t) return true;
+    if (!json_is_array(t)) return api_wrong_type(e, "tools", "an array of tools", t);
+    const size_t k = json_array_size(t);
+    if (k > API_MAX_TOOLS)
+        return api_bad_request(e, "invalid_value", "tools", "'tools' has %zu entries (at most %d)", k, API_MAX_TOOLS);
+    if (k == 0) return true;
+    r->tools = calloc(k, sizeof *r->tools);
+    json_t *fns = json_array();
+    bool ok = r->tools && fns ? true : api_oom(e);
+    char param[64];
+    for (size_t i = 0; ok && i < k; i++) {
+        snprintf(param, sizeof param, "tools[%zu]", i);
+        struct api_tool_fields f = {0};
+        ok = read(json_array_get(t, i), param, &f, &r->tools[i], e);
+        for (size_t j = 0; ok && j < i; j++)
+            if (!strcmp(r->tools[j].name, json_string_value(f.name)))
+                ok = api_bad_request(e, "invalid_value", param, "two tools are named '%s'", json_string_value(f.name));
+        if (!ok) break;
+        r->n_tools = (int32_t)i + 1;
+        r->tools[i].name = api_dup_n(json_string_value(f.name), json_string_length(f.name));
+        r->tools[i].parameters = f.params ? api_dump(f.params) : api_dup_n("{\"type\":\"object\"}", 17);
+        // name, description, parameters: chat's order, so the same tools make the same prompt
+        json_t *fn = json_object();
+        if (fn && (json_object_set(fn, "name", f.name) || (f.desc && json_object_set(fn, "description", f.desc)) ||
+                   (f.params && json_object_set(fn, "parameters", f.params)))) {
+            json_decref(fn);
+            fn = NULL;
+        }
+        if (!r->tools[i].name || !r->tools[i].parameters || !fn ||
+            json_array_append_new(fns, json_pack("{s:s,s:o}", "type", "function", "function", fn)) != 0)
+            ok = api_oom(e);
+    }
+    if (ok && !(r->tools_json = api_dump(fns))) ok = api_oom(e);
+    if (ok) r->tools_len = strlen(r->tools_json);
+    json_decref(fns);
+    return ok;
+}
+
+bool api_parse_sampling_basic(json_t *o, double temperature_hi, bool top_k, struct api_request *r,
+                              struct api_error *e) {
+    struct lm_sampler_params *sp = &r->sampling;
+    double x = sp->temperature;
+    if (!api_get_number(o, "temperature", 0.0, temperature_hi, &x, NULL, e)) return false;
+    sp->temperature = (float)x;
+    x = sp->top_p;
+    if (!api_get_number(o, "top_p", 0.0, 1.0, &x, NULL, e)) return false;
+    sp->top_p = (float)x;
+    long long v = sp->top_k;
+    if (top_k && !api_get_int(o, "top_k", 0, INT32_MAX, &v, NULL, e)) return false;
+    sp->top_k = (int32_t)v;
+    v = 0;
+    if (!api_get_int(o, "seed", INT64_MIN, INT64_MAX, &v, &r->seed_given, e)) return false; // lumen's
+    sp->seed = (uint64_t)v;
+    return true;
+}

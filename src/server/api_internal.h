@@ -37,6 +37,27 @@ json_t *api_load_object(const char *body, size_t len, const struct api_limits *l
 // A tool or call name: 1 to 64 of [A-Za-z0-9_-] (n bytes, no NUL inside).
 bool api_valid_name(const char *s, size_t n);
 
+// ---- request parts the Messages and Responses parsers share (api_fields.c)
+
+// One entry of "tools" as its API spells it: the fields it names (borrowed from the request).
+struct api_tool_fields {
+    json_t *name;   // a string that passes api_valid_name
+    json_t *desc;   // a string, or NULL
+    json_t *params; // a JSON Schema object, or NULL ({"type": "object"})
+};
+// Checks tools[i] (param "tools[i]") in its API's shape and fills f (and out->strict where
+// the API has it); false with e set (a 400 naming the field).
+typedef bool (*api_tool_reader)(json_t *tool, const char *param, struct api_tool_fields *f, struct api_tool *out,
+                                struct api_error *e);
+// "tools": an array of at most API_MAX_TOOLS entries, each read by read, names unique; fills
+// r->tools and r->tools_json in chat completions' form ({"type": "function", "function":
+// {"name", "description"?, "parameters"?}}), so the same tools make the same prompt on every API.
+bool api_parse_tool_list(json_t *o, api_tool_reader read, struct api_request *r, struct api_error *e);
+// "temperature" in [0, temperature_hi], "top_p" in [0, 1], "top_k" (>= 0, when top_k) and
+// lumen's "seed" into r->sampling (r->seed_given).
+bool api_parse_sampling_basic(json_t *o, double temperature_hi, bool top_k, struct api_request *r,
+                              struct api_error *e);
+
 // ---- the chat parts of a request (api_chat.c)
 
 bool api_parse_messages(json_t *o, struct api_request *r, struct api_error *e);

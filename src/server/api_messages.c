@@ -261,69 +261,27 @@ static bool parse_msgs(json_t *o, struct api_request *r, struct api_error *e) {
 
 // "tools": [{"name", "description"?, "input_schema"}] (client tools; type absent or
 // "custom"), kept as OpenAI's function tools: the template and the grammar take those.
-static bool parse_tools(json_t *o, struct api_request *r, struct api_error *e) {
-    json_t *t = api_field(o, "tools");
-    if (!t) return true;
-    if (!json_is_array(t)) return api_wrong_type(e, "tools", "an array of tools", t);
-    const size_t k = json_array_size(t);
-    if (k > API_MAX_TOOLS)
-        return api_bad_request(e, "invalid_value", "tools", "'tools' has %zu entries (at most %d)", k, API_MAX_TOOLS);
-    if (k == 0) return true;
-    r->tools = calloc(k, sizeof *r->tools);
-    json_t *fns = json_array();
-    if (!r->tools || !fns) {
-        json_decref(fns);
-        return api_oom(e);
-    }
-    char param[64];
-    bool ok = true;
-    for (size_t i = 0; ok && i < k; i++) {
-        json_t *tool = json_array_get(t, i);
-        snprintf(param, sizeof param, "tools[%zu]", i);
-        json_t *type = json_is_object(tool) ? api_field(tool, "type") : NULL;
-        json_t *name = json_is_object(tool) ? json_object_get(tool, "name") : NULL;
-        json_t *desc = json_is_object(tool) ? api_field(tool, "description") : NULL;
-        json_t *schema = json_is_object(tool) ? json_object_get(tool, "input_schema") : NULL;
-        if (!json_is_object(tool)) {
-            ok = api_wrong_type(e, param, "an object", tool);
-        } else if (type && (!json_is_string(type) || strcmp(json_string_value(type), "custom") != 0)) {
-            ok = api_bad_request(e, "unsupported", param, "'%s.type' is %s%.40s%s; lumen runs client tools only "
-                                 "(type 'custom' or none)", param, json_is_string(type) ? "'" : "",
-                                 json_is_string(type) ? json_string_value(type) : api_json_kind(type),
-                                 json_is_string(type) ? "'" : "");
-        } else if (!json_is_string(name) || !api_valid_name(json_string_value(name), json_string_length(name))) {
-            ok = api_bad_request(e, "invalid_value", param, "'%s.name' must be a string of 1 to 64 letters, digits, "
-                                 "'_' or '-'", param);
-        } else if (desc && !json_is_string(desc)) {
-            ok = api_wrong_type(e, "tools[].description", "a string", desc);
-        } else if (!json_is_object(schema)) {
-            ok = schema ? api_wrong_type(e, "tools[].input_schema", "a JSON Schema object", schema)
-                        : api_bad_request(e, "missing_field", param, "'%s.input_schema' is required", param);
-        }
-        for (size_t j = 0; ok && j < i; j++)
-            if (!strcmp(r->tools[j].name, json_string_value(name)))
-                ok = api_bad_request(e, "invalid_value", param, "two tools are named '%s'", json_string_value(name));
-        if (!ok) break;
-        r->n_tools = (int32_t)i + 1;
-        r->tools[i].name = api_dup_n(json_string_value(name), json_string_length(name));
-        r->tools[i].parameters = api_dump(schema);
-        json_t *fn = json_object(); // name, description, parameters: chat's order, so the same tools make the same prompt
-        if (fn && (json_object_set(fn, "name", name) || (desc && json_object_set(fn, "description", desc)) ||
-                   json_object_set(fn, "parameters", schema))) {
-            json_decref(fn);
-            fn = NULL;
-        }
-        if (!r->tools[i].name || !r->tools[i].parameters || !fn ||
-            json_array_append_new(fns, json_pack("{s:s,s:o}", "type", "function", "function", fn)) != 0)
-            ok = api_oom(e);
-    }
-    if (ok) {
-        r->tools_json = api_dump(fns);
-        if (!r->tools_json) ok = api_oom(e);
-        else r->tools_len = strlen(r->tools_json);
-    }
-    json_decref(fns);
-    return ok;
+static bool read_tool(json_t *tool, const char *param, struct api_tool_fields *f, struct api_tool *out,
+                      struct api_error *e) {
+    (void)out;
+    if (!json_is_object(tool)) return api_wrong_type(e, param, "an object", tool);
+    json_t *type = api_field(tool, "type");
+    f->name = json_object_get(tool, "name");
+    f->desc = api_field(tool, "description");
+    f->params = json_object_get(tool, "input_schema");
+    if (type && (!json_is_string(type) || strcmp(json_string_value(type), "custom") != 0))
+        return api_bad_request(e, "unsupported", param, "'%s.type' is %s%.40s%s; lumen runs client tools only "
+                               "(type 'custom' or none)", param, json_is_string(type) ? "'" : "",
+                               json_is_string(type) ? json_string_value(type) : api_json_kind(type),
+                               json_is_string(type) ? "'" : "");
+    if (!json_is_string(f->name) || !api_valid_name(json_string_value(f->name), json_string_length(f->name)))
+        return api_bad_request(e, "invalid_value", param, "'%s.name' must be a string of 1 to 64 letters, digits, "
+                               "'_' or '-'", param);
+    if (f->desc && !json_is_string(f->desc)) return api_wrong_type(e, "tools[].description", "a string", f->desc);
+    if (!json_is_object(f->params))
+        return f->params ? api_wrong_type(e, "tools[].input_schema", "a JSON Schema object", f->params)
+                         : api_bad_request(e, "missing_field", param, "'%s.input_schema' is required", param);
+    return true;
 }
 
 // "tool_choice": {"type": "auto" | "any" | "tool" (+ "name") | "none",
@@ -398,19 +356,7 @@ static bool parse_stop_sequences(json_t *o, struct api_request *r, struct api_er
 
 // temperature, top_p (Anthropic's [0, 1]), top_k, and lumen's seed; metadata; thinking.
 static bool parse_sampling(json_t *o, struct api_request *r, struct api_error *e) {
-    struct lm_sampler_params *sp = &r->sampling;
-    double x = sp->temperature;
-    if (!api_get_number(o, "temperature", 0.0, 1.0, &x, NULL, e)) return false;
-    sp->temperature = (float)x;
-    x = sp->top_p;
-    if (!api_get_number(o, "top_p", 0.0, 1.0, &x, NULL, e)) return false;
-    sp->top_p = (float)x;
-    long long v = sp->top_k;
-    if (!api_get_int(o, "top_k", 0, INT32_MAX, &v, NULL, e)) return false;
-    sp->top_k = (int32_t)v;
-    v = 0;
-    if (!api_get_int(o, "seed", INT64_MIN, INT64_MAX, &v, &r->seed_given, e)) return false;
-    sp->seed = (uint64_t)v;
+    if (!api_parse_sampling_basic(o, 1.0, true, r, e)) return false;
     json_t *md = api_field(o, "metadata");
     if (md && !json_is_object(md)) return api_wrong_type(e, "metadata", "an object", md);
     json_t *uid = md ? api_field(md, "user_id") : NULL;
@@ -446,7 +392,7 @@ bool api_parse_messages_body(const char *body, size_t len, bool count_only, cons
     bool ok = true;
     json_t *model = api_field(o, "model");
     if (model && !json_is_string(model)) ok = api_wrong_type(e, "model", "a string", model);
-    if (ok) ok = parse_msgs(o, r, e) && parse_tools(o, r, e) && parse_tool_choice(o, r, e);
+    if (ok) ok = parse_msgs(o, r, e) && api_parse_tool_list(o, read_tool, r, e) && parse_tool_choice(o, r, e);
     if (ok && r->tool_choice == API_TOOLS_NONE && r->tools_json) { // no tools in the prompt
         free(r->tools_json);
         r->tools_json = NULL;

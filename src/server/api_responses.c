@@ -199,58 +199,24 @@ static bool parse_input(json_t *o, struct api_request *r, struct api_error *e) {
 
 // "tools": [{"type": "function", "name", "description"?, "parameters"?, "strict"?}]; the
 // prompt takes them in chat completions' form. Hosted tools (web_search, file_search, ...) 400.
-static bool parse_tools(json_t *o, struct api_request *r, struct api_error *e) {
-    json_t *t = api_field(o, "tools");
-    if (!t) return true;
-    if (!json_is_array(t)) return api_wrong_type(e, "tools", "an array of tools", t);
-    const size_t k = json_array_size(t);
-    if (k > API_MAX_TOOLS)
-        return api_bad_request(e, "invalid_value", "tools", "'tools' has %zu entries (at most %d)", k, API_MAX_TOOLS);
-    if (k == 0) return true;
-    r->tools = calloc(k, sizeof *r->tools);
-    json_t *fns = json_array();
-    bool ok = r->tools && fns ? true : api_oom(e);
-    char param[64];
-    for (size_t i = 0; ok && i < k; i++) {
-        json_t *tool = json_array_get(t, i);
-        snprintf(param, sizeof param, "tools[%zu]", i);
-        json_t *type = json_is_object(tool) ? json_object_get(tool, "type") : NULL;
-        json_t *name = type ? json_object_get(tool, "name") : NULL;
-        json_t *desc = type ? api_field(tool, "description") : NULL;
-        json_t *params = type ? api_field(tool, "parameters") : NULL;
-        if (!json_is_object(tool) || !is_str(type)) {
-            ok = api_bad_request(e, "invalid_type", param, "'%s' must be an object with a string 'type'", param);
-        } else if (strcmp(json_string_value(type), "function") != 0) {
-            ok = api_bad_request(e, "unsupported", param, "'%s.type' is '%.40s'; lumen runs function tools only (no "
-                                 "hosted tools)", param, json_string_value(type));
-        } else if (!json_is_string(name) || !api_valid_name(json_string_value(name), json_string_length(name))) {
-            ok = api_bad_request(e, "invalid_value", param, "'%s.name' must be a string of 1 to 64 letters, digits, "
-                                 "'_' or '-'", param);
-        } else if (desc && !json_is_string(desc)) {
-            ok = api_wrong_type(e, "tools[].description", "a string", desc);
-        } else if (params && !json_is_object(params)) {
-            ok = api_wrong_type(e, "tools[].parameters", "a JSON Schema object", params);
-        } else {
-            ok = api_get_bool(tool, "strict", &r->tools[i].strict, e);
-        }
-        for (size_t j = 0; ok && j < i; j++)
-            if (!strcmp(r->tools[j].name, json_string_value(name)))
-                ok = api_bad_request(e, "invalid_value", param, "two tools are named '%s'", json_string_value(name));
-        if (!ok) break;
-        r->n_tools = (int32_t)i + 1;
-        r->tools[i].name = api_dup_n(json_string_value(name), json_string_length(name));
-        r->tools[i].parameters = params ? api_dump(params) : api_dup_n("{\"type\":\"object\"}", 17);
-        json_t *fn = json_pack("{s:O}", "name", name);
-        if (fn && params) json_object_set(fn, "parameters", params);
-        if (fn && desc) json_object_set(fn, "description", desc);
-        if (!r->tools[i].name || !r->tools[i].parameters || !fn ||
-            json_array_append_new(fns, json_pack("{s:s,s:o}", "type", "function", "function", fn)) != 0)
-            ok = api_oom(e);
-    }
-    if (ok && !(r->tools_json = api_dump(fns))) ok = api_oom(e);
-    if (ok) r->tools_len = strlen(r->tools_json);
-    json_decref(fns);
-    return ok;
+static bool read_tool(json_t *tool, const char *param, struct api_tool_fields *f, struct api_tool *out,
+                      struct api_error *e) {
+    json_t *type = json_is_object(tool) ? json_object_get(tool, "type") : NULL;
+    if (!json_is_object(tool) || !is_str(type))
+        return api_bad_request(e, "invalid_type", param, "'%s' must be an object with a string 'type'", param);
+    f->name = json_object_get(tool, "name");
+    f->desc = api_field(tool, "description");
+    f->params = api_field(tool, "parameters");
+    if (strcmp(json_string_value(type), "function") != 0)
+        return api_bad_request(e, "unsupported", param, "'%s.type' is '%.40s'; lumen runs function tools only (no "
+                               "hosted tools)", param, json_string_value(type));
+    if (!json_is_string(f->name) || !api_valid_name(json_string_value(f->name), json_string_length(f->name)))
+        return api_bad_request(e, "invalid_value", param, "'%s.name' must be a string of 1 to 64 letters, digits, "
+                               "'_' or '-'", param);
+    if (f->desc && !json_is_string(f->desc)) return api_wrong_type(e, "tools[].description", "a string", f->desc);
+    if (f->params && !json_is_object(f->params))
+        return api_wrong_type(e, "tools[].parameters", "a JSON Schema object", f->params);
+    return api_get_bool(tool, "strict", &out->strict, e);
 }
 
 // "tool_choice": "none" | "auto" | "required" | {"type": "function", "name"} (named: exactly
@@ -368,16 +334,7 @@ static bool parse_rest(json_t *o, struct api_request *r, struct api_error *e) {
     if (!api_get_int(o, "max_output_tokens", 1, 1 << 24, &mt, &r->max_tokens_given, e)) return false;
     r->max_tokens = (int32_t)mt;
     if (!api_get_int(o, "top_logprobs", 0, 0, &tl, NULL, e)) return false; // logprobs: not in this route yet
-    struct lm_sampler_params *sp = &r->sampling;
-    double x = sp->temperature;
-    if (!api_get_number(o, "temperature", 0.0, 2.0, &x, NULL, e)) return false;
-    sp->temperature = (float)x;
-    x = sp->top_p;
-    if (!api_get_number(o, "top_p", 0.0, 1.0, &x, NULL, e)) return false;
-    sp->top_p = (float)x;
-    long long v = 0;
-    if (!api_get_int(o, "seed", INT64_MIN, INT64_MAX, &v, &r->seed_given, e)) return false; // lumen's
-    sp->seed = (uint64_t)v;
+    if (!api_parse_sampling_basic(o, 2.0, false, r, e)) return false;
     if (!api_get_bool(o, "stream", &r->stream, e) || !api_get_bool(o, "ignore_eos", &r->ignore_eos, e)) return false;
     json_t *md = api_field(o, "metadata");
     if (md && !json_is_object(md)) return api_wrong_type(e, "metadata", "an object of strings", md);
@@ -423,7 +380,7 @@ bool api_parse_responses_body(const char *body, size_t len, const struct api_lim
     bool ok = true;
     json_t *model = api_field(o, "model");
     if (model && !json_is_string(model)) ok = api_wrong_type(e, "model", "a string", model);
-    if (ok) ok = parse_input(o, r, e) && parse_tools(o, r, e) && parse_tool_choice(o, r, e) && parse_text(o, r, e);
+    if (ok) ok = parse_input(o, r, e) && api_parse_tool_list(o, read_tool, r, e) && parse_tool_choice(o, r, e) && parse_text(o, r, e);
     if (ok && r->tool_choice == API_TOOLS_NONE && r->tools_json) { // no tools in the prompt
         free(r->tools_json);
         r->tools_json = NULL;

@@ -424,7 +424,8 @@ static void parse_generic(struct tools_parser *p, bool final) {
 // Auto mode (tools_parser_declare): a call may open with the family's markers or none. The
 // openings, each a decision made on a prefix of the text (so whole and streamed agree):
 // <tool_call> (Qwen), <|python_tag|> (Llama 3.x), [TOOL_CALLS] (Mistral), a fenced ```json
-// block, or a bare JSON object / array of objects whose "name" is a declared tool.
+// block, or a bare JSON object / array of objects whose "name" is a declared tool; and Gemma's
+// ```tool_code block of NAME(key=value, ...) calls (tools_pycall.c).
 enum verdict { V_NOT, V_PENDING, V_CALL };
 
 static bool name_char(char c) {
@@ -480,6 +481,37 @@ static enum verdict mistral_named(const struct tools_parser *p, const char *s, s
     return (partial || e == n) && !final ? V_PENDING : V_NOT;
 }
 
+// Gemma's ```tool_code form at s[i]: NAME( with NAME a declared tool (tools_pycall.c reads it).
+static size_t code_name_end(const char *s, size_t n, size_t i) {
+    while (i < n && name_char(s[i])) i++;
+    return i;
+}
+static enum verdict code_call(const struct tools_parser *p, const char *s, size_t n, size_t i, bool final) {
+    const size_t e = code_name_end(s, n, i);
+    if (e == n) return final ? V_NOT : V_PENDING;
+    return e > i && s[e] == '(' && declared(p, s, i, e) ? V_CALL : V_NOT;
+}
+
+// Records the ```tool_code call at s[j] as call k once it is whole (its name and its arguments
+// as JSON at once: a call cut short or malformed is none, whole or streamed alike). False when
+// it is not a whole call to a declared tool.
+static bool code_record(struct tools_parser *p, int32_t k, const char *s, size_t n, size_t j, size_t *end) {
+    size_t ne = j;
+    struct sbuf a = {0};
+    const bool whole = tools_pycall(s, n, j, &ne, end, &a) == PYCALL_DONE && declared(p, s, j, ne);
+    if (whole) {
+        const struct callp cp = {.has_name = true, .name_a = j, .name_b = ne};
+        record_call(p, k, s, &cp);
+        if (k < p->n_calls && !p->calls[k].args_done) {
+            sbuf_append(&p->calls[k].args, a.p, a.n);
+            p->calls[k].args_done = true;
+            if (a.oom || p->calls[k].args.oom) p->oom = true;
+        }
+    }
+    sbuf_free(&a);
+    return whole;
+}
+
 // The opening at s[c] (c is '<', '[', '`' or '{'): its verdict, and *j where its JSON begins.
 static enum verdict opening(const struct tools_parser *p, const char *s, size_t n, size_t c, bool final, size_t *j) {
     const enum verdict more = final ? V_NOT : V_PENDING;
@@ -490,10 +522,13 @@ static enum verdict opening(const struct tools_parser *p, const char *s, size_t 
             continue;
         }
         size_t i = c + strlen(k_markers[k]);
-        if (k == 3) { // a fence: ```json or ``` then the JSON
-            bool pj = false;
+        if (k == 3) { // a fence: ```json or ``` then the JSON; ```tool_code then Gemma's calls
+            bool pj = false, pt = false;
             if (starts(s, n, i, "json", &pj)) i += 4;
-            else if (pj) return more;
+            else if (starts(s, n, i, "tool_code", &pt)) {
+                *j = skip_ws(s, n, i + 9);
+                return code_call(p, s, n, *j, final);
+            } else if (pj || pt) return more;
         }
         *j = i = skip_ws(s, n, i);
         if (k == 0) return V_CALL; // Qwen's own marker is a call whatever it names
@@ -542,6 +577,15 @@ static void parse_auto(struct tools_parser *p, bool final) {
         struct callp cp;
         size_t end = n, ne;
         enum scan r;
+        const size_t ce = s[j] != '{' ? code_name_end(s, n, j) : n;
+        if (ce < n && s[ce] == '(') { // Gemma's ```tool_code NAME(key=value, ...)
+            if (!code_record(p, k, s, n, j, &end)) { // a block that holds no call stays text
+                if (final && p->n_calls == 0) grow_content(p, s, n);
+                return;
+            }
+            j = skip_between(s, n, end);
+            continue;
+        }
         if (s[j] != '{') { // Mistral's NAME[ARGS]{...}
             if (mistral_named(p, s, n, j, final, &ne) != V_CALL) return;
             const size_t a = skip_ws(s, n, ne + 6);

@@ -48,7 +48,8 @@ void tools_parser_init(struct tools_parser *p, enum lm_chat_tool_format fmt, boo
 void tools_parser_free(struct tools_parser *p);
 // tool_choice auto: calls are also recognised without the family's markers (what real models
 // write: a bare JSON object or array whose "name" is one of tools, a fenced ```json block,
-// <tool_call>, <|python_tag|>, [TOOL_CALLS]); tools must outlive the parser.
+// <tool_call>, <|python_tag|>, [TOOL_CALLS], Gemma's ```tool_code NAME(key=value) calls);
+// tools must outlive the parser.
 void tools_parser_declare(struct tools_parser *p, const struct api_tool *tools, int32_t n_tools);
 // Appends s[0, n) to the text and parses it again; final: the generation has ended (nothing
 // is held back as the possible start of a call marker any more).
@@ -78,5 +79,12 @@ enum lm_status gcache_get(struct gcache *c, const struct lm_tokenizer *tok, cons
 // gbnf[0, n) with every rule name prefixed (rule references too; strings, character classes,
 // repetition counts and comments untouched), appended to out.
 void gbnf_prefix_rules(const char *gbnf, size_t n, const char *prefix, struct sbuf *out);
+
+// Gemma's ```tool_code call at s[i, n): NAME(key=value, ...) with Python literals
+// (tools_pycall.c). DONE: *name_end past NAME, *end past ')' and the keyword arguments appended
+// to args as a compact JSON object; MORE: the text ends before the call does; BAD: not such a
+// call (positional arguments, expressions, a newline inside a string).
+enum pycall { PYCALL_BAD, PYCALL_MORE, PYCALL_DONE };
+enum pycall tools_pycall(const char *s, size_t n, size_t i, size_t *name_end, size_t *end, struct sbuf *args);
 
 #endif

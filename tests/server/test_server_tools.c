@@ -160,13 +160,31 @@ static void test_auto(void) {
           &(struct want){"Sure.", 1, {"search_code"}, {"{\"query\":\"q\"}"}});
     check(G, true, "{\"name\": \"Bob\"} is JSON.", &(struct want){"{\"name\": \"Bob\"} is JSON.", 0, {0}, {0}});
     check(G, true, "Plain text.", &(struct want){"Plain text.", 0, {0}, {0}});
+    // Gemma's ```tool_code form (its function-calling guide's): Python calls with literals
+    check(G, true, "```tool_code\nget_weather(city=\"Paris\", unit='celsius')\n```",
+          &(struct want){NULL, 1, {"get_weather"}, {w1}});
+    check(G, true, "I'll look.\n\n```tool_code\nsearch_code(query=\"fn main\", limit=5, exact=True, "
+                   "paths=['src', \"li\\\"b\"], opts={'a': None, \"b\": -1.5e3, 'c': (1, False)},)\n```\n",
+          &(struct want){"I'll look.", 1, {"search_code"},
+                         {"{\"query\":\"fn main\",\"limit\":5,\"exact\":true,\"paths\":[\"src\",\"li\\\"b\"],"
+                          "\"opts\":{\"a\":null,\"b\":-1.5e3,\"c\":[1,false]}}"}});
+    const char *two = "```tool_code\nget_weather(city='Oslo')\nsearch_code(query=\"x\\ny\")\n```";
+    check(Q, true, two, &(struct want){NULL, 2, {"get_weather", "search_code"},
+                                       {"{\"city\":\"Oslo\"}", "{\"query\":\"x\\ny\"}"}});
+    check(Q, false, two, &(struct want){NULL, 1, {"get_weather"}, {"{\"city\":\"Oslo\"}"}});
+    check(G, true, "```tool_code\nget_weather()\n```", &(struct want){NULL, 1, {"get_weather"}, {"{}"}});
+    // not a call: an undeclared name, positional arguments, an expression, a call cut short
+    const char *nots[] = {"```tool_code\nprint(get_weather(city='Paris'))\n```", "```tool_code\nget_weather('Paris')\n```",
+                          "Run:\n```tool_code\nget_weather(city=x + 1)\n```", "```tool_code\nget_weather(city='Par"};
+    for (size_t i = 0; i < sizeof nots / sizeof *nots; i++) check(G, true, nots[i], &(struct want){nots[i], 0, {0}, {0}});
     g_decl = NULL;
     g_n_decl = 0;
 }
 
 // Random bytes and cut-up valid outputs: no crash, no read past the text (ASan), content grows.
 static void test_garbage(void) {
-    static const char alphabet[] = "{}[]\":,\\ \nnameargumentsparameterstool_callsresponse<tool_call></tool_call>u0d8`json[TOOL_CALLS]";
+    static const char alphabet[] = "{}[]\":,\\ \nnameargumentsparameterstool_callsresponse<tool_call></tool_call>u0d8`json[TOOL_CALLS]"
+                                   "tool_code()='TrueNone-1.5e";
     for (int it = 0; it < 3000; it++) {
         char buf[96];
         const size_t n = (size_t)(lm_test_rng_u64() % sizeof buf);
