@@ -76,6 +76,10 @@ static const struct arch_case k_cases[] = {
     // IQ4 mixes (make_arch_gguf.py 'iq4nl' / 'iq4xs'): 8-bit activations as qmix, same limits
     {"arch_qwen25_iq4nl.gguf", "tests/golden/arch_qwen25_iq4nl.txt", QMIX_TOP1, QMIX_ABS},
     {"arch_llama32_iq4xs.gguf", "tests/golden/arch_llama32_iq4xs.txt", QMIX_TOP1, QMIX_ABS},
+    // MXFP4 experts (make_arch_gguf.py 'mxfp4moe': llama-quantize's MXFP4_MOE, Q8_0 elsewhere;
+    // 'mxfp4': F16 elsewhere, as gpt-oss ships): 8-bit activations as qmix, same limits
+    {"arch_qwen3moe_mxfp4moe.gguf", "tests/golden/arch_qwen3moe_mxfp4moe.txt", QMIX_TOP1, QMIX_ABS},
+    {"arch_qwen3moe_mxfp4.gguf", "tests/golden/arch_qwen3moe_mxfp4.txt", QMIX_TOP1, QMIX_ABS},
 };
 
 static double now_s(void) {

@@ -49,6 +49,11 @@ CASES.append(("arch_deepseek2v3_f16", "arch:arch_deepseek2v3_f16.gguf",
 for _a, _dt in (("qwen25", "iq4nl"), ("llama32", "iq4xs")):
     CASES.append(("arch_%s_%s" % (_a, _dt), "arch:arch_%s_%s.gguf" % (_a, _dt),
                   "tests/golden/arch_%s_%s.txt" % (_a, _dt), None))
+# MXFP4 experts on the qwen3moe copy (make_arch_gguf.py's 'mxfp4moe': llama-quantize's
+# MXFP4_MOE; 'mxfp4': F16 elsewhere, as shipped)
+for _dt in ("mxfp4moe", "mxfp4"):
+    CASES.append(("arch_qwen3moe_%s" % _dt, "arch:arch_qwen3moe_%s.gguf" % _dt,
+                  "tests/golden/arch_qwen3moe_%s.txt" % _dt, None))
 # the larger shapes' reduced copies (make_arch_gguf.SHAPE_CI_MODELS): the sequences of the CI
 # copy of the same family (gemma3's up to 64 tokens: its 600-token one would take minutes)
 SHAPE_SEQS = {"llama32_3b": ("llama32", None), "llama31_8b": ("llama32", None),
@@ -69,7 +74,7 @@ def kind(name, source):
         return "f32"
     if "_qmix_" in name:  # arch_<family>_qmix_<q2k|q3k>: the quant mixes' margins
         return "qmix"
-    return name.rsplit("_", 1)[-1]  # arch_<family>_<f16|qmix|iq4nl|iq4xs>
+    return name.rsplit("_", 1)[-1]  # arch_<family>_<f16|qmix|iq4nl|iq4xs|mxfp4moe|mxfp4>
 
 
 def work_dir():
