@@ -115,10 +115,10 @@ static void avx2_init(void) {
     // vec_dot (the same bits), not the scalar il GEMM, whose table lookups do not vectorize
     k_avx2.il_gemm[LM_DTYPE_IQ4_NL] = NULL;
     k_avx2.il_gemm[LM_DTYPE_IQ4_XS] = NULL;
-    // mxfp4 (mxfp4_avx2.c): dots on the file layout, and no il kernel, as the IQ4 types
+    // mxfp4 (mxfp4_avx2.c): the dots and the il GEMM (signed lookups: no +128 overflow)
     k_avx2.vec_dot[LM_DTYPE_MXFP4] = lm_vec_dot_mxfp4_avx2;
     k_avx2.vec_dot_n[LM_DTYPE_MXFP4] = lm_vec_dot_n_mxfp4_avx2;
-    k_avx2.il_gemm[LM_DTYPE_MXFP4] = NULL;
+    k_avx2.il_gemm[LM_DTYPE_MXFP4] = lm_il_gemm_mxfp4_avx2;
 }
 
 const struct lm_kernels *lm_kernels_avx2(void) {

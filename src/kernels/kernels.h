@@ -195,7 +195,7 @@ struct lm_kernels {
     lm_vec_dot_n_fn vec_dot_n[LM_DTYPE_COUNT]; // multi-token variants (may be NULL)
     lm_vec_dot_n_u8_fn vec_dot_n_u8[LM_DTYPE_COUNT]; // on repacked q8_0 activations (may be NULL)
     lm_il_gemm_fn il_gemm[LM_DTYPE_COUNT]; // on il weights (set for every lm_il_supported dtype
-                                           // but iq4_nl / iq4_xs / mxfp4 in the AVX2 table: NULL)
+                                           // but iq4_nl / iq4_xs in the AVX2 table: NULL)
     lm_il_gemv_fn il_gemv[LM_DTYPE_COUNT]; // decode on in-place il weights (may be NULL)
     lm_il_gemm_amx_fn il_gemm_amx[LM_DTYPE_COUNT]; // on AMX tiles (NULL unless the CPU and
                                                    // OS allow AMX; LUMEN_NO_AMX=1: NULL)

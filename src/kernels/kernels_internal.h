@@ -110,7 +110,7 @@ void lm_il_pack_iq4_xs(void *dst, const void *src, size_t row_bytes, int64_t n_i
 lm_dequant_kernel lm_dequant_mxfp4_generic;
 lm_vec_dot_kernel lm_vec_dot_mxfp4_generic, lm_vec_dot_mxfp4_avx2, lm_vec_dot_mxfp4_avx512;
 lm_vec_dot_n_kernel lm_vec_dot_n_mxfp4_avx2, lm_vec_dot_n_mxfp4_avx512;
-lm_il_gemm_kernel lm_il_gemm_mxfp4_generic, lm_il_gemm_mxfp4_avx512;
+lm_il_gemm_kernel lm_il_gemm_mxfp4_generic, lm_il_gemm_mxfp4_avx2, lm_il_gemm_mxfp4_avx512;
 void lm_il_pack_mxfp4(void *dst, const void *src, size_t row_bytes, int64_t n_in);
 
 // ---- rows_generic.c, attn_generic.c, topk_generic.c and their AVX-512 versions (the AVX2
