@@ -52,7 +52,8 @@ at the peak: the F16 plus the outputs:
                   by default (1 dense + 3 MoE): F16 ~4.5 GB, Q4_K_M ~1.4 GB (estimated).
   phi-3.5-mini, phi-4-mini: issue 37's
                   families, once tools/make_arch_gguf.py has their families (bench/scale.py
-                  --families); formats also q2_k, q3_k_s/m/l, iq4_xs, iq4_nl, q5_1, q4_1, q5_0
+                  --families); formats also q2_k, q3_k_s/m/l, iq4_xs, iq4_nl, q5_1, q4_1, q5_0,
+                  and mxfp4_moe (MoE shapes: MXFP4 experts, Q8_0 elsewhere)
   granite-3.3-2b  IBM Granite 3.3 2B: 40 layers, n_embd 2048, 32 q / 8 kv heads of 64, FFN 8192,
                   vocabulary 49155, tied; its four multipliers. F16 ~5 GB (not yet timed)
   smollm3-3b      SmolLM3-3B: 36 layers, n_embd 2048, 16 q / 4 kv heads of 128, FFN 11008,
@@ -120,6 +121,8 @@ SHAPES = {
 # llama-quantize's ftypes, lower case; the second line: issue 37's formats (scale.py --formats)
 FORMATS = ("q4_k_m", "q5_k_m", "q6_k", "q8_0", "q4_0",
            "q2_k", "q3_k_s", "q3_k_m", "q3_k_l", "iq4_xs", "iq4_nl", "q5_1", "q4_1", "q5_0")
+# issue 35: llama-quantize's MXFP4_MOE (experts MXFP4, every other matrix Q8_0), for MoE shapes
+FORMATS += ("mxfp4_moe",)
 SHAPE_OUT = os.path.join(os.path.expanduser("~"), ".cache", "lumen", "shapes")
 LLAMA_QUANTIZE = os.path.join(os.environ.get("LUMEN_REFERENCE_BIN") or
                               os.path.join(ROOT, ".reference", "bin"), "llama-quantize")

@@ -70,7 +70,7 @@ if [[ -x "$PY" ]]; then
   # a tensor type lumen cannot run: one line naming the tensor, its type and the types that run
   # (the list comes from the dtype traits), from info and from any other load
   expect 1 "tiny_iq2_dtype.gguf: tensor 'blk.0.ffn_down.weight' has type iq2_xxs, which lumen cannot run \(supported: f32, f16, .*q4_K" -- "$BIN" info "$TMP/tiny_iq2_dtype.gguf"
-  expect 1 "tiny_mxfp4_dtype.gguf: tensor 'blk.0.ffn_down.weight' has type mxfp4, which lumen cannot run \(supported: " -- "$BIN" run -m "$TMP/tiny_mxfp4_dtype.gguf" -p hi -n 1
+  expect 1 "tiny_tq1_dtype.gguf: tensor 'blk.0.ffn_down.weight' has type tq1_0, which lumen cannot run \(supported: .*mxfp4" -- "$BIN" run -m "$TMP/tiny_tq1_dtype.gguf" -p hi -n 1
   # truncated copy of a valid file
   head -c 100000 "$TMP/tiny_ok.gguf" >"$TMP/trunc.gguf"
   expect 1 "trunc.gguf.*(past end|truncated)" -- "$BIN" info "$TMP/trunc.gguf"

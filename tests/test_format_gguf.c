@@ -556,15 +556,28 @@ static void test_tensors(void) {
                strstr(lm_error_msg(), "q4_K") && !strchr(lm_error_msg(), '\n'),
            "%s", lm_error_msg());
     lm_gguf_close(&g);
-    // a GGML type lumen knows by name only (mxfp4): parsed, sized, refused by name
+    // a GGML type lumen knows by name only (tq1_0): parsed, sized, refused by name
     free(w.p);
-    one_tensor(&w, 1, (uint64_t[]){64}, LM_DTYPE_MXFP4, 0, 34);
+    one_tensor(&w, 1, (uint64_t[]){256}, LM_DTYPE_TQ1_0, 0, 54);
     CHECKF(wb_open(&w, &g) == LM_OK, "%s", lm_error_msg());
-    CHECK(lm_gguf_expect_tensor(&g, "x.weight", 1, (int64_t[]){64}, NULL) == LM_ERR_UNSUPPORTED);
-    CHECKF(strstr(lm_error_msg(), "has type mxfp4, which lumen cannot run") != NULL, "%s",
+    CHECK(lm_gguf_expect_tensor(&g, "x.weight", 1, (int64_t[]){256}, NULL) == LM_ERR_UNSUPPORTED);
+    CHECKF(strstr(lm_error_msg(), "has type tq1_0, which lumen cannot run") != NULL, "%s",
            lm_error_msg());
     lm_gguf_close(&g);
     free(w.p);
+    // mxfp4 runs: 2 x 64 elements = 4 blocks of 17 bytes
+    one_tensor(&w, 2, (uint64_t[]){64, 2}, LM_DTYPE_MXFP4, 0, 68);
+    CHECKF(wb_open(&w, &g) == LM_OK, "%s", lm_error_msg());
+    const struct lm_gguf_tensor *mx = lm_gguf_find_tensor(&g, "x.weight");
+    CHECK(mx && mx->nbytes == 68);
+    CHECKF(lm_gguf_expect_tensor(&g, "x.weight", 2, (int64_t[]){64, 2}, NULL) == LM_OK, "%s", lm_error_msg());
+    lm_gguf_close(&g);
+    free(w.p);
+    // malformed mxfp4: rows that are not whole blocks; blocks past the end of the file
+    one_tensor(&w, 2, (uint64_t[]){48, 2}, LM_DTYPE_MXFP4, 0, 64);
+    EXPECT_FAIL(&w, LM_ERR_FORMAT, "tensor 'x.weight': ne[0] = 48 is not a multiple of the mxfp4 block size 32");
+    one_tensor(&w, 2, (uint64_t[]){64, 2}, LM_DTYPE_MXFP4, 0, 67);
+    EXPECT_FAIL(&w, LM_ERR_FORMAT, "tensor 'x.weight' extends past end of file (offset 128 + 68 > 195)");
 }
 
 // Many tensors and a 262144-entry token array: checks the indices, and that it is fast.

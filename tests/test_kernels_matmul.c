@@ -65,6 +65,7 @@ static void random_rows(enum lm_dtype t, uint8_t *w, int64_t n_out, int64_t n_in
         case LM_DTYPE_Q6_K: ((struct lm_block_q6_K *)blk)->d = dk; break;
         case LM_DTYPE_IQ4_NL: memcpy(blk, &d, 2); break;
         case LM_DTYPE_IQ4_XS: ((struct lm_block_iq4_xs *)blk)->d = dk; break;
+        case LM_DTYPE_MXFP4: blk[0] = (uint8_t)(118 + rng_u64() % 8); break; // 2^-10..2^-3
         default: break;
         }
     }
@@ -205,6 +206,7 @@ static const enum lm_dtype k_dtypes[] = {
     LM_DTYPE_F32, LM_DTYPE_F16, LM_DTYPE_BF16, LM_DTYPE_Q4_0, LM_DTYPE_Q4_1, LM_DTYPE_Q5_0, LM_DTYPE_Q5_1,
     LM_DTYPE_Q8_0, LM_DTYPE_Q2_K, LM_DTYPE_Q3_K, LM_DTYPE_Q4_K, LM_DTYPE_Q5_K, LM_DTYPE_Q6_K,
     LM_DTYPE_IQ4_NL, LM_DTYPE_IQ4_XS,
+    LM_DTYPE_MXFP4,
 };
 static const int64_t k_rows[] = {1, 2, 3, 4, 5, 8, 9, 17};
 #define N_ROWS (sizeof k_rows / sizeof k_rows[0])

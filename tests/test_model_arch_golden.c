@@ -81,6 +81,10 @@ static const struct arch_case k_cases[] = {
     // as the quant mixes: their limits)
     {"arch_gptoss_f16.gguf", "tests/golden/arch_gptoss_f16.txt", F16_TOP1, F16_ABS},
     {"arch_gptoss_q8_0.gguf", "tests/golden/arch_gptoss_q8_0.txt", QMIX_TOP1, QMIX_ABS},
+    // MXFP4 experts (make_arch_gguf.py 'mxfp4moe': llama-quantize's MXFP4_MOE, Q8_0 elsewhere;
+    // 'mxfp4': F16 elsewhere, as gpt-oss ships): 8-bit activations as qmix, same limits
+    {"arch_qwen3moe_mxfp4moe.gguf", "tests/golden/arch_qwen3moe_mxfp4moe.txt", QMIX_TOP1, QMIX_ABS},
+    {"arch_qwen3moe_mxfp4.gguf", "tests/golden/arch_qwen3moe_mxfp4.txt", QMIX_TOP1, QMIX_ABS},
 };
 
 static double now_s(void) {

@@ -6,7 +6,8 @@
 // token's result must not), at 1 or 2 threads, and after a prefix-cache attach. F16 and the
 // quant mix (8-bit activations: groups over LM_PRIVATE_QUANT_ROWS tokens take the shared
 // quantization path). Also the loader's refusals of malformed expert metadata and tensors
-// (byte-patched copies), each with its message.
+// (byte-patched copies), each with its message. The MXFP4_MOE copy: MXFP4 experts (il GEMM
+// on AVX-512, the multi-token dots on AVX2).
 // Set-up as tests/test_model_arch_golden.c: the generator into $LUMEN_ARCH_DIR.
 // LM_TEST_LABELS: model;arch
 #include "lm_test_arch.h"
@@ -121,7 +122,7 @@ int main(void) {
     // pair, sigmoid gating with a selection bias, group-limited top-k
     const char *files[] = {"arch_qwen3moe_f16.gguf", "arch_qwen3moe_qmix.gguf",
                            "arch_mixtral_qmix.gguf", "arch_deepseek2_qmix.gguf",
-                           "arch_deepseek2v3_f16.gguf"};
+                           "arch_deepseek2v3_f16.gguf", "arch_qwen3moe_mxfp4moe.gguf"};
     for (int i = 0; i < (int)(sizeof files / sizeof files[0]); i++) {
         snprintf(path, sizeof path, "%s/%s", dir, files[i]);
         run(path);

@@ -40,6 +40,11 @@ dtype 'iq4nl' / 'iq4xs': every matrix IQ4_NL / IQ4_XS (IQ4_NL where a row is not
 of 256), output.weight Q6_K (Q8_0), as llama-quantize's IQ4_NL / IQ4_XS write them without
 their attn_v / first-ffn_down upgrades.
 
+dtype 'mxfp4moe': llama-quantize's MXFP4_MOE (every 3-D expert tensor MXFP4, every other
+matrix Q8_0, output.weight Q8_0, the router F32; gguf-py's quantizers on the F16 copy's
+values: the tensor bytes llama-quantize writes from that copy, tools/check_mxfp4_quantize.py). dtype 'mxfp4': MXFP4 experts and F16 for
+the rest, as gpt-oss ships.
+
 usage:
   make_arch_gguf.py --family qwen3 [--layers N] [--vocab N] [--dtype f16|qmix|qmix_q2k|qmix_q3k|q4_1|q5_1|q4_0|q8_0] OUT.gguf
   make_arch_gguf.py --ci OUT_DIR     # the reduced copies the tests use (+ OUT_DIR/manifest.txt)
@@ -262,6 +267,8 @@ CI_MODELS = [
     # the IQ4 formats as llama-quantize mixes them (IQ4_XS: rows of 896 fall back to IQ4_NL)
     ("qwen25", "qwen25", 2, 8192, ("iq4nl",), {}),
     ("llama32", "llama32", 1, 8192, ("iq4xs",), {}),
+    # MXFP4 experts (issue 35): llama-quantize's MXFP4_MOE mix and the "as shipped" one
+    ("qwen3moe", "qwen3moe_tiny", 2, 8192, ("mxfp4moe", "mxfp4"), {}),
 ]
 CI_SEED = 20240601
 
@@ -561,6 +568,7 @@ F32_MATRICES = ("ffn_gate_inp.weight",)  # the MoE router stays F32 (converter, 
 WHOLE_DTYPES = {"q4_1": (QT.Q4_1, 3), "q5_1": (QT.Q5_1, 9)}
 WHOLE_DTYPES["q4_0"] = (QT.Q4_0, 2)  # every matrix q4_0 (tests/test_runtime_tables_il.sh)
 WHOLE_DTYPES["q8_0"] = (QT.Q8_0, 7)  # every matrix q8_0 (gpt-oss's CI copy)
+MXFP4_DTYPES = {"mxfp4moe": 38, "mxfp4": 1}  # dtype -> file_type (MOSTLY_MXFP4_MOE / _F16)
 
 
 def encode(name, arr, dtype):
@@ -569,6 +577,13 @@ def encode(name, arr, dtype):
         return arr.astype(np.float32), None  # gpt-oss's expert biases are 2-D: F32 too
     if dtype == "f16":
         return arr.astype(np.float16), None
+    if dtype in MXFP4_DTYPES:  # experts MXFP4; the rest Q8_0 (MXFP4_MOE) or F16 (as shipped)
+        if arr.ndim == 2 and dtype == "mxfp4":
+            return arr.astype(np.float16), None
+        qt = QT.MXFP4 if arr.ndim == 3 else QT.Q8_0
+        # from the F16 copy's values, as llama-quantize reads them: the same tensor bytes
+        q = quants.quantize(arr.astype(np.float16).astype(np.float32).reshape(-1, arr.shape[-1]), qt)
+        return q.reshape(arr.shape[:-1] + (q.shape[-1],)), qt
     if dtype in KMIX_RULES:
         lead, n = arr.shape[:-1], arr.shape[-1]
         flat = arr.reshape(-1, n)
@@ -785,6 +800,7 @@ def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_S
         w.add_uint32("%s.attention.sliding_window_pattern" % arch, extra["sliding_window_pattern"])
     w.add_file_type(1 if dtype == "f16" else WHOLE_DTYPES[dtype][1] if dtype in WHOLE_DTYPES
                     else IQ4_DTYPES[dtype] if dtype in IQ4_DTYPES
+                    else MXFP4_DTYPES[dtype] if dtype in MXFP4_DTYPES
                     else KMIX_FILE_TYPE.get(dtype, 15))  # MOSTLY_F16 / _Q4_1 / _Q5_1 / IQ4 / mixes
 
     toks, scores, types = spm_vocab(V)
@@ -959,7 +975,7 @@ def main():
     ap.add_argument("--layers", type=int, default=0, help="reduced layer count (0 = real)")
     ap.add_argument("--vocab", type=int, default=0, help="reduced vocabulary (0 = real)")
     ap.add_argument("--dtype", choices=("f16", "qmix", "qmix_q2k", "qmix_q3k", "iq4nl", "iq4xs")
-                    + tuple(WHOLE_DTYPES), default="f16")
+                    + tuple(WHOLE_DTYPES) + tuple(MXFP4_DTYPES), default="f16")
     ap.add_argument("--seed", type=int, default=CI_SEED)
     ap.add_argument("--swa-pattern", type=int, default=0,
                     help="write <arch>.attention.sliding_window_pattern (gemma3)")

@@ -15,7 +15,7 @@ E, L, H, HKV, HD, FF = 64, 2, 2, 1, 32, 128
 
 # defects that store blk.0.ffn_down.weight in a type lumen refuses
 RAW_TYPES = {"iq2_dtype": gguf.GGMLQuantizationType.IQ2_XXS,
-             "mxfp4_dtype": gguf.GGMLQuantizationType.MXFP4}
+             "tq1_dtype": gguf.GGMLQuantizationType.TQ1_0}
 
 
 def vocab():

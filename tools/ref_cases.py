@@ -53,6 +53,11 @@ for _a, _dt in (("qwen25", "iq4nl"), ("llama32", "iq4xs")):
 for _dt in ("f16", "q8_0"):
     CASES.append(("arch_gptoss_%s" % _dt, "arch:arch_gptoss_%s.gguf" % _dt,
                   "tests/golden/arch_gptoss_%s.txt" % _dt, None))
+# MXFP4 experts on the qwen3moe copy (make_arch_gguf.py's 'mxfp4moe': llama-quantize's
+# MXFP4_MOE; 'mxfp4': F16 elsewhere, as shipped)
+for _dt in ("mxfp4moe", "mxfp4"):
+    CASES.append(("arch_qwen3moe_%s" % _dt, "arch:arch_qwen3moe_%s.gguf" % _dt,
+                  "tests/golden/arch_qwen3moe_%s.txt" % _dt, None))
 # the larger shapes' reduced copies (make_arch_gguf.SHAPE_CI_MODELS): the sequences of the CI
 # copy of the same family (gemma3's up to 64 tokens: its 600-token one would take minutes)
 SHAPE_SEQS = {"llama32_3b": ("llama32", None), "llama31_8b": ("llama32", None),
@@ -75,7 +80,7 @@ def kind(name, source):
         return "qmix"
     if name.endswith("_q8_0"):  # every matrix Q8_0 (gpt-oss): 8-bit activations, as the mixes
         return "q8_0"
-    return name.rsplit("_", 1)[-1]  # arch_<family>_<f16|qmix|iq4nl|iq4xs>
+    return name.rsplit("_", 1)[-1]  # arch_<family>_<f16|qmix|iq4nl|iq4xs|mxfp4moe|mxfp4>
 
 
 def work_dir():

@@ -26,6 +26,7 @@ static const char *ftype_name(uint32_t ft) {
     case 17: return "Q5_K - Medium";
     case 18: return "Q6_K";
     case 32: return "BF16";
+    case 38: return "MXFP4 MoE";
     default: return NULL;
     }
 }

@@ -26,6 +26,10 @@
 #define LM_IL_Q8_0_REC (32 + 512)
 #define LM_IL_Q5_0_REC (32 + 256 + 64)
 #define LM_IL_Q4_0_REC (32 + 256)
+// mxfp4: per block the 16 rows' E8M0 bytes (row r at byte r), then q4_0's 4 x 64 bytes of
+// nibbles (the raw codes); the kernels look each code up as kv + 128 (lm_kvalues_mxfp4) and
+// undo the + 128 as q8_0 does. Activations: the xq8 rows below.
+#define LM_IL_MXFP4_REC (16 + 256)
 // Their activation rows, "xq8" (n_in elements, nb = n_in / 32 blocks): nb x 32 int8 quants,
 // then nb floats (the q8_0 scale), nb int32 (-16 * sum of the block's quants), nb int32
 // (-128 * sum). The quants and scales are those of the q8_0 row it is made from, so results

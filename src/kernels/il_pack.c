@@ -17,7 +17,8 @@ bool lm_il_supported(enum lm_dtype t, int64_t n_out, int64_t n_in) {
     case LM_DTYPE_Q4_0:
     case LM_DTYPE_Q4_1:
     case LM_DTYPE_Q5_1:
-    case LM_DTYPE_IQ4_NL: return n_in % 32 == 0;
+    case LM_DTYPE_IQ4_NL:
+    case LM_DTYPE_MXFP4: return n_in % 32 == 0;
     case LM_DTYPE_Q4_K:
     case LM_DTYPE_Q5_K:
     case LM_DTYPE_Q6_K:
@@ -47,6 +48,7 @@ size_t lm_il_group_bytes(enum lm_dtype t, int64_t n_in) {
     case LM_DTYPE_Q2_K: return (size_t)(n_in / LM_QK_K) * sizeof(struct lm_il_q2_K_sb);
     case LM_DTYPE_Q3_K: return (size_t)(n_in / LM_QK_K) * sizeof(struct lm_il_q3_K_sb);
     case LM_DTYPE_IQ4_XS: return (size_t)(n_in / LM_QK_K) * sizeof(struct lm_il_iq4_xs_sb);
+    case LM_DTYPE_MXFP4: return (size_t)(n_in / 32) * LM_IL_MXFP4_REC;
     case LM_DTYPE_F16: return (size_t)LM_IL_ROWS * (size_t)n_in * sizeof(lm_f16);
     default: LM_ASSERT(!"no il layout"); return 0;
     }
@@ -228,6 +230,7 @@ void lm_il_pack_group(enum lm_dtype t, void *dst, const void *src, size_t row_by
     case LM_DTYPE_Q2_K: lm_il_pack_q2_K(dst, src, row_bytes, n_in); break;
     case LM_DTYPE_Q3_K: lm_il_pack_q3_K(dst, src, row_bytes, n_in); break;
     case LM_DTYPE_IQ4_XS: lm_il_pack_iq4_xs(dst, src, row_bytes, n_in); break; // iq4_generic.c
+    case LM_DTYPE_MXFP4: lm_il_pack_mxfp4(dst, src, row_bytes, n_in); break; // mxfp4_generic.c
     case LM_DTYPE_F16:
         for (int r = 0; r < LM_IL_ROWS; r++)
             memcpy((char *)dst + (size_t)r * (size_t)n_in * sizeof(lm_f16),

@@ -25,6 +25,7 @@ static const struct lm_kernels k_generic = {
         [LM_DTYPE_Q4_K] = lm_dequant_q4_K_generic, [LM_DTYPE_Q5_K] = lm_dequant_q5_K_generic,
         [LM_DTYPE_Q6_K] = lm_dequant_q6_K_generic,
         [LM_DTYPE_IQ4_NL] = lm_dequant_iq4_nl_generic, [LM_DTYPE_IQ4_XS] = lm_dequant_iq4_xs_generic,
+        [LM_DTYPE_MXFP4] = lm_dequant_mxfp4_generic,
     },
     .quant = {
         [LM_DTYPE_F32] = lm_quant_f32_generic, [LM_DTYPE_F16] = lm_quant_f16_generic,
@@ -40,6 +41,7 @@ static const struct lm_kernels k_generic = {
         [LM_DTYPE_Q4_K] = lm_vec_dot_q4_K_generic, [LM_DTYPE_Q5_K] = lm_vec_dot_q5_K_generic,
         [LM_DTYPE_Q6_K] = lm_vec_dot_q6_K_generic,
         [LM_DTYPE_IQ4_NL] = lm_vec_dot_iq4_nl_generic, [LM_DTYPE_IQ4_XS] = lm_vec_dot_iq4_xs_generic,
+        [LM_DTYPE_MXFP4] = lm_vec_dot_mxfp4_generic,
     },
     .il_gemm = {
         [LM_DTYPE_Q8_0] = lm_il_gemm_q8_0_generic, [LM_DTYPE_Q5_0] = lm_il_gemm_q5_0_generic,
@@ -49,6 +51,7 @@ static const struct lm_kernels k_generic = {
         [LM_DTYPE_Q2_K] = lm_il_gemm_q2_K_generic, [LM_DTYPE_Q3_K] = lm_il_gemm_q3_K_generic,
         [LM_DTYPE_Q4_1] = lm_il_gemm_q4_1_generic, [LM_DTYPE_Q5_1] = lm_il_gemm_q5_1_generic,
         [LM_DTYPE_IQ4_NL] = lm_il_gemm_iq4_nl_generic, [LM_DTYPE_IQ4_XS] = lm_il_gemm_iq4_xs_generic,
+        [LM_DTYPE_MXFP4] = lm_il_gemm_mxfp4_generic,
     },
     .rmsnorm = lm_rmsnorm_generic, .rope = lm_rope_generic, .geglu = lm_geglu_generic,
     .swiglu = lm_swiglu_generic, .f32_to_f16 = lm_f32_to_f16_generic, .attn = lm_attn_generic,
@@ -113,6 +116,10 @@ static void avx2_init(void) {
     // vec_dot (the same bits), not the scalar il GEMM, whose table lookups do not vectorize
     k_avx2.il_gemm[LM_DTYPE_IQ4_NL] = NULL;
     k_avx2.il_gemm[LM_DTYPE_IQ4_XS] = NULL;
+    // mxfp4 (mxfp4_avx2.c): the dots and the il GEMM (signed lookups: no +128 overflow)
+    k_avx2.vec_dot[LM_DTYPE_MXFP4] = lm_vec_dot_mxfp4_avx2;
+    k_avx2.vec_dot_n[LM_DTYPE_MXFP4] = lm_vec_dot_n_mxfp4_avx2;
+    k_avx2.il_gemm[LM_DTYPE_MXFP4] = lm_il_gemm_mxfp4_avx2;
 }
 
 const struct lm_kernels *lm_kernels_avx2(void) {
@@ -185,6 +192,9 @@ static void avx512_init(void) {
     k_avx512.vec_dot[LM_DTYPE_IQ4_XS] = lm_vec_dot_iq4_xs_avx512;
     k_avx512.il_gemm[LM_DTYPE_IQ4_NL] = lm_il_gemm_iq4_nl_avx512;
     k_avx512.il_gemm[LM_DTYPE_IQ4_XS] = lm_il_gemm_iq4_xs_avx512;
+    k_avx512.vec_dot[LM_DTYPE_MXFP4] = lm_vec_dot_mxfp4_avx512;
+    k_avx512.vec_dot_n[LM_DTYPE_MXFP4] = lm_vec_dot_n_mxfp4_avx512;
+    k_avx512.il_gemm[LM_DTYPE_MXFP4] = lm_il_gemm_mxfp4_avx512;
     // AMX-INT8 for k-quant prefill where the CPU has it and Linux grants the tile state
     // (il_amx.c is built for x86-64 Linux only)
 #if defined(__linux__)
@@ -266,7 +276,8 @@ enum lm_dtype lm_vec_dot_type(enum lm_dtype t) {
     case LM_DTYPE_Q4_0:
     case LM_DTYPE_Q5_0:
     case LM_DTYPE_Q8_0:
-    case LM_DTYPE_IQ4_NL: return LM_DTYPE_Q8_0;
+    case LM_DTYPE_IQ4_NL:
+    case LM_DTYPE_MXFP4: return LM_DTYPE_Q8_0;
     case LM_DTYPE_Q4_1:
     case LM_DTYPE_Q5_1: return LM_DTYPE_Q8_1;
     case LM_DTYPE_Q2_K:

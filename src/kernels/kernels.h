@@ -45,6 +45,8 @@ typedef void (*lm_vec_dot_n_u8_fn)(int64_t n, int nt, float *s, size_t ss, const
 //   iq4_nl:     q8_0's order, and bit-identical to vec_dot[IQ4_NL] of every table, which
 //               follows it too
 //   iq4_xs:     bit-identical to vec_dot[IQ4_XS] (exact int32 per super-block, one fma chain)
+//   mxfp4:      q8_0's order with d_w = lm_e8m0_half(e) (acc = fma(d_x * d_w, (float)isum,
+//               acc)), bit-identical to vec_dot[MXFP4] and vec_dot_n[MXFP4] of every table
 //   q2_K..q6_K: bit-identical to vec_dot of the same dtype (exact int32 per super-block,
 //               then the single-row float steps)
 //   f16:        one accumulator of 16 float lanes per output, lane l taking the elements
@@ -249,7 +251,8 @@ void lm_q8_0_repack_u8(const void *xq, int64_t n, uint8_t *xu, float *dyv);
 
 // Activation dtype the dot product of weight dtype t consumes (as llama.cpp's CPU
 // backend does, so numerics match): q4_0/q5_0/q8_0 -> q8_0, q4_1/q5_1 -> q8_1,
-// k-quants -> q8_K, f16 -> f16, bf16 -> bf16, f32 -> f32; iq4_nl -> q8_0, iq4_xs -> q8_K.
+// k-quants -> q8_K, f16 -> f16, bf16 -> bf16, f32 -> f32; iq4_nl -> q8_0, iq4_xs -> q8_K,
+// mxfp4 -> q8_0.
 enum lm_dtype lm_vec_dot_type(enum lm_dtype t);
 
 // Tables. lm_kernels_avx2/avx512 return NULL if not compiled in or the CPU lacks the ISA.

@@ -105,6 +105,14 @@ lm_il_gemm_kernel lm_il_gemm_iq4_nl_generic, lm_il_gemm_iq4_nl_avx512, lm_il_gem
 // 16 iq4_xs rows at src (row_bytes apart) -> one il group at dst (il_pack.c's switch calls it)
 void lm_il_pack_iq4_xs(void *dst, const void *src, size_t row_bytes, int64_t n_in);
 
+// ---- mxfp4_generic.c, mxfp4_avx2.c, mxfp4_avx512.c: mxfp4 dequant, dots (single and
+// multi-token), il pack (il_pack.c's switch calls it) and il GEMM
+lm_dequant_kernel lm_dequant_mxfp4_generic;
+lm_vec_dot_kernel lm_vec_dot_mxfp4_generic, lm_vec_dot_mxfp4_avx2, lm_vec_dot_mxfp4_avx512;
+lm_vec_dot_n_kernel lm_vec_dot_n_mxfp4_avx2, lm_vec_dot_n_mxfp4_avx512;
+lm_il_gemm_kernel lm_il_gemm_mxfp4_generic, lm_il_gemm_mxfp4_avx2, lm_il_gemm_mxfp4_avx512;
+void lm_il_pack_mxfp4(void *dst, const void *src, size_t row_bytes, int64_t n_in);
+
 // ---- rows_generic.c, attn_generic.c, topk_generic.c and their AVX-512 versions (the AVX2
 // table uses the generic ones)
 void lm_rmsnorm_generic(float *y, const float *x, const float *w, int64_t n, float eps);

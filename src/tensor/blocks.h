@@ -79,6 +79,23 @@ static_assert(sizeof(struct lm_block_iq4_xs) == 136, "iq4_xs block size");
 static const int8_t lm_kvalues_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                             1,    13,   25,  38,  53,  69,  89,  113};
 
+// mxfp4 (OCP microscaling FP4, ggml's block_mxfp4): 32 elements, one E8M0 scale byte e and
+// 16 bytes of 4-bit E2M1 codes in q4_0's nibble order; y = lm_e8m0_half(e) kv[q], kv the
+// E2M1 values doubled (so integers, ggml's kvalues_mxfp4), the scale halved to match
+// (GGML_E8M0_TO_FP32_HALF). No padding: blocks are 17 bytes, byte-aligned.
+#define LM_QK_MXFP4 32
+struct lm_block_mxfp4 { uint8_t e; uint8_t qs[LM_QK_MXFP4 / 2]; };
+static_assert(sizeof(struct lm_block_mxfp4) == 17, "mxfp4 block size");
+static const int8_t lm_kvalues_mxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+// 2^(e - 128) as a float, exact for every byte: e = 0, 1 give the subnormals 2^-128, 2^-127;
+// e = 255 (NaN in the OCP spec) gives 2^127, as ggml decodes it (no NaN is produced).
+static inline float lm_e8m0_half(uint8_t e) {
+    const uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
 // ================================================================ format facts
 // Element order: element e of a block is y[e] of its dequantized row (lm_dequant_fn).
 

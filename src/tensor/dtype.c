@@ -35,7 +35,7 @@ static const struct lm_dtype_traits k_traits[LM_DTYPE_COUNT] = {
     [LM_DTYPE_BF16] = {"bf16", 1, 2, true},
     [LM_DTYPE_TQ1_0] = {"tq1_0", 256, 54, false},
     [LM_DTYPE_TQ2_0] = {"tq2_0", 256, 66, false},
-    [LM_DTYPE_MXFP4] = {"mxfp4", 32, 17, false},
+    [LM_DTYPE_MXFP4] = {"mxfp4", 32, 17, true},
 };
 
 const struct lm_dtype_traits *lm_dtype_traits(int t) {
