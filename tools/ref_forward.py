@@ -450,6 +450,14 @@ class RefModel:
     def logits(self, tokens):
         return self.head(self.hidden(tokens))
 
+    def embedding(self, tokens, pooling, dims=0):
+        """A sequence's embedding as llama-server returns it: the final normed hidden states
+        pooled ('mean', 'cls': the first row, 'last'), the first dims values (0: all), L2-normalised."""
+        h = self.hidden(tokens)
+        v = {"mean": lambda: h.mean(axis=0), "cls": lambda: h[0], "last": lambda: h[-1]}[pooling]()
+        v = v[:dims] if dims else v
+        return v / np.linalg.norm(v)
+
     def log_probs(self, tokens, chunk=64):
         """Yields (first position, log-softmax rows float64 (m, n_vocab)) in chunks of positions."""
         h = self.hidden(tokens)

@@ -83,6 +83,8 @@ struct lm_hparams {
     // granite's multipliers (0 = none; embd_scale and attn_scale above carry the other two)
     float residual_scale;  // each block's output is multiplied by it before its residual add
     float logit_scale;     // the logits are divided by it
+    // embeddings (model/model_embd.c): <arch>.pooling_type (NONE when absent)
+    enum lm_pooling pooling;
 };
 
 struct lm_layer {
@@ -247,5 +249,9 @@ extern const struct lm_arch lm_arch_smollm3;
 // the hyper-parameters and weights: granite's multipliers, the layers without RoPE.
 enum lm_status lm_granite_load_ext(struct lm_model *m);
 enum lm_status lm_smollm3_load_ext(struct lm_model *m);
+
+// Reads <arch>.pooling_type into m->hp.pooling (model/model_embd.c); LM_ERR_FORMAT for a
+// value outside llama.cpp's (0..4).
+enum lm_status lm_model_load_pooling(struct lm_model *m);
 
 #endif
