@@ -743,6 +743,8 @@ def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_S
         w.add_rope_scaling_factor(f["rope_scale_linear"])
     if "sliding_window_pattern" in extra:
         w.add_uint32("%s.attention.sliding_window_pattern" % arch, extra["sliding_window_pattern"])
+    if "pooling_type" in extra:  # an embedding model (0 none, 1 mean, 2 cls, 3 last, 4 rank)
+        w.add_uint32("%s.pooling_type" % arch, extra["pooling_type"])
     w.add_file_type(1 if dtype == "f16" else WHOLE_DTYPES[dtype][1] if dtype in WHOLE_DTYPES
                     else IQ4_DTYPES[dtype] if dtype in IQ4_DTYPES
                     else KMIX_FILE_TYPE.get(dtype, 15))  # MOSTLY_F16 / _Q4_1 / _Q5_1 / IQ4 / mixes
@@ -762,7 +764,7 @@ def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_S
     w.add_eos_token_id(2)
     w.add_unk_token_id(0)
     w.add_add_bos_token(True)
-    w.add_add_eos_token(False)
+    w.add_add_eos_token(bool(extra.get("add_eos", False)))  # Qwen3-Embedding appends EOS
 
     pending = []  # stream: (name, shape, std, mean, fixed array or None), in file order
 
@@ -924,6 +926,10 @@ def main():
                     help="gemma3's sliding window (0 = the family's)")
     ap.add_argument("--token-text", action="append", default=[], metavar="ID=TEXT",
                     help="rewrite token ID's text (repeatable)")
+    ap.add_argument("--pooling", choices=("none", "mean", "cls", "last", "rank"),
+                    help="write <arch>.pooling_type (an embedding model)")
+    ap.add_argument("--add-eos", action="store_true",
+                    help="the vocabulary appends EOS (as Qwen3-Embedding's)")
     a = ap.parse_args()
     if a.ci:
         write_ci(a.out)
@@ -936,6 +942,10 @@ def main():
     extra = {"sliding_window_pattern": a.swa_pattern} if a.swa_pattern else {}
     if a.sliding_window:
         extra["sliding_window"] = a.sliding_window
+    if a.pooling:
+        extra["pooling_type"] = ("none", "mean", "cls", "last", "rank").index(a.pooling)
+    if a.add_eos:
+        extra["add_eos"] = True
     if a.token_text:
         extra["token_text"] = {int(t.split("=", 1)[0]): t.split("=", 1)[1] for t in a.token_text}
     write_model(a.out, a.family, a.layers or None, a.vocab or None, a.dtype, a.seed, extra)
