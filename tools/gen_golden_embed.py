@@ -6,7 +6,9 @@ Llama(embedding=True).embed: its pooling, L2-normalised as llama-server's embd_n
 by the float64 reference (tools/ref_forward.py RefModel.embedding).
 
 Writes tests/golden/embed_<name>.txt: 'sha256 <hex>', then per input 'input <text>',
-'n_tokens <n>', 'llama <values>' and 'ref <values>' (%.8g), and 'cos_llama_ref <c>'.
+'n_tokens <n>', 'ids <token ids>', 'llama <values>' and 'ref <values>' (%.8g), 'cos_llama_ref <c>',
+and for the mean copy 'ref_noncausal <values>': the reference with non-causal attention (every
+position attends to all: what encoders do; tests/test_runtime_embed.c).
 
 usage: gen_golden_embed.py [--dir /tmp/lumen-embed] [--golden tests/golden]
 """
@@ -67,6 +69,11 @@ def main():
                     "llama " + " ".join("%.8g" % v for v in e_ll),
                     "ref " + " ".join("%.8g" % v for v in e_ref),
                     "cos_llama_ref %.9f" % cos]
+            out.insert(len(out) - 3, "ids " + " ".join(map(str, toks)))
+            if pooling == "mean":
+                ref.causal = False
+                out.append("ref_noncausal " + " ".join("%.8g" % v for v in ref.embedding(toks, pooling)))
+                ref.causal = True
             print("%s %r: %d tokens, cos(llama.cpp, ref) %.9f" % (name, text, len(toks), cos))
         with open(os.path.join(a.golden, "embed_%s.txt" % name), "w") as f:
             f.write("\n".join(out) + "\n")

@@ -77,6 +77,7 @@ def field_value(f):
 class RefModel:
     def __init__(self, path, n_ctx=1024):
         self.path = path
+        self.causal = True  # False: every position attends to all (encoders; embeddings)
         self.r = gguf.GGUFReader(path)
         self.kv = {k: f for k, f in self.r.fields.items()}
         self.arch = self.get("general.architecture")
@@ -205,7 +206,7 @@ class RefModel:
         scale = 1.0 if self.arch == "gemma3" else self.qk_scale  # gemma: q pre-scaled
         qi = np.arange(n)[:, None]
         ki = np.arange(n)[None, :]
-        masked = ki > qi
+        masked = ki > qi if self.causal else np.zeros((n, n), bool)  # causal False: encoders
         if self.swa[il] and self.n_swa > 0:
             masked = masked | (qi - ki >= self.n_swa)
         out = np.empty((n, self.n_head, self.head_v))
