@@ -1,7 +1,9 @@
-// libFuzzer target for lumen serve's POST /v1/embeddings parsing (src/server/api_embed.c): the
-// input is the JSON body. A parsed request must hold 1..API_MAX_EMBED_INPUTS inputs, each
-// exactly one of a non-empty text or a non-empty run of ids in [0, n_vocab), and dimensions
-// >= 0; an error must come out as valid OpenAI-shaped JSON naming its status.
+// libFuzzer target for lumen serve's POST /v1/embeddings and /v1/rerank parsing
+// (src/server/api_embed.c): the input is the JSON body, parsed as both. An embeddings request
+// must hold 1..API_MAX_EMBED_INPUTS inputs, each exactly one of a non-empty text or a
+// non-empty run of ids in [0, n_vocab), and dimensions >= 0; a rerank request a non-empty
+// query and 1..API_MAX_EMBED_INPUTS documents; an error must come out as valid OpenAI-shaped
+// JSON naming its status.
 #include <jansson.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -27,7 +29,10 @@ static void check_error(const struct api_error *e) {
     free(s);
 }
 
+static void check_rerank(const uint8_t *data, size_t size);
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    check_rerank(data, size);
     struct api_embed q;
     struct api_error e;
     memset(&e, 0, sizeof e);
@@ -47,4 +52,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     api_embed_free(&q);
     return 0;
+}
+
+static void check_rerank(const uint8_t *data, size_t size) {
+    struct api_rerank q;
+    struct api_error e;
+    memset(&e, 0, sizeof e);
+    if (!api_parse_rerank((const char *)data, size, &k_lim, &q, &e)) {
+        check_error(&e);
+        if (q.n != 0 || q.doc || q.query) __builtin_trap();
+        return;
+    }
+    if (!q.query || q.query_len == 0 || q.n < 1 || q.n > API_MAX_EMBED_INPUTS || q.top_n < 0) __builtin_trap();
+    for (int32_t i = 0; i < q.n; i++)
+        if (!q.doc[i] || strlen(q.doc[i]) > q.doc_len[i]) __builtin_trap();
+    api_rerank_free(&q);
 }

@@ -341,11 +341,22 @@ enum lm_pooling {
     LM_POOLING_MEAN = 1,
     LM_POOLING_CLS = 2,          // the first token's
     LM_POOLING_LAST = 3,         // the last token's (decoder embedding models: Qwen3-Embedding)
-    LM_POOLING_RANK = 4,         // rerankers' classification head (not served yet)
+    LM_POOLING_RANK = 4,         // rerankers: the last token's row (causal; the first's when
+                                 // not) through the classification head cls.output
 };
 // The model's <arch>.pooling_type (LM_POOLING_NONE when the file has none: chat models).
 enum lm_pooling lm_model_pooling(const struct lm_model *m);
 int32_t lm_model_n_embd(const struct lm_model *m);
+// Rerankers: the classification head's outputs (cls.output.weight rows; 0: none) and the
+// rerank prompt with {query} and {document} (tokenizer.chat_template.rerank; NULL: none).
+int32_t lm_model_n_cls_out(const struct lm_model *m);
+const char *lm_model_rerank_template(const struct lm_model *m);
+// A reranker's input for (query, document), as llama-server makes it: the rerank template with
+// {query} and {document} filled in, tokenized with special-token text parsed and no BOS/EOS
+// added; without a template, [BOS] query [EOS] document [EOS] (BOS / EOS as the vocabulary
+// adds them). *ids is malloc'd (free it). Thread-safe (reads the model only).
+enum lm_status lm_rerank_tokens(const struct lm_model *m, const char *query, size_t qlen,
+                                const char *doc, size_t dlen, int32_t **ids, size_t *n);
 const char *lm_pooling_name(enum lm_pooling p); // "none", "mean", "cls", "last", "rank"
 // "none", "mean", "cls", "last", "rank" -> *out; LM_ERR_ARG otherwise.
 enum lm_status lm_pooling_from_name(const char *s, enum lm_pooling *out);
@@ -614,9 +625,13 @@ struct lm_request_params {
     // Embedding (docs/embeddings.md): the prompt's final normed hidden states pooled into one
     // vector (no generation, no sampling), L2-normalised, delivered in the request's one
     // event (lm_event.embd, finish LM_FINISH_EOG). The prompt may fill the whole context.
+    // With rank pooling (a reranker: the model has a classification head) the event's
+    // vector is the head's outputs instead (n_cls_out values, softmaxed for qwen3 as llama.cpp
+    // does: Qwen3-Reranker's P(yes), P(no)); the first is llama-server's relevance_score.
     bool embed;
-    enum lm_pooling pooling; // MEAN, CLS or LAST; NONE (0) or UNSPECIFIED: the model's, and
-                             // LM_ERR_ARG when that is NONE (a chat model) or RANK
+    enum lm_pooling pooling; // MEAN, CLS, LAST or RANK; NONE (0) or UNSPECIFIED: the model's,
+                             // and LM_ERR_ARG when that is NONE (a chat model), or RANK
+                             // without a head
     int32_t dimensions;      // Matryoshka: the first `dimensions` values, renormalised (0: all)
 };
 #define LM_DRAFT_MAX_DEFAULT 8

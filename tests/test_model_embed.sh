@@ -21,7 +21,7 @@ bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
 
 # the models (deterministic; regenerated when a file's sha256 differs from its golden's)
 need=0
-for name in qwen3_last qwen3_mean; do
+for name in qwen3_last qwen3_mean qwen3_rank; do
     want=$(sed -n 's/^sha256 //p' "$ROOT/tests/golden/embed_$name.txt")
     have=$(sha256sum "$DIR/embed_$name.gguf" 2>/dev/null | cut -d' ' -f1)
     [[ "$want" == "$have" ]] || need=1
@@ -88,6 +88,36 @@ PYEOF
     then ok; else bad "$name: vectors against the goldens"; fi
     rm -f "$TMP/alone.jsonl"
 done
+
+# the reranker copy (pooling rank, Qwen3-Reranker's shape): lumen rerank's scores against
+# llama.cpp's and the reference's (|d| <= 1e-4; measured <= 4.1e-5 from the reference, llama.cpp <= 3.2e-5), best first, --top-n
+G="$ROOT/tests/golden/embed_qwen3_rank.txt"
+M="$DIR/embed_qwen3_rank.gguf"
+if [[ "$(sha256sum "$M" | cut -d' ' -f1)" != "$(sed -n 's/^sha256 //p' "$G")" ]]; then
+    bad "qwen3_rank: the regenerated model's sha256 is not the golden's"
+else
+    mapfile -t docs < <(sed -n 's/^document //p' "$G")
+    "$BIN" rerank -m "$M" -t 2 -q "$(sed -n 's/^query //p' "$G")" "${docs[@]}" >"$TMP/rank.jsonl" 2>"$TMP/err" || bad "lumen rerank: $(cat "$TMP/err")"
+    "$BIN" rerank -m "$M" -t 1 -b 8 --top-n 2 -q "$(sed -n 's/^query //p' "$G")" "${docs[@]}" >"$TMP/rank2.jsonl" 2>&1
+    [[ "$(head -2 "$TMP/rank.jsonl")" == "$(cat "$TMP/rank2.jsonl")" ]] && ok || bad "rerank --top-n 2 in 8-token steps: $(cat "$TMP/rank2.jsonl")"
+    if "$PY" - "$G" "$TMP/rank.jsonl" <<'PYEOF'
+import json, sys
+ref, ll = [], []
+for line in open(sys.argv[1]):
+    k, _, v = line.rstrip("\n").partition(" ")
+    if k == "ref": ref.append(float(v.split()[0]))
+    if k == "llama": ll.append(float(v.split()[0]))
+got = [json.loads(l) for l in open(sys.argv[2])]
+order = sorted(range(len(ref)), key=lambda i: -ref[i])
+bad = [g for g in got if abs(g["relevance_score"] - ref[g["index"]]) > 1e-4 or abs(g["relevance_score"] - ll[g["index"]]) > 1e-4]
+for g in got:
+    print("document %d: lumen %.7f, llama.cpp %.7f, reference %.7f" % (g["index"], g["relevance_score"], ll[g["index"]], ref[g["index"]]))
+sys.exit(1 if bad or [g["index"] for g in got] != order else 0)
+PYEOF
+    then ok; else bad "rerank scores against the goldens"; fi
+    out=$("$BIN" rerank -m "$DIR/embed_qwen3_mean.gguf" -q x y 2>&1); rc=$?
+    [[ $rc == 1 && "$out" == *"classification head"* ]] && ok || bad "rerank on an embedding model: rc $rc: $out"
+fi
 
 # a chat model (no pooling_type): refused without --pooling, mean-pooled with it
 if [[ -f "$MODEL" ]]; then

@@ -29,6 +29,8 @@ CASES = [
     ("qwen3_mean", "mean", {"pooling_type": 1}),
 ]
 INPUTS = ["w1 w2 w3", "w500 w17 w1000 w9 w44 w123 w7", "w5"]
+# the reranker copy (pooling rank: cls.output.weight, the rerank template of make_arch_gguf.py)
+RERANK = ("qwen3_rank", {"pooling_type": 4}, "w7 w8 w9", ["w7 w8 w9", "w1 w2", "w300 w7 w12 w8", "w5"])
 
 
 def model_path(d, name):
@@ -37,7 +39,7 @@ def model_path(d, name):
 
 def write_models(d):
     os.makedirs(d, exist_ok=True)
-    for name, _, extra in CASES:
+    for name, _, extra in CASES + [(RERANK[0], "rank", RERANK[1])]:
         make_arch_gguf.write_model(model_path(d, name), "qwen3", 2, 2048, "f16",
                                    extra=dict(extra), quiet=True)
 
@@ -77,7 +79,40 @@ def main():
             print("%s %r: %d tokens, cos(llama.cpp, ref) %.9f" % (name, text, len(toks), cos))
         with open(os.path.join(a.golden, "embed_%s.txt" % name), "w") as f:
             f.write("\n".join(out) + "\n")
+    write_rerank_golden(a, llama_cpp)
     return 0
+
+
+def write_rerank_golden(a, llama_cpp):
+    """tests/golden/embed_qwen3_rank.txt: 'sha256', 'query', then per document 'document <text>',
+    'ids <prompt ids>' (the rerank template filled in, special text parsed, no BOS: llama-server's
+    format_prompt_rerank), 'llama <scores>' (llama.cpp's rank pooling: the last row through
+    cls.output, softmax) and 'ref <scores>' (the float64 reference's)."""
+    name, extra, query, docs = RERANK
+    path = model_path(a.dir, name)
+    sha = hashlib.sha256(open(path, "rb").read()).hexdigest()
+    llm = llama_cpp.Llama(model_path=path, embedding=True, n_ctx=512, n_batch=512, n_ubatch=512,
+                          n_threads=2, verbose=False, pooling_type=4)
+    ref = ref_forward.RefModel(path)
+    tmpl = make_arch_gguf.RERANK_TEMPLATE
+    w = ref.w("cls.output.weight")  # (2, n_embd)
+    out = ["sha256 " + sha, "query " + query]
+    for doc in docs:
+        toks = llm.tokenize(tmpl.replace("{query}", query).replace("{document}", doc).encode(),
+                            add_bos=False, special=True)
+        llm._batch.reset()
+        llm._batch.add_sequence(toks, 0, True)
+        llm._ctx.kv_cache_clear()
+        llm._ctx.decode(llm._batch)
+        ptr = llama_cpp.llama_get_embeddings_seq(llm._ctx.ctx, 0)
+        s_ll = [ptr[0], ptr[1]]
+        y = w @ ref.hidden(toks)[-1]
+        s_ref = np.exp(y - y.max()) / np.exp(y - y.max()).sum()
+        out += ["document " + doc, "ids " + " ".join(map(str, toks)),
+                "llama " + " ".join("%.8g" % v for v in s_ll), "ref " + " ".join("%.8g" % v for v in s_ref)]
+        print("%s %r: %d tokens, llama.cpp %s, ref %s" % (name, doc, len(toks), s_ll, s_ref))
+    with open(os.path.join(a.golden, "embed_%s.txt" % name), "w") as f:
+        f.write("\n".join(out) + "\n")
 
 
 if __name__ == "__main__":

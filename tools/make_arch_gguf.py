@@ -681,6 +681,10 @@ def deepseek2_layer(t, f, p, i):
 
 # ============================================================ writer
 
+# the rerank prompt of --pooling rank copies (Qwen3-Reranker's shape, in the synthetic vocabulary's words)
+RERANK_TEMPLATE = "<Query>: {query}\n<Document>: {document}\n"
+
+
 def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_SEED,
                 extra=None, quiet=False, stream=False):
     """stream (dtype f16 only): tensors are generated and written one at a time (the same
@@ -745,6 +749,10 @@ def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_S
         w.add_uint32("%s.attention.sliding_window_pattern" % arch, extra["sliding_window_pattern"])
     if "pooling_type" in extra:  # an embedding model (0 none, 1 mean, 2 cls, 3 last, 4 rank)
         w.add_uint32("%s.pooling_type" % arch, extra["pooling_type"])
+    if extra.get("pooling_type") == 4:  # a reranker as convert_hf_to_gguf writes Qwen3-Reranker:
+        # labels, the rerank prompt, and cls.output.weight (2, n_embd) below (its "yes", "no" rows)
+        w.add_array("%s.classifier.output_labels" % arch, ["yes", "no"])
+        w.add_chat_template([{"name": "rerank", "template": RERANK_TEMPLATE}])
     w.add_file_type(1 if dtype == "f16" else WHOLE_DTYPES[dtype][1] if dtype in WHOLE_DTYPES
                     else IQ4_DTYPES[dtype] if dtype in IQ4_DTYPES
                     else KMIX_FILE_TYPE.get(dtype, 15))  # MOSTLY_F16 / _Q4_1 / _Q5_1 / IQ4 / mixes
@@ -837,6 +845,8 @@ def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_S
             t(p + "ffn_down.weight", (E, FF))
         if arch == "gemma3":
             t(p + "post_ffw_norm.weight", (E,), 0.05, f.get("post_norm_mean", 1.0))
+    if extra.get("pooling_type") == 4:
+        t("cls.output.weight", (2, E), 0.05)
     if stream:
         for name, shape, _, _, fixed in pending:
             dt = np.dtype(np.float32 if len(shape) == 1 or name.endswith(F32_MATRICES)

@@ -96,6 +96,7 @@ void lm_model_free(struct lm_model *m) {
     if (!m) return;
     if (m->tok) lm_tokenizer_free(m->tok);
     free(m->chat_template);
+    free(m->rerank_template);
     free(m->layers);
     free(m->exps_buf);
     free(m->mla_buf);

@@ -175,6 +175,11 @@ struct lm_model {
     void *il_buf;          // il copies of the layer matmul weights (lm_model_repack_il)
     uint64_t il_bytes;
     uint64_t il_released;  // bytes of the mapping dropped once repacked (page-aligned interiors)
+    // rerankers (pooling rank; model/model_embd.c): the classification head cls.output
+    // (n_cls_out, n_embd) and its optional bias, and the rerank prompt
+    // (tokenizer.chat_template.rerank, NUL-terminated copy) or NULL
+    struct lm_weight cls_out, cls_out_b;
+    char *rerank_template;
 };
 
 // Helpers for architecture loaders: look up + validate shape; message names the

@@ -155,10 +155,16 @@ static int32_t pool_rows(struct lm_engine *e, struct lm_req *r, int32_t i, int32
             lm_pool_add(r->embd_acc, lm_get_embeddings(e->c, erow++), E,
                         e->batch[k].pos == 0 || r->rp.pooling != LM_POOLING_MEAN);
     if (r->n_kv < r->n_toks) return erow;
-    const int32_t n_rows = r->rp.pooling == LM_POOLING_MEAN ? r->n_toks : 1;
-    lm_pool_finish(r->embd_out, r->embd_acc, E, n_rows, r->rp.dimensions);
-    const struct lm_event ev = {.embd = r->embd_out,
-                                .n_embd = r->rp.dimensions > 0 ? r->rp.dimensions : (int32_t)E};
+    struct lm_event ev = {.embd = r->embd_out};
+    if (r->rp.pooling == LM_POOLING_RANK) { // a reranker's scores (embd_out: the head's scratch)
+        float scores[64];
+        ev.n_embd = lm_pool_rank(e->m, e->c->kern, r->embd_acc, r->embd_out, scores);
+        memcpy(r->embd_out, scores, (size_t)ev.n_embd * sizeof *scores);
+    } else {
+        const int32_t n_rows = r->rp.pooling == LM_POOLING_MEAN ? r->n_toks : 1;
+        lm_pool_finish(r->embd_out, r->embd_acc, E, n_rows, r->rp.dimensions);
+        ev.n_embd = r->rp.dimensions > 0 ? r->rp.dimensions : (int32_t)E;
+    }
     lm_req_finish(e, r, LM_FINISH_EOG, -1, &ev, NULL);
     return erow;
 }

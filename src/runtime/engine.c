@@ -140,9 +140,15 @@ static enum lm_status check_embed(const struct lm_engine *e, int32_t n_prompt,
                                                                            : e->p.kv_tokens);
     if (rp->pooling == LM_POOLING_UNSPECIFIED || rp->pooling == LM_POOLING_NONE)
         rp->pooling = e->m->hp.pooling;
+    if (rp->pooling == LM_POOLING_RANK && lm_model_n_cls_out(e->m) == 0)
+        return lm_error_set(LM_ERR_ARG, "engine: rank pooling needs a classification head; %s has "
+                            "none (cls.output.weight)", e->m->path);
+    if (rp->pooling == LM_POOLING_RANK && rp->dimensions != 0)
+        return lm_error_set(LM_ERR_ARG, "engine: dimensions %d with rank pooling (scores, not a "
+                            "vector)", rp->dimensions);
     if (rp->pooling != LM_POOLING_MEAN && rp->pooling != LM_POOLING_CLS &&
-        rp->pooling != LM_POOLING_LAST)
-        return lm_error_set(LM_ERR_ARG, "engine: embeddings need mean, cls or last pooling; %s has "
+        rp->pooling != LM_POOLING_LAST && rp->pooling != LM_POOLING_RANK)
+        return lm_error_set(LM_ERR_ARG, "engine: embeddings need mean, cls, last or rank pooling; %s has "
                             "%s pooling (%s.pooling_type)%s", e->m->path,
                             lm_pooling_name(rp->pooling), e->m->arch->name,
                             rp->pooling == LM_POOLING_NONE ? ": not an embedding model (ask for a "

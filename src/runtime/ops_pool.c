@@ -8,11 +8,12 @@
 
 #include "base/status.h"
 
-bool lm_pool_wants(enum lm_pooling p, int32_t pos, int32_t n) {
+bool lm_pool_wants(enum lm_pooling p, int32_t pos, int32_t n, bool causal) {
     switch (p) {
     case LM_POOLING_MEAN: return true;
     case LM_POOLING_CLS: return pos == 0;
     case LM_POOLING_LAST: return pos == n - 1;
+    case LM_POOLING_RANK: return causal ? pos == n - 1 : pos == 0;
     default: return false;
     }
 }
@@ -32,6 +33,28 @@ void lm_pool_finish(float *out, const double *acc, int64_t E, int32_t n_rows, in
     }
     const float scale = sum > 0.0 ? (float)(1.0 / sqrt(sum)) : 0.0f;
     for (int64_t i = 0; i < n; i++) out[i] *= scale;
+}
+
+int32_t lm_pool_rank(const struct lm_model *m, const struct lm_kernels *k, const double *acc,
+                     float *tmp, float *out) {
+    const struct lm_weight *W = &m->cls_out;
+    const int64_t E = W->n_in;
+    const int32_t n = (int32_t)W->n_out;
+    double mx = -INFINITY;
+    double y[64];
+    for (int32_t j = 0; j < n && j < 64; j++) {
+        k->dequant[W->type]((const char *)W->data + (size_t)j * W->row_bytes, tmp, E);
+        double s = 0.0;
+        for (int64_t i = 0; i < E; i++) s += (double)tmp[i] * acc[i];
+        if (m->cls_out_b.data) s += ((const float *)m->cls_out_b.data)[j];
+        y[j] = s;
+        mx = s > mx ? s : mx;
+    }
+    const bool softmax = !strcmp(m->arch->name, "qwen3"); // llama.cpp: the qwen3 reranker's softmax
+    double sum = 0.0;
+    for (int32_t j = 0; j < n && softmax; j++) sum += exp(y[j] - mx);
+    for (int32_t j = 0; j < n; j++) out[j] = (float)(softmax ? exp(y[j] - mx) / sum : y[j]);
+    return n;
 }
 
 static const char *const k_names[] = {"none", "mean", "cls", "last", "rank"};

@@ -99,7 +99,8 @@ static bool try_plan(struct lm_engine *e, struct lm_step *s) {
             const bool last = pos == r->n_toks - 1;
             // an embedding request's sequence is in embedding mode: its "logits" rows are the
             // hidden states that feed its pooling
-            const bool want = embed ? lm_pool_wants(r->rp.pooling, pos, r->n_toks) : last;
+            const bool want = embed ? lm_pool_wants(r->rp.pooling, pos, r->n_toks,
+                                                             !e->c->non_causal) : last;
             e->batch[n] = (struct lm_batch_entry){r->toks[pos], pos, r->seq, want};
             e->batch_req[n++] = r;
         }

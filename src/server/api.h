@@ -64,6 +64,22 @@ bool api_parse_embed(const char *body, size_t len, int32_t n_vocab, const struct
                      struct api_embed *q, struct api_error *e);
 void api_embed_free(struct api_embed *q);
 
+// ---- POST /v1/rerank (api_embed.c): llama-server's / Jina's / Cohere's shape
+// "query" a non-empty string, "documents" a non-empty array of strings (at most
+// API_MAX_EMBED_INPUTS), "top_n" >= 1 (default: all), "return_documents" a boolean; "model" not used.
+struct api_rerank {
+    char *query;
+    size_t query_len;
+    int32_t n;           // documents
+    char **doc;          // [n] NUL-terminated, doc_len bytes
+    size_t *doc_len;
+    int32_t top_n;       // 0: all
+    bool return_documents;
+};
+bool api_parse_rerank(const char *body, size_t len, const struct api_limits *lim, struct api_rerank *q,
+                      struct api_error *e);
+void api_rerank_free(struct api_rerank *q);
+
 #define API_MAX_TOOLS 128       // tools per request
 #define API_MAX_TOOL_CALLS 128  // tool calls per assistant message
 

@@ -1,5 +1,6 @@
 // POST /v1/embeddings' body (OpenAI's shape) into struct api_embed: the inputs as texts or
-// token ids, the encoding, the dimensions; one 400 naming the field for anything else.
+// token ids, the encoding, the dimensions; POST /v1/rerank's (llama-server's / Jina's) into
+// struct api_rerank; one 400 naming the field for anything else.
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,5 +108,59 @@ bool api_parse_embed(const char *body, size_t len, int32_t n_vocab, const struct
     q->dimensions = (int32_t)dims;
     json_decref(o);
     if (!ok) api_embed_free(q);
+    return ok;
+}
+
+// ================================================================ POST /v1/rerank
+
+void api_rerank_free(struct api_rerank *q) {
+    for (int32_t i = 0; q->doc && i < q->n; i++) free(q->doc[i]);
+    free(q->doc);
+    free(q->doc_len);
+    free(q->query);
+    memset(q, 0, sizeof *q);
+}
+
+static bool parse_documents(json_t *d, struct api_rerank *q, struct api_error *e) {
+    if (!d) return api_bad_request(e, "missing_field", "documents", "'documents' is required");
+    if (!json_is_array(d)) return api_wrong_type(e, "documents", "an array of strings", d);
+    const size_t n = json_array_size(d);
+    if (n == 0) return api_bad_request(e, "invalid_value", "documents", "'documents' is an empty array");
+    if (n > API_MAX_EMBED_INPUTS)
+        return api_bad_request(e, "invalid_value", "documents", "'documents' has %zu entries, more than %d",
+                               n, API_MAX_EMBED_INPUTS);
+    q->doc = calloc(n, sizeof *q->doc);
+    q->doc_len = calloc(n, sizeof *q->doc_len);
+    q->n = (int32_t)n;
+    if (!q->doc || !q->doc_len) return api_oom(e);
+    for (size_t i = 0; i < n; i++) {
+        json_t *v = json_array_get(d, i);
+        char param[40];
+        snprintf(param, sizeof param, "documents[%zu]", i);
+        if (!json_is_string(v)) return api_wrong_type(e, param, "a string", v);
+        q->doc_len[i] = json_string_length(v);
+        if (!(q->doc[i] = api_dup_n(json_string_value(v), q->doc_len[i]))) return api_oom(e);
+    }
+    return true;
+}
+
+bool api_parse_rerank(const char *body, size_t len, const struct api_limits *lim, struct api_rerank *q,
+                      struct api_error *e) {
+    memset(q, 0, sizeof *q);
+    json_t *o = api_load_object(body, len, lim, e);
+    if (!o) return false;
+    bool ok = true;
+    json_t *qv = api_field(o, "query");
+    if (!qv) ok = api_bad_request(e, "missing_field", "query", "'query' is required");
+    else if (!json_is_string(qv)) ok = api_wrong_type(e, "query", "a string", qv);
+    else if (json_string_length(qv) == 0) ok = api_bad_request(e, "invalid_value", "query", "'query' is an empty string");
+    else if (!(q->query = api_dup_n(json_string_value(qv), q->query_len = json_string_length(qv)))) ok = api_oom(e);
+    if (ok) ok = parse_documents(api_field(o, "documents"), q, e);
+    long long top_n = 0;
+    if (ok) ok = api_get_int(o, "top_n", 1, 1 << 30, &top_n, NULL, e);
+    q->top_n = (int32_t)top_n;
+    if (ok) ok = api_get_bool(o, "return_documents", &q->return_documents, e);
+    json_decref(o);
+    if (!ok) api_rerank_free(q);
     return ok;
 }

@@ -3,7 +3,9 @@ by tools/gen_golden_embed.py, golden vectors in tests/golden/embed_qwen3_mean.tx
 official `openai` client (float and its default base64, dimensions) and raw HTTP: the same
 bits as `lumen embed` (one path), cosine >= 0.9999 to the float64 reference, token-id inputs,
 usage, batch invariance (alone, among others, beside a running generation), metrics; malformed
-bodies one 400 each; a chat model (the default server) a 400 naming the pooling."""
+bodies one 400 each; a chat model (the default server) a 400 naming the pooling. POST /v1/rerank
+on the reranker copy (tests/golden/embed_qwen3_rank.txt): scores within 1e-4 of llama.cpp's and
+the reference's, best first, top_n, return_documents, the aliases, malformed bodies."""
 import hashlib
 import json
 import os
@@ -42,7 +44,8 @@ TEXTS = [r["input"] for r in ROWS]
 
 def model_ready():
     try:
-        if hashlib.sha256(open(MODEL, "rb").read()).hexdigest() == SHA:
+        if hashlib.sha256(open(MODEL, "rb").read()).hexdigest() == SHA and os.path.exists(
+                os.path.join(DIR, "embed_qwen3_rank.gguf")):
             return True
     except OSError:
         pass
@@ -149,4 +152,75 @@ def test_malformed(esrv, body, param):
 
 def test_chat_model_refused(server):
     st, _, data = server.post("/v1/embeddings", {"input": "hello"})
+    assert st == 400 and data["error"]["code"] == "model_not_embedding", data
+
+
+# ---------------------------------------------------------------- POST /v1/rerank
+RGOLD = os.path.join(ROOT, "tests", "golden", "embed_qwen3_rank.txt")
+RMODEL = os.path.join(DIR, "embed_qwen3_rank.gguf")
+
+
+def rerank_golden():
+    g = {"docs": [], "llama": [], "ref": []}
+    for line in open(RGOLD):
+        k, _, v = line.rstrip("\n").partition(" ")
+        if k in ("sha256", "query"):
+            g[k] = v
+        elif k == "document":
+            g["docs"].append(v)
+        elif k in ("llama", "ref"):
+            g[k].append(float(v.split()[0]))
+    return g
+
+
+@pytest.fixture(scope="module")
+def rsrv():
+    if not model_ready():
+        pytest.skip("cannot write the embedding models (numpy + gguf)")
+    s = Server("--parallel", "4", "--api-key", API_KEY, "-c", "512", model=RMODEL)
+    yield s
+    s.stop()
+
+
+def test_rerank_scores(rsrv):
+    g = rerank_golden()
+    assert hashlib.sha256(open(RMODEL, "rb").read()).hexdigest() == g["sha256"]
+    st, _, r = rsrv.post("/v1/rerank", {"model": "x", "query": g["query"], "documents": g["docs"]})
+    assert st == 200 and r["object"] == "list" and r["usage"]["prompt_tokens"] > 0, r
+    order = sorted(range(len(g["ref"])), key=lambda i: -g["ref"][i])
+    assert [x["index"] for x in r["results"]] == order
+    for x in r["results"]:
+        assert abs(x["relevance_score"] - g["ref"][x["index"]]) <= 1e-4
+        assert abs(x["relevance_score"] - g["llama"][x["index"]]) <= 1e-4
+        assert "document" not in x
+    st, _, top = rsrv.post("/rerank", {"query": g["query"], "documents": g["docs"], "top_n": 2,
+                                      "return_documents": True})
+    assert st == 200 and [x["index"] for x in top["results"]] == order[:2]
+    assert [x["document"]["text"] for x in top["results"]] == [g["docs"][i] for i in order[:2]]
+    assert [x["relevance_score"] for x in top["results"]] == [x["relevance_score"] for x in r["results"][:2]]
+    m = rsrv.metrics()
+    assert m.get('lumen_requests_total{route="/v1/rerank",status="200"}', 0) >= 2
+
+
+@pytest.mark.parametrize("body, param", [
+    ({"documents": ["a"]}, "query"),
+    ({"query": "", "documents": ["a"]}, "query"),
+    ({"query": 3, "documents": ["a"]}, "query"),
+    ({"query": "a"}, "documents"),
+    ({"query": "a", "documents": []}, "documents"),
+    ({"query": "a", "documents": "a"}, "documents"),
+    ({"query": "a", "documents": ["a", 1]}, "documents[1]"),
+    ({"query": "a", "documents": ["a"], "top_n": 0}, "top_n"),
+    ({"query": "a", "documents": ["a"], "return_documents": "yes"}, "return_documents"),
+    ({"query": "a", "documents": [" ".join("w%d" % i for i in range(400))]}, "documents"),
+])
+def test_rerank_malformed(rsrv, body, param):
+    st, _, data = rsrv.post("/v1/rerank", body)
+    assert st == 400 and data["error"]["param"] == param, data
+
+
+def test_rerank_needs_reranker(esrv, rsrv):
+    st, _, data = esrv.post("/v1/rerank", {"query": "a", "documents": ["b"]})
+    assert st == 400 and data["error"]["code"] == "model_not_reranker", data
+    st, _, data = rsrv.post("/v1/embeddings", {"input": "a"})
     assert st == 400 and data["error"]["code"] == "model_not_embedding", data
