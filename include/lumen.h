@@ -370,6 +370,48 @@ enum lm_status lm_decode(struct lm_context *c, const struct lm_batch_entry *entr
 // this context or lm_context_free.
 const float *lm_get_logits(const struct lm_context *c, int32_t i);
 
+// ---- Embeddings (docs/embeddings.md)
+// The pooling of a sequence's final normed hidden states into one vector: the values of
+// llama.cpp's pooling_type (GGUF key <arch>.pooling_type). NONE: one vector per token.
+enum lm_pooling {
+    LM_POOLING_UNSPECIFIED = -1, // the model's (requests)
+    LM_POOLING_NONE = 0,
+    LM_POOLING_MEAN = 1,
+    LM_POOLING_CLS = 2,          // the first token's
+    LM_POOLING_LAST = 3,         // the last token's (decoder embedding models: Qwen3-Embedding)
+    LM_POOLING_RANK = 4,         // rerankers: the last token's row (causal; the first's when
+                                 // not) through the classification head cls.output
+};
+// The model's <arch>.pooling_type (LM_POOLING_NONE when the file has none: chat models).
+enum lm_pooling lm_model_pooling(const struct lm_model *m);
+int32_t lm_model_n_embd(const struct lm_model *m);
+// Rerankers: the classification head's outputs (cls.output.weight rows; 0: none) and the
+// rerank prompt with {query} and {document} (tokenizer.chat_template.rerank; NULL: none).
+int32_t lm_model_n_cls_out(const struct lm_model *m);
+const char *lm_model_rerank_template(const struct lm_model *m);
+// A reranker's input for (query, document), as llama-server makes it: the rerank template with
+// {query} and {document} filled in, tokenized with special-token text parsed and no BOS/EOS
+// added; without a template, [BOS] query [EOS] document [EOS] (BOS / EOS as the vocabulary
+// adds them). *ids is malloc'd (free it). Thread-safe (reads the model only).
+enum lm_status lm_rerank_tokens(const struct lm_model *m, const char *query, size_t qlen,
+                                const char *doc, size_t dlen, int32_t **ids, size_t *n);
+const char *lm_pooling_name(enum lm_pooling p); // "none", "mean", "cls", "last", "rank"
+// "none", "mean", "cls", "last", "rank" -> *out; LM_ERR_ARG otherwise.
+enum lm_status lm_pooling_from_name(const char *s, enum lm_pooling *out);
+// Embedding mode of sequence seq (off at init): its entries that want logits get their final
+// normed hidden state (n_embd floats, lm_get_embeddings) instead, without the LM head, and
+// do not count against n_logits_max. Other sequences of the same batch are unaffected.
+enum lm_status lm_context_seq_set_embd(struct lm_context *c, int32_t seq, bool on);
+// Final normed hidden state (n_embd floats) of the i-th entry of the last lm_decode that
+// wanted logits in a sequence in embedding mode (i counts only those, in batch order), or
+// NULL. Valid until the next lm_decode on this context or lm_context_free.
+const float *lm_get_embeddings(const struct lm_context *c, int32_t i);
+// Causal attention (the default: a token attends to the positions up to its own) or not:
+// every token of a sequence attends to all of that sequence's positions up to the last one
+// the batch holds (encoders). Non-causal results are a sequence's own only when the whole
+// sequence is in one batch; latent attention (deepseek2) is always causal.
+void lm_context_set_causal(struct lm_context *c, bool causal);
+
 // ---- Top-k selection fused into the LM head
 // The LM head's row pass can also select, for every entry that wants logits, its k largest
 // logits while each chunk of logits it wrote is still in cache, so a sampler that needs no
@@ -618,6 +660,17 @@ struct lm_request_params {
     // head's fused top-k selection, lm_context_set_top_k, is then not asked for): the same
     // tokens, for comparisons and measurements (lumen run --no-fused-top-k).
     bool full_logits;
+    // Embedding (docs/embeddings.md): the prompt's final normed hidden states pooled into one
+    // vector (no generation, no sampling), L2-normalised, delivered in the request's one
+    // event (lm_event.embd, finish LM_FINISH_EOG). The prompt may fill the whole context.
+    // With rank pooling (a reranker: the model has a classification head) the event's
+    // vector is the head's outputs instead (n_cls_out values, softmaxed for qwen3 as llama.cpp
+    // does: Qwen3-Reranker's P(yes), P(no)); the first is llama-server's relevance_score.
+    bool embed;
+    enum lm_pooling pooling; // MEAN, CLS, LAST or RANK; NONE (0) or UNSPECIFIED: the model's,
+                             // and LM_ERR_ARG when that is NONE (a chat model), or RANK
+                             // without a head
+    int32_t dimensions;      // Matryoshka: the first `dimensions` values, renormalised (0: all)
 };
 #define LM_DRAFT_MAX_DEFAULT 8
 #define LM_DRAFT_MAX_LIMIT 32
@@ -637,6 +690,8 @@ struct lm_event {
     const int32_t *top_tokens;   // valid during the callback
     const float *top_logprobs;
     const char *error;      // LM_FINISH_ERROR: what failed
+    const float *embd;      // an embedding request's vector (n_embd floats), valid during
+    int32_t n_embd;         // the callback; NULL / 0 otherwise
 };
 typedef void (*lm_event_fn)(void *user, const struct lm_event *ev);
 

@@ -26,6 +26,7 @@ static enum lm_status load_bert(const char *rel, struct lm_model **out) {
     if ((st = lm_model_key_u32(m, "block_count", &n_layer, true)) == LM_OK && n_layer > 0 && n_layer <= 64) {
         m->layers = calloc(n_layer, sizeof *m->layers);
         st = m->arch->load(m);
+        if (st == LM_OK) st = lm_model_load_pooling(m); // as lm_model_load does after the arch
     }
     if (st == LM_OK) st = lm_tokenizer_load(&m->tok, &m->gguf);
     if (st != LM_OK) {
@@ -45,7 +46,7 @@ static void test_valid(void) {
     const struct lm_hparams *hp = &m->hp;
     CHECK(hp->n_embd == 16 && hp->n_layer == 2 && hp->n_head == 2 && hp->n_head_kv == 2 && hp->n_ff == 32);
     CHECK(hp->head_dim_k == 8 && hp->head_dim_v == 8 && hp->n_ctx_train == 32 && hp->n_vocab == 200);
-    CHECK(hp->n_token_types == 2 && hp->pooling_type == 1 && !hp->causal_attn && hp->n_cls_out == 1);
+    CHECK(hp->n_token_types == 2 && hp->pooling == LM_POOLING_MEAN && !hp->causal_attn);
     CHECKF(hp->norm_eps > 0.99e-12f && hp->norm_eps < 1.01e-12f, "eps %g", hp->norm_eps);
     CHECK(has(&m->tok_embd) && has(&m->type_embd) && has(&m->pos_embd) && has(&m->tok_norm) && has(&m->tok_norm_b));
     CHECK(!has(&m->cls) && !has(&m->cls_out) && !has(&m->output)); // an encoder: no LM head

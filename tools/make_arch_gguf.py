@@ -734,6 +734,10 @@ def gptoss_layer(t, f, p):
 
 # ============================================================ writer
 
+# the rerank prompt of --pooling rank copies (Qwen3-Reranker's shape, in the synthetic vocabulary's words)
+RERANK_TEMPLATE = "<Query>: {query}\n<Document>: {document}\n"
+
+
 def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_SEED,
                 extra=None, quiet=False, stream=False):
     """stream (dtype f16 only): tensors are generated and written one at a time (the same
@@ -798,6 +802,12 @@ def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_S
         w.add_rope_scaling_factor(f["rope_scale_linear"])
     if "sliding_window_pattern" in extra:
         w.add_uint32("%s.attention.sliding_window_pattern" % arch, extra["sliding_window_pattern"])
+    if "pooling_type" in extra:  # an embedding model (0 none, 1 mean, 2 cls, 3 last, 4 rank)
+        w.add_uint32("%s.pooling_type" % arch, extra["pooling_type"])
+    if extra.get("pooling_type") == 4:  # a reranker as convert_hf_to_gguf writes Qwen3-Reranker:
+        # labels, the rerank prompt, and cls.output.weight (2, n_embd) below (its "yes", "no" rows)
+        w.add_array("%s.classifier.output_labels" % arch, ["yes", "no"])
+        w.add_chat_template([{"name": "rerank", "template": RERANK_TEMPLATE}])
     w.add_file_type(1 if dtype == "f16" else WHOLE_DTYPES[dtype][1] if dtype in WHOLE_DTYPES
                     else IQ4_DTYPES[dtype] if dtype in IQ4_DTYPES
                     else MXFP4_DTYPES[dtype] if dtype in MXFP4_DTYPES
@@ -818,7 +828,7 @@ def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_S
     w.add_eos_token_id(2)
     w.add_unk_token_id(0)
     w.add_add_bos_token(True)
-    w.add_add_eos_token(False)
+    w.add_add_eos_token(bool(extra.get("add_eos", False)))  # Qwen3-Embedding appends EOS
 
     pending = []  # stream: (name, shape, std, mean, fixed array or None), in file order
 
@@ -894,6 +904,8 @@ def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_S
             t(p + "ffn_down.weight", (E, FF))
         if arch == "gemma3":
             t(p + "post_ffw_norm.weight", (E,), 0.05, f.get("post_norm_mean", 1.0))
+    if extra.get("pooling_type") == 4:
+        t("cls.output.weight", (2, E), 0.05)
     if stream:
         for name, shape, _, _, fixed in pending:
             dt = np.dtype(np.float32 if len(shape) == 1 or name.endswith(F32_MATRICES)
@@ -983,6 +995,10 @@ def main():
                     help="gemma3's sliding window (0 = the family's)")
     ap.add_argument("--token-text", action="append", default=[], metavar="ID=TEXT",
                     help="rewrite token ID's text (repeatable)")
+    ap.add_argument("--pooling", choices=("none", "mean", "cls", "last", "rank"),
+                    help="write <arch>.pooling_type (an embedding model)")
+    ap.add_argument("--add-eos", action="store_true",
+                    help="the vocabulary appends EOS (as Qwen3-Embedding's)")
     a = ap.parse_args()
     if a.ci:
         write_ci(a.out)
@@ -995,6 +1011,10 @@ def main():
     extra = {"sliding_window_pattern": a.swa_pattern} if a.swa_pattern else {}
     if a.sliding_window:
         extra["sliding_window"] = a.sliding_window
+    if a.pooling:
+        extra["pooling_type"] = ("none", "mean", "cls", "last", "rank").index(a.pooling)
+    if a.add_eos:
+        extra["add_eos"] = True
     if a.token_text:
         extra["token_text"] = {int(t.split("=", 1)[0]): t.split("=", 1)[1] for t in a.token_text}
     write_model(a.out, a.family, a.layers or None, a.vocab or None, a.dtype, a.seed, extra)

@@ -86,6 +86,7 @@ def field_value(f):
 class RefModel:
     def __init__(self, path, n_ctx=1024):
         self.path = path
+        self.causal = True  # False: every position attends to all (encoders; embeddings)
         self.r = gguf.GGUFReader(path)
         self.kv = {k: f for k, f in self.r.fields.items()}
         self.arch = self.get("general.architecture")
@@ -217,7 +218,7 @@ class RefModel:
         scale = 1.0 if self.arch == "gemma3" else self.qk_scale  # gemma: q pre-scaled
         qi = np.arange(n)[:, None]
         ki = np.arange(n)[None, :]
-        masked = ki > qi
+        masked = ki > qi if self.causal else np.zeros((n, n), bool)  # causal False: encoders
         if self.swa[il] and self.n_swa > 0:
             masked = masked | (qi - ki >= self.n_swa)
         out = np.empty((n, self.n_head, self.head_v))
@@ -525,6 +526,14 @@ class RefModel:
 
     def logits(self, tokens):
         return self.head(self.hidden(tokens))
+
+    def embedding(self, tokens, pooling, dims=0):
+        """A sequence's embedding as llama-server returns it: the final normed hidden states
+        pooled ('mean', 'cls': the first row, 'last'), the first dims values (0: all), L2-normalised."""
+        h = self.hidden(tokens)
+        v = {"mean": lambda: h.mean(axis=0), "cls": lambda: h[0], "last": lambda: h[-1]}[pooling]()
+        v = v[:dims] if dims else v
+        return v / np.linalg.norm(v)
 
     def log_probs(self, tokens, chunk=64):
         """Yields (first position, log-softmax rows float64 (m, n_vocab)) in chunks of positions."""

@@ -57,6 +57,8 @@ int cmd_chat(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
+int cmd_embed(int argc, char **argv);
+int cmd_rerank(int argc, char **argv);
 
 struct lm_model;
 // The chat format for a model (cli_template.c): the named one when forced ("gemma", "llama3",

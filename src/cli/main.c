@@ -14,6 +14,8 @@ static const char *k_usage =
     "  run     generate text from a prompt (streams to stdout, stats on stderr)\n"
     "  chat    interactive multi-turn chat (line editing, history, KV kept between turns)\n"
     "  tokenize print a text's token ids and pieces\n"
+    "  embed   embeddings of texts (JSON lines), pooled as the model says\n"
+    "  rerank  a reranker's relevance scores of documents for a query\n"
     "  perplexity a text's perplexity (llama-perplexity's method); KL-divergence against a\n"
     "          base-logits file written by lumen or llama-perplexity\n"
     "  info    print a model's architecture, hyper-parameters, tokenizer and tensors\n"
@@ -38,6 +40,8 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "serve")) return cmd_serve(argc - 1, argv + 1);
     if (!strcmp(cmd, "perplexity")) return cmd_perplexity(argc - 1, argv + 1);
+    if (!strcmp(cmd, "embed")) return cmd_embed(argc - 1, argv + 1);
+    if (!strcmp(cmd, "rerank")) return cmd_rerank(argc - 1, argv + 1);
     fprintf(stderr, "lumen: unknown command '%s' (try `lumen --help`)\n", cmd);
     return LM_EXIT_USAGE;
 }

@@ -28,20 +28,12 @@ static enum lm_status bert_hparams(struct lm_model *m) {
                             "types)",
                             m->path, ntt);
     hp->n_token_types = (int32_t)ntt;
-    hp->pooling_type = -1;
-    if ((st = lm_model_key_i32(m, "pooling_type", &hp->pooling_type, false))) return st;
-    if (hp->pooling_type < -1 || hp->pooling_type > 4)
-        return lm_error_set(LM_ERR_FORMAT, "bert: %s: bert.pooling_type = %d (expected 0..4)", m->path,
-                            hp->pooling_type);
+    // pooling_type and the classifier's cls.output: lm_model_load_pooling (model_embd.c)
     bool causal = false;
     char key[64];
     snprintf(key, sizeof key, "%s.attention.causal", m->arch->name);
     if ((st = lm_gguf_get_bool(&m->gguf, key, &causal, false))) return st;
     hp->causal_attn = causal;
-    hp->n_cls_out = 1;
-    const struct lm_gguf_kv *labels = lm_gguf_find_kv(&m->gguf, "bert.classifier.output_labels");
-    if (labels && labels->type == LM_GGUF_TYPE_ARRAY && labels->arr_n > 0 && labels->arr_n <= 65536)
-        hp->n_cls_out = (int32_t)labels->arr_n;
     if (hp->n_head_kv != hp->n_head)
         return lm_error_set(LM_ERR_FORMAT, "bert: %s: head_count_kv %d != head_count %d (bert has no grouped KV)",
                             m->path, hp->n_head_kv, hp->n_head);
@@ -71,8 +63,6 @@ static enum lm_status bert_load(struct lm_model *m) {
         {&m->tok_norm_b, "token_embd_norm.bias", E, 1, true},
         {&m->cls, "cls.weight", E, E, false},
         {&m->cls_b, "cls.bias", E, 1, false},
-        {&m->cls_out, "cls.output.weight", E, hp->n_cls_out, false},
-        {&m->cls_out_b, "cls.output.bias", hp->n_cls_out, 1, false},
     };
     for (size_t k = 0; k < sizeof io / sizeof io[0]; k++)
         if ((st = lm_model_weight(m, io[k].w, io[k].name, io[k].n_in, io[k].n_out, io[k].required))) return st;

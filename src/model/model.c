@@ -62,6 +62,7 @@ enum lm_status lm_model_load(struct lm_model **out, const char *path,
     m->layers = calloc(n_layer, sizeof *m->layers);
     if (!m->layers) { st = lm_error_set(LM_ERR_NOMEM, "model: out of memory"); goto fail; }
     if ((st = m->arch->load(m)) != LM_OK) goto fail;
+    if ((st = lm_model_load_pooling(m)) != LM_OK) goto fail;
     if ((st = lm_model_repack_il(m)) != LM_OK) goto fail;
     if ((st = lm_tokenizer_load(&m->tok, &m->gguf)) != LM_OK) goto fail;
     struct lm_gguf_str tmpl = {0, NULL};
@@ -96,6 +97,7 @@ void lm_model_free(struct lm_model *m) {
     if (!m) return;
     if (m->tok) lm_tokenizer_free(m->tok);
     free(m->chat_template);
+    free(m->rerank_template);
     free(m->layers);
     free(m->exps_buf);
     free(m->mla_buf);

@@ -87,10 +87,9 @@ struct lm_hparams {
     // encoders (bert: model/bert.c): LayerNorm with bias, learned positions, token types
     float norm_eps;        // attention.layer_norm_epsilon (LayerNorm, not RMSNorm)
     int32_t n_token_types; // tokenizer.ggml.token_type_count (rows of token_types.weight)
-    int32_t pooling_type;  // <arch>.pooling_type, llama.cpp's values: 0 none, 1 mean, 2 cls,
-                           // 3 last, 4 rank (-1: absent)
     bool causal_attn;      // <arch>.attention.causal (encoders: false unless the file says)
-    int32_t n_cls_out;     // classifier labels (rows of cls.output.weight; 1 when unnamed)
+    // embeddings (model/model_embd.c): <arch>.pooling_type (NONE when absent)
+    enum lm_pooling pooling;
 };
 
 struct lm_layer {
@@ -201,7 +200,11 @@ struct lm_model {
     struct lm_weight pos_embd;             // (n_ctx_train, n_embd)
     struct lm_weight tok_norm, tok_norm_b; // (n_embd) each
     struct lm_weight cls, cls_b;           // (n_embd, n_embd), (n_embd)
-    struct lm_weight cls_out, cls_out_b;   // (n_cls_out, n_embd), (n_cls_out)
+    // rerankers (pooling rank; model/model_embd.c): the classification head cls.output
+    // (n_cls_out, n_embd) and its optional bias, and the rerank prompt
+    // (tokenizer.chat_template.rerank, NUL-terminated copy) or NULL
+    struct lm_weight cls_out, cls_out_b;
+    char *rerank_template;
 };
 
 // Helpers for architecture loaders: look up + validate shape; message names the
@@ -287,5 +290,9 @@ enum lm_status lm_smollm3_load_ext(struct lm_model *m);
 // forward pass has no post-norm, LayerNorm, learned positions or non-causal attention, so
 // lm_model_load still refuses the architecture; tests call it through lm_arch_bert.load.
 extern const struct lm_arch lm_arch_bert;
+
+// Reads <arch>.pooling_type into m->hp.pooling (model/model_embd.c); LM_ERR_FORMAT for a
+// value outside llama.cpp's (0..4).
+enum lm_status lm_model_load_pooling(struct lm_model *m);
 
 #endif

@@ -108,6 +108,7 @@ void lm_context_free(struct lm_context *c) {
     free(c->kv_koff);
     free(c->kv_voff);
     free(c->seq_next);
+    free(c->seq_embd);
     free(c->out_rows);
     free(c->x_alt); free(c->xn_priv);
     free(c->x); free(c->xn); free(c->q); free(c->k); free(c->v); free(c->att); free(c->o);
@@ -243,6 +244,8 @@ static enum lm_status context_init(struct lm_context **out, struct lm_model *m,
     c->kv_koff = xalloc(c, B * sizeof(size_t), &ok);
     c->kv_voff = xalloc(c, B * sizeof(size_t), &ok);
     c->seq_next = xalloc(c, (size_t)p.n_seq_max * sizeof(int32_t), &ok);
+    c->seq_embd = calloc((size_t)p.n_seq_max, sizeof *c->seq_embd);
+    if (!c->seq_embd) ok = false;
     c->x = xalloc(c, B * E * sizeof(float), &ok);
     c->xn = xalloc(c, B * E * sizeof(float), &ok);
     c->x_alt = xalloc(c, (size_t)LM_PRIVATE_QUANT_ROWS * E * sizeof(float), &ok);
@@ -353,7 +356,7 @@ enum lm_status lm_decode(struct lm_context *c, const struct lm_batch_entry *e, i
                                 i, e[i].seq, c->seq0, c->seq0 + c->n_seq);
         c->seq_next[e[i].seq - c->seq0] = c->kv->seqs[e[i].seq].n_pos;
     }
-    int32_t n_out = 0;
+    int32_t n_out = 0, n_eout = 0;
     for (int32_t i = 0; i < n; i++) {
         if (e[i].token < 0 || e[i].token >= n_vocab)
             return lm_error_set(LM_ERR_ARG, "decode: entry %d: token %d out of range [0, %d)", i,
@@ -366,7 +369,9 @@ enum lm_status lm_decode(struct lm_context *c, const struct lm_batch_entry *e, i
             return lm_error_set(LM_ERR_STATE, "decode: sequence %d is full (n_ctx %d)", e[i].seq,
                                 c->n_ctx);
         c->seq_next[e[i].seq - c->seq0]++;
-        if (e[i].want_logits) {
+        if (e[i].want_logits && c->seq_embd[e[i].seq - c->seq0]) {
+            n_eout++;
+        } else if (e[i].want_logits) {
             if (n_out == c->n_logits_max)
                 return lm_error_set(LM_ERR_ARG, "decode: more than %d entries want logits "
                                     "(n_logits_max)", c->n_logits_max);
@@ -375,9 +380,12 @@ enum lm_status lm_decode(struct lm_context *c, const struct lm_batch_entry *e, i
     }
     enum lm_status st = lm_kv_prepare(c->kv, e, n, c->kv_koff, c->kv_voff);
     if (st != LM_OK) return st;
+    for (int32_t i = 0, r = n_out; n_eout > 0 && i < n; i++) // embedding rows after logits rows
+        if (e[i].want_logits && c->seq_embd[e[i].seq - c->seq0]) c->out_rows[r++] = i;
     c->batch = e;
     c->n_tokens = n;
     c->n_out = n_out;
+    c->n_eout = n_eout;
     c->n_topk_rows = 0;
     lm_pool_run(c->pool, forward_worker, c);
     lm_kv_commit(c->kv, e, n);
@@ -399,6 +407,19 @@ enum lm_status lm_decode(struct lm_context *c, const struct lm_batch_entry *e, i
 const float *lm_get_logits(const struct lm_context *c, int32_t i) {
     if (i < 0 || i >= c->n_out) return NULL;
     return c->logits + (size_t)i * c->m->hp.n_vocab;
+}
+
+const float *lm_get_embeddings(const struct lm_context *c, int32_t i) {
+    if (i < 0 || i >= c->n_eout) return NULL;
+    return c->xn + (size_t)(c->n_out + i) * c->m->hp.n_embd; // the output norm's rows
+}
+
+void lm_context_set_causal(struct lm_context *c, bool causal) { c->non_causal = !causal; }
+
+enum lm_status lm_context_seq_set_embd(struct lm_context *c, int32_t seq, bool on) {
+    const enum lm_status st = ctx_seq(c, "seq_set_embd", seq);
+    if (st == LM_OK) c->seq_embd[seq - c->seq0] = on;
+    return st;
 }
 
 // ================================================================ fused top-k

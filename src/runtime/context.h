@@ -35,7 +35,12 @@ struct lm_context {
     size_t *kv_koff, *kv_voff; // [n_batch] each entry's K / V cell in the pool (lm_kv_prepare)
     int32_t *seq_next;         // [n_seq] lm_decode's position check
     int32_t n_out;       // entries wanting logits
-    int32_t *out_rows;   // [n_batch] batch index of each output row
+    int32_t *out_rows;   // [n_batch] batch index of each output row: the n_out logits rows,
+                         // then the n_eout embedding rows (their normed states: xn rows
+                         // n_out .. n_out + n_eout after the forward pass)
+    int32_t n_eout;      // entries wanting embeddings (want_logits in an embedding sequence)
+    bool *seq_embd;      // [n_seq] embedding mode per sequence (lm_context_seq_set_embd)
+    bool non_causal;     // attention windows end at each sequence's last batch position
     // small batches (<= LM_PRIVATE_QUANT_ROWS tokens, 2+ threads): every thread computes the
     // residual adds and norms of all rows itself (lm_op_residual_norm_priv), into its own
     // xn_priv rows, while thread 0 writes the residual stream alternately to x and x_alt

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "runtime/engine.h"
+#include "runtime/ops_pool.h"
 #include "sample/sample_internal.h"
 #include "tokenizer/tokenizer.h"
 
@@ -143,8 +144,34 @@ static void verify(struct lm_engine *e, struct lm_req *r, int32_t row, uint64_t 
     if (sp->draft_kv > r->n_kv) lm_spec_model_seq_rm(e, r, r->n_kv); // the draft's drafts too
 }
 
+// An embedding request's chunk, batch entries [i, j): the rows that feed its pooling added
+// in position order (embedding rows erow.. of the step); after its last position, its vector
+// in its one event. Returns the next embedding row.
+static int32_t pool_rows(struct lm_engine *e, struct lm_req *r, int32_t i, int32_t j,
+                         int32_t erow) {
+    const int64_t E = e->m->hp.n_embd;
+    for (int32_t k = i; k < j; k++)
+        if (e->batch[k].want_logits) // its sequence is in embedding mode
+            lm_pool_add(r->embd_acc, lm_get_embeddings(e->c, erow++), E,
+                        e->batch[k].pos == 0 || r->rp.pooling != LM_POOLING_MEAN);
+    if (r->n_kv < r->n_toks) return erow;
+    struct lm_event ev = {.embd = r->embd_out};
+    if (r->rp.pooling == LM_POOLING_RANK) { // a reranker's scores (embd_out: the head's scratch)
+        float scores[64];
+        ev.n_embd = lm_pool_rank(e->m, e->c->kern, r->embd_acc, r->embd_out, scores);
+        memcpy(r->embd_out, scores, (size_t)ev.n_embd * sizeof *scores);
+    } else {
+        const int32_t n_rows = r->rp.pooling == LM_POOLING_MEAN ? r->n_toks : 1;
+        lm_pool_finish(r->embd_out, r->embd_acc, E, n_rows, r->rp.dimensions);
+        ev.n_embd = r->rp.dimensions > 0 ? r->rp.dimensions : (int32_t)E;
+    }
+    lm_req_finish(e, r, LM_FINISH_EOG, -1, &ev, NULL);
+    return erow;
+}
+
 int32_t lm_deliver_step(struct lm_engine *e, int32_t n, uint64_t t) {
     int32_t row = 0; // logits rows come in batch order of the entries that want them
+    int32_t erow = 0; // embedding rows likewise
     for (int32_t i = 0, j; i < n; i = j) {
         struct lm_req *r = e->batch_req[i];
         for (j = i + 1; j < n && e->batch_req[j] == r; j++) {}
@@ -156,6 +183,10 @@ int32_t lm_deliver_step(struct lm_engine *e, int32_t n, uint64_t t) {
             continue;
         }
         r->n_kv = e->batch[j - 1].pos + 1; // a prefill chunk, or a decode token
+        if (r->rp.embed) {
+            erow = pool_rows(e, r, i, j, erow);
+            continue;
+        }
         if (e->batch[j - 1].want_logits) deliver_token(e, r, row++, t, -1, NULL, 0, NULL);
     }
     return row;

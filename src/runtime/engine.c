@@ -130,8 +130,41 @@ struct lm_context *lm_engine_context(struct lm_engine *e) { return e->c; }
 // ================================================================ thread-safe entry points
 
 // The request's parameters against the engine's limits: LM_OK, or LM_ERR_ARG naming the field.
+// An embedding request (rp->pooling resolved here): the whole input in the context and the
+// pool, a pooling that gives one vector, dimensions in [0, n_embd].
+static enum lm_status check_embed(const struct lm_engine *e, int32_t n_prompt,
+                                  struct lm_request_params *rp) {
+    if (n_prompt > e->p.n_ctx || n_prompt > e->p.kv_tokens)
+        return lm_error_set(LM_ERR_ARG, "engine: embedding input of %d tokens exceeds the context of "
+                            "%d tokens", n_prompt, e->p.n_ctx < e->p.kv_tokens ? e->p.n_ctx
+                                                                           : e->p.kv_tokens);
+    if (rp->pooling == LM_POOLING_UNSPECIFIED || rp->pooling == LM_POOLING_NONE)
+        rp->pooling = e->m->hp.pooling;
+    if (rp->pooling == LM_POOLING_RANK && lm_model_n_cls_out(e->m) == 0)
+        return lm_error_set(LM_ERR_ARG, "engine: rank pooling needs a classification head; %s has "
+                            "none (cls.output.weight)", e->m->path);
+    if (rp->pooling == LM_POOLING_RANK && rp->dimensions != 0)
+        return lm_error_set(LM_ERR_ARG, "engine: dimensions %d with rank pooling (scores, not a "
+                            "vector)", rp->dimensions);
+    if (rp->pooling != LM_POOLING_MEAN && rp->pooling != LM_POOLING_CLS &&
+        rp->pooling != LM_POOLING_LAST && rp->pooling != LM_POOLING_RANK)
+        return lm_error_set(LM_ERR_ARG, "engine: embeddings need mean, cls, last or rank pooling; %s has "
+                            "%s pooling (%s.pooling_type)%s", e->m->path,
+                            lm_pooling_name(rp->pooling), e->m->arch->name,
+                            rp->pooling == LM_POOLING_NONE ? ": not an embedding model (ask for a "
+                            "pooling to pool its hidden states anyway)" : "");
+    if (rp->dimensions < 0 || rp->dimensions > e->m->hp.n_embd)
+        return lm_error_set(LM_ERR_ARG, "engine: dimensions %d out of range [1, %d] (0: all)",
+                            rp->dimensions, e->m->hp.n_embd);
+    if (rp->grammar || rp->use_draft || rp->n_logprobs || rp->n_bias)
+        return lm_error_set(LM_ERR_ARG, "engine: an embedding request samples nothing (no grammar, "
+                            "drafts, logprobs or logit bias)");
+    rp->lookup = false;
+    return LM_OK;
+}
+
 static enum lm_status check_request(const struct lm_engine *e, const int32_t *prompt,
-                                    int32_t n_prompt, const struct lm_request_params *rp) {
+                                    int32_t n_prompt, struct lm_request_params *rp) {
     if (n_prompt <= 0 || !prompt) return lm_error_set(LM_ERR_ARG, "engine: empty prompt");
     for (int32_t i = 0; i < n_prompt; i++)
         if (prompt[i] < 0 || prompt[i] >= e->n_vocab)
@@ -139,6 +172,7 @@ static enum lm_status check_request(const struct lm_engine *e, const int32_t *pr
                                 "[0, %d)", prompt[i], i, e->n_vocab);
     if (rp->max_tokens < 0)
         return lm_error_set(LM_ERR_ARG, "engine: max_tokens %d < 0", rp->max_tokens);
+    if (rp->embed) return check_embed(e, n_prompt, rp);
     const int64_t total = (int64_t)n_prompt + (rp->max_tokens > 0 ? rp->max_tokens : 1);
     if (n_prompt >= e->p.n_ctx || total > e->p.n_ctx)
         return lm_error_set(LM_ERR_ARG, "engine: prompt of %d tokens + max_tokens %d exceeds the "
@@ -192,7 +226,7 @@ enum lm_status lm_engine_submit(struct lm_engine *e, const int32_t *prompt, int3
                                 const struct lm_request_params *rp_in, lm_event_fn cb, void *user,
                                 uint64_t *id) {
     struct lm_request_params rp = rp_in ? *rp_in : lm_request_params_default();
-    enum lm_status st = check_request(e, prompt, n_prompt, &rp);
+    enum lm_status st = check_request(e, prompt, n_prompt, &rp); // resolves rp.pooling
     if (st != LM_OK) return st;
     if (rp.use_draft) rp.lookup = false; // the draft model drafts
     if ((rp.lookup || rp.use_draft) && rp.draft_max == 0) rp.draft_max = LM_DRAFT_MAX_DEFAULT;

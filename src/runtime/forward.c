@@ -129,10 +129,11 @@ void lm_forward(struct lm_context *c, int ith, int nth) {
 
     // ---- output: final norm of the rows that want logits, LM head (+ soft-capping inside),
     // output bias (qwen2) after its own barrier
-    if (c->n_out == 0) return;
+    if (c->n_out + c->n_eout == 0) return;
     lm_op_lm_head_reset(c, ith); // ordered before the head's claims by the barrier below
-    lm_op_output_norm(c, xcur, ith, nth);
+    lm_op_output_norm(c, xcur, ith, nth); // embedding rows end here (lm_get_embeddings)
     t = lm_fwd_sync(c, ith, LM_OP_OUTPUT_NORM, -1, t);
+    if (c->n_out == 0) return;
     const struct lm_weight *const head[1] = {&m->output};
     lm_op_lm_head(c, ith, nth);
     t = lm_fwd_sync_mm(c, ith, LM_OP_LM_HEAD, -1, t, head, 1);

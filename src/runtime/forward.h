@@ -51,11 +51,12 @@ static inline void lm_fwd_residual_priv(struct lm_context *c, float **xcur, floa
 // (*first = 0). llama.cpp prunes the last layer the same way (inp_out_ids).
 static inline int64_t lm_last_layer_rows(const struct lm_context *c, int64_t *first) {
     *first = 0;
-    if (c->n_out == 0) return 0;
-    for (int32_t r = 1; r < c->n_out; r++)
+    const int32_t n_rows = c->n_out + c->n_eout; // logits rows, then embedding rows
+    if (n_rows == 0) return 0;
+    for (int32_t r = 1; r < n_rows; r++)
         if (c->out_rows[r] != c->out_rows[0] + r) return c->n_tokens;
     *first = c->out_rows[0];
-    return c->n_out;
+    return n_rows;
 }
 
 static inline uint64_t lm_fwd_sync(struct lm_context *c, int ith, enum lm_prof_op op, int layer,

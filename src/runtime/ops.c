@@ -214,7 +214,9 @@ void lm_op_attention(struct lm_context *c, int il, int ith, int nth) {
         const int64_t hb = g * group + it % nsub * hsub;
         const int64_t he = hb + hsub < (g + 1) * group ? hb + hsub : (g + 1) * group;
         const struct lm_batch_entry *b = &c->batch[i];
-        j.p = b->pos;
+        // causal: up to its own position; non-causal: up to its sequence's last in the batch
+        // (lm_decode left seq_next one past it)
+        j.p = c->non_causal ? c->seq_next[b->seq - c->seq0] - 1 : b->pos;
         j.p0 = 0;
         if (L->swa && hp->n_swa > 0 && j.p - hp->n_swa + 1 > 0) j.p0 = j.p - hp->n_swa + 1;
         const struct lm_kv_seq *sq = &kv->seqs[b->seq];
@@ -395,7 +397,7 @@ void lm_op_output_norm(struct lm_context *c, const float *x, int ith, int nth) {
     const struct lm_model *m = c->m;
     const int64_t d = m->hp.n_embd;
     int64_t s, e;
-    split(c->n_out, ith, nth, &s, &e);
+    split(c->n_out + c->n_eout, ith, nth, &s, &e); // logits rows, then embedding rows
     for (int64_t r = s; r < e; r++)
         c->kern->rmsnorm(c->xn + r * d, x + (int64_t)c->out_rows[r] * d,
                          (const float *)m->output_norm.data, d, m->hp.rms_eps);

@@ -23,6 +23,8 @@ static void req_free(struct lm_req *r) {
     free(r->toks);
     free(r->bias_tok);
     free(r->bias_val);
+    free(r->embd_acc);
+    free(r->embd_out);
     free(r);
 }
 
@@ -47,6 +49,15 @@ enum lm_status lm_req_new(struct lm_engine *e, const int32_t *prompt, int32_t n_
     if (!r->toks || (rp->n_bias && (!r->bias_tok || !r->bias_val))) {
         req_free(r);
         return lm_error_set(LM_ERR_NOMEM, "engine: out of memory");
+    }
+    if (rp->embed) {
+        const size_t E = (size_t)e->m->hp.n_embd;
+        r->embd_acc = malloc(E * sizeof *r->embd_acc);
+        r->embd_out = malloc(E * sizeof *r->embd_out);
+        if (!r->embd_acc || !r->embd_out) {
+            req_free(r);
+            return lm_error_set(LM_ERR_NOMEM, "engine: out of memory");
+        }
     }
     lm_spec_req_init(e, r);
     memcpy(r->toks, prompt, (size_t)n_prompt * sizeof *prompt);
@@ -124,7 +135,10 @@ enum lm_status lm_req_admit(struct lm_engine *e, struct lm_req *r, int32_t seq) 
         return st;
     }
     int32_t n_att = 0;
-    if (lm_kv_prefix_attach(kv, seq, r->toks, r->n_toks, &n_att) != LM_OK) n_att = 0;
+    // an embedding pooled over more than its last row computes every row (no cached prefix)
+    const bool attach = !r->rp.embed || r->rp.pooling == LM_POOLING_LAST ||
+                        (r->rp.pooling == LM_POOLING_RANK && !e->c->non_causal);
+    if (attach && lm_kv_prefix_attach(kv, seq, r->toks, r->n_toks, &n_att) != LM_OK) n_att = 0;
     lm_req_wait_unlink(e, r);
     pthread_mutex_lock(&e->mu);
     e->n_queued--;
@@ -132,6 +146,7 @@ enum lm_status lm_req_admit(struct lm_engine *e, struct lm_req *r, int32_t seq) 
     pthread_mutex_unlock(&e->mu);
     r->seq = seq;
     r->n_kv = n_att;
+    e->c->seq_embd[seq] = r->rp.embed; // an embedding request's rows are hidden states
     r->spec.draft_kv = 0;
     if (r->rp.use_draft && lm_kv_prefix_attach(kv, seq + e->p.max_running, r->toks, r->n_toks,
                                                &r->spec.draft_kv) != LM_OK)

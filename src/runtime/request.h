@@ -58,7 +58,17 @@ struct lm_req {
     void *user;
     uint64_t t_submit, t_admit, admit_order;
     struct lm_req_spec spec;
+    // embedding (rp.embed; rp.pooling resolved to MEAN, CLS or LAST): the float64 sum of the
+    // rows that feed its pooling, in position order (runtime/ops_pool.h), and its vector
+    double *embd_acc;           // [n_embd]
+    float *embd_out;            // [n_embd]
 };
+
+// Is r still prefilling (its next entries are prompt positions)? An embedding request
+// prefills its whole prompt and never decodes.
+static inline bool lm_req_prefilling(const struct lm_req *r) {
+    return r->n_kv < r->n_toks - (r->rp.embed ? 0 : 1);
+}
 
 // ---------------------------------------------------------------- its lifecycle
 

@@ -4,6 +4,7 @@
 // under the step's token budget, so a long prompt delays running streams by at most one
 // chunk. What admission and preemption do to a request is runtime/request.c.
 #include "runtime/engine.h"
+#include "runtime/ops_pool.h"
 
 // ================================================================ admission, preemption
 
@@ -72,7 +73,7 @@ static bool try_plan(struct lm_engine *e, struct lm_step *s) {
     const int32_t no = running_by_admission(e);
     for (int32_t k = 0; k < no; k++) { // decode tokens, oldest request first
         struct lm_req *r = e->order[k];
-        if (r->n_kv != r->n_toks - 1) continue; // prefilling
+        if (r->rp.embed || r->n_kv != r->n_toks - 1) continue; // prefilling, or an embedding
         const int32_t need = lm_kv_blocks_needed(kv, r->seq, 1);
         if (need > avail) {
             make_room(e);
@@ -86,15 +87,21 @@ static bool try_plan(struct lm_engine *e, struct lm_step *s) {
     n = lm_spec_model_plan(e, n, &avail);
     for (int32_t k = 0; k < no && n < e->p.step_tokens; k++) { // prefill chunks, oldest first
         struct lm_req *r = e->order[k];
-        if (r->n_kv >= r->n_toks - 1) continue;
+        if (!lm_req_prefilling(r)) continue;
         int32_t want = r->n_toks - r->n_kv;
         if (want > e->p.step_tokens - n) want = e->p.step_tokens - n;
         const int32_t chunk = lm_kv_chunk_fit(kv, r->seq, want, avail);
         if (chunk == 0) continue;
         avail -= lm_kv_blocks_needed(kv, r->seq, chunk);
+        const bool embed = r->rp.embed;
         for (int32_t i = 0; i < chunk; i++) {
             const int32_t pos = r->n_kv + i;
-            e->batch[n] = (struct lm_batch_entry){r->toks[pos], pos, r->seq, pos == r->n_toks - 1};
+            const bool last = pos == r->n_toks - 1;
+            // an embedding request's sequence is in embedding mode: its "logits" rows are the
+            // hidden states that feed its pooling
+            const bool want = embed ? lm_pool_wants(r->rp.pooling, pos, r->n_toks,
+                                                             !e->c->non_causal) : last;
+            e->batch[n] = (struct lm_batch_entry){r->toks[pos], pos, r->seq, want};
             e->batch_req[n++] = r;
         }
     }

@@ -45,6 +45,41 @@ bool api_fail(struct api_error *e, int status, const char *type, const char *cod
 // {"error": {...}} as a malloc'd NUL-terminated string (NULL when out of memory).
 char *api_error_json(const struct api_error *e);
 
+// ---- POST /v1/embeddings (api_embed.c)
+#define API_MAX_EMBED_INPUTS 2048 // inputs of one request (OpenAI's limit)
+// "input" is a string, an array of strings, an array of token ids, or an array of arrays of
+// token ids (each input non-empty, ids in [0, n_vocab)); "encoding_format" "float" (the
+// default) or "base64"; "dimensions" >= 1 (checked against the model by the route); "model",
+// "user": not used.
+struct api_embed {
+    int32_t n;           // inputs
+    char **text;         // [n] a string input (NUL-terminated; text_len bytes), or NULL
+    size_t *text_len;
+    int32_t **ids;       // [n] a token input, or NULL
+    int32_t *n_ids;
+    bool base64;
+    int32_t dimensions;  // 0: all
+};
+bool api_parse_embed(const char *body, size_t len, int32_t n_vocab, const struct api_limits *lim,
+                     struct api_embed *q, struct api_error *e);
+void api_embed_free(struct api_embed *q);
+
+// ---- POST /v1/rerank (api_embed.c): llama-server's / Jina's / Cohere's shape
+// "query" a non-empty string, "documents" a non-empty array of strings (at most
+// API_MAX_EMBED_INPUTS), "top_n" >= 1 (default: all), "return_documents" a boolean; "model" not used.
+struct api_rerank {
+    char *query;
+    size_t query_len;
+    int32_t n;           // documents
+    char **doc;          // [n] NUL-terminated, doc_len bytes
+    size_t *doc_len;
+    int32_t top_n;       // 0: all
+    bool return_documents;
+};
+bool api_parse_rerank(const char *body, size_t len, const struct api_limits *lim, struct api_rerank *q,
+                      struct api_error *e);
+void api_rerank_free(struct api_rerank *q);
+
 #define API_MAX_TOOLS 128       // tools per request
 #define API_MAX_TOOL_CALLS 128  // tool calls per assistant message
 

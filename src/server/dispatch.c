@@ -51,6 +51,12 @@ static const struct srv_route k_routes[] = {
     {"/v1/messages/count_tokens", "POST", srv_handle_count_tokens, "/v1/messages/count_tokens",
      SRV_ROUTE_GATED | SRV_ROUTE_ANTHROPIC},
     {"/v1/responses", "POST", handle_responses, "/v1/responses", SRV_ROUTE_GATED},
+    {"/v1/embeddings", "POST", srv_handle_embeddings, "/v1/embeddings", SRV_ROUTE_GATED},
+    {"/embeddings", "POST", srv_handle_embeddings, "/v1/embeddings", SRV_ROUTE_GATED},
+    {"/v1/rerank", "POST", srv_handle_rerank, "/v1/rerank", SRV_ROUTE_GATED},
+    {"/rerank", "POST", srv_handle_rerank, "/v1/rerank", SRV_ROUTE_GATED},
+    {"/v1/reranking", "POST", srv_handle_rerank, "/v1/rerank", SRV_ROUTE_GATED},
+    {"/reranking", "POST", srv_handle_rerank, "/v1/rerank", SRV_ROUTE_GATED},
 };
 #define N_ROUTES (sizeof k_routes / sizeof k_routes[0])
 _Static_assert(N_ROUTES + 1 <= METRICS_MAX_ROUTES, "the route labels (and \"static\") fit the metrics");

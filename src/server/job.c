@@ -41,6 +41,7 @@ static void job_free(struct job *j) {
     free(j->ev);
     free(j->top_tok);
     free(j->top_lp);
+    free(j->embd);
     free(j);
 }
 
@@ -90,6 +91,10 @@ static void job_on_event(void *user, const struct lm_event *ev) {
         j->st.done = true;
         j->st.finish = ev->finish;
         if (ev->error) snprintf(j->st.error, sizeof j->st.error, "%s", ev->error);
+        if (ev->embd && j->embd && ev->n_embd <= j->embd_cap) {
+            memcpy(j->embd, ev->embd, (size_t)ev->n_embd * sizeof *j->embd);
+            j->n_embd = ev->n_embd;
+        }
         left = --j->refs; // the engine's reference: no more events
     }
     if (j->sleeping) { // under the lock: the waiter may free the job once it is released

@@ -44,6 +44,10 @@ struct job {
     int32_t cap, head, count, n_top_max;
     bool cancel_sent;
     struct job_state st;
+    // an embedding request (server/embed.c): the vector of its last event is copied here
+    // (set before job_submit, freed with the job); n_embd stays 0 until it came
+    float *embd;
+    int32_t embd_cap, n_embd;
 };
 
 // cap: events held before the request is cancelled; n_top_max: alternatives per event;

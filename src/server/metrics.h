@@ -13,7 +13,7 @@ enum metrics_finish { MF_STOP, MF_LENGTH, MF_CANCELLED, MF_ERROR, MF_COUNT };
 
 struct metrics;
 
-#define METRICS_MAX_ROUTES 15 // route labels given to metrics_new ("other" is added)
+#define METRICS_MAX_ROUTES 24 // route labels given to metrics_new ("other" is added)
 
 // routes[n]: the route labels of lumen_requests_total, in their order (the server's route
 // table: srv_route_metrics); "other" follows them, for requests of no route. The strings

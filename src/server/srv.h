@@ -237,6 +237,10 @@ enum MHD_Result srv_handle_metrics(struct conn *c, struct MHD_Connection *mc);
 enum MHD_Result srv_handle_models(struct conn *c, struct MHD_Connection *mc);
 enum MHD_Result srv_handle_tokenize(struct conn *c, struct MHD_Connection *mc);
 enum MHD_Result srv_handle_detokenize(struct conn *c, struct MHD_Connection *mc);
+// POST /v1/embeddings (embed.c): OpenAI's shape; a model without mean, cls or last pooling: 400.
+enum MHD_Result srv_handle_embeddings(struct conn *c, struct MHD_Connection *mc);
+// POST /v1/rerank (embed.c): llama-server's shape; a model without rank pooling and a head: 400.
+enum MHD_Result srv_handle_rerank(struct conn *c, struct MHD_Connection *mc);
 enum MHD_Result srv_handle_asset(struct conn *c, struct MHD_Connection *mc, const struct lm_srv_asset *a);
 // 204 to a CORS preflight (OPTIONS) from a --cors-origin page.
 enum MHD_Result srv_preflight(struct conn *c, struct MHD_Connection *mc);

@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""Golden embeddings for tests/test_model_embed.sh: reduced Qwen3 copies (tools/make_arch_gguf.py
+--family qwen3 --layers 2 --vocab 2048, real width 1024) as embedding models, pooling 'last'
+with EOS appended (as Qwen3-Embedding) and 'mean', embedded by llama.cpp (llama-cpp-python's
+Llama(embedding=True).embed: its pooling, L2-normalised as llama-server's embd_normalize) and
+by the float64 reference (tools/ref_forward.py RefModel.embedding).
+
+Writes tests/golden/embed_<name>.txt: 'sha256 <hex>', then per input 'input <text>',
+'n_tokens <n>', 'ids <token ids>', 'llama <values>' and 'ref <values>' (%.8g), 'cos_llama_ref <c>',
+and for the mean copy 'ref_noncausal <values>': the reference with non-causal attention (every
+position attends to all: what encoders do; tests/test_runtime_embed.c).
+
+usage: gen_golden_embed.py [--dir /tmp/lumen-embed] [--golden tests/golden]
+"""
+import argparse
+import hashlib
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import make_arch_gguf  # noqa: E402
+import ref_forward  # noqa: E402
+
+# (name, pooling, extra for make_arch_gguf.write_model)
+CASES = [
+    ("qwen3_last", "last", {"pooling_type": 3, "add_eos": True}),
+    ("qwen3_mean", "mean", {"pooling_type": 1}),
+]
+INPUTS = ["w1 w2 w3", "w500 w17 w1000 w9 w44 w123 w7", "w5"]
+# the reranker copy (pooling rank: cls.output.weight, the rerank template of make_arch_gguf.py)
+RERANK = ("qwen3_rank", {"pooling_type": 4}, "w7 w8 w9", ["w7 w8 w9", "w1 w2", "w300 w7 w12 w8", "w5"])
+
+
+def model_path(d, name):
+    return os.path.join(d, "embed_%s.gguf" % name)
+
+
+def write_models(d):
+    os.makedirs(d, exist_ok=True)
+    for name, _, extra in CASES + [(RERANK[0], "rank", RERANK[1])]:
+        make_arch_gguf.write_model(model_path(d, name), "qwen3", 2, 2048, "f16",
+                                   extra=dict(extra), quiet=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dir", default="/tmp/lumen-embed")
+    ap.add_argument("--golden", default=os.path.join(os.path.dirname(__file__), "..", "tests", "golden"))
+    ap.add_argument("--models-only", action="store_true", help="write the models, no goldens")
+    a = ap.parse_args()
+    write_models(a.dir)
+    if a.models_only:
+        return 0
+    import llama_cpp
+    for name, pooling, _ in CASES:
+        path = model_path(a.dir, name)
+        sha = hashlib.sha256(open(path, "rb").read()).hexdigest()
+        llm = llama_cpp.Llama(model_path=path, embedding=True, n_ctx=512, n_batch=512,
+                              n_ubatch=512, n_threads=2, verbose=False,
+                              pooling_type={"mean": 1, "last": 3}[pooling])
+        ref = ref_forward.RefModel(path)
+        out = ["sha256 " + sha]
+        for text in INPUTS:
+            toks = llm.tokenize(text.encode())
+            e_ll = np.array(llm.embed(text, normalize=True), dtype=np.float64)
+            e_ref = ref.embedding(toks, pooling)
+            cos = float(e_ll @ e_ref / np.linalg.norm(e_ll) / np.linalg.norm(e_ref))
+            out += ["input " + text, "n_tokens %d" % len(toks),
+                    "llama " + " ".join("%.8g" % v for v in e_ll),
+                    "ref " + " ".join("%.8g" % v for v in e_ref),
+                    "cos_llama_ref %.9f" % cos]
+            out.insert(len(out) - 3, "ids " + " ".join(map(str, toks)))
+            if pooling == "mean":
+                ref.causal = False
+                out.append("ref_noncausal " + " ".join("%.8g" % v for v in ref.embedding(toks, pooling)))
+                ref.causal = True
+            print("%s %r: %d tokens, cos(llama.cpp, ref) %.9f" % (name, text, len(toks), cos))
+        with open(os.path.join(a.golden, "embed_%s.txt" % name), "w") as f:
+            f.write("\n".join(out) + "\n")
+    write_rerank_golden(a, llama_cpp)
+    return 0
+
+
+def write_rerank_golden(a, llama_cpp):
+    """tests/golden/embed_qwen3_rank.txt: 'sha256', 'query', then per document 'document <text>',
+    'ids <prompt ids>' (the rerank template filled in, special text parsed, no BOS: llama-server's
+    format_prompt_rerank), 'llama <scores>' (llama.cpp's rank pooling: the last row through
+    cls.output, softmax) and 'ref <scores>' (the float64 reference's)."""
+    name, extra, query, docs = RERANK
+    path = model_path(a.dir, name)
+    sha = hashlib.sha256(open(path, "rb").read()).hexdigest()
+    llm = llama_cpp.Llama(model_path=path, embedding=True, n_ctx=512, n_batch=512, n_ubatch=512,
+                          n_threads=2, verbose=False, pooling_type=4)
+    ref = ref_forward.RefModel(path)
+    tmpl = make_arch_gguf.RERANK_TEMPLATE
+    w = ref.w("cls.output.weight")  # (2, n_embd)
+    out = ["sha256 " + sha, "query " + query]
+    for doc in docs:
+        toks = llm.tokenize(tmpl.replace("{query}", query).replace("{document}", doc).encode(),
+                            add_bos=False, special=True)
+        llm._batch.reset()
+        llm._batch.add_sequence(toks, 0, True)
+        llm._ctx.kv_cache_clear()
+        llm._ctx.decode(llm._batch)
+        ptr = llama_cpp.llama_get_embeddings_seq(llm._ctx.ctx, 0)
+        s_ll = [ptr[0], ptr[1]]
+        y = w @ ref.hidden(toks)[-1]
+        s_ref = np.exp(y - y.max()) / np.exp(y - y.max()).sum()
+        out += ["document " + doc, "ids " + " ".join(map(str, toks)),
+                "llama " + " ".join("%.8g" % v for v in s_ll), "ref " + " ".join("%.8g" % v for v in s_ref)]
+        print("%s %r: %d tokens, llama.cpp %s, ref %s" % (name, doc, len(toks), s_ll, s_ref))
+    with open(os.path.join(a.golden, "embed_%s.txt" % name), "w") as f:
+        f.write("\n".join(out) + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
