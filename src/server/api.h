@@ -127,6 +127,13 @@ struct api_request {
     bool thinking;
     int32_t thinking_budget;
     char *metadata;          // Responses' "metadata" as compact JSON text, echoed (NULL: none)
+    // reasoning (chat; api_reasoning.c, docs/server.md "Reasoning")
+    int8_t reasoning_format; // "reasoning_format": 0 not given (the server's), 1 "auto"/"deepseek"
+                             // (reasoning apart), 2 "none" (inline in the content)
+    int8_t enable_thinking;  // "enable_thinking" or chat_template_kwargs.enable_thinking: 0 not
+                             // given, 1 true, -1 false
+    bool think_budget_given; // "thinking_budget_tokens" (or Anthropic's thinking.budget_tokens)
+    int32_t think_budget;    // -1: no budget, 0: no thinking, N: at most N thinking tokens
 };
 
 // Counts the values and the depth of a JSON text without building anything (strings
