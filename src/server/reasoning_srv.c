@@ -48,7 +48,8 @@ void srv_reason_begin(struct server *s, struct run *r, struct lm_request_params 
     const struct api_request *q = &r->req;
     const bool chat = q->kind == API_CHAT && s->reason_kind != REASON_NONE;
     // the engine: the span's markers, for the budget and for a grammar that waits for the answer
-    if (chat && !srv_think_off(s, q)) {
+    // (also when thinking is switched off: a span the model opens anyway ends at the budget)
+    if (chat) {
         rp->think_start = s->think_start;
         rp->n_think_start = s->n_think_start;
         rp->think_end = s->think_end;
