@@ -198,6 +198,8 @@ enum lm_chat_template {
     LM_CHAT_TEMPLATE_PHI3 = 3,    // <|role|>\n...<|end|>\n (Phi-3, Phi-3.5, Phi-4-mini)
     LM_CHAT_TEMPLATE_GRANITE = 4, // <|start_of_role|>role<|end_of_role|>...<|end_of_text|>\n
                                   // (IBM Granite 3.x)
+    LM_CHAT_TEMPLATE_DEEPSEEK_R1 = 5, // system<｜User｜>...<｜Assistant｜>...<｜end▁of▁sentence｜>, the
+                                      // generation prompt opening a <think> span (R1 distills)
 };
 
 // A tool call an assistant message made (OpenAI's message.tool_calls[i]).

@@ -88,7 +88,7 @@ FAMILIES = {
     # a tiny dense qwen3 (the reasoning tests' server model: thinking markers in its vocabulary)
     "qwen3_tiny": dict(arch="qwen3", n_embd=256, n_layer=2, n_head=4, n_head_kv=2, head_dim=64,
                        n_ff=512, n_vocab=4096, n_ctx=4096, rope_base=1000000.0, eps=1e-6,
-                       tied=True, bias=False, qk_norm=True, out_std=0.15),
+                       tied=False, bias=False, qk_norm=True, out_std=0.15),
     # Mixtral-style llama with experts (llama.expert_count > 0; experts n_ff wide, no
     # expert_feed_forward_length: llama.cpp's llama loader ignores it), tiny
     "mixtral_tiny": dict(arch="llama", n_embd=256, n_layer=2, n_head=4, n_head_kv=2,

@@ -44,17 +44,18 @@ static bool tokenize(struct server *s, const char *text, size_t len, bool add_sp
 }
 
 // Thinking switched off (srv_think_off): the generation prompt holds an empty span, as Qwen3's
-// template writes it for enable_thinking false. *opens (may be NULL): the prompt ends inside a
-// span (R1's "<think>\n").
+// template writes it for enable_thinking false (R1's, which opened the span: its end). *opens
+// (may be NULL): the prompt ends inside a span (R1's "<think>\n").
 static bool think_suffix(struct server *s, const struct api_request *q, char **text, size_t *len, bool *opens,
                          struct api_error *e) {
     if (srv_think_off(s, q)) {
-        static const char k_empty[] = "<think>\n\n</think>\n\n";
-        char *t = realloc(*text, *len + sizeof k_empty);
+        const char *k_empty = s->tmpl == LM_CHAT_TEMPLATE_DEEPSEEK_R1 ? "</think>" : "<think>\n\n</think>\n\n";
+        const size_t k = strlen(k_empty);
+        char *t = realloc(*text, *len + k + 1);
         if (!t) return NOMEM(e);
-        memcpy(t + *len, k_empty, sizeof k_empty);
+        memcpy(t + *len, k_empty, k + 1);
         *text = t;
-        *len += sizeof k_empty - 1;
+        *len += k;
     }
     if (opens) *opens = reason_prompt_opens(s->reason_kind, *text, *len);
     return true;
