@@ -430,6 +430,7 @@ bool api_parse_responses_body(const char *body, size_t len, const struct api_lim
         r->tools_len = 0;
     }
     if (ok) ok = parse_reasoning(o, e) && parse_rest(o, r, e);
+    if (ok) ok = api_parse_reasoning(o, r, e); // lumen's (chat's): reasoning_format, thinking_budget_tokens
     json_decref(o);
     if (!ok) api_request_free(r);
     return ok;

@@ -435,6 +435,7 @@ void srv_run_free(struct run *r) {
     reason_split_free(&r->split);
     sbuf_free(&r->reasoning);
     sbuf_free(&r->raw);
+    sbuf_free(&r->rs_reason);
     json_decref(r->rs_output);
     free(r);
 }

@@ -35,7 +35,8 @@ void srv_reason_detect(struct server *s, const char *template_text) {
 
 int32_t srv_think_budget(const struct server *s, const struct api_request *q) {
     if (q->think_budget_given) return q->think_budget;
-    if (q->dialect == API_DIALECT_ANTHROPIC && q->thinking) return q->thinking_budget;
+    // Anthropic's thinking is off unless asked for ({"type": "enabled", "budget_tokens"})
+    if (q->dialect == API_DIALECT_ANTHROPIC) return q->thinking ? q->thinking_budget : 0;
     return s->o->reasoning_budget_given ? s->o->reasoning_budget : -1;
 }
 
@@ -57,9 +58,8 @@ void srv_reason_begin(struct server *s, struct run *r, struct lm_request_params 
         rp->think_open = r->think_open;
         rp->think_budget = srv_think_budget(s, q);
     }
-    // apart unless inline was asked for; Anthropic's and Responses' shapes keep it inline for now
-    const bool inline_ = q->reasoning_format == 2 || (q->reasoning_format == 0 && s->o->reasoning_inline) ||
-                         q->dialect != API_DIALECT_OPENAI;
+    // apart unless inline was asked for (Messages: thinking blocks, Responses: a reasoning item)
+    const bool inline_ = q->reasoning_format == 2 || (q->reasoning_format == 0 && s->o->reasoning_inline);
     reason_split_init(&r->split, chat && !inline_ ? s->reason_kind : REASON_NONE, r->think_open);
 }
 

@@ -124,7 +124,7 @@ struct run {
     struct reason_split split;
     struct sbuf reasoning, raw;
     int32_t n_reason;
-    bool reason_sent;    // a stream sent reasoning (its content deltas follow)
+    struct sbuf rs_reason; // a Responses stream: its reasoning item's text so far
 };
 
 struct conn;

@@ -67,3 +67,43 @@ def test_enable_thinking_false_closes_the_span(r1server):
     off = chat(c, {"chat_template_kwargs": {"enable_thinking": False}}, **SAMPLED)
     assert off.usage.prompt_tokens == on.usage.prompt_tokens + 1  # "</think>" after the opening
     assert reasoning_of(off) == "" and reasoning_tokens(off) == 0
+
+
+def test_anthropic_thinking_blocks(r1server):
+    import anthropic
+    from conftest import API_KEY
+    a = anthropic.Anthropic(base_url=r1server.url, api_key=API_KEY, max_retries=0, timeout=600)
+    kw = dict(model="lumen", max_tokens=12, messages=MSGS,
+              thinking={"type": "enabled", "budget_tokens": 1024},
+              extra_body={"temperature": 1.0, "seed": 7, "thinking_budget_tokens": 4})  # a budget below 1024: lumen's
+    m = a.messages.create(**kw)
+    assert [b.type for b in m.content] == ["thinking", "text"]
+    assert m.content[0].thinking and m.content[0].signature == ""
+    with a.messages.stream(**kw) as s:
+        events = list(s)
+        final = s.get_final_message()
+    assert [b.model_dump() for b in final.content] == [b.model_dump() for b in m.content]
+    assert any(e.type == "content_block_delta" and e.delta.type == "signature_delta" for e in events)
+    # thinking left out (Anthropic's default): not thinking, the span closed in the prompt
+    plain = a.messages.create(model="lumen", max_tokens=4, messages=MSGS)
+    assert [b.type for b in plain.content] == ["text"]
+    assert plain.usage.input_tokens + (plain.usage.cache_read_input_tokens or 0) == \
+        m.usage.input_tokens + (m.usage.cache_read_input_tokens or 0) + 1
+
+
+def test_responses_reasoning_item(r1server):
+    c = client(r1server)
+    kw = dict(model="lumen", input="What is 2 + 2?", max_output_tokens=12, temperature=1.0,
+              extra_body={"seed": 7, "thinking_budget_tokens": 4})
+    r = c.responses.create(**kw)
+    assert [o.type for o in r.output] == ["reasoning", "message"]
+    assert r.output[0].content[0].text and r.usage.output_tokens_details.reasoning_tokens == 5
+    done = None
+    deltas = ""
+    for ev in c.responses.create(stream=True, **kw):
+        if ev.type == "response.reasoning_text.delta":
+            deltas += ev.delta
+        if ev.type in ("response.completed", "response.incomplete"):
+            done = ev.response
+    assert deltas == r.output[0].content[0].text
+    assert [o.model_dump(exclude={"id"}) for o in done.output] == [o.model_dump(exclude={"id"}) for o in r.output]
