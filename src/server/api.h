@@ -122,8 +122,8 @@ struct api_request {
     bool lookup, lookup_given;
     int32_t draft_max;       // 0: not given
     bool draft_model, draft_model_given; // "draft_model": bool (default: the server has one)
-    // Anthropic's "thinking": {"type": "enabled", "budget_tokens"} (accepted; lumen's templates
-    // have no reasoning span yet, so it changes nothing: docs/server.md)
+    // Anthropic's "thinking": {"type": "enabled", "budget_tokens"}: a thinking model thinks only
+    // then, at most budget_tokens (reasoning_srv.c; docs/server.md "Reasoning")
     bool thinking;
     int32_t thinking_budget;
     char *metadata;          // Responses' "metadata" as compact JSON text, echoed (NULL: none)

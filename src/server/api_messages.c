@@ -168,7 +168,7 @@ static bool add_tool_result(json_t *blk, const char *param, struct api_request *
 
 // One message's blocks: user text and tool_result blocks (each result its own "tool"
 // message, the text after them as one user message); assistant text and tool_use blocks
-// (thinking blocks dropped: lumen's templates have no reasoning span).
+// (thinking blocks dropped, as the families' templates drop earlier spans).
 static bool parse_blocks(json_t *c, size_t i, bool assistant, struct api_request *r, struct api_error *e) {
     struct api_message *am = NULL;
     if (assistant) {
