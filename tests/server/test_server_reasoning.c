@@ -1,4 +1,4 @@
-// The reasoning splitter (src/server/reasoning.c): answers with and without a thinking span,
+// The reasoning splitter (src/common/reasoning.c): answers with and without a thinking span,
 // whole and fed in pieces of every size 1..9 (markers split across deltas: the same reasoning
 // and content), unclosed spans, a span the prompt opened, detection from templates.
 // LM_TEST_LABELS: unit

@@ -1,8 +1,9 @@
-// Reasoning kept apart from the answer: a streaming splitter that reads the answer's text as it
-// is released and yields reasoning and content deltas (one pass over the text, whole and
-// streamed answers equal). Each family's form is a kind; docs/server.md, "Reasoning".
-#ifndef LM_SERVER_REASONING_H
-#define LM_SERVER_REASONING_H
+// Reasoning kept apart from the answer (the server and the CLI share it): a streaming splitter
+// that reads the answer's text as it is released and yields reasoning and content deltas (one
+// pass over the text, whole and streamed answers equal). Each family's form is a kind;
+// docs/server.md, "Reasoning".
+#ifndef LM_COMMON_REASONING_H
+#define LM_COMMON_REASONING_H
 
 #include <stdbool.h>
 #include <stddef.h>
