@@ -32,7 +32,7 @@ static int32_t run(struct lm_req *r, const int32_t *draws, int32_t n, int32_t *o
         const int32_t f = lm_think_forced(r);
         const int32_t tok = f >= 0 ? f : draws[i];
         out[i] = tok;
-        const int32_t k = lm_think_accept(r, tok, buf);
+        const int32_t k = lm_think_accept(r, tok, buf, NULL);
         for (int32_t j = 0; j < k; j++) gram[(*n_gram)++] = buf[j];
     }
     return n;
@@ -113,7 +113,7 @@ static void test_multi_token(void) {
     lm_think_mask(&r, mask);
     CHECK(mask[0] == 1u << 7);
     int32_t buf[4];
-    lm_think_accept(&r, 3, buf);
+    lm_think_accept(&r, 3, buf, NULL);
     mask[0] = 0;
     lm_think_mask(&r, mask);
     CHECK(mask[0] == 0);

@@ -1,9 +1,10 @@
 // The reasoning families' chat formats against their own templates rendered by jinja2
 // (tests/golden/chat_reasoning/, tools/gen_golden_chat_reasoning.py): DeepSeek-R1 distills
 // (LM_CHAT_TEMPLATE_DEEPSEEK_R1: the generation prompt opens <think>, earlier answers lose their
-// span) and Qwen3 (ChatML); enable_thinking false as the server renders it (R1's template with
-// the switch: "</think>" after the opening; Qwen3's: an empty span); detection of each
-// template text and the name round trip.
+// span), Qwen3 and QwQ (ChatML, plus what the server appends: QwQ's opening "<think>\n");
+// enable_thinking false as the server renders it (R1's template with the switch and QwQ's:
+// "</think>" after the opening; Qwen3's: an empty span); detection of each template text and
+// the name round trip.
 // LM_TEST_LABELS: unit
 #include "lm_test.h"
 #include "lm_test_file.h"
@@ -23,8 +24,10 @@ static const struct rcase k_cases[] = {
     {"off", {{"user", "caf\xc3\xa9 <b>\n\nline"}}, 1},
 };
 
-// fam's golden of case c: lumen's rendering, plus for "off" the suffix the server appends
-static void check_golden(const char *fam, enum lm_chat_template tmpl, size_t c, const char *off_suffix) {
+// fam's golden of case c: lumen's rendering plus the suffix the server appends (on_suffix, or
+// off_suffix for "off")
+static void check_golden(const char *fam, enum lm_chat_template tmpl, size_t c, const char *on_suffix,
+                         const char *off_suffix) {
     char rel[128];
     snprintf(rel, sizeof rel, "tests/golden/chat_reasoning/%s_%s.txt", fam, k_cases[c].name);
     char *want = lm_test_read_file(lm_test_path(rel), NULL);
@@ -34,9 +37,9 @@ static void check_golden(const char *fam, enum lm_chat_template tmpl, size_t c, 
     size_t n = 0;
     const enum lm_status st = lm_chat_apply(tmpl, k_cases[c].msgs, k_cases[c].n, true, &out, &n);
     CHECKF(st == LM_OK, "%s: %s", rel, lm_error_msg());
-    const bool off = strcmp(k_cases[c].name, "off") == 0;
-    const size_t ns = off ? strlen(off_suffix) : 0, nw = strlen(want);
-    CHECKF(out && n + ns == nw && memcmp(out, want, n) == 0 && memcmp(want + n, off ? off_suffix : "", ns) == 0,
+    const char *suffix = strcmp(k_cases[c].name, "off") == 0 ? off_suffix : on_suffix;
+    const size_t ns = strlen(suffix), nw = strlen(want);
+    CHECKF(out && n + ns == nw && memcmp(out, want, n) == 0 && memcmp(want + n, suffix, ns) == 0,
            "%s differs; lumen wrote:\n%s", rel, out ? out : "");
     free(out);
     free(want);
@@ -44,10 +47,11 @@ static void check_golden(const char *fam, enum lm_chat_template tmpl, size_t c, 
 
 static void test_goldens(void) {
     for (size_t c = 0; c < sizeof k_cases / sizeof *k_cases; c++) {
-        check_golden("r1_qwen", LM_CHAT_TEMPLATE_DEEPSEEK_R1, c, "</think>"); // its template has the switch
-        check_golden("r1_llama", LM_CHAT_TEMPLATE_DEEPSEEK_R1, c, "");        // its template has none
-        if (strcmp(k_cases[c].name, "turns") != 0) // the server drops Qwen3's earlier spans before rendering
-            check_golden("qwen3", LM_CHAT_TEMPLATE_CHATML, c, "<think>\n\n</think>\n\n");
+        check_golden("r1_qwen", LM_CHAT_TEMPLATE_DEEPSEEK_R1, c, "", "</think>"); // its template has the switch
+        check_golden("r1_llama", LM_CHAT_TEMPLATE_DEEPSEEK_R1, c, "", "");        // its template has none
+        if (strcmp(k_cases[c].name, "turns") == 0) continue; // the server drops earlier spans before ChatML
+        check_golden("qwen3", LM_CHAT_TEMPLATE_CHATML, c, "", "<think>\n\n</think>\n\n");
+        check_golden("qwq", LM_CHAT_TEMPLATE_CHATML, c, "<think>\n", "<think>\n</think>");
     }
 }
 
@@ -57,7 +61,8 @@ static void test_detect_and_names(void) {
         enum lm_chat_template want;
     } k[] = {{"r1_qwen.jinja", LM_CHAT_TEMPLATE_DEEPSEEK_R1},
              {"r1_llama.jinja", LM_CHAT_TEMPLATE_DEEPSEEK_R1},
-             {"qwen3.jinja", LM_CHAT_TEMPLATE_CHATML}};
+             {"qwen3.jinja", LM_CHAT_TEMPLATE_CHATML},
+             {"qwq.jinja", LM_CHAT_TEMPLATE_CHATML}};
     for (size_t i = 0; i < sizeof k / sizeof *k; i++) {
         char rel[128];
         snprintf(rel, sizeof rel, "tests/golden/chat_reasoning/%s", k[i].file);

@@ -2,9 +2,10 @@
 """Golden prompts of the reasoning families' chat formats (tests/golden/chat_reasoning/*.txt) for
 tests/test_tokenizer_chat_reasoning.c: DeepSeek-R1 distills (LM_CHAT_TEMPLATE_DEEPSEEK_R1) by
 their own templates as llama.cpp keeps them (models/templates/deepseek-ai-DeepSeek-R1-Distill-
-Qwen-32B.jinja, with enable_thinking; -Llama-8B.jinja, without), and Qwen3 (ChatML plus the
-empty span the server appends for enable_thinking false) by Qwen-Qwen3-0.6B.jinja; each template
-is copied beside its goldens for the detection test. Rendered through jinja2 as Hugging Face's
+Qwen-32B.jinja, with enable_thinking; -Llama-8B.jinja, without), Qwen3 (ChatML plus the empty
+span the server appends for enable_thinking false) by Qwen-Qwen3-0.6B.jinja, and QwQ (ChatML plus
+the opening "<think>\\n", and "</think>" when off, that the server appends) by Qwen-QwQ-32B.jinja;
+each template is copied beside its goldens for the detection test. Rendered through jinja2 as Hugging Face's
 apply_chat_template sets it up (trim_blocks, lstrip_blocks), bos_token empty: lumen's tokenizer
 adds BOS. enable_thinking is passed true (llama.cpp's default) unless the case says off.
 
@@ -22,6 +23,7 @@ TEMPLATES = {
     "r1_qwen": "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja",
     "r1_llama": "deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja",
     "qwen3": "Qwen-Qwen3-0.6B.jinja",
+    "qwq": "Qwen-QwQ-32B.jinja",
 }
 OUT = os.path.join(ROOT, "tests/golden/chat_reasoning")
 
@@ -34,7 +36,7 @@ CASES = [
 ]
 # the families whose case renders each golden (Qwen3's turns: the server drops the earlier
 # span before ChatML renders, so its golden is the server's prompt, checked end to end instead)
-SKIP = {("qwen3", "turns")}
+SKIP = {("qwen3", "turns"), ("qwq", "turns")}
 
 
 def main():

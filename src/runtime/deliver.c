@@ -90,7 +90,7 @@ static bool deliver_token(struct lm_engine *e, struct lm_req *r, int32_t row, ui
     }
     r->mask_ready = false;
     int32_t ans[LM_THINK_MARKER_MAX + 1] = {tok}; // the tokens the grammar sees now (the answer's)
-    const int32_t n_ans = r->think.n_end > 0 ? lm_think_accept(r, tok, ans) : 1;
+    const int32_t n_ans = r->think.n_end > 0 ? lm_think_accept(r, tok, ans, lm_model_tokenizer(e->m)) : 1;
     for (int32_t i = 0; r->gm && i < n_ans; i++)
         if (!lm_grammar_matcher_accept(r->gm, ans[i])) { // not expected: the mask allowed it
             lm_req_finish(e, r, LM_FINISH_ERROR, -1, NULL, "grammar: the sampled token was refused");

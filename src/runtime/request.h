@@ -41,6 +41,7 @@ struct lm_req_think {
     int32_t n_start, n_end;
     enum lm_think_state state;
     int32_t match, used, force;
+    int32_t utf8_need; // continuation bytes the span's text still waits for (the budget waits too)
 };
 
 struct lm_req {
@@ -92,8 +93,9 @@ static inline bool lm_req_grammar_on(const struct lm_req *r) {
 void lm_think_mask(const struct lm_req *r, uint32_t *mask);
 // tok was delivered: the span's state moves on. Returns how many tokens the grammar must
 // accept now (into toks[], at most n_start + 1): the answer's (tok, after a half-seen start
-// marker's tokens), or 0 inside the span.
-int32_t lm_think_accept(struct lm_req *r, int32_t tok, int32_t *toks);
+// marker's tokens), or 0 inside the span. With tok's tokenizer t (may be NULL: not checked),
+// a spent budget waits for the span's text to end a UTF-8 character (as llama.cpp's does).
+int32_t lm_think_accept(struct lm_req *r, int32_t tok, int32_t *toks, const struct lm_tokenizer *t);
 
 // ---------------------------------------------------------------- its lifecycle
 

@@ -60,23 +60,38 @@ void lm_think_mask(const struct lm_req *r, uint32_t *mask) {
     mask[t >> 5] |= 1u << (t & 31);
 }
 
-// The span is open: count its tokens, watch for its end, force it at the budget.
-static void inside(struct lm_req *r, int32_t tok) {
+// Continuation bytes still expected after tok's text, need before it.
+static int32_t utf8_need(const struct lm_tokenizer *tk, int32_t tok, int32_t need) {
+    char buf[256];
+    const size_t n = lm_token_to_piece(tk, tok, buf, sizeof buf, false);
+    if (n > sizeof buf) return 0; // a long piece: whole characters
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char c = (unsigned char)buf[i];
+        if (need > 0 && (c & 0xC0) == 0x80) need--;
+        else need = c >= 0xF0 ? 3 : c >= 0xE0 ? 2 : c >= 0xC0 ? 1 : 0;
+    }
+    return need;
+}
+
+// The span is open: count its tokens, watch for its end, force it at the budget (once its
+// text ends a character).
+static void inside(struct lm_req *r, int32_t tok, const struct lm_tokenizer *tk) {
     struct lm_req_think *t = &r->think;
     t->used++;
+    if (tk) t->utf8_need = utf8_need(tk, tok, t->utf8_need);
     if (tok == t->end[t->match]) t->match++;
     else t->match = tok == t->end[0] ? 1 : 0;
     if (t->match == t->n_end) {
         t->state = LM_THINK_OFF;
         return;
     }
-    if (r->rp.think_budget >= 0 && t->used >= r->rp.think_budget) { // complete the marker from here
+    if (r->rp.think_budget >= 0 && t->used >= r->rp.think_budget && t->utf8_need == 0) { // complete the marker
         t->state = LM_THINK_FORCE;
         t->force = t->match;
     }
 }
 
-int32_t lm_think_accept(struct lm_req *r, int32_t tok, int32_t *toks) {
+int32_t lm_think_accept(struct lm_req *r, int32_t tok, int32_t *toks, const struct lm_tokenizer *tk) {
     struct lm_req_think *t = &r->think;
     switch (t->state) {
     case LM_THINK_OFF: toks[0] = tok; return 1;
@@ -96,7 +111,7 @@ int32_t lm_think_accept(struct lm_req *r, int32_t tok, int32_t *toks) {
             t->state = LM_THINK_OFF;
             return k + 1;
         }
-    case LM_THINK_IN: inside(r, tok); return 0;
+    case LM_THINK_IN: inside(r, tok, tk); return 0;
     case LM_THINK_FORCE:
         t->used++;
         if (++t->force == t->n_end) t->state = LM_THINK_OFF;

@@ -43,13 +43,17 @@ static bool tokenize(struct server *s, const char *text, size_t len, bool add_sp
     return api_fail(e, 400, "invalid_request_error", "invalid_value", "messages", "%s", lm_error_msg());
 }
 
-// Thinking switched off (srv_think_off): the generation prompt holds an empty span, as Qwen3's
-// template writes it for enable_thinking false (R1's, which opened the span: its end). *opens
-// (may be NULL): the prompt ends inside a span (R1's "<think>\n").
+// The generation prompt's thinking part, as the family's template writes it: QwQ's opening
+// "<think>\n" after ChatML's; thinking switched off (srv_think_off): Qwen3's empty span, or the
+// end of the span that R1's or QwQ's opened. *opens (may be NULL): the prompt ends inside a span.
 static bool think_suffix(struct server *s, const struct api_request *q, char **text, size_t *len, bool *opens,
                          struct api_error *e) {
-    if (srv_think_off(s, q)) {
-        const char *k_empty = s->tmpl == LM_CHAT_TEMPLATE_DEEPSEEK_R1 ? "</think>" : "<think>\n\n</think>\n\n";
+    const bool off = srv_think_off(s, q);
+    const char *k_empty = s->tmpl == LM_CHAT_TEMPLATE_DEEPSEEK_R1 ? (off ? "</think>" : "")
+                          : s->think_prefill                      ? (off ? "<think>\n</think>" : "<think>\n")
+                          : off                                   ? "<think>\n\n</think>\n\n"
+                                                                  : "";
+    if (*k_empty) {
         const size_t k = strlen(k_empty);
         char *t = realloc(*text, *len + k + 1);
         if (!t) return NOMEM(e);

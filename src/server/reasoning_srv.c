@@ -27,6 +27,9 @@ void srv_reason_detect(struct server *s, const char *template_text) {
     s->think_switch = s->reason_kind != REASON_NONE &&
                       (template_text && *template_text ? strstr(template_text, "enable_thinking") != NULL
                                                        : s->tmpl == LM_CHAT_TEMPLATE_CHATML);
+    // QwQ's template opens the span after ChatML's generation prompt (the server appends it)
+    s->think_prefill = s->reason_kind != REASON_NONE && s->tmpl == LM_CHAT_TEMPLATE_CHATML && template_text &&
+                       strstr(template_text, "<|im_start|>assistant\\n<think>\\n") != NULL;
     if (s->reason_kind == REASON_NONE || s->n_think_end == 0) {
         s->reason_kind = REASON_NONE;
         s->n_think_start = s->n_think_end = 0;

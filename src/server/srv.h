@@ -73,6 +73,7 @@ struct server {
     // off (Qwen3's enable_thinking), its markers' tokens
     enum reason_kind reason_kind;
     bool think_switch;
+    bool think_prefill;        // the template's generation prompt opens the span (QwQ's, after ChatML's)
     int32_t think_start[16], think_end[16];
     int32_t n_think_start, n_think_end;
     char model_id[256];
