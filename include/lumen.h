@@ -212,6 +212,8 @@ enum lm_chat_template {
                                   // (IBM Granite 3.x)
     LM_CHAT_TEMPLATE_HARMONY = 5, // <|start|>role<|channel|>ch<|message|>...<|end|> (gpt-oss;
                                   // lm_chat_apply_harmony)
+    LM_CHAT_TEMPLATE_DEEPSEEK_R1 = 6, // system<｜User｜>...<｜Assistant｜>...<｜end▁of▁sentence｜>, the
+                                      // generation prompt opening a <think> span (R1 distills)
 };
 
 // A tool call an assistant message made (OpenAI's message.tool_calls[i]).
@@ -671,6 +673,19 @@ struct lm_request_params {
                              // and LM_ERR_ARG when that is NONE (a chat model), or RANK
                              // without a head
     int32_t dimensions;      // Matryoshka: the first `dimensions` values, renormalised (0: all)
+    // A thinking span (reasoning models; docs/server.md, "Reasoning"): the tokens
+    // think_start[0, n_think_start) open it as the answer's first tokens (or think_open: the
+    // prompt opened it already), think_end[0, n_think_end) close it. With think_budget >= 0,
+    // once the span holds think_budget generated tokens the engine delivers think_end's
+    // (remaining) tokens as the next ones whatever the logits say (0: at once), then the
+    // answer runs on; max_tokens counts every generated token, the span's too. The grammar
+    // constrains only the answer after the span: its mask also allows think_start[0] at the
+    // first token, and it sees no token of the span. Arrays copied at submit; n_think_end 0:
+    // no span (think_budget ignored). -1 <= think_budget, else LM_ERR_ARG.
+    const int32_t *think_start, *think_end;
+    int32_t n_think_start, n_think_end;
+    bool think_open;
+    int32_t think_budget;  // -1: no budget (lm_request_params_default)
 };
 #define LM_DRAFT_MAX_DEFAULT 8
 #define LM_DRAFT_MAX_LIMIT 32

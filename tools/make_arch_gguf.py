@@ -53,7 +53,9 @@ usage:
 Draft-model pairs (tests/test_runtime_spec_draft.c): the same family, vocabulary and seed
 with fewer layers share the target's embeddings and first layers (one random stream in
 tensor order); --sliding-window N shortens gemma3's window so short sequences cross it;
---token-text ID=TEXT rewrites one token's text (a vocabulary that differs in one id).
+--token-text ID=TEXT rewrites one token's text (a vocabulary that differs in one id);
+--token-type ID=TYPE its type (the reasoning tests' <think> markers are user-defined, as in
+Qwen3's vocabulary); --chat-template FILE writes tokenizer.chat_template.
 """
 import argparse
 import hashlib
@@ -89,6 +91,10 @@ FAMILIES = {
                           head_dim=64, n_ff=512, n_vocab=8192, n_ctx=4096,
                           rope_base=1000000.0, eps=1e-6, tied=False, bias=False, qk_norm=True,
                           n_expert=8, n_expert_used=2, n_ff_exp=256, out_std=0.15),
+    # a tiny dense qwen3 (the reasoning tests' server model: thinking markers in its vocabulary)
+    "qwen3_tiny": dict(arch="qwen3", n_embd=256, n_layer=2, n_head=4, n_head_kv=2, head_dim=64,
+                       n_ff=512, n_vocab=4096, n_ctx=4096, rope_base=1000000.0, eps=1e-6,
+                       tied=False, bias=False, qk_norm=True, out_std=0.15),
     # Mixtral-style llama with experts (llama.expert_count > 0; experts n_ff wide, no
     # expert_feed_forward_length: llama.cpp's llama loader ignores it), tiny
     "mixtral_tiny": dict(arch="llama", n_embd=256, n_layer=2, n_head=4, n_head_kv=2,
@@ -819,6 +825,10 @@ def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_S
             toks[V - len(PHI3_SPECIALS) + k], types[V - len(PHI3_SPECIALS) + k] = text, 3
     for tid, text in extra.get("token_text", {}).items():
         toks[tid] = text
+    for tid, typ in extra.get("token_type", {}).items():
+        types[tid] = typ
+    if "chat_template" in extra:
+        w.add_chat_template(extra["chat_template"])
     w.add_tokenizer_model("llama")
     w.add_tokenizer_pre("default")
     w.add_token_list(toks)
@@ -999,6 +1009,9 @@ def main():
                     help="write <arch>.pooling_type (an embedding model)")
     ap.add_argument("--add-eos", action="store_true",
                     help="the vocabulary appends EOS (as Qwen3-Embedding's)")
+    ap.add_argument("--token-type", action="append", default=[], metavar="ID=TYPE",
+                    help="set token ID's type (1 normal, 3 control, 4 user-defined; repeatable)")
+    ap.add_argument("--chat-template", metavar="FILE", help="write FILE as tokenizer.chat_template")
     a = ap.parse_args()
     if a.ci:
         write_ci(a.out)
@@ -1017,6 +1030,11 @@ def main():
         extra["add_eos"] = True
     if a.token_text:
         extra["token_text"] = {int(t.split("=", 1)[0]): t.split("=", 1)[1] for t in a.token_text}
+    if a.token_type:
+        extra["token_type"] = {int(t.split("=", 1)[0]): int(t.split("=", 1)[1]) for t in a.token_type}
+    if a.chat_template:
+        with open(a.chat_template, encoding="utf-8") as fh:
+            extra["chat_template"] = fh.read()
     write_model(a.out, a.family, a.layers or None, a.vocab or None, a.dtype, a.seed, extra)
     return 0
 

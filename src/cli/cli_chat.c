@@ -29,7 +29,9 @@ static const char *k_chat_help_head =
     "  -s, --system TEXT     system prompt (kept when old turns are dropped)\n"
     "      --template NAME   chat format: gemma, llama3, chatml, phi3 or granite (default: the model's)\n"
     "      --grammar FILE    every reply follows a GBNF grammar (docs/structured.md)\n"
-    "      --json-schema FILE  every reply is JSON matching a JSON Schema\n";
+    "      --json-schema FILE  every reply is JSON matching a JSON Schema\n"
+    "      --show-reasoning  a thinking model's reasoning is shown when stdout is not a terminal\n"
+    "                        too (on a terminal it is always shown, faint)\n";
 // (the sampling flags between them: cli_sampling_help, --seed last)
 static const char *k_chat_help_tail =
     "                        (turn i of the chat samples with seed S + i)\n"
@@ -67,6 +69,7 @@ struct msg {
 struct reply_stats {
     bool valid;
     int32_t n_prompt, n_prefilled, n_gen, n_ctx_used;
+    int32_t n_reason; // of n_gen, the thinking span's (-1: the model does not think)
     double ttft_ms, prefill_ms, gen_tps;
     const char *finish; // "stop", "length", "context", "interrupted"
 };
@@ -81,7 +84,7 @@ struct chat {
     // options
     int64_t n_predict;
     struct lm_sampler_params sp;
-    bool kv_reuse, interactive;
+    bool kv_reuse, interactive, show_reasoning;
     struct lm_grammar *grammar; // --grammar / --json-schema: each reply follows it (or NULL)
     // conversation
     struct msg *msgs;
@@ -243,8 +246,9 @@ static int chat_turn(struct chat *ch, uint64_t t_enter) {
     sb_put(&reply, "", 0);
     struct cli_gen g;
     if (!cli_gen_init(&g, ch->tok)) die_oom();
-    g.capture = reply_put;
+    g.capture = reply_put; // the answer: a thinking span is shown apart, never kept
     g.capture_user = &reply;
+    cli_gen_reasoning(&g, ch->m, ch->tmpl, ch->show_reasoning);
     const struct lm_request_params rp = chat_request(ch, n_ids);
     uint64_t id = 0;
     const uint64_t t_sub = lm_time_ns();
@@ -264,7 +268,7 @@ static int chat_turn(struct chat *ch, uint64_t t_enter) {
     fputc('\n', stdout);
     fflush(stdout);
     struct reply_stats rs = {.valid = true, .n_prompt = (int32_t)n_ids, .n_gen = (int32_t)g.n_gen,
-                             .finish = finish_name(ch, &g)};
+                             .n_reason = g.reasoning ? (int32_t)g.n_reason : -1, .finish = finish_name(ch, &g)};
     if (g.finish == LM_FINISH_ERROR) fprintf(stderr, "lumen chat: %s\n", g.error);
     cli_gen_free(&g);
     if (!strcmp(rs.finish, "interrupted") && reply.n == 0) { // nothing shown: withdraw the message
@@ -299,11 +303,14 @@ static void print_stats(const struct chat *ch) {
         puts("no reply yet");
         return;
     }
+    char split[64] = ""; // a thinking model's reply: its span and its answer apart
+    if (s->n_reason >= 0)
+        snprintf(split, sizeof split, " (reasoning %d, answer %d)", s->n_reason, s->n_gen - s->n_reason);
     printf("last reply: TTFT %.1f ms | prompt %d tok: %d prefilled (%.1f tok/s), %d reused from the KV cache%s"
-           " | reply %d tok, %.1f tok/s (%s) | context %d/%d\n",
+           " | reply %d tok%s, %.1f tok/s (%s) | context %d/%d\n",
            s->ttft_ms, s->n_prompt, s->n_prefilled,
            s->prefill_ms > 0 ? s->n_prefilled / (s->prefill_ms / 1e3) : 0.0, s->n_prompt - s->n_prefilled,
-           ch->kv_reuse ? "" : " (--no-kv-reuse)", s->n_gen, s->gen_tps, s->finish, s->n_ctx_used, ch->n_ctx);
+           ch->kv_reuse ? "" : " (--no-kv-reuse)", s->n_gen, split, s->gen_tps, s->finish, s->n_ctx_used, ch->n_ctx);
 }
 
 // ============================================================================
@@ -442,7 +449,7 @@ struct chat_opts {
     const char *model_path, *system, *tmpl_name, *history_path, *grammar_path, *schema_path;
     int64_t n_predict, n_threads, n_ctx;
     int kv_type_k, kv_type_v;
-    bool kv_reuse;
+    bool kv_reuse, show_reasoning;
     struct lm_sampler_params sp;
 };
 
@@ -466,6 +473,7 @@ static void chat_parse(int argc, char **argv, struct chat_opts *o) {
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict"))
             o->n_predict = cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 0, 1 << 24);
         else if (!strcmp(a, "--no-kv-reuse")) o->kv_reuse = false;
+        else if (!strcmp(a, "--show-reasoning")) o->show_reasoning = true;
         else if (cli_sampling_flag(cmd, argc, argv, &i, &o->sp)) {
             if (o->sp.seed > (uint64_t)(INT64_MAX / 2)) // room for the turn number
                 cli_usage_error(cmd, "%s: %llu is out of range [0, %lld]", a,
@@ -489,7 +497,8 @@ static void chat_parse(int argc, char **argv, struct chat_opts *o) {
 static int chat_open(struct chat *ch, const struct chat_opts *o) {
     const char *cmd = "chat";
     *ch = (struct chat){.path = o->model_path, .n_predict = o->n_predict, .sp = o->sp,
-                        .kv_reuse = o->kv_reuse, .interactive = isatty(STDIN_FILENO)};
+                        .kv_reuse = o->kv_reuse, .interactive = isatty(STDIN_FILENO),
+                        .show_reasoning = o->show_reasoning};
     enum lm_status st = lm_model_load(&ch->m, o->model_path, NULL);
     if (st != LM_OK) {
         fprintf(stderr, "lumen chat: %s\n", lm_error_msg());

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli_gen.h"
 #include "lumen_prof.h"
@@ -18,12 +19,69 @@ bool cli_gen_init(struct cli_gen *g, const struct lm_tokenizer *tok) {
 void cli_gen_free(struct cli_gen *g) {
     free(g->piece);
     g->piece = NULL;
+    reason_split_free(&g->split);
+    sbuf_free(&g->rbuf);
+    sbuf_free(&g->cbuf);
 }
 
-static void put_text(struct cli_gen *g, size_t n) {
-    fwrite(g->piece, 1, n, stdout);
+static void put_answer(struct cli_gen *g, const char *p, size_t n) {
+    fwrite(p, 1, n, stdout);
     fflush(stdout);
-    if (g->capture) g->capture(g->capture_user, g->piece, n);
+    if (g->capture) g->capture(g->capture_user, p, n);
+}
+
+// What the splitter released: the reasoning (shown or not; never captured), then the answer.
+static void put_parts(struct cli_gen *g) {
+    if (g->rbuf.n && g->show_reasoning) {
+        if (g->faint) fputs("\x1b[2m", stdout);
+        fwrite(g->rbuf.p, 1, g->rbuf.n, stdout);
+        if (g->faint) fputs("\x1b[22m", stdout);
+        fflush(stdout);
+        g->shown_reason = true;
+    }
+    sbuf_consume(&g->rbuf, g->rbuf.n);
+    if (g->cbuf.n && g->shown_reason) {
+        fputs("\n\n", stdout);
+        g->shown_reason = false;
+    }
+    if (g->cbuf.n) put_answer(g, g->cbuf.p, g->cbuf.n);
+    sbuf_consume(&g->cbuf, g->cbuf.n);
+}
+
+// One token's text (tok) or the held-back tail: through the splitter when the model thinks.
+static void put_text_from(struct cli_gen *g, const char *p, size_t n, bool tok) {
+    if (!g->reasoning) {
+        put_answer(g, p, n);
+        return;
+    }
+    const bool was = reason_split_thinking(&g->split);
+    reason_split_feed(&g->split, p, n, &g->rbuf, &g->cbuf);
+    if (tok && (was || reason_split_thinking(&g->split))) g->n_reason++;
+    put_parts(g);
+}
+
+static void put_text(struct cli_gen *g, size_t n) { put_text_from(g, g->piece, n, true); }
+
+void cli_gen_reasoning(struct cli_gen *g, const struct lm_model *m, enum lm_chat_template tmpl, bool show) {
+    const struct lm_tokenizer *t = lm_model_tokenizer(m);
+    int32_t *mk = NULL;
+    size_t n_open = 0, n_close = 0;
+    if (lm_tokenize(t, "<think>", 7, false, true, &mk, &n_open) == LM_OK) free(mk);
+    mk = NULL;
+    if (lm_tokenize(t, "</think>", 8, false, true, &mk, &n_close) == LM_OK) free(mk);
+    const enum reason_kind kind = reason_kind_detect(lm_model_chat_template(m), n_open == 1 && n_close == 1);
+    if (kind == REASON_NONE) return;
+    // the generation prompt (the format's, whatever the messages) may open the span (R1's)
+    const struct lm_chat_msg probe = {.role = "user", .content = ""};
+    char *text = NULL;
+    size_t len = 0;
+    const bool opens = lm_chat_apply(tmpl, &probe, 1, true, &text, &len) == LM_OK &&
+                       reason_prompt_opens(kind, text, len);
+    free(text);
+    reason_split_init(&g->split, kind, opens);
+    g->reasoning = true;
+    g->faint = isatty(STDOUT_FILENO) != 0;
+    g->show_reasoning = show || g->faint;
 }
 
 void cli_gen_on_event(void *user, const struct lm_event *ev) {
@@ -82,5 +140,8 @@ int cli_gen_drive(struct lm_engine *e, uint64_t id, struct cli_gen *g, struct cl
 }
 
 void cli_gen_flush(struct cli_gen *g) {
-    put_text(g, lm_detok_flush(&g->dt, g->piece, g->piece_cap));
+    put_text_from(g, g->piece, lm_detok_flush(&g->dt, g->piece, g->piece_cap), false);
+    if (!g->reasoning) return;
+    reason_split_finish(&g->split, &g->rbuf, &g->cbuf);
+    put_parts(g);
 }

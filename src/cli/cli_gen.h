@@ -11,6 +11,7 @@
 
 #include "cli_progress.h"
 #include "lumen.h"
+#include "reasoning.h"
 
 struct cli_gen {
     // set by the caller after cli_gen_init
@@ -27,7 +28,14 @@ struct cli_gen {
     uint64_t t_first;              // when the first token came (lm_time_ns)
     uint64_t ns_out;               // detokenizing + writing the tokens after the first
     struct lm_engine_stats at_first; // the engine's counters after the step of the first token
+    // reasoning (cli_gen_reasoning): the thinking span apart from the answer
+    bool reasoning;                // the model thinks: the text goes through the splitter
+    bool show_reasoning, faint;    // the span is shown (faint: ANSI faint, a terminal)
+    int64_t n_reason;              // tokens of the span (its markers included)
     // private
+    struct reason_split split;
+    struct sbuf rbuf, cbuf;
+    bool shown_reason;             // reasoning was shown: the answer starts on its own line
     const struct lm_tokenizer *tok;
     struct lm_detok dt;
     char *piece;
@@ -46,5 +54,9 @@ int cli_gen_drive(struct lm_engine *e, uint64_t id, struct cli_gen *g, struct cl
                   int64_t n_prefill, volatile sig_atomic_t *stop);
 // Writes (and captures) the bytes the detokenizer held back.
 void cli_gen_flush(struct cli_gen *g);
+// A chat reply of model m in format tmpl: when the model thinks (its template or vocabulary
+// marks a <think> span), the reply's span is kept apart: shown faint on a terminal, hidden
+// elsewhere unless show; the answer alone is captured; n_reason counts the span's tokens.
+void cli_gen_reasoning(struct cli_gen *g, const struct lm_model *m, enum lm_chat_template tmpl, bool show);
 
 #endif

@@ -19,7 +19,9 @@ static const char *k_run_help_head =
     "  -n, --n-predict N     tokens to generate (default 128; stops early at end of generation)\n"
     "      --chat            wrap the prompt in the model's chat turn format (a model without\n"
     "                        a chat template gets a fallback format and one warning naming it)\n"
-    "      --template NAME   with --chat: gemma, llama3, chatml, phi3 or granite instead of the model's\n";
+    "      --template NAME   with --chat: gemma, llama3, chatml, phi3 or granite instead of the model's\n"
+    "      --show-reasoning  with --chat and a thinking model: its reasoning is shown when stdout is\n"
+    "                        not a terminal too (on a terminal it is always shown, faint)\n";
 // (the sampling flags between them: cli_sampling_help)
 static const char *k_run_help_tail =
     "  -t, --threads N       threads (default: physical cores)\n"
@@ -58,7 +60,7 @@ struct run_opts {
     const char *model_path, *prompt, *prompt_file, *draft_path, *tmpl_name;
     const char *trace_path, *perfetto_path, *grammar_path, *schema_path;
     int64_t n_predict, n_threads, n_ctx, draft_max;
-    bool chat, ignore_eos, profile, verbose, fused, lookup, draft_fixed;
+    bool chat, ignore_eos, profile, verbose, fused, lookup, draft_fixed, show_reasoning;
     int kv_type_k, kv_type_v; // -ctk / -ctv (enum lm_kv_type)
     struct lm_sampler_params sp;
 };
@@ -82,6 +84,7 @@ static void run_parse(int argc, char **argv, struct run_opts *o) {
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict"))
             o->n_predict = cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 0, 1 << 20);
         else if (!strcmp(a, "--chat")) o->chat = true;
+        else if (!strcmp(a, "--show-reasoning")) o->show_reasoning = true;
         else if (!strcmp(a, "--template")) o->tmpl_name = cli_value(cmd, argc, argv, &i);
         else if (!strcmp(a, "--verbose")) o->verbose = true;
         else if (!strcmp(a, "--ignore-eos")) o->ignore_eos = true;
@@ -120,7 +123,7 @@ static void run_parse(int argc, char **argv, struct run_opts *o) {
 
 // The prompt's tokens (in the chat format with --chat). Returns 0, or the exit status.
 static int run_tokenize(const struct run_opts *o, const struct lm_model *m, const char *prompt,
-                        size_t prompt_len, int32_t **ids, size_t *n_ids) {
+                        size_t prompt_len, int32_t **ids, size_t *n_ids, int *tmpl_out) {
     const uint64_t tp = lm_prof_phase_begin(LM_PHASE_TOKENIZE);
     char *chat_text = NULL;
     const char *text = prompt;
@@ -132,6 +135,7 @@ static int run_tokenize(const struct run_opts *o, const struct lm_model *m, cons
         const enum lm_chat_template tmpl =
             (enum lm_chat_template)cli_chat_template("run", m, o->model_path, o->tmpl_name);
         if (o->verbose) fprintf(stderr, "lumen run: chat format %s\n", lm_chat_template_name(tmpl));
+        *tmpl_out = (int)tmpl;
         if (lm_chat_apply(tmpl, &msg, 1, true, &chat_text, &chat_len) != LM_OK) {
             fprintf(stderr, "lumen run: %s\n", lm_error_msg());
             return 1;
@@ -198,6 +202,7 @@ struct run_job {
     int64_t n_ctx;
     double load_ms;
     uint64_t t0; // the clock of TTFT: before tokenizing
+    int tmpl;    // --chat: the chat format (enum lm_chat_template)
 };
 
 // The request: the sampling options, -n (clipped to the context: the request ends where the
@@ -236,11 +241,15 @@ static void run_print_stats(const struct run_opts *o, const struct run_job *j, s
     const double prefill_s = (double)(t_pre - t_submit) / 1e9;
     const double ttft_ms = g->n_gen ? (double)(g->t_first - j->t0) / 1e6 : 0.0;
     const double dec_s = g->n_gen > 1 ? (double)(t_end - g->t_first) / 1e9 : 0.0;
+    char split[64] = ""; // a thinking model's answer: its span and its answer apart
+    if (g->reasoning)
+        snprintf(split, sizeof split, " (reasoning %lld, answer %lld)", (long long)g->n_reason,
+                 (long long)(g->n_gen - g->n_reason));
     fprintf(stderr,
             "lumen: load %.1f ms | prompt %zu tok, %.1f tok/s | TTFT %.1f ms | "
-            "gen %lld tok, %.1f tok/s | threads %d%s\n",
+            "gen %lld tok%s, %.1f tok/s | threads %d%s\n",
             j->load_ms, j->n_ids, prefill_s > 0 ? (double)j->n_ids / prefill_s : 0.0, ttft_ms,
-            (long long)g->n_gen, dec_s > 0 ? (double)(g->n_gen - 1) / dec_s : 0.0,
+            (long long)g->n_gen, split, dec_s > 0 ? (double)(g->n_gen - 1) / dec_s : 0.0,
             lm_context_n_threads(lm_engine_context(e)), suffix);
     if (o->verbose && g->n_gen > 1) { // per generated token after the first
         const double per = 1e3 * (double)(g->n_gen - 1);
@@ -287,6 +296,7 @@ static int run_generate(const struct run_opts *o, const struct run_job *j) {
     const bool ok = cli_gen_init(&g, lm_model_tokenizer(j->m));
     g.ignore_eos = o->ignore_eos;
     g.show_max = o->n_predict;
+    if (ok && o->chat) cli_gen_reasoning(&g, j->m, (enum lm_chat_template)j->tmpl, o->show_reasoning);
     const uint64_t t_submit = lm_time_ns();
     if (!ok || lm_engine_submit(e, j->ids, (int32_t)j->n_ids, &rp, cli_gen_on_event, &g, &id) != LM_OK) {
         fprintf(stderr, "lumen run: %s\n", ok ? lm_error_msg() : "out of memory");
@@ -378,7 +388,7 @@ int cmd_run(int argc, char **argv) {
     if (rc == 0) {
         j.grammar = cli_grammar_load("run", lm_model_tokenizer(j.m), o.grammar_path, o.schema_path);
         j.t0 = lm_time_ns();
-        rc = run_tokenize(&o, j.m, prompt, prompt_len, &ids, &j.n_ids);
+        rc = run_tokenize(&o, j.m, prompt, prompt_len, &ids, &j.n_ids, &j.tmpl);
     }
     if (rc == 0) {
         j.ids = ids;

@@ -58,6 +58,11 @@ static const char *k_serve_help =
     "                          before they are cancelled (default 10; 0 = cancel at once)\n"
     "      --no-prefix-cache   do not reuse the KV blocks of earlier prompts\n"
     CLI_KV_TYPE_HELP
+    "      --reasoning-format F  auto (default): a thinking model's reasoning apart, in\n"
+    "                          reasoning_content; none: inline in the content (a request's\n"
+    "                          \"reasoning_format\" overrides; docs/server.md, Reasoning)\n"
+    "      --reasoning-budget N  thinking tokens at most (-1: no limit, default; 0: no thinking);\n"
+    "                          then the end marker is inserted (\"thinking_budget_tokens\" overrides)\n"
     "      --lookup            speculative decoding with prompt-lookup drafts for every request\n"
     "                          (a request's \"lookup\": true/false overrides; docs/speculative.md)\n"
     "  -md, --model-draft PATH  speculative decoding with a draft model of the same vocabulary\n"
@@ -162,6 +167,15 @@ int cmd_serve(int argc, char **argv) {
             o.ep.kv_type_v = (enum lm_kv_type)kv_type_v;
         }
         else if (!strcmp(a, "--lookup")) o.lookup = true;
+        else if (!strcmp(a, "--reasoning-format")) {
+            const char *v = cli_value(cmd, argc, argv, &i);
+            if (strcmp(v, "none") && strcmp(v, "auto") && strcmp(v, "deepseek"))
+                cli_usage_error(cmd, "--reasoning-format '%s': expected none, auto or deepseek", v);
+            o.reasoning_inline = !strcmp(v, "none");
+        } else if (!strcmp(a, "--reasoning-budget")) {
+            o.reasoning_budget_given = true;
+            o.reasoning_budget = (int32_t)cli_int(cmd, a, cli_value(cmd, argc, argv, &i), -1, 1 << 24);
+        }
         else if (!strcmp(a, "--parse-special-in-messages")) o.parse_special_in_messages = true;
         else if (!strcmp(a, "-md") || !strcmp(a, "--model-draft")) o.draft_path = cli_value(cmd, argc, argv, &i);
         else if (!strcmp(a, "--draft-max"))

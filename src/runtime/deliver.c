@@ -59,9 +59,11 @@ static bool deliver_token(struct lm_engine *e, struct lm_req *r, int32_t row, ui
     // remain, else the row with the others at -inf (the same token either way). Logprobs stay
     // the model's own distribution (lg).
     const float *ls = lg; // the row the chain samples
-    if (r->gm) {
+    const int32_t forced = lm_think_forced(r); // a thinking budget's end marker: no draw
+    if (forced < 0 && lm_req_grammar_on(r)) { // inside a thinking span the grammar waits
         if (!r->mask_ready) lm_grammar_matcher_fill_mask(r->gm, r->mask);
         r->mask_ready = false;
+        lm_think_mask(r, r->mask); // the first token may open the span instead
         n_top = n_top > 0 ? lm_sampler_filter_top_k(top, n_top, r->mask, e->top_kept) : 0;
         top = e->top_kept;
         if (n_top == 0 || n_top < r->top_need || (draft >= 0 && q)) { // the masked row
@@ -75,7 +77,9 @@ static bool deliver_token(struct lm_engine *e, struct lm_req *r, int32_t row, ui
         }
     }
     int32_t tok;
-    if (draft >= 0 && q) { // a draft model's draft, sampled from its q
+    if (forced >= 0) {
+        tok = forced;
+    } else if (draft >= 0 && q) { // a draft model's draft, sampled from its q
         float *const q_dense = e->spec.q_dense;
         for (int32_t i = 0; i < n_q; i++) q_dense[q[i].id] = q[i].p;
         bool acc = false;
@@ -85,10 +89,14 @@ static bool deliver_token(struct lm_engine *e, struct lm_req *r, int32_t row, ui
         tok = n_top >= r->top_need && n_top > 0 ? lm_sampler_sample_top_k(r->smp, top, n_top)
                                                 : lm_sampler_sample(r->smp, ls);
     }
-    if (r->gm && !lm_grammar_matcher_accept(r->gm, tok)) { // not expected: the mask allowed it
-        lm_req_finish(e, r, LM_FINISH_ERROR, -1, NULL, "grammar: the sampled token was refused");
-        return false;
-    }
+    r->mask_ready = false;
+    int32_t ans[LM_THINK_MARKER_MAX + 1] = {tok}; // the tokens the grammar sees now (the answer's)
+    const int32_t n_ans = r->think.n_end > 0 ? lm_think_accept(r, tok, ans, lm_model_tokenizer(e->m)) : 1;
+    for (int32_t i = 0; r->gm && i < n_ans; i++)
+        if (!lm_grammar_matcher_accept(r->gm, ans[i])) { // not expected: the mask allowed it
+            lm_req_finish(e, r, LM_FINISH_ERROR, -1, NULL, "grammar: the sampled token was refused");
+            return false;
+        }
     if (accepted) *accepted = draft >= 0 && tok == draft;
     lm_sampler_accept(r->smp, tok);
     struct lm_event ev = {.id = r->id, .token = tok, .index = r->n_gen, .t_ns = t,
@@ -105,7 +113,7 @@ static bool deliver_token(struct lm_engine *e, struct lm_req *r, int32_t row, ui
     e->st.generated_tokens++;
     enum lm_finish why = LM_FINISH_NONE;
     if (!r->rp.ignore_eos && lm_tokenizer_is_eog(lm_model_tokenizer(e->m), tok)) why = LM_FINISH_EOG;
-    else if (r->gm && lm_grammar_matcher_is_done(r->gm)) why = LM_FINISH_EOG; // nothing may follow
+    else if (r->gm && n_ans > 0 && lm_grammar_matcher_is_done(r->gm)) why = LM_FINISH_EOG; // nothing may follow
     else if (r->n_gen >= r->max_gen) why = LM_FINISH_LENGTH;
     else if (r->n_toks >= e->p.n_ctx) why = LM_FINISH_CONTEXT;
     if (why != LM_FINISH_NONE) {

@@ -27,7 +27,7 @@ const char *lm_finish_name(enum lm_finish f) {
 }
 
 struct lm_request_params lm_request_params_default(void) {
-    struct lm_request_params rp = {.sampling = lm_sampler_params_default()};
+    struct lm_request_params rp = {.sampling = lm_sampler_params_default(), .think_budget = -1};
     return rp;
 }
 
@@ -198,7 +198,7 @@ static enum lm_status check_request(const struct lm_engine *e, const int32_t *pr
     if (rp->use_draft && !e->spec.draft_ctx)
         return lm_error_set(LM_ERR_ARG, "engine: the request asks for draft-model drafting, the "
                             "engine has no draft model");
-    return LM_OK;
+    return lm_think_check(rp, e->n_vocab);
 }
 
 // A place among the requests held (running + queued), taken before anything is allocated

@@ -63,7 +63,7 @@ void lm_mask_worker_begin(struct lm_engine *e, int32_t n) {
     struct lm_mask_worker *w = NULL;
     for (int32_t i = 0; i < n; i++) { // a request's entries are contiguous
         struct lm_req *r = e->batch_req[i];
-        if (r == last || !r->gm || !e->batch[i].want_logits || r->mask_ready) continue;
+        if (r == last || !lm_req_grammar_on(r) || !e->batch[i].want_logits || r->mask_ready) continue;
         // its first row this step: a decode token, or the end of its prompt
         last = r;
         if (!w && !(w = worker(e))) return;

@@ -18,6 +18,7 @@ static void req_free(struct lm_req *r) {
     lm_spec_req_free(r);
     lm_grammar_matcher_free(r->gm);
     lm_grammar_free(r->rp.grammar);
+    lm_think_free(r);
     free(r->mask);
     lm_sampler_free(r->smp);
     free(r->toks);
@@ -60,6 +61,10 @@ enum lm_status lm_req_new(struct lm_engine *e, const int32_t *prompt, int32_t n_
         }
     }
     lm_spec_req_init(e, r);
+    if ((st = lm_think_init(r, rp)) != LM_OK) {
+        req_free(r);
+        return st;
+    }
     memcpy(r->toks, prompt, (size_t)n_prompt * sizeof *prompt);
     if (rp->n_bias) {
         memcpy(r->bias_tok, rp->bias_tokens, (size_t)rp->n_bias * sizeof *r->bias_tok);

@@ -31,6 +31,19 @@ struct lm_req_spec {
     int32_t q_n[LM_DRAFT_MAX_LIMIT];
 };
 
+// A thinking span's progress (rp.think_*; runtime/think.c): PRE, the first tokens may open it
+// (match: of think_start so far); IN, inside (used: its tokens so far, match: of think_end so
+// far); FORCE, the budget is spent and think_end[force..] are delivered; OFF: no span now (the
+// answer: the grammar constrains it).
+enum lm_think_state { LM_THINK_OFF = 0, LM_THINK_PRE, LM_THINK_IN, LM_THINK_FORCE };
+struct lm_req_think {
+    int32_t *start, *end; // copies of rp.think_start / think_end
+    int32_t n_start, n_end;
+    enum lm_think_state state;
+    int32_t match, used, force;
+    int32_t utf8_need; // continuation bytes the span's text still waits for (the budget waits too)
+};
+
 struct lm_req {
     uint64_t id;
     struct lm_req *next, *prev; // inbox (next only) or the waiting queue
@@ -62,6 +75,7 @@ struct lm_req {
     // rows that feed its pooling, in position order (runtime/ops_pool.h), and its vector
     double *embd_acc;           // [n_embd]
     float *embd_out;            // [n_embd]
+    struct lm_req_think think;
 };
 
 // Is r still prefilling (its next entries are prompt positions)? An embedding request
@@ -69,6 +83,29 @@ struct lm_req {
 static inline bool lm_req_prefilling(const struct lm_req *r) {
     return r->n_kv < r->n_toks - (r->rp.embed ? 0 : 1);
 }
+
+// ---------------------------------------------------------------- its thinking span (think.c)
+
+// Copies rp's markers into r->think and sets its first state. LM_ERR_NOMEM.
+#define LM_THINK_MARKER_MAX 16 // tokens of a start or end marker at most
+// The thinking fields of rp are sound (submit's check): LM_ERR_ARG naming the field.
+enum lm_status lm_think_check(const struct lm_request_params *rp, int32_t n_vocab);
+enum lm_status lm_think_init(struct lm_req *r, const struct lm_request_params *rp);
+void lm_think_free(struct lm_req *r);
+// The token the span's budget forces next, or -1.
+int32_t lm_think_forced(const struct lm_req *r);
+// The grammar's mask applies to r's next token (none inside the span, nor while a
+// multi-token start marker is half seen).
+static inline bool lm_req_grammar_on(const struct lm_req *r) {
+    return r->gm && (r->think.state == LM_THINK_OFF || (r->think.state == LM_THINK_PRE && r->think.match == 0));
+}
+// With the grammar's mask of the next token: also think_start[0] (the span may open here).
+void lm_think_mask(const struct lm_req *r, uint32_t *mask);
+// tok was delivered: the span's state moves on. Returns how many tokens the grammar must
+// accept now (into toks[], at most n_start + 1): the answer's (tok, after a half-seen start
+// marker's tokens), or 0 inside the span. With tok's tokenizer t (may be NULL: not checked),
+// a spent budget waits for the span's text to end a UTF-8 character (as llama.cpp's does).
+int32_t lm_think_accept(struct lm_req *r, int32_t tok, int32_t *toks, const struct lm_tokenizer *t);
 
 // ---------------------------------------------------------------- its lifecycle
 

@@ -38,7 +38,7 @@ int32_t lm_spec_lookup_plan(struct lm_engine *e, int32_t n, int32_t *avail) {
         struct lm_req *r = e->batch_req[i];
         struct lm_req_spec *sp = &r->spec;
         sp->n_draft = 0;
-        const bool jump = r->gm && !r->rp.use_draft; // a grammar's forced tokens
+        const bool jump = r->gm && r->think.state == LM_THINK_OFF && !r->rp.use_draft; // a grammar's forced tokens
         if (!r->rp.lookup && !jump) continue;
         const int32_t room = lm_spec_room(e, r, n_tot, rows);
         if (room <= 0) continue;

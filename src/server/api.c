@@ -344,6 +344,7 @@ bool api_parse_generate(const char *body, size_t len, enum api_kind kind, int32_
     if (ok) ok = kind == API_COMPLETION ? parse_prompt(o, n_vocab, r, e) : api_parse_messages(o, r, e);
     if (ok) ok = parse_unsupported(o, kind, e);
     if (ok && kind == API_CHAT) ok = api_parse_tools(o, r, e) && api_parse_tool_choice(o, r, e);
+    if (ok && kind == API_CHAT) ok = api_parse_reasoning(o, r, e);
     if (ok && kind == API_COMPLETION) { // tools are a chat thing
         json_t *t = api_field(o, "tools");
         if (t && (!json_is_array(t) || json_array_size(t) > 0))

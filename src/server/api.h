@@ -158,11 +158,18 @@ struct api_request {
     bool lookup, lookup_given;
     int32_t draft_max;       // 0: not given
     bool draft_model, draft_model_given; // "draft_model": bool (default: the server has one)
-    // Anthropic's "thinking": {"type": "enabled", "budget_tokens"} (accepted; lumen's templates
-    // have no reasoning span yet, so it changes nothing: docs/server.md)
+    // Anthropic's "thinking": {"type": "enabled", "budget_tokens"}: a thinking model thinks only
+    // then, at most budget_tokens (reasoning_srv.c; docs/server.md "Reasoning")
     bool thinking;
     int32_t thinking_budget;
     char *metadata;          // Responses' "metadata" as compact JSON text, echoed (NULL: none)
+    // reasoning (chat; api_reasoning.c, docs/server.md "Reasoning")
+    int8_t reasoning_format; // "reasoning_format": 0 not given (the server's), 1 "auto"/"deepseek"
+                             // (reasoning apart), 2 "none" (inline in the content)
+    int8_t enable_thinking;  // "enable_thinking" or chat_template_kwargs.enable_thinking: 0 not
+                             // given, 1 true, -1 false
+    bool think_budget_given; // "thinking_budget_tokens" (or Anthropic's thinking.budget_tokens)
+    int32_t think_budget;    // -1: no budget, 0: no thinking, N: at most N thinking tokens
 };
 
 // Counts the values and the depth of a JSON text without building anything (strings

@@ -65,4 +65,10 @@ bool api_parse_messages(json_t *o, struct api_request *r, struct api_error *e);
 bool api_parse_tools(json_t *o, struct api_request *r, struct api_error *e);
 bool api_parse_tool_choice(json_t *o, struct api_request *r, struct api_error *e);
 
+// ---- reasoning fields of a chat request (api_reasoning.c)
+
+// "reasoning_format", "enable_thinking", "chat_template_kwargs": {"enable_thinking"},
+// "thinking_budget_tokens" (-1 ..): defaults when absent; a 400 naming the field otherwise.
+bool api_parse_reasoning(json_t *o, struct api_request *r, struct api_error *e);
+
 #endif

@@ -168,7 +168,7 @@ static bool add_tool_result(json_t *blk, const char *param, struct api_request *
 
 // One message's blocks: user text and tool_result blocks (each result its own "tool"
 // message, the text after them as one user message); assistant text and tool_use blocks
-// (thinking blocks dropped: lumen's templates have no reasoning span).
+// (thinking blocks dropped, as the families' templates drop earlier spans).
 static bool parse_blocks(json_t *c, size_t i, bool assistant, struct api_request *r, struct api_error *e) {
     struct api_message *am = NULL;
     if (assistant) {
@@ -404,9 +404,10 @@ bool api_parse_messages_body(const char *body, size_t len, bool count_only, cons
         ok = api_bad_request(e, "missing_field", "max_tokens", "'max_tokens' is required");
     r->max_tokens = (int32_t)mt;
     if (ok) ok = parse_stop_sequences(o, r, e) && parse_sampling(o, r, e);
+    if (ok) ok = api_parse_reasoning(o, r, e); // lumen's (chat's): reasoning_format, thinking_budget_tokens
     if (ok) ok = api_get_bool(o, "stream", &r->stream, e);
     if (ok) ok = api_get_bool(o, "ignore_eos", &r->ignore_eos, e); // lumen's (and llama-server's), as on chat
-    if (ok && r->thinking && r->max_tokens_given && r->thinking_budget >= r->max_tokens)
+    if (ok && r->thinking && !r->think_budget_given && r->max_tokens_given && r->thinking_budget >= r->max_tokens)
         ok = api_bad_request(e, "invalid_value", "thinking.budget_tokens", "'thinking.budget_tokens' (%d) must be "
                              "below 'max_tokens' (%d)", r->thinking_budget, r->max_tokens);
     json_decref(o);

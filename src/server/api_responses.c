@@ -181,7 +181,7 @@ static bool parse_input(json_t *o, struct api_request *r, struct api_error *e) {
         } else if (!strcmp(t, "function_call_output")) {
             ok = item_output(it, param, r, e);
         } else if (!strcmp(t, "reasoning")) {
-            ok = true; // earlier reasoning: dropped (lumen's templates have no reasoning span)
+            ok = true; // earlier reasoning: dropped, as the families' templates drop earlier spans
         } else if (!strcmp(t, "item_reference")) {
             ok = api_bad_request(e, "unsupported", param, "'%s' is an item_reference; lumen's /v1/responses stores "
                                  "nothing: send the item itself", param);
@@ -297,8 +297,8 @@ static bool parse_text(json_t *o, struct api_request *r, struct api_error *e) {
     return true;
 }
 
-// "reasoning": {"effort"?, "summary"?}: accepted; lumen's templates have no reasoning span, so
-// no reasoning item and no summary come back (docs/server.md).
+// "reasoning": {"effort"?, "summary"?}: accepted; the effort changes nothing yet, and a thinking
+// model's reasoning item has no summary (docs/server.md, "Reasoning").
 static bool parse_reasoning(json_t *o, struct api_error *e) {
     json_t *rs = api_field(o, "reasoning");
     if (!rs) return true;
@@ -387,6 +387,7 @@ bool api_parse_responses_body(const char *body, size_t len, const struct api_lim
         r->tools_len = 0;
     }
     if (ok) ok = parse_reasoning(o, e) && parse_rest(o, r, e);
+    if (ok) ok = api_parse_reasoning(o, r, e); // lumen's (chat's): reasoning_format, thinking_budget_tokens
     json_decref(o);
     if (!ok) api_request_free(r);
     return ok;

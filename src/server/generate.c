@@ -40,14 +40,17 @@ static void run_pump(struct conn *c) {
         r->t_prev = ev->t_ns;
         const struct gen_tok t = {.token = ev->token, .logprob = ev->logprob, .n_top = ev->n_top,
                                   .top_tok = r->top_tok + (size_t)i * nt, .top_lp = r->top_lp + (size_t)i * nt};
-        if (gen_token(&r->gen, &t, &r->text)) { // a stop string: the answer is complete
+        const bool hit = gen_token(&r->gen, &t, &r->raw);
+        srv_reason_feed(r, &r->raw, true); // reasoning apart from the content (reasoning_srv.c)
+        if (hit) { // a stop string: the answer is complete
             job_cancel(r->job);
             r->over = true;
             r->finish = "stop";
             r->mf = MF_STOP;
+            srv_reason_finish(r, &r->raw);
         }
     }
-    if (r->gen.oom || r->text.oom) {
+    if (r->gen.oom || r->text.oom || r->raw.oom || r->reasoning.oom || r->split.oom) {
         job_cancel(r->job);
         r->over = r->failed = true;
         r->mf = MF_ERROR;
@@ -69,10 +72,11 @@ static void run_pump(struct conn *c) {
         r->mf = MF_ERROR;
         snprintf(r->note, sizeof r->note, "error: %.280s", r->st.error);
     } else {
-        gen_finish(&r->gen, &r->text);
+        gen_finish(&r->gen, &r->raw);
+        srv_reason_finish(r, &r->raw);
         r->finish = finish_name(r->st.finish);
         r->mf = r->st.finish == LM_FINISH_EOG ? MF_STOP : MF_LENGTH;
-        if (r->gen.oom || r->text.oom) { // the held-back text could not be released: not a 200
+        if (r->gen.oom || r->text.oom || r->reasoning.oom || r->split.oom) { // the held-back text could not be released: not a 200
             r->failed = true;
             r->mf = MF_ERROR;
             snprintf(r->note, sizeof r->note, "out of memory");
@@ -81,8 +85,11 @@ static void run_pump(struct conn *c) {
 }
 
 static json_t *run_usage(const struct run *r) {
-    return reply_usage(r->n_prompt, r->gen.n_tokens, r->st.n_cached);
+    json_t *u = reply_usage(r->n_prompt, r->gen.n_tokens, r->st.n_cached);
+    srv_reason_usage(r, u);
+    return u;
 }
+
 
 static void sse(struct run *r, json_t *j) {
     char *s = j ? json_dumps(j, SRV_JSON_FLAGS) : NULL;
@@ -95,6 +102,18 @@ static void sse(struct run *r, json_t *j) {
     sbuf_puts(&r->out, s);
     sbuf_puts(&r->out, "\n\n");
     free(s);
+}
+
+// A chat stream's reasoning released since the last chunk: {"reasoning_content"} deltas
+// (llama-server's), the role on the stream's first chunk.
+static void stream_reasoning(struct run *r) {
+    if (r->reasoning.n == 0) return;
+    json_t *d = json_object();
+    if (!r->sent_first) json_object_set_new(d, "role", json_string("assistant"));
+    json_object_set_new(d, "reasoning_content", json_text(r->reasoning.p, r->reasoning.n));
+    sbuf_consume(&r->reasoning, r->reasoning.n);
+    sse(r, reply_chunk_delta(&r->rp, d, NULL, NULL));
+    r->sent_first = true;
 }
 
 // {"index", "id", "type", "function": {"name", "arguments"}} of call k (id and name: first=true).
@@ -174,6 +193,7 @@ static void stream_emit(struct run *r) {
     }
     const bool chat = r->req.kind == API_CHAT;
     json_t *lp = gen_take_logprobs(&r->gen);
+    if (chat) stream_reasoning(r);
     if (r->tools) {
         stream_emit_tools(r, lp);
         lp = NULL;
@@ -276,6 +296,7 @@ static json_t *full_tools(struct run *r) {
         json_object_set_new(msg, "tool_calls", a);
         if (!strcmp(r->finish, "stop")) r->finish = "tool_calls";
     }
+    srv_reason_message(r, msg);
     return reply_full_message(&r->rp, msg, gen_take_logprobs(&r->gen), r->finish, run_usage(r));
 }
 
@@ -334,6 +355,7 @@ enum MHD_Result srv_handle_generate(struct conn *c, struct MHD_Connection *mc, e
     rp.lookup = q->lookup_given ? q->lookup : s->o->lookup;
     rp.draft_max = q->draft_max ? q->draft_max : s->o->draft_max;
     rp.use_draft = q->draft_model_given ? q->draft_model : s->dm != NULL;
+    srv_reason_begin(s, r, &rp);
     if (!run_grammar(s, r, &rp, &e)) {
         if (responses) api_responses_param(&e);
         return srv_send_error(c, mc, &e);
@@ -411,8 +433,10 @@ enum MHD_Result srv_handle_generate(struct conn *c, struct MHD_Connection *mc, e
     if (anthropic) return srv_send_json(c, mc, 200, msg_full(r));
     if (responses) return srv_send_json(c, mc, 200, resp_full(r));
     if (r->tools) return srv_send_json(c, mc, 200, full_tools(r));
-    return srv_send_json(c, mc, 200, reply_full(&r->rp, r->text.p, r->text.n, gen_take_logprobs(&r->gen),
-                                            r->finish, run_usage(r)));
+    json_t *full = reply_full(&r->rp, r->text.p, r->text.n, gen_take_logprobs(&r->gen), r->finish, run_usage(r));
+    if (kind == API_CHAT) srv_reason_message(r, json_object_get(json_array_get(json_object_get(full, "choices"), 0),
+                                                                "message"));
+    return srv_send_json(c, mc, 200, full);
 }
 
 void srv_run_free(struct run *r) {
@@ -428,6 +452,10 @@ void srv_run_free(struct run *r) {
     sbuf_free(&r->text);
     sbuf_free(&r->out);
     sbuf_free(&r->rs_text);
+    reason_split_free(&r->split);
+    sbuf_free(&r->reasoning);
+    sbuf_free(&r->raw);
+    sbuf_free(&r->rs_reason);
     json_decref(r->rs_output);
     free(r);
 }

@@ -43,8 +43,30 @@ static bool tokenize(struct server *s, const char *text, size_t len, bool add_sp
     return api_fail(e, 400, "invalid_request_error", "invalid_value", "messages", "%s", lm_error_msg());
 }
 
+// The generation prompt's thinking part, as the family's template writes it: QwQ's opening
+// "<think>\n" after ChatML's; thinking switched off (srv_think_off): Qwen3's empty span, or the
+// end of the span that R1's or QwQ's opened. *opens (may be NULL): the prompt ends inside a span.
+static bool think_suffix(struct server *s, const struct api_request *q, char **text, size_t *len, bool *opens,
+                         struct api_error *e) {
+    const bool off = srv_think_off(s, q);
+    const char *k_empty = s->tmpl == LM_CHAT_TEMPLATE_DEEPSEEK_R1 ? (off ? "</think>" : "")
+                          : s->think_prefill                      ? (off ? "<think>\n</think>" : "<think>\n")
+                          : off                                   ? "<think>\n\n</think>\n\n"
+                                                                  : "";
+    if (*k_empty) {
+        const size_t k = strlen(k_empty);
+        char *t = realloc(*text, *len + k + 1);
+        if (!t) return NOMEM(e);
+        memcpy(t + *len, k_empty, k + 1);
+        *text = t;
+        *len += k;
+    }
+    if (opens) *opens = reason_prompt_opens(s->reason_kind, *text, *len);
+    return true;
+}
+
 static bool apply(struct server *s, const struct api_request *q, char *const *contents, char **text,
-                  size_t *len, struct api_error *e) {
+                  size_t *len, bool *opens, struct api_error *e) {
     struct lm_chat_msg *msgs = calloc(q->n_msgs, sizeof *msgs);
     struct lm_chat_msg_tools *parts = calloc(q->n_msgs, sizeof *parts);
     size_t n_calls = 0;
@@ -75,7 +97,7 @@ static bool apply(struct server *s, const struct api_request *q, char *const *co
     if (st == LM_ERR_NOMEM) return NOMEM(e);
     if (st != LM_OK)
         return api_fail(e, 400, "invalid_request_error", "invalid_value", "messages", "%s", lm_error_msg());
-    return true;
+    return think_suffix(s, q, text, len, opens, e);
 }
 
 // The control tokens of ids[0, n) in order equal those of ref[0, m).
@@ -128,7 +150,7 @@ static bool tokenize_marked(struct server *s, const struct api_request *q, int32
     }
     char *text = NULL;
     size_t len = 0;
-    if (ok) ok = apply(s, q, marks, &text, &len, e);
+    if (ok) ok = apply(s, q, marks, &text, &len, NULL, e);
     int32_t *v = NULL;
     size_t n = 0, cap = 0;
     const int32_t bos = lm_tokenizer_bos(s->tok), eos = lm_tokenizer_eos(s->tok);
@@ -204,14 +226,14 @@ static bool tool_text_plain(struct server *s, const struct api_request *q, struc
 // Chat: the template's text tokenized as a whole (the tokens every server computes). When
 // the messages' text holds special-token text, the control tokens of that tokenization
 // differ from the template's own, and the prompt is tokenized piece by piece instead.
-static bool chat_tokens(struct server *s, const struct api_request *q, int32_t **ids, size_t *n,
+static bool chat_tokens(struct server *s, const struct api_request *q, int32_t **ids, size_t *n, bool *opens,
                         struct api_error *e) {
     char **contents = malloc(q->n_msgs * sizeof *contents);
     if (!contents) return NOMEM(e);
     for (size_t i = 0; i < q->n_msgs; i++) contents[i] = q->msgs[i].content;
     char *text = NULL;
     size_t len = 0;
-    bool ok = apply(s, q, contents, &text, &len, e);
+    bool ok = apply(s, q, contents, &text, &len, opens, e);
     free(contents);
     if (ok) ok = tokenize(s, text, len, true, true, ids, n, e);
     free(text);
@@ -227,7 +249,7 @@ static bool chat_tokens(struct server *s, const struct api_request *q, int32_t *
     for (size_t i = 0; i < q->n_msgs; i++) empty[i] = "";
     int32_t *ref = NULL;
     size_t m = 0;
-    ok = apply(s, q, empty, &text, &len, e);
+    ok = apply(s, q, empty, &text, &len, NULL, e);
     free(empty);
     if (ok) ok = tokenize(s, text, len, true, true, &ref, &m, e);
     free(text);
@@ -255,7 +277,8 @@ bool srv_prompt_tokens(struct server *s, struct run *r, struct api_error *e) {
         n = (size_t)q->n_prompt_ids;
     } else if (q->kind == API_CHAT) {
         if (!s->o->parse_special_in_messages && !tool_text_plain(s, q, e)) return false;
-        if (!chat_tokens(s, q, &ids, &n, e)) return false;
+        srv_reason_prior_turns(s, &r->req);
+        if (!chat_tokens(s, q, &ids, &n, &r->think_open, e)) return false;
     } else {
         const enum lm_status st = lm_tokenize(s->tok, q->prompt ? q->prompt : "", q->prompt_len, true, true, &ids, &n);
         if (st == LM_ERR_NOMEM) return NOMEM(e);

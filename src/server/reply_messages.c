@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { OPEN_NONE = -1, OPEN_TEXT = -2 };
+enum { OPEN_NONE = -1, OPEN_TEXT = -2, OPEN_THINKING = -3 };
 
 // ================================================================ shared parts
 
@@ -56,6 +56,9 @@ static json_t *tool_input(const struct tool_call *t) {
 
 json_t *msg_full(struct run *r) {
     json_t *content = json_array();
+    if (r->reasoning.n > 0) // the thinking span first, as Anthropic's (an empty signature: a local model's, as llama-server)
+        json_array_append_new(content, json_pack("{s:s,s:o,s:s}", "type", "thinking", "thinking",
+                                                 json_text(r->reasoning.p, r->reasoning.n), "signature", ""));
     if (r->tools) {
         struct tools_parser *tp = &r->tp;
         tools_parser_feed(tp, r->text.p, r->text.n, true);
@@ -92,8 +95,11 @@ static void event(struct run *r, const char *name, json_t *j) {
     free(s);
 }
 
+static void delta(struct run *r, const char *kind, const char *field, const char *s, size_t n);
+
 static void close_block(struct run *r) {
     if (r->ms_open == OPEN_NONE) return;
+    if (r->ms_open == OPEN_THINKING) delta(r, "signature_delta", "signature", "", 0); // before its stop, as SDKs expect
     event(r, "content_block_stop", json_pack("{s:s,s:i}", "type", "content_block_stop", "index", r->ms_index));
     r->ms_open = OPEN_NONE;
 }
@@ -105,6 +111,8 @@ static void open_block(struct run *r, int32_t what) {
     json_t *blk;
     if (what == OPEN_TEXT) {
         blk = json_pack("{s:s,s:s}", "type", "text", "text", "");
+    } else if (what == OPEN_THINKING) {
+        blk = json_pack("{s:s,s:s}", "type", "thinking", "thinking", "");
     } else {
         const struct tool_call *t = &r->tp.calls[what];
         blk = json_pack("{s:s,s:o,s:o,s:o}", "type", "tool_use", "id", tool_id(t), "name", json_text(t->name.p, t->name.n),
@@ -159,6 +167,11 @@ static void emit_tools(struct run *r) {
 
 void msg_stream_emit(struct run *r) {
     json_decref(gen_take_logprobs(&r->gen)); // none asked for: Messages has no logprobs
+    if (r->reasoning.n > 0) { // the thinking span: a thinking block of thinking_delta pieces
+        open_block(r, OPEN_THINKING);
+        delta(r, "thinking_delta", "thinking", r->reasoning.p, r->reasoning.n);
+        sbuf_consume(&r->reasoning, r->reasoning.n);
+    }
     if (r->tools) {
         emit_tools(r);
     } else if (r->text.n > 0) {
@@ -177,7 +190,7 @@ void msg_stream_emit(struct run *r) {
         r->ended = true;
         return;
     }
-    if (r->ms_blocks == 0) open_block(r, OPEN_TEXT); // no text and no call: one empty text block, as whole
+    if (r->ms_blocks == 0 || r->ms_open == OPEN_THINKING) open_block(r, OPEN_TEXT); // no text and no call: one empty text block, as whole
     close_block(r);
     json_t *seq;
     const char *reason = stop_reason(r, &seq);

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { OPEN_NONE = -1, OPEN_TEXT = -2 };
+enum { OPEN_NONE = -1, OPEN_TEXT = -2, OPEN_REASONING = -3 };
 
 // ================================================================ shared parts
 
@@ -20,7 +20,7 @@ static json_t *usage(const struct run *r) {
     const int32_t cached = r->st.n_cached < r->n_prompt ? r->st.n_cached : r->n_prompt;
     return json_pack("{s:i,s:{s:i},s:i,s:{s:i},s:i}", "input_tokens", r->n_prompt, "input_tokens_details",
                      "cached_tokens", cached, "output_tokens", r->gen.n_tokens, "output_tokens_details",
-                     "reasoning_tokens", 0, "total_tokens", r->n_prompt + r->gen.n_tokens);
+                     "reasoning_tokens", r->n_reason, "total_tokens", r->n_prompt + r->gen.n_tokens);
 }
 
 // The request's tools and tool_choice as the response repeats them.
@@ -90,6 +90,17 @@ static json_t *call_item(const struct tool_call *t, const char *status, bool wit
                      with_args ? json_text(t->args.p, t->args.n) : json_string(""));
 }
 
+// The thinking span's output item (llama-server's shape): its text as one reasoning_text part,
+// no summary, an empty encrypted_content.
+static json_t *reasoning_item(const struct run *r, const char *status, const char *s, size_t n, bool with_text) {
+    char id[64];
+    snprintf(id, sizeof id, "rs_%s", strncmp(r->rp.id, "resp_", 5) ? r->rp.id : r->rp.id + 5);
+    json_t *content = with_text ? json_pack("[{s:s,s:o}]", "type", "reasoning_text", "text", json_text(s, n))
+                                : json_array();
+    return json_pack("{s:s,s:s,s:[],s:o,s:s,s:s}", "id", id, "type", "reasoning", "summary", "content", content,
+                     "encrypted_content", "", "status", status);
+}
+
 // Output item k's message id ("msg_" + the response's own part + its index).
 static void msg_id(const struct run *r, int32_t k, char *id, size_t cap) {
     snprintf(id, cap, "msg_%s_%d", strncmp(r->rp.id, "resp_", 5) ? r->rp.id : r->rp.id + 5, k);
@@ -103,7 +114,9 @@ json_t *resp_full(struct run *r) {
     size_t n = r->text.n;
     const char *st = incomplete(r) ? "incomplete" : "completed";
     char id[64];
-    msg_id(r, 0, id, sizeof id);
+    const int32_t k0 = r->reasoning.n > 0; // the reasoning item comes first
+    if (k0) json_array_append_new(out, reasoning_item(r, "completed", r->reasoning.p, r->reasoning.n, true));
+    msg_id(r, k0, id, sizeof id);
     if (r->tools) {
         struct tools_parser *tp = &r->tp;
         tools_parser_feed(tp, r->text.p, r->text.n, true);
@@ -146,7 +159,13 @@ static void close_item(struct run *r) {
     if (r->ms_open == OPEN_NONE) return;
     const char *st = r->over && incomplete(r) ? "incomplete" : "completed";
     json_t *item;
-    if (r->ms_open == OPEN_TEXT) {
+    if (r->ms_open == OPEN_REASONING) {
+        const char *t = r->rs_reason.p ? r->rs_reason.p : "";
+        item = reasoning_item(r, "completed", t, r->rs_reason.n, true);
+        event(r, "response.reasoning_text.done", json_pack("{s:O,s:i,s:i,s:o}", "item_id", json_object_get(item, "id"),
+                                                           "output_index", r->ms_index, "content_index", 0, "text",
+                                                           json_text(t, r->rs_reason.n)));
+    } else if (r->ms_open == OPEN_TEXT) {
         char id[64];
         msg_id(r, r->ms_index, id, sizeof id);
         const char *t = r->rs_text.p ? r->rs_text.p : "";
@@ -177,7 +196,10 @@ static void open_item(struct run *r, int32_t what) {
     close_item(r);
     r->ms_index = r->ms_blocks++;
     r->ms_open = what;
-    if (what == OPEN_TEXT) {
+    if (what == OPEN_REASONING) {
+        event(r, "response.output_item.added", json_pack("{s:i,s:o}", "output_index", r->ms_index, "item",
+                                                         reasoning_item(r, "in_progress", "", 0, false)));
+    } else if (what == OPEN_TEXT) {
         char id[64];
         msg_id(r, r->ms_index, id, sizeof id);
         sbuf_consume(&r->rs_text, r->rs_text.n);
@@ -240,6 +262,16 @@ static void emit_tools(struct run *r) {
 
 void resp_stream_emit(struct run *r) {
     json_decref(gen_take_logprobs(&r->gen)); // none asked for: this route has no logprobs yet
+    if (r->reasoning.n > 0) { // the thinking span: a reasoning item of reasoning_text deltas
+        open_item(r, OPEN_REASONING);
+        json_t *item = reasoning_item(r, "in_progress", "", 0, false);
+        sbuf_append(&r->rs_reason, r->reasoning.p, r->reasoning.n);
+        event(r, "response.reasoning_text.delta", json_pack("{s:O,s:i,s:i,s:o}", "item_id", json_object_get(item, "id"),
+                                                            "output_index", r->ms_index, "content_index", 0, "delta",
+                                                            json_text(r->reasoning.p, r->reasoning.n)));
+        json_decref(item);
+        sbuf_consume(&r->reasoning, r->reasoning.n);
+    }
     if (r->tools) {
         emit_tools(r);
     } else if (r->text.n > 0) {
@@ -254,7 +286,7 @@ void resp_stream_emit(struct run *r) {
         r->ended = true;
         return;
     }
-    if (r->ms_blocks == 0) open_item(r, OPEN_TEXT); // no text and no call: one empty message, as whole
+    if (r->ms_blocks == 0 || r->ms_open == OPEN_REASONING) open_item(r, OPEN_TEXT); // no text and no call: one empty message, as whole
     close_item(r);
     // output_text: the messages' text (tool mode: the parser's content; else what was streamed)
     const struct sbuf *t = r->tools ? &r->tp.content : &r->rs_text;

@@ -89,7 +89,10 @@ static int pick_template(struct server *s) {
     if (want) {
         s->tmpl = lm_chat_template_from_name(want);
         s->tmpl_source = "--chat-template";
-        if (s->tmpl != LM_CHAT_TEMPLATE_NONE) return 0;
+        if (s->tmpl != LM_CHAT_TEMPLATE_NONE) {
+            srv_reason_detect(s, NULL); // a name: the vocabulary's markers decide
+            return 0;
+        }
         FILE *f = fopen(want, "rb");
         if (!f) {
             fprintf(stderr, "lumen serve: --chat-template '%s' is neither a template name (gemma, llama3, "
@@ -102,6 +105,7 @@ static int pick_template(struct server *s) {
         while ((n = fread(buf, 1, sizeof buf, f)) > 0 && text.n < (1u << 20)) sbuf_append(&text, buf, n);
         fclose(f);
         s->tmpl = lm_chat_template_detect(s->tok, arch, text.p ? text.p : "");
+        srv_reason_detect(s, text.p);
         sbuf_free(&text);
         s->tmpl_source = "--chat-template file";
         if (s->tmpl == LM_CHAT_TEMPLATE_NONE) {
@@ -323,6 +327,7 @@ static int load_model(struct server *s) {
     s->n_ctx_train = lm_model_n_ctx_train(s->m);
     model_name(s);
     if ((rc = pick_template(s)) != 0) return rc;
+    if (!s->o->chat_template) srv_reason_detect(s, lm_model_chat_template(s->m)); // thinking (reasoning_srv.c)
     if (!srv_prompt_init(s)) {
         fprintf(stderr, "lumen serve: out of memory\n");
         return 1;

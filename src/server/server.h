@@ -34,6 +34,9 @@ struct lm_server_opts {
     int n_allowed_hosts;
     const char *const *cors_origins;  // --cors-origin: pages that may call the API ("*": any)
     int n_cors_origins;
+    bool reasoning_inline;          // --reasoning-format none: thinking stays in the content
+    bool reasoning_budget_given;    // --reasoning-budget N (a request's thinking_budget_tokens wins)
+    int32_t reasoning_budget;       // -1: no budget, 0: no thinking, N: at most N thinking tokens
 };
 
 // Serves until SIGINT or SIGTERM, then drains: no new work, running requests finish within

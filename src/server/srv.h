@@ -20,6 +20,7 @@
 #include "job.h"
 #include "metrics.h"
 #include "policy.h"
+#include "reasoning.h"
 #include "reply.h"
 #include "server.h"
 #include "tools.h"
@@ -68,6 +69,13 @@ struct server {
     bool tmpl_trims;           // the template trims message contents (prompt.c)
     uint8_t *is_control;       // [n_vocab]: a control token (no text unless rendered)
     struct gcache *gcache;     // compiled grammars of recent requests (structured.c)
+    // the family's thinking span (reasoning_srv.c): its form, whether the template switches it
+    // off (Qwen3's enable_thinking), its markers' tokens
+    enum reason_kind reason_kind;
+    bool think_switch;
+    bool think_prefill;        // the template's generation prompt opens the span (QwQ's, after ChatML's)
+    int32_t think_start[16], think_end[16];
+    int32_t n_think_start, n_think_end;
     char model_id[256];
     char url[300];
     struct metrics *metrics;
@@ -111,6 +119,13 @@ struct run {
     int64_t rs_seq;
     json_t *rs_output;
     struct sbuf rs_text;
+    // reasoning (reasoning_srv.c): the splitter of the released text, the reasoning not sent
+    // yet (a stream) or all of it (a whole answer), the splitter's input, the span's tokens
+    bool think_open;     // the prompt opened the span (prompt.c)
+    struct reason_split split;
+    struct sbuf reasoning, raw;
+    int32_t n_reason;
+    struct sbuf rs_reason; // a Responses stream: its reasoning item's text so far
 };
 
 struct conn;
@@ -211,6 +226,31 @@ bool srv_prompt_init(struct server *s);
 // r->prompt / r->n_prompt from r->req: a completions prompt, or the chat template's text
 // where the messages' special-token text stays text (unless --parse-special-in-messages).
 bool srv_prompt_tokens(struct server *s, struct run *r, struct api_error *e);
+
+// ---- reasoning (reasoning_srv.c)
+
+// The thinking form of the model's template text (NULL: none; the vocabulary decides).
+void srv_reason_detect(struct server *s, const char *template_text);
+// The request does not think: enable_thinking false or a budget of 0 where the template can
+// switch thinking off (the generation prompt then holds an empty span).
+bool srv_think_off(const struct server *s, const struct api_request *q);
+// The effective thinking budget of a request (-1: none).
+int32_t srv_think_budget(const struct server *s, const struct api_request *q);
+// The request's splitter (reasoning apart unless inline was asked for, or the dialect has no
+// place for it yet) and its engine fields (markers, budget).
+void srv_reason_begin(struct server *s, struct run *r, struct lm_request_params *rp);
+// Released text of the answer: the splitter's reasoning into r->reasoning, content into
+// r->text; tok_done: one token's text (counted as reasoning while the span is open).
+void srv_reason_feed(struct run *r, struct sbuf *raw, bool tok_done);
+void srv_reason_finish(struct run *r, struct sbuf *raw);
+// A whole chat message gains "reasoning_content" (when there is any).
+void srv_reason_message(struct run *r, json_t *msg);
+// Earlier assistant turns lose their thinking span, as the families' templates drop it (the
+// text after the last </think>, its leading newlines dropped): those before the last user
+// message (Qwen3; R1's template drops every turn's, and no turn follows the last user one there).
+void srv_reason_prior_turns(const struct server *s, struct api_request *q);
+// usage gains completion_tokens_details.reasoning_tokens.
+void srv_reason_usage(const struct run *r, json_t *usage);
 
 // ---- stopping (server.c)
 

@@ -60,13 +60,40 @@ static void apply_granite(struct lm_strbuf *b, const struct lm_chat_msg *msgs, s
     if (add_generation_prompt) lm_strbuf_puts(b, "<|start_of_role|>assistant<|end_of_role|>");
 }
 
+// DeepSeek-R1 distills (Qwen and Llama), as their official template renders (not llama.cpp's
+// built-in deepseek3, which lacks the <think> opening): the last system message's text first,
+// contents verbatim, an assistant's text after its last </think>; BOS is the tokenizer's.
+#define R1_USER "<\xef\xbd\x9c" "User\xef\xbd\x9c>"
+#define R1_ASSISTANT "<\xef\xbd\x9c" "Assistant\xef\xbd\x9c>"
+#define R1_EOS "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"
+static void apply_deepseek_r1(struct lm_strbuf *b, const struct lm_chat_msg *msgs, size_t n,
+                              bool add_generation_prompt) {
+    const char *sys = "";
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(msgs[i].role, "system") == 0) sys = msgs[i].content;
+    lm_strbuf_puts(b, sys);
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(msgs[i].role, "user") == 0) {
+            lm_strbuf_puts(b, R1_USER);
+            lm_strbuf_puts(b, msgs[i].content);
+        } else if (strcmp(msgs[i].role, "assistant") == 0) {
+            const char *c = msgs[i].content;
+            for (const char *p = strstr(c, "</think>"); p; p = strstr(p + 1, "</think>")) c = p + 8;
+            lm_strbuf_puts(b, R1_ASSISTANT);
+            lm_strbuf_puts(b, c);
+            lm_strbuf_puts(b, R1_EOS);
+        }
+    }
+    if (add_generation_prompt) lm_strbuf_puts(b, R1_ASSISTANT "<think>\n");
+}
+
 enum lm_status chat_apply_plain(enum lm_chat_template tmpl, const struct lm_chat_msg *msgs, size_t n,
                                 bool add_generation_prompt, char **out, size_t *n_out) {
     *out = NULL;
     *n_out = 0;
     if (tmpl == LM_CHAT_TEMPLATE_HARMONY) return lm_chat_apply_harmony(NULL, msgs, NULL, n, NULL, 0, add_generation_prompt, out, n_out);
     if (tmpl != LM_CHAT_TEMPLATE_GEMMA && tmpl != LM_CHAT_TEMPLATE_LLAMA3 && tmpl != LM_CHAT_TEMPLATE_CHATML &&
-        tmpl != LM_CHAT_TEMPLATE_PHI3 && tmpl != LM_CHAT_TEMPLATE_GRANITE)
+        tmpl != LM_CHAT_TEMPLATE_PHI3 && tmpl != LM_CHAT_TEMPLATE_GRANITE && tmpl != LM_CHAT_TEMPLATE_DEEPSEEK_R1)
         return lm_error_set(LM_ERR_UNSUPPORTED, "lm_chat_apply: unknown template %d", (int)tmpl);
     for (size_t i = 0; i < n; i++)
         if (!msgs[i].role || !msgs[i].content)
@@ -78,6 +105,7 @@ enum lm_status chat_apply_plain(enum lm_chat_template tmpl, const struct lm_chat
     if (tmpl == LM_CHAT_TEMPLATE_CHATML) apply_chatml(&b, msgs, n, add_generation_prompt);
     if (tmpl == LM_CHAT_TEMPLATE_PHI3) apply_phi3(&b, msgs, n, add_generation_prompt);
     if (tmpl == LM_CHAT_TEMPLATE_GRANITE) apply_granite(&b, msgs, n, add_generation_prompt);
+    if (tmpl == LM_CHAT_TEMPLATE_DEEPSEEK_R1) apply_deepseek_r1(&b, msgs, n, add_generation_prompt);
     for (size_t i = 0; tmpl == LM_CHAT_TEMPLATE_GEMMA && i < n; i++) {
         const char *role = msgs[i].role;
         if (strcmp(role, "system") == 0) {
@@ -120,6 +148,7 @@ const char *lm_chat_template_name(enum lm_chat_template tmpl) {
     case LM_CHAT_TEMPLATE_PHI3: return "phi3";
     case LM_CHAT_TEMPLATE_GRANITE: return "granite";
     case LM_CHAT_TEMPLATE_HARMONY: return "harmony";
+    case LM_CHAT_TEMPLATE_DEEPSEEK_R1: return "deepseek-r1";
     default: return "none";
     }
 }
@@ -132,6 +161,7 @@ enum lm_chat_template lm_chat_template_from_name(const char *name) {
     if (!strcmp(name, "phi3")) return LM_CHAT_TEMPLATE_PHI3;
     if (!strcmp(name, "granite")) return LM_CHAT_TEMPLATE_GRANITE;
     if (!strcmp(name, "harmony") || !strcmp(name, "gpt-oss")) return LM_CHAT_TEMPLATE_HARMONY;
+    if (!strcmp(name, "deepseek-r1")) return LM_CHAT_TEMPLATE_DEEPSEEK_R1;
     return LM_CHAT_TEMPLATE_NONE;
 }
 
@@ -150,6 +180,7 @@ static enum lm_chat_template detect_text(const char *s) {
     if (strcmp(s, "phi3") == 0) return LM_CHAT_TEMPLATE_PHI3;
     if (strcmp(s, "granite") == 0) return LM_CHAT_TEMPLATE_GRANITE;
     if (strcmp(s, "gpt-oss") == 0) return LM_CHAT_TEMPLATE_HARMONY;
+    if (strcmp(s, "deepseek-r1") == 0) return LM_CHAT_TEMPLATE_DEEPSEEK_R1;
     if (has(s, "<|im_start|>"))
         return has(s, "<|im_sep|>") || has(s, "<end_of_utterance>") ? LM_CHAT_TEMPLATE_NONE // phi4, smolvlm
                                                                      : LM_CHAT_TEMPLATE_CHATML;
@@ -166,6 +197,10 @@ static enum lm_chat_template detect_text(const char *s) {
         (has(s, "<|START_OF_TURN_TOKEN|>") && has(s, "<|USER_TOKEN|>")))
         return LM_CHAT_TEMPLATE_NONE;
     if (has(s, "<|start_header_id|>") && has(s, "<|end_header_id|>")) return LM_CHAT_TEMPLATE_LLAMA3;
+    // llama.cpp reads R1 distills' templates as deepseek3; lumen renders them as their own
+    // template does, which opens the <think> span in the generation prompt
+    if (has(s, R1_ASSISTANT) && has(s, R1_USER) && has(s, R1_EOS) && has(s, "<think>"))
+        return LM_CHAT_TEMPLATE_DEEPSEEK_R1;
     // the templates llama.cpp checks between llama3 and granite (chatglm3, minicpm's "<user>"
     // in Chinese, deepseek2, deepseek3's fullwidth-bar tokens, exaone, rwkv)
     if (has(s, "[gMASK]sop") || has(s, "<\xe7\x94\xa8\xe6\x88\xb7>") ||

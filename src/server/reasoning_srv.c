@@ -1,0 +1,108 @@
+// Reasoning in the server: the family's thinking form from its template and vocabulary, a
+// request's choice (apart or inline, enable_thinking, the budget) into the splitter and the
+// engine's thinking fields, and reasoning_content in chat answers (docs/server.md, "Reasoning").
+#include "srv.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+// The tokens of a marker's text (special tokens parsed), at most cap; 0 when none or too many.
+static int32_t marker_tokens(const struct lm_tokenizer *t, const char *text, int32_t *out, int32_t cap) {
+    int32_t *ids = NULL;
+    size_t n = 0;
+    if (lm_tokenize(t, text, strlen(text), false, true, &ids, &n) != LM_OK) return 0;
+    const int32_t k = n > 0 && n <= (size_t)cap ? (int32_t)n : 0;
+    if (k) memcpy(out, ids, (size_t)k * sizeof *out);
+    free(ids);
+    return k;
+}
+
+void srv_reason_detect(struct server *s, const char *template_text) {
+    s->n_think_start = marker_tokens(s->tok, "<think>", s->think_start, 16);
+    s->n_think_end = marker_tokens(s->tok, "</think>", s->think_end, 16);
+    const bool vocab = s->n_think_start == 1 && s->n_think_end == 1; // one token each: a thinking vocabulary
+    s->reason_kind = reason_kind_detect(template_text, vocab);
+    // Qwen3's template (and llama.cpp's R1 templates) switch thinking off with enable_thinking;
+    // without a template text, a ChatML vocabulary with the markers is taken for Qwen3's
+    s->think_switch = s->reason_kind != REASON_NONE &&
+                      (template_text && *template_text ? strstr(template_text, "enable_thinking") != NULL
+                                                       : s->tmpl == LM_CHAT_TEMPLATE_CHATML);
+    // QwQ's template opens the span after ChatML's generation prompt (the server appends it)
+    s->think_prefill = s->reason_kind != REASON_NONE && s->tmpl == LM_CHAT_TEMPLATE_CHATML && template_text &&
+                       strstr(template_text, "<|im_start|>assistant\\n<think>\\n") != NULL;
+    if (s->reason_kind == REASON_NONE || s->n_think_end == 0) {
+        s->reason_kind = REASON_NONE;
+        s->n_think_start = s->n_think_end = 0;
+    }
+}
+
+int32_t srv_think_budget(const struct server *s, const struct api_request *q) {
+    if (q->think_budget_given) return q->think_budget;
+    // Anthropic's thinking is off unless asked for ({"type": "enabled", "budget_tokens"})
+    if (q->dialect == API_DIALECT_ANTHROPIC) return q->thinking ? q->thinking_budget : 0;
+    return s->o->reasoning_budget_given ? s->o->reasoning_budget : -1;
+}
+
+bool srv_think_off(const struct server *s, const struct api_request *q) {
+    if (s->reason_kind == REASON_NONE || !s->think_switch || q->kind != API_CHAT) return false;
+    return q->enable_thinking < 0 || srv_think_budget(s, q) == 0;
+}
+
+void srv_reason_begin(struct server *s, struct run *r, struct lm_request_params *rp) {
+    const struct api_request *q = &r->req;
+    const bool chat = q->kind == API_CHAT && s->reason_kind != REASON_NONE;
+    // the engine: the span's markers, for the budget and for a grammar that waits for the answer
+    // (also when thinking is switched off: a span the model opens anyway ends at the budget)
+    if (chat) {
+        rp->think_start = s->think_start;
+        rp->n_think_start = s->n_think_start;
+        rp->think_end = s->think_end;
+        rp->n_think_end = s->n_think_end;
+        rp->think_open = r->think_open;
+        rp->think_budget = srv_think_budget(s, q);
+    }
+    // apart unless inline was asked for (Messages: thinking blocks, Responses: a reasoning item)
+    const bool inline_ = q->reasoning_format == 2 || (q->reasoning_format == 0 && s->o->reasoning_inline);
+    reason_split_init(&r->split, chat && !inline_ ? s->reason_kind : REASON_NONE, r->think_open);
+}
+
+void srv_reason_feed(struct run *r, struct sbuf *raw, bool tok_done) {
+    const bool was = reason_split_thinking(&r->split);
+    reason_split_feed(&r->split, raw->p, raw->n, &r->reasoning, &r->text);
+    sbuf_consume(raw, raw->n);
+    if (tok_done && (was || reason_split_thinking(&r->split))) r->n_reason++;
+}
+
+void srv_reason_finish(struct run *r, struct sbuf *raw) {
+    reason_split_feed(&r->split, raw->p, raw->n, &r->reasoning, &r->text);
+    sbuf_consume(raw, raw->n);
+    reason_split_finish(&r->split, &r->reasoning, &r->text);
+}
+
+void srv_reason_message(struct run *r, json_t *msg) {
+    if (!msg || r->reasoning.n == 0) return;
+    json_object_set_new(msg, "reasoning_content", json_text(r->reasoning.p, r->reasoning.n));
+    sbuf_consume(&r->reasoning, r->reasoning.n);
+}
+
+void srv_reason_usage(const struct run *r, json_t *usage) {
+    if (!usage || r->split.kind == REASON_NONE) return;
+    json_object_set_new(usage, "completion_tokens_details", json_pack("{s:i}", "reasoning_tokens", r->n_reason));
+}
+
+void srv_reason_prior_turns(const struct server *s, struct api_request *q) {
+    if (s->reason_kind != REASON_THINK_TAGS) return;
+    size_t last_user = 0;
+    for (size_t i = 0; i < q->n_msgs; i++)
+        if (!strcmp(q->msgs[i].role, "user")) last_user = i;
+    for (size_t i = 0; i < last_user; i++) {
+        char *c = q->msgs[i].content;
+        if (strcmp(q->msgs[i].role, "assistant") != 0 || !c) continue;
+        char *end = NULL;
+        for (char *p = strstr(c, "</think>"); p; p = strstr(p + 1, "</think>")) end = p;
+        if (!end) continue;
+        end += strlen("</think>");
+        while (*end == '\n') end++;
+        memmove(c, end, strlen(end) + 1);
+    }
+}
