@@ -76,6 +76,8 @@ struct attn_ctx {
     size_t krow, vrow;        // bytes from one cell's K / V row to the next
     size_t khead, vhead;      // bytes of this head's K / V in a row (what prefetches fetch)
     int32_t p0, p, base, end; // window [p0, p]; cells [base, end) 16-aligned around it
+    int32_t pf_p;             // K prefetches stop here: the job's p (a chunk's next cells too)
+    struct lm_attn_part *part; // a chunk's partial (kernels.h), else NULL
     int64_t hdk, hdv;
     const float *qf;          // (nh, hdk) queries (rounded to f16 for an f16 K)
     float *e;                 // (nh, e_stride) scores, then exp, then p; by cell - base
@@ -152,7 +154,7 @@ static inline __attribute__((always_inline)) void attn_scores16(const struct att
         const uint8_t *kr = attn_k(j, sh, c0 + l);
         // K rows are a head's slice of rows kstride apart (1 KB for 8 heads of 64), too
         // sparse for the hardware prefetchers over a long window: fetch ATTN_PF_K cells ahead
-        if (c0 + l + ATTN_PF_K <= j->p) attn_prefetch(attn_k(j, sh, c0 + l + ATTN_PF_K), j->khead, kq);
+        if (c0 + l + ATTN_PF_K <= j->pf_p) attn_prefetch(attn_k(j, sh, c0 + l + ATTN_PF_K), j->khead, kq);
         // p.v reads V rows by slot, 64 rows apart, which hardware prefetchers do not
         // follow; stream each row into L2 now, as K is read in order (decode, whose window
         // comes from memory; cold-cache, 512 cells, 2 heads: 42.6 -> 18.5 us per layer). A
@@ -338,6 +340,11 @@ static inline __attribute__((always_inline)) void attn_heads(const struct attn_c
             _mm512_storeu_ps(e + c, ex);
             sum += (double)_mm512_reduce_add_ps(ex);
         }
+        if (j->part) { // a chunk: e stays as it is, the merge normalises
+            j->part->m[h] = _mm512_reduce_max_ps(mx[h]);
+            j->part->s[h] = sum;
+            continue;
+        }
         const __m512 inv = _mm512_set1_ps((float)(1.0 / sum));
         for (int32_t c = 0; c < j->end - j->base; c += 16)
             _mm512_storeu_ps(e + c, _mm512_cvtph_ps(_mm512_cvtps_ph(
@@ -384,8 +391,16 @@ ATTN_RUN(0, 1)
 ATTN_RUN(1, 1)
 #undef ATTN_RUN
 
-// The table's attn and attn_q8 both: the job's k_q8 / v_q8 pick the loops' copy.
+// The table's attn and attn_q8 both: the job's k_q8 / v_q8 pick the loops' copy. A long
+// window runs chunk by chunk (lm_attn_chunked, calling back here with part set); each chunk's
+// V rows then stream into L2 during its scores (ATTN_LONG), and K's prefetches run on into
+// the next chunk.
 void lm_attn_avx512(const struct lm_attn_job *job) {
+    int32_t k0;
+    if (!job->part && lm_attn_chunks(job, &k0) > 1) {
+        lm_attn_chunked(job, lm_attn_avx512);
+        return;
+    }
     const int nh = job->nh;
     const int64_t hdk = job->hdk, hdv = job->hdv;
     const bool kq = job->k_q8, vq = job->v_q8;
@@ -393,8 +408,13 @@ void lm_attn_avx512(const struct lm_attn_job *job) {
         .kb = job->kb, .vb = job->vb, .block_bytes = job->block_bytes, .blocks = job->blocks,
         .present = job->present, .krow = attn_off(kq, (int64_t)job->kstride),
         .vrow = attn_off(vq, (int64_t)job->vstride), .khead = attn_off(kq, hdk), .vhead = attn_off(vq, hdv),
-        .p0 = job->p0, .p = job->p, .hdk = hdk, .hdv = hdv,
+        .p0 = job->p0, .p = job->p, .pf_p = job->p, .part = job->part, .hdk = hdk, .hdv = hdv,
     };
+    if (job->part) { // the chunk's cells of the window
+        const int32_t c0 = job->chunk * LM_ATTN_CHUNK;
+        j.p0 = job->p0 > c0 ? job->p0 : c0;
+        j.p = job->p < c0 + LM_ATTN_CHUNK - 1 ? job->p : c0 + LM_ATTN_CHUNK - 1;
+    }
     j.base = j.p0 & ~15; // 16-cell chunk alignment of the softmax sums
     j.end = (j.p + 16) & ~15;
     // scratch (lm_attn_scratch_floats): xbuf (LM_ATTN_MAX_HEADS, 512), qf (nh, hdk), e (nh, end - base)
