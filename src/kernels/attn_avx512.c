@@ -320,6 +320,46 @@ static inline __attribute__((always_inline)) void attn_pv(const struct attn_ctx 
                                   attn_tree16(j->xbuf + 512 * h + 16 * v, 32));
 }
 
+// A chunk's p.v (kernels.h): per head and output dim one fma chain over the cells in order,
+// so V is read once, row after row (16 cells of a block at a time), for every head at once:
+// out[h][d, d + 16 (nvc - 1) + vn) of nh heads, nvc vectors (the last of vn dims).
+static inline __attribute__((always_inline)) void attn_pv_seq(const struct attn_ctx *j, const int sh, const int nh,
+                                                               const bool vq, const int nvc, int64_t d, int vn,
+                                                               float *out) {
+    __m512 acc[LM_ATTN_MAX_HEADS][4];
+#pragma GCC unroll 4
+    for (int h = 0; h < nh; h++)
+#pragma GCC unroll 4
+        for (int v = 0; v < nvc; v++) acc[h][v] = _mm512_setzero_ps();
+    for (int32_t c0 = j->base; c0 < j->end; c0 += 16) {
+        const __mmask16 valid = attn_valid16(j, c0);
+        if (!valid) continue; // (a released block has no held cell)
+        const uint8_t *r0 = attn_v(j, sh, c0) + attn_off(vq, d);
+        const float *e = j->e + (c0 - j->base);
+        for (int l = 0; l < 16; l++) {
+            if (!((valid >> l) & 1)) continue;
+            const uint8_t *vr = r0 + (size_t)l * j->vrow;
+            __m512 vv[4];
+#pragma GCC unroll 4
+            for (int v = 0; v < nvc; v++)
+                vv[v] = vq || vn == 16 || v < nvc - 1 ? attn_load16(vr, vq, 16 * v)
+                                                      : _mm512_cvtph_ps(attn_load_part(vr + 32 * v, vn));
+#pragma GCC unroll 4
+            for (int h = 0; h < nh; h++) {
+                const __m512 pb = _mm512_set1_ps(e[h * j->e_stride + l]);
+#pragma GCC unroll 4
+                for (int v = 0; v < nvc; v++) acc[h][v] = _mm512_fmadd_ps(vv[v], pb, acc[h][v]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int h = 0; h < nh; h++)
+#pragma GCC unroll 4
+        for (int v = 0; v < nvc; v++)
+            _mm512_mask_storeu_ps(out + h * j->hdv + d + 16 * v,
+                                  v < nvc - 1 || vn == 16 ? 0xffff : (__mmask16)((1u << vn) - 1), acc[h][v]);
+}
+
 // Attention of nh heads (a compile-time constant after inlining) -> out (nh, hdv).
 static inline __attribute__((always_inline)) void attn_heads(const struct attn_ctx *j, const int sh,
                                                               const int nh, const bool kq, const bool vq,
@@ -350,6 +390,16 @@ static inline __attribute__((always_inline)) void attn_heads(const struct attn_c
             _mm512_storeu_ps(e + c, _mm512_cvtph_ps(_mm512_cvtps_ph(
                                         _mm512_mul_ps(_mm512_loadu_ps(e + c), inv),
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
+    }
+    if (j->part) { // a chunk: p.v in cell order, 64 output dims at a time, then the rest
+        int64_t d = 0;
+        for (; d + 64 <= j->hdv; d += 64) attn_pv_seq(j, sh, nh, vq, 4, d, 16, out);
+        const int64_t r = j->hdv - d; // 0 .. 63 dims left
+        if (r > 48) attn_pv_seq(j, sh, nh, vq, 4, d, (int)(r - 48), out);
+        else if (r > 32) attn_pv_seq(j, sh, nh, vq, 3, d, (int)(r - 32), out);
+        else if (r > 16) attn_pv_seq(j, sh, nh, vq, 2, d, (int)(r - 16), out);
+        else if (r > 0) attn_pv_seq(j, sh, nh, vq, 1, d, (int)r, out);
+        return;
     }
     // p.v, 32 output dims at a time, then 16 and the remainder
     int64_t d = 0;

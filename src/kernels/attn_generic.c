@@ -165,6 +165,17 @@ static void attn_window(const struct lm_attn_job *j, struct lm_attn_part *part) 
         for (int64_t c = 0; c < ew; c++) eh[c] = lm_f16_to_f32(lm_f32_to_f16(eh[c] * inv));
     }
 
+    if (part) { // a chunk's p.v: per output dim one fmaf chain over the held cells in order
+        for (int64_t i = 0; i < nh * hdv; i++) j->out[i] = 0.0f;
+        for (int32_t c = j->p0; c <= j->p; c++) {
+            if (!cell_valid(j, c)) continue;
+            cell_row(j, j->vb, j->vstride, c, hdv, row, j->v_q8);
+            for (int h = 0; h < nh; h++)
+                for (int64_t d = 0; d < hdv; d++)
+                    j->out[h * hdv + d] = fmaf(row[d], e[h * ew + (c - base)], j->out[h * hdv + d]);
+        }
+        return;
+    }
     // p.v: 64 slot accumulators per output dim (slot = cell % 64). A slot the window reaches
     // starts at -0.0 (the identity of addition: its first fmaf equals the product), the
     // others stay +0.0 (a zeroed accumulator that sees only masked cells).
