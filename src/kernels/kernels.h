@@ -168,9 +168,10 @@ size_t lm_attn_scratch_floats(int64_t hdk, int64_t hdv, int64_t n_cells);
 // or the batch): chunk k is [k C, k C + C) within [p0, p]. Each chunk runs the order above on
 // its cells, but its softmax stops short: m_k = its max score, e = lm_expf_ggml(s - m_k)
 // summed per 16 cells into a double s_k, and p = e itself (no 1 / sum, no f16 rounding), so
-// o_k (nh, hdv) = e . V unnormalised, each o_k[h][d] one fmaf chain from +0.0f over the chunk's
-// held cells in order (V read once, row by row). lm_attn_merge then makes out, chunks in order. Windows of
-// LM_ATTN_CHUNK cells or fewer keep the order above, unchunked. A job with part set computes
+// o_k (nh, hdv) = e . V unnormalised, each o_k[h][d] one fmaf chain from +0.0f over the
+// chunk's held cells in order (V read once, row by row). lm_attn_merge then makes out, chunks
+// in order. Windows of LM_ATTN_CHUNK cells or fewer keep the order above, unchunked (their
+// results do not move). A job with part set computes
 // chunk `chunk` of its window only: o_k into out, m_k and s_k into *part (a chunk with no held
 // cell: m_k = -inf, s_k = 0).
 #define LM_ATTN_CHUNK 512
