@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """lumen vs llama.cpp on models at real shapes (bench/make_shapes.py --shape): pp and tg at each
 thread count against llama-bench, lumen's tg roofline fraction and both engines' peak RSS;
-optionally decode at depth (llama-bench -d D -fa 1) and batched decode (llama-batched-bench).
+optionally decode at depth (llama-bench -d D, -fa 0 and -fa 1, the faster counts) and batched
+decode (llama-batched-bench).
 Writes bench/results/scale-<date>.md/.json.
 
 usage: .venv/bin/python bench/scale.py [MODEL.gguf ...] [-r 3] [--threads 1,2] [--pp 512]
@@ -40,8 +41,12 @@ objects), else the process's peak resident set (ru_maxrss = VmHWM) measured here
 is always measured (the larger of its pp and tg processes).
 
 --depth D1,D2: tg TG after D positions already in the KV cache: `lumen bench -p 0 -n TG -d D`
-against `llama-bench -p 0 -n TG -d D -fa 1` (flash attention on, as llama.cpp users run long
-contexts), alternating per round as above. Skipped with a note when lumen bench has no -d.
+against `llama-bench -p 0 -n TG -d D` with -fa 0 and with -fa 1 (two processes, their order
+alternating per round), per depth the faster of the two counting (llama.cpp's best setting: on
+CPUs -fa 0 is often the faster at depth), alternating with lumen per round as above. The table
+gives lumen's roofline fraction at each depth: (weights + KV bytes per token, lumen bench's
+bytes_per_token + kv_bytes_per_token) x tok/s over the round's read-bandwidth probe (needs
+--bw-mib > 0). Skipped with a note when lumen bench has no -d.
 --parallel N1,N2: bench/compare.py's batched decode (lumen bench --parallel vs
 llama-batched-bench, same prompt / gen lengths; the ratio is lumen's forward-pass t/s over
 llama.cpp's S_TG, aggregate over the N sequences), alternating per round.
@@ -129,19 +134,24 @@ def lumen_depth(binary, model, t, a, depths):
     p = compare.run_rss(cmd)
     if p.returncode != 0:
         die(f"{' '.join(cmd)} failed ({p.returncode}): {p.stderr.strip()[-400:]}")
-    out = {}
-    for x in json.loads(p.stdout)["tests"]:
+    out, kv = {}, {}
+    raw = json.loads(p.stdout)
+    for x in raw["tests"]:
         if x.get("kind") == "tg" and x.get("n_depth") in depths:
             out[x["n_depth"]] = a.tg / (x["samples_ns"][0] * 1e-9)
+            kv[x["n_depth"]] = x.get("kv_bytes_per_token")
     if set(out) != set(depths):
         die(f"lumen bench -d gave no tg result for depth(s) {sorted(set(depths) - set(out))}")
-    return out, cmd
+    # bytes one decode step reads at each depth: the weights and the KV cells it attends to
+    wb = raw.get("model", {}).get("bytes_per_token")
+    out_bytes = {d: (wb + kv[d] if wb and kv.get(d) is not None else None) for d in depths}
+    return out, out_bytes, cmd
 
 
-def llama_depth(exe, model, t, a, depths):
-    """llama-bench tg at each depth, flash attention on; the last of warmup+1 runs counts."""
+def llama_depth(exe, model, t, a, depths, fa="1"):
+    """llama-bench tg at each depth, flash attention fa; the last of warmup+1 runs counts."""
     cmd = [exe, "-m", str(model), "-t", str(t), "-r", str(a.warmup + 1), "-p", "0", "-n",
-           str(a.tg), "-d", ",".join(map(str, depths)), "-fa", "1", "-b", str(compare.N_BATCH),
+           str(a.tg), "-d", ",".join(map(str, depths)), "-fa", fa, "-b", str(compare.N_BATCH),
            "-ub", str(compare.N_BATCH), "-o", "jsonl"]
     p = compare.run_rss(cmd)
     if p.returncode != 0:
@@ -232,18 +242,37 @@ def bench_model(model, a, threads, lumen, llama, tools):
                 res = {}
                 for eng in (("lumen", "llama") if first_lumen else ("llama", "lumen")):
                     if eng == "lumen":
-                        res[eng], cmd = lumen_depth(lumen.bin, model, t, a, a.depth)
-                    else:
-                        res[eng], cmd = llama_depth(llama.exe, model, t, a, a.depth)
-                    row.setdefault("depth_cmds", {})[eng] = " ".join(cmd[1:]).replace(f"{ROOT}/", "")
+                        res[eng], res["bytes"], cmd = lumen_depth(lumen.bin, model, t, a, a.depth)
+                        row.setdefault("depth_cmds", {})[eng] = " ".join(cmd[1:]).replace(
+                            f"{ROOT}/", "")
+                        continue
+                    # llama.cpp's best: -fa 0 and -fa 1, their order alternating per round
+                    by_fa = {}
+                    for fa in (("0", "1") if rep % 2 == 0 else ("1", "0")):
+                        by_fa[fa], cmd = llama_depth(llama.exe, model, t, a, a.depth, fa)
+                        row.setdefault("depth_cmds", {})[f"llama -fa {fa}"] = " ".join(
+                            cmd[1:]).replace(f"{ROOT}/", "")
+                    res["llama"] = {d: max(by_fa["0"][d], by_fa["1"][d]) for d in a.depth}
+                    res["llama_fa"] = {d: ("0" if by_fa["0"][d] >= by_fa["1"][d] else "1")
+                                       for d in a.depth}
+                    res["by_fa"] = by_fa
+                # lumen's roofline fraction at depth: (weights + KV) bytes x tok/s over the probe
+                bws = [r["bw_gbps"] for r in raw[t]["lumen"] if r.get("bw_gbps")]
+                bw = statistics.median(bws) if bws else 0
+                res["roof"] = {d: (res["bytes"][d] * res["lumen"][d] / (bw * 1e9)
+                                   if bw and res["bytes"][d] else None) for d in a.depth}
                 d_raw[t].append(res)
                 print(f"scale.py: {name} depth rep {rep + 1} t={t}: " + ", ".join(
-                    f"d{d} {res['lumen'][d]:.2f} vs {res['llama'][d]:.2f}" for d in a.depth),
-                    file=sys.stderr, flush=True)
+                    f"d{d} {res['lumen'][d]:.2f} vs {res['llama'][d]:.2f} (-fa {res['llama_fa'][d]})"
+                    for d in a.depth), file=sys.stderr, flush=True)
         for t in threads:
             row["depth"][str(t)] = {str(d): {
                 "lumen": med([r["lumen"][d] for r in d_raw[t]]),
                 "llama": med([r["llama"][d] for r in d_raw[t]]),
+                "llama_fa": sorted({r["llama_fa"][d] for r in d_raw[t]}),
+                "bytes_per_token": d_raw[t][0]["bytes"][d],
+                "roof": (med([r["roof"][d] for r in d_raw[t]])
+                         if all(r["roof"][d] for r in d_raw[t]) else None),
                 "ratio": med([r["lumen"][d] / r["llama"][d] for r in d_raw[t]])} for d in a.depth}
 
     if a.parallel:
@@ -344,14 +373,21 @@ def write_md(res, path):
     if s.get("fa_best") or len({m["format"] for m in res["models"]}) > 1:
         o += summary_md(res)
     if any(m["depth"] for m in res["models"]):
-        o.append(f"## Decode at depth (tg{s['tg']} after D positions; llama.cpp with -fa 1)\n")
-        o.append("| shape | format | threads | depth | lumen tok/s | llama.cpp tok/s | ratio |")
-        o.append("| --- | --- | ---: | ---: | ---: | ---: | --- |")
+        o.append(f"## Decode at depth (tg{s['tg']} after D positions; llama.cpp's faster of "
+                 f"-fa 0 / -fa 1)\n")
+        o.append("lumen roof = (weights + KV bytes per token) x lumen's tok/s over its read-bandwidth "
+                 "probe; llama -fa = the setting that was faster (both if the rounds differ).\n")
+        o.append("| shape | format | threads | depth | MB per token | lumen tok/s | lumen roof "
+                 "| llama.cpp tok/s | llama -fa | ratio |")
+        o.append("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
         for m in res["models"]:
             for t, per in m["depth"].items():
                 for d, r in per.items():
-                    o.append(f"| {m['shape']} | {m['format']} | {t} | {d} | {q(r['lumen'], 2)} "
-                             f"| {q(r['llama'], 2)} | {qr(r['ratio'])} |")
+                    mb = f"{r['bytes_per_token'] / 1e6:.0f}" if r.get("bytes_per_token") else "-"
+                    roof = f"{r['roof']['median']:.0%}" if r.get("roof") else "-"
+                    o.append(f"| {m['shape']} | {m['format']} | {t} | {d} | {mb} "
+                             f"| {q(r['lumen'], 2)} | {roof} | {q(r['llama'], 2)} "
+                             f"| {','.join(r.get('llama_fa', []))} | {qr(r['ratio'])} |")
         o.append("")
     if any(m["parallel"] for m in res["models"]):
         o.append(f"## Batched decode (N sequences, prompt {s['parallel_prompt']}, "

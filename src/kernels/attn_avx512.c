@@ -76,6 +76,8 @@ struct attn_ctx {
     size_t krow, vrow;        // bytes from one cell's K / V row to the next
     size_t khead, vhead;      // bytes of this head's K / V in a row (what prefetches fetch)
     int32_t p0, p, base, end; // window [p0, p]; cells [base, end) 16-aligned around it
+    int32_t pf_p;             // K prefetches stop here: the job's p (a chunk's next cells too)
+    struct lm_attn_part *part; // a chunk's partial (kernels.h), else NULL
     int64_t hdk, hdv;
     const float *qf;          // (nh, hdk) queries (rounded to f16 for an f16 K)
     float *e;                 // (nh, e_stride) scores, then exp, then p; by cell - base
@@ -153,7 +155,7 @@ static inline __attribute__((always_inline)) void attn_scores16(const struct att
         const uint8_t *kr = attn_k(j, sh, c0 + l);
         // K rows are a head's slice of rows kstride apart (1 KB for 8 heads of 64), too
         // sparse for the hardware prefetchers over a long window: fetch ATTN_PF_K cells ahead
-        if (c0 + l + ATTN_PF_K <= j->p) attn_prefetch(attn_k(j, sh, c0 + l + ATTN_PF_K), j->khead, kq);
+        if (c0 + l + ATTN_PF_K <= j->pf_p) attn_prefetch(attn_k(j, sh, c0 + l + ATTN_PF_K), j->khead, kq);
         // p.v reads V rows by slot, 64 rows apart, which hardware prefetchers do not
         // follow; stream each row into L2 now, as K is read in order (decode, whose window
         // comes from memory; cold-cache, 512 cells, 2 heads: 42.6 -> 18.5 us per layer). A
@@ -319,6 +321,46 @@ static inline __attribute__((always_inline)) void attn_pv(const struct attn_ctx 
                                   attn_tree16(j->xbuf + 512 * h + 16 * v, 32));
 }
 
+// A chunk's p.v (kernels.h): per head and output dim one fma chain over the cells in order,
+// so V is read once, row after row (16 cells of a block at a time), for every head at once:
+// out[h][d, d + 16 (nvc - 1) + vn) of nh heads, nvc vectors (the last of vn dims).
+static inline __attribute__((always_inline)) void attn_pv_seq(const struct attn_ctx *j, const int sh, const int nh,
+                                                               const bool vq, const int nvc, int64_t d, int vn,
+                                                               float *out) {
+    __m512 acc[LM_ATTN_MAX_HEADS][4];
+#pragma GCC unroll 4
+    for (int h = 0; h < nh; h++)
+#pragma GCC unroll 4
+        for (int v = 0; v < nvc; v++) acc[h][v] = _mm512_setzero_ps();
+    for (int32_t c0 = j->base; c0 < j->end; c0 += 16) {
+        const __mmask16 valid = attn_valid16(j, c0);
+        if (!valid) continue; // (a released block has no held cell)
+        const uint8_t *r0 = attn_v(j, sh, c0) + attn_off(vq, d);
+        const float *e = j->e + (c0 - j->base);
+        for (int l = 0; l < 16; l++) {
+            if (!((valid >> l) & 1)) continue;
+            const uint8_t *vr = r0 + (size_t)l * j->vrow;
+            __m512 vv[4];
+#pragma GCC unroll 4
+            for (int v = 0; v < nvc; v++)
+                vv[v] = vq || vn == 16 || v < nvc - 1 ? attn_load16(vr, vq, 16 * v)
+                                                      : _mm512_cvtph_ps(attn_load_part(vr + 32 * v, vn));
+#pragma GCC unroll 4
+            for (int h = 0; h < nh; h++) {
+                const __m512 pb = _mm512_set1_ps(e[h * j->e_stride + l]);
+#pragma GCC unroll 4
+                for (int v = 0; v < nvc; v++) acc[h][v] = _mm512_fmadd_ps(vv[v], pb, acc[h][v]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int h = 0; h < nh; h++)
+#pragma GCC unroll 4
+        for (int v = 0; v < nvc; v++)
+            _mm512_mask_storeu_ps(out + h * j->hdv + d + 16 * v,
+                                  v < nvc - 1 || vn == 16 ? 0xffff : (__mmask16)((1u << vn) - 1), acc[h][v]);
+}
+
 // Attention of nh heads (a compile-time constant after inlining) -> out (nh, hdv).
 static inline __attribute__((always_inline)) void attn_heads(const struct attn_ctx *j, const int sh,
                                                               const int nh, const bool kq, const bool vq,
@@ -331,7 +373,7 @@ static inline __attribute__((always_inline)) void attn_heads(const struct attn_c
     for (int h = 0; h < nh; h++) {
         float *e = j->e + h * j->e_stride;
         float m = _mm512_reduce_max_ps(mx[h]);
-        if (j->sinks && j->sinks[h] > m) m = j->sinks[h]; // a sink joins the max (as the oracle)
+        if (!j->part && j->sinks && j->sinks[h] > m) m = j->sinks[h]; // a sink joins the max (as the oracle)
         const __m512 vmx = _mm512_set1_ps(m);
         double sum = 0.0;
         for (int32_t c = 0; c < j->end - j->base; c += 16) {
@@ -341,12 +383,27 @@ static inline __attribute__((always_inline)) void attn_heads(const struct attn_c
             _mm512_storeu_ps(e + c, ex);
             sum += (double)_mm512_reduce_add_ps(ex);
         }
+        if (j->part) { // a chunk: e stays as it is, the merge normalises (and takes the sink)
+            j->part->m[h] = _mm512_reduce_max_ps(mx[h]);
+            j->part->s[h] = sum;
+            continue;
+        }
         if (j->sinks) sum += (double)expf(j->sinks[h] - m);
         const __m512 inv = _mm512_set1_ps((float)(1.0 / sum));
         for (int32_t c = 0; c < j->end - j->base; c += 16)
             _mm512_storeu_ps(e + c, _mm512_cvtph_ps(_mm512_cvtps_ph(
                                         _mm512_mul_ps(_mm512_loadu_ps(e + c), inv),
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
+    }
+    if (j->part) { // a chunk: p.v in cell order, 64 output dims at a time, then the rest
+        int64_t d = 0;
+        for (; d + 64 <= j->hdv; d += 64) attn_pv_seq(j, sh, nh, vq, 4, d, 16, out);
+        const int64_t r = j->hdv - d; // 0 .. 63 dims left
+        if (r > 48) attn_pv_seq(j, sh, nh, vq, 4, d, (int)(r - 48), out);
+        else if (r > 32) attn_pv_seq(j, sh, nh, vq, 3, d, (int)(r - 32), out);
+        else if (r > 16) attn_pv_seq(j, sh, nh, vq, 2, d, (int)(r - 16), out);
+        else if (r > 0) attn_pv_seq(j, sh, nh, vq, 1, d, (int)r, out);
+        return;
     }
     // p.v, 32 output dims at a time, then 16 and the remainder
     int64_t d = 0;
@@ -388,8 +445,16 @@ ATTN_RUN(0, 1)
 ATTN_RUN(1, 1)
 #undef ATTN_RUN
 
-// The table's attn and attn_q8 both: the job's k_q8 / v_q8 pick the loops' copy.
+// The table's attn and attn_q8 both: the job's k_q8 / v_q8 pick the loops' copy. A long
+// window runs chunk by chunk (lm_attn_chunked, calling back here with part set); each chunk's
+// V rows then stream into L2 during its scores (ATTN_LONG), and K's prefetches run on into
+// the next chunk.
 void lm_attn_avx512(const struct lm_attn_job *job) {
+    int32_t k0;
+    if (!job->part && lm_attn_chunks(job, &k0) > 1) {
+        lm_attn_chunked(job, lm_attn_avx512);
+        return;
+    }
     const int nh = job->nh;
     const int64_t hdk = job->hdk, hdv = job->hdv;
     const bool kq = job->k_q8, vq = job->v_q8;
@@ -397,8 +462,14 @@ void lm_attn_avx512(const struct lm_attn_job *job) {
         .kb = job->kb, .vb = job->vb, .block_bytes = job->block_bytes, .blocks = job->blocks,
         .present = job->present, .krow = attn_off(kq, (int64_t)job->kstride),
         .vrow = attn_off(vq, (int64_t)job->vstride), .khead = attn_off(kq, hdk), .vhead = attn_off(vq, hdv),
-        .p0 = job->p0, .p = job->p, .hdk = hdk, .hdv = hdv, .sinks = job->sinks,
+        .p0 = job->p0, .p = job->p, .pf_p = job->p, .part = job->part, .hdk = hdk, .hdv = hdv,
+        .sinks = job->sinks,
     };
+    if (job->part) { // the chunk's cells of the window
+        const int32_t c0 = job->chunk * LM_ATTN_CHUNK;
+        j.p0 = job->p0 > c0 ? job->p0 : c0;
+        j.p = job->p < c0 + LM_ATTN_CHUNK - 1 ? job->p : c0 + LM_ATTN_CHUNK - 1;
+    }
     j.base = j.p0 & ~15; // 16-cell chunk alignment of the softmax sums
     j.end = (j.p + 16) & ~15;
     // scratch (lm_attn_scratch_floats): xbuf (LM_ATTN_MAX_HEADS, 512), qf (nh, hdk), e (nh, end - base)

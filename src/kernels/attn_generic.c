@@ -11,12 +11,71 @@
 
 static inline int64_t round16(int64_t n) { return (n + 15) & ~(int64_t)15; }
 
-size_t lm_attn_scratch_floats(int64_t hdk, int64_t hdv, int64_t n_cells) {
+// the scratch of one job over a window of at most LM_ATTN_CHUNK cells (or one chunk)
+static int64_t kern_floats(int64_t hdk, int64_t hdv, int64_t n_cells) {
     const int64_t hk = round16(hdk), hv = round16(hdv), row = hk > hv ? hk : hv;
     const int64_t e = LM_ATTN_MAX_HEADS * round16(n_cells + 16); // chunks of 16 around the window
     // attn_avx512.c: (heads, 512) horizontal-sum buffer; generic: a K/V row and (heads, 64 slots, hdv)
     const int64_t avx512 = LM_ATTN_MAX_HEADS * 512, generic = row + LM_ATTN_MAX_HEADS * 64 * hv;
-    return (size_t)(LM_ATTN_MAX_HEADS * hk + e + (avx512 > generic ? avx512 : generic));
+    return LM_ATTN_MAX_HEADS * hk + e + (avx512 > generic ? avx512 : generic);
+}
+
+// a long window's partials (lm_attn_chunked) after kern_floats(.., LM_ATTN_CHUNK + 16): the
+// chunks' struct lm_attn_part, then their o (nh, hdv) each
+static int64_t part_floats(int64_t n_chunks) {
+    return round16(n_chunks * (int64_t)(sizeof(struct lm_attn_part) / sizeof(float)));
+}
+
+size_t lm_attn_scratch_floats(int64_t hdk, int64_t hdv, int64_t n_cells) {
+    if (n_cells <= LM_ATTN_CHUNK) return (size_t)kern_floats(hdk, hdv, n_cells);
+    const int64_t nch = n_cells / LM_ATTN_CHUNK + 1;
+    return (size_t)(kern_floats(hdk, hdv, LM_ATTN_CHUNK + 16) + part_floats(nch) +
+                    nch * LM_ATTN_MAX_HEADS * round16(hdv));
+}
+
+int32_t lm_attn_chunks(const struct lm_attn_job *j, int32_t *first) {
+    *first = j->p0 / LM_ATTN_CHUNK;
+    if (j->p - j->p0 + 1 <= LM_ATTN_CHUNK) return 1;
+    return j->p / LM_ATTN_CHUNK - *first + 1;
+}
+
+void lm_attn_chunked(const struct lm_attn_job *j, lm_attn_fn fn) {
+    int32_t k0;
+    const int32_t n = lm_attn_chunks(j, &k0);
+    float *tail = j->scratch + kern_floats(j->hdk, j->hdv, LM_ATTN_CHUNK + 16);
+    struct lm_attn_part *part = (struct lm_attn_part *)tail;
+    float *o = tail + part_floats(n);
+    const size_t os = (size_t)j->nh * (size_t)j->hdv;
+    struct lm_attn_job c = *j;
+    for (int32_t k = 0; k < n; k++) {
+        c.part = part + k;
+        c.chunk = k0 + k;
+        c.out = o + (size_t)k * os;
+        fn(&c);
+    }
+    lm_attn_merge(j->nh, j->hdv, n, part, o, os, j->sinks, j->out);
+}
+
+void lm_attn_merge(int nh, int64_t hdv, int n, const struct lm_attn_part *part, const float *o,
+                   size_t o_stride, const float *sinks, float *out) {
+    for (int h = 0; h < nh; h++) {
+        float M = sinks ? sinks[h] : -INFINITY;
+        for (int k = 0; k < n; k++)
+            if (part[k].m[h] > M) M = part[k].m[h];
+        float *oh = out + (size_t)h * hdv;
+        for (int64_t d = 0; d < hdv; d++) oh[d] = 0.0f;
+        double S = 0.0;
+        for (int k = 0; k < n; k++) {
+            if (!(part[k].m[h] > -INFINITY)) continue; // no held cell (or NaN scores only)
+            const float w = lm_expf_ggml(part[k].m[h] - M);
+            const float *ok = o + (size_t)k * o_stride + (size_t)h * hdv;
+            S += part[k].s[h] * (double)w;
+            for (int64_t d = 0; d < hdv; d++) oh[d] = fmaf(ok[d], w, oh[d]);
+        }
+        if (sinks) S += (double)lm_expf_ggml(sinks[h] - M);
+        const float inv = (float)(1.0 / S);
+        for (int64_t d = 0; d < hdv; d++) oh[d] = oh[d] * inv;
+    }
 }
 
 // cell c is in [p0, p] and held
@@ -58,7 +117,8 @@ static float dot_ggml(const float *k, const float *q, int64_t n) {
     return s;
 }
 
-void lm_attn_generic(const struct lm_attn_job *j) {
+// one window (or one chunk's cells, with part: its partial, kernels.h)
+static void attn_window(const struct lm_attn_job *j, struct lm_attn_part *part) {
     const int nh = j->nh;
     const int64_t hdk = j->hdk, hdv = j->hdv;
     const int32_t base = j->p0 & ~15, end = (j->p + 16) & ~15; // 16-cell chunks of the softmax sums
@@ -91,17 +151,33 @@ void lm_attn_generic(const struct lm_attn_job *j) {
     // p = e * (float)(1 / sum) rounded to f16
     for (int h = 0; h < nh; h++) {
         float *eh = e + h * ew;
-        if (j->sinks && j->sinks[h] > mx[h]) mx[h] = j->sinks[h]; // a sink joins the max
+        if (!part && j->sinks && j->sinks[h] > mx[h]) mx[h] = j->sinks[h]; // a sink joins the max
         double sum = 0.0;
         for (int64_t c = 0; c < ew; c += 16) {
             for (int l = 0; l < 16; l++) eh[c + l] = eh[c + l] > -INFINITY ? lm_expf_ggml(eh[c + l] - mx[h]) : 0.0f;
             sum += (double)lm_tree16(eh + c);
+        }
+        if (part) { // a chunk: e stays as it is, the merge normalises (and takes the sink)
+            part->m[h] = mx[h];
+            part->s[h] = sum;
+            continue;
         }
         if (j->sinks) sum += (double)expf(j->sinks[h] - mx[h]); // ggml's soft_max: libm expf
         const float inv = (float)(1.0 / sum);
         for (int64_t c = 0; c < ew; c++) eh[c] = lm_f16_to_f32(lm_f32_to_f16(eh[c] * inv));
     }
 
+    if (part) { // a chunk's p.v: per output dim one fmaf chain over the held cells in order
+        for (int64_t i = 0; i < nh * hdv; i++) j->out[i] = 0.0f;
+        for (int32_t c = j->p0; c <= j->p; c++) {
+            if (!cell_valid(j, c)) continue;
+            cell_row(j, j->vb, j->vstride, c, hdv, row, j->v_q8);
+            for (int h = 0; h < nh; h++)
+                for (int64_t d = 0; d < hdv; d++)
+                    j->out[h * hdv + d] = fmaf(row[d], e[h * ew + (c - base)], j->out[h * hdv + d]);
+        }
+        return;
+    }
     // p.v: 64 slot accumulators per output dim (slot = cell % 64). A slot the window reaches
     // starts at -0.0 (the identity of addition: its first fmaf equals the product), the
     // others stay +0.0 (a zeroed accumulator that sees only masked cells).
@@ -131,4 +207,18 @@ void lm_attn_generic(const struct lm_attn_job *j) {
                        (a[(size_t)(l + 16) * hdv] + a[(size_t)(l + 48) * hdv]);
             j->out[h * hdv + d] = lm_tree16(x);
         }
+}
+
+void lm_attn_generic(const struct lm_attn_job *j) {
+    int32_t k0;
+    if (!j->part) {
+        if (lm_attn_chunks(j, &k0) > 1) lm_attn_chunked(j, lm_attn_generic);
+        else attn_window(j, NULL);
+        return;
+    }
+    struct lm_attn_job w = *j; // the chunk's cells of the window
+    const int32_t c0 = j->chunk * LM_ATTN_CHUNK;
+    w.p0 = j->p0 > c0 ? j->p0 : c0;
+    w.p = j->p < c0 + LM_ATTN_CHUNK - 1 ? j->p : c0 + LM_ATTN_CHUNK - 1;
+    attn_window(&w, j->part);
 }

@@ -141,6 +141,7 @@ typedef void (*lm_f32_to_f16_fn)(lm_f16 *y, const float *x, int64_t n);
 // query heads sharing a KV head done in one job: each K / V row is read and converted once
 // for all of them (sizes the scratch)
 #define LM_ATTN_MAX_HEADS 4
+struct lm_attn_part;
 struct lm_attn_job {
     const uint8_t *kb, *vb;   // block 0's K / V rows of this layer and KV head (pool base +
                               // layer offset + head columns); block b is b * block_bytes on
@@ -159,7 +160,12 @@ struct lm_attn_job {
     const float *sinks;  // (nh) per query head, or NULL
     // sinks (gpt-oss's learned attention sinks, ggml's soft_max with sinks): one logit per
     // head that takes part in the max, and whose expf(sink - max) (libm) is added to the
-    // double sum after the cells'; it has no V row, so it only scales the probabilities down
+    // double sum after the cells'; it has no V row, so it only scales the probabilities down.
+    // A chunked window (below) leaves the sink out of its chunks' partials: the merge takes
+    // it (in the max, and lm_expf_ggml(sink - M) in the sum)
+    // one chunk of a long window only (below): NULL computes the whole window into out
+    struct lm_attn_part *part;
+    int32_t chunk;            // with part: the chunk's index (cells [chunk C, chunk C + C))
 };
 // A q8_0 K or V (a Q8_0 KV cache, docs/kv_cache.md) goes to the table's attn_q8, which also
 // takes f16 rows. Strides stay in elements (a multiple of 32: cell row r starts
@@ -171,6 +177,37 @@ struct lm_attn_job {
 typedef void (*lm_attn_fn)(const struct lm_attn_job *j);
 // Floats of scratch one attention job needs (any table) for windows ending below n_cells.
 size_t lm_attn_scratch_floats(int64_t hdk, int64_t hdv, int64_t n_cells);
+// Long windows (flash-decoding). A window of more than LM_ATTN_CHUNK cells (p - p0 + 1 >
+// LM_ATTN_CHUNK) is cut at the multiples of LM_ATTN_CHUNK (positions: never the thread count
+// or the batch): chunk k is [k C, k C + C) within [p0, p]. Each chunk runs the order above on
+// its cells, but its softmax stops short: m_k = its max score, e = lm_expf_ggml(s - m_k)
+// summed per 16 cells into a double s_k, and p = e itself (no 1 / sum, no f16 rounding), so
+// o_k (nh, hdv) = e . V unnormalised, each o_k[h][d] one fmaf chain from +0.0f over the
+// chunk's held cells in order (V read once, row by row). lm_attn_merge then makes out, chunks
+// in order. Windows of LM_ATTN_CHUNK cells or fewer keep the order above, unchunked (their
+// results do not move). A job with part set computes
+// chunk `chunk` of its window only: o_k into out, m_k and s_k into *part (a chunk with no held
+// cell: m_k = -inf, s_k = 0).
+#define LM_ATTN_CHUNK 512
+struct lm_attn_part {
+    float m[LM_ATTN_MAX_HEADS];  // the chunk's max score per head (-inf: no held cell)
+    double s[LM_ATTN_MAX_HEADS]; // sum of its e
+};
+// The merge, the same scalar code under every table: per head, M = the largest m_k (and
+// sinks[h], when sinks); each chunk with m_k > -inf has w_k = lm_expf_ggml(m_k - M); in chunk
+// order, S += s_k * (double)w_k (from 0.0) and o[d] = fmaf(o_k[d], w_k, o[d]) (from 0.0f);
+// then S += (double)lm_expf_ggml(sinks[h] - M) when sinks (an attention sink: a logit with no
+// value, counted once for the window, never per chunk); out[d] = o[d] * (float)(1 / S).
+// part[k] and o + k * o_stride (nh, hdv) are chunk k's, for n chunks; sinks (nh) or NULL;
+// out (nh, hdv).
+void lm_attn_merge(int nh, int64_t hdv, int n, const struct lm_attn_part *part, const float *o,
+                   size_t o_stride, const float *sinks, float *out);
+// Chunks of j's window: [first, first + count) (count 1 for windows of LM_ATTN_CHUNK cells
+// or fewer: the job is not chunked).
+int32_t lm_attn_chunks(const struct lm_attn_job *j, int32_t *first);
+// A whole long window through fn's chunk jobs (scratch's tail holds the partials), then
+// lm_attn_merge into j->out: what every table's attn does with a long window and no part.
+void lm_attn_chunked(const struct lm_attn_job *j, lm_attn_fn fn);
 
 // ---- Top-k selection: the k largest logits of a row, for the sampler and for the LM head's
 // row pass, which selects while each chunk of logits it wrote is still in L1 (runtime/ops.c).

@@ -112,7 +112,7 @@ void lm_context_free(struct lm_context *c) {
     free(c->out_rows);
     free(c->x_alt); free(c->xn_priv);
     free(c->x); free(c->xn); free(c->q); free(c->k); free(c->v); free(c->att); free(c->o);
-    free(c->gate); free(c->up); free(c->attn_scratch); free(c->logits);
+    free(c->gate); free(c->up); free(c->attn_scratch); free(c->attn_part); free(c->attn_part_o); free(c->logits);
     free(c->moe_logits); free(c->moe_xg); free(c->moe_g); free(c->moe_u); free(c->moe_y);
     free(c->moe_route); free(c->moe_tokens);
     free(c->mla_q); free(c->mla_qa); free(c->mla_o); free(c->mla_tmp);
@@ -280,6 +280,13 @@ static enum lm_status context_init(struct lm_context **out, struct lm_model *m,
     // whole 64-byte lines per thread: each thread's scratch starts aligned
     c->attn_scratch_stride = (lm_attn_scratch_floats(hp->head_dim_k, hp->head_dim_v, p.n_ctx) + 15) & ~(size_t)15;
     c->attn_scratch = xalloc(c, (size_t)p.n_threads * c->attn_scratch_stride * sizeof(float), &ok);
+    if (p.n_threads > 1 && p.n_ctx > LM_ATTN_CHUNK) { // long windows' chunks shared by threads
+        const int64_t nhb = (hp->n_head / hp->n_head_kv + LM_ATTN_MAX_HEADS - 1) / LM_ATTN_MAX_HEADS;
+        c->attn_part_n = 4 * (int64_t)p.n_threads * nhb * (p.n_ctx / LM_ATTN_CHUNK + 1);
+        c->attn_part_ostride = (size_t)LM_ATTN_MAX_HEADS * (size_t)hp->head_dim_v;
+        c->attn_part = xalloc(c, (size_t)c->attn_part_n * sizeof(struct lm_attn_part), &ok);
+        c->attn_part_o = xalloc(c, (size_t)c->attn_part_n * c->attn_part_ostride * sizeof(float), &ok);
+    }
     c->logits = xalloc(c, (size_t)c->n_logits_max * (size_t)hp->n_vocab * sizeof(float), &ok);
     struct lm_matmul_ws_params mp = {.n_threads = p.n_threads, .n_rows = p.n_batch,
                                      .n_in = (int64_t)widest};

@@ -85,6 +85,12 @@ struct lm_context {
     // attn_scratch_stride floats (lm_attn_scratch_floats for windows up to n_ctx cells)
     float *attn_scratch;
     size_t attn_scratch_stride;
+    // chunks of long windows shared by threads (runtime/ops.c attn_split): attn_part_n
+    // partials and their o, attn_part_ostride floats each (NULL at 1 thread)
+    struct lm_attn_part *attn_part;
+    float *attn_part_o;
+    int64_t attn_part_n;
+    size_t attn_part_ostride;
     float *logits;  // (n_logits_max, n_vocab)
     // matmul activations (quantized, repacked), n_batch rows of the widest input, shared
     // and per thread (kernels/matmul.h)

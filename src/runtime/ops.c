@@ -176,6 +176,86 @@ void lm_op_kv_write(struct lm_context *c, int il, int ith, int nth) {
     }
 }
 
+// token i's window and KV head g's rows into j
+static void attn_item(const struct lm_context *c, int il, struct lm_attn_job *j, int64_t i, int64_t g) {
+    const struct lm_hparams *hp = &c->m->hp;
+    const struct lm_kv_cache *kv = c->kv;
+    const struct lm_kv_layout *lay = &kv->lay[c->kv_layout];
+    const struct lm_batch_entry *b = &c->batch[i];
+    // causal: up to its own position; non-causal: up to its sequence's last in the batch
+    // (lm_decode left seq_next one past it)
+    j->p = c->non_causal ? c->seq_next[b->seq - c->seq0] - 1 : b->pos;
+    j->p0 = 0;
+    if (c->m->layers[il].swa && hp->n_swa > 0 && j->p - hp->n_swa + 1 > 0) j->p0 = j->p - hp->n_swa + 1;
+    const struct lm_kv_seq *sq = &kv->seqs[b->seq];
+    j->blocks = sq->blocks;
+    j->present = sq->first_hole <= j->p ? sq->present : NULL;
+    j->kb = kv->base + lay->k_off[il] + (size_t)g * lm_kv_row_bytes(lay->type_k, hp->head_dim_k);
+    j->vb = lay->kv_dim_v == 0 ? j->kb
+                               : kv->base + lay->v_off[il] + (size_t)g * lm_kv_row_bytes(lay->type_v, hp->head_dim_v);
+}
+
+// Few (token, KV head) units (decode of 1-2 sequences) on 2+ threads: the threads share the
+// chunks of long windows (kernels.h, LM_ATTN_CHUNK). Items (token, KV head, block of up to
+// LM_ATTN_MAX_HEADS query heads, chunk) in that order, a contiguous range per thread; a
+// short window is one item computed whole, a long one's chunks write partials; after a
+// barrier the merges go round-robin. The chunks and the merge are the kernel's own, so the
+// bits are those of one thread computing the whole window. False: no long window, nothing done.
+static bool attn_split(struct lm_context *c, int il, struct lm_attn_job j, lm_attn_fn attn, int ith, int nth) {
+    const int64_t n_head = c->m->hp.n_head, n_kv = c->m->hp.n_head_kv, group = n_head / n_kv;
+    const int64_t hdk = j.hdk, hdv = j.hdv, nhb = (group + LM_ATTN_MAX_HEADS - 1) / LM_ATTN_MAX_HEADS;
+    const struct lm_weight *sw = &c->m->layers[il].attn_sinks;
+    const float *sinks = sw->data ? (const float *)sw->data : NULL;
+    int64_t total = 0, slots = 0;
+    for (int64_t i = 0; i < c->n_tokens; i++) {
+        attn_item(c, il, &j, i, 0);
+        int32_t k0;
+        const int32_t n = lm_attn_chunks(&j, &k0);
+        total += n * n_kv * nhb;
+        if (n > 1) slots += n * n_kv * nhb;
+    }
+    if (slots == 0 || slots > c->attn_part_n) return false;
+    const int64_t a = total * ith / nth, b = total * (ith + 1) / nth;
+    int64_t it = 0, slot = 0;
+    for (int pass = 0; pass < 2; pass++) { // 0: this thread's items; 1: its merges
+        it = slot = 0;
+        int64_t nlong = 0;
+        for (int64_t i = 0; i < c->n_tokens; i++)
+            for (int64_t g = 0; g < n_kv; g++) {
+                attn_item(c, il, &j, i, g);
+                int32_t k0;
+                const int32_t n = lm_attn_chunks(&j, &k0);
+                for (int64_t h0 = g * group; h0 < (g + 1) * group; h0 += LM_ATTN_MAX_HEADS, it += n) {
+                    j.nh = (g + 1) * group - h0 < LM_ATTN_MAX_HEADS ? (int)((g + 1) * group - h0) : LM_ATTN_MAX_HEADS;
+                    j.q = c->q + (i * n_head + h0) * hdk;
+                    j.sinks = sinks ? sinks + h0 : NULL; // gpt-oss
+                    float *out = c->att + (i * n_head + h0) * hdv, *po = c->attn_part_o + slot * c->attn_part_ostride;
+                    if (pass == 1) {
+                        if (n > 1 && nlong++ % nth == ith)
+                            lm_attn_merge(j.nh, hdv, n, c->attn_part + slot, po, c->attn_part_ostride, j.sinks, out);
+                    } else if (n == 1) {
+                        if (it >= a && it < b) {
+                            j.part = NULL;
+                            j.out = out;
+                            attn(&j);
+                        }
+                    } else {
+                        for (int32_t k = 0; k < n; k++) {
+                            if (it + k < a || it + k >= b) continue;
+                            j.part = c->attn_part + slot + k;
+                            j.chunk = k0 + k;
+                            j.out = po + (size_t)k * c->attn_part_ostride;
+                            attn(&j);
+                        }
+                    }
+                    if (n > 1) slot += n;
+                }
+            }
+        if (pass == 0) lm_pool_barrier(c->pool);
+    }
+    return true;
+}
+
 // att (n_tokens, n_head * hdv): one kernel job per (token, KV head, subset of its query
 // heads), each over the token's window of its sequence's cells (kernels.h, lm_attn_job).
 void lm_op_attention(struct lm_context *c, int il, int ith, int nth) {
@@ -199,6 +279,7 @@ void lm_op_attention(struct lm_context *c, int il, int ith, int nth) {
     // subsets only when there are too few (token, KV head) pairs to share evenly among
     // the threads (decode: one token, so 2 threads take 2 of Gemma 3's 4 heads each).
     const int64_t units = (int64_t)c->n_tokens * n_kv;
+    if (nth > 1 && units < 4 * nth && attn_split(c, il, j, attn, ith, nth)) return;
     int64_t nsub = 1;
     if (units < 4 * nth) {
         nsub = group;
@@ -213,17 +294,7 @@ void lm_op_attention(struct lm_context *c, int il, int ith, int nth) {
         const int64_t i = it / (n_kv * nsub), g = it / nsub % n_kv;
         const int64_t hb = g * group + it % nsub * hsub;
         const int64_t he = hb + hsub < (g + 1) * group ? hb + hsub : (g + 1) * group;
-        const struct lm_batch_entry *b = &c->batch[i];
-        // causal: up to its own position; non-causal: up to its sequence's last in the batch
-        // (lm_decode left seq_next one past it)
-        j.p = c->non_causal ? c->seq_next[b->seq - c->seq0] - 1 : b->pos;
-        j.p0 = 0;
-        if (L->swa && hp->n_swa > 0 && j.p - hp->n_swa + 1 > 0) j.p0 = j.p - hp->n_swa + 1;
-        const struct lm_kv_seq *sq = &kv->seqs[b->seq];
-        j.blocks = sq->blocks;
-        j.present = sq->first_hole <= j.p ? sq->present : NULL;
-        j.kb = kv->base + lay->k_off[il] + (size_t)g * lm_kv_row_bytes(lay->type_k, hdk);
-        j.vb = v_in_k ? j.kb : kv->base + lay->v_off[il] + (size_t)g * lm_kv_row_bytes(lay->type_v, hdv);
+        attn_item(c, il, &j, i, g);
         for (int64_t h0 = hb; h0 < he; h0 += LM_ATTN_MAX_HEADS) {
             j.nh = he - h0 < LM_ATTN_MAX_HEADS ? (int)(he - h0) : LM_ATTN_MAX_HEADS;
             j.q = c->q + (i * n_head + h0) * hdk;
