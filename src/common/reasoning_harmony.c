@@ -61,7 +61,8 @@ static void body(struct reason_split *s, struct sbuf *reason, struct sbuf *conte
 // A header begins here: plain text where it should be (not white space, not " to=", not the
 // role after <|start|>) is no harmony: a body of content without a header.
 static bool plain_start(const struct reason_split *s, const char *p, size_t n) {
-    if (s->h_role || n == 0 || p[0] == '<' || p[0] == ' ' || p[0] == '\n' || p[0] == '\r' || p[0] == '\t') return false;
+    if (s->h_role || n == 0 || p[0] == ' ' || p[0] == '\n' || p[0] == '\r' || p[0] == '\t') return false;
+    if (p[0] == '<') return n >= 2 && p[1] != '|'; // "<|": a marker; "<x": text
     return !(memcmp(p, "to=", n < 3 ? n : 3) == 0);
 }
 
@@ -83,6 +84,7 @@ static bool step(struct reason_split *s, struct sbuf *reason, struct sbuf *conte
         p = h->p ? h->p : "";
         if (h->n == 0) return false;
         if (!final && h->n < 3 && memcmp(p, "to=", h->n) == 0 && !s->h_role) return false; // "t": may be "to="
+        if (!final && h->n == 1 && p[0] == '<' && !s->h_role) return false;                  // "<": may be "<|"
         s->h_fresh = false;
         if (plain_start(s, p, h->n)) {
             s->h_state = H_BODY;

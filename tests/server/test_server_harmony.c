@@ -160,6 +160,7 @@ int main(void) {
     // not harmony at all: content as it is; white space before a header skipped
     check("Hello world, no markers.", W("", "Hello world, no markers."));
     check("to be or not", W("", "to be or not"));
+    check("<tohi assistant<|constrain|>x", W("", "<tohi assistant<|constrain|>x")); // "<" without "|": text
     check("\n<|channel|>final<|message|>x<|return|>ignored", W("", "x"));
     // a new header without <|end|> or <|start|> closes the message before it
     check("<|channel|>analysis<|message|>a<|channel|>final<|message|>b", W("a", "b"));
