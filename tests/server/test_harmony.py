@@ -147,6 +147,9 @@ def test_prior_reasoning_rendered(hserver):
     n0 = chat(c, messages=turns(None), tools=tools, max_tokens=1).usage.prompt_tokens
     n1 = chat(c, messages=turns("Need the weather."), tools=tools, max_tokens=1).usage.prompt_tokens
     assert n1 > n0  # <|start|>assistant<|channel|>analysis<|message|>...<|end|> before the call
+    # special-token text in the reasoning stays text (the prompt is tokenized piece by piece)
+    n2 = [chat(c, messages=turns(t), tools=tools, max_tokens=1).usage.prompt_tokens for t in ("a  b", "a <|end|> b")]
+    assert n2[1] >= n2[0] + 4  # "<|end|>" as text: several tokens, not the control token
     # after a final answer the template drops it: the same prompt with and without
     done = [*MSGS, {"role": "assistant", "content": "Sunny.", "reasoning_content": "Easy."},
             {"role": "user", "content": "Thanks"}]
