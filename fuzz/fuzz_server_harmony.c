@@ -2,11 +2,15 @@
 // server's parser (src/server/harmony.c via tools.c's LM_CHAT_TOOLS_HARMONY; the first byte picks
 // the size of the pieces, parallel calls and drop_calls), and the prompt side (chat_harmony.c,
 // json_tree.c) with the input as the "tools" array, a call's arguments and a reasoning text.
-// Reasoning, content and arguments only grow; nothing reads past its input.
+// Reasoning, content and arguments only grow; nothing reads past its input. The reasoning
+// splitter's harmony form (common/reasoning_harmony.c) on the same pieces gives the parser's
+// reasoning, and its markup content read by the parser the same content and calls.
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "harmony.h"
+#include "reasoning.h"
 #include "tools.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -32,6 +36,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int32_t k = 0; k < p.n_calls; k++)
         if (!p.calls[k].name_done || strlen(p.calls[k].id) != 29) __builtin_trap();
     tools_parser_free(&p);
+
+    for (int markup = 0; markup < 2; markup++) { // the splitter against the parser
+        struct reason_split sp;
+        struct sbuf r = {0}, c = {0};
+        reason_split_init(&sp, REASON_HARMONY, false);
+        sp.markup = markup;
+        for (size_t i = 0; i < len; i += step) reason_split_feed(&sp, text + i, i + step < len ? step : len - i, &r, &c);
+        reason_split_finish(&sp, &r, &c);
+        struct harmony_out whole = {0}, again = {0};
+        harmony_parse(text, len, true, &whole);
+        harmony_parse(markup ? (c.p ? c.p : "") : "", markup ? c.n : 0, true, &again);
+        const struct sbuf *content = markup ? &again.content : &c;
+        const bool same = !sp.oom && !whole.oom && r.n == whole.reasoning.n && content->n == whole.content.n &&
+                          (r.n == 0 || !memcmp(r.p, whole.reasoning.p, r.n)) &&
+                          (content->n == 0 || !memcmp(content->p, whole.content.p, content->n)) &&
+                          (!markup || (again.n_calls == whole.n_calls && again.reasoning.n == 0));
+        if (!same) __builtin_trap();
+        harmony_out_free(&whole);
+        harmony_out_free(&again);
+        reason_split_free(&sp);
+        sbuf_free(&r);
+        sbuf_free(&c);
+    }
 
     char *z = malloc(len + 1); // NUL-terminated: the prompt side's strings
     if (!z) return 0;

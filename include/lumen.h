@@ -686,6 +686,13 @@ struct lm_request_params {
     int32_t n_think_start, n_think_end;
     bool think_open;
     int32_t think_budget;  // -1: no budget (lm_request_params_default)
+    // The first n_think_close tokens of think_end end the span when the model writes them
+    // (0: all of them). harmony's span ends at <|end|><|start|>assistant (3) though the budget
+    // delivers <|end|><|start|>assistant<|channel|>final<|message|>: the grammar then sees the
+    // forced tokens past the first n_think_close as the answer's, as it sees them when the
+    // model writes them. A start marker whose first token the grammar did not allow is
+    // completed once begun (the mask allows only its next token).
+    int32_t n_think_close;
 };
 #define LM_DRAFT_MAX_DEFAULT 8
 #define LM_DRAFT_MAX_LIMIT 32

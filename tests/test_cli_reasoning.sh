@@ -47,5 +47,21 @@ done
 # lumen chat, piped: the stats of the reply count the reasoning apart
 chat=$(printf 'hi\n/stats\n' | "$BIN" chat -m "$M" -n 6 --temp 1 --seed 7 -t 1 2>/dev/null)
 [[ "$chat" == *"reply 6 tok (reasoning 6, answer 0)"* ]] && ok || bad "chat /stats: '$chat'"
+
+# gpt-oss's harmony format (tools/make_harmony_gguf.py: a bigram chain writes the analysis
+# "Hmm ok."; a budget forces the final channel, whose body is the chain again): the analysis is
+# reasoning (hidden piped), the final channel the answer; --reasoning-budget in run and chat
+H="$TMP/harmony.gguf"
+"$PY" "$ROOT/tools/make_harmony_gguf.py" "$H" || bad "harmony model"
+HRUN=("$BIN" run -m "$H" --chat -p hi -n 30 --temp 0 -t 1)
+[[ "$("${HRUN[@]}" --show-reasoning 2>/dev/null)" == "Hmm ok." ]] && ok || bad "harmony: the analysis shown"
+[[ -z "$("${HRUN[@]}" 2>/dev/null | tr -d '\n')" ]] && ok || bad "harmony piped: the analysis should be hidden"
+[[ "$("${HRUN[@]}" --reasoning-budget 1 2>/dev/null)" == "Hmm ok." ]] && ok || bad "harmony budget 1: the answer"
+[[ "$("${HRUN[@]}" --reasoning-budget 1 --show-reasoning 2>/dev/null)" == $'Hmm\n\nHmm ok.' ]] && ok ||
+  bad "harmony budget 1 shown"
+[[ "$("${HRUN[@]}" --reasoning-budget 0 --show-reasoning 2>/dev/null)" == "Hmm ok." ]] && ok || bad "harmony budget 0"
+"${HRUN[@]}" --reasoning-budget -2 >/dev/null 2>&1 && bad "--reasoning-budget -2 accepted" || ok
+chat=$(printf 'hi\n/stats\n' | "$BIN" chat -m "$H" -n 30 --temp 0 -t 1 --reasoning-budget 2 2>/dev/null)
+[[ "$chat" == *"Hmm ok."*"(reasoning 4, answer "* ]] && ok || bad "harmony chat: '$chat'"
 echo "$pass passed, $fail failed"
 [[ $fail -eq 0 ]]

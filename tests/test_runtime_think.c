@@ -110,13 +110,72 @@ static void test_multi_token(void) {
     // the mask gains the start marker's first token before the first draw only
     setup(&r, open2, 2, end3, 3, false, -1);
     uint32_t mask[1] = {0};
-    lm_think_mask(&r, mask);
+    lm_think_mask(&r, mask, 32);
     CHECK(mask[0] == 1u << 7);
     int32_t buf[4];
     lm_think_accept(&r, 3, buf, NULL);
     mask[0] = 0;
-    lm_think_mask(&r, mask);
+    lm_think_mask(&r, mask, 32);
     CHECK(mask[0] == 0);
+    lm_think_free(&r);
+}
+
+// harmony's form: the span ends at the end marker's first token (n_think_close 1) though the
+// budget delivers all of it; the forced tokens after the first are the answer's (the grammar's),
+// as they are when the model writes them.
+static void test_close_prefix(void) {
+    const int32_t open3[] = {7, 9, 11}, end4[] = {8, 12, 13, 14};
+    struct lm_req r;
+    int32_t out[16], gram[16], ng;
+    setup(&r, open3, 3, end4, 4, false, 2);
+    r.rp.n_think_close = 1;
+    r.think.n_close = 1;
+    const int32_t d1[] = {7, 9, 11, 1, 1, 1, 1, 1, 1, 2};
+    run(&r, d1, 10, out, gram, &ng);
+    const int32_t w1[] = {7, 9, 11, 1, 1, 8, 12, 13, 14, 2}, g1[] = {12, 13, 14, 2};
+    CHECK(same(out, w1, 10) && ng == 4 && same(gram, g1, 4));
+    lm_think_free(&r);
+    // the model ends the span itself (8) and goes on elsewhere (12 5: a tool call's header):
+    // nothing is forced, the grammar sees all after 8, the budget no longer counts
+    struct lm_request_params rp = lm_request_params_default();
+    rp.think_start = open3;
+    rp.n_think_start = 3;
+    rp.think_end = end4;
+    rp.n_think_end = 4;
+    rp.n_think_close = 1;
+    rp.think_budget = 3;
+    CHECK(lm_think_check(&rp, 1000) == LM_OK);
+    memset(&r, 0, sizeof r);
+    r.rp = rp;
+    CHECK(lm_think_init(&r, &rp) == LM_OK && r.think.n_close == 1);
+    const int32_t d2[] = {7, 9, 11, 1, 8, 12, 5, 5, 5};
+    run(&r, d2, 9, out, gram, &ng);
+    const int32_t g2[] = {12, 5, 5, 5};
+    CHECK(same(out, d2, 9) && ng == 4 && same(gram, g2, 4) && r.think.state == LM_THINK_OFF);
+    lm_think_free(&r);
+    rp.n_think_close = 5;
+    CHECK(lm_think_check(&rp, 1000) == LM_ERR_ARG && strstr(lm_error_msg(), "n_think_close 5"));
+    // a start marker the grammar did not allow (7 not in its mask): once begun, the mask holds
+    // only the marker's next token; one it allowed: the mask is off while it is half seen
+    setup(&r, open3, 3, end4, 4, false, -1);
+    r.gm = (struct lm_grammar_matcher *)&r; // only tested for being set
+    uint32_t mask[2] = {1u << 3, 0};
+    lm_think_mask(&r, mask, 64);
+    CHECK(mask[0] == ((1u << 3) | (1u << 7)) && !r.think.start_free);
+    int32_t buf[4];
+    lm_think_accept(&r, 7, buf, NULL);
+    CHECK(lm_req_grammar_on(&r));
+    mask[0] = 1u << 3;
+    mask[1] = 5;
+    lm_think_mask(&r, mask, 64);
+    CHECK(mask[0] == 1u << 9 && mask[1] == 0);
+    lm_think_free(&r);
+    setup(&r, open3, 3, end4, 4, false, -1);
+    r.gm = (struct lm_grammar_matcher *)&r;
+    mask[0] = 1u << 7;
+    lm_think_mask(&r, mask, 64);
+    lm_think_accept(&r, 7, buf, NULL);
+    CHECK(r.think.start_free && !lm_req_grammar_on(&r));
     lm_think_free(&r);
 }
 
@@ -142,6 +201,7 @@ static void test_check(void) {
 int main(void) {
     test_budget();
     test_multi_token();
+    test_close_prefix();
     test_check();
     return lm_test_finish();
 }

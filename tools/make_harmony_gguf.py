@@ -2,8 +2,15 @@
 # Writes a tiny random-weight model that speaks the harmony format as far as the server can tell:
 # tools/make_arch_gguf.py's mixtral_tiny shape (1 layer, 512 tokens) whose last seven tokens are
 # gpt-oss's control tokens (<|start|> <|end|> <|message|> <|channel|> <|constrain|> <|return|>
-# <|call|>) and whose tokenizer.chat_template is gpt-oss's official template. Its answers are
-# random; tests/server/test_harmony.py drives them with a GBNF grammar written byte by byte.
+# <|call|>) and whose tokenizer.chat_template is gpt-oss's official template; the four before them
+# are the header words (assistant analysis final commentary) as user-defined tokens, one token each
+# as in gpt-oss's o200k vocabulary (so the thinking markers are 3 and 6 tokens, as there).
+# Its answers are not random: the layer's outputs are zero (attention and experts), so the next
+# token depends on the last one only, and the LM head is set to write a bigram chain:
+#   assistant -> <|channel|> -> analysis -> <|message|> -> Hmm -> " ok" -> "." -> <|return|>
+# so after the generation prompt (<|start|>assistant) the model writes an analysis "Hmm ok." that
+# ends the answer; a thinking budget cuts it and forces the final channel, whose body is the same
+# chain ("Hmm ok." then <|return|>). tests/server/test_harmony.py reads every API off it.
 #
 # Usage: .venv/bin/python tools/make_harmony_gguf.py OUT.gguf
 import os
@@ -19,15 +26,39 @@ import make_arch_gguf  # noqa: E402
 TEMPLATE = os.path.join(ROOT, ".reference/src/llama_cpp_python-0.3.36/vendor/llama.cpp/models/templates",
                         "openai-gpt-oss-120b.jinja")
 HARMONY = ["<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>", "<|return|>", "<|call|>"]
+WORDS = ["assistant", "analysis", "final", "commentary"]
+CHAIN = ["Hmm", "\u2581ok", "."]  # the body's tokens (SentencePiece pieces: "\u2581" is a space)
 VOCAB = 512
+
+
+def bigram(t, pairs):
+    """Zeroes the layer's outputs (the residual stream is the last token's embedding) and sets the
+    LM head's row of each pair's second token to point along the first's normed embedding."""
+    t["blk.0.attn_output.weight"][:] = 0
+    t["blk.0.ffn_down_exps.weight"][:] = 0
+    emb = t["token_embd.weight"].astype(np.float64)
+    g = t["output_norm.weight"].astype(np.float64)
+    head = t["output.weight"]
+    h = {y: emb[y] / np.sqrt(np.mean(emb[y] ** 2) + 1e-5) * g for y, _ in pairs}
+    scale = 4 * max(float(np.max(np.abs(head.astype(np.float64) @ v))) for v in h.values())
+    for y, x in pairs:
+        head[x] = (scale * h[y] / np.dot(h[y], h[y])).astype(head.dtype)
+    for y, x in pairs:  # each pair's token wins by a wide margin
+        logits = head.astype(np.float64) @ h[y]
+        order = np.argsort(logits)[::-1]
+        assert order[0] == x and logits[order[0]] - logits[order[1]] > 1.0, (y, x, order[:2], logits[order[:2]])
 
 
 def main():
     out = sys.argv[1]
     tmp = out + ".base"
     first = VOCAB - len(HARMONY)
-    make_arch_gguf.write_model(tmp, "mixtral_tiny", 1, VOCAB, "f16",
-                               extra={"token_text": {first + k: t for k, t in enumerate(HARMONY)}}, quiet=True)
+    words = first - len(WORDS)
+    names = {first + k: t for k, t in enumerate(HARMONY)}
+    names.update({words + k: t for k, t in enumerate(WORDS)})
+    chain = words - len(CHAIN)
+    names.update({chain + k: t for k, t in enumerate(CHAIN)})
+    make_arch_gguf.write_model(tmp, "mixtral_tiny", 1, VOCAB, "f16", extra={"token_text": names}, quiet=True)
     r = gguf.GGUFReader(tmp)
     w = gguf.GGUFWriter(out, r.fields["general.architecture"].contents())
     for name, f in r.fields.items():
@@ -35,14 +66,20 @@ def main():
             continue
         val = f.contents()
         if name == "tokenizer.ggml.token_type":
-            val = [3 if i >= first else v for i, v in enumerate(val)]  # CONTROL, as gpt-oss's are
+            # CONTROL, as gpt-oss's are; the header words USER_DEFINED (always one token)
+            val = [3 if i >= first else 4 if i >= words else v for i, v in enumerate(val)]
         if f.types[0] == gguf.GGUFValueType.ARRAY:
             w.add_key_value(name, val, f.types[0], sub_type=f.types[-1])
         else:
             w.add_key_value(name, val, f.types[0])
     w.add_chat_template(open(TEMPLATE).read())
+    tensors = {t.name: np.array(t.data) for t in r.tensors}
+    ids = {**{t: first + k for k, t in enumerate(HARMONY)}, **{t: words + k for k, t in enumerate(WORDS)}}
+    seq = [ids["assistant"], ids["<|channel|>"], ids["analysis"], ids["<|message|>"], chain, chain + 1, chain + 2,
+           ids["<|return|>"]]
+    bigram(tensors, list(zip(seq[:-1], seq[1:])))
     for t in r.tensors:
-        w.add_tensor(t.name, np.array(t.data), raw_shape=t.data.shape, raw_dtype=t.tensor_type)
+        w.add_tensor(t.name, tensors[t.name], raw_shape=t.data.shape, raw_dtype=t.tensor_type)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

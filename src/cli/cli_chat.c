@@ -31,6 +31,8 @@ static const char *k_chat_help_head =
     "      --grammar FILE    every reply follows a GBNF grammar (docs/structured.md)\n"
     "      --json-schema FILE  every reply is JSON matching a JSON Schema\n"
     "      --show-reasoning  a thinking model's reasoning is shown when stdout is not a terminal\n"
+    "      --reasoning-budget N  a thinking model's reasoning ends after N tokens (the end marker\n"
+    "                        inserted; 0: none; default -1: no budget)\n"
     "                        too (on a terminal it is always shown, faint)\n";
 // (the sampling flags between them: cli_sampling_help, --seed last)
 static const char *k_chat_help_tail =
@@ -85,6 +87,7 @@ struct chat {
     int64_t n_predict;
     struct lm_sampler_params sp;
     bool kv_reuse, interactive, show_reasoning;
+    int32_t reasoning_budget; // --reasoning-budget (-1: none)
     struct lm_grammar *grammar; // --grammar / --json-schema: each reply follows it (or NULL)
     // conversation
     struct msg *msgs;
@@ -249,7 +252,8 @@ static int chat_turn(struct chat *ch, uint64_t t_enter) {
     g.capture = reply_put; // the answer: a thinking span is shown apart, never kept
     g.capture_user = &reply;
     cli_gen_reasoning(&g, ch->m, ch->tmpl, ch->show_reasoning);
-    const struct lm_request_params rp = chat_request(ch, n_ids);
+    struct lm_request_params rp = chat_request(ch, n_ids);
+    cli_gen_budget(&g, ch->reasoning_budget, &rp);
     uint64_t id = 0;
     const uint64_t t_sub = lm_time_ns();
     struct cli_progress prog;
@@ -450,12 +454,14 @@ struct chat_opts {
     int64_t n_predict, n_threads, n_ctx;
     int kv_type_k, kv_type_v;
     bool kv_reuse, show_reasoning;
+    int32_t reasoning_budget;
     struct lm_sampler_params sp;
 };
 
 static void chat_parse(int argc, char **argv, struct chat_opts *o) {
     const char *cmd = "chat";
-    *o = (struct chat_opts){.n_predict = 512, .kv_reuse = true, .sp = lm_sampler_params_default()};
+    *o = (struct chat_opts){.n_predict = 512, .kv_reuse = true, .reasoning_budget = -1,
+                            .sp = lm_sampler_params_default()};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -474,6 +480,8 @@ static void chat_parse(int argc, char **argv, struct chat_opts *o) {
             o->n_predict = cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 0, 1 << 24);
         else if (!strcmp(a, "--no-kv-reuse")) o->kv_reuse = false;
         else if (!strcmp(a, "--show-reasoning")) o->show_reasoning = true;
+        else if (!strcmp(a, "--reasoning-budget"))
+            o->reasoning_budget = (int32_t)cli_int(cmd, a, cli_value(cmd, argc, argv, &i), -1, 1 << 24);
         else if (cli_sampling_flag(cmd, argc, argv, &i, &o->sp)) {
             if (o->sp.seed > (uint64_t)(INT64_MAX / 2)) // room for the turn number
                 cli_usage_error(cmd, "%s: %llu is out of range [0, %lld]", a,
@@ -498,7 +506,7 @@ static int chat_open(struct chat *ch, const struct chat_opts *o) {
     const char *cmd = "chat";
     *ch = (struct chat){.path = o->model_path, .n_predict = o->n_predict, .sp = o->sp,
                         .kv_reuse = o->kv_reuse, .interactive = isatty(STDIN_FILENO),
-                        .show_reasoning = o->show_reasoning};
+                        .show_reasoning = o->show_reasoning, .reasoning_budget = o->reasoning_budget};
     enum lm_status st = lm_model_load(&ch->m, o->model_path, NULL);
     if (st != LM_OK) {
         fprintf(stderr, "lumen chat: %s\n", lm_error_msg());

@@ -62,6 +62,28 @@ static void put_text_from(struct cli_gen *g, const char *p, size_t n, bool tok) 
 
 static void put_text(struct cli_gen *g, size_t n) { put_text_from(g, g->piece, n, true); }
 
+// A marker's tokens (special tokens parsed) into out[16]: how many, 0 when more.
+static int32_t marker(const struct lm_tokenizer *t, const char *text, int32_t *out) {
+    int32_t *ids = NULL;
+    size_t n = 0;
+    if (lm_tokenize(t, text, strlen(text), false, true, &ids, &n) != LM_OK) return 0;
+    const int32_t k = n > 0 && n <= 16 ? (int32_t)n : 0;
+    if (k) memcpy(out, ids, (size_t)k * sizeof *out);
+    free(ids);
+    return k;
+}
+
+void cli_gen_budget(const struct cli_gen *g, int32_t budget, struct lm_request_params *rp) {
+    if (!g->reasoning || budget < 0 || g->n_think_end == 0) return;
+    rp->think_start = g->think_start;
+    rp->n_think_start = g->n_think_start;
+    rp->think_end = g->think_end;
+    rp->n_think_end = g->n_think_end;
+    rp->n_think_close = reason_close_tokens(g->kind);
+    rp->think_open = g->think_open;
+    rp->think_budget = budget;
+}
+
 void cli_gen_reasoning(struct cli_gen *g, const struct lm_model *m, enum lm_chat_template tmpl, bool show) {
     const struct lm_tokenizer *t = lm_model_tokenizer(m);
     int32_t *mk = NULL;
@@ -80,6 +102,11 @@ void cli_gen_reasoning(struct cli_gen *g, const struct lm_model *m, enum lm_chat
     free(text);
     reason_split_init(&g->split, kind, opens);
     g->reasoning = true;
+    g->kind = kind;
+    g->think_open = opens;
+    if (kind == REASON_HARMONY) lm_detok_init(&g->dt, true); // the channels' markers, for the splitter
+    g->n_think_start = marker(t, reason_start_marker(kind), g->think_start);
+    g->n_think_end = marker(t, reason_end_marker(kind), g->think_end);
     g->faint = isatty(STDOUT_FILENO) != 0;
     g->show_reasoning = show || g->faint;
 }

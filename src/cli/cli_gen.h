@@ -32,6 +32,10 @@ struct cli_gen {
     bool reasoning;                // the model thinks: the text goes through the splitter
     bool show_reasoning, faint;    // the span is shown (faint: ANSI faint, a terminal)
     int64_t n_reason;              // tokens of the span (its markers included)
+    // the span's markers as tokens (for a thinking budget: cli_gen_budget); n_think_end 0: none
+    int32_t think_start[16], think_end[16], n_think_start, n_think_end;
+    enum reason_kind kind;
+    bool think_open;               // the generation prompt opened the span (R1's)
     // private
     struct reason_split split;
     struct sbuf rbuf, cbuf;
@@ -58,5 +62,9 @@ void cli_gen_flush(struct cli_gen *g);
 // marks a <think> span), the reply's span is kept apart: shown faint on a terminal, hidden
 // elsewhere unless show; the answer alone is captured; n_reason counts the span's tokens.
 void cli_gen_reasoning(struct cli_gen *g, const struct lm_model *m, enum lm_chat_template tmpl, bool show);
+// --reasoning-budget N (>= 0; -1: none): the request's thinking span ends after N of its tokens
+// (the engine inserts the family's end marker: </think>, or harmony's
+// <|end|><|start|>assistant<|channel|>final<|message|>). Nothing when the model does not think.
+void cli_gen_budget(const struct cli_gen *g, int32_t budget, struct lm_request_params *rp);
 
 #endif

@@ -21,7 +21,9 @@ static const char *k_run_help_head =
     "                        a chat template gets a fallback format and one warning naming it)\n"
     "      --template NAME   with --chat: gemma, llama3, chatml, phi3 or granite instead of the model's\n"
     "      --show-reasoning  with --chat and a thinking model: its reasoning is shown when stdout is\n"
-    "                        not a terminal too (on a terminal it is always shown, faint)\n";
+    "                        not a terminal too (on a terminal it is always shown, faint)\n"
+    "      --reasoning-budget N  with --chat and a thinking model: its reasoning ends after N tokens\n"
+    "                        (the end marker inserted; 0: none; default -1: no budget)\n";
 // (the sampling flags between them: cli_sampling_help)
 static const char *k_run_help_tail =
     "  -t, --threads N       threads (default: physical cores)\n"
@@ -61,6 +63,7 @@ struct run_opts {
     const char *trace_path, *perfetto_path, *grammar_path, *schema_path;
     int64_t n_predict, n_threads, n_ctx, draft_max;
     bool chat, ignore_eos, profile, verbose, fused, lookup, draft_fixed, show_reasoning;
+    int32_t reasoning_budget; // --reasoning-budget (-1: none)
     int kv_type_k, kv_type_v; // -ctk / -ctv (enum lm_kv_type)
     struct lm_sampler_params sp;
 };
@@ -69,7 +72,7 @@ struct run_opts {
 
 static void run_parse(int argc, char **argv, struct run_opts *o) {
     const char *cmd = "run";
-    *o = (struct run_opts){.n_predict = 128, .fused = true, .sp = lm_sampler_params_default()};
+    *o = (struct run_opts){.n_predict = 128, .fused = true, .reasoning_budget = -1, .sp = lm_sampler_params_default()};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -85,6 +88,8 @@ static void run_parse(int argc, char **argv, struct run_opts *o) {
             o->n_predict = cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 0, 1 << 20);
         else if (!strcmp(a, "--chat")) o->chat = true;
         else if (!strcmp(a, "--show-reasoning")) o->show_reasoning = true;
+        else if (!strcmp(a, "--reasoning-budget"))
+            o->reasoning_budget = (int32_t)cli_int(cmd, a, cli_value(cmd, argc, argv, &i), -1, 1 << 24);
         else if (!strcmp(a, "--template")) o->tmpl_name = cli_value(cmd, argc, argv, &i);
         else if (!strcmp(a, "--verbose")) o->verbose = true;
         else if (!strcmp(a, "--ignore-eos")) o->ignore_eos = true;
@@ -289,7 +294,7 @@ static int run_generate(const struct run_opts *o, const struct run_job *j) {
     else if (o->verbose)
         fprintf(stderr, "lumen run: %s: prompt %zu tokens, context %lld, %d threads\n", o->model_path,
                 j->n_ids, (long long)j->n_ctx, lm_context_n_threads(c));
-    const struct lm_request_params rp = run_request(o, j);
+    struct lm_request_params rp = run_request(o, j);
     struct cli_gen g;
     uint64_t id = 0;
     int rc = 0;
@@ -297,6 +302,7 @@ static int run_generate(const struct run_opts *o, const struct run_job *j) {
     g.ignore_eos = o->ignore_eos;
     g.show_max = o->n_predict;
     if (ok && o->chat) cli_gen_reasoning(&g, j->m, (enum lm_chat_template)j->tmpl, o->show_reasoning);
+    if (ok && o->chat) cli_gen_budget(&g, o->reasoning_budget, &rp);
     const uint64_t t_submit = lm_time_ns();
     if (!ok || lm_engine_submit(e, j->ids, (int32_t)j->n_ids, &rp, cli_gen_on_event, &g, &id) != LM_OK) {
         fprintf(stderr, "lumen run: %s\n", ok ? lm_error_msg() : "out of memory");

@@ -18,6 +18,10 @@ void reason_split_init(struct reason_split *s, enum reason_kind kind, bool in_th
     s->kind = kind;
     s->state = kind == REASON_NONE ? RS_ANSWER : in_think ? RS_OPEN_FORCED : RS_OPEN;
     s->thought = kind != REASON_NONE && in_think;
+    if (kind == REASON_HARMONY) { // the answer begins at a message's header
+        s->state = RS_OPEN;
+        s->h_fresh = true;
+    }
 }
 
 void reason_split_free(struct reason_split *s) {
@@ -97,12 +101,20 @@ void reason_split_feed(struct reason_split *s, const char *text, size_t n, struc
         s->oom = true;
         return;
     }
+    if (s->kind == REASON_HARMONY) {
+        reason_harmony_feed(s, reason, content);
+        return;
+    }
     while (step(s, reason, content)) {
     }
 }
 
 void reason_split_finish(struct reason_split *s, struct sbuf *reason, struct sbuf *content) {
     struct sbuf *h = &s->hold;
+    if (s->kind == REASON_HARMONY) {
+        reason_harmony_finish(s, reason, content);
+        return;
+    }
     if (s->kind == REASON_NONE || h->n == 0) return;
     if (s->state == RS_OPEN) { // white space or a partial "<thi": the answer's text
         put(s, content, h->p, h->n);
@@ -119,6 +131,8 @@ void reason_split_finish(struct reason_split *s, struct sbuf *reason, struct sbu
 }
 
 enum reason_kind reason_kind_detect(const char *template_text, bool vocab_has_think) {
+    if (template_text && strstr(template_text, "<|channel|>") && strstr(template_text, "<|message|>"))
+        return REASON_HARMONY; // gpt-oss's
     if (template_text && strstr(template_text, k_open) && strstr(template_text, k_close)) return REASON_THINK_TAGS;
     if (template_text && *template_text) return REASON_NONE; // a template that never thinks
     return vocab_has_think ? REASON_THINK_TAGS : REASON_NONE;
@@ -130,4 +144,17 @@ bool reason_prompt_opens(enum reason_kind kind, const char *prompt, size_t n) {
     return n >= OPEN_LEN && memcmp(prompt + n - OPEN_LEN, k_open, OPEN_LEN) == 0;
 }
 
-const char *reason_end_marker(enum reason_kind kind) { return kind == REASON_THINK_TAGS ? k_close : NULL; }
+static const char k_h_open[] = "<|channel|>analysis<|message|>",
+                  k_h_close[] = "<|end|><|start|>assistant<|channel|>final<|message|>";
+
+const char *reason_end_marker(enum reason_kind kind) {
+    return kind == REASON_THINK_TAGS ? k_close : kind == REASON_HARMONY ? k_h_close : NULL;
+}
+
+const char *reason_start_marker(enum reason_kind kind) {
+    return kind == REASON_THINK_TAGS ? k_open : kind == REASON_HARMONY ? k_h_open : NULL;
+}
+
+// harmony: <|end|><|start|>assistant; the grammar then sees the next message from its header's
+// <|channel|> or " to=" on, as it does when the answer has no analysis
+int32_t reason_close_tokens(enum reason_kind kind) { return kind == REASON_HARMONY ? 3 : 0; }

@@ -42,6 +42,8 @@ struct lm_req_think {
     enum lm_think_state state;
     int32_t match, used, force;
     int32_t utf8_need; // continuation bytes the span's text still waits for (the budget waits too)
+    int32_t n_close;   // think_end's tokens that end the span when generated (rp.n_think_close)
+    bool start_free;   // the grammar allowed think_start[0] at the first token (else a begun marker is completed)
 };
 
 struct lm_req {
@@ -97,10 +99,12 @@ int32_t lm_think_forced(const struct lm_req *r);
 // The grammar's mask applies to r's next token (none inside the span, nor while a
 // multi-token start marker is half seen).
 static inline bool lm_req_grammar_on(const struct lm_req *r) {
-    return r->gm && (r->think.state == LM_THINK_OFF || (r->think.state == LM_THINK_PRE && r->think.match == 0));
+    return r->gm && (r->think.state == LM_THINK_OFF ||
+                     (r->think.state == LM_THINK_PRE && (r->think.match == 0 || !r->think.start_free)));
 }
-// With the grammar's mask of the next token: also think_start[0] (the span may open here).
-void lm_think_mask(const struct lm_req *r, uint32_t *mask);
+// With the grammar's mask of the next token: also think_start[0] (the span may open here);
+// a start marker begun where the grammar did not allow it: only its next token.
+void lm_think_mask(struct lm_req *r, uint32_t *mask, int32_t n_vocab);
 // tok was delivered: the span's state moves on. Returns how many tokens the grammar must
 // accept now (into toks[], at most n_start + 1): the answer's (tok, after a half-seen start
 // marker's tokens), or 0 inside the span. With tok's tokenizer t (may be NULL: not checked),

@@ -15,6 +15,9 @@ enum lm_status lm_think_check(const struct lm_request_params *rp, int32_t n_voca
         rp->n_think_start > LM_THINK_MARKER_MAX || !rp->think_end || (rp->n_think_start && !rp->think_start))
         return lm_error_set(LM_ERR_ARG, "engine: thinking markers of %d and %d tokens (1..%d each, with their "
                             "arrays)", rp->n_think_start, rp->n_think_end, LM_THINK_MARKER_MAX);
+    if (rp->n_think_close < 0 || rp->n_think_close > rp->n_think_end)
+        return lm_error_set(LM_ERR_ARG, "engine: n_think_close %d is outside [0, n_think_end %d]", rp->n_think_close,
+                            rp->n_think_end);
     for (int32_t i = 0; i < rp->n_think_start + rp->n_think_end; i++) {
         const int32_t t = i < rp->n_think_start ? rp->think_start[i] : rp->think_end[i - rp->n_think_start];
         if (t < 0 || t >= n_vocab)
@@ -39,6 +42,7 @@ enum lm_status lm_think_init(struct lm_req *r, const struct lm_request_params *r
     if (!t->start || !t->end) return lm_error_set(LM_ERR_NOMEM, "engine: out of memory");
     t->n_start = rp->n_think_start;
     t->n_end = rp->n_think_end;
+    t->n_close = rp->n_think_close > 0 ? rp->n_think_close : rp->n_think_end;
     t->state = rp->think_open ? LM_THINK_IN : t->n_start > 0 ? LM_THINK_PRE : LM_THINK_OFF;
     if (t->state == LM_THINK_IN && rp->think_budget == 0) t->state = LM_THINK_FORCE;
     return LM_OK;
@@ -54,9 +58,15 @@ int32_t lm_think_forced(const struct lm_req *r) {
     return r->think.state == LM_THINK_FORCE ? r->think.end[r->think.force] : -1;
 }
 
-void lm_think_mask(const struct lm_req *r, uint32_t *mask) {
-    if (r->think.state != LM_THINK_PRE) return;
-    const int32_t t = r->think.start[0];
+void lm_think_mask(struct lm_req *r, uint32_t *mask, int32_t n_vocab) {
+    struct lm_req_think *th = &r->think;
+    if (th->state != LM_THINK_PRE) return;
+    if (th->match > 0) { // a marker the grammar did not allow was begun: it is completed
+        memset(mask, 0, (size_t)((n_vocab + 31) / 32) * sizeof *mask);
+    } else {
+        th->start_free = (mask[th->start[0] >> 5] >> (th->start[0] & 31)) & 1u;
+    }
+    const int32_t t = th->start[th->match];
     mask[t >> 5] |= 1u << (t & 31);
 }
 
@@ -81,7 +91,7 @@ static void inside(struct lm_req *r, int32_t tok, const struct lm_tokenizer *tk)
     if (tk) t->utf8_need = utf8_need(tk, tok, t->utf8_need);
     if (tok == t->end[t->match]) t->match++;
     else t->match = tok == t->end[0] ? 1 : 0;
-    if (t->match == t->n_end) {
+    if (t->match == t->n_close) {
         t->state = LM_THINK_OFF;
         return;
     }
@@ -112,10 +122,13 @@ int32_t lm_think_accept(struct lm_req *r, int32_t tok, int32_t *toks, const stru
             return k + 1;
         }
     case LM_THINK_IN: inside(r, tok, tk); return 0;
-    case LM_THINK_FORCE:
+    case LM_THINK_FORCE: {
         t->used++;
+        const bool answer = t->force >= t->n_close; // past the tokens that close the span: the answer's
         if (++t->force == t->n_end) t->state = LM_THINK_OFF;
-        return 0;
+        toks[0] = tok;
+        return answer ? 1 : 0;
+    }
     }
     return 0;
 }

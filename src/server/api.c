@@ -422,6 +422,7 @@ void api_request_free(struct api_request *r) {
         }
         free(r->msgs[i].calls);
         free(r->msgs[i].tool_call_id);
+        free(r->msgs[i].reasoning);
     }
     free(r->msgs);
     for (int32_t i = 0; i < r->n_tools; i++) {

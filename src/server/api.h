@@ -95,6 +95,8 @@ struct api_message {
     struct api_tool_call *calls; // assistant: tool_calls
     size_t n_calls;
     char *tool_call_id;          // tool: the call answered (NULL: not given)
+    char *reasoning;             // assistant: its reasoning (chat's reasoning_content, Messages' thinking
+                                 // blocks, Responses' reasoning items; NULL: none)
 };
 
 // A function the model may call ("tools"[i].function).
@@ -131,7 +133,8 @@ struct api_request {
     enum api_tool_choice tool_choice; // default auto (none without tools)
     int32_t tool_named;      // API_TOOLS_NAMED: index in tools
     bool parallel_tool_calls; // default true
-    char reasoning_effort[8]; // chat: "low" | "medium" | "high", "" when not given (harmony's system message)
+    char reasoning_effort[8]; // chat's reasoning_effort, Responses' reasoning.effort: "none" | "minimal" |
+                              // "low" | "medium" | "high" ("xhigh": Responses), "" when not given
     // structured output (both routes)
     enum api_format format;
     char *schema;            // API_FORMAT_JSON_SCHEMA: the schema's JSON text

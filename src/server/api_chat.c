@@ -155,6 +155,12 @@ bool api_parse_messages(json_t *o, struct api_request *r, struct api_error *e) {
         }
         if (!parse_content(content, i, &r->msgs[i].content, e)) return false;
         if (!parse_msg_tools(msg, i, !strcmp(rs, "assistant"), !strcmp(rs, "tool"), &r->msgs[i], e)) return false;
+        json_t *rc = json_object_get(msg, "reasoning_content"); // an earlier answer's (llama-server's name)
+        if (rc && !json_is_null(rc) && !strcmp(rs, "assistant")) {
+            snprintf(param, sizeof param, "messages[%zu].reasoning_content", i);
+            if (!json_is_string(rc)) return api_wrong_type(e, param, "a string", rc);
+            if (!(r->msgs[i].reasoning = api_dup_n(json_string_value(rc), json_string_length(rc)))) return api_oom(e);
+        }
     }
     return true;
 }
@@ -215,12 +221,13 @@ bool api_parse_tools(json_t *o, struct api_request *r, struct api_error *e) {
 // tool_choice: "none" | "auto" | "required" | {"type": "function", "function": {"name"}};
 // parallel_tool_calls: bool (default true).
 bool api_parse_tool_choice(json_t *o, struct api_request *r, struct api_error *e) {
-    json_t *eff = api_field(o, "reasoning_effort"); // gpt-oss's "Reasoning: ..." (harmony); null: not given
+    json_t *eff = api_field(o, "reasoning_effort"); // gpt-oss's "Reasoning: ..."; none/minimal: no thinking
     if (eff && !json_is_null(eff)) {
         const char *v = json_is_string(eff) ? json_string_value(eff) : NULL;
-        if (!v || (strcmp(v, "low") && strcmp(v, "medium") && strcmp(v, "high")))
+        if (!v || (strcmp(v, "none") && strcmp(v, "minimal") && strcmp(v, "low") && strcmp(v, "medium") &&
+                   strcmp(v, "high")))
             return api_bad_request(e, "invalid_value", "reasoning_effort",
-                                   "'reasoning_effort' must be 'low', 'medium' or 'high'");
+                                   "'reasoning_effort' must be 'none', 'minimal', 'low', 'medium' or 'high'");
         snprintf(r->reasoning_effort, sizeof r->reasoning_effort, "%s", v);
     }
     r->parallel_tool_calls = true;

@@ -166,9 +166,28 @@ static bool add_tool_result(json_t *blk, const char *param, struct api_request *
     return text_content(api_field(blk, "content"), cp, &m->content, e);
 }
 
+// A thinking block's text ({"type": "thinking", "thinking", "signature"?}) joined to the message's
+// reasoning.
+static bool add_thinking(json_t *blk, const char *bp, struct api_message *am, struct api_error *e) {
+    json_t *t = api_field(blk, "thinking");
+    char param[128];
+    snprintf(param, sizeof param, "%s.thinking", bp);
+    if (!json_is_string(t)) return api_wrong_type(e, param, "a string", t);
+    struct sbuf b = {0};
+    if (am->reasoning) sbuf_puts(&b, am->reasoning);
+    sbuf_append(&b, json_string_value(t), json_string_length(t));
+    if (b.oom) {
+        sbuf_free(&b);
+        return api_oom(e);
+    }
+    free(am->reasoning);
+    am->reasoning = b.p ? b.p : api_dup_n("", 0);
+    return am->reasoning != NULL || api_oom(e);
+}
+
 // One message's blocks: user text and tool_result blocks (each result its own "tool"
 // message, the text after them as one user message); assistant text and tool_use blocks
-// (thinking blocks dropped, as the families' templates drop earlier spans).
+// (thinking blocks: the message's reasoning, joined; the template keeps or drops it).
 static bool parse_blocks(json_t *c, size_t i, bool assistant, struct api_request *r, struct api_error *e) {
     struct api_message *am = NULL;
     if (assistant) {
@@ -186,7 +205,8 @@ static bool parse_blocks(json_t *c, size_t i, bool assistant, struct api_request
         if (!type) ok = false;
         else if (!strcmp(type, "text")) ok = add_text(blk, bp, &text, &any, e);
         else if (assistant && !strcmp(type, "tool_use")) ok = add_tool_use(blk, bp, am, e);
-        else if (assistant && (!strcmp(type, "thinking") || !strcmp(type, "redacted_thinking"))) continue;
+        else if (assistant && !strcmp(type, "thinking")) ok = add_thinking(blk, bp, am, e);
+        else if (assistant && !strcmp(type, "redacted_thinking")) continue; // nothing lumen can read
         else if (!assistant && !strcmp(type, "tool_result")) ok = results = add_tool_result(blk, bp, r, e);
         else ok = bad_block(e, bp, type, assistant ? "'text', 'tool_use', 'thinking' or 'redacted_thinking' in "
                             "an assistant message" : "'text' or 'tool_result' in a user message");

@@ -134,6 +134,28 @@ static const char *item_type(json_t *it) {
     return is_str(t) ? json_string_value(t) : NULL;
 }
 
+
+// A reasoning item ({"type": "reasoning", "content": [{"type": "reasoning_text", "text"}], "summary":
+// [{"text"}]}): its text (content's, else the summary's) becomes the reasoning of the assistant
+// message or call right after it, when there is one (the template keeps or drops it).
+static bool attach_reasoning(struct api_request *r, json_t *it, struct api_error *e) {
+    struct api_message *last = r->n_msgs ? &r->msgs[r->n_msgs - 1] : NULL;
+    if (!last || strcmp(last->role, "assistant") != 0 || last->reasoning) return true;
+    struct sbuf b = {0};
+    json_t *parts = json_object_get(it, "content");
+    if (!json_is_array(parts) || json_array_size(parts) == 0) parts = json_object_get(it, "summary");
+    for (size_t j = 0; json_is_array(parts) && j < json_array_size(parts); j++) {
+        json_t *tx = json_object_get(json_array_get(parts, j), "text");
+        if (json_is_string(tx)) sbuf_append(&b, json_string_value(tx), json_string_length(tx));
+    }
+    if (b.oom) {
+        sbuf_free(&b);
+        return api_oom(e);
+    }
+    last->reasoning = b.p; // NULL: no text
+    return true;
+}
+
 // "instructions" (a system message first) and "input" (a string: one user message; or items).
 static bool parse_input(json_t *o, struct api_request *r, struct api_error *e) {
     json_t *ins = api_field(o, "instructions"), *in = api_field(o, "input");
@@ -158,6 +180,7 @@ static bool parse_input(json_t *o, struct api_request *r, struct api_error *e) {
     }
     char param[48];
     const char *prev = NULL; // the previous item's type
+    json_t *pending = NULL;  // a reasoning item not attached yet
     for (size_t i = 0; i < k; i++) {
         json_t *it = json_array_get(in, i);
         snprintf(param, sizeof param, "input[%zu]", i);
@@ -181,7 +204,8 @@ static bool parse_input(json_t *o, struct api_request *r, struct api_error *e) {
         } else if (!strcmp(t, "function_call_output")) {
             ok = item_output(it, param, r, e);
         } else if (!strcmp(t, "reasoning")) {
-            ok = true; // earlier reasoning: dropped, as the families' templates drop earlier spans
+            ok = true; // earlier reasoning: the next assistant message's or call's (attach_reasoning)
+            pending = it;
         } else if (!strcmp(t, "item_reference")) {
             ok = api_bad_request(e, "unsupported", param, "'%s' is an item_reference; lumen's /v1/responses stores "
                                  "nothing: send the item itself", param);
@@ -190,6 +214,8 @@ static bool parse_input(json_t *o, struct api_request *r, struct api_error *e) {
                                  "'function_call', 'function_call_output' or 'reasoning'", param, t);
         }
         if (!ok) return false;
+        if (pending && pending != it && !attach_reasoning(r, pending, e)) return false;
+        if (pending != it) pending = NULL;
         prev = t;
     }
     return true;
@@ -297,9 +323,10 @@ static bool parse_text(json_t *o, struct api_request *r, struct api_error *e) {
     return true;
 }
 
-// "reasoning": {"effort"?, "summary"?}: accepted; the effort changes nothing yet, and a thinking
-// model's reasoning item has no summary (docs/server.md, "Reasoning").
-static bool parse_reasoning(json_t *o, struct api_error *e) {
+// "reasoning": {"effort"?, "summary"?}: the effort as chat's reasoning_effort (harmony's
+// "Reasoning: ..."; none / minimal: no thinking); a thinking model's reasoning item has no
+// summary (docs/server.md, "Reasoning").
+static bool parse_reasoning(json_t *o, struct api_request *r, struct api_error *e) {
     json_t *rs = api_field(o, "reasoning");
     if (!rs) return true;
     if (!json_is_object(rs)) return api_wrong_type(e, "reasoning", "an object", rs);
@@ -311,6 +338,7 @@ static bool parse_reasoning(json_t *o, struct api_error *e) {
     if (!known)
         return api_bad_request(e, "invalid_value", "reasoning.effort", "'reasoning.effort' must be 'none', 'minimal', "
                                "'low', 'medium', 'high' or 'xhigh'");
+    if (ef && json_is_string(ef)) snprintf(r->reasoning_effort, sizeof r->reasoning_effort, "%s", json_string_value(ef));
     json_t *su = api_field(rs, "summary");
     if (su && !json_is_string(su)) return api_wrong_type(e, "reasoning.summary", "a string", su);
     return true;
@@ -386,7 +414,7 @@ bool api_parse_responses_body(const char *body, size_t len, const struct api_lim
         r->tools_json = NULL;
         r->tools_len = 0;
     }
-    if (ok) ok = parse_reasoning(o, e) && parse_rest(o, r, e);
+    if (ok) ok = parse_reasoning(o, r, e) && parse_rest(o, r, e);
     if (ok) ok = api_parse_reasoning(o, r, e); // lumen's (chat's): reasoning_format, thinking_budget_tokens
     json_decref(o);
     if (!ok) api_request_free(r);

@@ -137,15 +137,6 @@ static void stream_emit_tools(struct run *r, json_t *lp) {
     struct tools_parser *tp = &r->tp;
     tools_parser_feed(tp, r->text.p, r->text.n, r->over && !r->failed);
     sbuf_consume(&r->text, r->text.n);
-    if (tp->reasoning.n > tp->reasoning_sent) { // harmony's analysis: delta.reasoning_content
-        json_t *d = json_object();
-        if (!r->sent_first) json_object_set_new(d, "role", json_string("assistant"));
-        json_object_set_new(d, "reasoning_content",
-                            json_text(tp->reasoning.p + tp->reasoning_sent, tp->reasoning.n - tp->reasoning_sent));
-        tp->reasoning_sent = tp->reasoning.n;
-        sse(r, reply_chunk_delta(&r->rp, d, NULL, NULL));
-        r->sent_first = true;
-    }
     if (tp->content.n > tp->content_sent || (!r->sent_first && (tp->n_calls || lp))) {
         json_t *d = json_object();
         if (!r->sent_first) json_object_set_new(d, "role", json_string("assistant"));
@@ -285,7 +276,6 @@ static json_t *full_tools(struct run *r) {
     json_t *msg = json_object();
     json_object_set_new(msg, "role", json_string("assistant"));
     json_object_set_new(msg, "content", tp->content_null ? json_null() : json_text(tp->content.p, tp->content.n));
-    if (tp->reasoning.n) json_object_set_new(msg, "reasoning_content", json_text(tp->reasoning.p, tp->reasoning.n));
     if (tp->n_calls > 0) {
         json_t *a = json_array();
         for (int32_t k = 0; k < tp->n_calls; k++) {
@@ -355,20 +345,16 @@ enum MHD_Result srv_handle_generate(struct conn *c, struct MHD_Connection *mc, e
     rp.lookup = q->lookup_given ? q->lookup : s->o->lookup;
     rp.draft_max = q->draft_max ? q->draft_max : s->o->draft_max;
     rp.use_draft = q->draft_model_given ? q->draft_model : s->dm != NULL;
+    r->tools = kind == API_CHAT && q->tool_choice != API_TOOLS_NONE && q->n_tools > 0;
     srv_reason_begin(s, r, &rp);
     if (!run_grammar(s, r, &rp, &e)) {
         if (responses) api_responses_param(&e);
         return srv_send_error(c, mc, &e);
     }
-    r->tools = kind == API_CHAT && q->tool_choice != API_TOOLS_NONE && q->n_tools > 0;
-    // gpt-oss: every chat answer is read for its channels (analysis, final, calls), its markers
-    // written into the text (harmony.c); calls the request did not ask for are dropped
-    const bool harmony = kind == API_CHAT && dialect == API_DIALECT_OPENAI && s->tmpl == LM_CHAT_TEMPLATE_HARMONY;
-    if (harmony) {
-        tools_parser_init(&r->tp, LM_CHAT_TOOLS_HARMONY, q->parallel_tool_calls, srv_next_random(s));
-        r->tp.drop_calls = !r->tools;
-        r->tools = true;
-    } else if (r->tools) {
+    // gpt-oss: the answer's control tokens are written as their text for the reasoning splitter
+    // (harmony's channels) and, with tools, the tool-call reader (harmony.c), in every dialect
+    const bool harmony = kind == API_CHAT && s->tmpl == LM_CHAT_TEMPLATE_HARMONY;
+    if (r->tools) {
         tools_parser_init(&r->tp, lm_chat_tool_format(s->tmpl), q->parallel_tool_calls, srv_next_random(s));
     }
     if (r->tools && q->tool_choice == API_TOOLS_AUTO)

@@ -8,6 +8,7 @@
 //                                 " to=assistant" names no recipient.
 // Text that is not harmony at all (no header before the first body byte) is content.
 #include "harmony.h"
+#include "reasoning.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -34,26 +35,15 @@ static void put(struct harmony_out *o, struct sbuf *b, const char *p, size_t n) 
     if (n && !sbuf_append(b, p, n)) o->oom = true;
 }
 
-// A message's header: where its body goes; for a call, its name.
+// A message's header: where its body goes (the splitter's reading, common/reasoning_harmony.c);
+// for a call, its name.
 static enum dest header_dest(const char *h, size_t n, const char **name, size_t *name_n) {
-    const char *end = h + n, *to = NULL, *ch = NULL;
-    for (const char *p = h; p + 3 <= end; p++)
-        if (memcmp(p, "to=", 3) == 0 && (p == h || p[-1] == ' ')) to = p + 3;
-    for (const char *p = h; p + 11 <= end; p++)
-        if (memcmp(p, "<|channel|>", 11) == 0) ch = p + 11;
-    size_t rn = 0, cn = 0;
-    while (to && to + rn < end && to[rn] != ' ' && to[rn] != '<') rn++;
-    while (ch && ch + cn < end && ch[cn] != ' ' && ch[cn] != '<') cn++;
-    if (to && !(rn == 9 && memcmp(to, "assistant", 9) == 0)) {
-        if (rn > 10 && memcmp(to, "functions.", 10) == 0) {
-            *name = to + 10;
-            *name_n = rn - 10;
-            return D_CALL;
-        }
-        return D_DROP;
+    switch (reason_harmony_dest(h, n, name, name_n)) {
+    case REASON_DEST_REASON: return D_REASON;
+    case REASON_DEST_CALL: return D_CALL;
+    case REASON_DEST_DROP: return D_DROP;
+    default: return D_CONTENT;
     }
-    if (ch && cn == 8 && memcmp(ch, "analysis", 8) == 0) return D_REASON;
-    return D_CONTENT;
 }
 
 static struct harmony_call *call_new(struct harmony_out *o, const char *name, size_t n) {

@@ -65,8 +65,47 @@ static bool think_suffix(struct server *s, const struct api_request *q, char **t
     return true;
 }
 
-static bool apply(struct server *s, const struct api_request *q, char *const *contents, char **text,
-                  size_t *len, bool *opens, struct api_error *e) {
+// Qwen3's template keeps an assistant's reasoning after the last user message (a tool loop):
+// "<think>\n" + reasoning + "\n</think>\n\n" + content; NULL when the message keeps none.
+static char *kept_reasoning(const struct server *s, const struct api_request *q, size_t i, const char *reason,
+                            const char *content) {
+    if (!reason || strcmp(q->msgs[i].role, "assistant") != 0) return NULL;
+    size_t rl = strlen(reason), cl = strlen(content);
+    while (rl > 0 && reason[rl - 1] == '\n') rl--; // the template strips the reasoning's newlines
+    while (*reason == '\n' && rl > 0) reason++, rl--;
+    while (*content == '\n') content++, cl--;
+    char *w = malloc(rl + cl + 32);
+    if (w) snprintf(w, rl + cl + 32, "<think>\n%.*s\n</think>\n\n%s", (int)rl, reason, content);
+    return w;
+}
+
+static bool apply_template(struct server *s, const struct api_request *q, char *const *contents,
+                           char *const *reasons, char **text, size_t *len, bool *opens, struct api_error *e);
+
+// The chat template on the messages with these contents and reasonings (marks, or empty ones).
+static bool apply(struct server *s, const struct api_request *q, char *const *contents, char *const *reasons,
+                  char **text, size_t *len, bool *opens, struct api_error *e) {
+    if (s->think_keep) { // the user messages after i decide whether i keeps its reasoning
+        char **wrapped = calloc(q->n_msgs, sizeof *wrapped), **c2 = calloc(q->n_msgs, sizeof *c2);
+        bool ok = wrapped && c2;
+        for (size_t i = 0; ok && i < q->n_msgs; i++) {
+            bool later_user = false;
+            for (size_t j = i + 1; j < q->n_msgs; j++) later_user |= !strcmp(q->msgs[j].role, "user");
+            wrapped[i] = later_user ? NULL : kept_reasoning(s, q, i, reasons[i], contents[i]);
+            ok = !(reasons[i] && !later_user && !strcmp(q->msgs[i].role, "assistant") && !wrapped[i]);
+            c2[i] = wrapped[i] ? wrapped[i] : contents[i];
+        }
+        ok = ok ? apply_template(s, q, c2, reasons, text, len, opens, e) : NOMEM(e);
+        for (size_t i = 0; wrapped && i < q->n_msgs; i++) free(wrapped[i]);
+        free(wrapped);
+        free(c2);
+        return ok;
+    }
+    return apply_template(s, q, contents, reasons, text, len, opens, e);
+}
+
+static bool apply_template(struct server *s, const struct api_request *q, char *const *contents,
+                           char *const *reasons, char **text, size_t *len, bool *opens, struct api_error *e) {
     struct lm_chat_msg *msgs = calloc(q->n_msgs, sizeof *msgs);
     struct lm_chat_msg_tools *parts = calloc(q->n_msgs, sizeof *parts);
     size_t n_calls = 0;
@@ -86,7 +125,8 @@ static bool apply(struct server *s, const struct api_request *q, char *const *co
             calls[c] = (struct lm_chat_tool_call){q->msgs[i].calls[j].id, q->msgs[i].calls[j].name,
                                                   q->msgs[i].calls[j].arguments};
     }
-    const struct lm_chat_harmony_opts ho = {.reasoning_effort = q->reasoning_effort[0] ? q->reasoning_effort : NULL};
+    const struct lm_chat_harmony_opts ho = {.reasoning_effort = srv_reason_effort(q),
+                                            .reasoning = (const char *const *)reasons};
     const enum lm_status st =
         s->tmpl == LM_CHAT_TEMPLATE_HARMONY
             ? lm_chat_apply_harmony(&ho, msgs, parts, q->n_msgs, q->tools_json, q->tools_len, true, text, len)
@@ -132,25 +172,29 @@ static bool append(int32_t **v, size_t *n, size_t *cap, const int32_t *src, size
 // as plain text. Only for messages that hold special-token text.
 static bool tokenize_marked(struct server *s, const struct api_request *q, int32_t **out, size_t *n_out,
                             struct api_error *e) {
-    char **marks = calloc(q->n_msgs, sizeof *marks);
+    char **marks = calloc(2 * q->n_msgs, sizeof *marks); // contents, then reasonings (n_msgs + i)
     if (!marks) return NOMEM(e);
     char tag[32];
     bool clash = true;
     for (int tries = 0; clash && tries < 8; tries++) { // a nonce no content holds
         snprintf(tag, sizeof tag, "\x1dLMC%016llx:", (unsigned long long)srv_next_random(s));
         clash = false;
-        for (size_t i = 0; i < q->n_msgs && !clash; i++) clash = strstr(q->msgs[i].content, tag) != NULL;
+        for (size_t i = 0; i < q->n_msgs && !clash; i++)
+            clash = strstr(q->msgs[i].content, tag) || (q->msgs[i].reasoning && strstr(q->msgs[i].reasoning, tag));
     }
     bool ok = !clash;
     if (!ok) api_fail(e, 500, "server_error", "prompt_failed", NULL, "no marker free of the messages' text");
-    for (size_t i = 0; ok && i < q->n_msgs; i++) {
+    for (size_t i = 0; ok && i < 2 * q->n_msgs; i++) {
+        const char *t = i < q->n_msgs ? q->msgs[i].content : q->msgs[i - q->n_msgs].reasoning;
+        if (!t) continue; // no reasoning: NULL
         marks[i] = malloc(strlen(tag) + 24);
         if (!marks[i]) ok = NOMEM(e);
+        else if (!*t) marks[i][0] = 0; // empty stays empty (templates test for it)
         else snprintf(marks[i], strlen(tag) + 24, "%s%zu\x1d", tag, i);
     }
     char *text = NULL;
     size_t len = 0;
-    if (ok) ok = apply(s, q, marks, &text, &len, NULL, e);
+    if (ok) ok = apply(s, q, marks, marks + q->n_msgs, &text, &len, NULL, e);
     int32_t *v = NULL;
     size_t n = 0, cap = 0;
     const int32_t bos = lm_tokenizer_bos(s->tok), eos = lm_tokenizer_eos(s->tok);
@@ -169,11 +213,11 @@ static bool tokenize_marked(struct server *s, const struct api_request *q, int32
         if (!ok || !m) break;
         char *endp = NULL;
         const unsigned long long i = strtoull(m + tl, &endp, 10);
-        if (i >= q->n_msgs || *endp != '\x1d') {
+        if (i >= 2 * q->n_msgs || *endp != '\x1d' || (i >= q->n_msgs && !q->msgs[i - q->n_msgs].reasoning)) {
             ok = api_fail(e, 500, "server_error", "prompt_failed", NULL, "the chat template moved a marker");
             break;
         }
-        const char *c = q->msgs[i].content;
+        const char *c = i < q->n_msgs ? q->msgs[i].content : q->msgs[i - q->n_msgs].reasoning;
         size_t cl = strlen(c);
         if (s->tmpl_trims) {
             while (cl > 0 && is_space(*c)) c++, cl--;
@@ -187,7 +231,7 @@ static bool tokenize_marked(struct server *s, const struct api_request *q, int32
         at = (size_t)(endp + 1 - text);
     }
     if (ok && lm_tokenizer_add_eos(s->tok) && !append(&v, &n, &cap, &eos, 1)) ok = NOMEM(e);
-    for (size_t i = 0; i < q->n_msgs; i++) free(marks[i]);
+    for (size_t i = 0; i < 2 * q->n_msgs; i++) free(marks[i]);
     free(marks);
     free(text);
     if (!ok) {
@@ -228,28 +272,35 @@ static bool tool_text_plain(struct server *s, const struct api_request *q, struc
 // differ from the template's own, and the prompt is tokenized piece by piece instead.
 static bool chat_tokens(struct server *s, const struct api_request *q, int32_t **ids, size_t *n, bool *opens,
                         struct api_error *e) {
-    char **contents = malloc(q->n_msgs * sizeof *contents);
+    char **contents = malloc(2 * q->n_msgs * sizeof *contents); // contents, then reasonings
     if (!contents) return NOMEM(e);
-    for (size_t i = 0; i < q->n_msgs; i++) contents[i] = q->msgs[i].content;
+    for (size_t i = 0; i < q->n_msgs; i++) {
+        contents[i] = q->msgs[i].content;
+        contents[q->n_msgs + i] = q->msgs[i].reasoning;
+    }
     char *text = NULL;
     size_t len = 0;
-    bool ok = apply(s, q, contents, &text, &len, opens, e);
+    bool ok = apply(s, q, contents, contents + q->n_msgs, &text, &len, opens, e);
     free(contents);
     if (ok) ok = tokenize(s, text, len, true, true, ids, n, e);
     free(text);
     text = NULL; // the second apply may fail before it sets text
     if (!ok || s->o->parse_special_in_messages) return ok;
     // the template alone (empty contents): the control tokens it puts there itself
-    char **empty = malloc(q->n_msgs * sizeof *empty);
+    char **empty = malloc(2 * q->n_msgs * sizeof *empty);
     if (!empty) {
         free(*ids);
         *ids = NULL;
         return NOMEM(e);
     }
-    for (size_t i = 0; i < q->n_msgs; i++) empty[i] = "";
+    for (size_t i = 0; i < q->n_msgs; i++) {
+        empty[i] = "";
+        const char *rs = q->msgs[i].reasoning; // plain text where there is some (templates test for it)
+        empty[q->n_msgs + i] = rs && *rs ? "r" : (char *)rs;
+    }
     int32_t *ref = NULL;
     size_t m = 0;
-    ok = apply(s, q, empty, &text, &len, NULL, e);
+    ok = apply(s, q, empty, empty + q->n_msgs, &text, &len, NULL, e);
     free(empty);
     if (ok) ok = tokenize(s, text, len, true, true, &ref, &m, e);
     free(text);

@@ -18,6 +18,15 @@ static int32_t marker_tokens(const struct lm_tokenizer *t, const char *text, int
 }
 
 void srv_reason_detect(struct server *s, const char *template_text) {
+    if (s->tmpl == LM_CHAT_TEMPLATE_HARMONY) { // gpt-oss: the analysis channel is the span
+        s->reason_kind = REASON_HARMONY;
+        s->think_switch = s->think_prefill = false;
+        // a budget needs the markers as tokens (real vocabularies: 3 and 6); without, no budget
+        s->n_think_start = marker_tokens(s->tok, reason_start_marker(REASON_HARMONY), s->think_start, 16);
+        s->n_think_end = marker_tokens(s->tok, reason_end_marker(REASON_HARMONY), s->think_end, 16);
+        if (!s->n_think_start || !s->n_think_end) s->n_think_start = s->n_think_end = 0;
+        return;
+    }
     s->n_think_start = marker_tokens(s->tok, "<think>", s->think_start, 16);
     s->n_think_end = marker_tokens(s->tok, "</think>", s->think_end, 16);
     const bool vocab = s->n_think_start == 1 && s->n_think_end == 1; // one token each: a thinking vocabulary
@@ -30,16 +39,26 @@ void srv_reason_detect(struct server *s, const char *template_text) {
     // QwQ's template opens the span after ChatML's generation prompt (the server appends it)
     s->think_prefill = s->reason_kind != REASON_NONE && s->tmpl == LM_CHAT_TEMPLATE_CHATML && template_text &&
                        strstr(template_text, "<|im_start|>assistant\\n<think>\\n") != NULL;
+    // Qwen3's template (not QwQ's, not R1's) renders reasoning_content after the last user query
+    s->think_keep = s->reason_kind == REASON_THINK_TAGS && s->tmpl == LM_CHAT_TEMPLATE_CHATML && s->think_switch &&
+                    !s->think_prefill;
     if (s->reason_kind == REASON_NONE || s->n_think_end == 0) {
+        s->think_keep = false;
         s->reason_kind = REASON_NONE;
         s->n_think_start = s->n_think_end = 0;
     }
+}
+
+// reasoning_effort "none" / "minimal" (chat's, Responses' reasoning.effort): no thinking.
+static bool effort_off(const struct api_request *q) {
+    return !strcmp(q->reasoning_effort, "none") || !strcmp(q->reasoning_effort, "minimal");
 }
 
 int32_t srv_think_budget(const struct server *s, const struct api_request *q) {
     if (q->think_budget_given) return q->think_budget;
     // Anthropic's thinking is off unless asked for ({"type": "enabled", "budget_tokens"})
     if (q->dialect == API_DIALECT_ANTHROPIC) return q->thinking ? q->thinking_budget : 0;
+    if (effort_off(q)) return 0;
     return s->o->reasoning_budget_given ? s->o->reasoning_budget : -1;
 }
 
@@ -48,12 +67,21 @@ bool srv_think_off(const struct server *s, const struct api_request *q) {
     return q->enable_thinking < 0 || srv_think_budget(s, q) == 0;
 }
 
+const char *srv_reason_effort(const struct api_request *q) {
+    if (q->dialect == API_DIALECT_ANTHROPIC && !q->reasoning_effort[0]) // from thinking.budget_tokens
+        return !q->thinking || q->thinking_budget < 4096 ? "low" : q->thinking_budget < 16384 ? "medium" : "high";
+    if (!q->reasoning_effort[0]) return NULL; // the template's own ("medium")
+    if (effort_off(q)) return "low";
+    return strcmp(q->reasoning_effort, "xhigh") ? q->reasoning_effort : "high";
+}
+
 void srv_reason_begin(struct server *s, struct run *r, struct lm_request_params *rp) {
     const struct api_request *q = &r->req;
     const bool chat = q->kind == API_CHAT && s->reason_kind != REASON_NONE;
     // the engine: the span's markers, for the budget and for a grammar that waits for the answer
     // (also when thinking is switched off: a span the model opens anyway ends at the budget)
-    if (chat) {
+    if (chat && s->n_think_end > 0) {
+        rp->n_think_close = reason_close_tokens(s->reason_kind);
         rp->think_start = s->think_start;
         rp->n_think_start = s->n_think_start;
         rp->think_end = s->think_end;
@@ -64,6 +92,7 @@ void srv_reason_begin(struct server *s, struct run *r, struct lm_request_params 
     // apart unless inline was asked for (Messages: thinking blocks, Responses: a reasoning item)
     const bool inline_ = q->reasoning_format == 2 || (q->reasoning_format == 0 && s->o->reasoning_inline);
     reason_split_init(&r->split, chat && !inline_ ? s->reason_kind : REASON_NONE, r->think_open);
+    r->split.markup = r->tools; // harmony: the tool-call reader parses the other messages
 }
 
 void srv_reason_feed(struct run *r, struct sbuf *raw, bool tok_done) {

@@ -74,6 +74,7 @@ struct server {
     enum reason_kind reason_kind;
     bool think_switch;
     bool think_prefill;        // the template's generation prompt opens the span (QwQ's, after ChatML's)
+    bool think_keep;           // the template keeps an assistant's reasoning after the last user message (Qwen3's)
     int32_t think_start[16], think_end[16];
     int32_t n_think_start, n_think_end;
     char model_id[256];
@@ -239,6 +240,10 @@ int32_t srv_think_budget(const struct server *s, const struct api_request *q);
 // The request's splitter (reasoning apart unless inline was asked for, or the dialect has no
 // place for it yet) and its engine fields (markers, budget).
 void srv_reason_begin(struct server *s, struct run *r, struct lm_request_params *rp);
+// The effort a harmony prompt states ("Reasoning: low|medium|high"; NULL: the template's): the
+// request's reasoning_effort ("none" / "minimal": low, "xhigh": high), or Anthropic's from its
+// thinking budget (none: low, < 4096: low, < 16384: medium, else high).
+const char *srv_reason_effort(const struct api_request *q);
 // Released text of the answer: the splitter's reasoning into r->reasoning, content into
 // r->text; tok_done: one token's text (counted as reasoning while the span is open).
 void srv_reason_feed(struct run *r, struct sbuf *raw, bool tok_done);

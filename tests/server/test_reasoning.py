@@ -146,3 +146,22 @@ def test_bad_fields(rserver):
                         ({"chat_template_kwargs": []}, "chat_template_kwargs")):
         st, _, r = rserver.post("/v1/chat/completions", {"messages": MSGS, "max_tokens": 1, **body})
         assert st == 400 and r["error"]["param"] == param, (body, r)
+
+
+def test_prior_reasoning_in_a_tool_loop(rserver):
+    # Qwen3's template keeps reasoning_content after the last user message (a tool loop:
+    # "<think>\n...\n</think>\n\n" before the call) and drops it before
+    c = client(rserver)
+    tools = [{"type": "function", "function": {"name": "check", "parameters": {"type": "object"}}}]
+    call = {"id": "call_1", "type": "function", "function": {"name": "check", "arguments": "{}"}}
+
+    def loop(reasoning, later_user=False):
+        a = {"role": "assistant", "content": "", "tool_calls": [call]}
+        if reasoning:
+            a["reasoning_content"] = reasoning
+        m = [MSGS[0], a, {"role": "tool", "tool_call_id": "call_1", "content": "ok"}]
+        return m + [{"role": "user", "content": "And 3 + 3?"}] if later_user else m
+
+    n = lambda m: chat(c, messages=m, tools=tools, max_tokens=1).usage.prompt_tokens
+    assert n(loop("sum it")) > n(loop(None))
+    assert n(loop("sum it", True)) == n(loop(None, True))

@@ -1,13 +1,16 @@
 // gpt-oss's harmony answers read back (src/server/harmony.c): analysis -> reasoning, final and
 // preambles -> content, functions.NAME -> calls, built-in recipients dropped, plain text as
 // content, truncated messages as far as they went; each answer whole and fed in pieces of every
-// size 1..7 (what a stream sees: the outputs only grow, and end equal to the whole answer).
+// size 1..7 (what a stream sees: the outputs only grow, and end equal to the whole answer). The
+// reasoning splitter's harmony form (common/reasoning_harmony.c) agrees on every answer: plain,
+// and with markup (its content read by the parser gives the same content and calls).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "harmony.h"
 #include "lm_test.h"
+#include "reasoning.h"
 #include "tools.h"
 
 struct want {
@@ -25,7 +28,39 @@ static bool prefix_of(const struct sbuf *a, const struct sbuf *b) { // a is a pr
     return a->n <= b->n && (a->n == 0 || memcmp(a->p, b->p, a->n) == 0);
 }
 
+// The splitter on text whole (step 0) and in pieces of 1..7: the same reasoning; its plain content
+// is the answer's content, its markup content parsed again gives the content and the calls.
+static void check_split(const char *text, const struct want *w) {
+    const size_t n = strlen(text);
+    for (int markup = 0; markup < 2; markup++)
+        for (size_t step = 0; step <= 7; step++) {
+            struct reason_split sp;
+            struct sbuf r = {0}, c = {0};
+            reason_split_init(&sp, REASON_HARMONY, false);
+            sp.markup = markup;
+            const size_t k = step ? step : n ? n : 1;
+            for (size_t i = 0; i < n; i += k) reason_split_feed(&sp, text + i, i + k > n ? n - i : k, &r, &c);
+            reason_split_finish(&sp, &r, &c);
+            bool ok = !sp.oom && is(&r, w->reasoning);
+            if (!markup) {
+                ok = ok && is(&c, w->content);
+            } else {
+                struct harmony_out o = {0};
+                harmony_parse(c.p ? c.p : "", c.n, true, &o);
+                ok = ok && is(&o.reasoning, "") && is(&o.content, w->content) && o.n_calls == w->n_calls;
+                for (int j = 0; ok && j < o.n_calls; j++) ok = is(&o.calls[j].args, w->args[j]);
+                harmony_out_free(&o);
+            }
+            CHECKF(ok, "%s: splitter (markup %d, pieces of %zu): reasoning '%.*s' content '%.*s'", text, markup, step,
+                   (int)r.n, r.p ? r.p : "", (int)c.n, c.p ? c.p : "");
+            reason_split_free(&sp);
+            sbuf_free(&r);
+            sbuf_free(&c);
+        }
+}
+
 static void check(const char *text, const struct want *w) {
+    check_split(text, w);
     struct harmony_out o = {0}, prev = {0};
     harmony_parse(text, strlen(text), true, &o);
     CHECKF(!o.oom && is(&o.reasoning, w->reasoning), "%s: reasoning '%s'", text, o.reasoning.p ? o.reasoning.p : "");
@@ -125,6 +160,7 @@ int main(void) {
     // not harmony at all: content as it is; white space before a header skipped
     check("Hello world, no markers.", W("", "Hello world, no markers."));
     check("to be or not", W("", "to be or not"));
+    check("<tohi assistant<|constrain|>x", W("", "<tohi assistant<|constrain|>x")); // "<" without "|": text
     check("\n<|channel|>final<|message|>x<|return|>ignored", W("", "x"));
     // a new header without <|end|> or <|start|> closes the message before it
     check("<|channel|>analysis<|message|>a<|channel|>final<|message|>b", W("a", "b"));
