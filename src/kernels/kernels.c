@@ -184,6 +184,7 @@ static void avx512_init(void) {
     k_avx512.rope = lm_rope_avx512;
     k_avx512.geglu = lm_geglu_avx512;
     k_avx512.swiglu = lm_swiglu_avx512;
+    k_avx512.swiglu_oai = lm_swiglu_oai_avx512;
     k_avx512.f32_to_f16 = lm_f32_to_f16_avx512;
     k_avx512.attn = lm_attn_avx512;
     k_avx512.attn_q8 = lm_attn_avx512; // one kernel for f16 and q8_0 rows
