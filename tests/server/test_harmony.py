@@ -54,7 +54,10 @@ def test_channels_whole_and_streamed(hserver):
 
 def test_truncated_analysis(hserver):
     # max_tokens ends the answer inside the analysis: what was thought so far is reasoning
-    r = ask(client(hserver), max_tokens=40)
+    # (gpt-oss's BPE vocabulary spells the grammar in pieces of 1-6 bytes, markers as text or
+    # as tokens: whole answers take 60-88 tokens, the analysis ends within 30, the final's first
+    # byte came at 40; 24 tokens and a fixed seed keep the cut inside the analysis)
+    r = ask(client(hserver), max_tokens=24, seed=1)
     m = r.choices[0].message
     assert r.choices[0].finish_reason == "length" and not m.content
     rc = m.model_extra.get("reasoning_content") or ""
@@ -66,3 +69,15 @@ def test_bad_fields(hserver):
     assert st == 400 and body["error"]["param"] == "reasoning_effort"
     st, _, body = hserver.post("/v1/chat/completions", {"messages": MSGS, "response_format": {"type": "json_object"}})
     assert st == 400 and "harmony" in body["error"]["message"]
+
+
+
+def test_call_ends_generation(hserver):
+    # a commentary call ends the answer at <|call|>, an end-of-generation token of gpt-oss's
+    # vocabulary (as <|return|> above): finish_reason stop well before max_tokens, and no call
+    # text as content (without declared tools lumen returns no call: the body is dropped)
+    g = ('root ::= "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>" '
+         '"{\\"city\\":\\"Paris\\"}" "<|call|>"')
+    r = ask(client(hserver), extra={"grammar": g})
+    assert r.choices[0].finish_reason == "stop" and r.usage.completion_tokens < 200
+    assert not r.choices[0].message.content
