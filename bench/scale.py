@@ -25,8 +25,8 @@ per-layer shape (make_shapes.py SHAPES; DeepSeek-V2-Lite 8 of its 27 layers), in
 (default q4_k_m), with --make and --fa-best; a family whose make_arch_gguf.py entry does not
 exist yet is skipped with a note.
 MXFP4 experts (issue 35): `--shapes qwen3-30b-a3b --formats q4_k_m,mxfp4_moe --make --fa-best`
-(llama-quantize's MXFP4_MOE: experts MXFP4, every other matrix Q8_0); the gpt-oss shape joins
-once make_arch_gguf.py has its family.
+(llama-quantize's MXFP4_MOE: experts MXFP4, every other matrix Q8_0); gpt-oss-20b (4 of its 24
+layers): `--shapes gpt-oss-20b --formats mxfp4_moe --make --fa-best --parallel 8`.
 
 Per model, per repetition and thread count, one process of each engine, the engine that goes
 first alternating (bench/compare.py's Lumen.run / LlamaBench.run: lumen bench -p PP,16 -n TG,

@@ -85,6 +85,9 @@ static const struct arch_case k_cases[] = {
     // 'mxfp4': F16 elsewhere, as gpt-oss ships): 8-bit activations as qmix, same limits
     {"arch_qwen3moe_mxfp4moe.gguf", "tests/golden/arch_qwen3moe_mxfp4moe.txt", QMIX_TOP1, QMIX_ABS},
     {"arch_qwen3moe_mxfp4.gguf", "tests/golden/arch_qwen3moe_mxfp4.txt", QMIX_TOP1, QMIX_ABS},
+    // gpt-oss as downloaded: MXFP4 experts in both mixes, its own tokenizer (ids fed directly)
+    {"arch_gptoss_mxfp4moe.gguf", "tests/golden/arch_gptoss_mxfp4moe.txt", QMIX_TOP1, QMIX_ABS},
+    {"arch_gptoss_mxfp4.gguf", "tests/golden/arch_gptoss_mxfp4.txt", QMIX_TOP1, QMIX_ABS},
 };
 
 static double now_s(void) {

@@ -4,13 +4,18 @@
 // the same bits whether its 48-token prompt, which crosses the window, is prefilled in one
 // batch or in chunks, alone or beside 7 other sequences in mixed prefill/decode batches, at 1
 // or 2 threads), the same on a Q8_0 KV cache, whose greedy choices stay the f16 cache's
-// (top-1 at >= 44 of 48 positions), and the loader's refusals of malformed gpt-oss files.
+// (top-1 at >= 44 of 48 positions), and the loader's refusals of malformed gpt-oss files. The
+// MXFP4 copies (llama-quantize's MXFP4_MOE mix and the as-shipped one) carry gpt-oss's own
+// tokenizer and template: the file's tokenizer gives llama.cpp's ids (tests/golden/
+// tokens_gpt-oss.tsv), its template reads as harmony (in `lumen info` too), <|return|> and
+// <|call|> end generation.
 // Set-up as tests/test_model_arch_golden.c: the generator into $LUMEN_ARCH_DIR.
 // LM_TEST_LABELS: model;arch
 #include "lm_test.h"
 #include "lm_test_file.h"
 #include "lm_test_model.h"
 #include "lumen.h"
+#include "tok_golden.h"
 
 #include <unistd.h>
 
@@ -122,6 +127,41 @@ static void run_file(const char *path) {
     lm_model_free(m);
 }
 
+// ---------------------------------------------------------------- as downloaded
+
+// A gpt-oss file with its own tokenizer: llama.cpp's ids from the file's tokenizer, the harmony
+// template detected (by the library and by `lumen info`), the ends of generation.
+static void as_downloaded(const char *path) {
+    struct lm_model *m = NULL;
+    if (lm_model_load(&m, path, NULL) != LM_OK) {
+        CHECKF(0, "cannot load %s: %s", path, lm_error_msg());
+        return;
+    }
+    const struct lm_tokenizer *t = lm_model_tokenizer(m);
+    CHECKF(lm_chat_template_detect(t, lm_model_arch(m), lm_model_chat_template(m)) == LM_CHAT_TEMPLATE_HARMONY,
+           "%s: the official template does not read as harmony", path);
+    int32_t *ids = NULL;
+    size_t n = 0;
+    static const char *const ends[] = {"<|return|>", "<|call|>", "<|end|>"};
+    for (int k = 0; k < 3; k++) {
+        CHECK(lm_tokenize(t, ends[k], strlen(ends[k]), false, true, &ids, &n) == LM_OK && n == 1);
+        if (n == 1) CHECKF(lm_tokenizer_is_eog(t, ids[0]) == (k < 2), "%s: %s %s generation", path, ends[k],
+                           k < 2 ? "does not end" : "ends");
+        free(ids);
+        ids = NULL;
+    }
+    tg_check_golden(t, "tests/golden/tokens_gpt-oss.tsv", path);
+    lm_model_free(m);
+    const char *bin = getenv("LUMEN_BIN");
+    if (!bin || !*bin) bin = lm_test_path("build/lumen");
+    char cmd[2048], line[512];
+    snprintf(cmd, sizeof cmd, "'%s' info '%s' 2>&1", bin, path);
+    FILE *p = popen(cmd, "r");
+    bool harmony = false;
+    while (p && fgets(line, sizeof line, p)) harmony |= strstr(line, "chat format    harmony") != NULL;
+    CHECKF(p && pclose(p) == 0 && harmony, "%s: lumen info does not say 'chat format    harmony'", cmd);
+}
+
 // ---------------------------------------------------------------- refusals
 
 static unsigned char *find(unsigned char *b, size_t n, const char *s) {
@@ -194,10 +234,12 @@ int main(void) {
         CHECKF(0, "generator failed: %s", cmd);
         return lm_test_finish();
     }
-    const char *files[] = {"arch_gptoss_f16.gguf", "arch_gptoss_q8_0.gguf"};
-    for (int i = 0; i < 2; i++) {
+    const char *files[] = {"arch_gptoss_f16.gguf", "arch_gptoss_q8_0.gguf", "arch_gptoss_mxfp4moe.gguf",
+                           "arch_gptoss_mxfp4.gguf"};
+    for (int i = 0; i < 4; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, files[i]);
         run_file(path);
+        if (i >= 2) as_downloaded(path);
     }
     snprintf(path, sizeof path, "%s/%s", dir, files[1]);
     refusals(path);

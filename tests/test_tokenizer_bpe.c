@@ -448,6 +448,36 @@ static void test_gpt4o(void) {
     lm_tokenizer_free(t);
 }
 
+// gpt-oss's tokenizer as its files carry it (tools/make_gptoss_vocab.py: pre "gpt-4o", the
+// harmony special tokens at their offsets from the end, the official template): llama.cpp's ids,
+// <|return|> and <|call|> end generation and <|end|> does not, the template reads as harmony.
+static void test_gptoss(void) {
+    struct lm_gguf g;
+    enum lm_status st = lm_gguf_open(&g, lm_test_path("tests/data/vocab/ggml-vocab-gpt-oss.gguf"));
+    CHECKF(st == LM_OK, "%s", lm_error_msg());
+    if (st != LM_OK) return;
+    struct lm_tokenizer *t = NULL;
+    st = lm_tokenizer_load(&t, &g);
+    CHECKF(st == LM_OK, "%s", lm_error_msg());
+    struct lm_gguf_str tmpl = {0};
+    CHECK(lm_gguf_get_str(&g, "tokenizer.chat_template", &tmpl, true) == LM_OK);
+    char *text = strndup(tmpl.data ? tmpl.data : "", (size_t)tmpl.len);
+    lm_gguf_close(&g);
+    if (!t) { free(text); return; }
+    CHECK(!t->add_bos);
+    // 8192 - 1090 + (200006 - 199998): <|start|>; <|return|> 200002, <|call|> 200012, <|end|> 200007
+    const int32_t base = 8192 - 1090 - 199998;
+    CHECK(TOK(t, "<|start|>", false, true, base + 200006));
+    CHECK(lm_tokenizer_eos(t) == base + 200002 && lm_tokenizer_bos(t) == base + 199998);
+    CHECKF(lm_tokenizer_is_eog(t, base + 200002) && lm_tokenizer_is_eog(t, base + 200012),
+           "gpt-oss: <|return|> and <|call|> end generation");
+    CHECKF(!lm_tokenizer_is_eog(t, base + 200007), "gpt-oss: <|end|> ends a message, not the generation");
+    CHECK(lm_chat_template_detect(t, "gpt-oss", text) == LM_CHAT_TEMPLATE_HARMONY);
+    free(text);
+    tg_check_golden(t, "tests/golden/tokens_gpt-oss.tsv", "gpt-oss");
+    lm_tokenizer_free(t);
+}
+
 // ============================================================================
 // Chat templates
 // ============================================================================
@@ -529,6 +559,7 @@ int main(void) {
     test_gguf_errors();
     test_gpt2();
     test_gpt4o();
+    test_gptoss();
     test_chat();
     return lm_test_finish();
 }

@@ -21,10 +21,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from gen_golden_tokens import base_strings  # noqa: E402  (the Gemma set: scripts, code, emoji...)
 
-VOCABS = ["gpt-2", "llama-bpe", "qwen2", "starcoder", "falcon", "mpt", "gpt-4o"]
+VOCABS = ["gpt-2", "llama-bpe", "qwen2", "starcoder", "falcon", "mpt", "gpt-4o", "gpt-oss"]
 # gpt-4o: the GPT-2 vocabulary with the o200k pre-tokenizer (tools/make_gpt4o_vocab.py); its
 # test input is GPT-2's
 INP = {"gpt-4o": "gpt-2"}
+# gpt-oss: the gpt-oss CI copies' tokenizer (tools/make_gptoss_vocab.py: o200k pre-tokenizer,
+# gpt-oss's special tokens, its template); GPT-2's test input, the o200k and harmony strings
+INP["gpt-oss"] = "gpt-2"
 DIRS = [os.path.join(ROOT, "tests/data/vocab"), os.path.join(ROOT, "models/vocab")]
 
 
@@ -108,6 +111,17 @@ def o200k_strings():
     return [x.encode("utf-8") for x in s]
 
 
+def harmony_strings():
+    # harmony turns as gpt-oss's template renders them, special tokens glued to text
+    s = ["<|start|>system<|message|>You are ChatGPT.\nReasoning: medium\n\n# Valid channels: analysis, "
+         "commentary, final.<|end|><|start|>user<|message|>Hi!<|end|><|start|>assistant",
+         "<|channel|>analysis<|message|>Think.<|end|><|start|>assistant<|channel|>final<|message|>Hello.<|return|>",
+         "<|start|>assistant to=functions.get_weather<|channel|>commentary <|constrain|>json<|message|>"
+         "{\"city\":\"Paris\"}<|call|>", "<|startoftext|><|endoftext|><|endofprompt|><|reserved_200013|>",
+         "x<|return|>y<|call|>z<|end|>", "<|start|>functions.get_weather to=assistant<|channel|>commentary<|message|>"]
+    return [x.encode("utf-8") for x in s]
+
+
 def long_strings():
     para = ("Large language models are trained on vast amounts of text. They predict the next "
             "token given the previous ones. Über-naïve façades, 日本語, 한국어, and emoji 😀👍🏽 "
@@ -145,7 +159,8 @@ def gen(name):
         return buf.raw[:n]
 
     strs = base_strings() + bpe_strings() + raw_strings() + special_strings(llm, vocab, n_vocab) + long_strings()
-    strs += o200k_strings() if name == "gpt-4o" else []
+    strs += o200k_strings() if name in ("gpt-4o", "gpt-oss") else []
+    strs += harmony_strings() if name == "gpt-oss" else []
     strs += inp_strings(find("ggml-vocab-%s.gguf.inp" % INP.get(name, name)))
     rng = random.Random(4321)
     for _ in range(40):  # random mixtures of vocabulary pieces, deterministic

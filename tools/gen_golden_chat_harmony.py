@@ -16,8 +16,7 @@ import sys
 import jinja2
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-TEMPLATE = os.path.join(ROOT, ".reference/src/llama_cpp_python-0.3.36/vendor/llama.cpp/models/templates",
-                        "openai-gpt-oss-120b.jinja")
+TEMPLATE = os.path.join(ROOT, "tests/golden/chat_harmony/template.jinja")  # llama.cpp's models/templates/openai-gpt-oss-120b.jinja
 OUT = os.path.join(ROOT, "tests/golden/chat_harmony")
 DATE = "2026-01-15"
 

@@ -275,6 +275,9 @@ CI_MODELS = [
     ("llama32", "llama32", 1, 8192, ("iq4xs",), {}),
     # MXFP4 experts (issue 35): llama-quantize's MXFP4_MOE mix and the "as shipped" one
     ("qwen3moe", "qwen3moe_tiny", 2, 8192, ("mxfp4moe", "mxfp4"), {}),
+    # gpt-oss as people download it: MXFP4 experts (llama-quantize's MXFP4_MOE and as shipped)
+    # with gpt-oss's tokenizer, special tokens and chat template (harmony_vocab)
+    ("gptoss", "gptoss_tiny", 2, 8192, ("mxfp4moe", "mxfp4"), {"harmony": True}),
 ]
 CI_SEED = 20240601
 
@@ -308,6 +311,59 @@ def spm_vocab(n):
     scores = np.zeros(n, np.float32)
     scores[259:] = -np.arange(k, dtype=np.float32)
     return toks, scores.tolist(), types
+
+
+# gpt-oss's tokenizer as people download it (o200k_harmony): a byte-level BPE ('gpt2') with
+# pre-tokenizer "gpt-4o", then 1090 special tokens from id 199998 of its 201088 (<|startoftext|>,
+# <|endoftext|>, <|return|> 200002, <|constrain|> 200003, <|channel|> 200005, <|start|> 200006,
+# <|end|> 200007, <|message|> 200008, <|call|> 200012, <|endofprompt|> 200018, the rest
+# <|reserved_N|>), all CONTROL; BOS <|startoftext|>, EOS <|return|>, padding <|endoftext|>, no
+# BOS added; the official chat template. The reduced copy keeps the specials' offsets from the
+# end of the vocabulary and fills the rest with llama.cpp's GPT-2 test vocabulary's first tokens
+# (256 bytes, then tokens in merge order) and the merges among them.
+GPTOSS_SPECIALS = {199998: "<|startoftext|>", 199999: "<|endoftext|>", 200002: "<|return|>",
+                   200003: "<|constrain|>", 200005: "<|channel|>", 200006: "<|start|>",
+                   200007: "<|end|>", 200008: "<|message|>", 200012: "<|call|>",
+                   200018: "<|endofprompt|>"}
+GPTOSS_VOCAB, GPTOSS_FIRST_SPECIAL = 201088, 199998
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GPT2_VOCAB = os.path.join(_ROOT, "tests/data/vocab/ggml-vocab-gpt-2.gguf")
+# gpt-oss's official template (llama.cpp's models/templates/openai-gpt-oss-120b.jinja, committed so
+# that the CI copies need no llama.cpp tree)
+HARMONY_TEMPLATE = os.path.join(_ROOT, "tests/golden/chat_harmony/template.jinja")
+
+
+def harmony_vocab(n):
+    """(tokens, types, merges, ids of (bos, eos, pad)) of a gpt-oss vocabulary of n tokens."""
+    n_special = GPTOSS_VOCAB - GPTOSS_FIRST_SPECIAL
+    base = n - n_special
+    assert base >= 256 + 1, "a harmony vocabulary needs more than %d tokens" % (n_special + 256)
+    r = gguf.GGUFReader(GPT2_VOCAB)
+    toks = r.fields["tokenizer.ggml.tokens"].contents()[:base]
+    kept = set(toks)
+    merges = [m for m in r.fields["tokenizer.ggml.merges"].contents()
+              if all(x in kept for x in m.split(" ")) and m.replace(" ", "") in kept]
+    types = [1] * base
+    for k in range(n_special):
+        rid = GPTOSS_FIRST_SPECIAL + k
+        toks.append(GPTOSS_SPECIALS.get(rid, "<|reserved_%d|>" % rid))
+        types.append(3)
+    rel = lambda rid: base + rid - GPTOSS_FIRST_SPECIAL  # noqa: E731
+    return toks, types, merges, (rel(199998), rel(200002), rel(199999))
+
+
+def write_harmony_tokenizer(w, n):
+    toks, types, merges, (bos, eos, pad) = harmony_vocab(n)
+    w.add_chat_template(open(HARMONY_TEMPLATE).read())
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("gpt-4o")
+    w.add_token_list(toks)
+    w.add_token_types(types)
+    w.add_token_merges(merges)
+    w.add_bos_token_id(bos)
+    w.add_eos_token_id(eos)
+    w.add_pad_token_id(pad)
+    w.add_add_bos_token(False)
 
 
 # ============================================================ weights
@@ -820,25 +876,29 @@ def write_model(path, family, n_layer=None, n_vocab=None, dtype="f16", seed=CI_S
                     else KMIX_FILE_TYPE.get(dtype, 15))  # MOSTLY_F16 / _Q4_1 / _Q5_1 / IQ4 / mixes
 
     toks, scores, types = spm_vocab(V)
-    if arch == "phi3":  # llama.cpp looks up <|endoftext|> in a vocabulary named phi3 (general.name)
-        for k, text in enumerate(PHI3_SPECIALS):
-            toks[V - len(PHI3_SPECIALS) + k], types[V - len(PHI3_SPECIALS) + k] = text, 3
-    for tid, text in extra.get("token_text", {}).items():
-        toks[tid] = text
-    for tid, typ in extra.get("token_type", {}).items():
-        types[tid] = typ
-    if "chat_template" in extra:
-        w.add_chat_template(extra["chat_template"])
-    w.add_tokenizer_model("llama")
-    w.add_tokenizer_pre("default")
-    w.add_token_list(toks)
-    w.add_token_scores(scores)
-    w.add_token_types(types)
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
-    w.add_unk_token_id(0)
-    w.add_add_bos_token(True)
-    w.add_add_eos_token(bool(extra.get("add_eos", False)))  # Qwen3-Embedding appends EOS
+    if extra.get("harmony"):  # gpt-oss's own tokenizer and template (harmony_vocab)
+        write_harmony_tokenizer(w, V)
+        toks = None
+    if toks is not None:
+        if arch == "phi3":  # llama.cpp looks up <|endoftext|> in a vocabulary named phi3 (general.name)
+            for k, text in enumerate(PHI3_SPECIALS):
+                toks[V - len(PHI3_SPECIALS) + k], types[V - len(PHI3_SPECIALS) + k] = text, 3
+        for tid, text in extra.get("token_text", {}).items():
+            toks[tid] = text
+        for tid, typ in extra.get("token_type", {}).items():
+            types[tid] = typ
+        if "chat_template" in extra:
+            w.add_chat_template(extra["chat_template"])
+        w.add_tokenizer_model("llama")
+        w.add_tokenizer_pre("default")
+        w.add_token_list(toks)
+        w.add_token_scores(scores)
+        w.add_token_types(types)
+        w.add_bos_token_id(1)
+        w.add_eos_token_id(2)
+        w.add_unk_token_id(0)
+        w.add_add_bos_token(True)
+        w.add_add_eos_token(bool(extra.get("add_eos", False)))  # Qwen3-Embedding appends EOS
 
     pending = []  # stream: (name, shape, std, mean, fixed array or None), in file order
 

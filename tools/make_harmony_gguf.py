@@ -13,6 +13,7 @@
 # chain ("Hmm ok." then <|return|>). tests/server/test_harmony.py reads every API off it.
 #
 # Usage: .venv/bin/python tools/make_harmony_gguf.py OUT.gguf
+#        .venv/bin/python tools/make_harmony_gguf.py --gptoss OUT.gguf   (a gpt-oss file as downloaded)
 import os
 import sys
 
@@ -23,8 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 import make_arch_gguf  # noqa: E402
 
-TEMPLATE = os.path.join(ROOT, ".reference/src/llama_cpp_python-0.3.36/vendor/llama.cpp/models/templates",
-                        "openai-gpt-oss-120b.jinja")
+TEMPLATE = make_arch_gguf.HARMONY_TEMPLATE  # gpt-oss's official template (committed copy)
 HARMONY = ["<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>", "<|return|>", "<|call|>"]
 WORDS = ["assistant", "analysis", "final", "commentary"]
 CHAIN = ["Hmm", "\u2581ok", "."]  # the body's tokens (SentencePiece pieces: "\u2581" is a space)
@@ -50,6 +50,12 @@ def bigram(t, pairs):
 
 
 def main():
+    if sys.argv[1] == "--gptoss":  # a gpt-oss file as people download one (test_harmony.py's gserver):
+        # the gptoss_tiny shape, MXFP4 experts and F16 elsewhere, gpt-oss's own tokenizer (BPE, pre
+        # "gpt-4o", its control tokens at their offsets from the end) and template; random answers
+        make_arch_gguf.write_model(sys.argv[2], "gptoss_tiny", 1, 2048, "mxfp4", extra={"harmony": True},
+                                   quiet=True)
+        return
     out = sys.argv[1]
     tmp = out + ".base"
     first = VOCAB - len(HARMONY)

@@ -58,6 +58,10 @@ for _dt in ("f16", "q8_0"):
 for _dt in ("mxfp4moe", "mxfp4"):
     CASES.append(("arch_qwen3moe_%s" % _dt, "arch:arch_qwen3moe_%s.gguf" % _dt,
                   "tests/golden/arch_qwen3moe_%s.txt" % _dt, None))
+# gpt-oss with MXFP4 experts (the same two mixes) and its own tokenizer, as downloaded
+for _dt in ("mxfp4moe", "mxfp4"):
+    CASES.append(("arch_gptoss_%s" % _dt, "arch:arch_gptoss_%s.gguf" % _dt,
+                  "tests/golden/arch_gptoss_%s.txt" % _dt, None))
 # the larger shapes' reduced copies (make_arch_gguf.SHAPE_CI_MODELS): the sequences of the CI
 # copy of the same family (gemma3's up to 64 tokens: its 600-token one would take minutes)
 SHAPE_SEQS = {"llama32_3b": ("llama32", None), "llama31_8b": ("llama32", None),

@@ -32,6 +32,25 @@ static void print_no_rope(const struct lm_model *m, int32_t n_layer) {
     if (n) printf(" (%d of %d)\n", n, n_layer);
 }
 
+// the tokenizer section: kind, sizes, and the chat format lumen reads from the model's own
+// template (lumen run/chat's choice without --template)
+static void print_tokenizer(const struct lm_model *m) {
+    const struct lm_tokenizer *tok = lm_model_tokenizer(m);
+    printf("\ntokenizer\n");
+    static const char *const k_kinds[] = {"SentencePiece (llama)", "byte-level BPE (gpt2)", "WordPiece (bert)",
+                                           "SentencePiece Unigram (t5)"};
+    printf("  kind           %s\n", k_kinds[lm_tokenizer_kind(tok)]);
+    printf("  tokens         %d (bos %d, eos %d)\n", lm_tokenizer_n_vocab(tok), lm_tokenizer_bos(tok),
+           lm_tokenizer_eos(tok));
+    // the model's own template as lumen reads it (lumen run/chat's choice without --template)
+    const char *tmpl_text = lm_model_chat_template(m);
+    const enum lm_chat_template tmpl =
+        tmpl_text && *tmpl_text ? lm_chat_template_detect(tok, lm_model_arch(m), tmpl_text) : LM_CHAT_TEMPLATE_NONE;
+    printf("  chat format    %s\n", !tmpl_text || !*tmpl_text ? "none (no tokenizer.chat_template)"
+                                    : tmpl != LM_CHAT_TEMPLATE_NONE ? lm_chat_template_name(tmpl)
+                                                                    : "unknown template");
+}
+
 int cmd_info(int argc, char **argv) {
     const char *path = NULL;
     bool tensors = true;
@@ -138,13 +157,7 @@ int cmd_info(int argc, char **argv) {
     if (hp.logit_scale > 0) printf("  logit scale    %g (logits divided by it)\n", hp.logit_scale);
     printf("  output         %s%s\n", hp.tied_output ? "tied to token_embd" : "separate output.weight",
            hp.output_bias ? " + output.bias" : "");
-    const struct lm_tokenizer *tok = lm_model_tokenizer(m);
-    printf("\ntokenizer\n");
-    static const char *const k_kinds[] = {"SentencePiece (llama)", "byte-level BPE (gpt2)", "WordPiece (bert)",
-                                           "SentencePiece Unigram (t5)"};
-    printf("  kind           %s\n", k_kinds[lm_tokenizer_kind(tok)]);
-    printf("  tokens         %d (bos %d, eos %d)\n", lm_tokenizer_n_vocab(tok), lm_tokenizer_bos(tok),
-           lm_tokenizer_eos(tok));
+    print_tokenizer(m);
 
     // the tensor table, and totals by element type
     uint64_t by_type[LM_TENSOR_TYPE_COUNT] = {0}, n_by_type[LM_TENSOR_TYPE_COUNT] = {0};

@@ -127,6 +127,8 @@ void lm_rmsnorm_avx512(float *y, const float *x, const float *w, int64_t n, floa
 void lm_rope_avx512(float *x, int64_t n_rows, int64_t stride, const float *cs, int64_t n_rot, bool neox);
 void lm_geglu_avx512(float *g, const float *u, int64_t n, const float *table);
 void lm_swiglu_avx512(float *g, const float *u, int64_t a, int64_t b, int64_t F);
+void lm_swiglu_oai_avx512(float *g, const float *u, int64_t a, int64_t b, float alpha, float limit);
+void lm_swiglu_oai_avx2(float *g, const float *u, int64_t a, int64_t b, float alpha, float limit);
 void lm_f32_to_f16_avx512(lm_f16 *y, const float *x, int64_t n);
 void lm_attn_avx512(const struct lm_attn_job *j); // also the table's attn_q8
 void lm_topk_span_avx512(struct lm_topk *t, const float *x, int32_t id0, int64_t n);

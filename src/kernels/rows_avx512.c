@@ -1,8 +1,8 @@
 // AVX-512 row kernels (kernels.h): the float operations of rows_generic.c, 16 lanes at a
 // time with masked tails (RMS norm's squares in 16 double lanes, RoPE, the f16-table GELU by
-// gather, SiLU by the ggml_v_expf polynomial, f32 -> f16 rows). Whole 16-lane chunks use
-// plain loads and stores: a mask computed per chunk makes RoPE 1.5x slower (Gemma 3 270M,
-// 603-token prefill).
+// gather, SiLU and gpt-oss's clamped SwiGLU by the ggml_v_expf polynomial, f32 -> f16 rows).
+// Whole 16-lane chunks use plain loads and stores: a mask computed per chunk makes RoPE 1.5x
+// slower (Gemma 3 270M, 603-token prefill).
 #pragma GCC optimize("fp-contract=off") // kernels_internal.h
 
 #include "kernels/kernels_internal.h"
@@ -127,6 +127,23 @@ void lm_swiglu_avx512(float *g, const float *u, int64_t a, int64_t b, int64_t F)
     // ve (the loop this replaced went on from j and skipped [ve, j) when F % 16 != 0)
     if (ve > a) j = ve;
     if (j < b) lm_swiglu_generic(g, u, j, b, F);
+}
+
+// gpt-oss's clamped SwiGLU (kernels.h) for j in [a, b): lm_swiglu_oai_generic's operations
+// 16 lanes at a time (the clamps as its compares, so NaNs go the same way), masked tail
+void lm_swiglu_oai_avx512(float *g, const float *u, int64_t a, int64_t b, float alpha, float limit) {
+    const __m512 lim = _mm512_set1_ps(limit), nlim = _mm512_set1_ps(-limit);
+    const __m512 va = _mm512_set1_ps(alpha), one = _mm512_set1_ps(1.0f), sign = _mm512_set1_ps(-0.0f);
+    for (int64_t j = a; j < b; j += 16) {
+        const __mmask16 m = mask_n(b - j);
+        const __m512 gv = _mm512_maskz_loadu_ps(m, g + j), uv = _mm512_maskz_loadu_ps(m, u + j);
+        const __m512 x = _mm512_mask_mov_ps(lim, _mm512_cmp_ps_mask(gv, lim, _CMP_LT_OQ), gv);
+        __m512 y = _mm512_mask_mov_ps(uv, _mm512_cmp_ps_mask(lim, uv, _CMP_LT_OQ), lim);
+        y = _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(uv, nlim, _CMP_LT_OQ), nlim);
+        const __m512 e = lm_expf_ggml_512(_mm512_mul_ps(va, _mm512_xor_ps(x, sign)));
+        const __m512 glu = _mm512_div_ps(x, _mm512_add_ps(one, e));
+        _mm512_mask_storeu_ps(g + j, m, _mm512_mul_ps(glu, _mm512_add_ps(y, one)));
+    }
 }
 
 void lm_f32_to_f16_avx512(lm_f16 *y, const float *x, int64_t n) {

@@ -64,11 +64,13 @@ void lm_swiglu_generic(float *g, const float *u, int64_t a, int64_t b, int64_t F
 }
 
 // gpt-oss's clamped SwiGLU for j in [a, b), ggml_compute_forward_swiglu_oai_f32's formula
+// with lm_expf_ggml for its expf (one order for every lane and split, so the AVX-512 form is
+// bit-exact with this one; ggml's expf and this differ by ~1 ulp)
 void lm_swiglu_oai_generic(float *g, const float *u, int64_t a, int64_t b, float alpha, float limit) {
     for (int64_t j = a; j < b; j++) {
         const float x = g[j] < limit ? g[j] : limit;                              // std::min
         const float y = u[j] < -limit ? -limit : (limit < u[j] ? limit : u[j]);   // std::clamp
-        const float glu = x / (1.0f + expf(alpha * (-x)));
+        const float glu = x / (1.0f + lm_expf_ggml(alpha * (-x)));
         g[j] = glu * (y + 1.0f);
     }
 }

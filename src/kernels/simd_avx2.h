@@ -10,6 +10,7 @@
 #endif
 
 #include <immintrin.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -111,6 +112,37 @@ static inline __m256i unpack_q5(const uint8_t *qs, const uint8_t *qh4) {
     memcpy(&qh, qh4, 4);
     __m256i hb = _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(0x10));
     return _mm256_or_si256(unpack_nibbles32(qs), hb);
+}
+
+// ---- exp
+
+// lm_expf_ggml (kernels_internal.h) on 8 lanes, bit for bit: its fmas as vfmadd, and its
+// ldexpf(j, n) as two products (j 2^e1) 2^e2 with e1 = n clamped to [-100, 100], so the first is
+// exact (j in [0.7, 1.5): normal) and the second the one correctly rounded step (subnormal
+// results and overflow included); |n| > 192: 0 or inf as the scalar form
+static inline __m256 lm_expf_ggml_256(__m256 x) {
+    const __m256 r = _mm256_set1_ps(0x1.8p23f);
+    const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), r);
+    const __m256 n = _mm256_sub_ps(z, r);
+    const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f),
+                                      _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
+    const __m256 u = _mm256_mul_ps(b, b);
+    const __m256 j = _mm256_fmadd_ps(
+        _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
+                        _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
+        u, _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b, _mm256_set1_ps(1.0f)));
+    const __m256 n1 = _mm256_min_ps(_mm256_max_ps(n, _mm256_set1_ps(-100.0f)), _mm256_set1_ps(100.0f));
+    const __m256i e1 = _mm256_cvtps_epi32(n1), e2 = _mm256_cvtps_epi32(_mm256_sub_ps(n, n1));
+    const __m256i bias = _mm256_set1_epi32(127);
+    const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(e1, bias), 23));
+    const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(e2, bias), 23));
+    const __m256 y = _mm256_mul_ps(_mm256_mul_ps(j, s1), s2);
+    const __m256 an = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), n);
+    const __m256 big = _mm256_cmp_ps(an, _mm256_set1_ps(192.0f), _CMP_GT_OQ);
+    const __m256 ovf = _mm256_and_ps(_mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_GT_OQ),
+                                     _mm256_set1_ps(INFINITY));
+    const __m256 nan = _mm256_cmp_ps(n, n, _CMP_UNORD_Q);
+    return _mm256_blendv_ps(_mm256_blendv_ps(y, ovf, big), j, nan);
 }
 
 #endif

@@ -194,3 +194,29 @@ def test_truncated_and_grammar(hserver):
         assert chat_streamed(c, {"grammar": g, **extra}) == whole(r)
     st, _, body = hserver.post("/v1/chat/completions", {"messages": MSGS, "response_format": {"type": "json_object"}})
     assert st == 400 and "harmony" in body["error"]["message"]
+
+
+# ---------------------------------------------------------------- a gpt-oss file as downloaded
+
+@pytest.fixture(scope="module")
+def gserver(tmp_path_factory):
+    """gpt-oss's tokenizer (BPE, pre gpt-4o) and template, MXFP4 experts (make_harmony_gguf.py
+    --gptoss); random answers, driven byte by byte by a grammar."""
+    path = str(tmp_path_factory.mktemp("gptoss") / "gptoss.gguf")
+    subprocess.check_call([sys.executable, os.path.join(ROOT, "tools", "make_harmony_gguf.py"), "--gptoss", path])
+    s = Server(model=path)
+    assert "chat template harmony" in s.log()
+    yield s
+    s.stop()
+
+
+def test_gptoss_file_call_ends_generation(gserver):
+    # a commentary call ends the answer at <|call|>, an end-of-generation token of gpt-oss's
+    # vocabulary: finish_reason stop well before max_tokens, and no call text as content
+    # (without declared tools lumen returns no call: the body is dropped)
+    g = ('root ::= "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>" '
+         '"{\\"city\\":\\"Paris\\"}" "<|call|>"')
+    r = client(gserver).chat.completions.create(model="lumen", messages=MSGS, max_tokens=200,
+                                                extra_body={"grammar": g})
+    assert r.choices[0].finish_reason == "stop" and r.usage.completion_tokens < 200
+    assert not r.choices[0].message.content
