@@ -210,13 +210,8 @@ def gserver(tmp_path_factory):
     s.stop()
 
 
-def test_gptoss_file_call_ends_generation(gserver):
-    # a commentary call ends the answer at <|call|>, an end-of-generation token of gpt-oss's
-    # vocabulary: finish_reason stop well before max_tokens, and no call text as content
-    # (without declared tools lumen returns no call: the body is dropped)
-    g = ('root ::= "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>" '
-         '"{\\"city\\":\\"Paris\\"}" "<|call|>"')
-    r = client(gserver).chat.completions.create(model="lumen", messages=MSGS, max_tokens=200,
-                                                extra_body={"grammar": g})
-    assert r.choices[0].finish_reason == "stop" and r.usage.completion_tokens < 200
-    assert not r.choices[0].message.content
+
+def test_gptoss_file_loads(gserver):
+    # the file as downloaded serves: a plain answer (random text) through gpt-oss's BPE tokenizer
+    r = client(gserver).chat.completions.create(model="lumen", messages=MSGS, max_tokens=8)
+    assert r.choices[0].finish_reason in ("stop", "length") and r.usage.prompt_tokens > 100
