@@ -20,27 +20,39 @@ VOCAB = os.path.join(ROOT, "tests/data/vocab/ggml-vocab-bert-bge.gguf")
 E, L, H, F, CTX, NV = 16, 2, 2, 32, 32, 200
 
 
-def vocab():
+def vocab(nv=NV):
+    """The first nv tokens (all: None) of llama.cpp's bert-bge vocabulary, and their types."""
     r = gguf.GGUFReader(VOCAB)
     t = r.fields["tokenizer.ggml.tokens"]
     tt = r.fields["tokenizer.ggml.token_type"]
-    toks = [bytes(t.parts[i]).decode("utf-8") for i in t.data[:NV]]
-    types = [int(tt.parts[i][0]) for i in tt.data[:NV]]
+    toks = [bytes(t.parts[i]).decode("utf-8") for i in t.data[:nv]]
+    types = [int(tt.parts[i][0]) for i in tt.data[:nv]]
     return toks, types
 
 
-def write(path, drop_tensor=None, token_types=True):
+# the real bge-small-en-v1.5 shape (width 384, 12 heads of 32, n_ff 1536, 512 positions)
+BGE_SMALL = dict(E=384, L=12, H=12, F=1536, CTX=512)
+
+
+def write(path, drop_tensor=None, token_types=True, shape=None, nv=NV, scale=0.2, mat_type=None,
+          pooling=gguf.PoolingType.MEAN, quiet=False):
+    """A random-weight bert file: the tiny test shape, or shape (a dict like BGE_SMALL, L the
+    layer count) over the first nv tokens (None: all) of the bge vocabulary; matrices of
+    std `scale` (f32, or mat_type: "f16"; token_types and position_embd stay f32, as
+    llama.cpp's graph adds a view of token_types to f32 rows), norm weights 1 + N(0, 0.04), biases of std 0.2."""
+    sh = dict(E=E, L=L, H=H, F=F, CTX=CTX) if shape is None else shape
+    e_, l_, h_, f_, ctx_ = sh["E"], sh["L"], sh["H"], sh["F"], sh["CTX"]
     rng = np.random.default_rng(1234)
     w = gguf.GGUFWriter(path, "bert")
-    w.add_context_length(CTX)
-    w.add_embedding_length(E)
-    w.add_block_count(L)
-    w.add_feed_forward_length(F)
-    w.add_head_count(H)
+    w.add_context_length(ctx_)
+    w.add_embedding_length(e_)
+    w.add_block_count(l_)
+    w.add_feed_forward_length(f_)
+    w.add_head_count(h_)
     w.add_layer_norm_eps(1e-12)
     w.add_causal_attention(False)
-    w.add_pooling_type(gguf.PoolingType.MEAN)
-    toks, types = vocab()
+    w.add_pooling_type(pooling)
+    toks, types = vocab(nv)
     w.add_tokenizer_model("bert")
     w.add_tokenizer_pre("default")
     w.add_token_list(toks)
@@ -53,37 +65,43 @@ def write(path, drop_tensor=None, token_types=True):
     w.add_pad_token_id(0)
     w.add_mask_token_id(103)
 
-    def t(name, *shape, scale=0.2, one=False):
+    nvo = len(toks)
+
+    def t(name, *shape, one=False):
         if name == drop_tensor:
             return
-        x = rng.standard_normal(shape).astype(np.float32) * scale
+        big = len(shape) == 2
+        x = rng.standard_normal(shape).astype(np.float32) * (scale if big else 0.2)
         if one:
             x += 1.0
+        if big and mat_type == "f16" and name not in ("token_types.weight", "position_embd.weight"):
+            x = x.astype(np.float16)
         w.add_tensor(name, x)
 
-    t("token_embd.weight", NV, E)
-    t("token_types.weight", 2, E)
-    t("position_embd.weight", CTX, E)
-    t("token_embd_norm.weight", E, one=True)
-    t("token_embd_norm.bias", E)
-    for i in range(L):
+    t("token_embd.weight", nvo, e_)
+    t("token_types.weight", 2, e_)
+    t("position_embd.weight", ctx_, e_)
+    t("token_embd_norm.weight", e_, one=True)
+    t("token_embd_norm.bias", e_)
+    for i in range(l_):
         b = "blk.%d." % i
         for x in ("attn_q", "attn_k", "attn_v", "attn_output"):
-            t(b + x + ".weight", E, E)
-            t(b + x + ".bias", E)
-        t(b + "attn_output_norm.weight", E, one=True)
-        t(b + "attn_output_norm.bias", E)
-        t(b + "ffn_up.weight", F, E)
-        t(b + "ffn_up.bias", F)
-        t(b + "ffn_down.weight", E, F)
-        t(b + "ffn_down.bias", E)
-        t(b + "layer_output_norm.weight", E, one=True)
-        t(b + "layer_output_norm.bias", E)
+            t(b + x + ".weight", e_, e_)
+            t(b + x + ".bias", e_)
+        t(b + "attn_output_norm.weight", e_, one=True)
+        t(b + "attn_output_norm.bias", e_)
+        t(b + "ffn_up.weight", f_, e_)
+        t(b + "ffn_up.bias", f_)
+        t(b + "ffn_down.weight", e_, f_)
+        t(b + "ffn_down.bias", e_)
+        t(b + "layer_output_norm.weight", e_, one=True)
+        t(b + "layer_output_norm.bias", e_)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
-    print("wrote %s (%d bytes)" % (os.path.relpath(path, ROOT), os.path.getsize(path)))
+    if not quiet:
+        print("wrote %s (%d bytes)" % (os.path.relpath(path, ROOT), os.path.getsize(path)))
 
 
 def main():

@@ -1,6 +1,6 @@
 // bert (BERT encoders: bge, all-MiniLM, XLM-RoBERTa-based files that llama.cpp loads as
 // bert): hyper-parameters and weight views as llama.cpp's src/models/bert.cpp reads them.
-// The forward pass does not run it yet (see lm_arch_bert in model.h).
+// The forward pass runs it as an encoder (lm_decoder_desc.encoder; runtime/ops_enc.c).
 #include <math.h>
 #include <stdio.h>
 
@@ -34,6 +34,13 @@ static enum lm_status bert_hparams(struct lm_model *m) {
     snprintf(key, sizeof key, "%s.attention.causal", m->arch->name);
     if ((st = lm_gguf_get_bool(&m->gguf, key, &causal, false))) return st;
     hp->causal_attn = causal;
+    // what the one forward reads of every family: no RoPE (learned positions), q scaled by
+    // 1/sqrt(head_dim) as llama.cpp's build_attn, no embedding scale
+    hp->n_rot = hp->head_dim_k;
+    hp->rope_base = hp->rope_base_swa = 10000.0f;
+    hp->rope_scale = 1.0f;
+    hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim_k);
+    hp->embd_scale = 1.0f;
     if (hp->n_head_kv != hp->n_head)
         return lm_error_set(LM_ERR_FORMAT, "bert: %s: head_count_kv %d != head_count %d (bert has no grouped KV)",
                             m->path, hp->n_head_kv, hp->n_head);
@@ -68,6 +75,9 @@ static enum lm_status bert_load(struct lm_model *m) {
         if ((st = lm_model_weight(m, io[k].w, io[k].name, io[k].n_in, io[k].n_out, io[k].required))) return st;
     for (int il = 0; il < hp->n_layer; il++) {
         struct lm_layer *L = &m->layers[il];
+        L->no_rope = true;
+        L->rope_base = hp->rope_base;
+        L->rope_scale = 1.0f;
         const struct lm_layer_tensor ts[] = {
             {&L->wq, "attn_q.weight", E, Q, true},
             {&L->bq, "attn_q.bias", Q, 1, false},
@@ -94,5 +104,5 @@ static enum lm_status bert_load(struct lm_model *m) {
 const struct lm_arch lm_arch_bert = {
     .name = "bert",
     .load = bert_load,
-    .decoder = {.post_norms = false, .ffn_act = LM_FFN_ACT_GELU},
+    .decoder = {.post_norms = false, .ffn_act = LM_FFN_ACT_GELU, .encoder = true},
 };

@@ -141,8 +141,9 @@ enum lm_status lm_req_admit(struct lm_engine *e, struct lm_req *r, int32_t seq) 
     }
     int32_t n_att = 0;
     // an embedding pooled over more than its last row computes every row (no cached prefix)
-    const bool attach = !r->rp.embed || r->rp.pooling == LM_POOLING_LAST ||
-                        (r->rp.pooling == LM_POOLING_RANK && !e->c->non_causal);
+    // (nor does a non-causal one: its K/V depend on the whole input)
+    const bool attach = !r->rp.embed || (!e->c->non_causal && (r->rp.pooling == LM_POOLING_LAST ||
+                                                               r->rp.pooling == LM_POOLING_RANK));
     if (attach && lm_kv_prefix_attach(kv, seq, r->toks, r->n_toks, &n_att) != LM_OK) n_att = 0;
     lm_req_wait_unlink(e, r);
     pthread_mutex_lock(&e->mu);
