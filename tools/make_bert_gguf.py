@@ -5,6 +5,7 @@
 #                                        the first 200 tokens of llama.cpp's bert-bge vocabulary
 #   tests/data/bert_tiny_no_pos.gguf     without position_embd.weight
 #   tests/data/bert_tiny_no_types.gguf   without tokenizer.ggml.token_type_count
+#   tests/data/bert_tiny_bad_pos.gguf    position_embd.weight one value wider than n_embd
 # and checks that llama.cpp (the pinned llama-cpp-python) loads the valid one and embeds a
 # text with it (mean pooling), printing the first values for the forward pass to come.
 #
@@ -34,7 +35,7 @@ def vocab(nv=NV):
 BGE_SMALL = dict(E=384, L=12, H=12, F=1536, CTX=512)
 
 
-def write(path, drop_tensor=None, token_types=True, shape=None, nv=NV, scale=0.2, mat_type=None,
+def write(path, drop_tensor=None, token_types=True, bad_shape=None, shape=None, nv=NV, scale=0.2, mat_type=None,
           pooling=gguf.PoolingType.MEAN, quiet=False):
     """A random-weight bert file: the tiny test shape, or shape (a dict like BGE_SMALL, L the
     layer count) over the first nv tokens (None: all) of the bge vocabulary; matrices of
@@ -72,6 +73,8 @@ def write(path, drop_tensor=None, token_types=True, shape=None, nv=NV, scale=0.2
             return
         big = len(shape) == 2
         x = rng.standard_normal(shape).astype(np.float32) * (scale if big else 0.2)
+        if name == bad_shape:  # one column too many
+            x = np.concatenate([x, x[..., :1]], axis=-1)
         if one:
             x += 1.0
         if big and mat_type == "f16" and name not in ("token_types.weight", "position_embd.weight"):
@@ -109,6 +112,7 @@ def main():
     write(os.path.join(d, "bert_tiny.gguf"))
     write(os.path.join(d, "bert_tiny_no_pos.gguf"), drop_tensor="position_embd.weight")
     write(os.path.join(d, "bert_tiny_no_types.gguf"), token_types=False)
+    write(os.path.join(d, "bert_tiny_bad_pos.gguf"), bad_shape="position_embd.weight")
     try:
         import llama_cpp
     except ImportError:

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# The bert encoder (docs/embeddings.md) on a reduced bge-small copy (width 384, 12 heads, 2
+# layers, the real WordPiece vocabulary; tools/gen_golden_embed.py --bert-only writes it and
+# tests/golden/embed_bert_mean.txt): `lumen embed` against llama.cpp's vectors and the float64
+# reference, mean (the file's) and cls pooling (cosine >= 0.9999 each), the same token
+# counts; batch invariance (each input alone on 1 thread = all together on 2); a step
+# smaller than an input, an input beyond the 512 positions, generation, and malformed bert
+# files (no position_embd, a wrong shape): one line each.
+# LM_TEST_LABELS: model;cli
+set -u
+ROOT="${LUMEN_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}"
+BIN="${LUMEN_BIN:-$ROOT/build/lumen}"
+PY="${LUMEN_PYTHON:-$ROOT/.venv/bin/python}"
+DIR="${LUMEN_EMBED_DIR:-/tmp/lumen-embed-$(id -u)}"
+G="$ROOT/tests/golden/embed_bert_mean.txt"
+M="$DIR/embed_bert_mean.gguf"
+TMP="$(mktemp -d)"
+trap 'rm -rf "$TMP"' EXIT
+pass=0; fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+
+want=$(sed -n 's/^sha256 //p' "$G")
+if [[ "$(sha256sum "$M" 2>/dev/null | cut -d' ' -f1)" != "$want" ]] &&
+   ! "$PY" "$ROOT/tools/gen_golden_embed.py" --dir "$DIR" --bert-only --models-only >"$TMP/gen.log" 2>&1; then
+    echo "SKIP: cannot write the bert model (needs numpy + gguf): $(tail -1 "$TMP/gen.log")"
+    exit 0
+fi
+[[ "$(sha256sum "$M" | cut -d' ' -f1)" == "$want" ]] || { echo "FAIL: the regenerated bert model's sha256 is not the golden's"; exit 1; }
+mapfile -t inputs < <(sed -n 's/^input //p' "$G")
+
+for pool in mean cls; do
+    "$BIN" embed -m "$M" -t 2 --pooling "$pool" "${inputs[@]}" >"$TMP/$pool.jsonl" 2>"$TMP/err" ||
+        { bad "$pool: lumen embed failed: $(cat "$TMP/err")"; continue; }
+    if "$PY" - "$G" "$TMP/$pool.jsonl" "$pool" <<'PYEOF'
+import json, sys
+import numpy as np
+rows = []
+for line in open(sys.argv[1]):
+    k, _, v = line.rstrip("\n").partition(" ")
+    if k == "input":
+        rows.append({})
+    elif rows:
+        rows[-1][k] = v
+got = [json.loads(l) for l in open(sys.argv[2])]
+p, bad = sys.argv[3], 0
+assert len(got) == len(rows), "%d vectors for %d inputs" % (len(got), len(rows))
+for i, (r, j) in enumerate(zip(rows, got)):
+    e = np.array(j["embedding"], dtype=np.float64)
+    if j["n_tokens"] != int(r["n_tokens"]):
+        print("input %d: %d tokens, llama.cpp %s" % (i, j["n_tokens"], r["n_tokens"])); bad += 1
+    for k in ("llama_" + p, "ref_" + p):
+        x = np.array([float(v) for v in r[k].split()])
+        c = e @ x / np.linalg.norm(e) / np.linalg.norm(x)
+        if not c >= 0.9999:
+            print("input %d: cosine to %s %.9f < 0.9999" % (i, k, c)); bad += 1
+sys.exit(1 if bad else 0)
+PYEOF
+    then ok; else bad "$pool: vectors differ from llama.cpp's or the reference's"; fi
+done
+
+# batch invariance: each input alone on one thread gives the bits it gets among the others
+for i in "${!inputs[@]}"; do
+    "$BIN" embed -m "$M" -t 1 "${inputs[$i]}" | sed "s/^{\"index\": 0/{\"index\": $i/" >>"$TMP/alone.jsonl"
+done
+cmp -s "$TMP/mean.jsonl" "$TMP/alone.jsonl" && ok || bad "an input alone differs from the same input beside others"
+
+# refusals: one line each, naming the limit or the tensor
+refused() { # name, expected text, command...
+    local name="$1" text="$2"; shift 2
+    if "$@" >"$TMP/out" 2>"$TMP/err"; then bad "$name: accepted"; return; fi
+    [[ $(wc -l <"$TMP/err") -le 1 ]] && grep -q -- "$text" "$TMP/err" && ok || bad "$name: $(cat "$TMP/err")"
+}
+refused "a step smaller than the input" "exceeds the step of 8 tokens" "$BIN" embed -m "$M" -b 8 "${inputs[0]}"
+printf 'word %.0s' $(seq 600) >"$TMP/long.txt"
+refused "an input beyond the positions" "exceeds the context of 512 tokens" "$BIN" embed -m "$M" -f "$TMP/long.txt"
+refused "generation" "embedding model without an LM head" "$BIN" run -m "$M" -p hello -n 2
+refused "rank pooling without a head" "needs a classification head" "$BIN" rerank -m "$M" -q a b
+refused "no position_embd" "position_embd.weight" "$BIN" embed -m "$ROOT/tests/data/bert_tiny_no_pos.gguf" x
+refused "position_embd's shape" "'position_embd.weight' has shape" "$BIN" embed -m "$ROOT/tests/data/bert_tiny_bad_pos.gguf" x
+
+echo "test_model_bert: $pass passed, $fail failed"
+[[ $fail == 0 ]]
