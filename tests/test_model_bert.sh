@@ -3,7 +3,7 @@
 # layers, the real WordPiece vocabulary; tools/gen_golden_embed.py --bert-only writes it and
 # tests/golden/embed_bert_mean.txt): `lumen embed` against llama.cpp's vectors and the float64
 # reference, mean (the file's) and cls pooling (cosine >= 0.9999 each), the same token
-# counts; batch invariance (each input alone on 1 thread = all together on 2); a step
+# counts; a cross-encoder copy (embed_bert_rank: bge-reranker's head) ranked as llama.cpp; batch invariance (each input alone on 1 thread = all together on 2); a step
 # smaller than an input, an input beyond the 512 positions, generation, and malformed bert
 # files (no position_embd, a wrong shape): one line each.
 # LM_TEST_LABELS: model;cli
@@ -20,13 +20,15 @@ pass=0; fail=0
 ok() { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
 
-want=$(sed -n 's/^sha256 //p' "$G")
-if [[ "$(sha256sum "$M" 2>/dev/null | cut -d' ' -f1)" != "$want" ]] &&
+RG="$ROOT/tests/golden/embed_bert_rank.txt"
+RM="$DIR/embed_bert_rank.gguf"
+same() { [[ "$(sha256sum "$1" 2>/dev/null | cut -d' ' -f1)" == "$(sed -n 's/^sha256 //p' "$2")" ]]; }
+if ! { same "$M" "$G" && same "$RM" "$RG"; } &&
    ! "$PY" "$ROOT/tools/gen_golden_embed.py" --dir "$DIR" --bert-only --models-only >"$TMP/gen.log" 2>&1; then
-    echo "SKIP: cannot write the bert model (needs numpy + gguf): $(tail -1 "$TMP/gen.log")"
+    echo "SKIP: cannot write the bert models (needs numpy + gguf): $(tail -1 "$TMP/gen.log")"
     exit 0
 fi
-[[ "$(sha256sum "$M" | cut -d' ' -f1)" == "$want" ]] || { echo "FAIL: the regenerated bert model's sha256 is not the golden's"; exit 1; }
+same "$M" "$G" && same "$RM" "$RG" || { echo "FAIL: a regenerated bert model's sha256 is not its golden's"; exit 1; }
 mapfile -t inputs < <(sed -n 's/^input //p' "$G")
 
 for pool in mean cls; do
@@ -64,6 +66,31 @@ for i in "${!inputs[@]}"; do
     "$BIN" embed -m "$M" -t 1 "${inputs[$i]}" | sed "s/^{\"index\": 0/{\"index\": $i/" >>"$TMP/alone.jsonl"
 done
 cmp -s "$TMP/mean.jsonl" "$TMP/alone.jsonl" && ok || bad "an input alone differs from the same input beside others"
+
+# the cross-encoder (bge-reranker's head: [CLS] row -> cls -> tanh -> cls.output; the prompt
+# [CLS] query [SEP] document): scores within 2e-3 of llama.cpp's and the reference's (random
+# f16 weights: llama.cpp's own distance to the reference is up to 6e-4), in their order
+mapfile -t docs < <(sed -n 's/^document //p' "$RG")
+if "$BIN" rerank -m "$RM" -t 2 -q "$(sed -n 's/^query //p' "$RG")" "${docs[@]}" >"$TMP/rank.jsonl" 2>"$TMP/err" &&
+   "$PY" - "$RG" "$TMP/rank.jsonl" <<'PYEOF'
+import json, sys
+g = {"llama": [], "ref": []}
+for line in open(sys.argv[1]):
+    k, _, v = line.rstrip("\n").partition(" ")
+    if k in g:
+        g[k].append(float(v))
+got = {j["index"]: j["relevance_score"] for j in map(json.loads, open(sys.argv[2]))}
+order = [j["index"] for j in map(json.loads, open(sys.argv[2]))]
+bad = 0
+for k, v in g.items():
+    for i, s in enumerate(v):
+        if not abs(got[i] - s) <= 2e-3:
+            print("document %d: %.6f, %s %.6f" % (i, got[i], k, s)); bad += 1
+    if order != sorted(range(len(v)), key=lambda i: -v[i]):
+        print("order %s, %s's %s" % (order, k, sorted(range(len(v)), key=lambda i: -v[i]))); bad += 1
+sys.exit(1 if bad else 0)
+PYEOF
+then ok; else bad "rerank: $(cat "$TMP/err")"; fi
 
 # refusals: one line each, naming the limit or the tensor
 refused() { # name, expected text, command...

@@ -46,9 +46,43 @@ BERT = ("bert_mean", ["mean", "cls"],
          "Embeddings turn text into vectors; similar sentences land close together."])
 
 
+# the bert cross-encoder copy (bge-reranker's head: cls, tanh, cls.output (1, E))
+BERT_RANK = ("bert_rank", "what is a panda?",
+             ["The giant panda is a bear species endemic to China.", "hi",
+              "Paris is the capital of France.", "Pandas eat bamboo."])
+
+
 def write_bert_model(d):
     make_bert_gguf.write(model_path(d, BERT[0]), shape=dict(make_bert_gguf.BGE_SMALL, L=2), nv=None,
                          scale=0.05, mat_type="f16", quiet=True)
+    make_bert_gguf.write(model_path(d, BERT_RANK[0]), shape=dict(make_bert_gguf.BGE_SMALL, L=2),
+                         nv=None, scale=0.05, mat_type="f16", quiet=True, rerank=True)
+
+
+def write_bert_rank_golden(a, llama_cpp):
+    """tests/golden/embed_bert_rank.txt: 'sha256', 'query', per document 'document', 'ids'
+    (llama-server's prompt for a vocabulary without a rerank template: [CLS] query [SEP]
+    document, as WordPiece's add_bos / add_sep say) and 'llama' / 'ref' scores (the [CLS] row
+    through cls, tanh, cls.output)."""
+    name, query, docs = BERT_RANK
+    path = model_path(a.dir, name)
+    out = ["sha256 " + hashlib.sha256(open(path, "rb").read()).hexdigest(), "query " + query]
+    llm = llama_cpp.Llama(model_path=path, embedding=True, n_ctx=512, n_batch=512, n_ubatch=512,
+                          n_threads=2, verbose=False, pooling_type=4)
+    ref = ref_forward.RefModel(path)
+    for doc in docs:
+        toks = [101] + llm.tokenize(query.encode(), add_bos=False) + [102] + llm.tokenize(doc.encode(), add_bos=False)
+        llm._batch.reset()
+        llm._batch.add_sequence(toks, 0, True)
+        llm._ctx.kv_cache_clear()
+        llm._ctx.decode(llm._batch)
+        s_ll = llama_cpp.llama_get_embeddings_seq(llm._ctx.ctx, 0)[0]
+        h = np.tanh(ref.w("cls.weight") @ ref.hidden(toks)[0] + ref.w("cls.bias"))
+        s_ref = float((ref.w("cls.output.weight") @ h + ref.w("cls.output.bias")).ravel()[0])
+        out += ["document " + doc, "ids " + " ".join(map(str, toks)), "llama %.8g" % s_ll, "ref %.8g" % s_ref]
+        print("%s %r: %d tokens, llama.cpp %.6f, ref %.6f" % (name, doc, len(toks), s_ll, s_ref))
+    with open(os.path.join(a.golden, "embed_%s.txt" % name), "w") as f:
+        f.write("\n".join(out) + "\n")
 
 
 def write_bert_golden(a, llama_cpp):
@@ -105,6 +139,7 @@ def main():
     import llama_cpp
     if a.bert_only:
         write_bert_golden(a, llama_cpp)
+        write_bert_rank_golden(a, llama_cpp)
         return 0
     for name, pooling, _ in CASES:
         path = model_path(a.dir, name)
@@ -133,6 +168,7 @@ def main():
             f.write("\n".join(out) + "\n")
     write_rerank_golden(a, llama_cpp)
     write_bert_golden(a, llama_cpp)
+    write_bert_rank_golden(a, llama_cpp)
     return 0
 
 

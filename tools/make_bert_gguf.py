@@ -36,9 +36,11 @@ BGE_SMALL = dict(E=384, L=12, H=12, F=1536, CTX=512)
 
 
 def write(path, drop_tensor=None, token_types=True, bad_shape=None, shape=None, nv=NV, scale=0.2, mat_type=None,
-          pooling=gguf.PoolingType.MEAN, quiet=False):
+          pooling=gguf.PoolingType.MEAN, quiet=False, rerank=False):
     """A random-weight bert file: the tiny test shape, or shape (a dict like BGE_SMALL, L the
-    layer count) over the first nv tokens (None: all) of the bge vocabulary; matrices of
+    layer count) over the first nv tokens (None: all) of the bge vocabulary (rerank: a
+    bge-reranker's head, cls.weight / cls.bias / cls.output.weight (1, E) / cls.output.bias, and
+    pooling rank); matrices of
     std `scale` (f32, or mat_type: "f16"; token_types and position_embd stay f32, as
     llama.cpp's graph adds a view of token_types to f32 rows), norm weights 1 + N(0, 0.04), biases of std 0.2."""
     sh = dict(E=E, L=L, H=H, F=F, CTX=CTX) if shape is None else shape
@@ -52,7 +54,7 @@ def write(path, drop_tensor=None, token_types=True, bad_shape=None, shape=None, 
     w.add_head_count(h_)
     w.add_layer_norm_eps(1e-12)
     w.add_causal_attention(False)
-    w.add_pooling_type(pooling)
+    w.add_pooling_type(gguf.PoolingType.RANK if rerank else pooling)
     toks, types = vocab(nv)
     w.add_tokenizer_model("bert")
     w.add_tokenizer_pre("default")
@@ -99,6 +101,11 @@ def write(path, drop_tensor=None, token_types=True, bad_shape=None, shape=None, 
         t(b + "ffn_down.bias", e_)
         t(b + "layer_output_norm.weight", e_, one=True)
         t(b + "layer_output_norm.bias", e_)
+    if rerank:
+        t("cls.weight", e_, e_)
+        t("cls.bias", e_)
+        t("cls.output.weight", 1, e_)
+        t("cls.output.bias", 1)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

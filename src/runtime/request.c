@@ -53,7 +53,7 @@ enum lm_status lm_req_new(struct lm_engine *e, const int32_t *prompt, int32_t n_
     }
     if (rp->embed) {
         const size_t E = (size_t)e->m->hp.n_embd;
-        r->embd_acc = malloc(E * sizeof *r->embd_acc);
+        r->embd_acc = malloc(2 * E * sizeof *r->embd_acc); // the second half: lm_pool_rank's
         r->embd_out = malloc(E * sizeof *r->embd_out);
         if (!r->embd_acc || !r->embd_out) {
             req_free(r);
