@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The bert encoder (docs/embeddings.md) on a reduced bge-small copy (width 384, 12 heads, 2
 # layers, the real WordPiece vocabulary; tools/gen_golden_embed.py --bert-only writes it and
-# tests/golden/embed_bert_mean.txt): `lumen embed` against llama.cpp's vectors and the float64
+# tests/golden/embed_bert_mean.txt; and a nomic-embed-text-v1.5 copy, nomic-bert: width 768,
+# RoPE, SwiGLU, embed_nomic_mean.txt): `lumen embed` against llama.cpp's vectors and the float64
 # reference, mean (the file's) and cls pooling (cosine >= 0.9999 each), the same token
 # counts; a cross-encoder copy (embed_bert_rank: bge-reranker's head) ranked as llama.cpp; batch invariance (each input alone on 1 thread = all together on 2); a step
 # smaller than an input, an input beyond the 512 positions, generation, and malformed bert
@@ -22,19 +23,23 @@ bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
 
 RG="$ROOT/tests/golden/embed_bert_rank.txt"
 RM="$DIR/embed_bert_rank.gguf"
+NG="$ROOT/tests/golden/embed_nomic_mean.txt"
+NM="$DIR/embed_nomic_mean.gguf"
 same() { [[ "$(sha256sum "$1" 2>/dev/null | cut -d' ' -f1)" == "$(sed -n 's/^sha256 //p' "$2")" ]]; }
-if ! { same "$M" "$G" && same "$RM" "$RG"; } &&
+if ! { same "$M" "$G" && same "$RM" "$RG" && same "$NM" "$NG"; } &&
    ! "$PY" "$ROOT/tools/gen_golden_embed.py" --dir "$DIR" --bert-only --models-only >"$TMP/gen.log" 2>&1; then
     echo "SKIP: cannot write the bert models (needs numpy + gguf): $(tail -1 "$TMP/gen.log")"
     exit 0
 fi
-same "$M" "$G" && same "$RM" "$RG" || { echo "FAIL: a regenerated bert model's sha256 is not its golden's"; exit 1; }
+same "$M" "$G" && same "$RM" "$RG" && same "$NM" "$NG" || { echo "FAIL: a regenerated bert model's sha256 is not its golden's"; exit 1; }
 mapfile -t inputs < <(sed -n 's/^input //p' "$G")
 
-for pool in mean cls; do
-    "$BIN" embed -m "$M" -t 2 --pooling "$pool" "${inputs[@]}" >"$TMP/$pool.jsonl" 2>"$TMP/err" ||
-        { bad "$pool: lumen embed failed: $(cat "$TMP/err")"; continue; }
-    if "$PY" - "$G" "$TMP/$pool.jsonl" "$pool" <<'PYEOF'
+# model:pooling (the nomic copy has the same inputs)
+for mp in bert_mean:mean bert_mean:cls nomic_mean:mean; do
+    name=${mp%%:*} pool=${mp#*:}
+    "$BIN" embed -m "$DIR/embed_$name.gguf" -t 2 --pooling "$pool" "${inputs[@]}" >"$TMP/$mp.jsonl" 2>"$TMP/err" ||
+        { bad "$mp: lumen embed failed: $(cat "$TMP/err")"; continue; }
+    if "$PY" - "$ROOT/tests/golden/embed_$name.txt" "$TMP/$mp.jsonl" "$pool" <<'PYEOF'
 import json, sys
 import numpy as np
 rows = []
@@ -58,14 +63,16 @@ for i, (r, j) in enumerate(zip(rows, got)):
             print("input %d: cosine to %s %.9f < 0.9999" % (i, k, c)); bad += 1
 sys.exit(1 if bad else 0)
 PYEOF
-    then ok; else bad "$pool: vectors differ from llama.cpp's or the reference's"; fi
+    then ok; else bad "$mp: vectors differ from llama.cpp's or the reference's"; fi
 done
 
 # batch invariance: each input alone on one thread gives the bits it gets among the others
-for i in "${!inputs[@]}"; do
-    "$BIN" embed -m "$M" -t 1 "${inputs[$i]}" | sed "s/^{\"index\": 0/{\"index\": $i/" >>"$TMP/alone.jsonl"
+for name in bert_mean nomic_mean; do
+    for i in "${!inputs[@]}"; do
+        "$BIN" embed -m "$DIR/embed_$name.gguf" -t 1 "${inputs[$i]}" | sed "s/^{\"index\": 0/{\"index\": $i/"
+    done >"$TMP/alone.jsonl"
+    cmp -s "$TMP/$name:mean.jsonl" "$TMP/alone.jsonl" && ok || bad "$name: an input alone differs from the same input beside others"
 done
-cmp -s "$TMP/mean.jsonl" "$TMP/alone.jsonl" && ok || bad "an input alone differs from the same input beside others"
 
 # the cross-encoder (bge-reranker's head: [CLS] row -> cls -> tanh -> cls.output; the prompt
 # [CLS] query [SEP] document): scores within 2e-3 of llama.cpp's and the reference's (random

@@ -11,7 +11,9 @@ and for the mean copy 'ref_noncausal <values>': the reference with non-causal at
 position attends to all: what encoders do; tests/test_runtime_embed.c).
 
 tests/golden/embed_bert_mean.txt: a reduced bge-small copy (tools/make_bert_gguf.py: width 384,
-12 heads, 2 layers, the real WordPiece vocabulary), mean and cls pooled (write_bert_golden).
+12 heads, 2 layers, the real WordPiece vocabulary), mean and cls pooled (write_bert_golden);
+embed_bert_rank.txt: the same with bge-reranker's head (write_bert_rank_golden); embed_nomic_mean.txt:
+a reduced nomic-embed-text-v1.5 copy (nomic-bert: width 768, RoPE, SwiGLU, 2 layers), mean.
 
 usage: gen_golden_embed.py [--dir /tmp/lumen-embed] [--golden tests/golden] [--bert-only]
 """
@@ -52,11 +54,17 @@ BERT_RANK = ("bert_rank", "what is a panda?",
               "Paris is the capital of France.", "Pandas eat bamboo."])
 
 
+# the nomic-bert copy: nomic-embed-text-v1.5's shape with 2 layers, the same vocabulary, mean
+NOMIC = ("nomic_mean", ["mean"], BERT[2])
+
+
 def write_bert_model(d):
     make_bert_gguf.write(model_path(d, BERT[0]), shape=dict(make_bert_gguf.BGE_SMALL, L=2), nv=None,
                          scale=0.05, mat_type="f16", quiet=True)
     make_bert_gguf.write(model_path(d, BERT_RANK[0]), shape=dict(make_bert_gguf.BGE_SMALL, L=2),
                          nv=None, scale=0.05, mat_type="f16", quiet=True, rerank=True)
+    make_bert_gguf.write(model_path(d, NOMIC[0]), shape=dict(make_bert_gguf.NOMIC_V15, L=2), nv=None,
+                         scale=0.035, mat_type="f16", quiet=True, arch="nomic-bert")
 
 
 def write_bert_rank_golden(a, llama_cpp):
@@ -85,11 +93,11 @@ def write_bert_rank_golden(a, llama_cpp):
         f.write("\n".join(out) + "\n")
 
 
-def write_bert_golden(a, llama_cpp):
+def write_bert_golden(a, llama_cpp, case=BERT):
     """tests/golden/embed_bert_mean.txt: 'sha256', then per input 'input <text>', 'n_tokens',
     'ids' ([CLS] ... [SEP], llama.cpp's tokenizer) and per pooling 'llama_<pooling>' (llama.cpp's
     vector, L2-normalised) and 'ref_<pooling>' (the float64 reference's, non-causal)."""
-    name, poolings, texts = BERT
+    name, poolings, texts = case
     path = model_path(a.dir, name)
     out = ["sha256 " + hashlib.sha256(open(path, "rb").read()).hexdigest()]
     ref = ref_forward.RefModel(path)
@@ -97,7 +105,7 @@ def write_bert_golden(a, llama_cpp):
                               n_threads=2, verbose=False, pooling_type={"mean": 1, "cls": 2}[p])
            for p in poolings}
     for text in texts:
-        toks = lls["mean"].tokenize(text.encode())
+        toks = lls[poolings[0]].tokenize(text.encode())
         out += ["input " + text, "n_tokens %d" % len(toks), "ids " + " ".join(map(str, toks))]
         for p in poolings:
             e_ll = np.array(lls[p].embed(text, normalize=True), dtype=np.float64)
@@ -139,6 +147,7 @@ def main():
     import llama_cpp
     if a.bert_only:
         write_bert_golden(a, llama_cpp)
+        write_bert_golden(a, llama_cpp, NOMIC)
         write_bert_rank_golden(a, llama_cpp)
         return 0
     for name, pooling, _ in CASES:
@@ -168,6 +177,7 @@ def main():
             f.write("\n".join(out) + "\n")
     write_rerank_golden(a, llama_cpp)
     write_bert_golden(a, llama_cpp)
+    write_bert_golden(a, llama_cpp, NOMIC)
     write_bert_rank_golden(a, llama_cpp)
     return 0
 

@@ -33,20 +33,24 @@ def vocab(nv=NV):
 
 # the real bge-small-en-v1.5 shape (width 384, 12 heads of 32, n_ff 1536, 512 positions)
 BGE_SMALL = dict(E=384, L=12, H=12, F=1536, CTX=512)
+# nomic-embed-text-v1.5's (width 768, 12 heads of 64, n_ff 3072, 2048 positions, RoPE base 1000)
+NOMIC_V15 = dict(E=768, L=12, H=12, F=3072, CTX=2048)
 
 
 def write(path, drop_tensor=None, token_types=True, bad_shape=None, shape=None, nv=NV, scale=0.2, mat_type=None,
-          pooling=gguf.PoolingType.MEAN, quiet=False, rerank=False):
+          pooling=gguf.PoolingType.MEAN, quiet=False, rerank=False, arch="bert"):
     """A random-weight bert file: the tiny test shape, or shape (a dict like BGE_SMALL, L the
     layer count) over the first nv tokens (None: all) of the bge vocabulary (rerank: a
     bge-reranker's head, cls.weight / cls.bias / cls.output.weight (1, E) / cls.output.bias, and
-    pooling rank); matrices of
+    pooling rank; arch "nomic-bert": no position_embd, RoPE base 1000, fused attn_qkv, a
+    SwiGLU FFN, no biases but the LayerNorms'); matrices of
     std `scale` (f32, or mat_type: "f16"; token_types and position_embd stay f32, as
     llama.cpp's graph adds a view of token_types to f32 rows), norm weights 1 + N(0, 0.04), biases of std 0.2."""
     sh = dict(E=E, L=L, H=H, F=F, CTX=CTX) if shape is None else shape
     e_, l_, h_, f_, ctx_ = sh["E"], sh["L"], sh["H"], sh["F"], sh["CTX"]
     rng = np.random.default_rng(1234)
-    w = gguf.GGUFWriter(path, "bert")
+    nomic = arch == "nomic-bert"
+    w = gguf.GGUFWriter(path, arch)
     w.add_context_length(ctx_)
     w.add_embedding_length(e_)
     w.add_block_count(l_)
@@ -54,6 +58,8 @@ def write(path, drop_tensor=None, token_types=True, bad_shape=None, shape=None, 
     w.add_head_count(h_)
     w.add_layer_norm_eps(1e-12)
     w.add_causal_attention(False)
+    if nomic:
+        w.add_rope_freq_base(1000.0)
     w.add_pooling_type(gguf.PoolingType.RANK if rerank else pooling)
     toks, types = vocab(nv)
     w.add_tokenizer_model("bert")
@@ -85,11 +91,23 @@ def write(path, drop_tensor=None, token_types=True, bad_shape=None, shape=None, 
 
     t("token_embd.weight", nvo, e_)
     t("token_types.weight", 2, e_)
-    t("position_embd.weight", ctx_, e_)
+    if not nomic:
+        t("position_embd.weight", ctx_, e_)
     t("token_embd_norm.weight", e_, one=True)
     t("token_embd_norm.bias", e_)
     for i in range(l_):
         b = "blk.%d." % i
+        if nomic:
+            t(b + "attn_qkv.weight", 3 * e_, e_)
+            t(b + "attn_output.weight", e_, e_)
+            t(b + "attn_output_norm.weight", e_, one=True)
+            t(b + "attn_output_norm.bias", e_)
+            for x in ("ffn_up", "ffn_gate"):
+                t(b + x + ".weight", f_, e_)
+            t(b + "ffn_down.weight", e_, f_)
+            t(b + "layer_output_norm.weight", e_, one=True)
+            t(b + "layer_output_norm.bias", e_)
+            continue
         for x in ("attn_q", "attn_k", "attn_v", "attn_output"):
             t(b + x + ".weight", e_, e_)
             t(b + x + ".bias", e_)

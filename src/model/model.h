@@ -294,6 +294,12 @@ enum lm_status lm_smollm3_load_ext(struct lm_model *m);
 // all-MiniLM, XLM-RoBERTa files llama.cpp loads as bert); the forward runs it as an encoder
 // (lm_decoder_desc.encoder: post-norm LayerNorms, learned positions, non-causal, no LM head).
 extern const struct lm_arch lm_arch_bert;
+// nomic-bert (model/bert.c; nomic-embed-text v1.5): bert without learned positions, with NeoX
+// RoPE, fused attn_qkv and a SwiGLU FFN
+extern const struct lm_arch lm_arch_nomic_bert;
+// Q/K/V of layer il as llama.cpp's create_tensor_qkv reads them (phi3.c): attn_qkv.weight as
+// three row views (+ attn_qkv.bias, or all three attn_q/k/v.bias), or separate attn_q/k/v
+enum lm_status lm_model_qkv(struct lm_model *m, int il);
 
 // Reads <arch>.pooling_type into m->hp.pooling (model/model_embd.c); LM_ERR_FORMAT for a
 // value outside llama.cpp's (0..4).

@@ -56,11 +56,20 @@ void lm_op_residual_layernorm(struct lm_context *c, float *x, const float *o,
 }
 
 // y rows (n_rows, n_embd) = down(GELU(up x + up_b)) + down_b (llama.cpp's LLM_FFN_GELU,
-// LLM_FFN_SEQ); hidden rows in c->gate. Ends at a barrier.
+// LLM_FFN_SEQ), or with a gate (nomic-bert) down(SiLU(gate x) * up x); hidden rows in c->gate.
+// Ends at a barrier.
 void lm_op_ffn_enc(struct lm_context *c, float *y, const float *x, const struct lm_layer *L,
                    int64_t n_rows, int il, int ith, int nth, uint64_t *t) {
     const int64_t F = L->up.n_out;
     const struct lm_weight *const up[1] = {&L->up}, *const down[1] = {&L->down};
+    if (L->gate.data) { // nomic-bert: SiLU(gate x) * (up x), llama.cpp's LLM_FFN_SILU, LLM_FFN_PAR
+        lm_op_gate_up_act(c, c->gate, c->up, x, &L->gate, &L->up, n_rows, LM_FFN_ACT_SILU, il, ith,
+                          nth, t);
+        *t = lm_fwd_sync(c, ith, LM_OP_ACTIVATION, il, *t);
+        lm_op_matmul(c, y, c->gate, &L->down, n_rows, ith, nth);
+        *t = lm_fwd_sync_mm(c, ith, LM_OP_DOWN, il, *t, down, 1);
+        return;
+    }
     lm_op_matmul(c, c->gate, x, &L->up, n_rows, ith, nth);
     *t = lm_fwd_sync_mm(c, ith, LM_OP_GATE_UP, il, *t, up, 1);
     const float *table = lm_op_gelu_table();
