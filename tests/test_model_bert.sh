@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# The bert encoder (docs/embeddings.md) on a reduced bge-small copy (width 384, 12 heads, 2
-# layers, the real WordPiece vocabulary; tools/gen_golden_embed.py --bert-only writes it and
-# tests/golden/embed_bert_mean.txt; and a nomic-embed-text-v1.5 copy, nomic-bert: width 768,
-# RoPE, SwiGLU, embed_nomic_mean.txt): `lumen embed` against llama.cpp's vectors and the float64
-# reference, mean (the file's) and cls pooling (cosine >= 0.9999 each), the same token
-# counts; a cross-encoder copy (embed_bert_rank: bge-reranker's head) ranked as llama.cpp; batch invariance (each input alone on 1 thread = all together on 2); a step
-# smaller than an input, an input beyond the 512 positions, generation, and malformed bert
-# files (no position_embd, a wrong shape): one line each.
+# The encoders (docs/embeddings.md, "Encoders") on reduced copies that tools/gen_golden_embed.py
+# --bert-only writes with their goldens: bge-small (bert: width 384, 12 heads, 2 layers, the
+# real WordPiece vocabulary; embed_bert_mean.txt), nomic-embed-text-v1.5 (nomic-bert: width 768,
+# RoPE, SwiGLU; embed_nomic_mean.txt) and a bge-reranker head (embed_bert_rank.txt).
+# `lumen embed` against llama.cpp's vectors and the float64 reference, mean (the file's) and cls
+# pooling (cosine >= 0.9999 each), the same token counts; `lumen rerank` as llama.cpp; batch
+# invariance (each input alone on 1 thread = all together on 2; -b 8, which the engine widens
+# to the context for an encoder); an input beyond the 512 positions, generation, rank without
+# a head and malformed bert files (no position_embd, a wrong shape): one line each.
 # LM_TEST_LABELS: model;cli
 set -u
 ROOT="${LUMEN_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}"
@@ -73,6 +74,9 @@ for name in bert_mean nomic_mean; do
     done >"$TMP/alone.jsonl"
     cmp -s "$TMP/$name:mean.jsonl" "$TMP/alone.jsonl" && ok || bad "$name: an input alone differs from the same input beside others"
 done
+# an encoder's step holds its context whatever -b says (its inputs run whole): the same bits
+"$BIN" embed -m "$M" -t 2 -b 8 "${inputs[@]}" >"$TMP/b8.jsonl" 2>"$TMP/err" || bad "-b 8: $(cat "$TMP/err")"
+cmp -s "$TMP/bert_mean:mean.jsonl" "$TMP/b8.jsonl" && ok || bad "-b 8 changes the vectors"
 
 # the cross-encoder (bge-reranker's head: [CLS] row -> cls -> tanh -> cls.output; the prompt
 # [CLS] query [SEP] document): scores within 2e-3 of llama.cpp's and the reference's (random
@@ -105,7 +109,6 @@ refused() { # name, expected text, command...
     if "$@" >"$TMP/out" 2>"$TMP/err"; then bad "$name: accepted"; return; fi
     [[ $(wc -l <"$TMP/err") -le 1 ]] && grep -q -- "$text" "$TMP/err" && ok || bad "$name: $(cat "$TMP/err")"
 }
-refused "a step smaller than the input" "exceeds the step of 8 tokens" "$BIN" embed -m "$M" -b 8 "${inputs[0]}"
 printf 'word %.0s' $(seq 600) >"$TMP/long.txt"
 refused "an input beyond the positions" "exceeds the context of 512 tokens" "$BIN" embed -m "$M" -f "$TMP/long.txt"
 refused "generation" "embedding model without an LM head" "$BIN" run -m "$M" -p hello -n 2

@@ -40,10 +40,10 @@ enum lm_status lm_engine_init(struct lm_engine **out, struct lm_model *m,
     if (params) p = *params;
     if (p.max_running <= 0) p.max_running = 8;
     if (p.max_waiting <= 0) p.max_waiting = 64;
-    const bool step_default = p.step_tokens <= 0;
     if (p.step_tokens <= 0) p.step_tokens = 256;
-    // an encoder's input runs whole in one step: by default the step holds the longest one
-    if (m->arch->decoder.encoder && step_default) {
+    // an encoder's input runs whole in one step, so its step holds the longest input the
+    // context allows (an encoder decodes nothing: no stream waits on its steps)
+    if (m->arch->decoder.encoder) {
         const int32_t n = p.n_ctx > 0 ? p.n_ctx : m->hp.n_ctx_train;
         if (n > p.step_tokens) p.step_tokens = n < 8192 ? n : 8192;
     }

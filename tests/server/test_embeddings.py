@@ -258,6 +258,8 @@ def test_bert_embeddings():
         c = client(s)
         r = c.embeddings.create(model="lumen", input=[x["input"] for x in rows])
         assert r.usage.prompt_tokens == sum(int(x["n_tokens"]) for x in rows)
+        # longer than the server's step (256 tokens): an encoder's step holds its context
+        assert len(c.embeddings.create(model="lumen", input="word " * 300).data[0].embedding) == 384
         for x, d in zip(rows, r.data):
             for k in ("llama_mean", "ref_mean"):
                 assert cos(d.embedding, [float(v) for v in x[k].split()]) >= 0.9999, k
