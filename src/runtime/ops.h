@@ -89,7 +89,8 @@ void lm_op_embed_enc(struct lm_context *c, int ith, int nth);
 void lm_op_residual_layernorm(struct lm_context *c, float *x, const float *o,
                               const struct lm_weight *w, const struct lm_weight *b, int64_t n_rows,
                               int ith, int nth);
-// y rows = down(GELU(up x + up_b)) + down_b, hidden rows in c->gate; ends at a barrier
+// y rows = down(GELU(up x + up_b)) + down_b, or with a gate (nomic-bert) down(SiLU(gate x) *
+// up x); hidden rows in c->gate; ends at a barrier
 void lm_op_ffn_enc(struct lm_context *c, float *y, const float *x, const struct lm_layer *L,
                    int64_t n_rows, int il, int ith, int nth, uint64_t *t);
 // The GELU table (65536 floats, ggml's GGML_GELU_FP16), built on first use
