@@ -49,6 +49,13 @@ measured (KL-divergence, top-1 agreement). Architectures, as llama.cpp builds th
            biased logits, weights a softmax over those k, biased experts with the clamped
            SwiGLU (x = min(gate, 7), y = clamp(up, -7, 7), x sigmoid(1.702 x) (y + 1))
 
+  bert     an encoder: LayerNorm (with bias, attention.layer_norm_epsilon) of the token +
+           token type 0 + learned position embeddings, post-norm blocks (x = LN(x + attn),
+           x = LN(x + FFN)), q/k/v/output and FFN biases, no RoPE, non-causal attention
+           unless attention.causal, GELU (tanh) FFN without a gate, no final norm, no LM head
+  nomic-bert bert without position_embd: RoPE on halves (rope.freq_base) of q and k, fused
+           attn_qkv, SwiGLU FFN (ffn_gate, ffn_up, ffn_down; no FFN biases)
+
 Optional biases (attn_q/k/v/output.bias) are applied wherever present. Not supported (an
 error names them): YaRN scaling, per-layer head counts, experts in other families
 (shared experts, fused gate_up).
@@ -72,10 +79,10 @@ import gguf
 from gguf import GGMLQuantizationType as QT
 
 SUPPORTED = ("llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "deepseek2", "phi3", "granite",
-             "smollm3", "gpt-oss")
+             "smollm3", "gpt-oss", "bert", "nomic-bert")
 ROPE_NEOX = {"llama": False, "qwen2": True, "qwen3": True, "qwen3moe": True, "gemma3": True,
              "deepseek2": False, "phi3": True, "granite": False, "smollm3": False,
-             "gpt-oss": True}
+             "gpt-oss": True, "bert": False, "nomic-bert": True}
 
 
 def field_value(f):
@@ -103,7 +110,10 @@ class RefModel:
         self.head_k = self.get(a + ".attention.key_length", self.n_embd // self.n_head)
         self.head_v = self.get(a + ".attention.value_length", self.n_embd // self.n_head)
         self.n_rot = self.get(a + ".rope.dimension_count", self.head_k)
-        self.eps = self.get(a + ".attention.layer_norm_rms_epsilon")
+        self.eps = self.get(a + (".attention.layer_norm_epsilon" if a in ("bert", "nomic-bert") else
+                                 ".attention.layer_norm_rms_epsilon"))
+        if a in ("bert", "nomic-bert"):  # an encoder: non-causal unless the file says
+            self.causal = bool(self.get(a + ".attention.causal", False))
         self.rope_base = self.get(a + ".rope.freq_base", 10000.0)
         scaling = self.get(a + ".rope.scaling.type", "linear")
         if scaling not in ("linear", "none") and not (a in ("deepseek2", "gpt-oss") and scaling == "yarn"):
@@ -444,6 +454,8 @@ class RefModel:
 
     def hidden(self, tokens):
         """The final normed hidden states (n, n_embd) of a token sequence at positions 0..n-1."""
+        if self.arch in ("bert", "nomic-bert"):
+            return self.bert_hidden(tokens)
         tokens = np.asarray(tokens, dtype=np.int64)
         n = len(tokens)
         pos = np.arange(n)
@@ -513,6 +525,48 @@ class RefModel:
                 f = self.rmsnorm(f, self.w(p + "post_ffw_norm.weight"))
             x = x + f * rs
         return self.rmsnorm(x, self.w("output_norm.weight"))
+
+    def layernorm(self, x, name):
+        """LayerNorm of x (..., n) with name.weight and name.bias"""
+        d = x - x.mean(axis=-1, keepdims=True)
+        y = d / np.sqrt(np.mean(d * d, axis=-1, keepdims=True) + self.eps)
+        return y * self.w(name + ".weight") + self.w(name + ".bias")
+
+    def bert_hidden(self, tokens):
+        """bert (src/models/bert.cpp): LN(token + type 0 + position embeddings), then per layer
+        x = LN(x + attn(x)) (q/k/v/output biases, no RoPE, scale 1/sqrt(head_dim), non-causal
+        unless attention.causal), x = LN(x + down(GELU(up x + b)) + b); no final norm."""
+        tokens = np.asarray(tokens, dtype=np.int64)
+        n = len(tokens)
+        x = self.w("token_embd.weight")[tokens]
+        if self.has("token_types.weight"):
+            x = x + self.w("token_types.weight")[0]
+        if self.has("position_embd.weight"):  # bert; nomic-bert rotates q and k instead
+            x = x + self.w("position_embd.weight")[:n]
+        x = self.layernorm(x, "token_embd_norm")
+        pos = np.arange(n)
+        for il in range(self.n_layer):
+            p = "blk.%d." % il
+            if self.has(p + "attn_qkv.weight"):  # nomic-bert: q, k, v rows
+                qkv = self.linear(x, p + "attn_qkv")
+                qd = self.n_head * self.head_k
+                q, k, v = qkv[:, :qd], qkv[:, qd:2 * qd], qkv[:, 2 * qd:]
+            else:
+                q, k, v = (self.linear(x, p + "attn_" + c) for c in "qkv")
+            q = q.reshape(n, self.n_head, self.head_k)
+            k = k.reshape(n, self.n_head_kv, self.head_k)
+            if self.arch == "nomic-bert":
+                q = self.rope(q, pos, self.rope_base, 1.0, None)
+                k = self.rope(k, pos, self.rope_base, 1.0, None)
+            a = self.attention(q, k, v.reshape(n, self.n_head_kv, self.head_v), il)
+            x = self.layernorm(x + self.linear(a, p + "attn_output"), p + "attn_output_norm")
+            if self.has(p + "ffn_gate.weight"):  # nomic-bert: SwiGLU, no biases
+                f = (self.silu(x @ self.w(p + "ffn_gate.weight").T) * (x @ self.w(p + "ffn_up.weight").T)
+                     ) @ self.w(p + "ffn_down.weight").T
+            else:
+                f = self.linear(self.gelu(self.linear(x, p + "ffn_up")), p + "ffn_down")
+            x = self.layernorm(x + f, p + "layer_output_norm")
+        return x
 
     def head(self, h):
         """Logits (n, n_vocab) of final hidden states h (n, n_embd)."""

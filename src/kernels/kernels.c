@@ -58,6 +58,7 @@ static const struct lm_kernels k_generic = {
     .attn_q8 = lm_attn_generic,
     .topk_span = lm_topk_span_generic,
     .swiglu_oai = lm_swiglu_oai_generic,
+    .layernorm = lm_layernorm_generic, .gelu = lm_gelu_generic,
 };
 
 const struct lm_kernels *lm_kernels_generic(void) { return &k_generic; }

@@ -118,6 +118,15 @@ typedef void (*lm_swiglu_fn)(float *g, const float *u, int64_t a, int64_t b, int
 // table holds the generic one (no vector form: ggml has none to match).
 typedef void (*lm_swiglu_oai_fn)(float *g, const float *u, int64_t a, int64_t b, float alpha,
                                  float limit);
+// Encoders (bert): y (n) = ((x - mean) * s) * w + b, ggml_norm then ggml_mul and ggml_add:
+// mean = (float)(double sum of x) / n, d = x - mean (float), var = (float)(double sum of the
+// float d * d / n), s = 1 / sqrtf(var + eps); each product and sum rounded (no fma). y may
+// be x; w, b may be NULL. Every table holds the generic one.
+typedef void (*lm_layernorm_fn)(float *y, const float *x, const float *w, const float *b,
+                                int64_t n, float eps);
+// g[j] = gelu(g[j]) for j < n (no gate), the table and ranges of lm_geglu_fn (ggml_gelu).
+// Every table holds the generic one.
+typedef void (*lm_gelu_fn)(float *g, int64_t n, const float *table);
 // y (n halves) = x (n floats) rounded to nearest even (lm_f32_to_f16, F16C's rounding)
 typedef void (*lm_f32_to_f16_fn)(lm_f16 *y, const float *x, int64_t n);
 
@@ -256,6 +265,8 @@ struct lm_kernels {
     lm_attn_fn attn_q8;     // jobs with k_q8 or v_q8 (and f16 ones)
     lm_topk_span_fn topk_span;
     lm_swiglu_oai_fn swiglu_oai;
+    lm_layernorm_fn layernorm; // encoders (bert)
+    lm_gelu_fn gelu;
 };
 
 // True if weight (n_out, n_in) of dtype t has an il layout: q8_0, q5_0, q4_0, q4_1, q5_1,

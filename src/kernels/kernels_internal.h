@@ -123,6 +123,10 @@ void lm_swiglu_oai_generic(float *g, const float *u, int64_t a, int64_t b, float
 void lm_f32_to_f16_generic(lm_f16 *y, const float *x, int64_t n);
 void lm_attn_generic(const struct lm_attn_job *j);
 void lm_topk_span_generic(struct lm_topk *t, const float *x, int32_t id0, int64_t n);
+// rows_enc_generic.c (every table): the encoders' LayerNorm and plain GELU
+void lm_layernorm_generic(float *y, const float *x, const float *w, const float *b, int64_t n,
+                          float eps);
+void lm_gelu_generic(float *g, int64_t n, const float *table);
 void lm_rmsnorm_avx512(float *y, const float *x, const float *w, int64_t n, float eps);
 void lm_rope_avx512(float *x, int64_t n_rows, int64_t stride, const float *cs, int64_t n_rot, bool neox);
 void lm_geglu_avx512(float *g, const float *u, int64_t n, const float *table);

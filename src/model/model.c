@@ -21,6 +21,8 @@ static const struct lm_arch *const k_archs[] = {
     &lm_arch_granite,
     &lm_arch_smollm3,
     &lm_arch_gptoss,
+    &lm_arch_bert,
+    &lm_arch_nomic_bert,
 };
 #define N_ARCHS (sizeof k_archs / sizeof k_archs[0])
 

@@ -159,6 +159,11 @@ struct lm_decoder_desc {
     bool post_norms;         // post_attn_norm / post_ffw_norm on the attention and FFN outputs
                              // before their residual adds (gemma3; the loader requires them)
     enum lm_ffn_act ffn_act;
+    // an encoder (bert): the input is LN(token + type + position embeddings), no pre-norms,
+    // each residual add followed by a LayerNorm (post-norm), the FFN ungated (GELU(up x + b)),
+    // no final norm and no LM head; attention non-causal unless hp.causal_attn, and no
+    // prefix cache (a position's K/V depend on the whole input). runtime/ops_enc.c
+    bool encoder;
 };
 
 struct lm_arch {
@@ -286,10 +291,15 @@ extern const struct lm_arch lm_arch_smollm3;
 enum lm_status lm_granite_load_ext(struct lm_model *m);
 enum lm_status lm_smollm3_load_ext(struct lm_model *m);
 // bert (model/bert.c): hyper-parameters and weights of the BERT encoder family (bge,
-// all-MiniLM, XLM-RoBERTa files llama.cpp loads as bert). Not in the registry yet: the
-// forward pass has no post-norm, LayerNorm, learned positions or non-causal attention, so
-// lm_model_load still refuses the architecture; tests call it through lm_arch_bert.load.
+// all-MiniLM, XLM-RoBERTa files llama.cpp loads as bert); the forward runs it as an encoder
+// (lm_decoder_desc.encoder: post-norm LayerNorms, learned positions, non-causal, no LM head).
 extern const struct lm_arch lm_arch_bert;
+// nomic-bert (model/bert.c; nomic-embed-text v1.5): bert without learned positions, with NeoX
+// RoPE, fused attn_qkv and a SwiGLU FFN
+extern const struct lm_arch lm_arch_nomic_bert;
+// Q/K/V of layer il as llama.cpp's create_tensor_qkv reads them (phi3.c): attn_qkv.weight as
+// three row views (+ attn_qkv.bias, or all three attn_q/k/v.bias), or separate attn_q/k/v
+enum lm_status lm_model_qkv(struct lm_model *m, int il);
 
 // Reads <arch>.pooling_type into m->hp.pooling (model/model_embd.c); LM_ERR_FORMAT for a
 // value outside llama.cpp's (0..4).

@@ -6,6 +6,7 @@
 
 #include "base/status.h"
 #include "model/model.h"
+#include "tokenizer/tokenizer.h" // [SEP] (WordPiece)
 
 #define LM_CLS_OUT_MAX 64 // classifier outputs (Qwen3-Reranker: 2)
 
@@ -115,10 +116,20 @@ enum lm_status lm_rerank_tokens(const struct lm_model *m, const char *query, siz
     enum lm_status st = LM_OK;
     if (!(*ids = malloc(2 * sizeof **ids))) return lm_error_set(LM_ERR_NOMEM, "rerank: out of memory");
     if (lm_tokenizer_add_bos(t)) (*ids)[(*n)++] = lm_tokenizer_bos(t);
+    // [SEP] between them where the vocabulary adds one (tokenizer.ggml.add_sep_token; WordPiece's
+    // default): a BERT cross-encoder's [CLS] query [SEP] document; EOS falls back to [SEP]
+    bool add_sep = t->kind == LM_TOK_KIND_WPM && t->sep >= 0;
+    if ((st = lm_gguf_get_bool(&m->gguf, "tokenizer.ggml.add_sep_token", &add_sep, false))) {
+        free(*ids);
+        *ids = NULL;
+        return st;
+    }
+    const int32_t eos = lm_tokenizer_eos(t) >= 0 ? lm_tokenizer_eos(t) : t->sep;
     st = append_tokens(t, query, qlen, ids, n);
-    if (st == LM_OK && lm_tokenizer_add_eos(t)) (*ids)[(*n)++] = lm_tokenizer_eos(t);
+    if (st == LM_OK && lm_tokenizer_add_eos(t)) (*ids)[(*n)++] = eos;
+    if (st == LM_OK && add_sep && t->sep >= 0) (*ids)[(*n)++] = t->sep;
     if (st == LM_OK) st = append_tokens(t, doc, dlen, ids, n);
-    if (st == LM_OK && lm_tokenizer_add_eos(t)) (*ids)[(*n)++] = lm_tokenizer_eos(t);
+    if (st == LM_OK && lm_tokenizer_add_eos(t)) (*ids)[(*n)++] = eos;
     if (st != LM_OK) {
         free(*ids);
         *ids = NULL;

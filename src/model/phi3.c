@@ -157,6 +157,8 @@ static enum lm_status phi3_qkv(struct lm_model *m, int il) {
     return LM_OK;
 }
 
+enum lm_status lm_model_qkv(struct lm_model *m, int il) { return phi3_qkv(m, il); }
+
 static enum lm_status phi3_load(struct lm_model *m) {
     struct lm_hparams *hp = &m->hp;
     enum lm_status st;

@@ -205,6 +205,7 @@ static enum lm_status context_init(struct lm_context **out, struct lm_model *m,
     c->n_batch = p.n_batch;
     c->n_logits_max = p.n_logits_max;
     c->n_threads = p.n_threads;
+    c->non_causal = m->arch->decoder.encoder && !hp->causal_attn; // encoders see the whole input
     if (t) {
         c->kv = t->kv;
         c->pool = t->pool;
@@ -228,8 +229,10 @@ static enum lm_status context_init(struct lm_context **out, struct lm_model *m,
             free(c);
             return lm_error_set(LM_ERR_ARG, "context: kv_tokens %d too large", p.kv_tokens);
         }
+        // an encoder's K/V at a position depend on the whole input: nothing to share by prefix
+        const bool prefix = !p.no_prefix_cache && !m->arch->decoder.encoder;
         enum lm_status st = lm_kv_init_layouts(&c->kv_own, lays, draft ? 2 : 1, p.n_ctx, p.n_seq_max,
-                                               (int32_t)pool_tokens, !p.no_prefix_cache);
+                                               (int32_t)pool_tokens, prefix);
         if (st != LM_OK) { free(c); return st; }
     }
 
@@ -379,6 +382,10 @@ enum lm_status lm_decode(struct lm_context *c, const struct lm_batch_entry *e, i
         if (e[i].want_logits && c->seq_embd[e[i].seq - c->seq0]) {
             n_eout++;
         } else if (e[i].want_logits) {
+            if (!c->m->output.data)
+                return lm_error_set(LM_ERR_ARG, "decode: entry %d wants logits; %s (%s) has no LM head "
+                                    "(an embedding model: put its sequence in embedding mode)", i,
+                                    c->m->path, c->m->arch->name);
             if (n_out == c->n_logits_max)
                 return lm_error_set(LM_ERR_ARG, "decode: more than %d entries want logits "
                                     "(n_logits_max)", c->n_logits_max);

@@ -41,6 +41,12 @@ enum lm_status lm_engine_init(struct lm_engine **out, struct lm_model *m,
     if (p.max_running <= 0) p.max_running = 8;
     if (p.max_waiting <= 0) p.max_waiting = 64;
     if (p.step_tokens <= 0) p.step_tokens = 256;
+    // an encoder's input runs whole in one step, so its step holds the longest input the
+    // context allows (an encoder decodes nothing: no stream waits on its steps)
+    if (m->arch->decoder.encoder) {
+        const int32_t n = p.n_ctx > 0 ? p.n_ctx : m->hp.n_ctx_train;
+        if (n > p.step_tokens) p.step_tokens = n < 8192 ? n : 8192;
+    }
     if (p.max_running > 4096 || p.max_waiting > 1 << 20 || p.step_tokens > 8192)
         return lm_error_set(LM_ERR_ARG, "engine: max_running %d (<= 4096), max_waiting %d, "
                             "step_tokens %d (<= 8192)", p.max_running, p.max_waiting, p.step_tokens);
@@ -138,6 +144,10 @@ static enum lm_status check_embed(const struct lm_engine *e, int32_t n_prompt,
         return lm_error_set(LM_ERR_ARG, "engine: embedding input of %d tokens exceeds the context of "
                             "%d tokens", n_prompt, e->p.n_ctx < e->p.kv_tokens ? e->p.n_ctx
                                                                            : e->p.kv_tokens);
+    if (e->c->non_causal && n_prompt > e->p.step_tokens) // the whole input in one step
+        return lm_error_set(LM_ERR_ARG, "engine: embedding input of %d tokens exceeds the step of %d "
+                            "tokens (a non-causal model sees its whole input in one step)", n_prompt,
+                            e->p.step_tokens);
     if (rp->pooling == LM_POOLING_UNSPECIFIED || rp->pooling == LM_POOLING_NONE)
         rp->pooling = e->m->hp.pooling;
     if (rp->pooling == LM_POOLING_RANK && lm_model_n_cls_out(e->m) == 0)
@@ -173,6 +183,9 @@ static enum lm_status check_request(const struct lm_engine *e, const int32_t *pr
     if (rp->max_tokens < 0)
         return lm_error_set(LM_ERR_ARG, "engine: max_tokens %d < 0", rp->max_tokens);
     if (rp->embed) return check_embed(e, n_prompt, rp);
+    if (!e->m->output.data)
+        return lm_error_set(LM_ERR_ARG, "engine: %s (%s) is an embedding model without an LM head: "
+                            "it embeds or ranks, it does not generate", e->m->path, e->m->arch->name);
     const int64_t total = (int64_t)n_prompt + (rp->max_tokens > 0 ? rp->max_tokens : 1);
     if (n_prompt >= e->p.n_ctx || total > e->p.n_ctx)
         return lm_error_set(LM_ERR_ARG, "engine: prompt of %d tokens + max_tokens %d exceeds the "

@@ -1,5 +1,6 @@
 // The forward pass: the one decoder of every architecture (gemma3, llama, qwen2, qwen3,
-// qwen3moe, granite, smollm3, gpt-oss, deepseek2: latent attention through runtime/ops_mla.c),
+// qwen3moe, granite, smollm3, gpt-oss, deepseek2: latent attention through runtime/ops_mla.c;
+// the bert encoder: post-norm through runtime/ops_enc.c),
 // llama.cpp's pre-norm block stack, shaped by m->arch->decoder (lm_decoder_desc) and by the
 // model's data (hyper-parameters, optional weights; experts: lm_op_moe_ffn), so no family has
 // a copy of it. Prefill, decode, batched decode and speculative verification are all this
@@ -28,17 +29,23 @@ void lm_forward(struct lm_context *c, int ith, int nth) {
     const float eps = hp->rms_eps;
     uint64_t t = lm_prof_now();
 
-    lm_op_embed(c, hp->embd_scale, ith, nth); // into c->x
+    const bool enc = dd->encoder; // bert: post-norm blocks without pre-norms (ops_enc.c)
+    if (enc) lm_op_embed_enc(c, ith, nth); // into c->x, LayerNormed
+    else lm_op_embed(c, hp->embd_scale, ith, nth); // into c->x
     lm_op_rope_cache(c, ith, nth);
     t = lm_fwd_mark(ith, LM_OP_EMBED, -1, t);
-    lm_op_rmsnorm(c, c->xn, c->x, &m->layers[0].attn_norm, N, E, eps, ith, nth);
-    t = lm_fwd_sync(c, ith, LM_OP_ATTN_NORM, 0, t);
+    if (enc) {
+        t = lm_fwd_sync(c, ith, LM_OP_EMBED, -1, t);
+    } else {
+        lm_op_rmsnorm(c, c->xn, c->x, &m->layers[0].attn_norm, N, E, eps, ith, nth);
+        t = lm_fwd_sync(c, ith, LM_OP_ATTN_NORM, 0, t);
+    }
 
-    const bool pv = nth > 1 && N <= LM_PRIVATE_QUANT_ROWS; // barrier-free residual steps
+    const bool pv = nth > 1 && N <= LM_PRIVATE_QUANT_ROWS && !enc; // barrier-free residual steps
     const bool mla = hp->mla_kv_rank > 0; // latent attention (deepseek2)
     float *xcur = c->x, *xoth = c->x_alt;
     float *const xn_own = pv ? c->xn_priv + (size_t)ith * LM_PRIVATE_QUANT_ROWS * E : c->xn;
-    const float *xin = c->xn; // the QKV input: attn_norm(x)
+    const float *xin = enc ? c->x : c->xn; // the QKV input: attn_norm(x) (encoders: x)
     for (int il = 0; il < hp->n_layer; il++) {
         const struct lm_layer *L = &m->layers[il];
         const bool last = il + 1 == hp->n_layer;
@@ -74,6 +81,15 @@ void lm_forward(struct lm_context *c, int ith, int nth) {
         if (L->bo.data) { // output projection bias (gpt-oss), rows split: its own barrier
             lm_op_add_bias(c->o, &L->bo, Nr, ith, nth);
             t = lm_fwd_sync(c, ith, LM_OP_O_PROJ, il, t);
+        }
+        if (enc) { // post-norm: x = LN(x + attn), then x = LN(x + FFN(x)), the FFN ungated
+            float *const xr = xcur + r0 * E;
+            lm_op_residual_layernorm(c, xr, c->o, &L->attn_out_norm, &L->attn_out_norm_b, Nr, ith, nth);
+            t = lm_fwd_sync(c, ith, LM_OP_ATTN_RESIDUAL, il, t);
+            lm_op_ffn_enc(c, c->o, xr, L, Nr, il, ith, nth, &t);
+            lm_op_residual_layernorm(c, xr, c->o, &L->layer_out_norm, &L->layer_out_norm_b, Nr, ith, nth);
+            t = lm_fwd_sync(c, ith, LM_OP_FFN_RESIDUAL, il, t);
+            continue;
         }
         if (pv) { // post norm + residual + ffn norm in the ffn_norm span
             lm_fwd_residual_priv(c, &xcur, &xoth, r0, c->o, post_attn, &L->ffn_norm, eps, Nr, E,

@@ -438,6 +438,11 @@ static void gelu_table_init(void) {
 
 void lm_ops_init(void) { gelu_table_ensure(); }
 
+const float *lm_op_gelu_table(void) {
+    gelu_table_ensure();
+    return g_gelu_table;
+}
+
 static void gelu_table_ensure(void) {
     if (!__atomic_load_n(&g_gelu_ready, __ATOMIC_ACQUIRE)) {
         // first use: one thread builds the table, others wait (rare, at warm-up)
@@ -469,9 +474,12 @@ void lm_op_output_norm(struct lm_context *c, const float *x, int ith, int nth) {
     const int64_t d = m->hp.n_embd;
     int64_t s, e;
     split(c->n_out + c->n_eout, ith, nth, &s, &e); // logits rows, then embedding rows
-    for (int64_t r = s; r < e; r++)
-        c->kern->rmsnorm(c->xn + r * d, x + (int64_t)c->out_rows[r] * d,
-                         (const float *)m->output_norm.data, d, m->hp.rms_eps);
+    const bool copy = m->arch->decoder.encoder && !m->output_norm.data; // bert: no final norm
+    for (int64_t r = s; r < e; r++) {
+        if (copy) memcpy(c->xn + r * d, x + (int64_t)c->out_rows[r] * d, (size_t)d * sizeof(float));
+        else c->kern->rmsnorm(c->xn + r * d, x + (int64_t)c->out_rows[r] * d,
+                              (const float *)m->output_norm.data, d, m->hp.rms_eps);
+    }
 }
 
 // a separate call, not a side effect of the output norm: the caller owns the barrier that

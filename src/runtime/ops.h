@@ -81,6 +81,20 @@ void lm_op_embed(struct lm_context *c, float scale, int ith, int nth);
 // xn rows = final norm of the rows of x that want logits (gathered by out_rows). x: the
 // buffer holding the final residual stream (n_tokens rows; the forward's, c->x or c->x_alt).
 void lm_op_output_norm(struct lm_context *c, const float *x, int ith, int nth);
+// ---- encoders (bert; runtime/ops_enc.c)
+// x rows = LN(tok_embd[t] + type_embd[0] + pos_embd[pos]) with token_embd_norm (+ bias);
+// c->o is its scratch
+void lm_op_embed_enc(struct lm_context *c, int ith, int nth);
+// x rows = LN(x + o) with w (+ b), in place (post-norm)
+void lm_op_residual_layernorm(struct lm_context *c, float *x, const float *o,
+                              const struct lm_weight *w, const struct lm_weight *b, int64_t n_rows,
+                              int ith, int nth);
+// y rows = down(GELU(up x + up_b)) + down_b, or with a gate (nomic-bert) down(SiLU(gate x) *
+// up x); hidden rows in c->gate; ends at a barrier
+void lm_op_ffn_enc(struct lm_context *c, float *y, const float *x, const struct lm_layer *L,
+                   int64_t n_rows, int il, int ith, int nth, uint64_t *t);
+// The GELU table (65536 floats, ggml's GGML_GELU_FP16), built on first use
+const float *lm_op_gelu_table(void);
 // Rewinds the head's row-claim counter (thread 0). lm_op_lm_head needs it once per pass,
 // with a barrier between the two (the forward puts it before the output norm's barrier).
 void lm_op_lm_head_reset(struct lm_context *c, int ith);

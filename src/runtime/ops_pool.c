@@ -35,10 +35,20 @@ void lm_pool_finish(float *out, const double *acc, int64_t E, int32_t n_rows, in
     for (int64_t i = 0; i < n; i++) out[i] *= scale;
 }
 
-int32_t lm_pool_rank(const struct lm_model *m, const struct lm_kernels *k, const double *acc,
+int32_t lm_pool_rank(const struct lm_model *m, const struct lm_kernels *k, double *acc,
                      float *tmp, float *out) {
     const struct lm_weight *W = &m->cls_out;
     const int64_t E = W->n_in;
+    if (m->cls.data) { // bert's pre-head: acc[E + j] = tanh(cls row j . acc + b[j]); then the head
+        for (int64_t j = 0; j < E; j++) {
+            k->dequant[m->cls.type]((const char *)m->cls.data + (size_t)j * m->cls.row_bytes, tmp, E);
+            double s = 0.0;
+            for (int64_t i = 0; i < E; i++) s += (double)tmp[i] * acc[i];
+            if (m->cls_b.data) s += ((const float *)m->cls_b.data)[j];
+            acc[E + j] = tanh(s);
+        }
+        acc += E;
+    }
     const int32_t n = (int32_t)W->n_out;
     double mx = -INFINITY;
     double y[64];

@@ -25,7 +25,10 @@ void lm_pool_finish(float *out, const double *acc, int64_t E, int32_t n_rows, in
 // (+ cls.output.bias), in float64 over the head's dequantized rows (tmp: E floats of
 // scratch), then softmax over the outputs for qwen3 (llama.cpp's graph does). Returns the
 // number of outputs (lm_model_n_cls_out).
-int32_t lm_pool_rank(const struct lm_model *m, const struct lm_kernels *k, const double *acc,
+// A BERT cross-encoder's pre-head (cls.weight, bge-reranker) runs first: acc[E, 2E) becomes
+// tanh(cls row + cls.bias) (float64 over cls's dequantized rows; acc holds 2E doubles), which
+// then feeds cls.output, as llama.cpp's build_pooling.
+int32_t lm_pool_rank(const struct lm_model *m, const struct lm_kernels *k, double *acc,
                      float *tmp, float *out);
 
 #endif

@@ -53,7 +53,7 @@ enum lm_status lm_req_new(struct lm_engine *e, const int32_t *prompt, int32_t n_
     }
     if (rp->embed) {
         const size_t E = (size_t)e->m->hp.n_embd;
-        r->embd_acc = malloc(E * sizeof *r->embd_acc);
+        r->embd_acc = malloc(2 * E * sizeof *r->embd_acc); // the second half: lm_pool_rank's
         r->embd_out = malloc(E * sizeof *r->embd_out);
         if (!r->embd_acc || !r->embd_out) {
             req_free(r);
@@ -141,8 +141,9 @@ enum lm_status lm_req_admit(struct lm_engine *e, struct lm_req *r, int32_t seq) 
     }
     int32_t n_att = 0;
     // an embedding pooled over more than its last row computes every row (no cached prefix)
-    const bool attach = !r->rp.embed || r->rp.pooling == LM_POOLING_LAST ||
-                        (r->rp.pooling == LM_POOLING_RANK && !e->c->non_causal);
+    // (nor does a non-causal one: its K/V depend on the whole input)
+    const bool attach = !r->rp.embed || (!e->c->non_causal && (r->rp.pooling == LM_POOLING_LAST ||
+                                                               r->rp.pooling == LM_POOLING_RANK));
     if (attach && lm_kv_prefix_attach(kv, seq, r->toks, r->n_toks, &n_att) != LM_OK) n_att = 0;
     lm_req_wait_unlink(e, r);
     pthread_mutex_lock(&e->mu);

@@ -75,7 +75,7 @@ struct lm_req {
     struct lm_req_spec spec;
     // embedding (rp.embed; rp.pooling resolved to MEAN, CLS or LAST): the float64 sum of the
     // rows that feed its pooling, in position order (runtime/ops_pool.h), and its vector
-    double *embd_acc;           // [n_embd]
+    double *embd_acc;           // [2 * n_embd]: the pooled sum, then lm_pool_rank's scratch
     float *embd_out;            // [n_embd]
     struct lm_req_think think;
 };

@@ -92,6 +92,8 @@ static bool try_plan(struct lm_engine *e, struct lm_step *s) {
         if (want > e->p.step_tokens - n) want = e->p.step_tokens - n;
         const int32_t chunk = lm_kv_chunk_fit(kv, r->seq, want, avail);
         if (chunk == 0) continue;
+        // non-causal attention needs the whole input in one batch: wait for a step with room
+        if (r->rp.embed && e->c->non_causal && chunk < r->n_toks - r->n_kv) continue;
         avail -= lm_kv_blocks_needed(kv, r->seq, chunk);
         const bool embed = r->rp.embed;
         for (int32_t i = 0; i < chunk; i++) {

@@ -224,3 +224,48 @@ def test_rerank_needs_reranker(esrv, rsrv):
     assert st == 400 and data["error"]["code"] == "model_not_reranker", data
     st, _, data = rsrv.post("/v1/embeddings", {"input": "a"})
     assert st == 400 and data["error"]["code"] == "model_not_embedding", data
+
+
+# ---------------------------------------------------------------- an encoder (bert)
+BGOLD = os.path.join(ROOT, "tests", "golden", "embed_bert_mean.txt")
+BMODEL = os.path.join(DIR, "embed_bert_mean.gguf")
+
+
+def test_bert_embeddings():
+    """The bge-small copy (tests/test_model_bert.sh's) served: the openai client's vectors
+    within 0.9999 of llama.cpp's and the reference's, usage; a chat request a 400."""
+    rows, sha = [], None
+    for line in open(BGOLD):
+        k, _, v = line.rstrip("\n").partition(" ")
+        if k == "sha256":
+            sha = v
+        elif k == "input":
+            rows.append({"input": v})
+        elif rows:
+            rows[-1][k] = v
+    try:
+        have = hashlib.sha256(open(BMODEL, "rb").read()).hexdigest()
+    except OSError:
+        have = None
+    if have != sha:
+        py = os.path.join(ROOT, ".venv", "bin", "python")
+        gen = os.path.join(ROOT, "tools", "gen_golden_embed.py")
+        if subprocess.run([py if os.path.exists(py) else sys.executable, gen, "--dir", DIR, "--bert-only",
+                           "--models-only"], capture_output=True).returncode != 0:
+            pytest.skip("cannot write the bert model (numpy + gguf)")
+    s = Server("--api-key", API_KEY, model=BMODEL)
+    try:
+        c = client(s)
+        r = c.embeddings.create(model="lumen", input=[x["input"] for x in rows])
+        assert r.usage.prompt_tokens == sum(int(x["n_tokens"]) for x in rows)
+        # longer than the server's step (256 tokens): an encoder's step holds its context
+        assert len(c.embeddings.create(model="lumen", input="word " * 300).data[0].embedding) == 384
+        for x, d in zip(rows, r.data):
+            for k in ("llama_mean", "ref_mean"):
+                assert cos(d.embedding, [float(v) for v in x[k].split()]) >= 0.9999, k
+        with pytest.raises(Exception) as e:
+            c.chat.completions.create(model="lumen", messages=[{"role": "user", "content": "hi"}],
+                                      max_tokens=2)
+        assert getattr(e.value, "status_code", None) == 400, repr(e.value)
+    finally:
+        s.stop()
