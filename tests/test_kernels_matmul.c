@@ -545,6 +545,10 @@ int main(void) {
                 if (lm_il_supported(t, 48, n_ins[ii]) && k->il_gemm[t]) test_weight(k, t, 48, n_ins[ii], true);
             }
         }
+        // 45 il groups: the il16 path's chunks of groups (LM_IL_CHUNK_BYTES, 24 q8_0 groups of
+        // 640 columns, 39 iq4_xs groups of 768) end inside the weight and inside a thread's rows
+        if (k->il_gemm[LM_DTYPE_Q8_0]) test_weight(k, LM_DTYPE_Q8_0, 720, 640, true);
+        if (k->il_gemm[LM_DTYPE_IQ4_XS]) test_weight(k, LM_DTYPE_IQ4_XS, 720, 768, true);
         test_multi(k);
     }
     printf("%-6s %12s\n", "dtype", "max_rel_err");

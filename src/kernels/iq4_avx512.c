@@ -48,7 +48,8 @@ AI void il_iq4_nl_n(const int NT, int64_t n_in, float *y, size_t ys, const void 
             wv[2 * j] = _mm512_shuffle_epi8(tbl, _mm512_and_si512(v, m4));
             wv[2 * j + 1] = _mm512_shuffle_epi8(tbl, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
         }
-        for (int t = 0; t < NT; t++) {
+#pragma GCC unroll 16
+        for (int t = 0; t < NT; t++) { // unrolled: 16 tokens x 2048 columns, L1-resident, 1552 -> 1434 ns
             const int8_t *xt = (const int8_t *)((const char *)xa + (size_t)t * xas);
             const int8_t *q = xt + b * 32;
             const float dx = ((const float *)(xt + nb * 32))[b];

@@ -317,15 +317,26 @@ static void rows_n(lm_vec_dot_n_fn dotn, float *Y, const struct lm_weight *W, co
 }
 
 // W il groups (n_out / 16, group bytes) @ il activation rows -> Y columns [a, b), a and b
-// multiples of LM_IL_ROWS: each group decoded once per tile of up to LM_IL_MAX_NT tokens
+// multiples of LM_IL_ROWS: each group decoded once per tile of up to LM_IL_MAX_NT tokens.
+// The groups go in chunks of about LM_IL_CHUNK_BYTES of weights, each tile running over the
+// whole chunk before the next tile: the chunk stays in L2 and a tile's activation rows are
+// reused across its groups, where one group at a time streamed every token's row past each
+// group (il GEMM alone, 1 thread, 256 tokens, CPU time per group and tile, n_in 2048: iq4_xs
+// 1691 -> 1542 ns, q4_K 1955 -> 1760, q3_K 2041 -> 1851, q2_K 1954 -> 1776; n_in 8192: 5-10%).
+// The same kernel calls, so the same results.
+#define LM_IL_CHUNK_BYTES (256 * 1024)
 static void rows_il16(lm_il_gemm_fn gemm, float *Y, const struct lm_weight *W, const char *xa,
                       size_t xrow, int64_t n_rows, int64_t a, int64_t b) {
-    const int64_t n_out = W->n_out;
-    for (int64_t g = a / LM_IL_ROWS; g < b / LM_IL_ROWS; g++) {
-        const char *wg = (const char *)W->il + (size_t)g * W->il_group_bytes;
+    const int64_t n_out = W->n_out, g_end = b / LM_IL_ROWS;
+    int64_t chunk = (int64_t)(LM_IL_CHUNK_BYTES / W->il_group_bytes);
+    if (chunk < 1) chunk = 1;
+    for (int64_t g0 = a / LM_IL_ROWS; g0 < g_end; g0 += chunk) {
+        const int64_t g1 = g0 + chunk < g_end ? g0 + chunk : g_end;
         for (int64_t i = 0; i < n_rows; i += LM_IL_MAX_NT) {
             const int nt = n_rows - i < LM_IL_MAX_NT ? (int)(n_rows - i) : LM_IL_MAX_NT;
-            gemm(W->n_in, nt, &Y[i * n_out + g * LM_IL_ROWS], (size_t)n_out, wg, xa + (size_t)i * xrow, xrow);
+            for (int64_t g = g0; g < g1; g++)
+                gemm(W->n_in, nt, &Y[i * n_out + g * LM_IL_ROWS], (size_t)n_out,
+                     (const char *)W->il + (size_t)g * W->il_group_bytes, xa + (size_t)i * xrow, xrow);
         }
     }
 }
