@@ -163,18 +163,21 @@ static void test_close_prefix(void) {
 // gpt-oss's BPE), <|channel|> is both the start marker's first token and the grammar's (the
 // tokenizer makes the header tokens USER_DEFINED, text a grammar matches, as llama.cpp does;
 // <|return|> and <|call|> end generation; issue 35).
-enum { T_RET = 1, T_CALL, T_CHAN, T_MSG, T_END, T_START, T_AN, T_ALYSIS, T_FINAL, T_IT, T_ASSISTANT, T_NV };
+enum { T_RET = 1, T_CALL, T_CHAN, T_MSG, T_END, T_START, T_AN, T_ALYSIS, T_FINAL, T_IT, T_ASSISTANT,
+       T_COMMENTARY, T_TO, T_CONSTRAIN, T_JSON, T_LBRACE, T_RBRACE, T_NV };
 static const int32_t h_start[] = {T_CHAN, T_AN, T_ALYSIS, T_MSG},
                      h_end[] = {T_END, T_START, T_ASSISTANT, T_CHAN, T_FINAL, T_MSG};
 
 static struct lm_tokenizer *harmony_vocab(void) {
     const char *texts[T_NV] = {"<unk>", "<|return|>", "<|call|>", "<|channel|>", "<|message|>", "<|end|>", "<|start|>",
-                               "an", "alysis", "final", "It", "assistant"};
+                               "an", "alysis", "final", "It", "assistant", "commentary", " to=functions.f",
+                               "<|constrain|>", "json", "{", "}"};
     uint32_t lens[T_NV];
     int32_t types[T_NV];
     for (int i = 0; i < T_NV; i++) {
         lens[i] = (uint32_t)strlen(texts[i]);
-        types[i] = i == 0 ? LM_TOK_TYPE_UNKNOWN : i < T_AN ? LM_TOK_TYPE_CONTROL : LM_TOK_TYPE_NORMAL;
+        types[i] = i == 0 ? LM_TOK_TYPE_UNKNOWN
+                   : i < T_AN || i == T_CONSTRAIN ? LM_TOK_TYPE_CONTROL : LM_TOK_TYPE_NORMAL;
     }
     struct lm_tokenizer_desc d = {.model = "llama", .n_vocab = T_NV, .texts = texts, .lens = lens, .types = types,
                                   .bos = -1, .eos = T_RET, .unk = 0, .pad = -1, .eot = -1, .eom = -1,
@@ -185,12 +188,17 @@ static struct lm_tokenizer *harmony_vocab(void) {
     return t;
 }
 
-// r with harmony's markers (n_think_close 3), budget b and a matcher of gbnf.
-static void setup_harmony(struct lm_req *r, const struct lm_tokenizer *tk, const char *gbnf, int32_t b) {
+// r with harmony's markers (n_think_close 3), budget b and a matcher of gbnf (lazy with a
+// trigger).
+static void setup_harmony(struct lm_req *r, const struct lm_tokenizer *tk, const char *gbnf, int32_t b,
+                          const char *trigger) {
     setup(r, h_start, 4, h_end, 6, false, b);
     r->rp.n_think_close = r->think.n_close = 3;
     struct lm_grammar *g = NULL;
-    CHECKF(lm_grammar_compile(&g, tk, gbnf, strlen(gbnf), NULL) == LM_OK, "%s", lm_error_msg());
+    struct lm_grammar_options opt = lm_grammar_options_default();
+    opt.triggers = &trigger;
+    opt.n_triggers = trigger ? 1 : 0;
+    CHECKF(lm_grammar_compile(&g, tk, gbnf, strlen(gbnf), &opt) == LM_OK, "%s", lm_error_msg());
     CHECK(lm_grammar_matcher_init(&r->gm, g) == LM_OK);
     lm_grammar_free(g);
 }
@@ -227,7 +235,7 @@ static void test_harmony_grammar(void) {
     int32_t out[32];
     // <|channel|> is the grammar's and the marker's: the next draw is the grammar's ("final") or
     // the marker's ("an"), never a token that is neither
-    setup_harmony(&r, tk, g1, -1);
+    setup_harmony(&r, tk, g1, -1, NULL);
     CHECK(next_mask(&r) == 1u << T_CHAN);
     drive(&r, (const int32_t[]){T_CHAN}, 1, out);
     CHECKF(next_mask(&r) == ((1u << T_AN) | (1u << T_FINAL)), "mask %#x", next_mask(&r));
@@ -237,7 +245,7 @@ static void test_harmony_grammar(void) {
     lm_think_free(&r);
     // budget 0, the model opens its analysis anyway: once the marker leaves the grammar, only the
     // marker's next token; the span opens, the grammar forgets the marker and sees the forced final
-    setup_harmony(&r, tk, g1, 0);
+    setup_harmony(&r, tk, g1, 0, NULL);
     drive(&r, (const int32_t[]){T_CHAN, T_AN}, 2, out);
     CHECK(next_mask(&r) == 1u << T_ALYSIS);
     const int32_t d2[] = {T_ALYSIS, T_MSG, 0, 0, 0, 0, 0, 0, T_IT, T_RET};
@@ -247,11 +255,11 @@ static void test_harmony_grammar(void) {
     lm_think_free(&r);
     // a grammar that follows the marker part of the way ("an", "alysis" are letters): undone when
     // the marker completes; after the span the grammar starts afresh at <|channel|>
-    setup_harmony(&r, tk, "root ::= \"<|channel|>\" [a-z]+", -1);
+    setup_harmony(&r, tk, "root ::= \"<|channel|>\" [a-z]+", -1, NULL);
     drive(&r, (const int32_t[]){T_CHAN, T_AN, T_ALYSIS}, 3, out);
     // the grammar's letters and its end, or the marker's <|message|>
     CHECK(next_mask(&r) == ((1u << T_AN) | (1u << T_ALYSIS) | (1u << T_FINAL) | (1u << T_ASSISTANT) | (1u << T_RET) |
-                            (1u << T_CALL) | (1u << T_MSG)));
+                            (1u << T_CALL) | (1u << T_COMMENTARY) | (1u << T_JSON) | (1u << T_MSG)));
     drive(&r, (const int32_t[]){T_MSG, T_IT, T_END, T_START, T_ASSISTANT}, 5, out);
     CHECK(r.think.state == LM_THINK_OFF && next_mask(&r) == 1u << T_CHAN);
     drive(&r, (const int32_t[]){T_CHAN, T_FINAL, T_AN, T_RET}, 4, out);
@@ -259,12 +267,33 @@ static void test_harmony_grammar(void) {
     lm_think_free(&r);
     // a marker the grammar does not allow at all: the mask adds its first token, and once begun
     // holds only its next token
-    setup_harmony(&r, tk, "root ::= \"It\"", -1);
+    setup_harmony(&r, tk, "root ::= \"It\"", -1, NULL);
     CHECK(next_mask(&r) == ((1u << T_IT) | (1u << T_CHAN)));
     drive(&r, (const int32_t[]){T_CHAN}, 1, out);
     CHECK(next_mask(&r) == 1u << T_AN);
     drive(&r, (const int32_t[]){T_AN, T_ALYSIS, T_MSG, T_IT, T_END, T_START, T_ASSISTANT, T_IT}, 8, out);
     CHECK(lm_grammar_matcher_is_done(r.gm));
+    lm_grammar_matcher_free(r.gm);
+    lm_think_free(&r);
+    // tools: a call to functions.f starts the answer, no analysis; the lazy grammar saw its header
+    // from the <|channel|> on (the marker's first token) and constrains the arguments after it
+    const char *trig = "to=functions.f<|constrain|>json<|message|>";
+    setup_harmony(&r, tk, "root ::= \"to=functions.f<|constrain|>json<|message|>\" \"{}\"", -1, trig);
+    CHECK(next_mask(&r) == (1u << T_NV) - 1);
+    drive(&r, (const int32_t[]){T_CHAN}, 1, out);
+    CHECK(next_mask(&r) == (1u << T_NV) - 1);
+    drive(&r, (const int32_t[]){T_COMMENTARY, T_TO, T_CONSTRAIN, T_JSON, T_MSG}, 5, out);
+    CHECK(r.think.state == LM_THINK_OFF && next_mask(&r) == 1u << T_LBRACE);
+    drive(&r, (const int32_t[]){T_LBRACE, T_RBRACE}, 2, out);
+    CHECK(lm_grammar_matcher_is_done(r.gm));
+    lm_grammar_matcher_free(r.gm);
+    lm_think_free(&r);
+    // an analysis first: the lazy grammar forgets the marker, and the call after the span is seen
+    setup_harmony(&r, tk, "root ::= \"to=functions.f<|constrain|>json<|message|>\" \"{}\"", -1, trig);
+    const int32_t d5[] = {T_CHAN, T_AN, T_ALYSIS, T_MSG, T_IT, T_END, T_START, T_ASSISTANT,
+                          T_CHAN, T_COMMENTARY, T_TO, T_CONSTRAIN, T_JSON, T_MSG};
+    drive(&r, d5, 14, out);
+    CHECK(next_mask(&r) == 1u << T_LBRACE);
     lm_grammar_matcher_free(r.gm);
     lm_think_free(&r);
     lm_tokenizer_free(tk);
