@@ -4,8 +4,10 @@
 // LM_TEST_LABELS: unit
 #include <string.h>
 
+#include "grammar/grammar.h"
 #include "lm_test.h"
 #include "runtime/request.h"
+#include "tokenizer/tokenizer.h"
 
 // A request with markers start[0, ns) / end[0, ne), open or not, with budget b.
 static void setup(struct lm_req *r, const int32_t *start, int32_t ns, const int32_t *end, int32_t ne, bool open,
@@ -155,28 +157,146 @@ static void test_close_prefix(void) {
     lm_think_free(&r);
     rp.n_think_close = 5;
     CHECK(lm_think_check(&rp, 1000) == LM_ERR_ARG && strstr(lm_error_msg(), "n_think_close 5"));
-    // a start marker the grammar did not allow (7 not in its mask): once begun, the mask holds
-    // only the marker's next token; one it allowed: the mask is off while it is half seen
-    setup(&r, open3, 3, end4, 4, false, -1);
-    r.gm = (struct lm_grammar_matcher *)&r; // only tested for being set
-    uint32_t mask[2] = {1u << 3, 0};
-    lm_think_mask(&r, mask, 64);
-    CHECK(mask[0] == ((1u << 3) | (1u << 7)) && !r.think.start_free);
-    int32_t buf[4];
-    lm_think_accept(&r, 7, buf, NULL);
-    CHECK(lm_req_grammar_on(&r));
-    mask[0] = 1u << 3;
-    mask[1] = 5;
-    lm_think_mask(&r, mask, 64);
-    CHECK(mask[0] == 1u << 9 && mask[1] == 0);
+}
+
+// harmony's markers in a tiny vocabulary with a real grammar: "analysis" is two tokens (as in
+// gpt-oss's BPE), <|channel|> is both the start marker's first token and the grammar's (the
+// tokenizer makes the header tokens USER_DEFINED, text a grammar matches, as llama.cpp does;
+// <|return|> and <|call|> end generation; issue 35).
+enum { T_RET = 1, T_CALL, T_CHAN, T_MSG, T_END, T_START, T_AN, T_ALYSIS, T_FINAL, T_IT, T_ASSISTANT,
+       T_COMMENTARY, T_TO, T_CONSTRAIN, T_JSON, T_LBRACE, T_RBRACE, T_NV };
+static const int32_t h_start[] = {T_CHAN, T_AN, T_ALYSIS, T_MSG},
+                     h_end[] = {T_END, T_START, T_ASSISTANT, T_CHAN, T_FINAL, T_MSG};
+
+static struct lm_tokenizer *harmony_vocab(void) {
+    const char *texts[T_NV] = {"<unk>", "<|return|>", "<|call|>", "<|channel|>", "<|message|>", "<|end|>", "<|start|>",
+                               "an", "alysis", "final", "It", "assistant", "commentary", " to=functions.f",
+                               "<|constrain|>", "json", "{", "}"};
+    uint32_t lens[T_NV];
+    int32_t types[T_NV];
+    for (int i = 0; i < T_NV; i++) {
+        lens[i] = (uint32_t)strlen(texts[i]);
+        types[i] = i == 0 ? LM_TOK_TYPE_UNKNOWN
+                   : i < T_AN || i == T_CONSTRAIN ? LM_TOK_TYPE_CONTROL : LM_TOK_TYPE_NORMAL;
+    }
+    struct lm_tokenizer_desc d = {.model = "llama", .n_vocab = T_NV, .texts = texts, .lens = lens, .types = types,
+                                  .bos = -1, .eos = T_RET, .unk = 0, .pad = -1, .eot = -1, .eom = -1,
+                                  .fim_pad = -1, .fim_rep = -1, .fim_sep = -1,
+                                  .add_bos = 0, .add_eos = 0, .add_space_prefix = 0};
+    struct lm_tokenizer *t = NULL;
+    CHECKF(lm_tokenizer_init_desc(&t, &d, "harmony") == LM_OK, "%s", lm_error_msg());
+    return t;
+}
+
+// r with harmony's markers (n_think_close 3), budget b and a matcher of gbnf (lazy with a
+// trigger).
+static void setup_harmony(struct lm_req *r, const struct lm_tokenizer *tk, const char *gbnf, int32_t b,
+                          const char *trigger) {
+    setup(r, h_start, 4, h_end, 6, false, b);
+    r->rp.n_think_close = r->think.n_close = 3;
+    struct lm_grammar *g = NULL;
+    struct lm_grammar_options opt = lm_grammar_options_default();
+    opt.triggers = &trigger;
+    opt.n_triggers = trigger ? 1 : 0;
+    CHECKF(lm_grammar_compile(&g, tk, gbnf, strlen(gbnf), &opt) == LM_OK, "%s", lm_error_msg());
+    CHECK(lm_grammar_matcher_init(&r->gm, g) == LM_OK);
+    lm_grammar_free(g);
+}
+
+// The next draw's mask as deliver.c computes it (0 when the grammar is off).
+static uint32_t next_mask(struct lm_req *r) {
+    uint32_t mask = 0;
+    if (!lm_req_grammar_on(r)) return 0;
+    lm_grammar_matcher_fill_mask(r->gm, &mask);
+    lm_think_mask(r, &mask, T_NV);
+    return mask;
+}
+
+// Delivers draws as deliver.c does: each drawn token is one the mask allows, and every token
+// handed to the grammar is accepted. Returns the tokens delivered in out.
+static void drive(struct lm_req *r, const int32_t *draws, int32_t n, int32_t *out) {
+    int32_t buf[LM_THINK_MARKER_MAX + 1];
+    for (int32_t i = 0; i < n; i++) {
+        const int32_t f = lm_think_forced(r);
+        const bool on = f < 0 && lm_req_grammar_on(r);
+        const uint32_t mask = on ? next_mask(r) : 0;
+        const int32_t tok = out[i] = f >= 0 ? f : draws[i];
+        CHECKF(!on || (mask >> tok & 1u), "draw %d: token %d is not in the mask %#x", i, tok, mask);
+        const int32_t k = lm_think_accept(r, tok, buf, NULL);
+        for (int32_t j = 0; j < k; j++)
+            CHECKF(lm_grammar_matcher_accept(r->gm, buf[j]), "draw %d: the grammar refused %d", i, buf[j]);
+    }
+}
+
+static void test_harmony_grammar(void) {
+    struct lm_tokenizer *tk = harmony_vocab();
+    const char *g1 = "root ::= \"<|channel|>final<|message|>\" \"It\"";
+    struct lm_req r;
+    int32_t out[32];
+    // <|channel|> is the grammar's and the marker's: the next draw is the grammar's ("final") or
+    // the marker's ("an"), never a token that is neither
+    setup_harmony(&r, tk, g1, -1, NULL);
+    CHECK(next_mask(&r) == 1u << T_CHAN);
+    drive(&r, (const int32_t[]){T_CHAN}, 1, out);
+    CHECKF(next_mask(&r) == ((1u << T_AN) | (1u << T_FINAL)), "mask %#x", next_mask(&r));
+    drive(&r, (const int32_t[]){T_FINAL, T_MSG, T_IT, T_RET}, 4, out);
+    CHECK(r.think.state == LM_THINK_OFF && lm_grammar_matcher_is_done(r.gm));
+    lm_grammar_matcher_free(r.gm);
     lm_think_free(&r);
-    setup(&r, open3, 3, end4, 4, false, -1);
-    r.gm = (struct lm_grammar_matcher *)&r;
-    mask[0] = 1u << 7;
-    lm_think_mask(&r, mask, 64);
-    lm_think_accept(&r, 7, buf, NULL);
-    CHECK(r.think.start_free && !lm_req_grammar_on(&r));
+    // budget 0, the model opens its analysis anyway: once the marker leaves the grammar, only the
+    // marker's next token; the span opens, the grammar forgets the marker and sees the forced final
+    setup_harmony(&r, tk, g1, 0, NULL);
+    drive(&r, (const int32_t[]){T_CHAN, T_AN}, 2, out);
+    CHECK(next_mask(&r) == 1u << T_ALYSIS);
+    const int32_t d2[] = {T_ALYSIS, T_MSG, 0, 0, 0, 0, 0, 0, T_IT, T_RET};
+    drive(&r, d2, 10, out);
+    CHECK(same(out + 2, h_end, 6) && lm_grammar_matcher_is_done(r.gm));
+    lm_grammar_matcher_free(r.gm);
     lm_think_free(&r);
+    // a grammar that follows the marker part of the way ("an", "alysis" are letters): undone when
+    // the marker completes; after the span the grammar starts afresh at <|channel|>
+    setup_harmony(&r, tk, "root ::= \"<|channel|>\" [a-z]+", -1, NULL);
+    drive(&r, (const int32_t[]){T_CHAN, T_AN, T_ALYSIS}, 3, out);
+    // the grammar's letters and its end, or the marker's <|message|>
+    CHECK(next_mask(&r) == ((1u << T_AN) | (1u << T_ALYSIS) | (1u << T_FINAL) | (1u << T_ASSISTANT) | (1u << T_RET) |
+                            (1u << T_CALL) | (1u << T_COMMENTARY) | (1u << T_JSON) | (1u << T_MSG)));
+    drive(&r, (const int32_t[]){T_MSG, T_IT, T_END, T_START, T_ASSISTANT}, 5, out);
+    CHECK(r.think.state == LM_THINK_OFF && next_mask(&r) == 1u << T_CHAN);
+    drive(&r, (const int32_t[]){T_CHAN, T_FINAL, T_AN, T_RET}, 4, out);
+    lm_grammar_matcher_free(r.gm);
+    lm_think_free(&r);
+    // a marker the grammar does not allow at all: the mask adds its first token, and once begun
+    // holds only its next token
+    setup_harmony(&r, tk, "root ::= \"It\"", -1, NULL);
+    CHECK(next_mask(&r) == ((1u << T_IT) | (1u << T_CHAN)));
+    drive(&r, (const int32_t[]){T_CHAN}, 1, out);
+    CHECK(next_mask(&r) == 1u << T_AN);
+    drive(&r, (const int32_t[]){T_AN, T_ALYSIS, T_MSG, T_IT, T_END, T_START, T_ASSISTANT, T_IT}, 8, out);
+    CHECK(lm_grammar_matcher_is_done(r.gm));
+    lm_grammar_matcher_free(r.gm);
+    lm_think_free(&r);
+    // tools: a call to functions.f starts the answer, no analysis; the lazy grammar saw its header
+    // from the <|channel|> on (the marker's first token) and constrains the arguments after it
+    const char *trig = "to=functions.f<|constrain|>json<|message|>";
+    setup_harmony(&r, tk, "root ::= \"to=functions.f<|constrain|>json<|message|>\" \"{}\"", -1, trig);
+    CHECK(next_mask(&r) == (1u << T_NV) - 1);
+    drive(&r, (const int32_t[]){T_CHAN}, 1, out);
+    CHECK(next_mask(&r) == (1u << T_NV) - 1);
+    drive(&r, (const int32_t[]){T_COMMENTARY, T_TO, T_CONSTRAIN, T_JSON, T_MSG}, 5, out);
+    CHECK(r.think.state == LM_THINK_OFF && next_mask(&r) == 1u << T_LBRACE);
+    drive(&r, (const int32_t[]){T_LBRACE, T_RBRACE}, 2, out);
+    CHECK(lm_grammar_matcher_is_done(r.gm));
+    lm_grammar_matcher_free(r.gm);
+    lm_think_free(&r);
+    // an analysis first: the lazy grammar forgets the marker, and the call after the span is seen
+    setup_harmony(&r, tk, "root ::= \"to=functions.f<|constrain|>json<|message|>\" \"{}\"", -1, trig);
+    const int32_t d5[] = {T_CHAN, T_AN, T_ALYSIS, T_MSG, T_IT, T_END, T_START, T_ASSISTANT,
+                          T_CHAN, T_COMMENTARY, T_TO, T_CONSTRAIN, T_JSON, T_MSG};
+    drive(&r, d5, 14, out);
+    CHECK(next_mask(&r) == 1u << T_LBRACE);
+    lm_grammar_matcher_free(r.gm);
+    lm_think_free(&r);
+    lm_tokenizer_free(tk);
 }
 
 static void test_check(void) {
@@ -202,6 +322,7 @@ int main(void) {
     test_budget();
     test_multi_token();
     test_close_prefix();
+    test_harmony_grammar();
     test_check();
     return lm_test_finish();
 }

@@ -79,7 +79,7 @@ void cli_gen_budget(const struct cli_gen *g, int32_t budget, struct lm_request_p
     rp->n_think_start = g->n_think_start;
     rp->think_end = g->think_end;
     rp->n_think_end = g->n_think_end;
-    rp->n_think_close = reason_close_tokens(g->kind);
+    rp->n_think_close = g->n_think_close;
     rp->think_open = g->think_open;
     rp->think_budget = budget;
 }
@@ -107,6 +107,11 @@ void cli_gen_reasoning(struct cli_gen *g, const struct lm_model *m, enum lm_chat
     if (kind == REASON_HARMONY) lm_detok_init(&g->dt, true); // the channels' markers, for the splitter
     g->n_think_start = marker(t, reason_start_marker(kind), g->think_start);
     g->n_think_end = marker(t, reason_end_marker(kind), g->think_end);
+    int32_t close[16]; // harmony: the end marker's first tokens end the span ("assistant" may be several)
+    g->n_think_close = reason_close_marker(kind) ? marker(t, reason_close_marker(kind), close) : 0;
+    if (reason_close_marker(kind) && (!g->n_think_close || g->n_think_close >= g->n_think_end ||
+                                      memcmp(close, g->think_end, (size_t)g->n_think_close * sizeof *close) != 0))
+        g->n_think_start = g->n_think_end = g->n_think_close = 0; // not its prefix: no budget
     g->faint = isatty(STDOUT_FILENO) != 0;
     g->show_reasoning = show || g->faint;
 }

@@ -34,6 +34,7 @@ struct cli_gen {
     int64_t n_reason;              // tokens of the span (its markers included)
     // the span's markers as tokens (for a thinking budget: cli_gen_budget); n_think_end 0: none
     int32_t think_start[16], think_end[16], n_think_start, n_think_end;
+    int32_t n_think_close;         // think_end's first tokens that end the span (reason_close_marker; 0: all)
     enum reason_kind kind;
     bool think_open;               // the generation prompt opened the span (R1's)
     // private

@@ -155,6 +155,9 @@ const char *reason_start_marker(enum reason_kind kind) {
     return kind == REASON_THINK_TAGS ? k_open : kind == REASON_HARMONY ? k_h_open : NULL;
 }
 
-// harmony: <|end|><|start|>assistant; the grammar then sees the next message from its header's
-// <|channel|> or " to=" on, as it does when the answer has no analysis
-int32_t reason_close_tokens(enum reason_kind kind) { return kind == REASON_HARMONY ? 3 : 0; }
+// harmony: <|end|><|start|>assistant (its tokens: "assistant" is one in gpt-oss's vocabulary,
+// several in others); the grammar then sees the next message from its header's <|channel|> or
+// " to=" on, as it does when the answer has no analysis
+const char *reason_close_marker(enum reason_kind kind) {
+    return kind == REASON_HARMONY ? "<|end|><|start|>assistant" : NULL;
+}

@@ -71,10 +71,11 @@ enum reason_kind reason_kind_detect(const char *template_text, bool vocab_has_th
 bool reason_prompt_opens(enum reason_kind kind, const char *prompt, size_t n);
 // The end marker's text (what a thinking budget inserts), or NULL for NONE.
 const char *reason_end_marker(enum reason_kind kind);
-// The span's opening marker's text (NULL for NONE), and how many tokens of the end marker end
-// the span when the model writes them (lm_request_params.n_think_close; 0: all).
+// The span's opening marker's text (NULL for NONE), and the text of the end marker's first
+// tokens that end the span when the model writes them (NULL: all of it); its token count is
+// lm_request_params.n_think_close.
 const char *reason_start_marker(enum reason_kind kind);
-int32_t reason_close_tokens(enum reason_kind kind);
+const char *reason_close_marker(enum reason_kind kind);
 
 // HARMONY (reasoning_harmony.c): a header's destination; a call's NAME (of to=functions.NAME)
 // into name / name_n when not NULL. The splitter's steps for the kind.

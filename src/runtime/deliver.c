@@ -63,7 +63,7 @@ static bool deliver_token(struct lm_engine *e, struct lm_req *r, int32_t row, ui
     if (forced < 0 && lm_req_grammar_on(r)) { // inside a thinking span the grammar waits
         if (!r->mask_ready) lm_grammar_matcher_fill_mask(r->gm, r->mask);
         r->mask_ready = false;
-        lm_think_mask(r, r->mask, e->n_vocab); // the first token may open the span instead
+        lm_think_mask(r, r->mask, e->n_vocab); // the span's start marker may come instead
         n_top = n_top > 0 ? lm_sampler_filter_top_k(top, n_top, r->mask, e->top_kept) : 0;
         top = e->top_kept;
         if (n_top == 0 || n_top < r->top_need || (draft >= 0 && q)) { // the masked row

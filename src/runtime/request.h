@@ -43,7 +43,8 @@ struct lm_req_think {
     int32_t match, used, force;
     int32_t utf8_need; // continuation bytes the span's text still waits for (the budget waits too)
     int32_t n_close;   // think_end's tokens that end the span when generated (rp.n_think_close)
-    bool start_free;   // the grammar allowed think_start[0] at the first token (else a begun marker is completed)
+    int32_t g_in;      // PRE: the start marker's tokens so far the grammar (gm) accepted too, while it followed
+                       // them (== match); undone when the span opens; below match: the marker is completed
 };
 
 struct lm_req {
@@ -96,18 +97,18 @@ enum lm_status lm_think_init(struct lm_req *r, const struct lm_request_params *r
 void lm_think_free(struct lm_req *r);
 // The token the span's budget forces next, or -1.
 int32_t lm_think_forced(const struct lm_req *r);
-// The grammar's mask applies to r's next token (none inside the span, nor while a
-// multi-token start marker is half seen).
+// The grammar's mask applies to r's next token (none inside the span): before the span, with
+// the start marker's next token (lm_think_mask).
 static inline bool lm_req_grammar_on(const struct lm_req *r) {
-    return r->gm && (r->think.state == LM_THINK_OFF ||
-                     (r->think.state == LM_THINK_PRE && (r->think.match == 0 || !r->think.start_free)));
+    return r->gm && (r->think.state == LM_THINK_OFF || r->think.state == LM_THINK_PRE);
 }
-// With the grammar's mask of the next token: also think_start[0] (the span may open here);
-// a start marker begun where the grammar did not allow it: only its next token.
+// With the grammar's mask of the next token: also the start marker's next token (the span may
+// open here); once the grammar stopped following a begun marker: only the marker's next token.
 void lm_think_mask(struct lm_req *r, uint32_t *mask, int32_t n_vocab);
 // tok was delivered: the span's state moves on. Returns how many tokens the grammar must
 // accept now (into toks[], at most n_start + 1): the answer's (tok, after a half-seen start
-// marker's tokens), or 0 inside the span. With tok's tokenizer t (may be NULL: not checked),
+// marker's tokens the grammar has not seen), or 0 inside the span. A start marker's tokens go
+// to r->gm (if any) as they come, while it allows them, and are undone if the span opens. With tok's tokenizer t (may be NULL: not checked),
 // a spent budget waits for the span's text to end a UTF-8 character (as llama.cpp's does).
 int32_t lm_think_accept(struct lm_req *r, int32_t tok, int32_t *toks, const struct lm_tokenizer *t);
 

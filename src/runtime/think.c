@@ -58,14 +58,12 @@ int32_t lm_think_forced(const struct lm_req *r) {
     return r->think.state == LM_THINK_FORCE ? r->think.end[r->think.force] : -1;
 }
 
+// The grammar's mask is after the marker's tokens so far while it follows them (g_in == match):
+// its next token or the marker's next one. A marker it stopped following is completed.
 void lm_think_mask(struct lm_req *r, uint32_t *mask, int32_t n_vocab) {
     struct lm_req_think *th = &r->think;
     if (th->state != LM_THINK_PRE) return;
-    if (th->match > 0) { // a marker the grammar did not allow was begun: it is completed
-        memset(mask, 0, (size_t)((n_vocab + 31) / 32) * sizeof *mask);
-    } else {
-        th->start_free = (mask[th->start[0] >> 5] >> (th->start[0] & 31)) & 1u;
-    }
+    if (th->g_in < th->match) memset(mask, 0, (size_t)((n_vocab + 31) / 32) * sizeof *mask);
     const int32_t t = th->start[th->match];
     mask[t >> 5] |= 1u << (t & 31);
 }
@@ -106,18 +104,21 @@ int32_t lm_think_accept(struct lm_req *r, int32_t tok, int32_t *toks, const stru
     switch (t->state) {
     case LM_THINK_OFF: toks[0] = tok; return 1;
     case LM_THINK_PRE:
-        if (tok == t->start[t->match]) {
+        if (tok == t->start[t->match]) { // the grammar takes it too while it follows the marker
+            if (r->gm && t->g_in == t->match && lm_grammar_matcher_accept(r->gm, tok)) t->g_in++;
             if (++t->match < t->n_start) return 0;
+            if (t->g_in > 0) lm_grammar_matcher_rollback(r->gm, t->g_in); // the span's: not the answer's
+            t->g_in = 0;
             t->match = 0;
             t->used = 0;
             t->state = r->rp.think_budget == 0 ? LM_THINK_FORCE : LM_THINK_IN;
             t->force = 0;
             return 0;
-        } else { // no span: the half-seen marker and tok are the answer's
-            const int32_t k = t->match;
-            memcpy(toks, t->start, (size_t)k * sizeof *toks);
+        } else { // no span: the half-seen marker and tok are the answer's (the grammar has some)
+            const int32_t k = t->match - t->g_in;
+            memcpy(toks, t->start + t->g_in, (size_t)k * sizeof *toks);
             toks[k] = tok;
-            t->match = 0;
+            t->match = t->g_in = 0;
             t->state = LM_THINK_OFF;
             return k + 1;
         }

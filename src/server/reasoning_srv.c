@@ -24,9 +24,15 @@ void srv_reason_detect(struct server *s, const char *template_text) {
         // a budget needs the markers as tokens (real vocabularies: 3 and 6); without, no budget
         s->n_think_start = marker_tokens(s->tok, reason_start_marker(REASON_HARMONY), s->think_start, 16);
         s->n_think_end = marker_tokens(s->tok, reason_end_marker(REASON_HARMONY), s->think_end, 16);
-        if (!s->n_think_start || !s->n_think_end) s->n_think_start = s->n_think_end = 0;
+        int32_t close[16];
+        s->n_think_close = marker_tokens(s->tok, reason_close_marker(REASON_HARMONY), close, 16);
+        if (!s->n_think_close || s->n_think_close >= s->n_think_end ||
+            memcmp(close, s->think_end, (size_t)s->n_think_close * sizeof *close) != 0)
+            s->n_think_close = 0; // not a prefix of the end marker's tokens: no budget
+        if (!s->n_think_start || !s->n_think_close) s->n_think_start = s->n_think_end = 0;
         return;
     }
+    s->n_think_close = 0; // the whole end marker ends the span
     s->n_think_start = marker_tokens(s->tok, "<think>", s->think_start, 16);
     s->n_think_end = marker_tokens(s->tok, "</think>", s->think_end, 16);
     const bool vocab = s->n_think_start == 1 && s->n_think_end == 1; // one token each: a thinking vocabulary
@@ -81,7 +87,7 @@ void srv_reason_begin(struct server *s, struct run *r, struct lm_request_params 
     // the engine: the span's markers, for the budget and for a grammar that waits for the answer
     // (also when thinking is switched off: a span the model opens anyway ends at the budget)
     if (chat && s->n_think_end > 0) {
-        rp->n_think_close = reason_close_tokens(s->reason_kind);
+        rp->n_think_close = s->n_think_close;
         rp->think_start = s->think_start;
         rp->n_think_start = s->n_think_start;
         rp->think_end = s->think_end;

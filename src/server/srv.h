@@ -77,6 +77,7 @@ struct server {
     bool think_keep;           // the template keeps an assistant's reasoning after the last user message (Qwen3's)
     int32_t think_start[16], think_end[16];
     int32_t n_think_start, n_think_end;
+    int32_t n_think_close;     // think_end's first tokens that end the span (reason_close_marker; 0: all)
     char model_id[256];
     char url[300];
     struct metrics *metrics;

@@ -215,3 +215,45 @@ def test_gptoss_file_loads(gserver):
     # the file as downloaded serves: a plain answer (random text) through gpt-oss's BPE tokenizer
     r = client(gserver).chat.completions.create(model="lumen", messages=MSGS, max_tokens=8)
     assert r.choices[0].finish_reason in ("stop", "length") and r.usage.prompt_tokens > 100
+
+
+def test_gptoss_file_final_and_ends(gserver):
+    # no analysis (reasoning_effort none: budget 0 forces the final channel at once), the final's
+    # body driven by the grammar (it constrains what follows the analysis: the next message from
+    # its <|channel|> on, docs/server.md), then each of gpt-oss's
+    # end tokens <|return|> and <|call|> ends generation (its end-of-generation set) well before
+    # max_tokens; the body comes back as content through gpt-oss's BPE tokenizer
+    for end in ("<|return|>", "<|call|>"):
+        g = 'root ::= "<|channel|>final<|message|>" "It is sunny in Paris." "%s"' % end
+        r = client(gserver).chat.completions.create(model="lumen", messages=MSGS, max_tokens=200,
+                                                    extra_body={"grammar": g, "reasoning_effort": "none"})
+        m = r.choices[0].message
+        assert r.choices[0].finish_reason == "stop" and r.usage.completion_tokens < 100, (end, r)
+        assert m.content == "It is sunny in Paris." and not (m.model_extra or {}).get("reasoning_content"), (end, m)
+
+
+def test_gptoss_file_grammar_shares_channel(gserver):
+    # issue 35: the grammar's first token <|channel|> is also the analysis marker's; the next token
+    # is the grammar's or the marker's, never one neither allows (a 500 before), with or without
+    # a budget; "assistant" is several tokens in this vocabulary, so the span's close prefix is
+    # counted from the tokens (the forced final header's rest goes to the grammar)
+    c = client(gserver)
+    for extra in ({}, {"reasoning_effort": "none"}, {"thinking_budget_tokens": 3}):
+        for g in ('root ::= "<|channel|>final<|message|>" "It" "<|return|>"', 'root ::= "<|channel|>" [a-z]+'):
+            r = chat(c, {"grammar": g, **extra}, max_tokens=60)
+            assert r.choices[0].finish_reason in ("stop", "length"), (extra, g, r)
+
+
+def test_gptoss_file_tools(gserver):
+    # tools declared (the lazy call grammar, armed from the first token: a call may start the
+    # answer, the analysis marker's <|channel|> goes to it too): a random answer never draws a
+    # token the grammar refuses, whole == streamed; a random model cannot be driven to a call here
+    # (a request grammar with tools is a 400), test_runtime_think.c drives one through the engine
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+    c = client(gserver)
+    for extra in ({}, {"reasoning_effort": "none"}):
+        r = chat(c, extra, tools=tools, max_tokens=60)
+        assert r.choices[0].finish_reason in ("stop", "length", "tool_calls"), (extra, r)
+        m = r.choices[0].message
+        assert chat_streamed(c, extra, tools=tools, max_tokens=60)[1:] == (m.content or "", r.choices[0].finish_reason)
