@@ -38,6 +38,13 @@
 // greedy continuations may only split where llama.cpp's own top-2 gap is small.
 #define LM_GOLDEN_MARGIN 0.005      // allowed excess in rates (fraction of positions) ...
 #define LM_GOLDEN_MARGIN_POS 2      // ... plus this many positions (small subsets: quick mode)
+// The top-5 overlap's extra positions: windows past LM_ATTN_CHUNK (512) cells run the chunked
+// attention order (kernels.h; p unrounded within a chunk, one merge), which moved the 5th
+// candidate at 3 more of the long prompt's positions than llama.cpp's f16-rounded order
+// (13 vs 10 of 1041) while the mean KL to the float64 reference stayed 3.74e-3 (3.73e-3 before;
+// tests/test_model_ref_forward_full.sh, docs/accuracy.md): a measure of distance from
+// llama.cpp's rounding, not of accuracy
+#define LM_GOLDEN_TOP5_POS 5
 #define LM_GOLDEN_ABS_FACTOR 1.6    // allowed factor on llama.cpp's own max |diff|
 #define LM_GOLDEN_MEAN_FACTOR 1.25  // allowed factor on llama.cpp's own mean |diff|
 #define LM_GOLDEN_GREEDY_GAP 0.5    // a greedy split needs llama.cpp's gap below this
@@ -353,7 +360,7 @@ int main(void) {
            lum.top1 / n, ref.top1 / nr, slack);
     CHECKF(lum.bad_top1 / n <= ref.bad_top1 / nr + slack,
            "non-near-tie top-1 splits %d vs llama.cpp's own %d", lum.bad_top1, ref.bad_top1);
-    CHECKF(lum.top5_bad / n <= ref.top5_bad / nr + slack,
+    CHECKF(lum.top5_bad / n <= ref.top5_bad / nr + slack + LM_GOLDEN_TOP5_POS / n,
            "top-5 overlap < 4 at %d positions vs llama.cpp's own %d", lum.top5_bad, ref.top5_bad);
     CHECKF(lum.max_abs <= LM_GOLDEN_ABS_FACTOR * ref.max_abs, "max |diff| %.4f > %.1f x llama.cpp's own %.4f",
            lum.max_abs, LM_GOLDEN_ABS_FACTOR, ref.max_abs);
