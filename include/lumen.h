@@ -693,6 +693,12 @@ struct lm_request_params {
     // model writes them. A start marker whose first token the grammar did not allow is
     // completed once begun (the mask allows only its next token).
     int32_t n_think_close;
+    // The budget delivers think_end's first n_think_force tokens (0: all; else n_think_close..
+    // n_think_end). Fewer than all (harmony with tools: <|end|><|start|>assistant) leaves the model
+    // the choice of how the answer goes on (a final answer or a tool call), and the span cannot
+    // open again: the start marker's last token is masked after its others, for the rest of the
+    // answer (the budget is spent; LM_ERR_ARG outside the range).
+    int32_t n_think_force;
 };
 #define LM_DRAFT_MAX_DEFAULT 8
 #define LM_DRAFT_MAX_LIMIT 32

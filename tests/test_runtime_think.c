@@ -1,6 +1,7 @@
 // A request's thinking span (runtime/think.c): opening by the start marker (one or several
 // tokens, or the prompt), the budget forcing the end marker (completing one the model began),
-// a natural end, budget 0, which tokens the grammar sees, the submit check's errors.
+// a natural end, budget 0, which tokens the grammar sees, a budget that forces only the close
+// (harmony with tools), the submit check's errors.
 // LM_TEST_LABELS: unit
 #include <string.h>
 
@@ -299,6 +300,47 @@ static void test_harmony_grammar(void) {
     lm_tokenizer_free(tk);
 }
 
+// harmony with tools: the budget forces only the close (<|end|><|start|>assistant, n_think_force 3)
+// and the model chooses how the answer goes on (a call here); the span cannot open again: after
+// <|channel|>an alysis the mask drops <|message|>, with the lazy tool grammar and without a grammar
+static void test_force_close_only(void) {
+    struct lm_tokenizer *tk = harmony_vocab();
+    const char *trig = "to=functions.f<|constrain|>json<|message|>";
+    struct lm_req r;
+    int32_t out[32];
+    setup_harmony(&r, tk, "root ::= \"to=functions.f<|constrain|>json<|message|>\" \"{}\"", 1, trig);
+    r.rp.n_think_force = r.think.n_force = 3;
+    const int32_t d1[] = {T_CHAN, T_AN, T_ALYSIS, T_MSG, T_IT, 0, 0, 0, T_CHAN, T_AN, T_ALYSIS};
+    drive(&r, d1, 11, out);
+    CHECK(same(out + 5, h_end, 3) && r.think.state == LM_THINK_SPENT);
+    CHECKF(next_mask(&r) == (((1u << T_NV) - 1) & ~(1u << T_MSG)), "mask %#x", next_mask(&r));
+    // a call in the analysis channel after the cut: the grammar sees it from the close on
+    drive(&r, (const int32_t[]){T_TO, T_CONSTRAIN, T_JSON, T_MSG}, 4, out);
+    CHECK(next_mask(&r) == 1u << T_LBRACE);
+    drive(&r, (const int32_t[]){T_LBRACE, T_RBRACE}, 2, out);
+    CHECK(lm_grammar_matcher_is_done(r.gm) && r.think.state == LM_THINK_SPENT);
+    lm_grammar_matcher_free(r.gm);
+    lm_think_free(&r);
+    // no grammar: every token but <|message|> after <|channel|>an alysis; a final answer goes on
+    setup(&r, h_start, 4, h_end, 6, false, 0);
+    r.rp.n_think_close = r.think.n_close = 3;
+    r.rp.n_think_force = r.think.n_force = 3;
+    int32_t gram[32], ng;
+    const int32_t d2[] = {T_CHAN, T_AN, T_ALYSIS, T_MSG, 0, 0, 0, T_CHAN, T_AN, T_ALYSIS};
+    run(&r, d2, 10, out, gram, &ng);
+    const int32_t g2[] = {T_CHAN, T_AN, T_ALYSIS};
+    CHECK(same(out + 4, h_end, 3) && ng == 3 && same(gram, g2, 3) && lm_req_masked(&r) && !lm_req_grammar_on(&r));
+    uint32_t m = 0;
+    lm_think_mask(&r, &m, T_NV);
+    CHECKF(m == (((1u << T_NV) - 1) & ~(1u << T_MSG)), "mask %#x", m);
+    run(&r, (const int32_t[]){T_CHAN, T_FINAL, T_MSG, T_IT}, 4, out, gram, &ng); // <|channel|> again: match 1
+    m = 0;
+    lm_think_mask(&r, &m, T_NV);
+    CHECK(ng == 4 && m == (1u << T_NV) - 1 && lm_think_forced(&r) < 0);
+    lm_think_free(&r);
+    lm_tokenizer_free(tk);
+}
+
 static void test_check(void) {
     const int32_t ok[] = {1}, bad[] = {5000};
     struct lm_request_params rp = lm_request_params_default();
@@ -316,6 +358,9 @@ static void test_check(void) {
     rp.n_think_end = 1;
     rp.n_think_start = 1; // without its array
     CHECK(lm_think_check(&rp, 100) == LM_ERR_ARG);
+    rp.n_think_start = 0;
+    rp.n_think_force = 2; // beyond the one-token end marker
+    CHECK(lm_think_check(&rp, 100) == LM_ERR_ARG && strstr(lm_error_msg(), "n_think_force 2"));
 }
 
 int main(void) {
@@ -323,6 +368,7 @@ int main(void) {
     test_multi_token();
     test_close_prefix();
     test_harmony_grammar();
+    test_force_close_only();
     test_check();
     return lm_test_finish();
 }

@@ -60,8 +60,8 @@ static bool deliver_token(struct lm_engine *e, struct lm_req *r, int32_t row, ui
     // the model's own distribution (lg).
     const float *ls = lg; // the row the chain samples
     const int32_t forced = lm_think_forced(r); // a thinking budget's end marker: no draw
-    if (forced < 0 && lm_req_grammar_on(r)) { // inside a thinking span the grammar waits
-        if (!r->mask_ready) lm_grammar_matcher_fill_mask(r->gm, r->mask);
+    if (forced < 0 && lm_req_masked(r)) { // inside a thinking span the grammar waits
+        if (r->gm && !r->mask_ready) lm_grammar_matcher_fill_mask(r->gm, r->mask);
         r->mask_ready = false;
         lm_think_mask(r, r->mask, e->n_vocab); // the span's start marker may come instead
         n_top = n_top > 0 ? lm_sampler_filter_top_k(top, n_top, r->mask, e->top_kept) : 0;

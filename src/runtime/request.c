@@ -81,6 +81,13 @@ enum lm_status lm_req_new(struct lm_engine *e, const int32_t *prompt, int32_t n_
             return gs != LM_OK ? gs : lm_error_set(LM_ERR_NOMEM, "engine: out of memory");
         }
     }
+    if (!r->mask && r->think.n_force < r->think.n_end) { // SPENT masks without a grammar too
+        r->mask = malloc((size_t)(e->n_vocab + 31) / 32 * sizeof *r->mask);
+        if (!r->mask) {
+            req_free(r);
+            return lm_error_set(LM_ERR_NOMEM, "engine: out of memory");
+        }
+    }
     r->n_toks = r->n_prompt = n_prompt;
     r->max_gen = rp->max_tokens > 0 ? rp->max_tokens : INT32_MAX; // else the context ends it
     r->seq = -1;

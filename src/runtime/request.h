@@ -33,9 +33,10 @@ struct lm_req_spec {
 
 // A thinking span's progress (rp.think_*; runtime/think.c): PRE, the first tokens may open it
 // (match: of think_start so far); IN, inside (used: its tokens so far, match: of think_end so
-// far); FORCE, the budget is spent and think_end[force..] are delivered; OFF: no span now (the
-// answer: the grammar constrains it).
-enum lm_think_state { LM_THINK_OFF = 0, LM_THINK_PRE, LM_THINK_IN, LM_THINK_FORCE };
+// far); FORCE, the budget is spent and think_end[force..n_force) are delivered; OFF: no span now (the
+// answer: the grammar constrains it); SPENT: as OFF after a budget that forced only part of the end
+// marker (n_force < n_end): the span may not open again (match: of think_start so far).
+enum lm_think_state { LM_THINK_OFF = 0, LM_THINK_PRE, LM_THINK_IN, LM_THINK_FORCE, LM_THINK_SPENT };
 struct lm_req_think {
     int32_t *start, *end; // copies of rp.think_start / think_end
     int32_t n_start, n_end;
@@ -43,6 +44,7 @@ struct lm_req_think {
     int32_t match, used, force;
     int32_t utf8_need; // continuation bytes the span's text still waits for (the budget waits too)
     int32_t n_close;   // think_end's tokens that end the span when generated (rp.n_think_close)
+    int32_t n_force;   // think_end's tokens the budget delivers (rp.n_think_force; n_close..n_end)
     int32_t g_in;      // PRE: the start marker's tokens so far the grammar (gm) accepted too, while it followed
                        // them (== match); undone when the span opens; below match: the marker is completed
 };
@@ -100,10 +102,18 @@ int32_t lm_think_forced(const struct lm_req *r);
 // The grammar's mask applies to r's next token (none inside the span): before the span, with
 // the start marker's next token (lm_think_mask).
 static inline bool lm_req_grammar_on(const struct lm_req *r) {
-    return r->gm && (r->think.state == LM_THINK_OFF || r->think.state == LM_THINK_PRE);
+    return r->gm && (r->think.state == LM_THINK_OFF || r->think.state == LM_THINK_PRE ||
+                     r->think.state == LM_THINK_SPENT);
+}
+// A mask applies to r's next token: the grammar's, or (SPENT, without a grammar) all tokens but
+// the one that would open the span again (lm_think_mask).
+static inline bool lm_req_masked(const struct lm_req *r) {
+    return lm_req_grammar_on(r) || r->think.state == LM_THINK_SPENT;
 }
 // With the grammar's mask of the next token: also the start marker's next token (the span may
 // open here); once the grammar stopped following a begun marker: only the marker's next token.
+// SPENT: less the start marker's last token after its others (mask NULL-free: r->gm NULL, the
+// mask is set to every token first).
 void lm_think_mask(struct lm_req *r, uint32_t *mask, int32_t n_vocab);
 // tok was delivered: the span's state moves on. Returns how many tokens the grammar must
 // accept now (into toks[], at most n_start + 1): the answer's (tok, after a half-seen start

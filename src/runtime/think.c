@@ -1,6 +1,8 @@
 // A request's thinking span (lm_request_params.think_*): where its generated tokens are (before,
 // inside, after the span), the budget that ends the span by delivering its end marker's tokens,
-// and which tokens the grammar sees (only the answer's, after the span).
+// and which tokens the grammar sees (only the answer's, after the span). A budget that forces
+// only the end marker's first n_force tokens leaves the model the answer's choice (harmony with
+// tools: a final answer or a call) and keeps the span from opening again (SPENT).
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +20,10 @@ enum lm_status lm_think_check(const struct lm_request_params *rp, int32_t n_voca
     if (rp->n_think_close < 0 || rp->n_think_close > rp->n_think_end)
         return lm_error_set(LM_ERR_ARG, "engine: n_think_close %d is outside [0, n_think_end %d]", rp->n_think_close,
                             rp->n_think_end);
+    const int32_t n_close = rp->n_think_close > 0 ? rp->n_think_close : rp->n_think_end;
+    if (rp->n_think_force != 0 && (rp->n_think_force < n_close || rp->n_think_force > rp->n_think_end))
+        return lm_error_set(LM_ERR_ARG, "engine: n_think_force %d is outside [n_think_close %d, n_think_end %d] "
+                            "(0: all)", rp->n_think_force, n_close, rp->n_think_end);
     for (int32_t i = 0; i < rp->n_think_start + rp->n_think_end; i++) {
         const int32_t t = i < rp->n_think_start ? rp->think_start[i] : rp->think_end[i - rp->n_think_start];
         if (t < 0 || t >= n_vocab)
@@ -43,6 +49,7 @@ enum lm_status lm_think_init(struct lm_req *r, const struct lm_request_params *r
     t->n_start = rp->n_think_start;
     t->n_end = rp->n_think_end;
     t->n_close = rp->n_think_close > 0 ? rp->n_think_close : rp->n_think_end;
+    t->n_force = rp->n_think_force > 0 ? rp->n_think_force : rp->n_think_end;
     t->state = rp->think_open ? LM_THINK_IN : t->n_start > 0 ? LM_THINK_PRE : LM_THINK_OFF;
     if (t->state == LM_THINK_IN && rp->think_budget == 0) t->state = LM_THINK_FORCE;
     return LM_OK;
@@ -62,6 +69,17 @@ int32_t lm_think_forced(const struct lm_req *r) {
 // its next token or the marker's next one. A marker it stopped following is completed.
 void lm_think_mask(struct lm_req *r, uint32_t *mask, int32_t n_vocab) {
     struct lm_req_think *th = &r->think;
+    if (th->state == LM_THINK_SPENT) { // every token but the one that would open the span again
+        if (!r->gm) {
+            memset(mask, 0xFF, (size_t)(n_vocab / 32) * sizeof *mask);
+            if (n_vocab & 31) mask[n_vocab / 32] = (1u << (n_vocab & 31)) - 1;
+        }
+        if (th->n_start > 0 && th->match == th->n_start - 1) {
+            const int32_t t = th->start[th->match];
+            mask[t >> 5] &= ~(1u << (t & 31));
+        }
+        return;
+    }
     if (th->state != LM_THINK_PRE) return;
     if (th->g_in < th->match) memset(mask, 0, (size_t)((n_vocab + 31) / 32) * sizeof *mask);
     const int32_t t = th->start[th->match];
@@ -126,10 +144,20 @@ int32_t lm_think_accept(struct lm_req *r, int32_t tok, int32_t *toks, const stru
     case LM_THINK_FORCE: {
         t->used++;
         const bool answer = t->force >= t->n_close; // past the tokens that close the span: the answer's
-        if (++t->force == t->n_end) t->state = LM_THINK_OFF;
+        if (++t->force == t->n_force) {
+            t->state = t->n_force < t->n_end ? LM_THINK_SPENT : LM_THINK_OFF;
+            t->match = 0;
+        }
         toks[0] = tok;
         return answer ? 1 : 0;
     }
+    case LM_THINK_SPENT: // the answer's; the start marker is watched (the mask keeps it from completing)
+        if (t->n_start > 0) {
+            if (tok == t->start[t->match]) t->match = t->match + 1 < t->n_start ? t->match + 1 : 0;
+            else t->match = tok == t->start[0] ? 1 : 0;
+        }
+        toks[0] = tok;
+        return 1;
     }
     return 0;
 }
