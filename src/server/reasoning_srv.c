@@ -94,6 +94,11 @@ void srv_reason_begin(struct server *s, struct run *r, struct lm_request_params 
         rp->n_think_end = s->n_think_end;
         rp->think_open = r->think_open;
         rp->think_budget = srv_think_budget(s, q);
+        // harmony with tools: the budget closes the analysis only (<|end|><|start|>assistant), so
+        // the model may still call a tool rather than answer on the final channel; it cannot
+        // think again (runtime/think.c's SPENT)
+        if (s->reason_kind == REASON_HARMONY && r->tools && q->format == API_FORMAT_TEXT)
+            rp->n_think_force = s->n_think_close;
     }
     // apart unless inline was asked for (Messages: thinking blocks, Responses: a reasoning item)
     const bool inline_ = q->reasoning_format == 2 || (q->reasoning_format == 0 && s->o->reasoning_inline);

@@ -188,19 +188,41 @@ static bool harmony_grammar(const struct api_request *q, char **gbnf, size_t *n,
     return true;
 }
 
+// gpt-oss with response_format: the analysis stays free (the engine's grammar waits for the
+// answer after the span), the final channel's message follows the schema, as llama.cpp's
+// gpt-oss format writes it (<|channel|>final, an optional " <|constrain|>json" or " json", then
+// <|message|>); <|return|> or <|call|> ends it (end-of-generation tokens, allowed once complete).
+static bool harmony_format_grammar(const struct api_request *q, char **gbnf, size_t *n, struct api_error *e) {
+    static const char obj[] = "{\"type\": \"object\"}";
+    const bool schema = q->format == API_FORMAT_JSON_SCHEMA;
+    char *g = NULL;
+    size_t gn = 0;
+    if (!schema_gbnf(schema ? q->schema : obj, schema ? q->schema_len : sizeof obj - 1, "response_format", &g, &gn, e))
+        return false;
+    struct sbuf b = {0};
+    sbuf_puts(&b, "root ::= \"<|channel|>final\" (\" <|constrain|>json\" | \"<|constrain|>json\" | \" json\")? "
+                  "\"<|message|>\" rf-root\n");
+    gbnf_prefix_rules(g, gn, "rf-", &b);
+    free(g);
+    if (b.oom) {
+        sbuf_free(&b);
+        return api_fail(e, 500, "server_error", "out_of_memory", NULL, "out of memory");
+    }
+    *gbnf = b.p;
+    *n = b.n;
+    return true;
+}
+
 bool tools_grammar(const struct api_request *q, enum lm_chat_tool_format fmt, char **gbnf, size_t *n,
                    char ***triggers, struct api_error *e) {
     *gbnf = NULL;
     *n = 0;
     *triggers = NULL;
     // gpt-oss: a call's arguments are constrained once its header is written (harmony_grammar); a
-    // GBNF grammar constrains the whole answer (channels and markers included); a JSON format
-    // would constrain the analysis channel too: refused
+    // GBNF grammar constrains the whole answer after the analysis (channels and markers included);
+    // a JSON format the final channel's message (and wins over tools, as in llama.cpp)
     if (fmt == LM_CHAT_TOOLS_HARMONY && q->kind == API_CHAT && q->format != API_FORMAT_GRAMMAR) {
-        if (q->format != API_FORMAT_TEXT)
-            return api_fail(e, 400, "invalid_request_error", "unsupported_value", "response_format",
-                            "response_format is not supported yet with the harmony chat format (gpt-oss): it would "
-                            "constrain the analysis channel too");
+        if (q->format != API_FORMAT_TEXT) return harmony_format_grammar(q, gbnf, n, e);
         if (q->tool_choice == API_TOOLS_NONE || q->n_tools == 0) return true;
         return harmony_grammar(q, gbnf, n, triggers, e);
     }

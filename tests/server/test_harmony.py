@@ -7,7 +7,8 @@ which the final channel's body is the chain again. Through the real openai and a
 reasoning apart (reasoning_content, thinking blocks, a reasoning item), whole == streamed; budgets
 0 / N / none; reasoning_effort (none/minimal: no analysis; low/medium/high in the system message;
 Anthropic's from its budget); earlier turns' reasoning rendered before a tool call; a truncated
-analysis; a grammar driving the answer byte by byte; bad values."""
+analysis; a grammar driving the answer byte by byte; bad values; thinking then a JSON schema (the
+final channel's message constrained); a budget with tools that still ends in a tool call."""
 import os
 import subprocess
 import sys
@@ -192,8 +193,70 @@ def test_truncated_and_grammar(hserver):
         r = chat(c, {"grammar": g, **extra})
         assert whole(r) == ("Hmm ok"[:6 if extra.get("thinking_budget_tokens") else 0], "Sunny.", "stop")
         assert chat_streamed(c, {"grammar": g, **extra}) == whole(r)
-    st, _, body = hserver.post("/v1/chat/completions", {"messages": MSGS, "response_format": {"type": "json_object"}})
-    assert st == 400 and "harmony" in body["error"]["message"]
+
+
+SCHEMA = {"type": "object", "properties": {"sky": {"type": "string", "enum": ["sunny", "rainy"]}},
+          "required": ["sky"], "additionalProperties": False}
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string", "enum": ["Paris"]}}, "required": ["city"],
+    "additionalProperties": False}}}]
+
+
+def test_thinking_then_json_schema(hserver):
+    # issue 35: response_format constrains the final channel's message only; the analysis stays
+    # free (the budget cuts it here and forces <|channel|>final<|message|>, which the grammar takes)
+    import json
+    c = client(hserver)
+    rf = {"type": "json_schema", "json_schema": {"name": "sky", "schema": SCHEMA, "strict": True}}
+    for extra in ({"thinking_budget_tokens": 2}, {"thinking_budget_tokens": 0}):
+        r = chat(c, extra, response_format=rf, max_tokens=60)
+        reason, content, finish = whole(r)
+        assert finish == "stop" and reason == ("Hmm ok" if extra["thinking_budget_tokens"] else ""), (extra, r)
+        assert json.loads(content)["sky"] in ("sunny", "rainy") and set(json.loads(content)) == {"sky"}, content
+        assert chat_streamed(c, extra, response_format=rf, max_tokens=60) == whole(r)
+        # the same through the openai client's parse helper (a strict schema, a typed answer)
+        p = c.chat.completions.parse(model="lumen", messages=MSGS, max_tokens=60, temperature=0, response_format=rf,
+                                     extra_body=extra)
+        assert p.choices[0].message.parsed is None or p.choices[0].message.content == content
+    # json_object: an object after the analysis (a random model's keys: whole == streamed, it opens "{")
+    r = chat(c, {"thinking_budget_tokens": 2}, response_format={"type": "json_object"}, max_tokens=30)
+    assert whole(r)[0] == "Hmm ok" and whole(r)[1].startswith("{")
+    assert chat_streamed(c, {"thinking_budget_tokens": 2}, response_format={"type": "json_object"},
+                         max_tokens=30) == whole(r)
+    # a schema that does not compile is the client's 400, as elsewhere
+    st, _, body = hserver.post("/v1/chat/completions", {"messages": MSGS, "response_format": {
+        "type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "nope"}}}})
+    assert st == 400 and body["error"]["param"] == "response_format", body
+
+
+def test_budget_then_tool_call(hserver):
+    # issue 35: with tools, the budget closes the analysis only (<|end|><|start|>assistant) and the
+    # model chooses: it may not think again (after <|channel|>analysis, <|message|> is masked), so
+    # this model takes its runner-up, a call header; the tool grammar drives the arguments
+    import json
+    c = client(hserver)
+    for n in (0, 2):
+        extra = {"thinking_budget_tokens": n}
+        r = chat(c, extra, tools=TOOLS, max_tokens=60)
+        m = r.choices[0].message
+        assert r.choices[0].finish_reason == "tool_calls", r
+        assert ((m.model_extra or {}).get("reasoning_content") or "") == "Hmm ok"[:6 if n else 0], m
+        assert [(t.function.name, json.loads(t.function.arguments)) for t in m.tool_calls] == \
+            [("get_weather", {"city": "Paris"})], m
+        calls, reason, finish = {}, "", None
+        for ch in c.chat.completions.create(model="lumen", messages=MSGS, tools=TOOLS, max_tokens=60, temperature=0,
+                                            stream=True, extra_body=extra):
+            if ch.choices:
+                d = ch.choices[0].delta
+                reason += (d.model_extra or {}).get("reasoning_content") or ""
+                for t in d.tool_calls or []:
+                    nm, a = calls.get(t.index, ("", ""))
+                    calls[t.index] = (nm + (t.function.name or ""), a + (t.function.arguments or ""))
+                finish = ch.choices[0].finish_reason or finish
+        assert (reason, list(calls.values()), finish) == \
+            ("Hmm ok"[:6 if n else 0], [(t.function.name, t.function.arguments) for t in m.tool_calls], "tool_calls")
+    # tool_choice none: no tools in play, the budget forces the final channel as before
+    assert whole(chat(c, {"thinking_budget_tokens": 2}, tools=TOOLS, tool_choice="none")) == ("Hmm ok", CHAIN, "stop")
 
 
 # ---------------------------------------------------------------- a gpt-oss file as downloaded

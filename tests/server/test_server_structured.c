@@ -201,7 +201,8 @@ static void test_gcache(void) {
 }
 
 // gpt-oss's harmony: the analysis and any answer free, a call's arguments constrained once its
-// header to a declared tool ends (lazy for every tool_choice); response_format refused.
+// header to a declared tool ends (lazy for every tool_choice); response_format: the final
+// channel's message.
 static void test_harmony(void) {
     char body[2048];
     static const char head[] = "<|channel|>analysis<|message|>Let me check {\"x\": 1}.<|end|><|start|>assistant";
@@ -223,17 +224,19 @@ static void test_harmony(void) {
         expect(g, text, true, true);
         lm_grammar_free(g);
     }
-    struct api_request q;
-    struct api_error e;
-    const struct api_limits lim = {100000, 64};
+    // response_format: the final channel's message follows the schema (the analysis before it is
+    // the engine's span, which the grammar never sees); the header's constraint forms are optional
     static const char fmt[] = "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"response_format\": "
-                              "{\"type\": \"json_object\"}}";
-    CHECK(api_parse_generate(fmt, strlen(fmt), API_CHAT, 1000, &lim, &q, &e));
-    char *gbnf = NULL, **triggers = NULL;
-    size_t n = 0;
-    CHECK(!tools_grammar(&q, LM_CHAT_TOOLS_HARMONY, &gbnf, &n, &triggers, &e) && e.status == 400 &&
-          strstr(e.message, "harmony") && !gbnf && !triggers);
-    api_request_free(&q);
+                              "{\"type\": \"json_schema\", \"json_schema\": {\"name\": \"w\", \"schema\": {\"type\": "
+                              "\"object\", \"properties\": {\"t\": {\"type\": \"integer\"}}, \"required\": [\"t\"]}}}}";
+    struct lm_grammar *g = grammar_of(fmt, LM_CHAT_TOOLS_HARMONY);
+    expect(g, "<|channel|>final<|message|>{\"t\": 3}", true, true);
+    expect(g, "<|channel|>final <|constrain|>json<|message|>{\"t\": 3}", true, true);
+    expect(g, "<|channel|>final json<|message|>{\"t\": 3", true, false);
+    expect(g, "<|channel|>final<|message|>{\"t\": \"3\"}", false, false);
+    expect(g, "<|channel|>final<|message|>Sunny.", false, false);
+    expect(g, "<|channel|>commentary<|message|>{\"t\": 3}", false, false);
+    lm_grammar_free(g);
 }
 
 int main(void) {
