@@ -4,7 +4,7 @@
 // span), Qwen3 and QwQ (ChatML, plus what the server appends: QwQ's opening "<think>\n");
 // enable_thinking false as the server renders it (R1's template with the switch and QwQ's:
 // "</think>" after the opening; Qwen3's: an empty span); detection of each template text and
-// the name round trip.
+// the name round trip; R1 with tools through the generic tool prompt.
 // LM_TEST_LABELS: unit
 #include "lm_test.h"
 #include "lm_test_file.h"
@@ -85,8 +85,35 @@ static void test_detect_and_names(void) {
     free(out);
 }
 
+// R1 with tools (issue 35): its official templates declare none, so the generic tool prompt: the
+// tools in the system text (which R1 writes first), an earlier call as {"tool_calls": [...]}, its
+// result as a user turn; the generation prompt still opens the span
+#define R1U "<\xef\xbd\x9c" "User\xef\xbd\x9c>"
+#define R1A "<\xef\xbd\x9c" "Assistant\xef\xbd\x9c>"
+#define R1E "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"
+static void test_r1_tools(void) {
+    static const char tools[] = "[{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", "
+                                "\"parameters\": {\"type\": \"object\"}}}]";
+    const struct lm_chat_msg msgs[] = {{"system", "You are terse."}, {"user", "Weather?"}, {"assistant", ""},
+                                       {"tool", "sunny"}};
+    const struct lm_chat_tool_call call = {"call_1", "get_weather", "{\"city\": \"Paris\"}"};
+    const struct lm_chat_msg_tools parts[] = {{0}, {0}, {&call, 1, NULL}, {NULL, 0, "call_1"}};
+    char *out = NULL;
+    size_t n = 0;
+    CHECKF(lm_chat_apply_tools(LM_CHAT_TEMPLATE_DEEPSEEK_R1, msgs, parts, 4, tools, strlen(tools), true, &out, &n) ==
+               LM_OK, "%s", lm_error_msg());
+    static const char tail[] = R1U "Weather?" R1A "{\"tool_calls\": [{\"name\": \"get_weather\", \"arguments\": "
+                               "{\"city\": \"Paris\"}}]}" R1E R1U "Result of the tool call get_weather:\nsunny" R1A
+                               "<think>\n";
+    CHECKF(out && !strncmp(out, "You are terse.\n\nYou can call the following tools.", 48) &&
+               strstr(out, "\"get_weather\"") && n > sizeof tail && !strcmp(out + n - (sizeof tail - 1), tail),
+           "lumen wrote:\n%s", out ? out : "");
+    free(out);
+}
+
 int main(void) {
     test_goldens();
     test_detect_and_names();
+    test_r1_tools();
     return lm_test_finish();
 }

@@ -502,8 +502,10 @@ enum lm_status lm_chat_apply_tools(enum lm_chat_template tmpl, const struct lm_c
     if (tmpl == LM_CHAT_TEMPLATE_HARMONY) return lm_chat_apply_harmony(NULL, msgs, pt, n, tools, len, agp, out, n_out);
     if (tools && len == 0) tools = NULL;
     if (!tools && (!pt || !has_tool_parts(msgs, pt, n))) return chat_apply_plain(tmpl, msgs, n, agp, out, n_out);
+    // DeepSeek-R1 distills: their official templates declare no tools (no `tools` variable; they
+    // render earlier calls and results only), so tools go through the generic tool prompt
     if (tmpl != LM_CHAT_TEMPLATE_GEMMA && tmpl != LM_CHAT_TEMPLATE_LLAMA3 && tmpl != LM_CHAT_TEMPLATE_CHATML &&
-        tmpl != LM_CHAT_TEMPLATE_PHI3)
+        tmpl != LM_CHAT_TEMPLATE_PHI3 && tmpl != LM_CHAT_TEMPLATE_DEEPSEEK_R1)
         return lm_error_set(LM_ERR_UNSUPPORTED, "lm_chat_apply: unknown template %d", (int)tmpl);
     for (size_t i = 0; i < n; i++) {
         if (!msgs[i].role || !msgs[i].content)

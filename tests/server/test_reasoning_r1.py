@@ -2,7 +2,8 @@
 random-weight Qwen2-shaped copy with R1's turn tokens, <think> / </think> and the template of
 DeepSeek-R1-Distill-Qwen (tests/golden/chat_reasoning/r1_qwen.jinja), whose generation prompt
 opens the span ("<｜Assistant｜><think>\\n"): the answer is thought until </think>, which the
-budget inserts; whole and streamed equal; enable_thinking false closes the span in the prompt."""
+budget inserts; whole and streamed equal; enable_thinking false closes the span in the prompt;
+tools through the generic tool prompt (the template declares none), a call after the span."""
 import os
 import subprocess
 import sys
@@ -36,7 +37,7 @@ def r1server(tmp_path_factory):
 
 def chat(c, extra=None, **kw):
     kw.setdefault("max_tokens", 12)
-    return c.chat.completions.create(model="lumen", messages=MSGS, extra_body=extra or {}, **kw)
+    return c.chat.completions.create(model="lumen", messages=kw.pop("messages", MSGS), extra_body=extra or {}, **kw)
 
 
 def test_span_opened_by_the_prompt(r1server):
@@ -107,3 +108,36 @@ def test_responses_reasoning_item(r1server):
             done = ev.response
     assert deltas == r.output[0].content[0].text
     assert [o.model_dump(exclude={"id"}) for o in done.output] == [o.model_dump(exclude={"id"}) for o in r.output]
+
+
+def test_tools_generic_prompt(r1server):
+    # issue 35: R1 distills' official templates declare no tools (no `tools` variable; they only
+    # render earlier calls and results in R1's markers), so lumen gives tools to R1 as the generic
+    # tool prompt (docs/server.md): the tools in the system text, calls as {"tool_calls": [...]};
+    # the thinking span stays apart and the grammar applies after it
+    import json
+    c = client(r1server)
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string", "enum": ["Paris"]}}, "required": ["city"],
+        "additionalProperties": False}}}]
+    plain = chat(c, max_tokens=1).usage.prompt_tokens
+    assert chat(c, max_tokens=1, tools=tools).usage.prompt_tokens > plain + 20
+    kw = dict(max_tokens=120, tools=tools, tool_choice="required", parallel_tool_calls=False, **SAMPLED)
+    extra = {"thinking_budget_tokens": 2, "enable_thinking": True}
+    r = chat(c, extra, **kw)
+    m = r.choices[0].message
+    assert r.choices[0].finish_reason == "tool_calls" and reasoning_of(r) and reasoning_tokens(r) == 3, r
+    assert [(t.function.name, json.loads(t.function.arguments)) for t in m.tool_calls] == \
+        [("get_weather", {"city": "Paris"})]
+    assert streamed(c, extra, messages=MSGS, **kw) == \
+        (reasoning_of(r), m.content or "", [("get_weather", m.tool_calls[0].function.arguments)], "tool_calls")
+    # a tool loop: the earlier call and its result render (the generic prompt's forms), the
+    # assistant's reasoning dropped as R1's template drops it
+    call = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}}
+    turns = [*MSGS, {"role": "assistant", "content": None, "tool_calls": [call], "reasoning_content": "Need it."},
+             {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}]
+    n = [chat(c, max_tokens=1, tools=tools, messages=t).usage.prompt_tokens for t in (MSGS, turns)]
+    assert n[1] > n[0]
+    r = chat(c, {"thinking_budget_tokens": 2, "enable_thinking": True}, messages=turns, tools=tools, max_tokens=8,
+             **SAMPLED)
+    assert reasoning_tokens(r) == 3 and r.choices[0].finish_reason in ("stop", "length", "tool_calls")
