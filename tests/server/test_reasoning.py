@@ -146,6 +146,24 @@ def test_bad_fields(rserver):
                         ({"chat_template_kwargs": []}, "chat_template_kwargs")):
         st, _, r = rserver.post("/v1/chat/completions", {"messages": MSGS, "max_tokens": 1, **body})
         assert st == 400 and r["error"]["param"] == param, (body, r)
+    # a malformed budget or effort (issue 35): wrong types, absurd sizes, past 64 bits: one 400 each
+    for body, param in (({"thinking_budget_tokens": "5"}, "thinking_budget_tokens"),
+                        ({"thinking_budget_tokens": 1.5}, "thinking_budget_tokens"),
+                        ({"thinking_budget_tokens": -(1 << 40)}, "thinking_budget_tokens"),
+                        ({"thinking_budget_tokens": 1 << 62}, "thinking_budget_tokens"),
+                        ({"reasoning_effort": 5}, "reasoning_effort"),
+                        ({"reasoning_effort": "max"}, "reasoning_effort")):
+        st, _, r = rserver.post("/v1/chat/completions", {"messages": MSGS, "max_tokens": 1, **body})
+        assert st == 400 and r["error"]["param"] == param, (body, r)
+    st, _, r = rserver.post("/v1/chat/completions", '{"messages": [{"role": "user", "content": "x"}], '
+                            '"thinking_budget_tokens": 99999999999999999999999}')
+    assert st == 400, r
+    for budget in (-1, 100, 1 << 40, "2048"):  # Anthropic's thinking.budget_tokens: 1024 .. 2^24, an integer
+        st, _, r = rserver.post("/v1/messages", {"model": "lumen", "max_tokens": 4096, "messages": MSGS,
+                                                 "thinking": {"type": "enabled", "budget_tokens": budget}})
+        assert st == 400 and r["error"]["message"] and "budget_tokens" in json.dumps(r), (budget, r)
+    st, _, r = rserver.post("/v1/responses", {"input": "hi", "thinking_budget_tokens": -3})
+    assert st == 400 and r["error"]["param"] == "thinking_budget_tokens", r
 
 
 def test_prior_reasoning_in_a_tool_loop(rserver):
