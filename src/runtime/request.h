@@ -112,8 +112,8 @@ static inline bool lm_req_masked(const struct lm_req *r) {
 }
 // With the grammar's mask of the next token: also the start marker's next token (the span may
 // open here); once the grammar stopped following a begun marker: only the marker's next token.
-// SPENT: less the start marker's last token after its others (mask NULL-free: r->gm NULL, the
-// mask is set to every token first).
+// SPENT: less the start marker's last token after its others (without a grammar, r->gm NULL,
+// the mask is set to every token first).
 void lm_think_mask(struct lm_req *r, uint32_t *mask, int32_t n_vocab);
 // tok was delivered: the span's state moves on. Returns how many tokens the grammar must
 // accept now (into toks[], at most n_start + 1): the answer's (tok, after a half-seen start
