@@ -220,7 +220,7 @@ bool tools_grammar(const struct api_request *q, enum lm_chat_tool_format fmt, ch
     *triggers = NULL;
     // gpt-oss: a call's arguments are constrained once its header is written (harmony_grammar); a
     // GBNF grammar constrains the whole answer after the analysis (channels and markers included);
-    // a JSON format the final channel's message (and wins over tools, as in llama.cpp)
+    // a JSON format the final channel's message (api.c refuses one with tools in play)
     if (fmt == LM_CHAT_TOOLS_HARMONY && q->kind == API_CHAT && q->format != API_FORMAT_GRAMMAR) {
         if (q->format != API_FORMAT_TEXT) return harmony_format_grammar(q, gbnf, n, e);
         if (q->tool_choice == API_TOOLS_NONE || q->n_tools == 0) return true;

@@ -218,6 +218,10 @@ def test_thinking_then_json_schema(hserver):
         p = c.chat.completions.parse(model="lumen", messages=MSGS, max_tokens=60, temperature=0, response_format=rf,
                                      extra_body=extra)
         assert p.choices[0].message.parsed is None or p.choices[0].message.content == content
+    # with tools and tool_choice none: the format (tools with a format are a 400, as for every family)
+    r = chat(c, {"thinking_budget_tokens": 2}, response_format=rf, tools=TOOLS, tool_choice="none", max_tokens=60)
+    assert whole(r)[0] == "Hmm ok" and json.loads(whole(r)[1])["sky"] in ("sunny", "rainy") and \
+        not r.choices[0].message.tool_calls, r
     # json_object: an object after the analysis (a random model's keys: whole == streamed, it opens "{")
     r = chat(c, {"thinking_budget_tokens": 2}, response_format={"type": "json_object"}, max_tokens=30)
     assert whole(r)[0] == "Hmm ok" and whole(r)[1].startswith("{")
