@@ -185,7 +185,7 @@ def write_md(rep, path):
     base = a["routes"][0]
     L = ["# The API routes against %s: lumen serve, %s" % (base, rep["date"]), "",
          "Model `%s`, %d threads, --parallel %d, prefix cache off; %d rounds per stream count, routes in the order "
-         "%s in every round; per route and round %d request(s) per stream, prompt ~%d tokens, max_tokens %d, "
+         "%s in the first round, rotating by one each round; per route and round %d request(s) per stream, prompt ~%d tokens, max_tokens %d, "
          "temperature 0, ignore_eos." % (Path(a["model"]).name, a["threads"], a["parallel"], a["rounds"],
                                          ", ".join(a["routes"]), a["requests_per_stream"], a["prompt_tokens"],
                                          a["max_tokens"]), "",
