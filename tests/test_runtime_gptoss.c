@@ -11,58 +11,10 @@
 // <|call|> end generation.
 // Set-up as tests/test_model_arch_golden.c: the generator into $LUMEN_ARCH_DIR.
 // LM_TEST_LABELS: model;arch
-#include "lm_test.h"
-#include "lm_test_file.h"
-#include "lm_test_model.h"
-#include "lumen.h"
+#include "lm_test_arch.h"
 #include "tok_golden.h"
 
-#include <unistd.h>
-
 enum { NP = 48, NS = 8, GEN = 8 };
-
-// sequence 0's greedy steps beside NS - 1 others (prompts in chunks of 5, then decode) give
-// the same logits bits and tokens as alone (ref, toks)
-static void beside_others(struct lm_context *c, const char *what, const int32_t *prompt,
-                          const float *ref, const int32_t *toks, int nv) {
-    int32_t other[NS][48];
-    int olen[NS], pos[NS] = {0}, last[NS] = {0}, g0 = 0, diff = 0, steps = 0;
-    for (int s = 1; s < NS; s++) { olen[s] = 11 + 4 * s; lm_test_ids(other[s], olen[s], 100 + s, nv); }
-    while (g0 < GEN && steps < 100) {
-        struct lm_batch_entry b[128];
-        int nb = 0, want0 = -1;
-        for (int s = 0; s < NS; s++) {
-            const int len = s ? olen[s] : NP;
-            const int32_t *t = s ? other[s] : prompt;
-            if (pos[s] < len) {
-                for (int i = 0; i < (s ? 5 : 7) && pos[s] < len; i++, pos[s]++) {
-                    if (s == 0 && pos[s] == len - 1) want0 = nb;
-                    b[nb++] = (struct lm_batch_entry){t[pos[s]], pos[s], s, pos[s] == len - 1};
-                }
-            } else {
-                if (s == 0) want0 = nb;
-                b[nb++] = (struct lm_batch_entry){last[s], pos[s]++, s, true};
-            }
-        }
-        if (lm_decode(c, b, nb) != LM_OK) {
-            CHECKF(0, "%s: mixed batch of %d: %s", what, nb, lm_error_msg());
-            break;
-        }
-        steps++;
-        for (int i = 0, k = 0; i < nb; i++) {
-            if (!b[i].want_logits) continue;
-            const float *l = lm_get_logits(c, k++);
-            last[b[i].seq] = lm_test_argmax(l, nv);
-            if (i == want0) {
-                if (!lm_test_same(l, ref + (size_t)g0 * nv, nv) || last[0] != toks[g0]) diff++;
-                last[0] = toks[g0++];
-            }
-        }
-    }
-    CHECKF(g0 == GEN && diff == 0, "%s: sequence 0 beside %d others: %d of %d steps differ", what,
-           NS - 1, diff, g0);
-    for (int s = 0; s < NS; s++) CHECK(lm_kv_cache_seq_rm(c, s, 0, -1) == LM_OK);
-}
 
 // The invariances on one file and KV type; the one-batch prefill's logits into out (NP rows).
 static void run(struct lm_model *m, const char *path, enum lm_kv_type kv, float *out) {
@@ -89,7 +41,7 @@ static void run(struct lm_model *m, const char *path, enum lm_kv_type kv, float 
     CHECK(lm_kv_cache_seq_rm(c, 0, 0, -1) == LM_OK);
     int32_t toks[GEN];
     CHECK(lm_test_greedy_alone(c, prompt, NP, GEN, ref, toks, nv));
-    beside_others(c, what, prompt, ref, toks, nv);
+    lm_test_beside_others(c, what, prompt, NP, GEN, NS, 4, 100, ref, toks, nv);
     struct lm_context_params c1p = cp;
     c1p.n_threads = 1;
     struct lm_context *c1 = NULL;
@@ -164,37 +116,22 @@ static void as_downloaded(const char *path) {
 
 // ---------------------------------------------------------------- refusals
 
-static unsigned char *find(unsigned char *b, size_t n, const char *s) {
-    const size_t k = strlen(s);
-    for (size_t i = 0; i + k <= n; i++)
-        if (!memcmp(b + i, s, k)) return b + i;
-    return NULL;
+static const char *rename_from, *rename_to;
+static void p_rename(unsigned char *b, size_t n) {
+    unsigned char *k = lm_test_find(b, n, rename_from);
+    CHECKF(k != NULL && strlen(rename_from) == strlen(rename_to), "no '%s' to patch", rename_from);
+    if (k) memcpy(k, rename_to, strlen(rename_to));
 }
 
 // A copy of src with the first occurrence of `from` overwritten by `to` (same length) loads
 // with status want and a message containing msg.
 static void refuse(const char *src, const char *from, const char *to, enum lm_status want,
                    const char *msg) {
-    size_t n = 0;
-    unsigned char *b = (unsigned char *)lm_test_read_file(src, &n);
-    CHECKF(b != NULL, "cannot read %s", src);
-    if (!b) return;
-    unsigned char *k = find(b, n, from);
-    CHECKF(k != NULL && strlen(from) == strlen(to), "%s: no '%s' to patch", src, from);
-    if (k) memcpy(k, to, strlen(to));
-    char dst[1024];
-    snprintf(dst, sizeof dst, "%s.bad-%d.gguf", src, (int)getpid());
-    FILE *f = fopen(dst, "wb");
-    CHECK(f && fwrite(b, 1, n, f) == n);
-    if (f) fclose(f);
-    free(b);
-    struct lm_model *m = NULL;
-    const enum lm_status st = lm_model_load(&m, dst, NULL);
-    CHECKF(st == want && strstr(lm_error_msg(), msg), "%s -> %s: got %s '%s', want %s with '%s'",
-           from, to, lm_status_name(st), st ? lm_error_msg() : "", lm_status_name(want), msg);
-    printf("refused (%s -> %s): %s\n", from, to, st ? lm_error_msg() : "(loaded!)");
-    lm_model_free(m);
-    remove(dst);
+    char what[256];
+    snprintf(what, sizeof what, "%s -> %s", from, to);
+    rename_from = from;
+    rename_to = to;
+    lm_test_patched(src, what, p_rename, want, msg, NULL);
 }
 
 static void refusals(const char *path) {
@@ -214,26 +151,9 @@ static void refusals(const char *path) {
 }
 
 int main(void) {
-    char dir[512], cmd[2048], path[1024];
-    const char *d = getenv("LUMEN_ARCH_DIR");
-    if (d && *d) snprintf(dir, sizeof dir, "%s", d);
-    else snprintf(dir, sizeof dir, "/tmp/lumen-arch-%d", (int)getuid());
-    const char *py = getenv("LUMEN_PYTHON");
-    char pybuf[1024];
-    if (!py || !*py) {
-        snprintf(pybuf, sizeof pybuf, "%s", lm_test_path(".venv/bin/python"));
-        py = access(pybuf, X_OK) == 0 ? pybuf : "python3";
-    }
-    snprintf(cmd, sizeof cmd, "'%s' '%s' --ci '%s'", py, lm_test_path("tools/make_arch_gguf.py"), dir);
-    if (system(cmd) != 0) {
-        const char *allow = getenv("LUMEN_ALLOW_SKIP");
-        if (allow && !strcmp(allow, "1")) {
-            printf("SKIP: cannot generate the architecture models (needs numpy + gguf)\n");
-            return 0;
-        }
-        CHECKF(0, "generator failed: %s", cmd);
-        return lm_test_finish();
-    }
+    char dir[512], path[1024];
+    const int gen = lm_test_arch_generate(dir, sizeof dir);
+    if (gen <= 0) return gen == 0 ? 0 : lm_test_finish();
     const char *files[] = {"arch_gptoss_f16.gguf", "arch_gptoss_q8_0.gguf", "arch_gptoss_mxfp4moe.gguf",
                            "arch_gptoss_mxfp4.gguf"};
     for (int i = 0; i < 4; i++) {

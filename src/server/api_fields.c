@@ -196,3 +196,15 @@ bool api_parse_sampling_basic(json_t *o, double temperature_hi, bool top_k, stru
     sp->seed = (uint64_t)v;
     return true;
 }
+
+bool api_tool_choice_named(struct api_request *r, const char *name, const char *kind, struct api_error *e) {
+    for (int32_t i = 0; i < r->n_tools; i++)
+        if (!strcmp(r->tools[i].name, name)) {
+            r->tool_choice = API_TOOLS_NAMED;
+            r->tool_named = i;
+            r->parallel_tool_calls = false; // a named tool: exactly one call (as OpenAI, Anthropic and vLLM)
+            return true;
+        }
+    return api_bad_request(e, "invalid_value", "tool_choice", "'tool_choice' names the %s '%.64s', which is not in "
+                           "'tools'", kind, name);
+}

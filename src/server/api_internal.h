@@ -57,6 +57,9 @@ bool api_parse_tool_list(json_t *o, api_tool_reader read, struct api_request *r,
 // lumen's "seed" into r->sampling (r->seed_given).
 bool api_parse_sampling_basic(json_t *o, double temperature_hi, bool top_k, struct api_request *r,
                               struct api_error *e);
+// tool_choice naming one of r->tools (`kind`: "function" or "tool", for the error): that tool,
+// called once; a 400 on tool_choice when no tool has that name.
+bool api_tool_choice_named(struct api_request *r, const char *name, const char *kind, struct api_error *e);
 
 // ---- the chat parts of a request (api_chat.c)
 

@@ -337,15 +337,7 @@ static bool parse_tool_choice(json_t *o, struct api_request *r, struct api_error
     json_t *name = json_object_get(c, "name");
     if (!json_is_string(name))
         return api_bad_request(e, "invalid_value", "tool_choice", "'tool_choice' of type 'tool' needs 'name'");
-    for (int32_t i = 0; i < r->n_tools; i++)
-        if (!strcmp(r->tools[i].name, json_string_value(name))) {
-            r->tool_choice = API_TOOLS_NAMED;
-            r->tool_named = i;
-            r->parallel_tool_calls = false; // the named tool, called once
-            return true;
-        }
-    return api_bad_request(e, "invalid_value", "tool_choice", "'tool_choice' names the tool '%.64s', which is not in "
-                           "'tools'", json_string_value(name));
+    return api_tool_choice_named(r, json_string_value(name), "tool", e);
 }
 
 // ================================================================ other fields
