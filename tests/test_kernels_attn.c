@@ -1,6 +1,6 @@
 // Attention kernel (kernels.h, lm_attn_fn): every table against the generic one bit for bit,
 // and the generic one against a float64 reference, over a paged pool: head sizes
-// 64/80/128/256 and odd ones, 1-4 query heads, windows of odd lengths ending anywhere
+// 32/64/80/128/256 and odd ones, 1-4 query heads, windows of odd lengths ending anywhere
 // (crossing block boundaries) and long ones (prefetched), sliding windows, holes in the present bitmap and released
 // blocks, 16- and 32-cell blocks, scores sharp enough to underflow exp, learned sinks (gpt-oss:
 // one logit per head in the max and the sum; some above every score). Also: the same
@@ -198,7 +198,7 @@ int main(void) {
     for (int t = 0; t < n_tabs; t++) CHECKF(tabs[t]->attn != NULL, "%s: no attention kernel", tabs[t]->name);
 
     static const int64_t hds[][2] = {{64, 64}, {80, 80}, {128, 128}, {256, 256}, {96, 64},
-                                     {40, 24}, {17, 33}, {1, 1}, {144, 208}};
+                                     {40, 24}, {17, 33}, {1, 1}, {144, 208}, {32, 32}};
     static const int32_t ends[] = {0, 1, 2, 3, 5, 7, 8, 15, 16, 17, 31, 33, 63, 64, 65, 127, 130, 255, 300, 511, 719,
                                    1399}; // beyond 1024 cells: attn_avx512's prefetching p.v
     static const int32_t windows[] = {1, 2, 3, 7, 16, 17, 64, 100, 512};

@@ -72,11 +72,13 @@ static pthread_once_t k_avx2_once = PTHREAD_ONCE_INIT;
 // AVX2 + FMA + F16C: the dots of every dtype (q2_K / q3_K in dot_q23_K_avx2.c), the hot
 // dequantizers, the q8_0 / q8_1 / q8_K / f16 activation quantizers, the il GEMMs of every il
 // dtype but the IQ4 ones, q4_1 / q5_1 multi-token dots; the row kernels stay generic (but
-// gpt-oss's clamped SwiGLU, rows_avx2.c)
+// gpt-oss's clamped SwiGLU, rows_avx2.c, and the encoders' LayerNorm and GELU, rows_enc_avx2.c)
 static void avx2_init(void) {
     k_avx2 = *lm_kernels_generic();
     k_avx2.name = "avx2";
     k_avx2.swiglu_oai = lm_swiglu_oai_avx2;
+    k_avx2.layernorm = lm_layernorm_avx2; // rows_enc_avx2.c
+    k_avx2.gelu = lm_gelu_avx2;
     k_avx2.dequant[LM_DTYPE_F16] = lm_dequant_f16_avx2;
     k_avx2.dequant[LM_DTYPE_Q8_0] = lm_dequant_q8_0_avx2;
     k_avx2.dequant[LM_DTYPE_Q5_0] = lm_dequant_q5_0_avx2;
@@ -188,6 +190,8 @@ static void avx512_init(void) {
     k_avx512.geglu = lm_geglu_avx512;
     k_avx512.swiglu = lm_swiglu_avx512;
     k_avx512.swiglu_oai = lm_swiglu_oai_avx512;
+    k_avx512.layernorm = lm_layernorm_avx512; // rows_enc_avx512.c
+    k_avx512.gelu = lm_gelu_avx512;
     k_avx512.f32_to_f16 = lm_f32_to_f16_avx512;
     k_avx512.attn = lm_attn_avx512;
     k_avx512.attn_q8 = lm_attn_avx512; // one kernel for f16 and q8_0 rows

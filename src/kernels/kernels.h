@@ -121,11 +121,14 @@ typedef void (*lm_swiglu_oai_fn)(float *g, const float *u, int64_t a, int64_t b,
 // Encoders (bert): y (n) = ((x - mean) * s) * w + b, ggml_norm then ggml_mul and ggml_add:
 // mean = (float)(double sum of x) / n, d = x - mean (float), var = (float)(double sum of the
 // float d * d / n), s = 1 / sqrtf(var + eps); each product and sum rounded (no fma). y may
-// be x; w, b may be NULL. Every table holds the generic one.
+// be x; w, b may be NULL. The sum of x: j < n - n % 16 in 16 double lanes and rmsnorm's tree
+// (above), then the rest one by one (ggml adds them one by one: ~1e-16 relative); the sum of
+// the squares: each 16-chunk's floats by lm_tree16, widened and added in chunk order, then the
+// rest one by one (ggml_vec_cvar_f32's AVX-512 order). Generic, AVX2 and AVX-512 versions.
 typedef void (*lm_layernorm_fn)(float *y, const float *x, const float *w, const float *b,
                                 int64_t n, float eps);
 // g[j] = gelu(g[j]) for j < n (no gate), the table and ranges of lm_geglu_fn (ggml_gelu).
-// Every table holds the generic one.
+// Generic, AVX2 and AVX-512 versions.
 typedef void (*lm_gelu_fn)(float *g, int64_t n, const float *table);
 // y (n halves) = x (n floats) rounded to nearest even (lm_f32_to_f16, F16C's rounding)
 typedef void (*lm_f32_to_f16_fn)(lm_f16 *y, const float *x, int64_t n);

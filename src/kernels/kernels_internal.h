@@ -127,6 +127,12 @@ void lm_topk_span_generic(struct lm_topk *t, const float *x, int32_t id0, int64_
 void lm_layernorm_generic(float *y, const float *x, const float *w, const float *b, int64_t n,
                           float eps);
 void lm_gelu_generic(float *g, int64_t n, const float *table);
+// rows_enc_avx2.c, rows_enc_avx512.c: the same, bit for bit
+void lm_layernorm_avx2(float *y, const float *x, const float *w, const float *b, int64_t n, float eps);
+void lm_gelu_avx2(float *g, int64_t n, const float *table);
+void lm_layernorm_avx512(float *y, const float *x, const float *w, const float *b, int64_t n,
+                         float eps);
+void lm_gelu_avx512(float *g, int64_t n, const float *table);
 void lm_rmsnorm_avx512(float *y, const float *x, const float *w, int64_t n, float eps);
 void lm_rope_avx512(float *x, int64_t n_rows, int64_t stride, const float *cs, int64_t n_rot, bool neox);
 void lm_geglu_avx512(float *g, const float *u, int64_t n, const float *table);

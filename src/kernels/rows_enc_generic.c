@@ -1,21 +1,38 @@
 // Scalar row kernels of the encoder families (bert): LayerNorm with weight and bias, plain
-// GELU (no gate). Every table holds these generic ones (kernels.h states their float order).
+// GELU (no gate). Each states the float order every table reproduces (kernels.h).
 #pragma GCC optimize("fp-contract=off") // ggml's norm, mul and add round each step
 
 #include <math.h>
 
 #include "kernels/kernels_internal.h"
 
-// y (n) = ((x - mean) * s) * w + b as ggml_norm, ggml_mul, ggml_add: mean and the variance
-// summed in double (ggml_float) one by one, each rounded to float; s = 1 / sqrtf(var + eps).
-// y may be x; w and b may be NULL.
+// y (n) = ((x - mean) * s) * w + b as ggml_norm, ggml_mul, ggml_add (kernels.h states the
+// order): the sum of x in 16 double lanes and rmsnorm's tree, then the tail one by one; the
+// squares of d = x - mean per 16-chunk by lm_tree16 into a double one chunk after the other
+// (ggml_vec_cvar_f32's AVX-512 order), then the tail one by one. y may be x; w, b may be NULL.
 void lm_layernorm_generic(float *y, const float *x, const float *w, const float *b, int64_t n,
                           float eps) {
-    double sum = 0.0;
-    for (int64_t j = 0; j < n; j++) sum += (double)x[j];
+    const int64_t nv = n - n % 16;
+    double lane[16] = {0};
+    for (int64_t j = 0; j < nv; j += 16)
+        for (int l = 0; l < 16; l++) lane[l] += (double)x[j + l];
+    double t[8], u[4];
+    for (int l = 0; l < 8; l++) t[l] = lane[l] + lane[l + 8];
+    for (int l = 0; l < 4; l++) u[l] = t[l + 4] + t[l];
+    double sum = (u[2] + u[0]) + (u[3] + u[1]);
+    for (int64_t j = nv; j < n; j++) sum += (double)x[j];
     const float mean = (float)sum / (float)n;
     double ss = 0.0;
-    for (int64_t j = 0; j < n; j++) {
+    for (int64_t j = 0; j < nv; j += 16) {
+        float sq[16];
+        for (int l = 0; l < 16; l++) {
+            const float d = x[j + l] - mean;
+            y[j + l] = d;
+            sq[l] = d * d;
+        }
+        ss += (double)lm_tree16(sq);
+    }
+    for (int64_t j = nv; j < n; j++) {
         const float d = x[j] - mean;
         y[j] = d;
         ss += (double)(d * d);
