@@ -257,9 +257,10 @@ static bool attn_split(struct lm_context *c, int il, struct lm_attn_job j, lm_at
 }
 
 // Prefill: tiles of nr consecutive batch entries per (tile, KV head) unit, units round-robin
-// (causal windows grow along the batch); lm_attn_tile runs a tile's long windows chunk-major,
-// so each chunk of K / V is read from memory once per tile rather than once per row. Each
-// row's bits are those of its own job (kernels.h), whatever nr and the thread count.
+// (causal windows grow along the batch); lm_attn_tile runs the long windows of each run of one
+// sequence's entries in a tile chunk-major, so each chunk of K / V is read from memory once per
+// tile rather than once per row. Each row's bits are those of its own job (kernels.h),
+// whatever nr and the thread count.
 static void attn_tiles(struct lm_context *c, int il, const struct lm_attn_job *j0, lm_attn_fn attn, int64_t nr,
                        int ith, int nth) {
     const int64_t n_head = c->m->hp.n_head, n_kv = c->m->hp.n_head_kv, group = n_head / n_kv;
@@ -280,7 +281,12 @@ static void attn_tiles(struct lm_context *c, int il, const struct lm_attn_job *j
                 j->out = c->att + ((i0 + r) * n_head + h0) * j->hdv;
                 j->sinks = sinks ? sinks + h0 : NULL; // gpt-oss
             }
-            lm_attn_tile(rows, n, attn, j0->scratch);
+            // a tile's runs of one sequence share their K / V: batched decode's rows (one per
+            // sequence) keep each row's window streaming on its own
+            for (int a = 0, b; a < n; a = b) {
+                for (b = a + 1; b < n && c->batch[i0 + b].seq == c->batch[i0 + a].seq; b++) {}
+                lm_attn_tile(rows + a, b - a, attn, j0->scratch);
+            }
         }
     }
 }
