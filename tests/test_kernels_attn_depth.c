@@ -4,6 +4,8 @@
 // generic one bit for bit, the generic one matches a float64 reference, and the chunks
 // computed one by one in any order (as threads share them) then merged give the same bits;
 // merged with an attention sink per head, they match the float64 softmax with the sink.
+// Prefill tiles (lm_attn_tile): rows at consecutive positions whose windows cross the chunk
+// and block boundaries, sliding windows, sinks and holes give each row the bits of its job alone.
 // LM_TEST_LABELS: unit
 #include <math.h>
 #include <stdint.h>
@@ -196,6 +198,56 @@ static void run_case(struct pool *P, int nh, int32_t p0, int32_t p, bool holes) 
     n_cases++;
 }
 
+// A tile of nr rows at positions p .. p + nr - 1 (windows [max(0, p_r - w + 1), p_r], w = 0:
+// from 0), each with its own q and (when sinks) a sink per head: lm_attn_tile on every table
+// gives each row the bits of that table's attn_q8 on the row's job alone.
+static int n_tiles, bad_tile;
+static void run_tile(struct pool *P, int nh, int32_t p, int nr, int32_t w, bool holes, bool sinks) {
+    const int64_t hdk = P->hdk, hdv = P->hdv, no = nh * hdv;
+    memcpy(P->blocks, P->all, sizeof P->all);
+    const int32_t plast = p + nr - 1, pfirst = w > 0 && p - w + 1 > 0 ? p - w + 1 : 0;
+    if (holes) {
+        make_holes(P, pfirst, plast);
+        for (int32_t c = p; c <= plast; c++) P->present[c >> 6] |= 1ull << (c & 63); // each row's p
+    }
+    static float q[LM_ATTN_TILE][LM_ATTN_MAX_HEADS * 128], want[LM_ATTN_TILE][LM_ATTN_MAX_HEADS * 128],
+        got[LM_ATTN_TILE][LM_ATTN_MAX_HEADS * 128];
+    float sk[LM_ATTN_MAX_HEADS];
+    for (int h = 0; h < nh; h++) sk[h] = 4.0f * rng_sym() + (h == 3 ? 8.0f : 0.0f);
+    const float qs = 3.0f / sqrtf((float)hdk);
+    const size_t sf = lm_attn_tile_scratch_floats(hdk, hdv, N_CELLS, LM_ATTN_TILE),
+                 s1 = lm_attn_scratch_floats(hdk, hdv, N_CELLS);
+    float *scratch = aligned_alloc(64, ((sf > s1 ? sf : s1) * sizeof(float) + 63) & ~(size_t)63);
+    struct lm_attn_job rows[LM_ATTN_TILE];
+    for (int r = 0; r < nr; r++) {
+        for (int64_t i = 0; i < nh * hdk; i++) q[r][i] = rng_sym() * qs;
+        const int32_t pr = p + r;
+        rows[r] = (struct lm_attn_job){
+            .kb = P->mem + row_bytes(P->kq, hdk), .vb = P->mem + (P->krow << 4) + row_bytes(P->vq, hdv),
+            .block_bytes = P->block_bytes, .blocks = P->blocks, .block_shift = 4,
+            .present = holes ? P->present : NULL, .kstride = (size_t)(N_KV * hdk),
+            .vstride = (size_t)(N_KV * hdv), .p0 = w > 0 && pr - w + 1 > 0 ? pr - w + 1 : 0, .p = pr,
+            .hdk = (int32_t)hdk, .hdv = (int32_t)hdv, .nh = nh, .q = q[r], .scratch = scratch,
+            .k_q8 = P->kq, .v_q8 = P->vq, .sinks = sinks ? sk : NULL,
+        };
+    }
+    for (int t = 0; t < n_tabs; t++) {
+        for (int r = 0; r < nr; r++) {
+            rows[r].out = want[r];
+            tabs[t]->attn_q8(&rows[r]);
+            rows[r].out = got[r];
+        }
+        for (size_t i = 0; i < sf; i++) scratch[i] = NAN; // nothing may read scratch it did not write
+        lm_attn_tile(rows, nr, tabs[t]->attn_q8, scratch);
+        for (int r = 0; r < nr; r++)
+            if (memcmp(got[r], want[r], sizeof(float) * (size_t)no) && bad_tile++ < 5)
+                fprintf(stderr, "%s tile of %d at %d (window %d, holes %d, sinks %d): row %d differs from its job\n",
+                        tabs[t]->name, nr, p, w, holes, sinks, r);
+    }
+    free(scratch);
+    n_tiles++;
+}
+
 int main(void) {
     tabs[n_tabs++] = lm_kernels_generic();
     if (lm_kernels_avx2()) tabs[n_tabs++] = lm_kernels_avx2();
@@ -218,8 +270,18 @@ int main(void) {
         static const int32_t sw[][2] = {{700, 1211}, {700, 1212}, {1000, 4096}, {5, 1030}, {3333, 9001}};
         for (size_t w = 0; w < sizeof sw / sizeof sw[0]; w++)
             run_case(&P, 1 + (int)((ki + w) % LM_ATTN_MAX_HEADS), sw[w][0], sw[w][1], w % 2 == 1);
+        // tiles: across the unchunked/chunked edge (511 -> 512 cells), chunk ends (1023 | 1024,
+        // 2047 | 2048) and 16-cell blocks, odd sizes, sliding windows (700, 513), sinks, holes
+        static const int32_t tl[][5] = {{505, 8, 0, 0, 0}, {1019, 8, 0, 1, 1}, {1021, 3, 0, 0, 1},
+                                        {2045, 5, 0, 1, 0}, {1500, 8, 700, 0, 1}, {1533, 7, 513, 1, 0},
+                                        {1, 8, 0, 0, 0}, {3000, 1, 0, 0, 1}};
+        for (size_t k = 0; k < sizeof tl / sizeof tl[0]; k++)
+            run_tile(&P, 1 + (int)((ki + k) % LM_ATTN_MAX_HEADS), tl[k][0], tl[k][1], tl[k][2], tl[k][3] != 0,
+                     tl[k][4] != 0);
         free(P.mem);
     }
+    printf("%d tiles: every row bit-identical to its job alone\n", n_tiles);
+    CHECKF(bad_tile == 0, "%d tile rows differ from their jobs", bad_tile);
     printf("%d cases (%d with sinks), %d tables; worst |generic - float64| / sum p|v| = %.3g\n", n_cases, n_sinks, n_tabs, worst_ref);
     CHECKF(bad_bits == 0, "%d cases differ from generic", bad_bits);
     CHECKF(bad_ref == 0, "%d outputs outside the float64 limit", bad_ref);

@@ -3,7 +3,8 @@
 // at 2 threads shares a window's chunks between the threads, runtime/ops.c attn_split, where
 // a prefill batch gives each thread whole windows): the logits of positions 520..559 are the
 // same prefilled in batches of 200, decoded one by one alone, and decoded beside another
-// sequence (a short window in the same step).
+// sequence (a short window in the same step), and prefilled in batches of 37 (other prefill
+// tiles, runtime/ops.c) gives every position's logits of the batches of 200.
 // LM_TEST_LABELS: model
 #include <stdlib.h>
 
@@ -55,6 +56,14 @@ int main(void) {
     CHECK(decode_tail(c, t, true, u, got));
     bad = lm_test_first_diff(ref, got, N, nv);
     CHECKF(bad < 0, "decode beside another sequence: position %d differs", A + bad);
+    // prefill in batches of 37 (tiles of 4 rows and a last of 1, runtime/ops.c attn_tiles,
+    // crossing the 512-cell chunk edge at other rows): every position's logits as in 200s
+    float *odd = malloc(sizeof(float) * (size_t)nv * L);
+    CHECK(lm_kv_cache_seq_rm(c, 0, 0, -1) == LM_OK);
+    CHECK(lm_test_prefill(c, 0, t, L, 37, odd, nv));
+    bad = lm_test_first_diff(all, odd, L, nv);
+    CHECKF(bad < 0, "prefill in batches of 37: position %d differs from batches of 200", bad);
+    free(odd);
     printf("positions %d..%d (windows over %d cells): prefill, decode alone and beside another "
            "sequence bit-identical (2 threads)\n", A, L - 1, 512);
 

@@ -1,12 +1,14 @@
 // Scalar attention (kernels.h, lm_attn_fn): the statement of the float operations and their
 // order that every table's attention reproduces (llama.cpp's single-token f16-KV path, the
 // order attn_avx512.c explains), one float at a time, on f16 or q8_0 K/V rows (the generic
-// table's attn and attn_q8). Also the scratch size of any table.
+// table's attn and attn_q8). Also the scratch size of any table, and prefill's tiles of rows
+// (lm_attn_tile: long windows chunk-major).
 #pragma GCC optimize("fp-contract=off") // kernels_internal.h: only the fmaf written here fuse
 
 #include <math.h>
 #include <string.h>
 
+#include "base/status.h"
 #include "kernels/kernels_internal.h"
 
 static inline int64_t round16(int64_t n) { return (n + 15) & ~(int64_t)15; }
@@ -54,6 +56,56 @@ void lm_attn_chunked(const struct lm_attn_job *j, lm_attn_fn fn) {
         fn(&c);
     }
     lm_attn_merge(j->nh, j->hdv, n, part, o, os, j->sinks, j->out);
+}
+
+// one tile row's partials (lm_attn_tile): n_chunks struct lm_attn_part, then their o, each
+// (LM_ATTN_MAX_HEADS, round16(hdv)) floats
+static int64_t tile_row_floats(int64_t hdv, int64_t n_chunks) {
+    return part_floats(n_chunks) + n_chunks * LM_ATTN_MAX_HEADS * round16(hdv);
+}
+
+size_t lm_attn_tile_scratch_floats(int64_t hdk, int64_t hdv, int64_t n_cells, int nr) {
+    const int64_t nch = n_cells / LM_ATTN_CHUNK + 1;
+    return (size_t)(kern_floats(hdk, hdv, LM_ATTN_CHUNK + 16) + nr * tile_row_floats(hdv, nch));
+}
+
+void lm_attn_tile(const struct lm_attn_job *rows, int nr, lm_attn_fn fn, float *scratch) {
+    LM_ASSERT(nr >= 1 && nr <= LM_ATTN_TILE);
+    int32_t first[LM_ATTN_TILE], n[LM_ATTN_TILE], kmin = INT32_MAX, kmax = -1, nmax = 1;
+    for (int r = 0; r < nr; r++) {
+        LM_ASSERT(rows[r].hdk == rows[0].hdk && rows[r].hdv == rows[0].hdv);
+        n[r] = lm_attn_chunks(&rows[r], &first[r]);
+        if (n[r] == 1) { // a short window: whole, as fn alone
+            struct lm_attn_job w = rows[r];
+            w.scratch = scratch;
+            w.part = NULL;
+            fn(&w);
+            continue;
+        }
+        if (first[r] < kmin) kmin = first[r];
+        if (first[r] + n[r] - 1 > kmax) kmax = first[r] + n[r] - 1;
+        if (n[r] > nmax) nmax = n[r];
+    }
+    if (kmax < 0) return;
+    const int64_t hdv = rows[0].hdv, os = LM_ATTN_MAX_HEADS * round16(hdv), rs = tile_row_floats(hdv, nmax);
+    float *tail = scratch + kern_floats(rows[0].hdk, hdv, LM_ATTN_CHUNK + 16);
+    for (int32_t k = kmin; k <= kmax; k++) // chunk-major: chunk k's cells stay in L2 across rows
+        for (int r = 0; r < nr; r++) {
+            if (n[r] == 1 || k < first[r] || k >= first[r] + n[r]) continue;
+            float *t = tail + r * rs;
+            struct lm_attn_job c = rows[r];
+            c.scratch = scratch;
+            c.part = (struct lm_attn_part *)t + (k - first[r]);
+            c.chunk = k;
+            c.out = t + part_floats(nmax) + (k - first[r]) * os;
+            fn(&c);
+        }
+    for (int r = 0; r < nr; r++) {
+        if (n[r] == 1) continue;
+        const float *t = tail + r * rs;
+        lm_attn_merge(rows[r].nh, hdv, n[r], (const struct lm_attn_part *)t, t + part_floats(nmax), (size_t)os,
+                      rows[r].sinks, rows[r].out);
+    }
 }
 
 void lm_attn_merge(int nh, int64_t hdv, int n, const struct lm_attn_part *part, const float *o,

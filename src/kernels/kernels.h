@@ -220,6 +220,19 @@ int32_t lm_attn_chunks(const struct lm_attn_job *j, int32_t *first);
 // A whole long window through fn's chunk jobs (scratch's tail holds the partials), then
 // lm_attn_merge into j->out: what every table's attn does with a long window and no part.
 void lm_attn_chunked(const struct lm_attn_job *j, lm_attn_fn fn);
+// Prefill tiles (runtime/ops.c). The jobs of nr query rows (any windows and sequences, one
+// table function fn, the same hdk / hdv) run their long windows chunk-major: for each chunk
+// index, the chunk of every row that has it, rows in order; then each row's merge. A chunk's
+// K / V cells (LM_ATTN_CHUNK rows of one KV head, 64-256 KB) come from memory once and from
+// L2 for the tile's other rows, where one row at a time streams its whole window from memory
+// (a 16k prompt re-read K / V once per query row). Each row's chunks, partials and merge are
+// those of lm_attn_chunked, and a row of LM_ATTN_CHUNK cells or fewer runs whole (fn alone),
+// so every row's out has exactly the bits of fn(rows[r]) alone: prefill = decode = any tile.
+// The rows' own scratch and part are not used: scratch (64-byte aligned) holds
+// lm_attn_tile_scratch_floats(hdk, hdv, n_cells, nr) floats for windows ending below n_cells.
+#define LM_ATTN_TILE 8
+size_t lm_attn_tile_scratch_floats(int64_t hdk, int64_t hdv, int64_t n_cells, int nr);
+void lm_attn_tile(const struct lm_attn_job *rows, int nr, lm_attn_fn fn, float *scratch);
 
 // ---- Top-k selection: the k largest logits of a row, for the sampler and for the LM head's
 // row pass, which selects while each chunk of logits it wrote is still in L1 (runtime/ops.c).

@@ -282,6 +282,11 @@ static enum lm_status context_init(struct lm_context **out, struct lm_model *m,
     }
     // whole 64-byte lines per thread: each thread's scratch starts aligned
     c->attn_scratch_stride = (lm_attn_scratch_floats(hp->head_dim_k, hp->head_dim_v, p.n_ctx) + 15) & ~(size_t)15;
+    c->attn_tile = p.n_batch < LM_ATTN_TILE ? (int)p.n_batch : LM_ATTN_TILE; // prefill tiles (ops.c)
+    if (c->attn_tile > 1) {
+        const size_t tf = lm_attn_tile_scratch_floats(hp->head_dim_k, hp->head_dim_v, p.n_ctx, c->attn_tile);
+        if ((tf + 15) / 16 * 16 > c->attn_scratch_stride) c->attn_scratch_stride = (tf + 15) & ~(size_t)15;
+    }
     c->attn_scratch = xalloc(c, (size_t)p.n_threads * c->attn_scratch_stride * sizeof(float), &ok);
     if (p.n_threads > 1 && p.n_ctx > LM_ATTN_CHUNK) { // long windows' chunks shared by threads
         const int64_t nhb = (hp->n_head / hp->n_head_kv + LM_ATTN_MAX_HEADS - 1) / LM_ATTN_MAX_HEADS;

@@ -85,6 +85,7 @@ struct lm_context {
     // attn_scratch_stride floats (lm_attn_scratch_floats for windows up to n_ctx cells)
     float *attn_scratch;
     size_t attn_scratch_stride;
+    int attn_tile; // prefill tiles of up to attn_tile rows fit each thread's scratch (runtime/ops.c)
     // chunks of long windows shared by threads (runtime/ops.c attn_split): attn_part_n
     // partials and their o, attn_part_ostride floats each (NULL at 1 thread)
     struct lm_attn_part *attn_part;

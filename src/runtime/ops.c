@@ -256,6 +256,41 @@ static bool attn_split(struct lm_context *c, int il, struct lm_attn_job j, lm_at
     return true;
 }
 
+// Prefill: tiles of nr consecutive batch entries per (tile, KV head) unit, units round-robin
+// (causal windows grow along the batch); lm_attn_tile runs the long windows of each run of one
+// sequence's entries in a tile chunk-major, so each chunk of K / V is read from memory once per
+// tile rather than once per row. Each row's bits are those of its own job (kernels.h),
+// whatever nr and the thread count.
+static void attn_tiles(struct lm_context *c, int il, const struct lm_attn_job *j0, lm_attn_fn attn, int64_t nr,
+                       int ith, int nth) {
+    const int64_t n_head = c->m->hp.n_head, n_kv = c->m->hp.n_head_kv, group = n_head / n_kv;
+    const struct lm_weight *sw = &c->m->layers[il].attn_sinks;
+    const float *sinks = sw->data ? (const float *)sw->data : NULL;
+    const int64_t nt = (c->n_tokens + nr - 1) / nr;
+    struct lm_attn_job rows[LM_ATTN_TILE];
+    for (int64_t it = ith; it < nt * n_kv; it += nth) {
+        const int64_t i0 = it / n_kv * nr, g = it % n_kv;
+        const int n = (int)(c->n_tokens - i0 < nr ? c->n_tokens - i0 : nr);
+        for (int64_t h0 = g * group; h0 < (g + 1) * group; h0 += LM_ATTN_MAX_HEADS) {
+            for (int r = 0; r < n; r++) {
+                struct lm_attn_job *j = &rows[r];
+                *j = *j0;
+                attn_item(c, il, j, i0 + r, g);
+                j->nh = (g + 1) * group - h0 < LM_ATTN_MAX_HEADS ? (int)((g + 1) * group - h0) : LM_ATTN_MAX_HEADS;
+                j->q = c->q + ((i0 + r) * n_head + h0) * j->hdk;
+                j->out = c->att + ((i0 + r) * n_head + h0) * j->hdv;
+                j->sinks = sinks ? sinks + h0 : NULL; // gpt-oss
+            }
+            // a tile's runs of one sequence share their K / V: batched decode's rows (one per
+            // sequence) keep each row's window streaming on its own
+            for (int a = 0, b; a < n; a = b) {
+                for (b = a + 1; b < n && c->batch[i0 + b].seq == c->batch[i0 + a].seq; b++) {}
+                lm_attn_tile(rows + a, b - a, attn, j0->scratch);
+            }
+        }
+    }
+}
+
 // att (n_tokens, n_head * hdv): one kernel job per (token, KV head, subset of its query
 // heads), each over the token's window of its sequence's cells (kernels.h, lm_attn_job).
 void lm_op_attention(struct lm_context *c, int il, int ith, int nth) {
@@ -285,6 +320,13 @@ void lm_op_attention(struct lm_context *c, int il, int ith, int nth) {
         nsub = group;
         for (int64_t s = 1; s < group; s++)
             if (units * s % nth == 0) { nsub = s; break; }
+    }
+    // prefill: tiles of rows while they leave 4 units per thread (c->attn_tile: the scratch's rows)
+    int64_t nr = units / (4 * nth) < c->attn_tile ? units / (4 * nth) : c->attn_tile;
+    if (nr > c->n_tokens) nr = c->n_tokens;
+    if (nsub == 1 && nr > 1) {
+        attn_tiles(c, il, &j, attn, nr, ith, nth);
+        return;
     }
     const int64_t hsub = (group + nsub - 1) / nsub; // heads per item
     nsub = (group + hsub - 1) / hsub;

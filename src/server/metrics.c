@@ -192,6 +192,11 @@ char *metrics_render(struct metrics *m, const struct lm_engine_stats *st, const 
                "the prefix cache (evicted least recently used).", st->kv.n_cached_free);
         scalar(&b, "lumen_kv_blocks_total", "gauge", "KV pool capacity in blocks.", st->kv.n_blocks);
         scalar(&b, "lumen_kv_block_tokens", "gauge", "Positions per KV block.", st->kv.block_size);
+        scalar(&b, "lumen_kv_bytes_per_token", "gauge", "Bytes of K and V (all layers) one cached "
+               "position holds in the KV pool (a block's bytes over its positions).",
+               st->kv.block_size > 0 ? (double)st->kv.block_bytes / st->kv.block_size : 0.0);
+        scalar(&b, "lumen_kv_bytes_used", "gauge", "Bytes of the KV pool's blocks held by running requests.",
+               (double)st->kv.bytes_used);
         // What the Gateway API Inference Extension's endpoint picker reads (docs/server.md):
         // KV-cache utilisation as vLLM's kv_cache_usage_perc (blocks held by running requests
         // over all, 0..1; cached blocks are free to take), the pool's shape as its
