@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Embedding throughput, lumen against llama-server on the same file and threads (docs/embeddings.md;
 issue 38's benchmark): for each input length, one POST /v1/embeddings of N inputs of exactly that
-many token ids (the same random ids for both servers), rounds alternating between the servers;
+many token ids (the same random ids for both servers, new ones each round), rounds alternating;
 inputs/s and tokens/s per round, the median and spread, and the ratio lumen / llama-server.
 llama-server runs with --embeddings, a unified KV cache and a physical batch that holds the whole
 request (-b / -ub = N x length, so it is not starved of batch), its pooling the file's.
@@ -100,11 +100,15 @@ def run_embed(a):
             for s in runs.values():
                 s.start()
             for L in lengths:
-                inputs = [[rng.randrange(16, nv) for _ in range(L)] for _ in range(a.inputs)]
+                def fresh():
+                    return [[rng.randrange(16, nv) for _ in range(L)] for _ in range(a.inputs)]
                 for s in runs.values():  # warm-up
-                    one_round(s.url, inputs[:2])
+                    one_round(s.url, fresh()[:2])
                 rounds = {k: [] for k in runs}
                 for r in range(a.rounds):  # alternating, the first server changing each round
+                    # new inputs every round (the same for both servers): a decoder-based
+                    # embedding model's prompt cache must not answer a round from the one before
+                    inputs = fresh()
                     order = list(runs) if r % 2 == 0 else list(runs)[::-1]
                     for k in order:
                         rounds[k].append(one_round(runs[k].url, inputs))
@@ -187,7 +191,7 @@ def run_rerank(a):
     rng = random.Random(38)
     query = "What is known about " + " ".join(rng.choice(serve_load.VOCAB) for _ in range(6)) + "?"
     ctx = a.docs * a.ctx_per_doc  # both servers: room for every prompt at once
-    results, docs = [], None
+    results = []
     for th in [int(x) for x in a.threads.split(",")]:
         runs = {
             "lumen": servers.Server("lumen", servers.lumen_serve_argv(
@@ -200,12 +204,14 @@ def run_rerank(a):
         try:
             for s in runs.values():
                 s.start()
-            if docs is None:
-                docs = make_docs(runs["lumen"].url, a.docs, lo, hi, rng)
+            warm = make_docs(runs["lumen"].url, 2, lo, hi, rng)
             for s in runs.values():  # warm-up
-                rerank_round(s.url, query, docs[:2])
+                rerank_round(s.url, query, warm)
             rounds = {k: [] for k in runs}
             for r in range(a.rounds):  # alternating, the first server changing each round
+                # new documents every round (the same for both servers): no answer from a prompt
+                # cache of the round before; within a request the query's prefix is shared
+                docs = make_docs(runs["lumen"].url, a.docs, lo, hi, rng)
                 order = list(runs) if r % 2 == 0 else list(runs)[::-1]
                 for k in order:
                     rounds[k].append(rerank_round(runs[k].url, query, docs))
