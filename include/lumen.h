@@ -613,7 +613,7 @@ struct lm_engine_params {
     enum lm_kv_type kv_type_k, kv_type_v; // KV cache row types (lm_context_params)
     // Embedding tokens a step carries at most while requests decode (docs/embeddings.md: the
     // streams' inter-token gaps stay near a decode step's; prompts go first and count against
-    // it; without decodes embeddings take the whole budget). 0 = 32; >= step_tokens: no cap.
+    // it; without decodes embeddings take the whole budget). 0 = 16; >= step_tokens: no cap.
     int32_t embed_step_tokens;
 };
 

@@ -27,7 +27,7 @@ static const char *k_serve_help =
     "  -np, --parallel N       requests decoding at once (default 8)\n"
     "      --queue N           requests waiting beyond which the answer is 429 (default 64)\n"
     "  -b, --batch-size N      tokens per engine step (decode + prefill chunks; default 256)\n"
-    "      --embed-step N      embedding tokens per step while requests decode (default 32;\n"
+    "      --embed-step N      embedding tokens per step while requests decode (default 16;\n"
     "                          >= -b: no cap); prompts go first and count against it\n"
     "      --api-key KEY       require 'Authorization: Bearer KEY' (also $LUMEN_API_KEY);\n"
     "                          /health and the page stay open. The command line shows in `ps`:\n"

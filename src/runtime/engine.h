@@ -42,7 +42,7 @@ struct lm_spec_engine {
 
 // lm_engine_params.embed_step_tokens's default: embedding tokens per step beside decodes
 // (docs/embeddings.md, "Embeddings beside chat": the measurement behind it).
-#define LM_ENGINE_EMBED_STEP_TOKENS 32
+#define LM_ENGINE_EMBED_STEP_TOKENS 16
 
 struct lm_engine {
     struct lm_model *m;
