@@ -611,6 +611,10 @@ struct lm_engine_params {
     // target's). NULL: none. The engine does not own it (free it after lm_engine_free).
     struct lm_model *draft_model;
     enum lm_kv_type kv_type_k, kv_type_v; // KV cache row types (lm_context_params)
+    // Embedding tokens a step carries at most while requests decode (docs/embeddings.md: the
+    // streams' inter-token gaps stay near a decode step's; prompts go first and count against
+    // it; without decodes embeddings take the whole budget). 0 = 16; >= step_tokens: no cap.
+    int32_t embed_step_tokens;
 };
 
 enum lm_finish {

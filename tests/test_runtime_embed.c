@@ -203,6 +203,70 @@ static void test_engine(struct lm_model *m, const struct gold *g) {
     lm_engine_free(e);
 }
 
+// One step; the stats' embedding tokens (those beyond its decodes and `prompt` prompt tokens).
+static int step_embed_tokens(struct lm_engine *e, int prompt) {
+    lm_engine_step(e);
+    struct lm_engine_stats st;
+    lm_engine_stats(e, &st);
+    return st.last_step_tokens - st.last_step_decode - prompt;
+}
+
+// The step plan with embeddings beside decodes (embed_step_tokens 8, budget 64): without
+// decodes an input goes whole in one step; while a generation decodes, a step carries at most
+// 8 embedding tokens, prompts go first and count against them, and the vector is the same bits;
+// a non-causal input (it runs whole) waits for 6 steps' credit (45 tokens), not forever.
+static void test_sched(struct lm_model *m, const struct gold *g) {
+    enum { CAP = 8, P = 30 };
+    const int E = lm_model_n_embd(m), L = g->n[1];
+    const struct lm_engine_params ep = {.max_running = 4, .step_tokens = 64, .n_ctx = 128,
+                                        .n_threads = 2, .embed_step_tokens = CAP};
+    struct lm_request_params rp = lm_request_params_default(), gp = lm_request_params_default();
+    rp.embed = true;
+    gp.max_tokens = 60;
+    gp.ignore_eos = true;
+    static int32_t prompt[P];
+    for (int i = 0; i < P; i++) prompt[i] = 100 + 37 * i;
+    for (int causal = 1; causal >= 0; causal--) {
+        struct lm_engine *e = NULL;
+        CHECK(lm_engine_init(&e, m, &ep) == LM_OK);
+        if (!e) return;
+        lm_context_set_causal(lm_engine_context(e), causal);
+        static struct vec_rec a, b;
+        static struct lm_test_rec gen, pr;
+        memset(&a, 0, sizeof a), memset(&b, 0, sizeof b), memset(&gen, 0, sizeof gen), memset(&pr, 0, sizeof pr);
+        CHECK(lm_engine_submit(e, g->ids[1], L, &rp, on_vec, &a, NULL) == LM_OK);
+        const int whole = step_embed_tokens(e, 0);
+        CHECKF(whole == L && a.finals == 1, "%s, no decodes: %d of %d tokens in the step, %d events",
+               causal ? "causal" : "non-causal", whole, L, a.finals);
+        CHECK(lm_engine_submit(e, g->ids[0], g->n[0], &gp, lm_test_rec_on_event, &gen, NULL) == LM_OK);
+        lm_engine_step(e); // the generation's prompt: decoding from now on
+        CHECK(lm_engine_submit(e, g->ids[1], L, &rp, on_vec, &b, NULL) == LM_OK);
+        if (causal) CHECK(lm_engine_submit(e, prompt, P, &gp, lm_test_rec_on_event, &pr, NULL) == LM_OK);
+        int over = 0, steps = 0, missed = 0, prev = gen.n, emb, seen = 0;
+        if (causal) { // the prompt's 30 tokens take the step's credit: no embedding token
+            emb = step_embed_tokens(e, P);
+            CHECKF(emb == 0 && pr.n == 1, "a prompt beside the embedding: %d embedding tokens", emb);
+            missed += gen.n != prev + 1, prev = gen.n;
+        }
+        while (b.finals == 0 && steps < 20) {
+            emb = step_embed_tokens(e, 0);
+            steps++;
+            seen += emb;
+            over += causal ? emb > CAP : emb != 0 && emb != L;
+            missed += gen.n != prev + 1, prev = gen.n;
+        }
+        const int bound = (L + CAP - 1) / CAP;
+        CHECKF(b.finals == 1 && steps <= bound && seen == L && over == 0 && missed == 0,
+               "%s beside a decode: done after %d steps (bound %d), %d tokens, %d steps over the cap, the "
+               "generation missed %d steps", causal ? "causal" : "non-causal", steps, bound, seen, over, missed);
+        CHECKF(same(a.v, b.v, E), "%s: the vector beside a decode differs from alone's",
+               causal ? "causal" : "non-causal");
+        const double cr = cosine(b.v, causal ? g->ref[1] : g->ref_nc[1], E);
+        CHECKF(cr >= 0.9999, "%s: cos to the reference %.9f", causal ? "causal" : "non-causal", cr);
+        lm_engine_free(e);
+    }
+}
+
 int main(void) {
     static struct gold g;
     if (!read_gold(&g)) {
@@ -230,6 +294,7 @@ int main(void) {
     if (!m) return lm_test_finish();
     test_context(m, &g);
     test_engine(m, &g);
+    test_sched(m, &g);
     lm_model_free(m);
     return lm_test_finish();
 }

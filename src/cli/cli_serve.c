@@ -27,6 +27,8 @@ static const char *k_serve_help =
     "  -np, --parallel N       requests decoding at once (default 8)\n"
     "      --queue N           requests waiting beyond which the answer is 429 (default 64)\n"
     "  -b, --batch-size N      tokens per engine step (decode + prefill chunks; default 256)\n"
+    "      --embed-step N      embedding tokens per step while requests decode (default 16;\n"
+    "                          >= -b: no cap); prompts go first and count against it\n"
     "      --api-key KEY       require 'Authorization: Bearer KEY' (also $LUMEN_API_KEY);\n"
     "                          /health and the page stay open. The command line shows in `ps`:\n"
     "      --api-key-file FILE the key is the file's first line (FILE readable by you only)\n"
@@ -129,6 +131,8 @@ int cmd_serve(int argc, char **argv) {
             o.ep.max_waiting = (int32_t)cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 1, 1 << 16);
         else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size"))
             o.ep.step_tokens = (int32_t)cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 1, 8192);
+        else if (!strcmp(a, "--embed-step"))
+            o.ep.embed_step_tokens = (int32_t)cli_int(cmd, a, cli_value(cmd, argc, argv, &i), 1, 8192);
         else if (!strcmp(a, "--api-key")) o.api_key = cli_value(cmd, argc, argv, &i);
         else if (!strcmp(a, "--api-key-file")) {
             free(key_file);

@@ -41,6 +41,7 @@ enum lm_status lm_engine_init(struct lm_engine **out, struct lm_model *m,
     if (p.max_running <= 0) p.max_running = 8;
     if (p.max_waiting <= 0) p.max_waiting = 64;
     if (p.step_tokens <= 0) p.step_tokens = 256;
+    if (p.embed_step_tokens <= 0) p.embed_step_tokens = LM_ENGINE_EMBED_STEP_TOKENS;
     // an encoder's input runs whole in one step, so its step holds the longest input the
     // context allows (an encoder decodes nothing: no stream waits on its steps)
     if (m->arch->decoder.encoder) {

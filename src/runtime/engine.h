@@ -40,6 +40,10 @@ struct lm_spec_engine {
 // (and the logits buffer: a row is n_vocab floats, 1 MiB for Gemma 3).
 #define LM_ENGINE_DRAFT_ROWS 32
 
+// lm_engine_params.embed_step_tokens's default: embedding tokens per step beside decodes
+// (docs/embeddings.md, "Embeddings beside chat": the measurement behind it).
+#define LM_ENGINE_EMBED_STEP_TOKENS 16
+
 struct lm_engine {
     struct lm_model *m;
     struct lm_context *c;
@@ -75,6 +79,8 @@ struct lm_engine {
     int32_t top_tok[LM_MAX_TOP_LOGPROBS];
     float top_lp[LM_MAX_TOP_LOGPROBS];
     struct lm_engine_stats st;    // counters (published into snap after each step)
+    int32_t embed_saved;          // embedding tokens saved for a non-causal input that waits
+                                  // whole for a step beside decodes (sched.c embed_credit)
     struct lm_spec_engine spec;
 };
 
@@ -91,7 +97,8 @@ struct lm_step {
 };
 // Plans the step: a decode token for every running request that is decoding, the drafts
 // that pay (prompt lookup: tokens; draft model: slots drawn by lm_spec_model_draft), then
-// prefill chunks in admission order up to the token budget. Preempts the newest requests
+// prompts' prefill chunks in admission order up to the token budget, then embedding inputs'
+// (while requests decode, at most embed_step_tokens less the prompts' tokens). Preempts the newest requests
 // (or ends a lone one's context) while the pool cannot hold the decode tokens.
 struct lm_step lm_sched_plan(struct lm_engine *e);
 

@@ -2,7 +2,8 @@
 // with prefix-cache reuse, the choice of whom to preempt, and the plan of one step: a decode
 // token for every running request, the drafts that pay, then prefill chunks of the others
 // under the step's token budget, so a long prompt delays running streams by at most one
-// chunk. What admission and preemption do to a request is runtime/request.c.
+// chunk, and embedding inputs after the prompts, within embed_step_tokens while requests
+// decode. What admission and preemption do to a request is runtime/request.c.
 #include "runtime/engine.h"
 #include "runtime/ops_pool.h"
 
@@ -66,6 +67,66 @@ static int32_t running_by_admission(struct lm_engine *e) {
     return no;
 }
 
+// ================================================================ embeddings beside decodes
+
+// What the step leaves embedding inputs (docs/embeddings.md, "Embeddings beside chat"): while
+// requests decode, embed_step_tokens less the prompts' chunks, plus what earlier steps saved
+// for a non-causal input that waits to run whole; without decodes, the whole budget.
+struct embed_room {
+    int32_t credit; // embedding tokens this step may still take
+    bool capped;    // requests decode: the credit is the cap, not the budget
+    bool held;      // a non-causal input waits for credit (saved for the next step)
+};
+
+static struct embed_room embed_room(const struct lm_engine *e, bool decoding) {
+    const int32_t b = e->p.step_tokens, cap = e->p.embed_step_tokens;
+    if (!decoding || cap >= b) return (struct embed_room){.credit = b};
+    const int32_t c = cap + e->embed_saved;
+    return (struct embed_room){.credit = c < b ? c : b, .capped = true};
+}
+
+// Prefill chunks from entry n on, oldest request first: the prompts' (embed false; they spend
+// the embedding credit too) or the embedding inputs' (within the credit). A non-causal input
+// that the credit cannot hold whole holds back the inputs behind it, so it is the next to go.
+// Returns the new entry count.
+static int32_t plan_chunks(struct lm_engine *e, int32_t n, int32_t no, bool embed,
+                           int32_t *avail, struct embed_room *room) {
+    struct lm_kv_cache *kv = e->c->kv;
+    for (int32_t k = 0; k < no && n < e->p.step_tokens; k++) {
+        struct lm_req *r = e->order[k];
+        if (!lm_req_prefilling(r) || r->rp.embed != embed) continue;
+        const int32_t left = r->n_toks - r->n_kv;
+        int32_t want = left;
+        if (want > e->p.step_tokens - n) want = e->p.step_tokens - n;
+        if (embed && want > room->credit) want = room->credit > 0 ? room->credit : 0;
+        const int32_t chunk = want > 0 ? lm_kv_chunk_fit(kv, r->seq, want, *avail) : 0;
+        // non-causal attention needs the whole input in one batch: wait for a step with room
+        if (embed && e->c->non_causal && chunk < left) {
+            if (room->capped && left > room->credit) {
+                room->held = true;
+                break;
+            }
+            continue;
+        }
+        if (chunk == 0) continue;
+        *avail -= lm_kv_blocks_needed(kv, r->seq, chunk);
+        room->credit -= chunk;
+        for (int32_t i = 0; i < chunk; i++) {
+            const int32_t pos = r->n_kv + i;
+            const bool last = pos == r->n_toks - 1;
+            // an embedding request's sequence is in embedding mode: its "logits" rows are the
+            // hidden states that feed its pooling
+            const bool wants = embed ? lm_pool_wants(r->rp.pooling, pos, r->n_toks,
+                                                     !e->c->non_causal) : last;
+            e->batch[n] = (struct lm_batch_entry){r->toks[pos], pos, r->seq, wants};
+            e->batch_req[n++] = r;
+        }
+    }
+    return n;
+}
+
+// ================================================================ the plan
+
 // One attempt at the plan: false after make_room when the pool cannot hold it (plan again).
 static bool try_plan(struct lm_engine *e, struct lm_step *s) {
     struct lm_kv_cache *kv = e->c->kv;
@@ -83,34 +144,16 @@ static bool try_plan(struct lm_engine *e, struct lm_step *s) {
         e->batch[n] = (struct lm_batch_entry){r->toks[r->n_kv], r->n_kv, r->seq, true};
         e->batch_req[n++] = r;
     }
+    struct embed_room room = embed_room(e, n > 0);
     n = lm_spec_lookup_plan(e, n, &avail); // drafts after their decode entries
     n = lm_spec_model_plan(e, n, &avail);
-    for (int32_t k = 0; k < no && n < e->p.step_tokens; k++) { // prefill chunks, oldest first
-        struct lm_req *r = e->order[k];
-        if (!lm_req_prefilling(r)) continue;
-        int32_t want = r->n_toks - r->n_kv;
-        if (want > e->p.step_tokens - n) want = e->p.step_tokens - n;
-        const int32_t chunk = lm_kv_chunk_fit(kv, r->seq, want, avail);
-        if (chunk == 0) continue;
-        // non-causal attention needs the whole input in one batch: wait for a step with room
-        if (r->rp.embed && e->c->non_causal && chunk < r->n_toks - r->n_kv) continue;
-        avail -= lm_kv_blocks_needed(kv, r->seq, chunk);
-        const bool embed = r->rp.embed;
-        for (int32_t i = 0; i < chunk; i++) {
-            const int32_t pos = r->n_kv + i;
-            const bool last = pos == r->n_toks - 1;
-            // an embedding request's sequence is in embedding mode: its "logits" rows are the
-            // hidden states that feed its pooling
-            const bool want = embed ? lm_pool_wants(r->rp.pooling, pos, r->n_toks,
-                                                             !e->c->non_causal) : last;
-            e->batch[n] = (struct lm_batch_entry){r->toks[pos], pos, r->seq, want};
-            e->batch_req[n++] = r;
-        }
-    }
+    n = plan_chunks(e, n, no, false, &avail, &room); // prompts, then embedding inputs
+    n = plan_chunks(e, n, no, true, &avail, &room);
     if (n == 0 && e->n_running > 0) { // every running request waits for blocks
         make_room(e);
         return false;
     }
+    e->embed_saved = room.held && room.credit > 0 ? room.credit : 0;
     *s = (struct lm_step){.n = n, .free_blocks = avail};
     return true;
 }

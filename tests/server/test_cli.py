@@ -14,9 +14,11 @@ def run(*args, env=None):
 def test_help_and_bad_flags():
     r = run("--help")
     assert r.returncode == 0 and "usage: lumen serve" in r.stdout and "--api-key" in r.stdout
+    assert "--embed-step N" in r.stdout
     for args, pat in ((["--bogus"], "unknown option '--bogus'"), (["--port", "70000"], "out of range"),
                       (["--parallel", "x"], "not an integer"), (["--port"], "needs a value"),
-                      (["--parallel", "16", "-b", "8"], "--batch-size 8 is below --parallel 16")):
+                      (["--parallel", "16", "-b", "8"], "--batch-size 8 is below --parallel 16"),
+                      (["--embed-step", "0"], "out of range")):
         r = run(*args)
         assert r.returncode == 2 and pat in r.stderr and len(r.stderr.strip().splitlines()) == 1, (args, r.stderr)
 
