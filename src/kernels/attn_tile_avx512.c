@@ -101,12 +101,12 @@ static inline __mmask16 tile_valid16(const struct tile_ctx *t, int r, int32_t c)
 // Scores of Q query vectors q[0 .. Q) against the group in kt, cells in lanes: the chain of
 // dot_ggml (attn_generic.c) vertically. leaf(s): slot s's fma chain over the 64-steps.
 AI void tile_leaf(const float *kt, const float *const *q, const int Q, int s, int64_t np, __m512 *v) {
-    #pragma GCC unroll 4
+#pragma GCC unroll 4
     for (int k = 0; k < Q; k++) v[k] = _mm512_setzero_ps();
 #pragma GCC unroll 4
     for (int64_t i = 0; i < np; i += 64) {
         const __m512 kv = _mm512_load_ps(kt + 16 * (i + s));
-        #pragma GCC unroll 4
+#pragma GCC unroll 4
         for (int k = 0; k < Q; k++) v[k] = _mm512_fmadd_ps(kv, _mm512_set1_ps(q[k][i + s]), v[k]);
     }
 }
@@ -117,7 +117,7 @@ AI void tile_x(const float *kt, const float *const *q, const int Q, int l, int64
     tile_leaf(kt, q, Q, l + 32, np, b);
     tile_leaf(kt, q, Q, l + 16, np, c);
     tile_leaf(kt, q, Q, l + 48, np, d);
-    #pragma GCC unroll 4
+#pragma GCC unroll 4
     for (int k = 0; k < Q; k++) {
         x[k] = _mm512_add_ps(_mm512_add_ps(a[k], b[k]), _mm512_add_ps(c[k], d[k]));
         __asm__ volatile("" : "+v"(x[k])::"memory"); // as T4_X below
@@ -129,26 +129,26 @@ AI void tile_s8(const float *kt, const float *const *q, const int Q, int i, int6
     __m512 a[4], b[4];
     tile_x(kt, q, Q, i + 8, np, a);
     tile_x(kt, q, Q, i, np, b);
-    #pragma GCC unroll 4
+#pragma GCC unroll 4
     for (int k = 0; k < Q; k++) y[k] = _mm512_add_ps(a[k], b[k]);
 }
 AI void tile_s4(const float *kt, const float *const *q, const int Q, int i, int64_t np, __m512 *y) {
     __m512 a[4], b[4];
     tile_s8(kt, q, Q, i + 4, np, a);
     tile_s8(kt, q, Q, i, np, b);
-    #pragma GCC unroll 4
+#pragma GCC unroll 4
     for (int k = 0; k < Q; k++) y[k] = _mm512_add_ps(a[k], b[k]);
 }
 AI void tile_dot(const float *kt, const float *const *qv, const int Q, const int64_t np, int64_t hdk, __m512 *s) {
     const float *q[4];
-    #pragma GCC unroll 4
+#pragma GCC unroll 4
     for (int k = 0; k < Q; k++) q[k] = qv[k];
     __m512 a[4], b[4], c[4], d[4];
     tile_s4(kt, q, Q, 0, np, a);
     tile_s4(kt, q, Q, 2, np, b);
     tile_s4(kt, q, Q, 1, np, c);
     tile_s4(kt, q, Q, 3, np, d);
-    #pragma GCC unroll 4
+#pragma GCC unroll 4
     for (int k = 0; k < Q; k++) s[k] = _mm512_add_ps(_mm512_add_ps(a[k], b[k]), _mm512_add_ps(c[k], d[k]));
 }
 // the elements past the last whole 64 in double (dot_ggml's tail): each float product widened
@@ -303,8 +303,10 @@ static __attribute__((noinline)) void tile_group(const struct tile_ctx *t, int s
 AI void tile_pv(const struct tile_ctx *t, const int sh, const bool vq, int r, const int nh, const int nvc, int64_t d,
                 int vn, float *out) {
     __m512 acc[LM_ATTN_MAX_HEADS][4];
-    for (int h = 0; h < nh; h++)
-        for (int v = 0; v < nvc; v++) acc[h][v] = _mm512_setzero_ps();
+#pragma GCC unroll 4
+    for (int h = 0; h < LM_ATTN_MAX_HEADS; h++) // all (nh is not a constant for blocks other than 16 cells)
+#pragma GCC unroll 4
+        for (int v = 0; v < 4; v++) acc[h][v] = _mm512_setzero_ps();
     const float *e = t->e + (size_t)r * LM_ATTN_MAX_HEADS * LM_ATTN_CHUNK;
     for (int32_t c = t->base[r]; c < t->end[r]; c += 16) {
         const __mmask16 valid = tile_valid16(t, r, c);
@@ -315,16 +317,21 @@ AI void tile_pv(const struct tile_ctx *t, const int sh, const bool vq, int r, co
             if (!((valid >> l) & 1)) continue;
             const uint8_t *vr = r0 + (size_t)l * t->vrow;
             __m512 vv[4];
+#pragma GCC unroll 4
             for (int v = 0; v < nvc; v++)
                 vv[v] = vq || vn == 16 || v < nvc - 1 ? tile_load16(vr, vq, 16 * v)
                                                       : _mm512_cvtph_ps(tile_load_part(vr + 32 * v, vn));
+#pragma GCC unroll 4
             for (int h = 0; h < nh; h++) {
                 const __m512 pb = _mm512_set1_ps(e[(size_t)h * LM_ATTN_CHUNK + (c - t->c0) + l]);
+#pragma GCC unroll 4
                 for (int v = 0; v < nvc; v++) acc[h][v] = _mm512_fmadd_ps(vv[v], pb, acc[h][v]);
             }
         }
     }
+#pragma GCC unroll 4
     for (int h = 0; h < nh; h++)
+#pragma GCC unroll 4
         for (int v = 0; v < nvc; v++)
             _mm512_mask_storeu_ps(out + h * t->hdv + d + 16 * v,
                                   v < nvc - 1 || vn == 16 ? 0xffff : (__mmask16)((1u << vn) - 1), acc[h][v]);
