@@ -76,7 +76,7 @@ AI void tile_transpose16(__m512 r[16]) {
 // table and holes) and each row's window clipped to the chunk.
 struct tile_ctx {
     const uint8_t *kb, *vb;
-    size_t block_bytes, krow, vrow, khead, vhead; // bytes: block to block, row to row, a head's slice
+    size_t block_bytes, krow, vrow, vhead; // bytes: block to block, row to row, a head's V slice
     const int32_t *blocks;
     const uint64_t *present;
     int64_t hdk, hdv;
@@ -241,6 +241,7 @@ AI void tile_dots_np(const float *kt, const float *const *q, int n, const int64_
         if (np < hdk) tile_tail(kt, q[i], np, hdk, s + i);
     }
 }
+// (one copy, not one per head count and block size as tile_run: compile time and code size)
 static __attribute__((noinline)) void tile_dots(const float *kt, const float *const *q, int n, int64_t hdk, __m512 *s) {
     const int64_t np = hdk & ~(int64_t)63;
     if (np == 64) tile_dots_np(kt, q, n, 64, hdk, s);
@@ -435,7 +436,7 @@ void lm_attn_tile_chunk_avx512(const struct lm_attn_job *rows, int nr, float *ti
     const int64_t hdk = a->hdk, hk = tile_round16(hdk);
     struct tile_ctx t = {
         .kb = a->kb, .vb = a->vb, .block_bytes = a->block_bytes, .krow = tile_off(kq, (int64_t)a->kstride),
-        .vrow = tile_off(vq, (int64_t)a->vstride), .khead = tile_off(kq, hdk), .vhead = tile_off(vq, a->hdv),
+        .vrow = tile_off(vq, (int64_t)a->vstride), .vhead = tile_off(vq, a->hdv),
         .blocks = a->blocks, .present = a->present, .hdk = hdk, .hdv = a->hdv, .c0 = a->chunk * LM_ATTN_CHUNK,
         .qs = (size_t)hk,
     };
