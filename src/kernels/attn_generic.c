@@ -64,12 +64,23 @@ static int64_t tile_row_floats(int64_t hdv, int64_t n_chunks) {
     return part_floats(n_chunks) + n_chunks * LM_ATTN_MAX_HEADS * round16(hdv);
 }
 
-size_t lm_attn_tile_scratch_floats(int64_t hdk, int64_t hdv, int64_t n_cells, int nr) {
-    const int64_t nch = n_cells / LM_ATTN_CHUNK + 1;
-    return (size_t)(kern_floats(hdk, hdv, LM_ATTN_CHUNK + 16) + nr * tile_row_floats(hdv, nch));
+size_t lm_attn_tile_chunk_floats(int64_t hdk, int nr) {
+    return (size_t)(16 * round16(hdk) + nr * LM_ATTN_MAX_HEADS * (round16(hdk) + LM_ATTN_CHUNK));
 }
 
-void lm_attn_tile(const struct lm_attn_job *rows, int nr, lm_attn_fn fn, float *scratch) {
+size_t lm_attn_tile_scratch_floats(int64_t hdk, int64_t hdv, int64_t n_cells, int nr) {
+    const int64_t nch = n_cells / LM_ATTN_CHUNK + 1;
+    return (size_t)(kern_floats(hdk, hdv, LM_ATTN_CHUNK + 16) + (int64_t)lm_attn_tile_chunk_floats(hdk, nr) +
+                    nr * tile_row_floats(hdv, nch));
+}
+
+// the generic table's tile chunk: each row's chunk job on its own (the oracle of every table's)
+void lm_attn_tile_chunk_generic(const struct lm_attn_job *rows, int nr, float *tile) {
+    (void)tile;
+    for (int r = 0; r < nr; r++) lm_attn_generic(&rows[r]);
+}
+
+void lm_attn_tile(const struct lm_attn_job *rows, int nr, lm_attn_fn fn, lm_attn_tile_fn tfn, float *scratch) {
     LM_ASSERT(nr >= 1 && nr <= LM_ATTN_TILE);
     int32_t first[LM_ATTN_TILE], n[LM_ATTN_TILE], kmin = INT32_MAX, kmax = -1, nmax = 1;
     for (int r = 0; r < nr; r++) {
@@ -88,18 +99,25 @@ void lm_attn_tile(const struct lm_attn_job *rows, int nr, lm_attn_fn fn, float *
     }
     if (kmax < 0) return;
     const int64_t hdv = rows[0].hdv, os = LM_ATTN_MAX_HEADS * round16(hdv), rs = tile_row_floats(hdv, nmax);
-    float *tail = scratch + kern_floats(rows[0].hdk, hdv, LM_ATTN_CHUNK + 16);
-    for (int32_t k = kmin; k <= kmax; k++) // chunk-major: chunk k's cells stay in L2 across rows
+    // scratch: the rows' kernel scratch, the tile chunk's (tfn), then each row's partials
+    float *tile = scratch + kern_floats(rows[0].hdk, hdv, LM_ATTN_CHUNK + 16);
+    float *tail = tile + lm_attn_tile_chunk_floats(rows[0].hdk, nr);
+    for (int32_t k = kmin; k <= kmax; k++) { // chunk-major: chunk k's cells stay in L2 across rows
+        struct lm_attn_job c[LM_ATTN_TILE];
+        int m = 0;
         for (int r = 0; r < nr; r++) {
             if (n[r] == 1 || k < first[r] || k >= first[r] + n[r]) continue;
             float *t = tail + r * rs;
-            struct lm_attn_job c = rows[r];
-            c.scratch = scratch;
-            c.part = (struct lm_attn_part *)t + (k - first[r]);
-            c.chunk = k;
-            c.out = t + part_floats(nmax) + (k - first[r]) * os;
-            fn(&c);
+            c[m] = rows[r];
+            c[m].scratch = scratch;
+            c[m].part = (struct lm_attn_part *)t + (k - first[r]);
+            c[m].chunk = k;
+            c[m].out = t + part_floats(nmax) + (k - first[r]) * os;
+            m++;
         }
+        if (tfn) tfn(c, m, tile);
+        else for (int r = 0; r < m; r++) fn(&c[r]);
+    }
     for (int r = 0; r < nr; r++) {
         if (n[r] == 1) continue;
         const float *t = tail + r * rs;

@@ -59,6 +59,7 @@ static const struct lm_kernels k_generic = {
     .topk_span = lm_topk_span_generic,
     .swiglu_oai = lm_swiglu_oai_generic,
     .layernorm = lm_layernorm_generic, .gelu = lm_gelu_generic,
+    .attn_tile = lm_attn_tile_chunk_generic,
 };
 
 const struct lm_kernels *lm_kernels_generic(void) { return &k_generic; }
@@ -195,6 +196,7 @@ static void avx512_init(void) {
     k_avx512.f32_to_f16 = lm_f32_to_f16_avx512;
     k_avx512.attn = lm_attn_avx512;
     k_avx512.attn_q8 = lm_attn_avx512; // one kernel for f16 and q8_0 rows
+    k_avx512.attn_tile = lm_attn_tile_chunk_avx512; // attn_tile_avx512.c
     k_avx512.topk_span = lm_topk_span_avx512;
     k_avx512.vec_dot[LM_DTYPE_IQ4_NL] = lm_vec_dot_iq4_nl_avx512;
     k_avx512.vec_dot[LM_DTYPE_IQ4_XS] = lm_vec_dot_iq4_xs_avx512;

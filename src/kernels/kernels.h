@@ -230,9 +230,18 @@ void lm_attn_chunked(const struct lm_attn_job *j, lm_attn_fn fn);
 // so every row's out has exactly the bits of fn(rows[r]) alone: prefill = decode = any tile.
 // The rows' own scratch and part are not used: scratch (64-byte aligned) holds
 // lm_attn_tile_scratch_floats(hdk, hdv, n_cells, nr) floats for windows ending below n_cells.
+// Each chunk index's rows go to tfn together (the table's attn_tile; NULL: fn row by row).
 #define LM_ATTN_TILE 8
+// One chunk of a tile's rows: rows[r] (nr <= LM_ATTN_TILE, part set, the same chunk) each get
+// exactly the bits of the table's attn_q8 on rows[r] alone (out and *part), their scratch
+// used as that would; tile (64-byte aligned) holds lm_attn_tile_chunk_floats(hdk, nr) floats.
+// Generic: the rows one by one. AVX-512 (attn_tile_avx512.c): rows of one sequence (the same
+// pool, block table, holes, head count, hdk a multiple of 16) read each K row once per tile,
+// the 16 cells of a group in lanes, the q.k chain of kernels.h run vertically (the same bits).
+typedef void (*lm_attn_tile_fn)(const struct lm_attn_job *rows, int nr, float *tile);
+size_t lm_attn_tile_chunk_floats(int64_t hdk, int nr);
 size_t lm_attn_tile_scratch_floats(int64_t hdk, int64_t hdv, int64_t n_cells, int nr);
-void lm_attn_tile(const struct lm_attn_job *rows, int nr, lm_attn_fn fn, float *scratch);
+void lm_attn_tile(const struct lm_attn_job *rows, int nr, lm_attn_fn fn, lm_attn_tile_fn tfn, float *scratch);
 
 // ---- Top-k selection: the k largest logits of a row, for the sampler and for the LM head's
 // row pass, which selects while each chunk of logits it wrote is still in L1 (runtime/ops.c).
@@ -283,6 +292,7 @@ struct lm_kernels {
     lm_swiglu_oai_fn swiglu_oai;
     lm_layernorm_fn layernorm; // encoders (bert)
     lm_gelu_fn gelu;
+    lm_attn_tile_fn attn_tile; // a prefill tile's chunk (lm_attn_tile), f16 and q8_0 rows
 };
 
 // True if weight (n_out, n_in) of dtype t has an il layout: q8_0, q5_0, q4_0, q4_1, q5_1,

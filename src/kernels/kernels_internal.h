@@ -141,6 +141,8 @@ void lm_swiglu_oai_avx512(float *g, const float *u, int64_t a, int64_t b, float 
 void lm_swiglu_oai_avx2(float *g, const float *u, int64_t a, int64_t b, float alpha, float limit);
 void lm_f32_to_f16_avx512(lm_f16 *y, const float *x, int64_t n);
 void lm_attn_avx512(const struct lm_attn_job *j); // also the table's attn_q8
+void lm_attn_tile_chunk_generic(const struct lm_attn_job *rows, int nr, float *tile);
+void lm_attn_tile_chunk_avx512(const struct lm_attn_job *rows, int nr, float *tile);
 void lm_topk_span_avx512(struct lm_topk *t, const float *x, int32_t id0, int64_t n);
 
 // ---- Float orders the vector kernels reproduce, stated as scalar code (the _generic kernels

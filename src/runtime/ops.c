@@ -285,7 +285,7 @@ static void attn_tiles(struct lm_context *c, int il, const struct lm_attn_job *j
             // sequence) keep each row's window streaming on its own
             for (int a = 0, b; a < n; a = b) {
                 for (b = a + 1; b < n && c->batch[i0 + b].seq == c->batch[i0 + a].seq; b++) {}
-                lm_attn_tile(rows + a, b - a, attn, j0->scratch);
+                lm_attn_tile(rows + a, b - a, attn, c->kern->attn_tile, j0->scratch);
             }
         }
     }
