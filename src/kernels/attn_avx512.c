@@ -74,7 +74,9 @@ struct attn_ctx {
     const int32_t *blocks;
     const uint64_t *present;
     size_t krow, vrow;        // bytes from one cell's K / V row to the next
-    size_t khead, vhead;      // bytes of this head's K / V in a row (what prefetches fetch)
+    size_t khead, vhead;      // bytes of this head's K / V in a row
+    const uint8_t *kpf, *vpf; // what the long-window prefetches fetch: kb / vb, or the whole
+    size_t kpf_n, vpf_n;      // rows from kb_row / vb_row (pf_row); bytes of a row fetched
     int32_t p0, p, base, end; // window [p0, p]; cells [base, end) 16-aligned around it
     int32_t pf_p;             // K prefetches stop here: the job's p (a chunk's next cells too)
     struct lm_attn_part *part; // a chunk's partial (kernels.h), else NULL
@@ -104,6 +106,12 @@ static inline __attribute__((always_inline)) const uint8_t *attn_k(const struct 
 static inline __attribute__((always_inline)) const uint8_t *attn_v(const struct attn_ctx *j, const int sh,
                                                                    int32_t c) {
     return j->vb + (size_t)j->blocks[c >> sh] * j->block_bytes + (size_t)(c & ((1 << sh) - 1)) * j->vrow;
+}
+
+// cell c's row of b0 (rows `row` bytes apart; b0 block 0's), through the block table
+static inline __attribute__((always_inline)) const uint8_t *attn_at(const struct attn_ctx *j, const uint8_t *b0,
+                                                                    size_t row, const int sh, int32_t c) {
+    return b0 + (size_t)j->blocks[c >> sh] * j->block_bytes + (size_t)(c & ((1 << sh) - 1)) * row;
 }
 
 // values [i, i + 16) of a row (i a multiple of 16) as floats: f16, or q8_0 blocks (q8)
@@ -182,12 +190,12 @@ static inline __attribute__((always_inline)) void attn_scores16(const struct att
         const uint8_t *kr = attn_k(j, sh, c0 + l);
         // K rows are a head's slice of rows kstride apart (1 KB for 8 heads of 64), too
         // sparse for the hardware prefetchers over a long window: fetch ATTN_PF_K cells ahead
-        if (c0 + l + ATTN_PF_K <= j->pf_p) attn_prefetch(attn_k(j, sh, c0 + l + ATTN_PF_K), j->khead, kq);
+        if (c0 + l + ATTN_PF_K <= j->pf_p) attn_prefetch(attn_at(j, j->kpf, j->krow, sh, c0 + l + ATTN_PF_K), j->kpf_n, kq);
         // p.v reads V rows by slot, 64 rows apart, which hardware prefetchers do not
         // follow; stream each row into L2 now, as K is read in order (decode, whose window
         // comes from memory; cold-cache, 512 cells, 2 heads: 42.6 -> 18.5 us per layer). A
         // long window's rows would leave L2 before p.v: p.v fetches those ahead itself.
-        if (j->p - j->p0 < ATTN_LONG) attn_prefetch(attn_v(j, sh, c0 + l), j->vhead, vq);
+        if (j->p - j->p0 < ATTN_LONG) attn_prefetch(attn_at(j, j->vpf, j->vrow, sh, c0 + l), j->vpf_n, vq);
         __m512 acc[LM_ATTN_MAX_HEADS][4];
 #pragma GCC unroll 4
         for (int h = 0; h < nh; h++)
@@ -494,6 +502,10 @@ void lm_attn_avx512(const struct lm_attn_job *job) {
         .p0 = job->p0, .p = job->p, .pf_p = job->p, .part = job->part, .hdk = hdk, .hdv = hdv,
         .sinks = job->sinks,
     };
+    j.kpf = job->pf_row ? job->kb_row : job->kb;
+    j.vpf = job->pf_row ? job->vb_row : job->vb;
+    j.kpf_n = job->pf_row ? j.krow : j.khead;
+    j.vpf_n = job->pf_row ? j.vrow : j.vhead;
     if (job->part) { // the chunk's cells of the window
         const int32_t c0 = job->chunk * LM_ATTN_CHUNK;
         j.p0 = job->p0 > c0 ? job->p0 : c0;

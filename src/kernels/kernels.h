@@ -178,6 +178,11 @@ struct lm_attn_job {
     // one chunk of a long window only (below): NULL computes the whole window into out
     struct lm_attn_part *part;
     int32_t chunk;            // with part: the chunk's index (cells [chunk C, chunk C + C))
+    // a hint, no effect on results: fetch the cells' whole K / V rows ahead (every KV head's
+    // columns, from kb_row / vb_row: block 0's row starts), not only this head's, for the
+    // jobs of the other KV heads that follow on this thread (runtime/ops.c attn_split)
+    bool pf_row;
+    const uint8_t *kb_row, *vb_row;
 };
 // A q8_0 K or V (a Q8_0 KV cache, docs/kv_cache.md) goes to the table's attn_q8, which also
 // takes f16 rows. Strides stay in elements (a multiple of 32: cell row r starts
