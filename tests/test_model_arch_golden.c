@@ -11,15 +11,24 @@
 // Set-up: runs the committed generator (deterministic; cached by a stamp) into
 // $LUMEN_ARCH_DIR (default /tmp/lumen-arch-<uid>) with $LUMEN_PYTHON (default
 // .venv/bin/python), then checks each file's sha256 against the golden file's.
+// Also: the q8_0 KV rows of two copies against llama.cpp's state (tests/golden/kv_rot_*.txt).
 // LM_TEST_LABELS: model;arch
 #include "lm_test.h"
 #include "lm_test_model.h"
 #include "golden_cmp.h"
+#include "runtime/context.h"
+#include "runtime/kv_cache.h"
+#include "tensor/dtype.h"
+
+#include <math.h>
 
 #include <time.h>
 #include <unistd.h>
 
 #define ARCH_BATCH 256
+// The q8_0 K / V rows against llama.cpp's: layer 0 identical, layer 1 (after attention,
+// whose float order differs from llama.cpp's flash attention) at most 1.76 steps (printed)
+#define KV_ROT_STEPS 2.5
 
 // Limits per file. max_abs: |lumen - llama.cpp| over each position's golden top-20 pairs.
 // Measured (2 threads, AVX-512 machine, this commit; printed by the test):
@@ -242,6 +251,117 @@ static void run_case(const struct arch_case *ac) {
     golden_free(&g);
 }
 
+// ---- the q8_0 KV cache's rows against llama.cpp's (tools/gen_golden_kv_rot.py): both rotate
+// q / k / v by the same Walsh-Hadamard blocks before storing them (docs/kv_cache.md), so the
+// stored rows agree to a quantization step; with the rotation off (LUMEN_KV_NO_ROT=1, the
+// control) they are other numbers altogether.
+
+static float q8_val(const uint8_t *blk, int i) { // value i of a row's q8_0 blocks
+    uint16_t h;
+    memcpy(&h, blk + (size_t)(i / 32) * 34, 2);
+    return lm_f16_to_f32(h) * (float)(int8_t)blk[(size_t)(i / 32) * 34 + 2 + i % 32];
+}
+static float q8_step(const uint8_t *blk, int i) {
+    uint16_t h;
+    memcpy(&h, blk + (size_t)(i / 32) * 34, 2);
+    return lm_f16_to_f32(h);
+}
+
+// The largest difference between a value of lumen's q8_0 K / V rows and llama.cpp's, in
+// quantization steps (the larger of the two blocks' d), and the fraction of rows identical
+// byte for byte.
+static void kv_rot_run(struct lm_model *m, const int32_t *toks, int nt, int n_layers, int row,
+                       uint8_t *const *gold, double *max_steps, double *same_rows) {
+    struct lm_context *c = NULL;
+    struct lm_context_params cp = {.n_ctx = 256, .n_batch = nt, .n_threads = 2,
+                                   .kv_type_k = LM_KV_Q8_0, .kv_type_v = LM_KV_Q8_0};
+    *max_steps = 1e30;
+    *same_rows = -1;
+    CHECKF(lm_context_init(&c, m, &cp) == LM_OK, "q8_0 context: %s", lm_error_msg());
+    if (!c) return;
+    struct lm_batch_entry b[64];
+    for (int i = 0; i < nt; i++) b[i] = (struct lm_batch_entry){toks[i], i, 0, i == nt - 1};
+    CHECKF(lm_decode(c, b, nt) == LM_OK, "decode: %s", lm_error_msg());
+    const struct lm_kv_cache *kv = c->kv;
+    const struct lm_kv_layout *lay = &kv->lay[kv->seqs[0].layout];
+    CHECKF(lay->kv_dim_k / 32 * 34 == row, "K row of %d bytes, golden %d", lay->kv_dim_k / 32 * 34, row);
+    long rows = 0, same = 0;
+    double mx = 0;
+    for (int l = 0; l < n_layers; l++)
+        for (int w = 0; w < 2; w++)
+            for (int p = 0; p < nt; p++) {
+                const uint8_t *blk = kv->base + (size_t)kv->seqs[0].blocks[p / LM_KV_BLOCK] * kv->block_bytes;
+                const uint8_t *r = blk + (w ? lay->v_off[l] : lay->k_off[l]) + (size_t)(p % LM_KV_BLOCK) * (size_t)row;
+                const uint8_t *g = gold[(l * 2 + w) * nt + p];
+                for (int i = 0; i < row / 34 * 32; i++) {
+                    const double d = fabsf(q8_val(r, i) - q8_val(g, i)) / fmaxf(q8_step(r, i), q8_step(g, i));
+                    if (d > mx) mx = d;
+                }
+                same += !memcmp(r, g, (size_t)row);
+                rows++;
+            }
+    *max_steps = mx;
+    *same_rows = (double)same / (double)rows;
+    lm_context_free(c);
+}
+
+static void run_kv_rot(const char *golden) {
+    FILE *f = fopen(lm_test_path(golden), "r");
+    CHECKF(f != NULL, "cannot open %s", golden);
+    if (!f) return;
+    static char line[1 << 16];
+    char file[256] = "", sha[128] = "";
+    int hd = 0, kvh = 0, row = 0, nt = 0, n_layers = 0;
+    int32_t toks[64];
+    uint8_t *gold[2 * 4 * 64] = {0};
+    while (fgets(line, sizeof line, f)) {
+        if (line[0] == '#') continue;
+        int l, p;
+        char kind;
+        if (sscanf(line, "model %255s %127s", file, sha) == 2) continue;
+        if (sscanf(line, "head_dim %d n_head_kv %d row_bytes %d", &hd, &kvh, &row) == 3) continue;
+        if (sscanf(line, "n_layers %d", &n_layers) == 1) continue;
+        if (!strncmp(line, "tokens ", 7)) {
+            char *s = line + 7, *e;
+            for (long v; nt < 64 && (v = strtol(s, &e, 10), e != s); s = e) toks[nt++] = (int32_t)v;
+            continue;
+        }
+        if (sscanf(line, "%d %c %d", &l, &kind, &p) == 3 && l >= 0 && l < 4 && p >= 0 && p < nt && row > 0) {
+            const char *h = strrchr(line, ' ') + 1;
+            uint8_t *r = malloc((size_t)row);
+            for (int i = 0; i < row; i++) sscanf(h + 2 * i, "%2hhx", &r[i]);
+            gold[(l * 2 + (kind == 'V')) * nt + p] = r;
+        }
+    }
+    fclose(f);
+    int complete = nt > 0 && n_layers > 0 && n_layers <= 4;
+    for (int i = 0; complete && i < n_layers * 2 * nt; i++) complete = gold[i] != NULL;
+    CHECKF(complete, "%s: incomplete (tokens %d, layers %d)", golden, nt, n_layers);
+    char msha[128];
+    manifest_sha(file, msha, sizeof msha);
+    CHECKF(msha[0] && !strcmp(msha, sha), "%s: generated file sha256 %s differs from %s's "
+           "(regenerate with tools/gen_golden_kv_rot.py)", file, msha[0] ? msha : "(missing)", golden);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", g_dir, file);
+    struct lm_model *m = NULL;
+    CHECKF(complete && lm_model_load(&m, path, NULL) == LM_OK, "load %s: %s", path, lm_error_msg());
+    if (m) {
+        double steps, same, steps_off, same_off;
+        kv_rot_run(m, toks, nt, n_layers, row, gold, &steps, &same);
+        setenv("LUMEN_KV_NO_ROT", "1", 1);
+        kv_rot_run(m, toks, nt, n_layers, row, gold, &steps_off, &same_off);
+        unsetenv("LUMEN_KV_NO_ROT");
+        printf("%s (head size %d): q8_0 K/V values at most %.2f steps from llama.cpp's, rows "
+               "identical %.3f; rotation off: %.1f steps, %.3f\n", file, hd, steps, same, steps_off, same_off);
+        CHECKF(steps <= KV_ROT_STEPS, "%s: a q8_0 K/V value %.2f quantization steps from llama.cpp's",
+               file, steps);
+        CHECKF(steps_off > 20, "%s: the control (rotation off) agrees too (%.2f steps): the test cannot tell",
+               file, steps_off);
+        lm_model_free(m);
+    }
+    for (size_t i = 0; i < sizeof gold / sizeof gold[0]; i++) free(gold[i]);
+}
+
 int main(int argc, char **argv) {
     // test_model_arch_golden [FILTER]: only cases whose file name contains FILTER
     // test_model_arch_golden DIR FILE.gguf GOLDEN.txt MAX_ABS: one ad-hoc case (debugging)
@@ -264,5 +384,9 @@ int main(int argc, char **argv) {
             !(quick && (strstr(k_cases[i].gguf, "qmix") || strstr(k_cases[i].gguf, "arch_phi") ||
                        strstr(k_cases[i].gguf, "arch_granite") || strstr(k_cases[i].gguf, "iq4"))))
             run_case(&k_cases[i]);
+    if (!only || strstr("kv_rot", only)) {
+        run_kv_rot("tests/golden/kv_rot_qwen25.txt");
+        run_kv_rot("tests/golden/kv_rot_qwen3.txt");
+    }
     return lm_test_finish();
 }

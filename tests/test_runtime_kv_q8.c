@@ -2,17 +2,55 @@
 // batch invariance bit for bit (one batch, chunks, token by token, beside other sequences),
 // prefix-cache attach and copy-on-write continuing exactly as a full prefill, rollback,
 // half the block bytes of f16, logits close to the f16 cache's, each of K and V alone, and
-// the refusal of a type that is none (context and engine).
+// the refusal of a type that is none (context and engine); the Walsh-Hadamard rotation of
+// q8_0 rows (lm_hadamard) against the matrix itself.
 // LM_TEST_LABELS: model
 #include "lm_test.h"
 #include "lm_test_model.h"
 #include "lumen.h"
+#include "runtime/ops.h"
+
+#include <math.h>
+
+// lm_hadamard against H / sqrt(nb) as a matrix (H[i][j] = (-1)^popcount(i & j), the Sylvester
+// construction llama.cpp's ggml_gen_hadamard builds), in double; and applied twice, x again
+static void check_hadamard(void) {
+    static const int nbs[] = {64, 128, 256};
+    for (int t = 0; t < 3; t++) {
+        const int nb = nbs[t], n = 2 * nb;
+        float x[512], y[512];
+        uint32_t st = 12345u + (uint32_t)nb;
+        for (int i = 0; i < n; i++) {
+            st = st * 1664525u + 1013904223u;
+            x[i] = ((float)(st >> 8) / 16777216.0f - 0.5f) * (i % 37 == 3 ? 300.0f : 2.0f); // outliers
+            y[i] = x[i];
+        }
+        lm_hadamard(y, n, nb);
+        double err = 0, norm = 0, nx = 0, ny = 0;
+        for (int b = 0; b < n; b += nb)
+            for (int i = 0; i < nb; i++) {
+                double r = 0;
+                for (int j = 0; j < nb; j++) r += (__builtin_popcount((unsigned)(i & j)) & 1 ? -1.0 : 1.0) * x[b + j];
+                r /= sqrt((double)nb);
+                err = fmax(err, fabs(r - y[b + i]));
+                norm = fmax(norm, fabs(r));
+            }
+        for (int i = 0; i < n; i++) nx += (double)x[i] * x[i], ny += (double)y[i] * y[i];
+        CHECKF(err <= 1e-5 * norm, "hadamard %d: max |error| %g of max %g", nb, err, norm);
+        CHECKF(fabs(nx - ny) <= 1e-5 * nx, "hadamard %d: norm^2 %g -> %g", nb, nx, ny);
+        lm_hadamard(y, n, nb);
+        double back = 0;
+        for (int i = 0; i < n; i++) back = fmax(back, fabs((double)y[i] - x[i]));
+        CHECKF(back <= 1e-5 * norm, "hadamard %d twice: max |y - x| %g", nb, back);
+    }
+}
 
 static int nv;
 
 enum { NP = 53 }; // crosses three 16-cell blocks and ends inside the fourth
 
 int main(void) {
+    check_hadamard();
     struct lm_model *m = lm_test_load(lm_test_model_path());
     if (!m) return 1;
     nv = lm_model_n_vocab(m);

@@ -236,6 +236,14 @@ static enum lm_status context_init(struct lm_context **out, struct lm_model *m,
         if (st != LM_OK) { free(c); return st; }
     }
 
+    { // the Hadamard rotation of q8_0 K / V rows (context.h), as llama.cpp's (LLAMA_ATTN_ROT_DISABLE)
+        const struct lm_kv_layout *lay = &c->kv->lay[c->kv_layout];
+        const char *no = getenv("LUMEN_KV_NO_ROT");
+        const bool rot = !(no && *no && strcmp(no, "0")) && lay->kv_dim_v > 0;
+        if (rot && lay->type_k == LM_KV_Q8_0 && hp->head_dim_k % 64 == 0)
+            for (c->kv_rot_k = 64; hp->head_dim_k % (2 * c->kv_rot_k) == 0;) c->kv_rot_k *= 2;
+        if (rot && lay->type_v == LM_KV_Q8_0 && hp->head_dim_v % 64 == 0) c->kv_rot_v = 64;
+    }
     const size_t B = (size_t)p.n_batch, E = (size_t)hp->n_embd;
     const size_t qd = (size_t)hp->n_head * hp->head_dim_k, kd = (size_t)c->kv->lay[c->kv_layout].kv_dim_k,
                  vd = (size_t)c->kv->lay[c->kv_layout].kv_dim_v, ad = (size_t)hp->n_head * hp->head_dim_v;

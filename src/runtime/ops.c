@@ -159,6 +159,30 @@ static void rope_angles(float *cs, int32_t pos, int64_t n_rot, float theta_scale
 
 // ================================================================ attention
 
+// The Walsh-Hadamard rotation of a q8_0 KV cache (context.h kv_rot_k / kv_rot_v; llama.cpp's
+// attn_rot): x's n values in blocks of nb (a power of two) each become H x / sqrt(nb), H the
+// Sylvester Hadamard matrix ([[H, H], [H, -H]], what llama.cpp's ggml_gen_hadamard builds),
+// by the butterflies of the fast transform. H / sqrt(nb) is orthonormal and its own inverse,
+// so rotating q and k keeps q.k, and rotating v then the attention output back keeps the
+// output; what changes is what q8_0 stores: a channel of large values (Qwen2.5's K biases,
+// a few dims hundreds of times the others) is spread over the block, so the blocks' scales
+// no longer flatten the other channels to a few levels. Adds, subtracts and one multiply per
+// value, no fma: every build and table gets the same bits.
+void lm_hadamard(float *x, int64_t n, int64_t nb) {
+    const float scale = 1.0f / sqrtf((float)nb);
+    for (int64_t b = 0; b < n; b += nb) {
+        float *y = x + b;
+        for (int64_t h = 1; h < nb; h *= 2)
+            for (int64_t i = 0; i < nb; i += 2 * h)
+                for (int64_t j = i; j < i + h; j++) {
+                    const float u = y[j], v = y[j + h];
+                    y[j] = u + v;
+                    y[j + h] = u - v;
+                }
+        for (int64_t j = 0; j < nb; j++) y[j] *= scale;
+    }
+}
+
 void lm_op_kv_write(struct lm_context *c, int il, int ith, int nth) {
     struct lm_kv_cache *kv = c->kv;
     const struct lm_kv_layout *lay = &kv->lay[c->kv_layout];
@@ -243,8 +267,10 @@ static bool attn_split(struct lm_context *c, int il, struct lm_attn_job j, lm_at
                         j.sinks = sinks ? sinks + h0 : NULL; // gpt-oss
                         float *out = c->att + (i * n_head + h0) * hdv;
                         if (pass == 1) {
-                            if (n > 1 && k == 0 && nlong++ % nth == ith)
+                            if (n > 1 && k == 0 && nlong++ % nth == ith) {
                                 lm_attn_merge(j.nh, hdv, n, c->attn_part + ps, c->attn_part_o + ps * os, os, j.sinks, out);
+                                if (c->kv_rot_v) lm_hadamard(out, j.nh * hdv, c->kv_rot_v);
+                            }
                             continue;
                         }
                         if (item < a || item >= b) continue;
@@ -259,6 +285,7 @@ static bool attn_split(struct lm_context *c, int il, struct lm_attn_job j, lm_at
                             j.out = c->attn_part_o + (ps + k) * os;
                         }
                         attn(&j);
+                        if (n == 1 && c->kv_rot_v) lm_hadamard(out, j.nh * hdv, c->kv_rot_v);
                     }
                 }
             }
@@ -301,6 +328,8 @@ static void attn_tiles(struct lm_context *c, int il, const struct lm_attn_job *j
                 for (b = a + 1; b < n && c->batch[i0 + b].seq == c->batch[i0 + a].seq; b++) {}
                 lm_attn_tile(rows + a, b - a, attn, c->kern->attn_tile, j0->scratch);
             }
+            if (c->kv_rot_v)
+                for (int r = 0; r < n; r++) lm_hadamard(rows[r].out, rows[r].nh * rows[r].hdv, c->kv_rot_v);
         }
     }
 }
@@ -357,6 +386,7 @@ void lm_op_attention(struct lm_context *c, int il, int ith, int nth) {
             j.out = c->att + (i * n_head + h0) * hdv;
             j.sinks = L->attn_sinks.data ? (const float *)L->attn_sinks.data + h0 : NULL; // gpt-oss
             attn(&j);
+            if (c->kv_rot_v) lm_hadamard(j.out, j.nh * hdv, c->kv_rot_v);
         }
     }
 }
@@ -469,6 +499,11 @@ void lm_op_qk_rope_kv(struct lm_context *c, int il, int ith, int nth, uint64_t *
         if (!L->no_rope) c->kern->rope(q, nh, hd, cs, hp->n_rot, neox); // smollm3: every 4th
         for (int64_t d = 0; d < nh * hd; d++) q[d] *= scale;
         if (!L->no_rope) c->kern->rope(c->k + i * nkv * hd, nkv, hd, cs, hp->n_rot, neox);
+        if (c->kv_rot_k) { // a q8_0 K: q and k rotated alike (q.k kept)
+            lm_hadamard(q, nh * hd, c->kv_rot_k);
+            lm_hadamard(c->k + i * nkv * hd, nkv * hd, c->kv_rot_k);
+        }
+        if (c->kv_rot_v) lm_hadamard(c->v + i * vd, vd, c->kv_rot_v); // the output turns back
     }
     if (lm_prof_on()) { const uint64_t t1 = lm_prof_ticks(); lm_prof_op(ith, LM_OP_ROPE, il, *t, t1); *t = t1; }
     lm_op_kv_write(c, il, ith, nth);
