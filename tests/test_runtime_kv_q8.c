@@ -26,6 +26,20 @@ static void check_hadamard(void) {
             y[i] = x[i];
         }
         lm_hadamard(y, n, nb);
+        // the butterflies one value at a time, in float: the same operations, the same bits
+        float z[512];
+        memcpy(z, x, sizeof(float) * (size_t)n);
+        for (int b = 0; b < n; b += nb) {
+            for (int h = 1; h < nb; h *= 2)
+                for (int i = 0; i < nb; i += 2 * h)
+                    for (int j = i; j < i + h; j++) {
+                        const float u = z[b + j], v = z[b + j + h];
+                        z[b + j] = u + v;
+                        z[b + j + h] = u - v;
+                    }
+            for (int j = 0; j < nb; j++) z[b + j] *= 1.0f / sqrtf((float)nb);
+        }
+        CHECKF(!memcmp(z, y, sizeof(float) * (size_t)n), "hadamard %d: not the scalar butterflies' bits", nb);
         double err = 0, norm = 0, nx = 0, ny = 0;
         for (int b = 0; b < n; b += nb)
             for (int i = 0; i < nb; i++) {

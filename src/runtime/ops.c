@@ -168,11 +168,37 @@ static void rope_angles(float *cs, int32_t pos, int64_t n_rot, float theta_scale
 // a few dims hundreds of times the others) is spread over the block, so the blocks' scales
 // no longer flatten the other channels to a few levels. Adds, subtracts and one multiply per
 // value, no fma: every build and table gets the same bits.
+typedef float lm_v16f __attribute__((vector_size(64)));
+typedef int32_t lm_v16i __attribute__((vector_size(64)));
+
 void lm_hadamard(float *x, int64_t n, int64_t nb) {
     const float scale = 1.0f / sqrtf((float)nb);
+    // the butterflies within 16 values (h = 1, 2, 4, 8) on vectors: lane j takes
+    // x[j] + x[j ^ h] where bit h of j is clear, x[j ^ h] - x[j] where it is set
+    static const lm_v16i perm[4] = {
+        {1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14},
+        {2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13},
+        {4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11},
+        {8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7},
+    };
+    static const lm_v16i hi[4] = {
+        {0, -1, 0, -1, 0, -1, 0, -1, 0, -1, 0, -1, 0, -1, 0, -1},
+        {0, 0, -1, -1, 0, 0, -1, -1, 0, 0, -1, -1, 0, 0, -1, -1},
+        {0, 0, 0, 0, -1, -1, -1, -1, 0, 0, 0, 0, -1, -1, -1, -1},
+        {0, 0, 0, 0, 0, 0, 0, 0, -1, -1, -1, -1, -1, -1, -1, -1},
+    };
     for (int64_t b = 0; b < n; b += nb) {
         float *y = x + b;
-        for (int64_t h = 1; h < nb; h *= 2)
+        for (int64_t i = 0; i < nb; i += 16) {
+            lm_v16f v;
+            memcpy(&v, y + i, sizeof v);
+            for (int s = 0; s < 4; s++) {
+                const lm_v16f w = __builtin_shuffle(v, perm[s]);
+                v = (lm_v16f)(((lm_v16i)(w - v) & hi[s]) | ((lm_v16i)(v + w) & ~hi[s]));
+            }
+            memcpy(y + i, &v, sizeof v);
+        }
+        for (int64_t h = 16; h < nb; h *= 2)
             for (int64_t i = 0; i < nb; i += 2 * h)
                 for (int64_t j = i; j < i + h; j++) {
                     const float u = y[j], v = y[j + h];
