@@ -296,9 +296,11 @@ static enum lm_status context_init(struct lm_context **out, struct lm_model *m,
         if ((tf + 15) / 16 * 16 > c->attn_scratch_stride) c->attn_scratch_stride = (tf + 15) & ~(size_t)15;
     }
     c->attn_scratch = xalloc(c, (size_t)p.n_threads * c->attn_scratch_stride * sizeof(float), &ok);
-    if (p.n_threads > 1 && p.n_ctx > LM_ATTN_CHUNK) { // long windows' chunks shared by threads
+    if (p.n_ctx > LM_ATTN_CHUNK) { // long windows' chunks, chunk-major (runtime/ops.c attn_split)
         const int64_t nhb = (hp->n_head / hp->n_head_kv + LM_ATTN_MAX_HEADS - 1) / LM_ATTN_MAX_HEADS;
-        c->attn_part_n = 4 * (int64_t)p.n_threads * nhb * (p.n_ctx / LM_ATTN_CHUNK + 1);
+        // units (token, KV head) of a split batch: fewer than 4 per thread, or one token's
+        const int64_t units = 4 * (int64_t)p.n_threads > hp->n_head_kv ? 4 * (int64_t)p.n_threads : hp->n_head_kv;
+        c->attn_part_n = units * nhb * (p.n_ctx / LM_ATTN_CHUNK + 1);
         c->attn_part_ostride = (size_t)LM_ATTN_MAX_HEADS * (size_t)hp->head_dim_v;
         c->attn_part = xalloc(c, (size_t)c->attn_part_n * sizeof(struct lm_attn_part), &ok);
         c->attn_part_o = xalloc(c, (size_t)c->attn_part_n * c->attn_part_ostride * sizeof(float), &ok);

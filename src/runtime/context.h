@@ -92,7 +92,7 @@ struct lm_context {
     size_t attn_scratch_stride;
     int attn_tile; // prefill tiles of up to attn_tile rows fit each thread's scratch (runtime/ops.c)
     // chunks of long windows shared by threads (runtime/ops.c attn_split): attn_part_n
-    // partials and their o, attn_part_ostride floats each (NULL at 1 thread)
+    // partials and their o, attn_part_ostride floats each (NULL for n_ctx <= LM_ATTN_CHUNK)
     struct lm_attn_part *attn_part;
     float *attn_part_o;
     int64_t attn_part_n;

@@ -383,7 +383,8 @@ void lm_op_attention(struct lm_context *c, int il, int ith, int nth) {
     // subsets only when there are too few (token, KV head) pairs to share evenly among
     // the threads (decode: one token, so 2 threads take 2 of Gemma 3's 4 heads each).
     const int64_t units = (int64_t)c->n_tokens * n_kv;
-    if (nth > 1 && units < 4 * nth && attn_split(c, il, j, attn, ith, nth)) return;
+    // one token (decode of one sequence), or too few units to share: long windows chunk-major
+    if ((c->n_tokens == 1 || units < 4 * nth) && attn_split(c, il, j, attn, ith, nth)) return;
     int64_t nsub = 1;
     if (units < 4 * nth) {
         nsub = group;
