@@ -7,7 +7,7 @@ the transform: its state holds two caches, sliding-window and global layers apar
 With a quantized KV cache llama.cpp rotates q and k (blocks of the largest power of two
 >= 64 dividing the head size) and v (blocks of 64) by an orthonormal Walsh-Hadamard matrix
 before it stores them, and the attention output back (its attn_rot; LLAMA_ATTN_ROT_DISABLE).
-lumen does the same (runtime/ops.c lm_hadamard); tests/test_runtime_kv_rot.c compares its
+lumen does the same (runtime/kv_rot.c lm_hadamard); tests/test_runtime_kv_rot.c compares its
 stored rows with these.
 
 Writes tests/golden/kv_rot_<name>.txt: the model's sha256, the token ids fed in one batch,

@@ -183,6 +183,18 @@ static enum lm_status context_params_resolve(struct lm_context_params *pp, const
     return LM_OK;
 }
 
+// The Hadamard rotation of q8_0 K / V rows (context.h kv_rot_k / kv_rot_v), as llama.cpp's
+// (LLAMA_ATTN_ROT_DISABLE there, LUMEN_KV_NO_ROT here)
+static void kv_rot_init(struct lm_context *c) {
+    const struct lm_hparams *hp = &c->m->hp;
+    const struct lm_kv_layout *lay = &c->kv->lay[c->kv_layout];
+    const char *no = getenv("LUMEN_KV_NO_ROT");
+    const bool rot = !(no && *no && strcmp(no, "0")) && lay->kv_dim_v > 0;
+    if (rot && lay->type_k == LM_KV_Q8_0 && hp->head_dim_k % 64 == 0)
+        for (c->kv_rot_k = 64; hp->head_dim_k % (2 * c->kv_rot_k) == 0;) c->kv_rot_k *= 2;
+    if (rot && lay->type_v == LM_KV_Q8_0 && hp->head_dim_v % 64 == 0) c->kv_rot_v = 64;
+}
+
 // A context for m: its own KV pool and thread pool (t NULL; draft: a second model whose
 // layout the pool also holds), or t's (a draft context, t the target's).
 static enum lm_status context_init(struct lm_context **out, struct lm_model *m,
@@ -236,14 +248,7 @@ static enum lm_status context_init(struct lm_context **out, struct lm_model *m,
         if (st != LM_OK) { free(c); return st; }
     }
 
-    { // the Hadamard rotation of q8_0 K / V rows (context.h), as llama.cpp's (LLAMA_ATTN_ROT_DISABLE)
-        const struct lm_kv_layout *lay = &c->kv->lay[c->kv_layout];
-        const char *no = getenv("LUMEN_KV_NO_ROT");
-        const bool rot = !(no && *no && strcmp(no, "0")) && lay->kv_dim_v > 0;
-        if (rot && lay->type_k == LM_KV_Q8_0 && hp->head_dim_k % 64 == 0)
-            for (c->kv_rot_k = 64; hp->head_dim_k % (2 * c->kv_rot_k) == 0;) c->kv_rot_k *= 2;
-        if (rot && lay->type_v == LM_KV_Q8_0 && hp->head_dim_v % 64 == 0) c->kv_rot_v = 64;
-    }
+    kv_rot_init(c);
     const size_t B = (size_t)p.n_batch, E = (size_t)hp->n_embd;
     const size_t qd = (size_t)hp->n_head * hp->head_dim_k, kd = (size_t)c->kv->lay[c->kv_layout].kv_dim_k,
                  vd = (size_t)c->kv->lay[c->kv_layout].kv_dim_v, ad = (size_t)hp->n_head * hp->head_dim_v;

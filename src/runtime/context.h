@@ -27,7 +27,7 @@ struct lm_context {
     struct lm_kv_cache kv_own;
     int32_t seq0;
     int kv_layout;
-    // A q8_0 K / V: q and k, and v, are rotated (runtime/ops.c lm_hadamard) in blocks of this
+    // A q8_0 K / V: q and k, and v, are rotated (runtime/kv_rot.c lm_hadamard) in blocks of this
     // many values before k and v are stored, the attention output rotated back (0: none;
     // docs/kv_cache.md). K: the largest power of two >= 64 dividing the head size; V: 64.
     // f16 rows, MLA's latent rows and head sizes not a multiple of 64 are not rotated.
