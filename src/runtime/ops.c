@@ -197,8 +197,8 @@ static void attn_item(const struct lm_context *c, int il, struct lm_attn_job *j,
     j->vb_row = lay->kv_dim_v == 0 ? j->kb_row : kv->base + lay->v_off[il];
 }
 
-// Few (token, KV head) units (decode of 1-2 sequences) on 2+ threads: the threads share the
-// chunks of long windows (kernels.h, LM_ATTN_CHUNK). Items per token: a short window is one
+// One token's decode, or few (token, KV head) units (decode of 2-3 sequences), at any thread
+// count: the threads share the chunks of long windows (kernels.h, LM_ATTN_CHUNK). Items per token: a short window is one
 // item per (KV head, block of up to LM_ATTN_MAX_HEADS query heads), computed whole; a long
 // one's items go chunk-major, (chunk, KV head, block of query heads), so a thread runs all
 // the KV heads of a chunk one after another: the first of them (pf_row) prefetches the
