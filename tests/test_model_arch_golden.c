@@ -18,6 +18,7 @@
 #include "golden_cmp.h"
 #include "runtime/context.h"
 #include "runtime/kv_cache.h"
+#include "tensor/blocks.h"
 #include "tensor/dtype.h"
 
 #include <math.h>
@@ -256,15 +257,12 @@ static void run_case(const struct arch_case *ac) {
 // stored rows agree to a quantization step; with the rotation off (LUMEN_KV_NO_ROT=1, the
 // control) they are other numbers altogether.
 
-static float q8_val(const uint8_t *blk, int i) { // value i of a row's q8_0 blocks
-    uint16_t h;
-    memcpy(&h, blk + (size_t)(i / 32) * 34, 2);
-    return lm_f16_to_f32(h) * (float)(int8_t)blk[(size_t)(i / 32) * 34 + 2 + i % 32];
-}
-static float q8_step(const uint8_t *blk, int i) {
-    uint16_t h;
-    memcpy(&h, blk + (size_t)(i / 32) * 34, 2);
-    return lm_f16_to_f32(h);
+// value i of a row of q8_0 blocks, and its block's step d (the blocks may sit unaligned)
+static float q8_at(const uint8_t *row, int i, float *step) {
+    struct lm_block_q8_0 b;
+    memcpy(&b, row + (size_t)(i / LM_QK8_0) * sizeof b, sizeof b);
+    *step = lm_f16_to_f32(b.d);
+    return *step * (float)b.qs[i % LM_QK8_0];
 }
 
 // The largest difference between a value of lumen's q8_0 K / V rows and llama.cpp's, in
@@ -284,7 +282,8 @@ static void kv_rot_run(struct lm_model *m, const int32_t *toks, int nt, int n_la
     CHECKF(lm_decode(c, b, nt) == LM_OK, "decode: %s", lm_error_msg());
     const struct lm_kv_cache *kv = c->kv;
     const struct lm_kv_layout *lay = &kv->lay[kv->seqs[0].layout];
-    CHECKF(lay->kv_dim_k / 32 * 34 == row, "K row of %d bytes, golden %d", lay->kv_dim_k / 32 * 34, row);
+    const int lrow = lay->kv_dim_k / LM_QK8_0 * (int)sizeof(struct lm_block_q8_0);
+    CHECKF(lrow == row, "K row of %d bytes, golden %d", lrow, row);
     long rows = 0, same = 0;
     double mx = 0;
     for (int l = 0; l < n_layers; l++)
@@ -293,8 +292,10 @@ static void kv_rot_run(struct lm_model *m, const int32_t *toks, int nt, int n_la
                 const uint8_t *blk = kv->base + (size_t)kv->seqs[0].blocks[p / LM_KV_BLOCK] * kv->block_bytes;
                 const uint8_t *r = blk + (w ? lay->v_off[l] : lay->k_off[l]) + (size_t)(p % LM_KV_BLOCK) * (size_t)row;
                 const uint8_t *g = gold[(l * 2 + w) * nt + p];
-                for (int i = 0; i < row / 34 * 32; i++) {
-                    const double d = fabsf(q8_val(r, i) - q8_val(g, i)) / fmaxf(q8_step(r, i), q8_step(g, i));
+                for (int i = 0; i < row / (int)sizeof(struct lm_block_q8_0) * LM_QK8_0; i++) {
+                    float sr, sg;
+                    const float vr = q8_at(r, i, &sr), vg = q8_at(g, i, &sg);
+                    const double d = fabsf(vr - vg) / fmaxf(sr, sg);
                     if (d > mx) mx = d;
                 }
                 same += !memcmp(r, g, (size_t)row);

@@ -42,12 +42,12 @@ void lm_op_shared_ffn(struct lm_context *c, float *out, const float *X, const st
 size_t lm_moe_route_bytes(int64_t n_tokens, int n_used, int n_expert);
 // RoPE cos/sin tables of the batch for every slot (token split, like lm_op_embed)
 void lm_op_rope_cache(struct lm_context *c, int ith, int nth);
-// q/k/v biases and q/k head norms (optional weights), RoPE from the cache,
-// q *= attn_scale, K/V into the cache: all per token (token split, no barrier inside), so it follows the QKV matmul
-// with one barrier. Records its sub-op spans when profiling.
 // x's n values, blocks of nb (a power of two), each to H x / sqrt(nb) (kv_rot.c): the rotation
 // of a q8_0 KV cache's q, k, v and attention output (context.h kv_rot_k / kv_rot_v)
 void lm_hadamard(float *x, int64_t n, int64_t nb);
+// q/k/v biases and q/k head norms (optional weights), RoPE from the cache,
+// q *= attn_scale, K/V into the cache: all per token (token split, no barrier inside), so it follows the QKV matmul
+// with one barrier. Records its sub-op spans when profiling.
 void lm_op_qk_rope_kv(struct lm_context *c, int il, int ith, int nth, uint64_t *t);
 // MLA (deepseek2; runtime/ops_mla.c): the q and latent projections, the latent's norm,
 // RoPE, the K row write and the absorbed queries into c->q; ends at a barrier.
