@@ -158,14 +158,31 @@ static void run_case(struct pool *P, int nh, int32_t p0, int32_t p, bool holes) 
                     P->kq ? "q8" : "f16", P->vq ? "q8" : "f16", nh, p0, p, holes);
         if (nch == 1) continue;
         // the chunks one by one, last first (threads may take them in any order), each with
-        // scratch it has not seen: the merge gives the whole window's bits
+        // scratch it has not seen: the merge gives the whole window's bits. The fetch hints
+        // (runtime/ops.c's) change nothing: whole rows ahead, rows in cache, and the stream of
+        // the next chunk's slices of KV head 0 (held cells of the window), in turn
         for (int32_t k = nch - 1; k >= 0; k--) {
             for (size_t i = 0; i < sf; i++) scratch[i] = NAN;
             j.part = part + k;
             j.chunk = k0 + k;
             j.out = po + (size_t)k * (size_t)no;
+            j.kb_row = P->mem;
+            j.vb_row = P->mem + (P->krow << 4);
+            j.pf_row = k % 3 == 0;
+            j.pf_cached = k % 3 == 1;
+            j.pf_n = 0;
+            if (k % 2 == 0 && k + 1 < nch) {
+                j.pf_c0 = (k0 + k + 1) * LM_ATTN_CHUNK;
+                j.pf_n = (p < j.pf_c0 + LM_ATTN_CHUNK - 1 ? p : j.pf_c0 + LM_ATTN_CHUNK - 1) - j.pf_c0 + 1;
+                j.pf_kb = P->mem;
+                j.pf_vb = P->mem + (P->krow << 4);
+                j.pf_kn = row_bytes(P->kq, hdk);
+                j.pf_vn = row_bytes(P->vq, hdv);
+            }
             tabs[t]->attn_q8(&j);
         }
+        j.pf_row = j.pf_cached = false;
+        j.pf_n = 0;
         lm_attn_merge(nh, hdv, nch, part, po, (size_t)no, NULL, got);
         if (memcmp(got, out[t], sizeof(float) * (size_t)no) && bad_order++ < 5)
             fprintf(stderr, "%s: chunks merged != whole window [%d, %d]\n", tabs[t]->name, p0, p);

@@ -79,6 +79,9 @@ struct attn_ctx {
     size_t kpf_n, vpf_n;      // rows from kb_row / vb_row (pf_row); bytes of a row fetched
     int32_t p0, p, base, end; // window [p0, p]; cells [base, end) 16-aligned around it
     int32_t pf_p;             // K prefetches stop here: the job's p (a chunk's next cells too)
+    const uint8_t *fkb, *fvb; // the stream (pf_kb / pf_vb): block 0's K / V bytes fetched
+    int32_t nx0, nxn;         // its cells (pf_c0 / pf_n)
+    int32_t nlk, nl;          // lines fetched of a cell's K; of its K and V
     struct lm_attn_part *part; // a chunk's partial (kernels.h), else NULL
     int64_t hdk, hdv;
     const float *qf;          // (nh, hdk) queries (rounded to f16 for an f16 K)
@@ -137,7 +140,7 @@ static inline size_t attn_off(const bool q8, int64_t d) {
 // blocks), so the line of its last byte is fetched too
 static inline __attribute__((always_inline)) void attn_prefetch(const uint8_t *r, size_t n, const bool q8) {
     for (size_t o = 0; o < n; o += 64) _mm_prefetch((const char *)(r + o), _MM_HINT_T1);
-    if (q8) _mm_prefetch((const char *)(r + n - 1), _MM_HINT_T1);
+    if (q8 && n) _mm_prefetch((const char *)(r + n - 1), _MM_HINT_T1);
 }
 // cells of [c0, c0 + 16) (c0 16-aligned) that are in the window and held, as a lane mask
 static inline __mmask16 attn_valid16(const struct attn_ctx *j, int32_t c0) {
@@ -145,6 +148,36 @@ static inline __mmask16 attn_valid16(const struct attn_ctx *j, int32_t c0) {
     uint32_t m = lo < hi ? (0xffffu >> (16 - hi)) & (0xffffu << lo) : 0;
     if (j->present) m &= (uint32_t)(j->present[c0 >> 6] >> (c0 & 63)) & 0xffffu;
     return (__mmask16)m;
+}
+
+// The stream (kernels.h, pf_kb): the next job's K / V bytes of cells [pf_c0, pf_c0 + pf_n),
+// a few lines at every cell this job visits (scores, then the first p.v pass), so that memory
+// works while this job computes from cache. Decode attention over 16384 cells of the Llama 3.2 1B
+// layout, one thread: 190 -> 155 ns a cell (/tmp-style micro-benchmark in docs/scale.md); a
+// burst of whole rows per 16 cells stalls on the core's miss buffers instead (no gain), and
+// whole rows of the next chunk (1 MB with this one's) evict the current chunk from L2 (none
+// either). Cell c, line li of its K bytes, then of its V bytes.
+struct attn_fs {
+    int32_t c, e; // next cell, end
+    int32_t li;   // next line of cell c
+    int32_t per;  // lines per visited cell
+};
+static inline __attribute__((always_inline)) void attn_fs_step(const struct attn_ctx *j, const int sh,
+                                                                struct attn_fs *f) {
+    for (int32_t n = f->per; n > 0 && f->c < f->e; n--) {
+        const int32_t b = j->blocks[f->c >> sh];
+        if (b >= 0) {
+            const size_t r = (size_t)b * j->block_bytes + (size_t)(f->c & ((1 << sh) - 1)) *
+                                                              (f->li < j->nlk ? j->krow : j->vrow);
+            const uint8_t *a = f->li < j->nlk ? j->fkb + r + (size_t)f->li * 64
+                                              : j->fvb + r + (size_t)(f->li - j->nlk) * 64;
+            _mm_prefetch((const char *)a, _MM_HINT_T1);
+        }
+        if (++f->li == j->nl) {
+            f->li = 0;
+            f->c++;
+        }
+    }
 }
 
 // The q.k tail (elements [np, hdk) past the last whole 64, hdk - np even) of an f16 K for the
@@ -178,7 +211,7 @@ static inline __m512 attn_tail16_f16(const struct attn_ctx *j, const int sh, int
 // dot_f16_ggml(K row, q); mx[h] takes the lane-wise max of head h's scores.
 static inline __attribute__((always_inline)) void attn_scores16(const struct attn_ctx *j, const int sh,
                                                                  const int nh, const bool kq, const bool vq,
-                                                                 int32_t c0, __m512 *mx) {
+                                                                 int32_t c0, __m512 *mx, struct attn_fs *fs) {
     const int64_t hdk = j->hdk, np = hdk & ~(int64_t)63;
     const __mmask16 valid = attn_valid16(j, c0);
     for (int l = 0; l < 16; l++) {
@@ -188,6 +221,7 @@ static inline __attribute__((always_inline)) void attn_scores16(const struct att
             continue;
         }
         const uint8_t *kr = attn_k(j, sh, c0 + l);
+        if (fs) attn_fs_step(j, sh, fs);
         // K rows are a head's slice of rows kstride apart (1 KB for 8 heads of 64), too
         // sparse for the hardware prefetchers over a long window: fetch ATTN_PF_K cells ahead
         if (c0 + l + ATTN_PF_K <= j->pf_p) attn_prefetch(attn_at(j, j->kpf, j->krow, sh, c0 + l + ATTN_PF_K), j->kpf_n, kq);
@@ -363,7 +397,7 @@ static inline __attribute__((always_inline)) void attn_pv(const struct attn_ctx 
 // out[h][d, d + 16 (nvc - 1) + vn) of nh heads, nvc vectors (the last of vn dims).
 static inline __attribute__((always_inline)) void attn_pv_seq(const struct attn_ctx *j, const int sh, const int nh,
                                                                const bool vq, const int nvc, int64_t d, int vn,
-                                                               float *out) {
+                                                               float *out, struct attn_fs *fs) {
     __m512 acc[LM_ATTN_MAX_HEADS][4];
 #pragma GCC unroll 4
     for (int h = 0; h < nh; h++)
@@ -377,6 +411,7 @@ static inline __attribute__((always_inline)) void attn_pv_seq(const struct attn_
         for (int l = 0; l < 16; l++) {
             if (!((valid >> l) & 1)) continue;
             const uint8_t *vr = r0 + (size_t)l * j->vrow;
+            if (fs) attn_fs_step(j, sh, fs);
             __m512 vv[4];
 #pragma GCC unroll 4
             for (int v = 0; v < nvc; v++)
@@ -405,7 +440,12 @@ static inline __attribute__((always_inline)) void attn_heads(const struct attn_c
     // scores, with masked cells of the first/last chunk as -inf
     __m512 mx[LM_ATTN_MAX_HEADS];
     for (int h = 0; h < nh; h++) mx[h] = _mm512_set1_ps(-INFINITY);
-    for (int32_t c0 = j->base; c0 < j->end; c0 += 16) attn_scores16(j, sh, nh, kq, vq, c0, mx);
+    // the next cells' rows (pf_c0 / pf_n), spread over the cells this job visits twice
+    struct attn_fs fs = {.c = j->nx0, .e = j->nx0 + j->nxn,
+                         .per = (int32_t)(((int64_t)j->nxn * j->nl + 2 * (j->end - j->base) - 1) /
+                                          (2 * (j->end - j->base)))};
+    struct attn_fs *f = j->nxn > 0 ? &fs : NULL;
+    for (int32_t c0 = j->base; c0 < j->end; c0 += 16) attn_scores16(j, sh, nh, kq, vq, c0, mx, f);
     // softmax; p rounded to f16
     for (int h = 0; h < nh; h++) {
         float *e = j->e + h * j->e_stride;
@@ -434,12 +474,12 @@ static inline __attribute__((always_inline)) void attn_heads(const struct attn_c
     }
     if (j->part) { // a chunk: p.v in cell order, 64 output dims at a time, then the rest
         int64_t d = 0;
-        for (; d + 64 <= j->hdv; d += 64) attn_pv_seq(j, sh, nh, vq, 4, d, 16, out);
+        for (; d + 64 <= j->hdv; d += 64, f = NULL) attn_pv_seq(j, sh, nh, vq, 4, d, 16, out, f);
         const int64_t r = j->hdv - d; // 0 .. 63 dims left
-        if (r > 48) attn_pv_seq(j, sh, nh, vq, 4, d, (int)(r - 48), out);
-        else if (r > 32) attn_pv_seq(j, sh, nh, vq, 3, d, (int)(r - 32), out);
-        else if (r > 16) attn_pv_seq(j, sh, nh, vq, 2, d, (int)(r - 16), out);
-        else if (r > 0) attn_pv_seq(j, sh, nh, vq, 1, d, (int)r, out);
+        if (r > 48) attn_pv_seq(j, sh, nh, vq, 4, d, (int)(r - 48), out, f);
+        else if (r > 32) attn_pv_seq(j, sh, nh, vq, 3, d, (int)(r - 32), out, f);
+        else if (r > 16) attn_pv_seq(j, sh, nh, vq, 2, d, (int)(r - 16), out, f);
+        else if (r > 0) attn_pv_seq(j, sh, nh, vq, 1, d, (int)r, out, f);
         return;
     }
     // p.v, 32 output dims at a time, then 16 and the remainder
@@ -504,8 +544,15 @@ void lm_attn_avx512(const struct lm_attn_job *job) {
     };
     j.kpf = job->pf_row ? job->kb_row : job->kb;
     j.vpf = job->pf_row ? job->vb_row : job->vb;
-    j.kpf_n = job->pf_row ? j.krow : j.khead;
-    j.vpf_n = job->pf_row ? j.vrow : j.vhead;
+    j.kpf_n = job->pf_cached ? 0 : job->pf_row ? j.krow : j.khead;
+    j.vpf_n = job->pf_cached ? 0 : job->pf_row ? j.vrow : j.vhead;
+    j.fkb = job->pf_kb;
+    j.fvb = job->pf_vb;
+    j.nx0 = job->pf_c0;
+    j.nxn = job->part && job->pf_kb && job->pf_vb ? job->pf_n : 0;
+    // lines from the start (q8_0 bytes start anywhere in a line: one more)
+    j.nlk = (int32_t)((job->pf_kn + 63) / 64 + (kq ? 1 : 0));
+    j.nl = j.nlk + (int32_t)((job->pf_vn + 63) / 64 + (vq ? 1 : 0));
     if (job->part) { // the chunk's cells of the window
         const int32_t c0 = job->chunk * LM_ATTN_CHUNK;
         j.p0 = job->p0 > c0 ? job->p0 : c0;

@@ -183,6 +183,14 @@ struct lm_attn_job {
     // jobs of the other KV heads that follow on this thread (runtime/ops.c attn_split)
     bool pf_row;
     const uint8_t *kb_row, *vb_row;
+    // hints too: the rows are in cache already (fetched by an earlier job's stream): no
+    // fetching ahead; and the stream, fetched a few lines at a time while computing: cells
+    // [pf_c0, pf_c0 + pf_n) of the sequence (held cells of its block table), pf_kn bytes of each
+    // K row from pf_kb (block 0's, as kb) and pf_vn of each V row from pf_vb (pf_n 0: none)
+    bool pf_cached;
+    int32_t pf_c0, pf_n;
+    const uint8_t *pf_kb, *pf_vb;
+    size_t pf_kn, pf_vn;
 };
 // A q8_0 K or V (a Q8_0 KV cache, docs/kv_cache.md) goes to the table's attn_q8, which also
 // takes f16 rows. Strides stay in elements (a multiple of 32: cell row r starts

@@ -231,8 +231,18 @@ static bool attn_split(struct lm_context *c, int il, struct lm_attn_job j, lm_at
             const int32_t n = lm_attn_chunks(&j, &k0); // the same window for every KV head
             // item (k, g, hb): it + (k * n_kv + g) * nhb + hb; its partial: slot + (g * nhb + hb) * n + k
             for (int32_t k = 0; k < (n > 1 ? n : 1); k++) {
-                bool first = true; // this thread's first item of chunk k: it fetches whole rows
                 for (int64_t g = 0; g < n_kv; g++) {
+                    // the stream (kernels.h, pf_kb): this thread's next (chunk, KV head) of the
+                    // token, its slices of the chunk's K / V rows, fetched while this one computes
+                    struct lm_attn_job nx = {0};
+                    const int32_t kn = g + 1 < n_kv ? k : k + 1;
+                    const int64_t gn = g + 1 < n_kv ? g + 1 : 0;
+                    if (pass == 0 && n > 1 && kn < n && it + ((int64_t)kn * n_kv + gn) * nhb < b) {
+                        attn_item(c, il, &nx, i, gn);
+                        const int32_t c0 = (k0 + kn) * LM_ATTN_CHUNK, c1 = c0 + LM_ATTN_CHUNK - 1;
+                        nx.pf_c0 = nx.p0 > c0 ? nx.p0 : c0;
+                        nx.pf_n = (nx.p < c1 ? nx.p : c1) - nx.pf_c0 + 1;
+                    }
                     attn_item(c, il, &j, i, g);
                     for (int64_t hb = 0; hb < nhb; hb++) {
                         const int64_t h0 = g * group + hb * LM_ATTN_MAX_HEADS;
@@ -249,8 +259,18 @@ static bool attn_split(struct lm_context *c, int il, struct lm_attn_job j, lm_at
                             continue;
                         }
                         if (item < a || item >= b) continue;
-                        j.pf_row = n > 1 && first;
-                        first = false;
+                        j.pf_row = n > 1 && item == a; // the thread's first: whole rows, ahead
+                        // the thread's items after its first of the token: an earlier stream fetched them
+                        j.pf_cached = n > 1 && item > a && item > it;
+                        j.pf_n = 0;
+                        if (hb == nhb - 1 && nx.pf_n > 0) { // the last job of this KV head streams the next's
+                            j.pf_c0 = nx.pf_c0;
+                            j.pf_n = nx.pf_n;
+                            j.pf_kb = nx.kb;
+                            j.pf_vb = nx.vb;
+                            j.pf_kn = lm_kv_row_bytes(j.k_q8 ? LM_KV_Q8_0 : LM_KV_F16, hdk);
+                            j.pf_vn = lm_kv_row_bytes(j.v_q8 ? LM_KV_Q8_0 : LM_KV_F16, hdv);
+                        }
                         if (n == 1) {
                             j.part = NULL;
                             j.out = out;
