@@ -152,30 +152,38 @@ static inline __mmask16 attn_valid16(const struct attn_ctx *j, int32_t c0) {
 
 // The stream (kernels.h, pf_kb): the next job's K / V bytes of cells [pf_c0, pf_c0 + pf_n),
 // a few lines at every cell this job visits (scores, then the first p.v pass), so that memory
-// works while this job computes from cache. Decode attention over 16384 cells of the Llama 3.2 1B
-// layout, one thread: 190 -> 155 ns a cell (/tmp-style micro-benchmark in docs/scale.md); a
-// burst of whole rows per 16 cells stalls on the core's miss buffers instead (no gain), and
-// whole rows of the next chunk (1 MB with this one's) evict the current chunk from L2 (none
-// either). Cell c, line li of its K bytes, then of its V bytes.
+// works while this job computes from cache. One thread's decode attention over 16384 cells of
+// the Llama 3.2 1B layout (bench/c/attn_depth_bench.c): 203 -> 180 ns a cell, where plain
+// loads of the same bytes take 77 and the computation on cached rows ~115. What was tried:
+// a burst of rows per 16 cells stalls on the core's miss buffers (no gain); whole rows of the
+// next chunk (1 MB with this one's, L2's size) no better than the slices; fetching the slices
+// at any rate the job allows, or two jobs ahead, the same: the fetches run at ~11 GB/s, the
+// core's limit for software prefetches of 128-byte pieces of 1 KB rows, where the hardware
+// prefetchers reach 25 on sequential loads. Cell c, line li of its K bytes, then its V bytes.
 struct attn_fs {
-    int32_t c, e; // next cell, end
-    int32_t li;   // next line of cell c
-    int32_t per;  // lines per visited cell
+    int32_t c, e;           // cell, end
+    int32_t li;             // next line of cell c
+    int32_t per;            // lines per visited cell
+    const uint8_t *ka, *va; // cell c's K / V bytes (NULL: a released block)
 };
+static inline __attribute__((always_inline)) void attn_fs_cell(const struct attn_ctx *j, const int sh,
+                                                                struct attn_fs *f) {
+    const int32_t b = f->c < f->e ? j->blocks[f->c >> sh] : -1;
+    const size_t r = (size_t)b * j->block_bytes, l = (size_t)(f->c & ((1 << sh) - 1));
+    f->ka = b < 0 ? NULL : j->fkb + r + l * j->krow;
+    f->va = b < 0 ? NULL : j->fvb + r + l * j->vrow;
+}
 static inline __attribute__((always_inline)) void attn_fs_step(const struct attn_ctx *j, const int sh,
                                                                 struct attn_fs *f) {
     for (int32_t n = f->per; n > 0 && f->c < f->e; n--) {
-        const int32_t b = j->blocks[f->c >> sh];
-        if (b >= 0) {
-            const size_t r = (size_t)b * j->block_bytes + (size_t)(f->c & ((1 << sh) - 1)) *
-                                                              (f->li < j->nlk ? j->krow : j->vrow);
-            const uint8_t *a = f->li < j->nlk ? j->fkb + r + (size_t)f->li * 64
-                                              : j->fvb + r + (size_t)(f->li - j->nlk) * 64;
-            _mm_prefetch((const char *)a, _MM_HINT_T1);
-        }
+        if (f->ka)
+            _mm_prefetch((const char *)(f->li < j->nlk ? f->ka + (size_t)f->li * 64
+                                                       : f->va + (size_t)(f->li - j->nlk) * 64),
+                         _MM_HINT_T1);
         if (++f->li == j->nl) {
             f->li = 0;
             f->c++;
+            attn_fs_cell(j, sh, f);
         }
     }
 }
@@ -445,6 +453,7 @@ static inline __attribute__((always_inline)) void attn_heads(const struct attn_c
                          .per = (int32_t)(((int64_t)j->nxn * j->nl + 2 * (j->end - j->base) - 1) /
                                           (2 * (j->end - j->base)))};
     struct attn_fs *f = j->nxn > 0 ? &fs : NULL;
+    if (f) attn_fs_cell(j, sh, f);
     for (int32_t c0 = j->base; c0 < j->end; c0 += 16) attn_scores16(j, sh, nh, kq, vq, c0, mx, f);
     // softmax; p rounded to f16
     for (int h = 0; h < nh; h++) {
