@@ -154,7 +154,7 @@ static inline __mmask16 attn_valid16(const struct attn_ctx *j, int32_t c0) {
 // a few lines at every cell this job visits (scores, then the first p.v pass), so that memory
 // works while this job computes from cache. One thread's decode attention over 16384 cells of
 // the Llama 3.2 1B layout (bench/c/attn_depth_bench.c): 203 -> 180 ns a cell, where plain
-// loads of the same bytes take 77 and the computation on cached rows ~115. What was tried:
+// loads of the same bytes take 77 and the computation on cached rows 115-145. What was tried:
 // a burst of rows per 16 cells stalls on the core's miss buffers (no gain); whole rows of the
 // next chunk (1 MB with this one's, L2's size) no better than the slices; fetching the slices
 // at any rate the job allows, or two jobs ahead, the same: the fetches run at ~11 GB/s, the
