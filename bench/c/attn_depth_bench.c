@@ -10,7 +10,12 @@
 //   hot     stream on a window that stays in cache (the compute bound)
 // Rounds alternate the modes; the report gives each mode's median ns a cell and the median of
 // per-round ratios to old (issue 39, docs/scale.md).
-// Args: [W (16384)] [rounds (7)] [q8: 0/1] [layers (16)] [KV heads (8)] [head dim (64)] [query heads per KV head (4)]
+// Layout 1 tries the pool the other way round within a block: each KV head's 16 rows together
+// (2 KB of K for hd 64 f16, then the next head's), rows hd apart; the kernels take it as they
+// are (kb, kstride), and the hardware prefetchers follow a head's rows. There old is the
+// kernel's own slice prefetch ahead (no whole rows: they are no longer contiguous).
+// Args: [W (16384)] [rounds (7)] [q8: 0/1] [layers (16)] [KV heads (8)] [head dim (64)]
+//       [query heads per KV head (4)] [layout: 0 the pool's, 1 head-major within a block]
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
 #include <stdio.h>
@@ -44,7 +49,7 @@ static const char *mode_name[N_MODES] = {"old", "stream", "read", "hot"};
 
 struct cfg {
     int w, layers, n_kv, hd, nh;
-    bool q8;
+    bool q8, hm;
     size_t head, row, layer, block; // bytes: a head's slice of a row, a row, a layer in a block, a block
     uint8_t *mem;
     int32_t *blocks;
@@ -56,27 +61,28 @@ struct cfg {
 static void run_window(const struct lm_kernels *K, struct cfg *c, int il, int mode, int w) {
     const int nch = (w - 1) / LM_ATTN_CHUNK + 1;
     const uint8_t *kl = c->mem + (size_t)il * c->layer, *vl = kl + 16 * c->row;
+    const size_t ho = c->hm ? 16 * c->head : c->head;                         // KV head g's start: g * ho
+    const size_t stride = (size_t)(c->hm ? c->hd : c->n_kv * c->hd);          // elements, row to row
     for (int k = 0; k < nch; k++)
         for (int g = 0; g < c->n_kv; g++) {
             struct lm_attn_job j = {
-                .kb = kl + (size_t)g * c->head, .vb = vl + (size_t)g * c->head, .block_bytes = c->block,
-                .blocks = c->blocks, .block_shift = 4, .kstride = (size_t)(c->n_kv * c->hd),
-                .vstride = (size_t)(c->n_kv * c->hd), .p0 = 0, .p = w - 1, .hdk = c->hd, .hdv = c->hd,
+                .kb = kl + (size_t)g * ho, .vb = vl + (size_t)g * ho, .block_bytes = c->block,
+                .blocks = c->blocks, .block_shift = 4, .kstride = stride, .vstride = stride, .p0 = 0, .p = w - 1, .hdk = c->hd, .hdv = c->hd,
                 .nh = c->nh, .q = c->q + (size_t)g * c->nh * c->hd, .scratch = c->scratch, .k_q8 = c->q8,
                 .v_q8 = c->q8, .part = c->part + k * c->n_kv + g, .chunk = k,
                 .out = c->po + ((size_t)k * c->n_kv + g) * c->nh * c->hd, .kb_row = kl, .vb_row = vl,
             };
             if (mode == OLD) {
-                j.pf_row = g == 0;
+                j.pf_row = g == 0 && !c->hm;
             } else {
-                j.pf_row = k == 0 && g == 0;
+                j.pf_row = k == 0 && g == 0 && !c->hm;
                 j.pf_cached = k > 0 || g > 0;
                 const int kn = g + 1 < c->n_kv ? k : k + 1, gn = (g + 1) % c->n_kv;
                 if (kn < nch) {
                     j.pf_c0 = kn * LM_ATTN_CHUNK;
                     j.pf_n = w - j.pf_c0 < LM_ATTN_CHUNK ? w - j.pf_c0 : LM_ATTN_CHUNK;
-                    j.pf_kb = kl + (size_t)gn * c->head;
-                    j.pf_vb = vl + (size_t)gn * c->head;
+                    j.pf_kb = kl + (size_t)gn * ho;
+                    j.pf_vb = vl + (size_t)gn * ho;
                     j.pf_kn = j.pf_vn = c->head;
                 }
             }
@@ -105,6 +111,7 @@ int main(int argc, char **argv) {
         .w = argc > 1 ? atoi(argv[1]) : 16384, .q8 = argc > 3 && atoi(argv[3]) != 0,
         .layers = argc > 4 ? atoi(argv[4]) : 16, .n_kv = argc > 5 ? atoi(argv[5]) : 8,
         .hd = argc > 6 ? atoi(argv[6]) : 64, .nh = argc > 7 ? atoi(argv[7]) : 4,
+        .hm = argc > 8 && atoi(argv[8]) != 0,
     };
     const int rounds = argc > 2 ? atoi(argv[2]) : 7;
     const struct lm_kernels *K = lm_kernels_avx512();
@@ -187,8 +194,9 @@ int main(int argc, char **argv) {
         printf(" ns a cell\n");
     }
     const double bytes = 2.0 * (double)c.row; // a cell's K and V rows
-    printf("W %d, %d layers, %d KV heads of %d, %d query heads each, %s K/V (%.0f bytes a cell), %d rounds:\n",
-           c.w, c.layers, c.n_kv, c.hd, c.nh, c.q8 ? "q8_0" : "f16", bytes, rounds);
+    printf("W %d, %d layers, %d KV heads of %d, %d query heads each, %s K/V (%.0f bytes a cell), %s, %d rounds:\n",
+           c.w, c.layers, c.n_kv, c.hd, c.nh, c.q8 ? "q8_0" : "f16", bytes,
+           c.hm ? "head-major blocks" : "the pool's layout", rounds);
     for (int m = 0; m < N_MODES; m++) {
         const double r2 = median(ratio[m], rounds), t = median(ns[m], rounds);
         printf("  %-6s median %6.1f ns a cell (%5.1f GB/s)   old / %s median %.3f\n", mode_name[m], t,
