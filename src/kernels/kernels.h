@@ -179,8 +179,8 @@ struct lm_attn_job {
     struct lm_attn_part *part;
     int32_t chunk;            // with part: the chunk's index (cells [chunk C, chunk C + C))
     // a hint, no effect on results: fetch the cells' whole K / V rows ahead (every KV head's
-    // columns, from kb_row / vb_row: block 0's row starts), not only this head's, for the
-    // jobs of the other KV heads that follow on this thread (runtime/ops.c attn_split)
+    // columns, from kb_row / vb_row: block 0's row starts), not only this head's: a thread's
+    // first job, for the chunk's other KV heads that follow it (runtime/ops.c attn_split)
     bool pf_row;
     const uint8_t *kb_row, *vb_row;
     // hints too: the rows are in cache already (fetched by an earlier job's stream): no

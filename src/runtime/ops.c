@@ -201,10 +201,11 @@ static void attn_item(const struct lm_context *c, int il, struct lm_attn_job *j,
 // the threads share the chunks of long windows (kernels.h, LM_ATTN_CHUNK). Items per token: a short
 // window is one item per (KV head, block of up to LM_ATTN_MAX_HEADS query heads), computed whole; a
 // long one's items go chunk-major, (chunk, KV head, block of query heads), so a thread runs all the
-// KV heads of a chunk one after another: the first of them (pf_row) prefetches the cells' whole K /
-// V rows (every head's columns, contiguous), which the others then read from cache, where one
-// head's slice of each row alone (128 of 1024 bytes on Llama 3.2 1B) streamed memory at a fraction
-// of its bandwidth. A contiguous range of items per thread, chunks write partials; after a barrier
+// KV heads of a chunk one after another: its first item (pf_row) prefetches the cells' whole K /
+// V rows ahead, and every item streams the next item's K / V slices while it computes (pf_kb), so
+// the items after the first read from cache (pf_cached), where one head's slice of each row alone
+// (128 of 1024 bytes on Llama 3.2 1B) streamed memory at a fraction of its bandwidth
+// (bench/c/attn_depth_bench.c). A contiguous range of items per thread, chunks write partials; after a barrier
 // the merges go round-robin. The chunks and the merge are the kernel's own, so the bits are those
 // of one thread computing the whole window. False: no long window, nothing done.
 static bool attn_split(struct lm_context *c, int il, struct lm_attn_job j, lm_attn_fn attn, int ith, int nth) {
