@@ -7,6 +7,7 @@
 // Prefill tiles (lm_attn_tile): rows at consecutive positions whose windows cross the chunk
 // and block boundaries, sliding windows, sinks and holes give each row the bits of its job alone
 // (head sizes 32-128, 80 and 96 with a tail past 64: the AVX-512 tile kernel's cells-in-lanes chain).
+// Blocks head-major (the pool's layout, rows hd apart) and rows of two heads (a wider stride) in turn.
 // LM_TEST_LABELS: unit
 #include <math.h>
 #include <stdint.h>
@@ -18,7 +19,7 @@
 #include "lm_test.h"
 
 #define N_CELLS 16400
-#define N_KV 2 // KV heads in a row: the jobs read head 1's columns
+#define N_KV 2 // KV heads: the jobs read head 1's
 #define N_BLK (N_CELLS / 16 + 1)
 #define POOL_BLOCKS (N_BLK + 8)
 
@@ -27,7 +28,11 @@ static float rng_sym(void) { return (float)((lm_test_rng_u64() >> 40) * (2.0 / 1
 struct pool {
     bool kq, vq;
     int64_t hdk, hdv;
-    size_t krow, vrow, block_bytes; // bytes of a cell's K / V row (both heads); of a block
+    bool hm;                        // head-major blocks (the pool's, kv_cache.h: a head's 16 rows
+                                    // together), else rows of both heads (a wider stride)
+    size_t kfull, vfull, block_bytes; // bytes of a cell's K / V values (both heads); of a block
+    size_t krow, vrow;              // bytes from one cell's row to the next
+    size_t koff, voff;              // head 1's K / V in block 0 (from mem)
     uint8_t *mem;
     int32_t blocks[N_BLK], all[N_BLK];
     uint64_t present[N_CELLS / 64 + 1];
@@ -42,18 +47,24 @@ static void fill_row(const struct lm_kernels *g, uint8_t *dst, bool q8, int64_t 
     else for (int64_t i = 0; i < n; i++) ((lm_f16 *)dst)[i] = lm_f32_to_f16(x[i]);
 }
 
-static void pool_init(struct pool *P, const struct lm_kernels *g, bool kq, bool vq, int64_t hdk, int64_t hdv) {
-    P->kq = kq; P->vq = vq; P->hdk = hdk; P->hdv = hdv;
-    P->krow = row_bytes(kq, N_KV * hdk);
-    P->vrow = row_bytes(vq, N_KV * hdv);
-    P->block_bytes = (((P->krow + P->vrow) << 4) + 63) & ~(size_t)63;
+static void pool_init(struct pool *P, const struct lm_kernels *g, bool kq, bool vq, int64_t hdk, int64_t hdv,
+                      bool hm) {
+    P->kq = kq; P->vq = vq; P->hdk = hdk; P->hdv = hdv; P->hm = hm;
+    P->kfull = row_bytes(kq, N_KV * hdk);
+    P->vfull = row_bytes(vq, N_KV * hdv);
+    P->krow = hm ? row_bytes(kq, hdk) : P->kfull;
+    P->vrow = hm ? row_bytes(vq, hdv) : P->vfull;
+    P->koff = hm ? 16 * P->krow : row_bytes(kq, hdk);
+    P->voff = (P->kfull << 4) + (hm ? 16 * P->vrow : row_bytes(vq, hdv));
+    P->block_bytes = (((P->kfull + P->vfull) << 4) + 63) & ~(size_t)63;
     P->mem = aligned_alloc(64, P->block_bytes * POOL_BLOCKS);
     memset(P->mem, 0, P->block_bytes * POOL_BLOCKS);
     for (int b = 0; b < POOL_BLOCKS; b++)
         for (int r = 0; r < 16; r++) {
             uint8_t *blk = P->mem + (size_t)b * P->block_bytes;
-            fill_row(g, blk + (size_t)r * P->krow, kq, N_KV * hdk);
-            fill_row(g, blk + (P->krow << 4) + (size_t)r * P->vrow, vq, N_KV * hdv);
+            // (q8_0 blocks of 34 bytes lie at the same offsets in either layout)
+            fill_row(g, blk + (size_t)r * P->kfull, kq, N_KV * hdk);
+            fill_row(g, blk + (P->kfull << 4) + (size_t)r * P->vfull, vq, N_KV * hdv);
         }
     static int32_t perm[POOL_BLOCKS];
     for (int i = 0; i < POOL_BLOCKS; i++) perm[i] = i;
@@ -136,10 +147,10 @@ static void run_case(struct pool *P, int nh, int32_t p0, int32_t p, bool holes) 
     float *scratch = aligned_alloc(64, (sf * sizeof(float) + 63) & ~(size_t)63);
     float out[3][LM_ATTN_MAX_HEADS * 128], got[LM_ATTN_MAX_HEADS * 128];
     struct lm_attn_job j = {
-        .kb = P->mem + row_bytes(P->kq, hdk), // KV head 1
-        .vb = P->mem + (P->krow << 4) + row_bytes(P->vq, hdv), .block_bytes = P->block_bytes,
+        .kb = P->mem + P->koff, .vb = P->mem + P->voff, .block_bytes = P->block_bytes, // KV head 1
         .blocks = P->blocks, .block_shift = 4, .present = holes ? P->present : NULL,
-        .kstride = (size_t)(N_KV * hdk), .vstride = (size_t)(N_KV * hdv), .p0 = p0, .p = p,
+        .kstride = P->hm ? (size_t)hdk : (size_t)(N_KV * hdk), .vstride = P->hm ? (size_t)hdv : (size_t)(N_KV * hdv),
+        .p0 = p0, .p = p,
         .hdk = (int32_t)hdk, .hdv = (int32_t)hdv, .nh = nh, .q = q, .scratch = scratch,
         .k_q8 = P->kq, .v_q8 = P->vq,
     };
@@ -158,31 +169,14 @@ static void run_case(struct pool *P, int nh, int32_t p0, int32_t p, bool holes) 
                     P->kq ? "q8" : "f16", P->vq ? "q8" : "f16", nh, p0, p, holes);
         if (nch == 1) continue;
         // the chunks one by one, last first (threads may take them in any order), each with
-        // scratch it has not seen: the merge gives the whole window's bits. The fetch hints
-        // (runtime/ops.c's) change nothing: whole rows ahead, rows in cache, and the stream of
-        // the next chunk's slices of KV head 0 (held cells of the window), in turn
+        // scratch it has not seen: the merge gives the whole window's bits
         for (int32_t k = nch - 1; k >= 0; k--) {
             for (size_t i = 0; i < sf; i++) scratch[i] = NAN;
             j.part = part + k;
             j.chunk = k0 + k;
             j.out = po + (size_t)k * (size_t)no;
-            j.kb_row = P->mem;
-            j.vb_row = P->mem + (P->krow << 4);
-            j.pf_row = k % 3 == 0;
-            j.pf_cached = k % 3 == 1;
-            j.pf_n = 0;
-            if (k % 2 == 0 && k + 1 < nch) {
-                j.pf_c0 = (k0 + k + 1) * LM_ATTN_CHUNK;
-                j.pf_n = (p < j.pf_c0 + LM_ATTN_CHUNK - 1 ? p : j.pf_c0 + LM_ATTN_CHUNK - 1) - j.pf_c0 + 1;
-                j.pf_kb = P->mem;
-                j.pf_vb = P->mem + (P->krow << 4);
-                j.pf_kn = row_bytes(P->kq, hdk);
-                j.pf_vn = row_bytes(P->vq, hdv);
-            }
             tabs[t]->attn_q8(&j);
         }
-        j.pf_row = j.pf_cached = false;
-        j.pf_n = 0;
         lm_attn_merge(nh, hdv, nch, part, po, (size_t)no, NULL, got);
         if (memcmp(got, out[t], sizeof(float) * (size_t)no) && bad_order++ < 5)
             fprintf(stderr, "%s: chunks merged != whole window [%d, %d]\n", tabs[t]->name, p0, p);
@@ -241,10 +235,10 @@ static void run_tile(struct pool *P, int nh, int32_t p, int nr, int32_t w, bool 
         for (int64_t i = 0; i < nh * hdk; i++) q[r][i] = rng_sym() * qs;
         const int32_t pr = p + r;
         rows[r] = (struct lm_attn_job){
-            .kb = P->mem + row_bytes(P->kq, hdk), .vb = P->mem + (P->krow << 4) + row_bytes(P->vq, hdv),
+            .kb = P->mem + P->koff, .vb = P->mem + P->voff,
             .block_bytes = P->block_bytes, .blocks = P->blocks, .block_shift = 4,
-            .present = holes ? P->present : NULL, .kstride = (size_t)(N_KV * hdk),
-            .vstride = (size_t)(N_KV * hdv), .p0 = w > 0 && pr - w + 1 > 0 ? pr - w + 1 : 0, .p = pr,
+            .present = holes ? P->present : NULL, .kstride = P->hm ? (size_t)hdk : (size_t)(N_KV * hdk),
+            .vstride = P->hm ? (size_t)hdv : (size_t)(N_KV * hdv), .p0 = w > 0 && pr - w + 1 > 0 ? pr - w + 1 : 0, .p = pr,
             .hdk = (int32_t)hdk, .hdv = (int32_t)hdv, .nh = nh, .q = q[r], .scratch = scratch,
             .k_q8 = P->kq, .v_q8 = P->vq, .sinks = sinks ? sk : NULL,
         };
@@ -279,7 +273,7 @@ int main(void) {
     const bool quick = getenv("LUMEN_TEST_QUICK") != NULL;
     for (size_t ki = 0; ki < sizeof kinds / sizeof kinds[0]; ki++) {
         struct pool P;
-        pool_init(&P, tabs[0], kinds[ki][0], kinds[ki][1], kinds[ki][2], kinds[ki][3]);
+        pool_init(&P, tabs[0], kinds[ki][0], kinds[ki][1], kinds[ki][2], kinds[ki][3], ki % 2 == 1);
         for (size_t e = 0; ki < n_full && e < sizeof ends / sizeof ends[0]; e++) {
             const int32_t p = ends[e];
             if (p == 16384 && quick && ki > 0) continue;

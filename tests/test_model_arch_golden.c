@@ -290,7 +290,14 @@ static void kv_rot_run(struct lm_model *m, const int32_t *toks, int nt, int n_la
         for (int w = 0; w < 2; w++)
             for (int p = 0; p < nt; p++) {
                 const uint8_t *blk = kv->base + (size_t)kv->seqs[0].blocks[p / LM_KV_BLOCK] * kv->block_bytes;
-                const uint8_t *r = blk + (w ? lay->v_off[l] : lay->k_off[l]) + (size_t)(p % LM_KV_BLOCK) * (size_t)row;
+                // the cell's row gathered from its heads' rows (the pool is head-major, kv_cache.h)
+                static uint8_t r[16384];
+                const size_t hr = w ? lm_kv_hrow_v(lay) : lm_kv_hrow_k(lay);
+                CHECKF((size_t)row <= sizeof r && (size_t)row % hr == 0, "K/V row of %d bytes", row);
+                if ((size_t)row > sizeof r || (size_t)row % hr != 0) return;
+                for (size_t h = 0; h < (size_t)row / hr; h++)
+                    memcpy(r + h * hr, blk + (w ? lay->v_off[l] : lay->k_off[l]) + h * LM_KV_BLOCK * hr +
+                                           (size_t)(p % LM_KV_BLOCK) * hr, hr);
                 const uint8_t *g = gold[(l * 2 + w) * nt + p];
                 for (int i = 0; i < row / (int)sizeof(struct lm_block_q8_0) * LM_QK8_0; i++) {
                     float sr, sg;

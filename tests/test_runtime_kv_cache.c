@@ -284,7 +284,8 @@ static void test_two_layouts(const int32_t *tok) {
     CHECK(kv.n_seq == 4 && kv.seqs[1].layout == 0 && kv.seqs[2].layout == 1);
     CHECK(kv.lay[0].bytes == (size_t)NL * LM_KV_BLOCK * (DK + DV) * 2);
     CHECK(kv.lay[1].bytes == (size_t)(NL + 1) * LM_KV_BLOCK * (2 * DV + DK) * 2);
-    CHECK(kv.block_bytes == kv.lay[1].bytes); // the larger layout's
+    // the larger layout's, rounded to an odd number of lines (kv_cache.c: cache sets)
+    CHECK(kv.block_bytes >= kv.lay[1].bytes && kv.block_bytes - kv.lay[1].bytes <= 64 && kv.block_bytes / 64 % 2 == 1);
     CHECK(put(&kv, 0, tok, 40) == LM_OK);     // target: 2 full blocks registered
     // the same tokens on a draft sequence find nothing: the index keys on the layout
     CHECK(lm_kv_prefix_probe(&kv, 0, tok, 40) == 32 && lm_kv_prefix_probe(&kv, 1, tok, 40) == 0);

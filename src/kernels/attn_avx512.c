@@ -75,13 +75,8 @@ struct attn_ctx {
     const uint64_t *present;
     size_t krow, vrow;        // bytes from one cell's K / V row to the next
     size_t khead, vhead;      // bytes of this head's K / V in a row
-    const uint8_t *kpf, *vpf; // what the long-window prefetches fetch: kb / vb, or the whole
-    size_t kpf_n, vpf_n;      // rows from kb_row / vb_row (pf_row); bytes of a row fetched
     int32_t p0, p, base, end; // window [p0, p]; cells [base, end) 16-aligned around it
     int32_t pf_p;             // K prefetches stop here: the job's p (a chunk's next cells too)
-    const uint8_t *fkb, *fvb; // the stream (pf_kb / pf_vb): block 0's K / V bytes fetched
-    int32_t nx0, nxn;         // its cells (pf_c0 / pf_n)
-    int32_t nlk, nl;          // lines fetched of a cell's K; of its K and V
     struct lm_attn_part *part; // a chunk's partial (kernels.h), else NULL
     int64_t hdk, hdv;
     const float *qf;          // (nh, hdk) queries (rounded to f16 for an f16 K)
@@ -95,7 +90,8 @@ struct attn_ctx {
 // rows ATTN_PF_K cells ahead in the scores; in p.v, from ATTN_LONG cells on, each tile's
 // V rows ATTN_PF_V chunks of 64 ahead (a tile reads 1-2 rows per chunk, too few for the
 // hardware prefetchers). Into L2, sparing L1's fill buffers. Decode attention over 16384
-// cells of the Llama 3.2 1B layout (8 KV heads of 64 in a row) takes ~1.6x less time.
+// cells of the Llama 3.2 1B layout (8 KV heads of 64, then rows of all heads) took ~1.6x less
+// time; with the pool head-major, bench/c/attn_depth_bench.c measures it.
 #define ATTN_PF_K 32
 #define ATTN_PF_V 16
 #define ATTN_LONG 1024
@@ -109,12 +105,6 @@ static inline __attribute__((always_inline)) const uint8_t *attn_k(const struct 
 static inline __attribute__((always_inline)) const uint8_t *attn_v(const struct attn_ctx *j, const int sh,
                                                                    int32_t c) {
     return j->vb + (size_t)j->blocks[c >> sh] * j->block_bytes + (size_t)(c & ((1 << sh) - 1)) * j->vrow;
-}
-
-// cell c's row of b0 (rows `row` bytes apart; b0 block 0's), through the block table
-static inline __attribute__((always_inline)) const uint8_t *attn_at(const struct attn_ctx *j, const uint8_t *b0,
-                                                                    size_t row, const int sh, int32_t c) {
-    return b0 + (size_t)j->blocks[c >> sh] * j->block_bytes + (size_t)(c & ((1 << sh) - 1)) * row;
 }
 
 // values [i, i + 16) of a row (i a multiple of 16) as floats: f16, or q8_0 blocks (q8)
@@ -150,44 +140,6 @@ static inline __mmask16 attn_valid16(const struct attn_ctx *j, int32_t c0) {
     return (__mmask16)m;
 }
 
-// The stream (kernels.h, pf_kb): the next job's K / V bytes of cells [pf_c0, pf_c0 + pf_n),
-// a few lines at every cell this job visits (scores, then the first p.v pass), so that memory
-// works while this job computes from cache. One thread's decode attention over 16384 cells of
-// the Llama 3.2 1B layout (bench/c/attn_depth_bench.c): 203 -> 180 ns a cell, where plain
-// loads of the same bytes take 77 and the computation on cached rows 115-145. What was tried:
-// a burst of rows per 16 cells stalls on the core's miss buffers (no gain); whole rows of the
-// next chunk (1 MB with this one's, L2's size) no better than the slices; fetching the slices
-// at any rate the job allows, or two jobs ahead, the same: the fetches run at ~11 GB/s, the
-// core's limit for software prefetches of 128-byte pieces of 1 KB rows, where the hardware
-// prefetchers reach 25 on sequential loads. Cell c, line li of its K bytes, then its V bytes.
-struct attn_fs {
-    int32_t c, e;           // cell, end
-    int32_t li;             // next line of cell c
-    int32_t per;            // lines per visited cell
-    const uint8_t *ka, *va; // cell c's K / V bytes (NULL: a released block)
-};
-static inline __attribute__((always_inline)) void attn_fs_cell(const struct attn_ctx *j, const int sh,
-                                                                struct attn_fs *f) {
-    const int32_t b = f->c < f->e ? j->blocks[f->c >> sh] : -1;
-    const size_t r = (size_t)b * j->block_bytes, l = (size_t)(f->c & ((1 << sh) - 1));
-    f->ka = b < 0 ? NULL : j->fkb + r + l * j->krow;
-    f->va = b < 0 ? NULL : j->fvb + r + l * j->vrow;
-}
-static inline __attribute__((always_inline)) void attn_fs_step(const struct attn_ctx *j, const int sh,
-                                                                struct attn_fs *f) {
-    for (int32_t n = f->per; n > 0 && f->c < f->e; n--) {
-        if (f->ka)
-            _mm_prefetch((const char *)(f->li < j->nlk ? f->ka + (size_t)f->li * 64
-                                                       : f->va + (size_t)(f->li - j->nlk) * 64),
-                         _MM_HINT_T1);
-        if (++f->li == j->nl) {
-            f->li = 0;
-            f->c++;
-            attn_fs_cell(j, sh, f);
-        }
-    }
-}
-
 // The q.k tail (elements [np, hdk) past the last whole 64, hdk - np even) of an f16 K for the
 // 16 cells of a chunk, one cell per lane: s's lanes widened, then per element the float
 // products k * q widened and added into the lane's double in element order (the scalar
@@ -219,7 +171,7 @@ static inline __m512 attn_tail16_f16(const struct attn_ctx *j, const int sh, int
 // dot_f16_ggml(K row, q); mx[h] takes the lane-wise max of head h's scores.
 static inline __attribute__((always_inline)) void attn_scores16(const struct attn_ctx *j, const int sh,
                                                                  const int nh, const bool kq, const bool vq,
-                                                                 int32_t c0, __m512 *mx, struct attn_fs *fs) {
+                                                                 int32_t c0, __m512 *mx) {
     const int64_t hdk = j->hdk, np = hdk & ~(int64_t)63;
     const __mmask16 valid = attn_valid16(j, c0);
     for (int l = 0; l < 16; l++) {
@@ -229,15 +181,15 @@ static inline __attribute__((always_inline)) void attn_scores16(const struct att
             continue;
         }
         const uint8_t *kr = attn_k(j, sh, c0 + l);
-        if (fs) attn_fs_step(j, sh, fs);
-        // K rows are a head's slice of rows kstride apart (1 KB for 8 heads of 64), too
-        // sparse for the hardware prefetchers over a long window: fetch ATTN_PF_K cells ahead
-        if (c0 + l + ATTN_PF_K <= j->pf_p) attn_prefetch(attn_at(j, j->kpf, j->krow, sh, c0 + l + ATTN_PF_K), j->kpf_n, kq);
+        // a head's K rows are in order within a block (the pool is head-major), but the
+        // blocks lie anywhere, 2 KB of a head each (hd 64 f16), too short for the hardware
+        // prefetchers to follow over a long window: fetch ATTN_PF_K cells ahead
+        if (c0 + l + ATTN_PF_K <= j->pf_p) attn_prefetch(attn_k(j, sh, c0 + l + ATTN_PF_K), j->khead, kq);
         // p.v reads V rows by slot, 64 rows apart, which hardware prefetchers do not
         // follow; stream each row into L2 now, as K is read in order (decode, whose window
         // comes from memory; cold-cache, 512 cells, 2 heads: 42.6 -> 18.5 us per layer). A
         // long window's rows would leave L2 before p.v: p.v fetches those ahead itself.
-        if (j->p - j->p0 < ATTN_LONG) attn_prefetch(attn_at(j, j->vpf, j->vrow, sh, c0 + l), j->vpf_n, vq);
+        if (j->p - j->p0 < ATTN_LONG) attn_prefetch(attn_v(j, sh, c0 + l), j->vhead, vq);
         __m512 acc[LM_ATTN_MAX_HEADS][4];
 #pragma GCC unroll 4
         for (int h = 0; h < nh; h++)
@@ -405,7 +357,7 @@ static inline __attribute__((always_inline)) void attn_pv(const struct attn_ctx 
 // out[h][d, d + 16 (nvc - 1) + vn) of nh heads, nvc vectors (the last of vn dims).
 static inline __attribute__((always_inline)) void attn_pv_seq(const struct attn_ctx *j, const int sh, const int nh,
                                                                const bool vq, const int nvc, int64_t d, int vn,
-                                                               float *out, struct attn_fs *fs) {
+                                                               float *out) {
     __m512 acc[LM_ATTN_MAX_HEADS][4];
 #pragma GCC unroll 4
     for (int h = 0; h < nh; h++)
@@ -419,7 +371,6 @@ static inline __attribute__((always_inline)) void attn_pv_seq(const struct attn_
         for (int l = 0; l < 16; l++) {
             if (!((valid >> l) & 1)) continue;
             const uint8_t *vr = r0 + (size_t)l * j->vrow;
-            if (fs) attn_fs_step(j, sh, fs);
             __m512 vv[4];
 #pragma GCC unroll 4
             for (int v = 0; v < nvc; v++)
@@ -448,13 +399,7 @@ static inline __attribute__((always_inline)) void attn_heads(const struct attn_c
     // scores, with masked cells of the first/last chunk as -inf
     __m512 mx[LM_ATTN_MAX_HEADS];
     for (int h = 0; h < nh; h++) mx[h] = _mm512_set1_ps(-INFINITY);
-    // the next cells' rows (pf_c0 / pf_n), spread over the cells this job visits twice
-    struct attn_fs fs = {.c = j->nx0, .e = j->nx0 + j->nxn,
-                         .per = (int32_t)(((int64_t)j->nxn * j->nl + 2 * (j->end - j->base) - 1) /
-                                          (2 * (j->end - j->base)))};
-    struct attn_fs *f = j->nxn > 0 ? &fs : NULL;
-    if (f) attn_fs_cell(j, sh, f);
-    for (int32_t c0 = j->base; c0 < j->end; c0 += 16) attn_scores16(j, sh, nh, kq, vq, c0, mx, f);
+    for (int32_t c0 = j->base; c0 < j->end; c0 += 16) attn_scores16(j, sh, nh, kq, vq, c0, mx);
     // softmax; p rounded to f16
     for (int h = 0; h < nh; h++) {
         float *e = j->e + h * j->e_stride;
@@ -483,12 +428,12 @@ static inline __attribute__((always_inline)) void attn_heads(const struct attn_c
     }
     if (j->part) { // a chunk: p.v in cell order, 64 output dims at a time, then the rest
         int64_t d = 0;
-        for (; d + 64 <= j->hdv; d += 64, f = NULL) attn_pv_seq(j, sh, nh, vq, 4, d, 16, out, f);
+        for (; d + 64 <= j->hdv; d += 64) attn_pv_seq(j, sh, nh, vq, 4, d, 16, out);
         const int64_t r = j->hdv - d; // 0 .. 63 dims left
-        if (r > 48) attn_pv_seq(j, sh, nh, vq, 4, d, (int)(r - 48), out, f);
-        else if (r > 32) attn_pv_seq(j, sh, nh, vq, 3, d, (int)(r - 32), out, f);
-        else if (r > 16) attn_pv_seq(j, sh, nh, vq, 2, d, (int)(r - 16), out, f);
-        else if (r > 0) attn_pv_seq(j, sh, nh, vq, 1, d, (int)r, out, f);
+        if (r > 48) attn_pv_seq(j, sh, nh, vq, 4, d, (int)(r - 48), out);
+        else if (r > 32) attn_pv_seq(j, sh, nh, vq, 3, d, (int)(r - 32), out);
+        else if (r > 16) attn_pv_seq(j, sh, nh, vq, 2, d, (int)(r - 16), out);
+        else if (r > 0) attn_pv_seq(j, sh, nh, vq, 1, d, (int)r, out);
         return;
     }
     // p.v, 32 output dims at a time, then 16 and the remainder
@@ -551,17 +496,6 @@ void lm_attn_avx512(const struct lm_attn_job *job) {
         .p0 = job->p0, .p = job->p, .pf_p = job->p, .part = job->part, .hdk = hdk, .hdv = hdv,
         .sinks = job->sinks,
     };
-    j.kpf = job->pf_row ? job->kb_row : job->kb;
-    j.vpf = job->pf_row ? job->vb_row : job->vb;
-    j.kpf_n = job->pf_cached ? 0 : job->pf_row ? j.krow : j.khead;
-    j.vpf_n = job->pf_cached ? 0 : job->pf_row ? j.vrow : j.vhead;
-    j.fkb = job->pf_kb;
-    j.fvb = job->pf_vb;
-    j.nx0 = job->pf_c0;
-    j.nxn = job->part && job->pf_kb && job->pf_vb ? job->pf_n : 0;
-    // lines from the start (q8_0 bytes start anywhere in a line: one more)
-    j.nlk = (int32_t)((job->pf_kn + 63) / 64 + (kq ? 1 : 0));
-    j.nl = j.nlk + (int32_t)((job->pf_vn + 63) / 64 + (vq ? 1 : 0));
     if (job->part) { // the chunk's cells of the window
         const int32_t c0 = job->chunk * LM_ATTN_CHUNK;
         j.p0 = job->p0 > c0 ? job->p0 : c0;

@@ -156,7 +156,8 @@ typedef void (*lm_f32_to_f16_fn)(lm_f16 *y, const float *x, int64_t n);
 struct lm_attn_part;
 struct lm_attn_job {
     const uint8_t *kb, *vb;   // block 0's K / V rows of this layer and KV head (pool base +
-                              // layer offset + head columns); block b is b * block_bytes on
+                              // layer offset + the head's rows: the pool is head-major, so
+                              // kstride = hdk; any stride works); block b is b * block_bytes on
     size_t block_bytes;       // bytes from one block to the next
     const int32_t *blocks;    // the sequence's block table (-1: a block wholly removed)
     int block_shift;          // log2 of cells per block (>= 4)
@@ -178,19 +179,6 @@ struct lm_attn_job {
     // one chunk of a long window only (below): NULL computes the whole window into out
     struct lm_attn_part *part;
     int32_t chunk;            // with part: the chunk's index (cells [chunk C, chunk C + C))
-    // a hint, no effect on results: fetch the cells' whole K / V rows ahead (every KV head's
-    // columns, from kb_row / vb_row: block 0's row starts), not only this head's: a thread's
-    // first job, for the chunk's other KV heads that follow it (runtime/ops.c attn_split)
-    bool pf_row;
-    const uint8_t *kb_row, *vb_row;
-    // hints too: the rows are in cache already (fetched by an earlier job's stream): no
-    // fetching ahead; and the stream, fetched a few lines at a time while computing: cells
-    // [pf_c0, pf_c0 + pf_n) of the sequence (held cells of its block table), pf_kn bytes of each
-    // K row from pf_kb (block 0's, as kb) and pf_vn of each V row from pf_vb (pf_n 0: none)
-    bool pf_cached;
-    int32_t pf_c0, pf_n;
-    const uint8_t *pf_kb, *pf_vb;
-    size_t pf_kn, pf_vn;
 };
 // A q8_0 K or V (a Q8_0 KV cache, docs/kv_cache.md) goes to the table's attn_q8, which also
 // takes f16 rows. Strides stay in elements (a multiple of 32: cell row r starts

@@ -88,6 +88,14 @@ static int32_t kv_dim_v_of(const struct lm_hparams *hp) {
     return hp->mla_kv_rank > 0 ? 0 : hp->n_head_kv * hp->head_dim_v;
 }
 
+// a model's rows in the KV pool (kv_cache.h)
+static struct lm_kv_layout kv_layout_of(const struct lm_hparams *hp, const struct lm_context_params *p) {
+    return (struct lm_kv_layout){.n_layer = hp->n_layer, .kv_dim_k = hp->n_head_kv * hp->head_dim_k,
+                                 .kv_dim_v = kv_dim_v_of(hp), .head_k = hp->head_dim_k,
+                                 .head_v = kv_dim_v_of(hp) ? hp->head_dim_v : 0,
+                                 .type_k = p->kv_type_k, .type_v = p->kv_type_v};
+}
+
 static void *xalloc(struct lm_context *c, size_t bytes, bool *ok) {
     void *p = NULL;
     // 64-byte alignment for SIMD loads
@@ -138,7 +146,7 @@ static enum lm_status context_params_resolve(struct lm_context_params *pp, const
                                 "layout (lm_context_init_pair)", m->path);
         const struct lm_kv_layout *L = &t->kv->lay[1];
         if (L->n_layer != hp->n_layer || L->kv_dim_k != hp->n_head_kv * hp->head_dim_k ||
-            L->kv_dim_v != kv_dim_v_of(hp))
+            L->kv_dim_v != kv_dim_v_of(hp) || L->head_k != hp->head_dim_k)
             return lm_error_set(LM_ERR_ARG, "context: %s: the pool's draft layout (%d layers, kv dims "
                                 "%d/%d) is another model's", m->path, L->n_layer, L->kv_dim_k,
                                 L->kv_dim_v);
@@ -227,15 +235,8 @@ static enum lm_status context_init(struct lm_context **out, struct lm_model *m,
         c->kern = t->kern;
     } else {
         c->kv = &c->kv_own;
-        struct lm_kv_layout lays[2] = {
-            {.n_layer = hp->n_layer, .kv_dim_k = hp->n_head_kv * hp->head_dim_k,
-             .kv_dim_v = kv_dim_v_of(hp), .type_k = p.kv_type_k, .type_v = p.kv_type_v},
-        };
-        if (draft) // the draft's positions get as many blocks again as the target's
-            lays[1] = (struct lm_kv_layout){.n_layer = draft->hp.n_layer,
-                                            .kv_dim_k = draft->hp.n_head_kv * draft->hp.head_dim_k,
-                                            .kv_dim_v = kv_dim_v_of(&draft->hp),
-                                            .type_k = p.kv_type_k, .type_v = p.kv_type_v};
+        struct lm_kv_layout lays[2] = {kv_layout_of(hp, &p)};
+        if (draft) lays[1] = kv_layout_of(&draft->hp, &p); // as many blocks again as the target's
         const int64_t pool_tokens = (int64_t)p.kv_tokens * (draft ? 2 : 1);
         if (pool_tokens > INT32_MAX) {
             free(c);

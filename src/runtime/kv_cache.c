@@ -196,16 +196,22 @@ enum lm_status lm_kv_init_layouts(struct lm_kv_cache *kv, const struct lm_kv_lay
             return lm_error_set(LM_ERR_ARG, "kv cache: invalid sizes (layout %d: layers %d, kv dims "
                                 "%d/%d, n_ctx %d, sequences %d, pool tokens %d)", l, lays[l].n_layer,
                                 lays[l].kv_dim_k, lays[l].kv_dim_v, n_ctx, n_seq, kv_tokens);
+    int32_t head[LM_KV_LAYOUTS_MAX][2];
     for (int32_t l = 0; l < n_lay; l++) {
         const enum lm_kv_type t[2] = {lays[l].type_k, lays[l].type_v};
         const int32_t dim[2] = {lays[l].kv_dim_k, lays[l].kv_dim_v};
         for (int i = 0; i < 2; i++) {
+            const int32_t h = i ? lays[l].head_v : lays[l].head_k;
+            head[l][i] = h > 0 ? h : dim[i];
             if (!lm_kv_type_name(t[i]))
                 return lm_error_set(LM_ERR_ARG, "kv cache: layout %d: %s type %d is not a KV cache "
                                     "type (f16, q8_0)", l, i ? "V" : "K", (int)t[i]);
-            if (t[i] == LM_KV_Q8_0 && dim[i] % 32 != 0)
-                return lm_error_set(LM_ERR_ARG, "kv cache: layout %d: q8_0 %s rows of %d values (not "
-                                    "a multiple of 32)", l, i ? "V" : "K", dim[i]);
+            if (h < 0 || (dim[i] > 0 && dim[i] % head[l][i] != 0))
+                return lm_error_set(LM_ERR_ARG, "kv cache: layout %d: %s rows of %d values are not "
+                                    "whole heads of %d", l, i ? "V" : "K", dim[i], h);
+            if (t[i] == LM_KV_Q8_0 && head[l][i] % 32 != 0)
+                return lm_error_set(LM_ERR_ARG, "kv cache: layout %d: q8_0 %s heads of %d values (not "
+                                    "a multiple of 32)", l, i ? "V" : "K", head[l][i]);
         }
     }
     const int32_t n_layer = lays[0].n_layer, kv_dim_k = lays[0].kv_dim_k, kv_dim_v = lays[0].kv_dim_v;
@@ -223,11 +229,14 @@ enum lm_status lm_kv_init_layouts(struct lm_kv_cache *kv, const struct lm_kv_lay
         L->kv_dim_v = lays[l].kv_dim_v;
         L->type_k = lays[l].type_k;
         L->type_v = lays[l].type_v;
+        L->head_k = head[l][0];
+        L->head_v = head[l][1];
         L->k_off = calloc((size_t)L->n_layer, sizeof *L->k_off);
         L->v_off = calloc((size_t)L->n_layer, sizeof *L->v_off);
         if (!L->k_off || !L->v_off) goto nomem;
         // every layer's rows start on a 64-byte line (f16: kv_dim is a multiple of 16, so
-        // whole lines already; q8_0 rows of 17 bytes per 16 values are rounded up)
+        // whole lines already; q8_0 rows of 17 bytes per 16 values are rounded up); its heads'
+        // rows follow one another (head-major: n_head_kv times LM_KV_BLOCK head rows)
         size_t off = 0;
         for (int i = 0; i < L->n_layer; i++) {
             L->k_off[i] = off;
@@ -238,6 +247,12 @@ enum lm_status lm_kv_init_layouts(struct lm_kv_cache *kv, const struct lm_kv_lay
         L->bytes = off;
         if (off > kv->block_bytes) kv->block_bytes = off;
     }
+    // An odd number of 64-byte lines from one block to the next. Blocks are usually a power of
+    // two or a multiple of 64 KB (Llama 3.2 1B: 512 KB), so a KV head's rows in every block fell
+    // on the same cache sets and evicted one another between a chunk's scores and its p.v: one
+    // line more spreads them over the sets (one thread's decode attention over 16k cells of the
+    // 1B layout, bench/c/attn_depth_bench.c: 225 -> 118 ns a cell with rows of all heads).
+    if ((kv->block_bytes / 64) % 2 == 0) kv->block_bytes += 64;
     const size_t nb = (size_t)kv->n_blocks;
     if (nb > SIZE_MAX / 2 / kv->block_bytes) goto nomem;
     kv->map_bytes = nb * kv->block_bytes;
@@ -384,8 +399,8 @@ enum lm_status lm_kv_prepare(struct lm_kv_cache *kv, const struct lm_batch_entry
         const size_t blk = (size_t)s->blocks[bi] * kv->block_bytes;
         const size_t row = (size_t)(e[i].pos & (LM_KV_BLOCK - 1));
         const struct lm_kv_layout *L = &kv->lay[s->layout];
-        k_row_off[i] = blk + row * lm_kv_row_bytes(L->type_k, L->kv_dim_k);
-        v_row_off[i] = blk + row * lm_kv_row_bytes(L->type_v, L->kv_dim_v);
+        k_row_off[i] = blk + row * lm_kv_hrow_k(L);
+        v_row_off[i] = blk + row * lm_kv_hrow_v(L);
     }
     // the batch's cells count as held from now on: attention reads them in this forward
     for (int32_t i = 0; i < n; i++) {

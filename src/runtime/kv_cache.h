@@ -45,13 +45,18 @@ struct lm_kv_seq {
 
 // Where one model's K/V rows sit in a block. A pool holds one layout per model that
 // shares it: the target's, and a draft model's (speculative decoding, docs/speculative.md).
+// Within a block a layer's K is head-major: (n_head_kv, LM_KV_BLOCK, head_k) values, each KV
+// head's LM_KV_BLOCK rows together, so attention's walk over one head reads memory in order
+// (docs/kv_cache.md, "Layout"); V likewise.
 #define LM_KV_LAYOUTS_MAX 2
 struct lm_kv_layout {
     int32_t n_layer, kv_dim_k, kv_dim_v; // kv_dim = n_head_kv * head size; kv_dim_v 0: no V
                                          // rows, V is read from the K row (MLA's latent)
-    enum lm_kv_type type_k, type_v;      // row types (0 = f16; q8_0: kv_dim a multiple of 32)
-    size_t *k_off;      // [n_layer] offset of layer l's K rows (LM_KV_BLOCK, kv_dim_k) in a block
-    size_t *v_off;      // [n_layer] V rows (LM_KV_BLOCK, kv_dim_v)
+    int32_t head_k, head_v; // values of one KV head's K / V row (kv_dim divided by the heads;
+                            // 0 at init: one head, the whole kv_dim)
+    enum lm_kv_type type_k, type_v;      // row types (0 = f16; q8_0: head a multiple of 32)
+    size_t *k_off;      // [n_layer] offset of layer l's K rows in a block
+    size_t *v_off;      // [n_layer] V rows
     size_t bytes;       // bytes of a block this layout uses (<= block_bytes)
 };
 
@@ -99,8 +104,9 @@ enum lm_status lm_kv_init(struct lm_kv_cache *kv, int32_t n_layer, int32_t kv_di
 // n_lay layouts over one pool of blocks: n_seq sequences per layout, layout l's are
 // [l * n_seq, (l + 1) * n_seq). Block tables, refcounts, copy-on-write, rollback and
 // eviction do not depend on the layout; the prefix index keys on it (a block of one model's
-// K/V never serves another's sequence). lays[l]: n_layer, kv_dim_k, kv_dim_v, type_k, type_v
-// (rest ignored). LM_ERR_ARG for an unknown type or a q8_0 kv_dim not a multiple of 32.
+// K/V never serves another's sequence). lays[l]: n_layer, kv_dim_k, kv_dim_v, head_k, head_v,
+// type_k, type_v (rest ignored). LM_ERR_ARG for an unknown type, a kv_dim not a multiple of its
+// head, or a q8_0 head not a multiple of 32.
 enum lm_status lm_kv_init_layouts(struct lm_kv_cache *kv, const struct lm_kv_layout *lays,
                                   int32_t n_lay, int32_t n_ctx, int32_t n_seq, int32_t kv_tokens,
                                   bool prefix_cache);
@@ -111,8 +117,14 @@ static inline size_t lm_kv_row_bytes(enum lm_kv_type t, int64_t n) {
     return t == LM_KV_Q8_0 ? (size_t)n / 32 * 34 : (size_t)n * 2;
 }
 
-// K / V rows of block b, layer l of layout lay: (LM_KV_BLOCK, kv_dim) f16 (only for an f16
-// layout; a q8_0 one's rows are (LM_KV_BLOCK, lm_kv_row_bytes) bytes at the same place)
+// Bytes of one KV head's row; of its LM_KV_BLOCK rows (from one head's rows to the next's)
+static inline size_t lm_kv_hrow_k(const struct lm_kv_layout *L) { return lm_kv_row_bytes(L->type_k, L->head_k); }
+static inline size_t lm_kv_hrow_v(const struct lm_kv_layout *L) { return lm_kv_row_bytes(L->type_v, L->head_v); }
+static inline size_t lm_kv_hblk_k(const struct lm_kv_layout *L) { return LM_KV_BLOCK * lm_kv_hrow_k(L); }
+static inline size_t lm_kv_hblk_v(const struct lm_kv_layout *L) { return LM_KV_BLOCK * lm_kv_hrow_v(L); }
+
+// K / V rows of block b, layer l of layout lay: (n_head_kv, LM_KV_BLOCK, head) f16 (only for
+// an f16 layout; a q8_0 one's are (n_head_kv, LM_KV_BLOCK, lm_kv_hrow) bytes at the same place)
 static inline lm_f16 *lm_kv_k(const struct lm_kv_cache *kv, int lay, int32_t b, int l) {
     return (lm_f16 *)(kv->base + (size_t)b * kv->block_bytes + kv->lay[lay].k_off[l]);
 }
@@ -122,8 +134,8 @@ static inline lm_f16 *lm_kv_v(const struct lm_kv_cache *kv, int lay, int32_t b, 
 
 // ---- a batch's writes: lm_kv_prepare before the forward pass, lm_kv_commit after it
 // Entries (positions of a sequence consecutive from its n_pos, validated by the caller)
-// get their cell's offset from kv->base in k_row_off[i] / v_row_off[i] (add k_off[l] /
-// v_off[l] for layer l). Allocates the blocks the batch needs, copying a shared or
+// get their cell's offset from kv->base in k_row_off[i] / v_row_off[i]: its block plus its
+// row within a head's rows (add k_off[l] / v_off[l] for layer l, g * lm_kv_hblk for head g). Allocates the blocks the batch needs, copying a shared or
 // registered block before it is written (copy-on-write), and marks the cells held (the
 // forward pass reads them). LM_ERR_KV_FULL, with nothing changed, if the pool cannot
 // supply the blocks even after evicting cached ones.

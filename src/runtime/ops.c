@@ -164,15 +164,23 @@ void lm_op_kv_write(struct lm_context *c, int il, int ith, int nth) {
     const struct lm_kv_layout *lay = &kv->lay[c->kv_layout];
     int64_t s, e;
     split(c->n_tokens, ith, nth, &s, &e);
+    const size_t hk = lm_kv_hblk_k(lay), hv = lay->kv_dim_v ? lm_kv_hblk_v(lay) : 0;
     for (int64_t i = s; i < e; i++) { // cells placed by lm_kv_prepare
+        // head-major (kv_cache.h): head g's row is g * hk (hv) on from head 0's; q8_0 rows as
+        // llama.cpp's CPU backend stores them (its x86 quantize_row_q8_0: 32-value blocks, so
+        // per head or per row the same bytes)
         uint8_t *kd = kv->base + c->kv_koff[i] + lay->k_off[il];
+        for (int32_t o = 0; o < lay->kv_dim_k; o += lay->head_k, kd += hk) {
+            const float *x = c->k + i * lay->kv_dim_k + o;
+            if (lay->type_k == LM_KV_Q8_0) c->kern->quant[LM_DTYPE_Q8_0](x, kd, lay->head_k);
+            else c->kern->f32_to_f16((lm_f16 *)kd, x, lay->head_k);
+        }
         uint8_t *vd = kv->base + c->kv_voff[i] + lay->v_off[il];
-        // q8_0 rows as llama.cpp's CPU backend stores them (its x86 quantize_row_q8_0)
-        if (lay->type_k == LM_KV_Q8_0) c->kern->quant[LM_DTYPE_Q8_0](c->k + i * lay->kv_dim_k, kd, lay->kv_dim_k);
-        else c->kern->f32_to_f16((lm_f16 *)kd, c->k + i * lay->kv_dim_k, lay->kv_dim_k);
-        if (lay->kv_dim_v == 0) continue; // V is in the K row (MLA)
-        if (lay->type_v == LM_KV_Q8_0) c->kern->quant[LM_DTYPE_Q8_0](c->v + i * lay->kv_dim_v, vd, lay->kv_dim_v);
-        else c->kern->f32_to_f16((lm_f16 *)vd, c->v + i * lay->kv_dim_v, lay->kv_dim_v);
+        for (int32_t o = 0; o < lay->kv_dim_v; o += lay->head_v, vd += hv) { // none: V is in K (MLA)
+            const float *x = c->v + i * lay->kv_dim_v + o;
+            if (lay->type_v == LM_KV_Q8_0) c->kern->quant[LM_DTYPE_Q8_0](x, vd, lay->head_v);
+            else c->kern->f32_to_f16((lm_f16 *)vd, x, lay->head_v);
+        }
     }
 }
 
@@ -190,22 +198,16 @@ static void attn_item(const struct lm_context *c, int il, struct lm_attn_job *j,
     const struct lm_kv_seq *sq = &kv->seqs[b->seq];
     j->blocks = sq->blocks;
     j->present = sq->first_hole <= j->p ? sq->present : NULL;
-    j->kb = kv->base + lay->k_off[il] + (size_t)g * lm_kv_row_bytes(lay->type_k, hp->head_dim_k);
-    j->vb = lay->kv_dim_v == 0 ? j->kb
-                               : kv->base + lay->v_off[il] + (size_t)g * lm_kv_row_bytes(lay->type_v, hp->head_dim_v);
-    j->kb_row = kv->base + lay->k_off[il];
-    j->vb_row = lay->kv_dim_v == 0 ? j->kb_row : kv->base + lay->v_off[il];
+    j->kb = kv->base + lay->k_off[il] + (size_t)g * lm_kv_hblk_k(lay);
+    j->vb = lay->kv_dim_v == 0 ? j->kb : kv->base + lay->v_off[il] + (size_t)g * lm_kv_hblk_v(lay);
 }
 
 // One token's decode, or few (token, KV head) units (decode of 2-3 sequences), at any thread count:
 // the threads share the chunks of long windows (kernels.h, LM_ATTN_CHUNK). Items per token: a short
 // window is one item per (KV head, block of up to LM_ATTN_MAX_HEADS query heads), computed whole; a
-// long one's items go chunk-major, (chunk, KV head, block of query heads), so a thread runs all the
-// KV heads of a chunk one after another: its first item (pf_row) prefetches the cells' whole K /
-// V rows ahead, and every item streams the next item's K / V slices while it computes (pf_kb), so
-// the items after the first read from cache (pf_cached), where one head's slice of each row alone
-// (128 of 1024 bytes on Llama 3.2 1B) streamed memory at a fraction of its bandwidth
-// (bench/c/attn_depth_bench.c). A contiguous range of items per thread, chunks write partials; after a barrier
+// long one's items go chunk-major, (chunk, KV head, block of query heads), each reading its KV
+// head's rows of the chunk's blocks, in order within a block (the pool is head-major:
+// bench/c/attn_depth_bench.c). A contiguous range of items per thread, chunks write partials; after a barrier
 // the merges go round-robin. The chunks and the merge are the kernel's own, so the bits are those
 // of one thread computing the whole window. False: no long window, nothing done.
 static bool attn_split(struct lm_context *c, int il, struct lm_attn_job j, lm_attn_fn attn, int ith, int nth) {
@@ -233,17 +235,6 @@ static bool attn_split(struct lm_context *c, int il, struct lm_attn_job j, lm_at
             // item (k, g, hb): it + (k * n_kv + g) * nhb + hb; its partial: slot + (g * nhb + hb) * n + k
             for (int32_t k = 0; k < (n > 1 ? n : 1); k++) {
                 for (int64_t g = 0; g < n_kv; g++) {
-                    // the stream (kernels.h, pf_kb): this thread's next (chunk, KV head) of the
-                    // token, its slices of the chunk's K / V rows, fetched while this one computes
-                    struct lm_attn_job nx = {0};
-                    const int32_t kn = g + 1 < n_kv ? k : k + 1;
-                    const int64_t gn = g + 1 < n_kv ? g + 1 : 0;
-                    if (pass == 0 && n > 1 && kn < n && it + ((int64_t)kn * n_kv + gn) * nhb < b) {
-                        attn_item(c, il, &nx, i, gn);
-                        const int32_t c0 = (k0 + kn) * LM_ATTN_CHUNK, c1 = c0 + LM_ATTN_CHUNK - 1;
-                        nx.pf_c0 = nx.p0 > c0 ? nx.p0 : c0;
-                        nx.pf_n = (nx.p < c1 ? nx.p : c1) - nx.pf_c0 + 1;
-                    }
                     attn_item(c, il, &j, i, g);
                     for (int64_t hb = 0; hb < nhb; hb++) {
                         const int64_t h0 = g * group + hb * LM_ATTN_MAX_HEADS;
@@ -260,18 +251,6 @@ static bool attn_split(struct lm_context *c, int il, struct lm_attn_job j, lm_at
                             continue;
                         }
                         if (item < a || item >= b) continue;
-                        j.pf_row = n > 1 && item == a; // the thread's first: whole rows, ahead
-                        // the thread's items after its first of the token: an earlier stream fetched them
-                        j.pf_cached = n > 1 && item > a && item > it;
-                        j.pf_n = 0;
-                        if (hb == nhb - 1 && nx.pf_n > 0) { // the last job of this KV head streams the next's
-                            j.pf_c0 = nx.pf_c0;
-                            j.pf_n = nx.pf_n;
-                            j.pf_kb = nx.kb;
-                            j.pf_vb = nx.vb;
-                            j.pf_kn = lm_kv_row_bytes(j.k_q8 ? LM_KV_Q8_0 : LM_KV_F16, hdk);
-                            j.pf_vn = lm_kv_row_bytes(j.v_q8 ? LM_KV_Q8_0 : LM_KV_F16, hdv);
-                        }
                         if (n == 1) {
                             j.part = NULL;
                             j.out = out;
@@ -342,7 +321,7 @@ void lm_op_attention(struct lm_context *c, int il, int ith, int nth) {
     const bool v_in_k = lay->kv_dim_v == 0; // MLA: V is the first hdv values of the K row
     struct lm_attn_job j = {
         .block_bytes = kv->block_bytes, .block_shift = LM_KV_BLOCK_SHIFT,
-        .kstride = (size_t)lay->kv_dim_k, .vstride = (size_t)(v_in_k ? lay->kv_dim_k : lay->kv_dim_v),
+        .kstride = (size_t)lay->head_k, .vstride = (size_t)(v_in_k ? lay->head_k : lay->head_v),
         .hdk = (int32_t)hdk, .hdv = (int32_t)hdv,
         .scratch = c->attn_scratch + (size_t)ith * c->attn_scratch_stride,
         .k_q8 = lay->type_k == LM_KV_Q8_0,

@@ -242,7 +242,9 @@ def test_metric_names_as_documented(server):
     m = server.metrics()
     assert m["lumen_kv_blocks_total"] > 0 and m["lumen_model_ready"] == 1
     # Gemma 3 270M, f16 cells: 18 layers x (K + V) x one KV head of 256 x 2 bytes
-    assert m["lumen_kv_bytes_per_token"] == 18 * 2 * 256 * 2, m["lumen_kv_bytes_per_token"]
+    # a block's bytes over its 16 positions: the rows, and one 64-byte line that a block of
+    # an even number of lines gets (kv_cache.c: blocks off the same cache sets)
+    assert 18 * 2 * 256 * 2 <= m["lumen_kv_bytes_per_token"] <= 18 * 2 * 256 * 2 + 4, m["lumen_kv_bytes_per_token"]
     assert 0 <= m["lumen_kv_bytes_used"] <= m["lumen_kv_blocks_total"] * 16 * m["lumen_kv_bytes_per_token"]
     assert m["lumen_time_to_first_token_seconds_count"] >= 1
     assert m['lumen_requests_total{route="/v1/completions",status="200"}'] >= 1
